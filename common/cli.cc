@@ -1,0 +1,66 @@
+// See cli.h.
+#include "common/cli.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "gflags/gflags.h"
+#include "glog/logging.h"
+
+namespace r2sp {
+namespace {
+std::string program_name = "r2sp";
+}  // namespace
+
+void InitProcess(int* argc, char*** argv, const char* usage) {
+  if (*argc > 0) {
+    program_name = (*argv)[0];
+    const size_t slash = program_name.rfind('/');
+    if (slash != std::string::npos) program_name = program_name.substr(slash + 1);
+  }
+  FLAGS_logtostderr = true;
+  gflags::SetUsageMessage(usage);
+  gflags::ParseCommandLineFlags(argc, argv, true);
+  google::InitGoogleLogging((*argv)[0]);
+}
+
+void ExitWithError(const absl::Status& status) {
+  std::fprintf(stderr, "%s: error: %s\n", program_name.c_str(),
+               std::string(status.message()).c_str());
+  std::fflush(stderr);
+  std::exit(absl::IsInvalidArgument(status) ? 2 : 1);
+}
+
+void CheckFlag(bool ok, const std::string& message) {
+  if (!ok) ExitWithError(absl::InvalidArgumentError(message));
+}
+
+absl::StatusOr<proto::SyncMode> ParseSyncMode(const std::string& name) {
+  const std::string lower = absl::AsciiStrToLower(name);
+  if (lower == "asp") return proto::ASP;
+  if (lower == "bsp") return proto::BSP;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--sync must be one of asp, bsp; got '", name, "'"));
+}
+
+std::string SyncModeName(proto::SyncMode mode) {
+  return absl::AsciiStrToLower(proto::SyncMode_Name(mode));
+}
+
+absl::Status WriteFileAtomically(const std::string& path, const std::string& contents) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << contents;
+    if (!out.good()) return absl::UnavailableError(absl::StrCat("cannot write ", tmp));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return absl::UnavailableError(absl::StrCat("cannot rename ", tmp, " to ", path));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace r2sp

@@ -1,0 +1,87 @@
+// The protocol-handler interface: servers, the scheduler and tests implement RequestHandler
+// and answer through a Responder, so protocol logic runs with or without real sockets.
+#ifndef R2SP_COMMON_HANDLER_H_
+#define R2SP_COMMON_HANDLER_H_
+
+#include <functional>
+#include <string>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/message.h"
+
+namespace r2sp {
+
+// Where replies go. Thread-safe implementations only.
+class ReplySink {
+ public:
+  virtual ~ReplySink() = default;
+  virtual void SendReply(const std::string& routing_id, Message reply) = 0;
+};
+
+// Called exactly once with the reply to a request, or with the error that ended it
+// (DeadlineExceeded, Cancelled on shutdown). Runs on the transport's I/O thread: it must not
+// block.
+using ReplyCallback = std::function<void(absl::StatusOr<Message>)>;
+
+// Sends requests to peers. Thread-safe implementations only.
+class Requester {
+ public:
+  virtual ~Requester() = default;
+  virtual void Request(const std::string& peer_endpoint, Message request,
+                       absl::Duration timeout, ReplyCallback callback) = 0;
+};
+
+// Answers one received request, now or later (handlers may park it). Movable; cheap.
+class Responder {
+ public:
+  Responder(ReplySink* sink, std::string routing_id, const proto::Header& request)
+      : sink_(sink), routing_id_(std::move(routing_id)) {
+    request_.set_type(request.type());
+    request_.set_request_id(request.request_id());
+    request_.set_key(request.key());
+  }
+
+  // Sends `reply`; its header's type, is_reply, request_id are filled in. An error status
+  // overrides the code and error text.
+  void Reply(Message reply, const absl::Status& status = absl::OkStatus()) {
+    proto::Header header = ReplyHeaderFor(request_, status);
+    header.MergeFrom(reply.header);
+    header.set_is_reply(true);
+    header.set_type(request_.type());
+    header.set_request_id(request_.request_id());
+    if (!status.ok()) {
+      header.set_code(ToErrorCode(status));
+      header.set_error(std::string(status.message()));
+    }
+    reply.header = std::move(header);
+    sink_->SendReply(routing_id_, std::move(reply));
+  }
+
+  // A reply with no payload.
+  void ReplyStatus(const absl::Status& status) { Reply(Message(), status); }
+
+  const std::string& routing_id() const { return routing_id_; }
+
+ private:
+  ReplySink* sink_;  // Outlives every Responder (the transport outlives its handlers' work).
+  std::string routing_id_;
+  proto::Header request_;  // Only type, request_id and key are kept.
+};
+
+// Protocol logic of one process. Every method runs on the transport's I/O thread, one call at
+// a time, so implementations need no locking for state only these methods touch.
+class RequestHandler {
+ public:
+  virtual ~RequestHandler() = default;
+  // A structurally valid request (DecodeFrames passed). Must eventually answer `responder`.
+  virtual void HandleRequest(Message request, Responder responder) = 0;
+  // Called about every TransportOptions::tick_period.
+  virtual void OnTick(absl::Time /*now*/) {}
+};
+
+}  // namespace r2sp
+
+#endif  // R2SP_COMMON_HANDLER_H_

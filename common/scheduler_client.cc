@@ -1,0 +1,114 @@
+// See scheduler_client.h.
+#include "common/scheduler_client.h"
+
+#include <unistd.h>
+
+#include <random>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "glog/logging.h"
+
+namespace r2sp {
+
+std::string MakeInstanceId() {
+  char host[256] = {0};
+  gethostname(host, sizeof(host) - 1);
+  std::random_device rd;
+  return absl::StrCat(host, ":", getpid(), ":", rd());
+}
+
+SchedulerClient::SchedulerClient(Transport* transport, const SchedulerClientOptions& options)
+    : transport_(transport), options_(options) {}
+
+SchedulerClient::~SchedulerClient() { StopHeartbeats(); }
+
+proto::Header SchedulerClient::NewHeader(proto::MsgType type) const {
+  proto::Header header;
+  header.set_type(type);
+  header.set_sender_role(role_);
+  header.set_sender_rank(rank_);
+  return header;
+}
+
+absl::StatusOr<Message> SchedulerClient::CallScheduler(Message request,
+                                                       absl::Duration timeout) {
+  absl::StatusOr<Message> reply = transport_->Call(options_.scheduler, std::move(request), timeout);
+  if (!reply.ok()) return reply.status();
+  absl::Status status = FromReplyHeader(reply->header);
+  if (!status.ok()) return status;
+  return reply;
+}
+
+absl::StatusOr<proto::RegisterReply> SchedulerClient::Register(
+    proto::Role role, const std::vector<proto::TensorSpec>& model) {
+  role_ = role;
+  Message request;
+  request.header = NewHeader(proto::REGISTER);
+  proto::RegisterRequest* reg = request.header.mutable_register_request();
+  reg->set_role(role);
+  reg->set_endpoint(transport_->endpoint());
+  reg->set_instance_id(MakeInstanceId());
+  for (const proto::TensorSpec& t : model) *reg->add_model() = t;
+  absl::StatusOr<Message> reply = CallScheduler(std::move(request), options_.register_timeout);
+  if (absl::IsDeadlineExceeded(reply.status())) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "no answer from the scheduler at ", options_.scheduler, " within ",
+        absl::FormatDuration(options_.register_timeout),
+        ": is it running, reachable, and expecting this many nodes?"));
+  }
+  if (!reply.ok()) {
+    return absl::Status(reply.status().code(),
+                        absl::StrCat("registration refused: ", reply.status().message()));
+  }
+  if (!reply->header.has_register_reply()) {
+    return absl::InternalError("the scheduler's REGISTER reply has no register_reply");
+  }
+  rank_ = reply->header.register_reply().rank();
+  return reply->header.register_reply();
+}
+
+absl::Status SchedulerClient::Barrier(proto::Group group) {
+  Message request;
+  request.header = NewHeader(proto::BARRIER);
+  request.header.mutable_barrier()->set_group(group);
+  request.header.mutable_barrier()->set_barrier_id(next_barrier_id_[group]++);
+  absl::StatusOr<Message> reply = CallScheduler(std::move(request), options_.barrier_timeout);
+  return reply.status();
+}
+
+absl::Status SchedulerClient::Finish(const proto::NodeCounters& counters) {
+  Message request;
+  request.header = NewHeader(proto::FINISH);
+  *request.header.mutable_counters() = counters;
+  return CallScheduler(std::move(request), options_.request_timeout).status();
+}
+
+void SchedulerClient::StartHeartbeats(
+    std::function<void(const proto::HeartbeatReply&)> on_reply) {
+  CHECK(!heartbeat_thread_.joinable()) << "heartbeats already running";
+  heartbeat_thread_ = std::thread([this, on_reply = std::move(on_reply)] {
+    while (!stop_heartbeats_.WaitForNotificationWithTimeout(options_.heartbeat_period)) {
+      Message beat;
+      beat.header = NewHeader(proto::HEARTBEAT);
+      transport_->Request(options_.scheduler, std::move(beat), options_.heartbeat_period * 3,
+                          [on_reply](absl::StatusOr<Message> reply) {
+                            if (!reply.ok()) {
+                              LOG(WARNING) << "heartbeat: " << reply.status();
+                            } else if (reply->header.code() != proto::OK) {
+                              LOG(WARNING) << "heartbeat refused: " << reply->header.error();
+                            } else if (on_reply) {
+                              on_reply(reply->header.heartbeat_reply());
+                            }
+                          });
+    }
+  });
+}
+
+void SchedulerClient::StopHeartbeats() {
+  if (!heartbeat_thread_.joinable()) return;
+  if (!stop_heartbeats_.HasBeenNotified()) stop_heartbeats_.Notify();
+  heartbeat_thread_.join();
+}
+
+}  // namespace r2sp

@@ -1,0 +1,68 @@
+// A server's or worker's side of the scheduler protocol: register (blocking, bounded),
+// barriers, heartbeats on a background thread, and FINISH.
+#ifndef R2SP_COMMON_SCHEDULER_CLIENT_H_
+#define R2SP_COMMON_SCHEDULER_CLIENT_H_
+
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "common/transport.h"
+
+namespace r2sp {
+
+struct SchedulerClientOptions {
+  std::string scheduler;  // e.g. tcp://127.0.0.1:9000. REQUIRES: non-empty.
+  absl::Duration register_timeout = absl::Seconds(60);
+  absl::Duration barrier_timeout = absl::Minutes(30);
+  absl::Duration request_timeout = absl::Seconds(30);
+  absl::Duration heartbeat_period = absl::Seconds(1);
+};
+
+// Thread-safety: Register, Barrier and Finish are for one thread (the node's main thread);
+// heartbeats run on their own thread. `transport` (borrowed) must outlive this object.
+class SchedulerClient {
+ public:
+  SchedulerClient(Transport* transport, const SchedulerClientOptions& options);
+  ~SchedulerClient();
+
+  // Registers this node and waits for every other node; returns its rank and the book.
+  absl::StatusOr<proto::RegisterReply> Register(proto::Role role,
+                                                const std::vector<proto::TensorSpec>& model);
+  // Waits until every live member of `group` has arrived.
+  absl::Status Barrier(proto::Group group);
+  // Workers: reports the final counters.
+  absl::Status Finish(const proto::NodeCounters& counters);
+
+  // Sends a heartbeat every heartbeat_period; `on_reply` (may be empty) sees each answer on
+  // the transport's I/O thread.
+  void StartHeartbeats(std::function<void(const proto::HeartbeatReply&)> on_reply);
+  void StopHeartbeats();
+
+  // A request header carrying this node's role and rank.
+  proto::Header NewHeader(proto::MsgType type) const;
+  int rank() const { return rank_; }
+
+ private:
+  absl::StatusOr<Message> CallScheduler(Message request, absl::Duration timeout);
+
+  Transport* const transport_;
+  const SchedulerClientOptions options_;
+  proto::Role role_ = proto::ROLE_UNSPECIFIED;
+  int rank_ = -1;
+  absl::flat_hash_map<int, uint64_t> next_barrier_id_;
+  absl::Notification stop_heartbeats_;
+  std::thread heartbeat_thread_;
+};
+
+// A string unique to this process instance (host:pid:random).
+std::string MakeInstanceId();
+
+}  // namespace r2sp
+
+#endif  // R2SP_COMMON_SCHEDULER_CLIENT_H_

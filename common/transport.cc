@@ -1,0 +1,362 @@
+// ZeroMQ transport; see transport.h. The I/O thread polls an eventfd (outbox wake-ups), the
+// ROUTER (incoming requests) and every DEALER (incoming replies).
+#include "common/transport.h"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <iterator>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/notification.h"
+#include "glog/logging.h"
+#include "zmq_addon.hpp"
+
+namespace r2sp {
+namespace {
+
+constexpr int kLingerMs = 2000;     // flush queued replies when closing
+constexpr int kMaxBatch = 256;      // messages taken from one socket per poll round
+
+// Replaces the host of "tcp://HOST:PORT" with `host`.
+std::string WithHost(const std::string& endpoint, const std::string& host) {
+  const size_t scheme = endpoint.find("://");
+  const size_t colon = endpoint.rfind(':');
+  if (scheme == std::string::npos || colon == std::string::npos || colon < scheme + 3) {
+    return endpoint;
+  }
+  return absl::StrCat(endpoint.substr(0, scheme + 3), host, endpoint.substr(colon));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Transport>> Transport::Create(const TransportOptions& options) {
+  std::unique_ptr<Transport> transport(new Transport(options));
+  absl::Status status = transport->Bind();
+  if (!status.ok()) return status;
+  return transport;
+}
+
+Transport::Transport(const TransportOptions& options)
+    : options_(options), context_(options.zmq_io_threads), router_(context_, zmq::socket_type::router) {}
+
+absl::Status Transport::Bind() {
+  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (wake_fd_ < 0) return absl::InternalError(absl::StrCat("eventfd: ", strerror(errno)));
+  try {
+    router_.set(zmq::sockopt::linger, kLingerMs);
+    router_.set(zmq::sockopt::sndhwm, 0);
+    router_.set(zmq::sockopt::rcvhwm, 0);
+    router_.set(zmq::sockopt::maxmsgsize, options_.max_frame_bytes);
+    router_.bind(options_.bind_endpoint);
+    endpoint_ = router_.get(zmq::sockopt::last_endpoint);
+  } catch (const zmq::error_t& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot bind ", options_.bind_endpoint, ": ", e.what()));
+  }
+  if (!options_.advertise_host.empty()) {
+    endpoint_ = WithHost(endpoint_, options_.advertise_host);
+  } else if (endpoint_.find("://0.0.0.0:") != std::string::npos) {
+    endpoint_ = WithHost(endpoint_, "127.0.0.1");
+  }
+  return absl::OkStatus();
+}
+
+Transport::~Transport() {
+  Stop();
+  if (wake_fd_ >= 0) close(wake_fd_);
+}
+
+void Transport::Start(RequestHandler* handler) {
+  CHECK(!started_) << "Transport::Start called twice";
+  started_ = true;
+  handler_.store(handler);
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void Transport::Stop() {
+  if (!started_ || stopping_.exchange(true)) return;
+  const uint64_t one = 1;
+  (void)!write(wake_fd_, &one, sizeof(one));
+  thread_.join();
+}
+
+void Transport::Enqueue(Outgoing item) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!closed_) {
+      outbox_.push_back(std::move(item));
+      item.callback = nullptr;
+    }
+  }
+  if (item.callback) {  // The I/O thread has exited: nothing will send this request.
+    item.callback(absl::CancelledError("transport stopped"));
+    return;
+  }
+  const uint64_t one = 1;
+  (void)!write(wake_fd_, &one, sizeof(one));
+}
+
+void Transport::Request(const std::string& peer_endpoint, Message request,
+                        absl::Duration timeout, ReplyCallback callback) {
+  CHECK(callback) << "Request needs a callback";
+  Enqueue(Outgoing{false, peer_endpoint, std::move(request), absl::Now() + timeout,
+                   std::move(callback)});
+}
+
+void Transport::SendReply(const std::string& routing_id, Message reply) {
+  Enqueue(Outgoing{true, routing_id, std::move(reply), absl::InfiniteFuture(), nullptr});
+}
+
+absl::StatusOr<Message> Transport::Call(const std::string& peer_endpoint, Message request,
+                                        absl::Duration timeout) {
+  CHECK(std::this_thread::get_id() != thread_.get_id()) << "Call() on the I/O thread";
+  absl::Notification done;
+  absl::StatusOr<Message> result = absl::UnknownError("no reply");
+  Request(peer_endpoint, std::move(request), timeout,
+          [&done, &result](absl::StatusOr<Message> reply) {
+            result = std::move(reply);
+            done.Notify();
+          });
+  done.WaitForNotification();
+  return result;
+}
+
+TransportCounters Transport::counters() const {
+  absl::MutexLock lock(&mu_);
+  return counters_;
+}
+
+void Transport::Loop() {
+  std::vector<zmq_pollitem_t> items;
+  absl::Time next_tick = absl::Now();
+  while (true) {
+    items.clear();
+    items.push_back({nullptr, wake_fd_, ZMQ_POLLIN, 0});
+    items.push_back({router_.handle(), 0, ZMQ_POLLIN, 0});
+    for (zmq::socket_t* dealer : dealer_list_) {
+      items.push_back({dealer->handle(), 0, ZMQ_POLLIN, 0});
+    }
+    const long timeout_ms = std::max<long>(
+        0, absl::ToInt64Milliseconds(next_tick - absl::Now()) + 1);
+    const int ready = zmq_poll(items.data(), static_cast<int>(items.size()), timeout_ms);
+    if (ready < 0 && zmq_errno() != EINTR) {
+      LOG(ERROR) << "zmq_poll: " << zmq_strerror(zmq_errno());
+    }
+    if (items[0].revents & ZMQ_POLLIN) {
+      uint64_t value;
+      (void)!read(wake_fd_, &value, sizeof(value));
+    }
+    DrainOutbox();
+    if (items[1].revents & ZMQ_POLLIN) ReceiveFromRouter();
+    // dealer_list_ may have grown in DrainOutbox; only the polled ones have revents.
+    for (size_t i = 2; i < items.size(); ++i) {
+      if (items[i].revents & ZMQ_POLLIN) ReceiveFromDealer(*dealer_list_[i - 2]);
+    }
+    const absl::Time now = absl::Now();
+    if (now >= next_tick) {
+      ExpireRequests(now, /*all=*/false);
+      RequestHandler* handler = handler_.load();
+      if (handler != nullptr && !stopping_.load()) handler->OnTick(now);
+      next_tick = now + options_.tick_period;
+    }
+    if (stopping_.load()) {
+      absl::MutexLock lock(&mu_);
+      if (outbox_.empty()) break;
+    }
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    closed_ = true;
+  }
+  DrainOutbox();  // Sends the last replies; requests queued meanwhile are cancelled.
+  ExpireRequests(absl::InfiniteFuture(), /*all=*/true);
+}
+
+void Transport::DrainOutbox() {
+  std::deque<Outgoing> batch;
+  {
+    absl::MutexLock lock(&mu_);
+    batch.swap(outbox_);
+  }
+  for (Outgoing& item : batch) SendOne(item);
+}
+
+void Transport::SendOne(Outgoing& item) {
+  if (item.is_reply) {
+    const size_t bytes = PayloadBytes(item.message);
+    try {
+      SendFrames(router_, item.message, &item.destination);
+      absl::MutexLock lock(&mu_);
+      counters_.payload_bytes_sent += bytes;
+    } catch (const zmq::error_t& e) {
+      LOG(WARNING) << "cannot send reply: " << e.what();
+    }
+    return;
+  }
+  if (stopping_.load()) {
+    item.callback(absl::CancelledError("transport is stopping"));
+    return;
+  }
+  const uint64_t id = next_request_id_++;
+  item.message.header.set_request_id(id);
+  item.message.header.set_is_reply(false);
+  const size_t bytes = PayloadBytes(item.message);
+  try {
+    zmq::socket_t& dealer = DealerFor(item.destination);
+    pending_.emplace(id, Pending{std::move(item.callback), item.deadline});
+    SendFrames(dealer, item.message, nullptr);
+    absl::MutexLock lock(&mu_);
+    counters_.payload_bytes_sent += bytes;
+  } catch (const zmq::error_t& e) {
+    auto it = pending_.find(id);
+    ReplyCallback callback =
+        it != pending_.end() ? std::move(it->second.callback) : std::move(item.callback);
+    if (it != pending_.end()) pending_.erase(it);
+    callback(absl::UnavailableError(
+        absl::StrCat("cannot send to ", item.destination, ": ", e.what())));
+  }
+}
+
+void Transport::SendFrames(zmq::socket_t& socket, Message& message,
+                           const std::string* routing_id) {
+  zmq::message_t header = EncodeHeader(message);
+  if (routing_id != nullptr) {
+    socket.send(zmq::buffer(*routing_id), zmq::send_flags::sndmore);
+  }
+  const bool has_payload = !message.payload.empty();
+  socket.send(header, has_payload ? zmq::send_flags::sndmore : zmq::send_flags::none);
+  for (size_t i = 0; i < message.payload.size(); ++i) {
+    const bool last = i + 1 == message.payload.size();
+    socket.send(message.payload[i], last ? zmq::send_flags::none : zmq::send_flags::sndmore);
+  }
+}
+
+zmq::socket_t& Transport::DealerFor(const std::string& peer) {
+  auto it = dealers_.find(peer);
+  if (it != dealers_.end()) return *it->second;
+  auto dealer = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::dealer);
+  dealer->set(zmq::sockopt::linger, kLingerMs);
+  dealer->set(zmq::sockopt::sndhwm, 0);
+  dealer->set(zmq::sockopt::rcvhwm, 0);
+  dealer->set(zmq::sockopt::maxmsgsize, options_.max_frame_bytes);
+  dealer->connect(peer);  // throws zmq::error_t on a malformed endpoint
+  zmq::socket_t& ref = *dealer;
+  dealer_list_.push_back(dealer.get());
+  dealers_.emplace(peer, std::move(dealer));
+  return ref;
+}
+
+void Transport::Drop(const std::string& why) {
+  LOG(WARNING) << "dropped message: " << why;
+  absl::MutexLock lock(&mu_);
+  ++counters_.dropped_messages;
+}
+
+void Transport::ReceiveFromRouter() {
+  std::vector<zmq::message_t> frames;
+  for (int n = 0; n < kMaxBatch; ++n) {
+    frames.clear();
+    zmq::recv_result_t got;
+    try {
+      got = zmq::recv_multipart(router_, std::back_inserter(frames), zmq::recv_flags::dontwait);
+    } catch (const zmq::error_t& e) {
+      LOG(WARNING) << "ROUTER receive: " << e.what();
+      return;
+    }
+    if (!got) return;
+    if (frames.size() < 2) {
+      Drop("message without a header frame");
+      continue;
+    }
+    std::string routing_id = frames[0].to_string();
+    frames.erase(frames.begin());
+    absl::StatusOr<Message> decoded = DecodeFrames(frames, options_.decode_limits);
+    if (!decoded.ok()) {
+      Drop(std::string(decoded.status().message()));
+      proto::Header error;
+      error.set_type(proto::ERROR);
+      error.set_is_reply(true);
+      error.set_code(proto::BAD_MESSAGE);
+      error.set_error(std::string(decoded.status().message()));
+      SendReply(routing_id, Message{std::move(error), {}});
+      continue;
+    }
+    if (decoded->header.is_reply()) {
+      Drop("a reply arrived on the ROUTER socket");
+      continue;
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      ++counters_.requests_received;
+      counters_.payload_bytes_received += PayloadBytes(*decoded);
+    }
+    Responder responder(this, std::move(routing_id), decoded->header);
+    RequestHandler* handler = handler_.load();
+    if (handler == nullptr || stopping_.load()) {
+      responder.ReplyStatus(absl::UnavailableError("this process takes no requests now"));
+      continue;
+    }
+    handler->HandleRequest(*std::move(decoded), std::move(responder));
+  }
+}
+
+void Transport::ReceiveFromDealer(zmq::socket_t& dealer) {
+  std::vector<zmq::message_t> frames;
+  for (int n = 0; n < kMaxBatch; ++n) {
+    frames.clear();
+    zmq::recv_result_t got;
+    try {
+      got = zmq::recv_multipart(dealer, std::back_inserter(frames), zmq::recv_flags::dontwait);
+    } catch (const zmq::error_t& e) {
+      LOG(WARNING) << "DEALER receive: " << e.what();
+      return;
+    }
+    if (!got) return;
+    absl::StatusOr<Message> decoded = DecodeFrames(frames, options_.decode_limits);
+    if (!decoded.ok()) {
+      Drop(absl::StrCat("bad reply: ", decoded.status().message()));
+      continue;
+    }
+    auto it = pending_.find(decoded->header.request_id());
+    if (!decoded->header.is_reply() || it == pending_.end()) {
+      Drop(absl::StrCat("unexpected reply to request ", decoded->header.request_id()));
+      continue;
+    }
+    ReplyCallback callback = std::move(it->second.callback);
+    pending_.erase(it);
+    {
+      absl::MutexLock lock(&mu_);
+      ++counters_.replies_received;
+      counters_.payload_bytes_received += PayloadBytes(*decoded);
+    }
+    callback(*std::move(decoded));
+  }
+}
+
+void Transport::ExpireRequests(absl::Time now, bool all) {
+  std::vector<ReplyCallback> expired;
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    if (all || it->second.deadline <= now) {
+      expired.push_back(std::move(it->second.callback));
+      pending_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+  if (expired.empty()) return;
+  if (!all) {
+    absl::MutexLock lock(&mu_);
+    counters_.timed_out_requests += expired.size();
+  }
+  for (ReplyCallback& callback : expired) {
+    callback(all ? absl::CancelledError("transport stopped")
+                 : absl::DeadlineExceededError("no reply before the deadline"));
+  }
+}
+
+}  // namespace r2sp

@@ -1,0 +1,133 @@
+// ZeroMQ transport: one ROUTER bound for requests received (replies go back on it) and one
+// DEALER per peer for requests sent, all owned by a single I/O thread.
+#ifndef R2SP_COMMON_TRANSPORT_H_
+#define R2SP_COMMON_TRANSPORT_H_
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/handler.h"
+#include "common/message.h"
+#include "zmq.hpp"
+
+namespace r2sp {
+
+struct TransportOptions {
+  // Where the ROUTER binds. A '*' port picks a free one; endpoint() tells which.
+  std::string bind_endpoint = "tcp://127.0.0.1:*";
+  // If set, the host other processes should use to reach us (bind_endpoint may be 0.0.0.0).
+  std::string advertise_host;
+  // libzmq drops (and disconnects) a peer that sends a larger frame (ZMQ_MAXMSGSIZE).
+  int64_t max_frame_bytes = int64_t{1} << 30;
+  DecodeLimits decode_limits;
+  // How often RequestHandler::OnTick runs and request deadlines are checked.
+  absl::Duration tick_period = absl::Milliseconds(50);
+  int zmq_io_threads = 1;
+};
+
+struct TransportCounters {
+  uint64_t requests_received = 0;
+  uint64_t replies_received = 0;
+  uint64_t payload_bytes_received = 0;
+  uint64_t payload_bytes_sent = 0;
+  uint64_t dropped_messages = 0;  // undecodable, unexpected or stale messages
+  uint64_t timed_out_requests = 0;
+};
+
+// Thread-safety: Request, SendReply, Call and counters may be called from any thread.
+// The handler and reply callbacks run on the internal I/O thread.
+class Transport : public ReplySink, public Requester {
+ public:
+  static absl::StatusOr<std::unique_ptr<Transport>> Create(const TransportOptions& options);
+  // Stops the I/O thread; pending requests complete with Cancelled.
+  ~Transport() override;
+
+  Transport(const Transport&) = delete;
+  Transport& operator=(const Transport&) = delete;
+
+  // Starts serving. `handler` (may be null for a pure client, whose incoming requests get
+  // NOT_READY) must outlive the transport or the next Stop().
+  void Start(RequestHandler* handler);
+
+  // Installs (or replaces) the handler while running, e.g. once registration has told a
+  // server what it holds. `handler` must outlive the transport or the next Stop().
+  void SetHandler(RequestHandler* handler) { handler_.store(handler); }
+
+  // Sends everything queued, then stops the I/O thread. Pending requests get Cancelled.
+  // Idempotent.
+  void Stop();
+
+  // The endpoint peers should connect to, e.g. "tcp://127.0.0.1:40123".
+  const std::string& endpoint() const { return endpoint_; }
+
+  void Request(const std::string& peer_endpoint, Message request, absl::Duration timeout,
+               ReplyCallback callback) override;
+  void SendReply(const std::string& routing_id, Message reply) override;
+
+  // Blocking request. REQUIRES: not called on the I/O thread.
+  absl::StatusOr<Message> Call(const std::string& peer_endpoint, Message request,
+                               absl::Duration timeout);
+
+  TransportCounters counters() const;
+
+ private:
+  struct Outgoing {
+    bool is_reply;
+    std::string destination;  // routing id (replies) or peer endpoint (requests)
+    Message message;
+    absl::Time deadline;
+    ReplyCallback callback;
+  };
+  struct Pending {
+    ReplyCallback callback;
+    absl::Time deadline;
+  };
+
+  explicit Transport(const TransportOptions& options);
+  absl::Status Bind();
+  void Enqueue(Outgoing item);
+  void Loop();
+  void DrainOutbox();
+  void SendOne(Outgoing& item);
+  void SendFrames(zmq::socket_t& socket, Message& message, const std::string* routing_id);
+  void ReceiveFromRouter();
+  void ReceiveFromDealer(zmq::socket_t& dealer);
+  void ExpireRequests(absl::Time now, bool all);
+  zmq::socket_t& DealerFor(const std::string& peer);
+  void Drop(const std::string& why);
+
+  const TransportOptions options_;
+  zmq::context_t context_;
+  zmq::socket_t router_;
+  std::string endpoint_;
+  int wake_fd_ = -1;  // eventfd: other threads wake the I/O thread through it
+  std::thread thread_;
+  std::atomic<RequestHandler*> handler_{nullptr};
+  std::atomic<bool> stopping_{false};
+  bool started_ = false;
+
+  mutable absl::Mutex mu_;
+  std::deque<Outgoing> outbox_ ABSL_GUARDED_BY(mu_);
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;  // the I/O thread has exited
+  TransportCounters counters_ ABSL_GUARDED_BY(mu_);
+
+  // Touched only by the I/O thread.
+  absl::flat_hash_map<std::string, std::unique_ptr<zmq::socket_t>> dealers_;
+  std::vector<zmq::socket_t*> dealer_list_;
+  absl::flat_hash_map<uint64_t, Pending> pending_;
+  uint64_t next_request_id_ = 1;
+};
+
+}  // namespace r2sp
+
+#endif  // R2SP_COMMON_TRANSPORT_H_

@@ -1,0 +1,69 @@
+// The `scheduler` binary: one per job. Wires the transport to SchedulerCore and waits for the
+// job to end; writes the job's counters as JSON if asked.
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+#include "common/cli.h"
+#include "common/transport.h"
+#include "gflags/gflags.h"
+#include "glog/logging.h"
+#include "scheduler/scheduler_core.h"
+
+DEFINE_string(bind, "tcp://0.0.0.0:9000",
+              "ZeroMQ endpoint to listen on; port * picks a free one (see --endpoint_file)");
+DEFINE_string(advertise_host, "", "host name or address other machines reach us at");
+DEFINE_string(endpoint_file, "", "if set, write the endpoint nodes should use to this file");
+DEFINE_int32(num_servers, 1, "servers in the job");
+DEFINE_int32(num_workers, 1, "workers in the job");
+DEFINE_uint64(partition_bytes, 4096000, "largest partition of the model, in bytes");
+DEFINE_string(sync, "asp", "consistency mode: asp (apply on arrival) or bsp");
+DEFINE_int32(heartbeat_timeout_ms, 3000, "declare a node dead after this much silence");
+DEFINE_int32(register_timeout_s, 120, "fail if the job is not complete within this time");
+DEFINE_string(stats_json, "", "if set, write every node's counters here at the end");
+
+int main(int argc, char** argv) {
+  r2sp::InitProcess(&argc, &argv, "R2SP scheduler: membership, barriers, job control");
+  r2sp::CheckFlag(FLAGS_num_servers >= 1, "--num_servers must be at least 1");
+  r2sp::CheckFlag(FLAGS_num_workers >= 1, "--num_workers must be at least 1");
+  r2sp::CheckFlag(FLAGS_partition_bytes >= 4 && FLAGS_partition_bytes % 4 == 0,
+                  "--partition_bytes must be a positive multiple of 4");
+  r2sp::CheckFlag(FLAGS_heartbeat_timeout_ms >= 100, "--heartbeat_timeout_ms must be >= 100");
+  r2sp::CheckFlag(FLAGS_register_timeout_s >= 1, "--register_timeout_s must be >= 1");
+  absl::StatusOr<r2sp::proto::SyncMode> sync = r2sp::ParseSyncMode(FLAGS_sync);
+  if (!sync.ok()) r2sp::ExitWithError(sync.status());
+
+  r2sp::TransportOptions transport_options;
+  transport_options.bind_endpoint = FLAGS_bind;
+  transport_options.advertise_host = FLAGS_advertise_host;
+  auto transport = r2sp::Transport::Create(transport_options);
+  if (!transport.ok()) r2sp::ExitWithError(transport.status());
+
+  r2sp::SchedulerOptions options;
+  options.num_servers = FLAGS_num_servers;
+  options.num_workers = FLAGS_num_workers;
+  options.partition_bytes = FLAGS_partition_bytes;
+  options.sync = *sync;
+  options.heartbeat_timeout = absl::Milliseconds(FLAGS_heartbeat_timeout_ms);
+  options.register_timeout = absl::Seconds(FLAGS_register_timeout_s);
+  r2sp::SchedulerCore core(options, transport->get());
+  (*transport)->Start(&core);
+  LOG(INFO) << "scheduler listening at " << (*transport)->endpoint() << ", waiting for "
+            << FLAGS_num_servers << " servers and " << FLAGS_num_workers << " workers ("
+            << r2sp::SyncModeName(*sync) << ")";
+  if (!FLAGS_endpoint_file.empty()) {
+    absl::Status written =
+        r2sp::WriteFileAtomically(FLAGS_endpoint_file, (*transport)->endpoint() + "\n");
+    if (!written.ok()) r2sp::ExitWithError(written);
+  }
+
+  core.done().WaitForNotification();
+  (*transport)->Stop();
+  if (!FLAGS_stats_json.empty()) {
+    absl::Status written = r2sp::WriteFileAtomically(FLAGS_stats_json, core.ReportJson());
+    if (!written.ok()) LOG(ERROR) << written;
+  }
+  const std::string failure = core.failure();
+  if (!failure.empty()) r2sp::ExitWithError(absl::FailedPreconditionError(failure));
+  LOG(INFO) << "job finished";
+  return 0;
+}

@@ -1,0 +1,393 @@
+// See scheduler_core.h.
+#include "scheduler/scheduler_core.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "glog/logging.h"
+
+namespace r2sp {
+namespace {
+
+const char* RoleName(proto::Role role) {
+  switch (role) {
+    case proto::SERVER:
+      return "server";
+    case proto::WORKER:
+      return "worker";
+    default:
+      return "node";
+  }
+}
+
+bool SameModel(const std::vector<proto::TensorSpec>& a,
+               const google::protobuf::RepeatedPtrField<proto::TensorSpec>& b) {
+  if (static_cast<int>(a.size()) != b.size()) return false;
+  for (int i = 0; i < b.size(); ++i) {
+    if (a[i].name() != b[i].name() || a[i].num_elements() != b[i].num_elements()) return false;
+  }
+  return true;
+}
+
+std::string JsonString(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) continue;
+    out += c;
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+SchedulerCore::SchedulerCore(const SchedulerOptions& options, Requester* requester,
+                             Clock clock)
+    : options_(options), requester_(requester), clock_(std::move(clock)), started_(clock_()) {}
+
+std::string SchedulerCore::failure() const {
+  absl::MutexLock lock(&mu_);
+  return failure_;
+}
+
+void SchedulerCore::Fail(const std::string& why) {
+  LOG(ERROR) << "job failed: " << why;
+  if (failure_.empty()) failure_ = why;
+  if (!done_.HasBeenNotified()) done_.Notify();
+}
+
+void SchedulerCore::HandleRequest(Message request, Responder responder) {
+  const absl::Time now = clock_();
+  {
+    absl::MutexLock lock(&mu_);
+    const proto::Header& header = request.header;
+    if (header.type() == proto::REGISTER) {
+      HandleRegister(request, responder, now);
+      return;
+    }
+    absl::StatusOr<Node*> sender = Sender(header);
+    if (!sender.ok()) {
+      LOG(WARNING) << "rejected " << proto::MsgType_Name(header.type()) << ": "
+                   << sender.status();
+      responder.ReplyStatus(sender.status());
+      return;
+    }
+    Node& node = **sender;
+    node.last_seen = now;
+    switch (header.type()) {
+      case proto::HEARTBEAT: {
+        Message reply;
+        proto::HeartbeatReply* hb = reply.header.mutable_heartbeat_reply();
+        for (const Node& w : workers_) {
+          if (w.state == NodeState::kDead) hb->add_dead_workers(w.rank);
+        }
+        for (const Node& s : servers_) {
+          if (s.state == NodeState::kDead) hb->add_dead_servers(s.rank);
+        }
+        hb->set_shutting_down(shutting_down_);
+        responder.Reply(std::move(reply));
+        break;
+      }
+      case proto::BARRIER:
+        HandleBarrier(request, node, responder);
+        break;
+      case proto::FINISH:
+        if (node.role != proto::WORKER) {
+          responder.ReplyStatus(absl::InvalidArgumentError("only workers send FINISH"));
+          break;
+        }
+        node.counters = header.counters();
+        if (node.state == NodeState::kAlive) node.state = NodeState::kFinished;
+        LOG(INFO) << "worker " << node.rank << " finished after "
+                  << node.counters.iterations() << " iterations";
+        responder.ReplyStatus(absl::OkStatus());
+        ReleaseBarriers();
+        MaybeEndJob();
+        break;
+      default:
+        responder.ReplyStatus(absl::InvalidArgumentError(absl::StrCat(
+            "the scheduler does not handle ", proto::MsgType_Name(header.type()))));
+    }
+  }
+  SendQueuedShutdowns();
+}
+
+void SchedulerCore::HandleRegister(const Message& request, Responder& responder,
+                                   absl::Time now) {
+  if (!request.header.has_register_request()) {
+    responder.ReplyStatus(absl::InvalidArgumentError("REGISTER without a register_request"));
+    return;
+  }
+  const proto::RegisterRequest& reg = request.header.register_request();
+  if (reg.role() != proto::SERVER && reg.role() != proto::WORKER) {
+    responder.ReplyStatus(absl::InvalidArgumentError("only servers and workers register"));
+    return;
+  }
+  if (reg.endpoint().empty() || reg.instance_id().empty()) {
+    responder.ReplyStatus(absl::InvalidArgumentError("REGISTER needs endpoint and instance_id"));
+    return;
+  }
+  if (rendezvous_done_) {
+    responder.ReplyStatus(absl::FailedPreconditionError(
+        "the job already has all its servers and workers"));
+    return;
+  }
+  if (reg.role() == proto::WORKER) {
+    if (reg.model_size() == 0) {
+      responder.ReplyStatus(absl::InvalidArgumentError("a worker must describe its model"));
+      return;
+    }
+    if (model_.empty()) {
+      model_.assign(reg.model().begin(), reg.model().end());
+    } else if (!SameModel(model_, reg.model())) {
+      LOG(WARNING) << "worker " << reg.instance_id() << " registered a different model";
+      responder.ReplyStatus(absl::InvalidArgumentError(
+          "this worker's model differs from the one the first worker registered"));
+      return;
+    }
+  }
+  for (PendingRegister& p : pending_) {
+    if (p.request.instance_id() == reg.instance_id()) {  // a retry: answer the newest
+      p = PendingRegister{reg, std::move(responder)};
+      return;
+    }
+  }
+  pending_.push_back(PendingRegister{reg, std::move(responder)});
+  int servers = 0, workers = 0;
+  for (const PendingRegister& p : pending_) {
+    (p.request.role() == proto::SERVER ? servers : workers)++;
+  }
+  LOG(INFO) << RoleName(reg.role()) << " registered from " << reg.endpoint() << " ("
+            << servers << "/" << options_.num_servers << " servers, " << workers << "/"
+            << options_.num_workers << " workers)";
+  if (servers > options_.num_servers || workers > options_.num_workers) {
+    PendingRegister extra = std::move(pending_.back());
+    pending_.pop_back();
+    extra.responder.ReplyStatus(absl::FailedPreconditionError(absl::StrCat(
+        "the job wants ", options_.num_servers, " servers and ", options_.num_workers,
+        " workers; this one is one too many")));
+    return;
+  }
+  if (servers == options_.num_servers && workers == options_.num_workers) {
+    CompleteRendezvous(now);
+  }
+}
+
+void SchedulerCore::CompleteRendezvous(absl::Time now) {
+  proto::AddressBook book;
+  for (const PendingRegister& p : pending_) {
+    std::vector<Node>& nodes = p.request.role() == proto::SERVER ? servers_ : workers_;
+    Node node{p.request.role(), static_cast<int>(nodes.size()), p.request.endpoint(),
+              p.request.instance_id(), now};
+    proto::NodeInfo* info =
+        p.request.role() == proto::SERVER ? book.add_servers() : book.add_workers();
+    info->set_role(node.role);
+    info->set_rank(node.rank);
+    info->set_endpoint(node.endpoint);
+    nodes.push_back(node);
+  }
+  for (const proto::TensorSpec& t : model_) *book.add_model() = t;
+  book.set_partition_bytes(options_.partition_bytes);
+  book.set_sync(options_.sync);
+  int server_rank = 0, worker_rank = 0;
+  for (PendingRegister& p : pending_) {
+    Message reply;
+    proto::RegisterReply* r = reply.header.mutable_register_reply();
+    r->set_rank(p.request.role() == proto::SERVER ? server_rank++ : worker_rank++);
+    *r->mutable_book() = book;
+    p.responder.Reply(std::move(reply));
+  }
+  pending_.clear();
+  rendezvous_done_ = true;
+  LOG(INFO) << "all " << servers_.size() << " servers and " << workers_.size()
+            << " workers registered; address book sent";
+}
+
+absl::StatusOr<SchedulerCore::Node*> SchedulerCore::Sender(const proto::Header& header) {
+  if (!rendezvous_done_) {
+    return absl::UnavailableError("registration is still in progress");
+  }
+  std::vector<Node>* nodes = header.sender_role() == proto::SERVER   ? &servers_
+                             : header.sender_role() == proto::WORKER ? &workers_
+                                                                     : nullptr;
+  if (nodes == nullptr || header.sender_rank() < 0 ||
+      header.sender_rank() >= static_cast<int>(nodes->size())) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown sender ",
+                                                   proto::Role_Name(header.sender_role()), " ",
+                                                   header.sender_rank()));
+  }
+  Node& node = (*nodes)[header.sender_rank()];
+  if (node.state == NodeState::kDead) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(RoleName(node.role), " ", node.rank, " was declared dead"));
+  }
+  return &node;
+}
+
+bool SchedulerCore::InGroup(const Node& node, proto::Group group) const {
+  switch (group) {
+    case proto::ALL:
+      return true;
+    case proto::WORKERS:
+      return node.role == proto::WORKER;
+    case proto::SERVERS:
+      return node.role == proto::SERVER;
+    default:
+      return false;
+  }
+}
+
+void SchedulerCore::HandleBarrier(const Message& request, Node& node, Responder& responder) {
+  const proto::BarrierRequest& req = request.header.barrier();
+  if (!request.header.has_barrier() || !InGroup(node, req.group())) {
+    responder.ReplyStatus(absl::InvalidArgumentError("BARRIER for a group the sender is not in"));
+    return;
+  }
+  BarrierState& barrier = barriers_[req.group()];
+  if (req.barrier_id() != barrier.id) {
+    responder.ReplyStatus(absl::InvalidArgumentError(absl::StrCat(
+        "barrier ", req.barrier_id(), " of group ", proto::Group_Name(req.group()),
+        " but the group is at barrier ", barrier.id)));
+    return;
+  }
+  for (Node* n : barrier.arrived) {
+    if (n == &node) {
+      responder.ReplyStatus(absl::AlreadyExistsError("already waiting at this barrier"));
+      return;
+    }
+  }
+  barrier.arrived.push_back(&node);
+  barrier.waiting.push_back(std::move(responder));
+  ReleaseBarriers();
+}
+
+void SchedulerCore::ReleaseBarriers() {
+  for (auto& [group, barrier] : barriers_) {
+    if (barrier.waiting.empty()) continue;
+    bool complete = true;
+    for (std::vector<Node>* nodes : {&servers_, &workers_}) {
+      for (Node& n : *nodes) {
+        if (n.state != NodeState::kAlive || !InGroup(n, static_cast<proto::Group>(group))) {
+          continue;
+        }
+        bool arrived = false;
+        for (Node* a : barrier.arrived) arrived |= a == &n;
+        complete &= arrived;
+      }
+    }
+    if (!complete) continue;
+    for (Responder& r : barrier.waiting) r.ReplyStatus(absl::OkStatus());
+    barrier.waiting.clear();
+    barrier.arrived.clear();
+    ++barrier.id;
+  }
+}
+
+void SchedulerCore::MaybeEndJob() {
+  if (shutting_down_ || !rendezvous_done_) return;
+  for (const Node& w : workers_) {
+    if (w.state == NodeState::kAlive) return;
+  }
+  shutting_down_ = true;
+  LOG(INFO) << "every worker has finished or died; shutting the servers down";
+  for (const Node& s : servers_) {
+    if (s.state != NodeState::kAlive) continue;
+    shutdowns_to_send_.emplace_back(s.rank, s.endpoint);
+    ++shutdown_acks_outstanding_;
+  }
+  if (shutdown_acks_outstanding_ == 0 && !done_.HasBeenNotified()) done_.Notify();
+}
+
+void SchedulerCore::SendQueuedShutdowns() {
+  std::vector<std::pair<int, std::string>> to_send;
+  {
+    absl::MutexLock lock(&mu_);
+    to_send.swap(shutdowns_to_send_);
+  }
+  for (auto& [rank, endpoint] : to_send) {
+    Message request;
+    request.header.set_type(proto::SHUTDOWN);
+    request.header.set_sender_role(proto::SCHEDULER);
+    request.header.set_sender_rank(0);
+    const int r = rank;
+    requester_->Request(endpoint, std::move(request), options_.shutdown_timeout,
+                        [this, r](absl::StatusOr<Message> reply) {
+                          ServerAcknowledged(r, std::move(reply));
+                        });
+  }
+}
+
+void SchedulerCore::ServerAcknowledged(int rank, absl::StatusOr<Message> reply) {
+  absl::MutexLock lock(&mu_);
+  Node& server = servers_[rank];
+  if (reply.ok() && reply->header.code() == proto::OK) {
+    server.counters = reply->header.counters();
+    server.state = NodeState::kFinished;
+  } else {
+    LOG(WARNING) << "server " << rank << " did not acknowledge SHUTDOWN: "
+                 << (reply.ok() ? reply->header.error() : reply.status().ToString());
+  }
+  if (--shutdown_acks_outstanding_ == 0 && !done_.HasBeenNotified()) done_.Notify();
+}
+
+void SchedulerCore::OnTick(absl::Time now) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!rendezvous_done_) {
+      if (now - started_ > options_.register_timeout && !done_.HasBeenNotified()) {
+        const std::string why = absl::StrCat(
+            "not every node registered within ", absl::FormatDuration(options_.register_timeout));
+        for (PendingRegister& p : pending_) {
+          p.responder.ReplyStatus(absl::FailedPreconditionError(why));
+        }
+        pending_.clear();
+        Fail(why);
+      }
+      return;
+    }
+    bool changed = false;
+    for (std::vector<Node>* nodes : {&servers_, &workers_}) {
+      for (Node& n : *nodes) {
+        if (n.state != NodeState::kAlive || now - n.last_seen <= options_.heartbeat_timeout) {
+          continue;
+        }
+        n.state = NodeState::kDead;
+        changed = true;
+        LOG(WARNING) << RoleName(n.role) << " " << n.rank << " at " << n.endpoint
+                     << " declared dead: silent for " << absl::FormatDuration(now - n.last_seen);
+      }
+    }
+    if (changed) {
+      ReleaseBarriers();
+      MaybeEndJob();
+    }
+  }
+  SendQueuedShutdowns();
+}
+
+std::string SchedulerCore::ReportJson() const {
+  absl::MutexLock lock(&mu_);
+  auto nodes_json = [](const std::vector<Node>& nodes) {
+    std::vector<std::string> items;
+    for (const Node& n : nodes) {
+      const proto::NodeCounters& c = n.counters;
+      const char* state = n.state == NodeState::kAlive      ? "alive"
+                          : n.state == NodeState::kFinished ? "finished"
+                                                            : "dead";
+      items.push_back(absl::StrCat(
+          "{\"rank\": ", n.rank, ", \"endpoint\": ", JsonString(n.endpoint),
+          ", \"state\": \"", state, "\", \"bytes_pushed\": ", c.bytes_pushed(),
+          ", \"bytes_pulled\": ", c.bytes_pulled(), ", \"pushes\": ", c.pushes(),
+          ", \"pulls\": ", c.pulls(), ", \"iterations\": ", c.iterations(),
+          ", \"dropped_messages\": ", c.dropped_messages(), ", \"seconds\": ", c.seconds(),
+          "}"));
+    }
+    return absl::StrCat("[", absl::StrJoin(items, ", "), "]");
+  };
+  return absl::StrCat("{\"sync\": \"", proto::SyncMode_Name(options_.sync), "\", ",
+                      "\"failure\": ", JsonString(failure_), ", \"servers\": ",
+                      nodes_json(servers_), ", \"workers\": ", nodes_json(workers_), "}\n");
+}
+
+}  // namespace r2sp

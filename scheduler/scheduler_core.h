@@ -1,0 +1,110 @@
+// The scheduler's protocol logic: registration and rank assignment, the address book,
+// heartbeats with failure detection, barriers, and the orderly end of the job (every worker
+// finished or dead -> SHUTDOWN to every live server).
+#ifndef R2SP_SCHEDULER_SCHEDULER_CORE_H_
+#define R2SP_SCHEDULER_SCHEDULER_CORE_H_
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "common/handler.h"
+
+namespace r2sp {
+
+struct SchedulerOptions {
+  int num_servers = 1;          // REQUIRES: >= 1
+  int num_workers = 1;          // REQUIRES: >= 1
+  uint64_t partition_bytes = 4096000;
+  proto::SyncMode sync = proto::ASP;
+  // A registered node silent for this long is declared dead.
+  absl::Duration heartbeat_timeout = absl::Seconds(3);
+  // Give up if not every node has registered within this time.
+  absl::Duration register_timeout = absl::Seconds(120);
+  // How long servers get to acknowledge SHUTDOWN.
+  absl::Duration shutdown_timeout = absl::Seconds(10);
+};
+
+// Thread-safety: the RequestHandler methods run on the I/O thread; done(), failed() and
+// ReportJson() may be called from any thread.
+class SchedulerCore : public RequestHandler {
+ public:
+  using Clock = std::function<absl::Time()>;
+  // `requester` (borrowed; outlives this) sends SHUTDOWN to the servers. `clock` tells the
+  // time (tests pass a fake one).
+  SchedulerCore(const SchedulerOptions& options, Requester* requester,
+                Clock clock = &absl::Now);
+
+  void HandleRequest(Message request, Responder responder) override;
+  void OnTick(absl::Time now) override;
+
+  // Notified when the job is over (normally or not).
+  absl::Notification& done() { return done_; }
+  // Why the job failed, or empty.
+  std::string failure() const;
+  // Every node's role, rank, endpoint, state and counters, as JSON.
+  std::string ReportJson() const;
+
+ private:
+  enum class NodeState { kAlive, kFinished, kDead };
+  struct Node {
+    proto::Role role;
+    int rank;
+    std::string endpoint;
+    std::string instance_id;
+    absl::Time last_seen;
+    NodeState state = NodeState::kAlive;
+    proto::NodeCounters counters;
+  };
+  struct PendingRegister {
+    proto::RegisterRequest request;
+    Responder responder;
+  };
+  struct BarrierState {
+    uint64_t id = 0;
+    std::vector<Node*> arrived;
+    std::vector<Responder> waiting;
+  };
+
+  void HandleRegister(const Message& request, Responder& responder, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CompleteRendezvous(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<Node*> Sender(const proto::Header& header) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void HandleBarrier(const Message& request, Node& node, Responder& responder)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool InGroup(const Node& node, proto::Group group) const;
+  void ReleaseBarriers() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void MaybeEndJob() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sends the SHUTDOWN requests MaybeEndJob queued. Called without mu_ held, so a requester
+  // that answers synchronously (tests) cannot deadlock.
+  void SendQueuedShutdowns() ABSL_LOCKS_EXCLUDED(mu_);
+  void ServerAcknowledged(int rank, absl::StatusOr<Message> reply);
+  void Fail(const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const SchedulerOptions options_;
+  Requester* const requester_;
+  const Clock clock_;
+  const absl::Time started_;
+  absl::Notification done_;
+
+  mutable absl::Mutex mu_;
+  std::vector<PendingRegister> pending_ ABSL_GUARDED_BY(mu_);
+  std::vector<proto::TensorSpec> model_ ABSL_GUARDED_BY(mu_);
+  bool rendezvous_done_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<Node> servers_ ABSL_GUARDED_BY(mu_);
+  std::vector<Node> workers_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<int, BarrierState> barriers_ ABSL_GUARDED_BY(mu_);  // by proto::Group
+  bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  int shutdown_acks_outstanding_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<std::pair<int, std::string>> shutdowns_to_send_ ABSL_GUARDED_BY(mu_);
+  std::string failure_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace r2sp
+
+#endif  // R2SP_SCHEDULER_SCHEDULER_CORE_H_

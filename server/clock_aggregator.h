@@ -1,0 +1,43 @@
+// BSP aggregation for one partition: sums the gradients of one clock until every live worker
+// has contributed, then hands the sum to the optimizer with scale 1/contributors.
+#ifndef R2SP_SERVER_CLOCK_AGGREGATOR_H_
+#define R2SP_SERVER_CLOCK_AGGREGATOR_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace r2sp {
+
+// Not thread-safe; owned by the server's I/O thread.
+class ClockAggregator {
+ public:
+  ClockAggregator(size_t num_elements, int num_workers);
+
+  // Adds `worker`'s gradient for `clock`. Errors (nothing is added): clock other than the one
+  // being aggregated (FailedPrecondition), a second gradient from the same worker for this
+  // clock (AlreadyExists), a worker rank out of range (InvalidArgument).
+  absl::Status Add(int worker, int64_t clock, const float* grad);
+
+  // True when at least one gradient arrived and every worker with live[w] has contributed.
+  bool Complete(const std::vector<bool>& live) const;
+
+  int contributors() const { return contributors_; }
+  const float* sum() const { return sum_.data(); }
+  int64_t clock() const { return clock_; }
+
+  // Clears the sum and moves on to `clock() + 1`.
+  void Advance();
+
+ private:
+  std::vector<float> sum_;
+  std::vector<bool> arrived_;
+  int contributors_ = 0;
+  int64_t clock_ = 0;
+};
+
+}  // namespace r2sp
+
+#endif  // R2SP_SERVER_CLOCK_AGGREGATOR_H_

@@ -1,0 +1,71 @@
+// The `server` binary: registers with the scheduler, holds its share of the model's
+// partitions and applies the optimizer to pushed gradients until the scheduler stops it.
+#include "absl/strings/str_cat.h"
+#include "common/cli.h"
+#include "common/model_layout.h"
+#include "common/scheduler_client.h"
+#include "common/transport.h"
+#include "gflags/gflags.h"
+#include "glog/logging.h"
+#include "server/server_handler.h"
+
+DEFINE_string(scheduler, "tcp://127.0.0.1:9000", "the scheduler's endpoint");
+DEFINE_string(bind, "tcp://0.0.0.0:*", "ZeroMQ endpoint to listen on (* = any free port)");
+DEFINE_string(advertise_host, "", "host name or address workers reach us at");
+DEFINE_double(lr, 0.01, "learning rate");
+DEFINE_double(momentum, 0.9, "SGD momentum (0 disables it)");
+DEFINE_double(weight_decay, 0.0, "L2 weight decay");
+DEFINE_int32(heartbeat_ms, 1000, "heartbeat period");
+DEFINE_int32(register_timeout_s, 60, "give up if the scheduler does not answer in this time");
+
+int main(int argc, char** argv) {
+  r2sp::InitProcess(&argc, &argv, "R2SP parameter server");
+  r2sp::CheckFlag(FLAGS_lr > 0, "--lr must be positive");
+  r2sp::CheckFlag(FLAGS_momentum >= 0 && FLAGS_momentum < 1, "--momentum must be in [0, 1)");
+  r2sp::CheckFlag(FLAGS_weight_decay >= 0, "--weight_decay must be >= 0");
+  r2sp::CheckFlag(FLAGS_heartbeat_ms >= 10, "--heartbeat_ms must be >= 10");
+  r2sp::CheckFlag(FLAGS_register_timeout_s >= 1, "--register_timeout_s must be >= 1");
+
+  r2sp::TransportOptions transport_options;
+  transport_options.bind_endpoint = FLAGS_bind;
+  transport_options.advertise_host = FLAGS_advertise_host;
+  auto transport = r2sp::Transport::Create(transport_options);
+  if (!transport.ok()) r2sp::ExitWithError(transport.status());
+
+  r2sp::ServerOptions options;
+  options.sgd = {static_cast<float>(FLAGS_lr), static_cast<float>(FLAGS_momentum),
+                 static_cast<float>(FLAGS_weight_decay)};
+  // The consistency mode comes from the scheduler's address book; the handler is built after
+  // registration, so until then the transport answers requests with NOT_READY.
+  (*transport)->Start(nullptr);
+  r2sp::SchedulerClientOptions client_options;
+  client_options.scheduler = FLAGS_scheduler;
+  client_options.register_timeout = absl::Seconds(FLAGS_register_timeout_s);
+  client_options.heartbeat_period = absl::Milliseconds(FLAGS_heartbeat_ms);
+  r2sp::SchedulerClient scheduler(transport->get(), client_options);
+  absl::StatusOr<r2sp::proto::RegisterReply> reg = scheduler.Register(r2sp::proto::SERVER, {});
+  if (!reg.ok()) r2sp::ExitWithError(reg.status());
+  const r2sp::proto::AddressBook& book = reg->book();
+  std::vector<r2sp::proto::TensorSpec> model(book.model().begin(), book.model().end());
+  absl::StatusOr<r2sp::ModelLayout> layout =
+      r2sp::ModelLayout::Create(model, book.partition_bytes(), book.servers_size());
+  if (!layout.ok()) r2sp::ExitWithError(layout.status());
+  options.sync = book.sync();
+  r2sp::ServerHandler handler(options);
+  handler.Configure(reg->rank(), book.workers_size(), *layout);
+  (*transport)->SetHandler(&handler);
+  scheduler.StartHeartbeats(nullptr);
+  LOG(INFO) << "server " << reg->rank() << " serving at " << (*transport)->endpoint() << " ("
+            << r2sp::SyncModeName(options.sync) << ")";
+  absl::Status ready = scheduler.Barrier(r2sp::proto::ALL);
+  if (!ready.ok()) r2sp::ExitWithError(ready);
+
+  handler.shutdown_requested().WaitForNotification();
+  scheduler.StopHeartbeats();
+  (*transport)->Stop();
+  const r2sp::proto::NodeCounters c = handler.counters();
+  LOG(INFO) << "server " << reg->rank() << " stopping: " << c.pushes() << " pushes ("
+            << c.bytes_pushed() << " bytes), " << c.pulls() << " pulls (" << c.bytes_pulled()
+            << " bytes), " << c.dropped_messages() << " rejected";
+  return 0;
+}

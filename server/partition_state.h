@@ -1,0 +1,58 @@
+// One partition as its server holds it: fp32 weights with a momentum buffer, a version
+// (updates applied), and zero-copy pull frames. A pull sends the current weight buffer
+// itself; an update that finds that buffer still being sent writes the new weights into a
+// spare buffer instead (copy-on-write without the copy), so pulls never see torn values.
+#ifndef R2SP_SERVER_PARTITION_STATE_H_
+#define R2SP_SERVER_PARTITION_STATE_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "server/sgd.h"
+#include "zmq.hpp"
+
+namespace r2sp {
+
+// Thread-safety: all methods are for one thread (the server's I/O thread); libzmq's threads
+// only release frames, which is safe concurrently.
+class PartitionState {
+ public:
+  explicit PartitionState(size_t num_elements);
+
+  size_t num_elements() const { return num_elements_; }
+  size_t bytes() const { return num_elements_ * sizeof(float); }
+  bool initialized() const { return initialized_; }
+  int64_t version() const { return version_; }
+
+  // Sets the initial weights (first call wins; returns false if already initialised).
+  bool Init(const float* values);
+  // Applies one update with `grad` (scaled by `scale`); version += 1.
+  // REQUIRES: initialized().
+  void Apply(const SgdOptions& options, float scale, const float* grad);
+  // A frame over the current weights, valid even while later updates run.
+  zmq::message_t PullFrame();
+  // The current weights (for tests and checkpoints).
+  const float* weights() const { return current_->values.data(); }
+
+ private:
+  struct Buffer {
+    explicit Buffer(size_t n) : values(n) {}
+    std::vector<float> values;
+    std::atomic<int> in_flight{0};  // frames libzmq has not released yet
+  };
+  static void ReleaseFrame(void* data, void* hint);
+
+  const size_t num_elements_;
+  std::shared_ptr<Buffer> current_;
+  std::shared_ptr<Buffer> spare_;  // may be null or still in flight
+  std::vector<float> momentum_;
+  bool initialized_ = false;
+  int64_t version_ = 0;
+};
+
+}  // namespace r2sp
+
+#endif  // R2SP_SERVER_PARTITION_STATE_H_

@@ -1,0 +1,203 @@
+// See server_handler.h.
+#include "server/server_handler.h"
+
+#include <cstdint>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "glog/logging.h"
+
+namespace r2sp {
+namespace {
+
+bool IsFloatAligned(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % alignof(float) == 0;
+}
+
+}  // namespace
+
+ServerHandler::ServerHandler(const ServerOptions& options) : options_(options) {}
+
+void ServerHandler::Configure(int rank, int num_workers, const ModelLayout& layout) {
+  absl::MutexLock lock(&mu_);
+  CHECK(!configured_) << "ServerHandler::Configure called twice";
+  rank_ = rank;
+  num_workers_ = num_workers;
+  live_workers_.assign(num_workers, true);
+  for (uint64_t key : layout.KeysOf(rank)) {
+    const Partition& p = *layout.Find(key);
+    auto slot = std::make_unique<Slot>(p.num_elements);
+    if (options_.sync == proto::BSP) {
+      slot->aggregator = std::make_unique<ClockAggregator>(p.num_elements, num_workers);
+    }
+    slots_.emplace(key, std::move(slot));
+  }
+  configured_ = true;
+  LOG(INFO) << "server " << rank << " holds " << slots_.size() << " partitions, "
+            << layout.BytesOf(rank) << " bytes";
+}
+
+proto::NodeCounters ServerHandler::counters() const {
+  absl::MutexLock lock(&mu_);
+  return CountersLocked();
+}
+
+proto::NodeCounters ServerHandler::CountersLocked() const {
+  proto::NodeCounters c;
+  c.set_bytes_pushed(counters_.bytes_pushed);
+  c.set_bytes_pulled(counters_.bytes_pulled);
+  c.set_pushes(counters_.pushes);
+  c.set_pulls(counters_.pulls);
+  c.set_dropped_messages(counters_.rejected);
+  return c;
+}
+
+std::optional<std::vector<float>> ServerHandler::Weights(uint64_t key) const {
+  absl::MutexLock lock(&mu_);
+  auto it = slots_.find(key);
+  if (it == slots_.end()) return std::nullopt;
+  const PartitionState& state = it->second->state;
+  return std::vector<float>(state.weights(), state.weights() + state.num_elements());
+}
+
+void ServerHandler::HandleRequest(Message request, Responder responder) {
+  absl::MutexLock lock(&mu_);
+  switch (request.header.type()) {
+    case proto::PUSH:
+      HandlePush(request, responder);
+      return;
+    case proto::PULL:
+      HandlePull(request, responder);
+      return;
+    case proto::SHUTDOWN: {
+      if (request.header.sender_role() != proto::SCHEDULER) {
+        Reject(responder, absl::InvalidArgumentError("only the scheduler may shut a server down"));
+        return;
+      }
+      Message reply;
+      *reply.header.mutable_counters() = CountersLocked();
+      responder.Reply(std::move(reply));
+      if (!shutdown_requested_.HasBeenNotified()) shutdown_requested_.Notify();
+      return;
+    }
+    default:
+      Reject(responder, absl::InvalidArgumentError(absl::StrCat(
+                            "a server does not handle ", proto::MsgType_Name(request.header.type()))));
+  }
+}
+
+void ServerHandler::Reject(Responder& responder, const absl::Status& status) {
+  ++counters_.rejected;
+  LOG(WARNING) << "rejected request: " << status;
+  responder.ReplyStatus(status);
+}
+
+absl::Status ServerHandler::CheckSender(const proto::Header& header) const {
+  if (!configured_) return absl::UnavailableError("server is not configured yet");
+  if (header.sender_role() != proto::WORKER) {
+    return absl::InvalidArgumentError("PUSH and PULL come from workers only");
+  }
+  if (header.sender_rank() < 0 || header.sender_rank() >= num_workers_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown worker rank ", header.sender_rank()));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ServerHandler::Slot*> ServerHandler::FindSlot(uint64_t key) {
+  auto it = slots_.find(key);
+  if (it == slots_.end()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("key ", key, " is not held by server ", rank_));
+  }
+  return it->second.get();
+}
+
+void ServerHandler::HandlePush(Message& request, Responder& responder) {
+  const proto::Header& header = request.header;
+  absl::Status status = CheckSender(header);
+  if (!status.ok()) return Reject(responder, status);
+  absl::StatusOr<Slot*> found = FindSlot(header.key());
+  if (!found.ok()) return Reject(responder, found.status());
+  Slot& slot = **found;
+  if (request.payload.size() != 1 || request.payload[0].size() != slot.state.bytes()) {
+    return Reject(responder, absl::InvalidArgumentError(absl::StrCat(
+                                 "PUSH for key ", header.key(), " must carry one frame of ",
+                                 slot.state.bytes(), " bytes, got ", PayloadBytes(request),
+                                 " bytes in ", request.payload.size(), " frames")));
+  }
+  const float* grad = static_cast<const float*>(request.payload[0].data());
+  if (!IsFloatAligned(grad)) {
+    scratch_.resize(slot.state.num_elements());
+    std::memcpy(scratch_.data(), grad, slot.state.bytes());
+    grad = scratch_.data();
+  }
+  counters_.bytes_pushed += slot.state.bytes();
+  ++counters_.pushes;
+
+  if (header.push().init()) {
+    if (slot.state.Init(grad)) ReleaseParkedPulls(slot);
+    responder.ReplyStatus(absl::OkStatus());
+    return;
+  }
+  if (!slot.state.initialized()) {
+    return Reject(responder, absl::FailedPreconditionError(absl::StrCat(
+                                 "partition ", header.key(), " has no initial value yet")));
+  }
+  if (options_.sync == proto::BSP) {
+    status = slot.aggregator->Add(header.sender_rank(), header.clock(), grad);
+    if (!status.ok()) return Reject(responder, status);
+    if (slot.aggregator->Complete(live_workers_)) {
+      slot.state.Apply(options_.sgd, 1.0f / slot.aggregator->contributors(),
+                       slot.aggregator->sum());
+      slot.aggregator->Advance();
+    }
+  } else {
+    slot.state.Apply(options_.sgd, 1.0f, grad);
+  }
+  responder.ReplyStatus(absl::OkStatus());
+  ReleaseParkedPulls(slot);
+}
+
+void ServerHandler::HandlePull(Message& request, Responder& responder) {
+  const proto::Header& header = request.header;
+  absl::Status status = CheckSender(header);
+  if (!status.ok()) return Reject(responder, status);
+  absl::StatusOr<Slot*> found = FindSlot(header.key());
+  if (!found.ok()) return Reject(responder, found.status());
+  if (!request.payload.empty()) {
+    return Reject(responder, absl::InvalidArgumentError("PULL carries no payload"));
+  }
+  Slot& slot = **found;
+  const int64_t wanted = header.pull().min_version();
+  if (slot.state.initialized() && slot.state.version() >= wanted) {
+    AnswerPull(slot, responder);
+  } else {
+    slot.parked_pulls.emplace_back(wanted, std::move(responder));
+  }
+}
+
+void ServerHandler::AnswerPull(Slot& slot, Responder& responder) {
+  Message reply;
+  reply.header.set_clock(slot.state.version());
+  reply.payload.push_back(slot.state.PullFrame());
+  counters_.bytes_pulled += slot.state.bytes();
+  ++counters_.pulls;
+  responder.Reply(std::move(reply));
+}
+
+void ServerHandler::ReleaseParkedPulls(Slot& slot) {
+  if (slot.parked_pulls.empty() || !slot.state.initialized()) return;
+  std::vector<std::pair<int64_t, Responder>> still_waiting;
+  for (auto& [wanted, responder] : slot.parked_pulls) {
+    if (slot.state.version() >= wanted) {
+      AnswerPull(slot, responder);
+    } else {
+      still_waiting.emplace_back(wanted, std::move(responder));
+    }
+  }
+  slot.parked_pulls = std::move(still_waiting);
+}
+
+}  // namespace r2sp

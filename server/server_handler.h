@@ -1,0 +1,82 @@
+// The parameter server's protocol logic: PUSH (apply on arrival, or BSP per-clock averaging),
+// PULL (answered now or parked until the wanted version exists) and SHUTDOWN.
+#ifndef R2SP_SERVER_SERVER_HANDLER_H_
+#define R2SP_SERVER_SERVER_HANDLER_H_
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "common/handler.h"
+#include "common/model_layout.h"
+#include "server/clock_aggregator.h"
+#include "server/partition_state.h"
+#include "server/sgd.h"
+
+namespace r2sp {
+
+struct ServerOptions {
+  SgdOptions sgd;
+  proto::SyncMode sync = proto::ASP;
+};
+
+// Thread-safety: Configure() and the accessors may be called from any thread; the
+// RequestHandler methods run on the transport's I/O thread.
+class ServerHandler : public RequestHandler {
+ public:
+  explicit ServerHandler(const ServerOptions& options);
+
+  // Installs the layout once registration told us our rank; requests before this get
+  // NOT_READY. REQUIRES: called once.
+  void Configure(int rank, int num_workers, const ModelLayout& layout);
+
+  void HandleRequest(Message request, Responder responder) override;
+
+  // Notified when the scheduler asked us to shut down (after the reply was queued).
+  absl::Notification& shutdown_requested() { return shutdown_requested_; }
+
+  proto::NodeCounters counters() const;
+  // A copy of one partition's weights, or nullopt if not held here (tests, checkpoints).
+  std::optional<std::vector<float>> Weights(uint64_t key) const;
+
+ private:
+  struct Slot {
+    explicit Slot(size_t n) : state(n) {}
+    PartitionState state;
+    std::unique_ptr<ClockAggregator> aggregator;  // BSP only
+    std::vector<std::pair<int64_t, Responder>> parked_pulls;  // (min_version, who)
+  };
+
+  absl::Status CheckSender(const proto::Header& header) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<Slot*> FindSlot(uint64_t key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void HandlePush(Message& request, Responder& responder) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void HandlePull(Message& request, Responder& responder) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AnswerPull(Slot& slot, Responder& responder) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReleaseParkedPulls(Slot& slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Reject(Responder& responder, const absl::Status& status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const ServerOptions options_;
+  absl::Notification shutdown_requested_;
+
+  mutable absl::Mutex mu_;
+  bool configured_ ABSL_GUARDED_BY(mu_) = false;
+  int rank_ ABSL_GUARDED_BY(mu_) = -1;
+  int num_workers_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<bool> live_workers_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, std::unique_ptr<Slot>> slots_ ABSL_GUARDED_BY(mu_);
+  struct Counters {
+    uint64_t bytes_pushed = 0, bytes_pulled = 0, pushes = 0, pulls = 0, rejected = 0;
+  };
+  Counters counters_ ABSL_GUARDED_BY(mu_);
+  proto::NodeCounters CountersLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::vector<float> scratch_ ABSL_GUARDED_BY(mu_);  // aligned copy of a misaligned payload
+};
+
+}  // namespace r2sp
+
+#endif  // R2SP_SERVER_SERVER_HANDLER_H_

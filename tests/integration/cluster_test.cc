@@ -1,0 +1,203 @@
+// Whole jobs as separate processes on 127.0.0.1: scheduler + 2 servers + 3 workers pushing
+// known gradients; the final parameters must be exactly the expected ones. Also: a worker
+// killed with SIGKILL is detected and the job still ends; impossible flags and an
+// unreachable scheduler end a binary with a clear error.
+#include <signal.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/model_layout.h"
+#include "gtest/gtest.h"
+#include "server/sgd.h"
+#include "tests/testing/child_process.h"
+#include "worker/synthetic_workload.h"
+
+namespace r2sp {
+namespace {
+
+using testing::ChildProcess;
+using testing::MakeTempDir;
+using testing::ReadFile;
+using testing::WaitForFile;
+
+constexpr char kScheduler[] = "scheduler/scheduler";
+constexpr char kServer[] = "server/server";
+constexpr char kWorker[] = "worker/worker";
+constexpr double kModelMb = 0.25;  // 65536 floats
+constexpr int kLayers = 4;
+constexpr int kIterations = 12;
+
+struct Job {
+  std::string dir;
+  std::unique_ptr<ChildProcess> scheduler;
+  std::vector<std::unique_ptr<ChildProcess>> servers, workers;
+  std::string endpoint;
+};
+
+// Starts a scheduler, `servers` servers and `workers` workers; extra flags per role.
+Job StartJob(const std::string& name, int servers, int workers,
+             const std::vector<std::string>& scheduler_flags,
+             const std::vector<std::string>& server_flags,
+             const std::vector<std::string>& worker_flags) {
+  Job job;
+  job.dir = MakeTempDir(name);
+  std::vector<std::string> argv = {kScheduler,
+                                   "--bind=tcp://127.0.0.1:*",
+                                   "--endpoint_file=" + job.dir + "/endpoint",
+                                   "--stats_json=" + job.dir + "/stats.json",
+                                   absl::StrCat("--num_servers=", servers),
+                                   absl::StrCat("--num_workers=", workers),
+                                   "--partition_bytes=16384"};
+  argv.insert(argv.end(), scheduler_flags.begin(), scheduler_flags.end());
+  job.scheduler = std::make_unique<ChildProcess>(argv, job.dir + "/scheduler.log");
+  std::string endpoint = WaitForFile(job.dir + "/endpoint", absl::Seconds(20));
+  EXPECT_FALSE(endpoint.empty()) << job.scheduler->Log();
+  endpoint.pop_back();
+  job.endpoint = endpoint;
+  for (int i = 0; i < servers; ++i) {
+    std::vector<std::string> a = {kServer, "--scheduler=" + endpoint, "--bind=tcp://127.0.0.1:*",
+                                  "--heartbeat_ms=200"};
+    a.insert(a.end(), server_flags.begin(), server_flags.end());
+    job.servers.push_back(
+        std::make_unique<ChildProcess>(a, absl::StrCat(job.dir, "/server", i, ".log")));
+  }
+  for (int i = 0; i < workers; ++i) {
+    std::vector<std::string> a = {kWorker,
+                                  "--scheduler=" + endpoint,
+                                  "--bind=tcp://127.0.0.1:*",
+                                  "--heartbeat_ms=200",
+                                  absl::StrCat("--model_mb=", kModelMb),
+                                  absl::StrCat("--layers=", kLayers),
+                                  absl::StrCat("--dump_params=", job.dir, "/params", i, ".bin")};
+    a.insert(a.end(), worker_flags.begin(), worker_flags.end());
+    job.workers.push_back(
+        std::make_unique<ChildProcess>(a, absl::StrCat(job.dir, "/worker", i, ".log")));
+  }
+  return job;
+}
+
+void ExpectAllExitCleanly(Job& job) {
+  for (auto& w : job.workers) {
+    EXPECT_EQ(w->Wait(absl::Seconds(60)), 0) << w->Log();
+  }
+  for (auto& s : job.servers) {
+    EXPECT_EQ(s->Wait(absl::Seconds(30)), 0) << s->Log();
+  }
+  EXPECT_EQ(job.scheduler->Wait(absl::Seconds(30)), 0) << job.scheduler->Log();
+}
+
+std::vector<float> ReadParams(const std::string& path) {
+  const std::string bytes = ReadFile(path);
+  std::vector<float> values(bytes.size() / sizeof(float));
+  std::memcpy(values.data(), bytes.data(), values.size() * sizeof(float));
+  return values;
+}
+
+size_t ModelFloats() { return static_cast<size_t>(kModelMb * 1024 * 1024 / 4); }
+
+void ExpectBothServersHoldData() {
+  auto layout = ModelLayout::Create(SyntheticModel(ModelFloats(), kLayers), 16384, 2);
+  ASSERT_TRUE(layout.ok());
+  EXPECT_GT(layout->BytesOf(0), 0u);
+  EXPECT_GT(layout->BytesOf(1), 0u);
+}
+
+TEST(ClusterTest, AsyncFinalParametersAreTheSumOfAllUpdates) {
+  ExpectBothServersHoldData();
+  Job job = StartJob("async", 2, 3, {"--sync=asp"}, {"--lr=0.5", "--momentum=0"},
+                     {"--grad=known", "--init=zero", absl::StrCat("--iterations=", kIterations)});
+  ExpectAllExitCleanly(job);
+  // w = 0 - lr * sum over workers r and clocks c of (r + 1 + c + i % 4): exact in fp32.
+  const size_t n = ModelFloats();
+  for (int w = 0; w < 3; ++w) {
+    std::vector<float> params = ReadParams(absl::StrCat(job.dir, "/params", w, ".bin"));
+    ASSERT_EQ(params.size(), n);
+    for (size_t i = 0; i < n; ++i) {
+      float sum = 0;
+      for (int r = 0; r < 3; ++r) {
+        for (int c = 0; c < kIterations; ++c) sum += static_cast<float>(r + 1 + c + i % 4);
+      }
+      ASSERT_EQ(params[i], -0.5f * sum) << "worker " << w << " element " << i;
+    }
+  }
+  const std::string stats = ReadFile(job.dir + "/stats.json");
+  EXPECT_NE(stats.find("\"iterations\": 12"), std::string::npos) << stats;
+  EXPECT_EQ(stats.find("\"dead\""), std::string::npos) << stats;
+}
+
+TEST(ClusterTest, SyncFinalParametersFollowThePerClockAverages) {
+  Job job = StartJob("sync", 2, 3, {"--sync=bsp"}, {"--lr=0.5", "--momentum=0.5"},
+                     {"--grad=known", "--init=zero", absl::StrCat("--iterations=", kIterations)});
+  ExpectAllExitCleanly(job);
+  // Replay: each clock's update is the average of the three workers' gradients.
+  const size_t n = ModelFloats();
+  std::vector<float> w(n, 0.0f), m(n, 0.0f), sum(n), g(n);
+  for (int c = 0; c < kIterations; ++c) {
+    std::fill(sum.begin(), sum.end(), 0.0f);
+    for (int r = 0; r < 3; ++r) {
+      FillKnownGradient(r, c, g.data(), n);
+      for (size_t i = 0; i < n; ++i) sum[i] += g[i];
+    }
+    SgdApply({0.5f, 0.5f, 0.0f}, 1.0f / 3, sum.data(), w.data(), w.data(), m.data(), n);
+  }
+  for (int k = 0; k < 3; ++k) {
+    std::vector<float> params = ReadParams(absl::StrCat(job.dir, "/params", k, ".bin"));
+    ASSERT_EQ(params.size(), n);
+    for (size_t i = 0; i < n; ++i) {
+      ASSERT_EQ(params[i], w[i]) << "worker " << k << " element " << i;
+    }
+  }
+}
+
+TEST(ClusterTest, KilledWorkerIsDetectedAndTheJobStillEnds) {
+  Job job = StartJob("kill", 1, 2, {"--sync=asp", "--heartbeat_timeout_ms=1000"}, {},
+                     {"--iterations=40", "--compute_ms=50"});
+  // Let the job get going, then kill worker 1 without a chance to say goodbye.
+  absl::SleepFor(absl::Milliseconds(1500));
+  job.workers[1]->Kill(SIGKILL);
+  EXPECT_EQ(job.workers[1]->Wait(absl::Seconds(5)), 128 + SIGKILL);
+  EXPECT_EQ(job.workers[0]->Wait(absl::Seconds(60)), 0) << job.workers[0]->Log();
+  EXPECT_EQ(job.servers[0]->Wait(absl::Seconds(30)), 0) << job.servers[0]->Log();
+  EXPECT_EQ(job.scheduler->Wait(absl::Seconds(30)), 0) << job.scheduler->Log();
+  // Ranks follow registration order, so the killed process may hold either rank.
+  EXPECT_NE(job.scheduler->Log().find("declared dead"), std::string::npos)
+      << job.scheduler->Log();
+  EXPECT_NE(ReadFile(job.dir + "/stats.json").find("\"state\": \"dead\""), std::string::npos);
+}
+
+TEST(ClusterTest, ImpossibleFlagsStopTheBinaryWithAClearMessage) {
+  const std::string dir = MakeTempDir("flags");
+  struct Case {
+    std::vector<std::string> argv;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {{kWorker, "--iterations=-1"}, "--iterations must be >= 0"},
+      {{kWorker, "--model_mb=0"}, "--model_mb"},
+      {{kServer, "--momentum=1.5"}, "--momentum"},
+      {{kScheduler, "--num_workers=0"}, "--num_workers"},
+      {{kScheduler, "--sync=fast"}, "--sync must be one of"},
+      {{kScheduler, "--bind=tcp://nowhere:notaport"}, "cannot bind"},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    ChildProcess p(cases[i].argv, absl::StrCat(dir, "/case", i, ".log"));
+    EXPECT_EQ(p.Wait(absl::Seconds(10)), 2) << p.Log();
+    EXPECT_NE(p.Log().find(cases[i].message), std::string::npos) << p.Log();
+  }
+}
+
+TEST(ClusterTest, WorkerWithoutSchedulerGivesUpWithAClearError) {
+  const std::string dir = MakeTempDir("noscheduler");
+  ChildProcess worker({kWorker, absl::StrCat("--scheduler=tcp://127.0.0.1:", testing::FreePort()),
+                       "--register_timeout_s=1"},
+                      dir + "/worker.log");
+  EXPECT_EQ(worker.Wait(absl::Seconds(20)), 1) << worker.Log();
+  EXPECT_NE(worker.Log().find("no answer from the scheduler"), std::string::npos)
+      << worker.Log();
+}
+
+}  // namespace
+}  // namespace r2sp

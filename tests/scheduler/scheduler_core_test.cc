@@ -1,0 +1,196 @@
+// The scheduler's protocol logic without sockets: rendezvous, barriers, failure detection,
+// the end of the job.
+#include "scheduler/scheduler_core.h"
+
+#include <string>
+
+#include "gtest/gtest.h"
+#include "tests/testing/fakes.h"
+
+namespace r2sp {
+namespace {
+
+using testing::RecordingRequester;
+using testing::RecordingSink;
+
+class SchedulerCoreTest : public ::testing::Test {
+ protected:
+  SchedulerCoreTest() {
+    options_.num_servers = 1;
+    options_.num_workers = 2;
+    options_.heartbeat_timeout = absl::Seconds(3);
+    core_ = std::make_unique<SchedulerCore>(options_, &requester_, [this] { return now_; });
+  }
+
+  void Send(Message m, const std::string& who) {
+    Responder r(&sink_, who, m.header);
+    core_->HandleRequest(std::move(m), std::move(r));
+  }
+
+  void Register(proto::Role role, const std::string& id, int model_elements = 10) {
+    Message m;
+    m.header.set_type(proto::REGISTER);
+    auto* reg = m.header.mutable_register_request();
+    reg->set_role(role);
+    reg->set_endpoint("tcp://127.0.0.1:1/" + id);
+    reg->set_instance_id(id);
+    if (role == proto::WORKER) {
+      auto* t = reg->add_model();
+      t->set_name("w");
+      t->set_num_elements(model_elements);
+    }
+    Send(std::move(m), id);
+  }
+
+  Message From(proto::Role role, int rank, proto::MsgType type) {
+    Message m;
+    m.header.set_type(type);
+    m.header.set_sender_role(role);
+    m.header.set_sender_rank(rank);
+    return m;
+  }
+
+  void Barrier(proto::Role role, int rank, proto::Group group, uint64_t id) {
+    Message m = From(role, rank, proto::BARRIER);
+    m.header.mutable_barrier()->set_group(group);
+    m.header.mutable_barrier()->set_barrier_id(id);
+    Send(std::move(m), "b");
+  }
+
+  void RegisterAll() {
+    Register(proto::SERVER, "s0");
+    Register(proto::WORKER, "w0");
+    Register(proto::WORKER, "w1");
+    ASSERT_EQ(sink_.Take().size(), 3u);
+  }
+
+  SchedulerOptions options_;
+  absl::Time start_ = absl::FromUnixSeconds(1000);
+  absl::Time now_ = start_;
+  RecordingSink sink_;
+  RecordingRequester requester_;
+  std::unique_ptr<SchedulerCore> core_;
+};
+
+TEST_F(SchedulerCoreTest, RepliesToEveryoneOnceAllRegistered) {
+  Register(proto::WORKER, "w0");
+  Register(proto::SERVER, "s0");
+  EXPECT_TRUE(sink_.Take().empty());
+  Register(proto::WORKER, "w1");
+  auto replies = sink_.Take();
+  ASSERT_EQ(replies.size(), 3u);
+  for (auto& [who, reply] : replies) {
+    ASSERT_EQ(reply.header.code(), proto::OK) << reply.header.error();
+    const proto::RegisterReply& r = reply.header.register_reply();
+    EXPECT_EQ(r.book().servers_size(), 1);
+    EXPECT_EQ(r.book().workers_size(), 2);
+    EXPECT_EQ(r.book().model_size(), 1);
+    if (who == "w0") EXPECT_EQ(r.rank(), 0);
+    if (who == "w1") EXPECT_EQ(r.rank(), 1);
+    if (who == "s0") EXPECT_EQ(r.rank(), 0);
+  }
+  Register(proto::WORKER, "w2");  // too late
+  replies = sink_.Take();
+  ASSERT_EQ(replies.size(), 1u);
+  EXPECT_EQ(replies[0].second.header.code(), proto::FAILED_PRECONDITION);
+}
+
+TEST_F(SchedulerCoreTest, RejectsMismatchedModelsAndMalformedRegistrations) {
+  Register(proto::WORKER, "w0", 10);
+  Register(proto::WORKER, "w1", 11);
+  auto replies = sink_.Take();
+  ASSERT_EQ(replies.size(), 1u);
+  EXPECT_EQ(replies[0].first, "w1");
+  EXPECT_EQ(replies[0].second.header.code(), proto::INVALID_ARGUMENT);
+  Message empty;
+  empty.header.set_type(proto::REGISTER);
+  Send(std::move(empty), "x");
+  replies = sink_.Take();
+  ASSERT_EQ(replies.size(), 1u);
+  EXPECT_EQ(replies[0].second.header.code(), proto::INVALID_ARGUMENT);
+}
+
+TEST_F(SchedulerCoreTest, BarrierWaitsForEveryLiveMember) {
+  RegisterAll();
+  Barrier(proto::WORKER, 0, proto::WORKERS, 0);
+  EXPECT_TRUE(sink_.Take().empty());
+  Barrier(proto::WORKER, 0, proto::WORKERS, 0);  // twice from the same worker
+  EXPECT_EQ(sink_.Take()[0].second.header.code(), proto::FAILED_PRECONDITION);
+  Barrier(proto::SERVER, 0, proto::WORKERS, 0);  // not a member
+  EXPECT_EQ(sink_.Take()[0].second.header.code(), proto::INVALID_ARGUMENT);
+  Barrier(proto::WORKER, 1, proto::WORKERS, 0);
+  EXPECT_EQ(sink_.Take().size(), 2u);
+  Barrier(proto::WORKER, 1, proto::WORKERS, 0);  // stale id
+  EXPECT_EQ(sink_.Take()[0].second.header.code(), proto::INVALID_ARGUMENT);
+}
+
+TEST_F(SchedulerCoreTest, DeadWorkerIsDetectedAndReleasesTheBarrier) {
+  RegisterAll();
+  Barrier(proto::WORKER, 0, proto::WORKERS, 0);
+  // Worker 0 and the server keep beating; worker 1 falls silent.
+  for (int s = 1; s <= 4; ++s) {
+    now_ = start_ + absl::Seconds(s);
+    Send(From(proto::SERVER, 0, proto::HEARTBEAT), "s0");
+    Send(From(proto::WORKER, 0, proto::HEARTBEAT), "w0");
+    core_->OnTick(now_);
+  }
+  auto replies = sink_.Take();
+  // The heartbeats' replies (8) and, once worker 1 is dead, the barrier's release.
+  ASSERT_EQ(replies.size(), 9u);
+  EXPECT_EQ(replies.back().first, "b");  // the barrier, released last
+  EXPECT_EQ(replies.back().second.header.type(), proto::BARRIER);
+  Send(From(proto::WORKER, 0, proto::HEARTBEAT), "w0");
+  replies = sink_.Take();
+  ASSERT_EQ(replies.size(), 1u);
+  const proto::HeartbeatReply& last = replies[0].second.header.heartbeat_reply();
+  ASSERT_EQ(last.dead_workers_size(), 1);
+  EXPECT_EQ(last.dead_workers(0), 1);
+  Send(From(proto::WORKER, 1, proto::HEARTBEAT), "w1");  // the dead stay dead
+  EXPECT_EQ(sink_.Take()[0].second.header.code(), proto::FAILED_PRECONDITION);
+}
+
+TEST_F(SchedulerCoreTest, JobEndsWhenWorkersFinishAndServersAcknowledge) {
+  RegisterAll();
+  Message finish = From(proto::WORKER, 0, proto::FINISH);
+  finish.header.mutable_counters()->set_iterations(5);
+  Send(std::move(finish), "w0");
+  EXPECT_TRUE(requester_.sent.empty());
+  Send(From(proto::WORKER, 1, proto::FINISH), "w1");
+  ASSERT_EQ(requester_.sent.size(), 1u);
+  EXPECT_EQ(requester_.sent[0].peer, "tcp://127.0.0.1:1/s0");
+  EXPECT_EQ(requester_.sent[0].request.header.type(), proto::SHUTDOWN);
+  EXPECT_FALSE(core_->done().HasBeenNotified());
+  Message ack;
+  ack.header.set_is_reply(true);
+  ack.header.mutable_counters()->set_pushes(42);
+  requester_.sent[0].callback(std::move(ack));
+  EXPECT_TRUE(core_->done().HasBeenNotified());
+  EXPECT_TRUE(core_->failure().empty());
+  const std::string report = core_->ReportJson();
+  EXPECT_NE(report.find("\"pushes\": 42"), std::string::npos) << report;
+  EXPECT_NE(report.find("\"iterations\": 5"), std::string::npos) << report;
+}
+
+TEST_F(SchedulerCoreTest, FailsWhenRegistrationNeverCompletes) {
+  Register(proto::WORKER, "w0");
+  now_ = start_ + options_.register_timeout + absl::Seconds(1);
+  core_->OnTick(now_);
+  EXPECT_TRUE(core_->done().HasBeenNotified());
+  EXPECT_FALSE(core_->failure().empty());
+  auto replies = sink_.Take();
+  ASSERT_EQ(replies.size(), 1u);
+  EXPECT_EQ(replies[0].second.header.code(), proto::FAILED_PRECONDITION);
+}
+
+TEST_F(SchedulerCoreTest, RejectsUnknownSenders) {
+  Send(From(proto::WORKER, 0, proto::HEARTBEAT), "early");  // before registration
+  EXPECT_EQ(sink_.Take()[0].second.header.code(), proto::NOT_READY);
+  RegisterAll();
+  Send(From(proto::WORKER, 9, proto::HEARTBEAT), "x");
+  EXPECT_EQ(sink_.Take()[0].second.header.code(), proto::INVALID_ARGUMENT);
+  Send(From(proto::WORKER, 0, proto::PUSH), "x");
+  EXPECT_EQ(sink_.Take()[0].second.header.code(), proto::INVALID_ARGUMENT);
+}
+
+}  // namespace
+}  // namespace r2sp

@@ -1,0 +1,167 @@
+// The server's protocol logic without sockets: pushes, pulls, BSP parking, rejections.
+#include "server/server_handler.h"
+
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/testing/fakes.h"
+
+namespace r2sp {
+namespace {
+
+using testing::RecordingSink;
+using testing::WorkerRequest;
+
+class ServerHandlerTest : public ::testing::Test {
+ protected:
+  void SetUpHandler(proto::SyncMode sync, int num_workers) {
+    proto::TensorSpec t;
+    t.set_name("w");
+    t.set_num_elements(8);
+    auto layout = ModelLayout::Create({t}, 16, 1);  // two partitions of 4 floats, server 0
+    ASSERT_TRUE(layout.ok());
+    layout_ = std::make_unique<ModelLayout>(*layout);
+    ServerOptions options;
+    options.sgd = {0.5f, 0.0f, 0.0f};
+    options.sync = sync;
+    handler_ = std::make_unique<ServerHandler>(options);
+    handler_->Configure(0, num_workers, *layout_);
+  }
+
+  void Push(int rank, uint64_t key, std::vector<float> values, int64_t clock = 0,
+            bool init = false) {
+    Message m = WorkerRequest(proto::PUSH, rank, key);
+    m.header.set_clock(clock);
+    if (init) m.header.mutable_push()->set_init(true);
+    m.payload.push_back(CopiedFrame(values.data(), values.size() * sizeof(float)));
+    Responder r(&sink_, "w" + std::to_string(rank), m.header);
+    handler_->HandleRequest(std::move(m), std::move(r));
+  }
+
+  void Pull(int rank, uint64_t key, int64_t min_version = 0) {
+    Message m = WorkerRequest(proto::PULL, rank, key);
+    m.header.mutable_pull()->set_min_version(min_version);
+    Responder r(&sink_, "w" + std::to_string(rank), m.header);
+    handler_->HandleRequest(std::move(m), std::move(r));
+  }
+
+  void Handle(Message m) {
+    Responder r(&sink_, "x", m.header);
+    handler_->HandleRequest(std::move(m), std::move(r));
+  }
+
+  static std::vector<float> Values(const Message& reply) {
+    const float* p = static_cast<const float*>(reply.payload.at(0).data());
+    return std::vector<float>(p, p + reply.payload[0].size() / sizeof(float));
+  }
+
+  RecordingSink sink_;
+  std::unique_ptr<ModelLayout> layout_;
+  std::unique_ptr<ServerHandler> handler_;
+};
+
+TEST_F(ServerHandlerTest, AsyncAppliesEachPushOnArrival) {
+  SetUpHandler(proto::ASP, 2);
+  Push(0, 0, {1, 1, 1, 1}, 0, /*init=*/true);
+  Push(1, 0, {9, 9, 9, 9}, 0, /*init=*/true);  // ignored: first init wins
+  Push(0, 0, {2, 4, 6, 8});
+  Push(1, 0, {2, 2, 2, 2});
+  Pull(0, 0);
+  auto replies = sink_.Take();
+  ASSERT_EQ(replies.size(), 5u);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(replies[i].second.header.code(), proto::OK);
+  EXPECT_EQ(replies[4].first, "w0");
+  EXPECT_EQ(replies[4].second.header.clock(), 2);  // two updates applied
+  EXPECT_EQ(Values(replies[4].second), (std::vector<float>{-1, -2, -3, -4}));
+}
+
+TEST_F(ServerHandlerTest, BspAveragesOnceEveryWorkerPushedAndParksPulls) {
+  SetUpHandler(proto::BSP, 2);
+  Push(0, 1, {0, 0, 0, 0}, 0, /*init=*/true);
+  Push(0, 1, {2, 2, 2, 2}, /*clock=*/0);
+  Pull(0, 1, /*min_version=*/1);  // parked: worker 1 has not pushed clock 0
+  auto replies = sink_.Take();
+  ASSERT_EQ(replies.size(), 2u);
+  Push(1, 1, {4, 4, 4, 4}, 0);
+  replies = sink_.Take();
+  ASSERT_EQ(replies.size(), 2u);  // the push ack and the released pull
+  const Message& pull = replies[1].second;
+  EXPECT_EQ(pull.header.clock(), 1);
+  EXPECT_EQ(Values(pull), (std::vector<float>{-1.5f, -1.5f, -1.5f, -1.5f}));  // -0.5 * avg 3
+}
+
+TEST_F(ServerHandlerTest, BspRejectsDuplicateAndFutureClocks) {
+  SetUpHandler(proto::BSP, 2);
+  Push(0, 0, {0, 0, 0, 0}, 0, true);
+  Push(0, 0, {1, 1, 1, 1}, 0);
+  Push(0, 0, {1, 1, 1, 1}, 0);
+  Push(1, 0, {1, 1, 1, 1}, 5);
+  auto replies = sink_.Take();
+  ASSERT_EQ(replies.size(), 4u);
+  EXPECT_EQ(replies[2].second.header.code(), proto::FAILED_PRECONDITION);
+  EXPECT_EQ(replies[3].second.header.code(), proto::FAILED_PRECONDITION);
+  EXPECT_EQ(handler_->counters().dropped_messages(), 2u);
+}
+
+TEST_F(ServerHandlerTest, RejectsBadRequestsAndKeepsServing) {
+  SetUpHandler(proto::ASP, 2);
+  Push(0, 0, {0, 0, 0, 0}, 0, true);
+  Push(0, 0, {1, 2, 3});            // wrong size
+  Push(0, 99, {1, 2, 3, 4});        // unknown key
+  Push(7, 0, {1, 2, 3, 4});         // unknown rank
+  Push(0, 1, {1, 2, 3, 4});         // not initialised
+  Message server_push = WorkerRequest(proto::PUSH, 0, 0);
+  server_push.header.set_sender_role(proto::SERVER);
+  Handle(std::move(server_push));
+  Message register_msg = WorkerRequest(proto::REGISTER, 0, 0);
+  Handle(std::move(register_msg));
+  Message pull_with_payload = WorkerRequest(proto::PULL, 0, 0);
+  pull_with_payload.payload.emplace_back(4);
+  Handle(std::move(pull_with_payload));
+  Pull(0, 0);
+  auto replies = sink_.Take();
+  ASSERT_EQ(replies.size(), 9u);
+  EXPECT_EQ(replies[1].second.header.code(), proto::INVALID_ARGUMENT);
+  EXPECT_EQ(replies[2].second.header.code(), proto::INVALID_ARGUMENT);
+  EXPECT_EQ(replies[3].second.header.code(), proto::INVALID_ARGUMENT);
+  EXPECT_EQ(replies[4].second.header.code(), proto::FAILED_PRECONDITION);
+  EXPECT_EQ(replies[5].second.header.code(), proto::INVALID_ARGUMENT);
+  EXPECT_EQ(replies[6].second.header.code(), proto::INVALID_ARGUMENT);
+  EXPECT_EQ(replies[7].second.header.code(), proto::INVALID_ARGUMENT);
+  EXPECT_EQ(replies[8].second.header.code(), proto::OK);
+  EXPECT_EQ(Values(replies[8].second), (std::vector<float>{0, 0, 0, 0}));
+}
+
+TEST_F(ServerHandlerTest, PulledFrameIsNotTornByLaterUpdates) {
+  SetUpHandler(proto::ASP, 1);
+  Push(0, 0, {0, 0, 0, 0}, 0, true);
+  Pull(0, 0);
+  auto replies = sink_.Take();
+  ASSERT_EQ(replies.size(), 2u);
+  Message& pulled = replies[1].second;  // still "in flight": its frame is alive
+  Push(0, 0, {2, 2, 2, 2});              // must not write into the in-flight buffer
+  EXPECT_EQ(Values(pulled), (std::vector<float>{0, 0, 0, 0}));
+  EXPECT_EQ(*handler_->Weights(0), (std::vector<float>{-1, -1, -1, -1}));
+  pulled.payload.clear();                // released: the next update may reuse buffers
+  Push(0, 0, {2, 2, 2, 2});
+  EXPECT_EQ(*handler_->Weights(0), (std::vector<float>{-2, -2, -2, -2}));
+}
+
+TEST_F(ServerHandlerTest, ShutdownOnlyFromScheduler) {
+  SetUpHandler(proto::ASP, 1);
+  Message bogus = WorkerRequest(proto::SHUTDOWN, 0, 0);
+  Handle(std::move(bogus));
+  EXPECT_FALSE(handler_->shutdown_requested().HasBeenNotified());
+  Message real;
+  real.header.set_type(proto::SHUTDOWN);
+  real.header.set_sender_role(proto::SCHEDULER);
+  Handle(std::move(real));
+  EXPECT_TRUE(handler_->shutdown_requested().HasBeenNotified());
+  auto replies = sink_.Take();
+  ASSERT_EQ(replies.size(), 2u);
+  EXPECT_EQ(replies[1].second.header.code(), proto::OK);
+  EXPECT_TRUE(replies[1].second.header.has_counters());
+}
+
+}  // namespace
+}  // namespace r2sp

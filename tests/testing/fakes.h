@@ -1,0 +1,58 @@
+// Test doubles for the handler interfaces: a ReplySink and a Requester that record what they
+// are given, so protocol handlers can be tested without sockets.
+#ifndef R2SP_TESTS_TESTING_FAKES_H_
+#define R2SP_TESTS_TESTING_FAKES_H_
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "common/handler.h"
+
+namespace r2sp::testing {
+
+class RecordingSink : public ReplySink {
+ public:
+  void SendReply(const std::string& routing_id, Message reply) override {
+    absl::MutexLock lock(&mu_);
+    replies_.emplace_back(routing_id, std::move(reply));
+  }
+  // Takes the replies recorded so far.
+  std::vector<std::pair<std::string, Message>> Take() {
+    absl::MutexLock lock(&mu_);
+    return std::move(replies_);
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<std::pair<std::string, Message>> replies_ ABSL_GUARDED_BY(mu_);
+};
+
+class RecordingRequester : public Requester {
+ public:
+  struct Sent {
+    std::string peer;
+    Message request;
+    ReplyCallback callback;
+  };
+  void Request(const std::string& peer, Message request, absl::Duration /*timeout*/,
+               ReplyCallback callback) override {
+    sent.push_back({peer, std::move(request), std::move(callback)});
+  }
+  std::vector<Sent> sent;
+};
+
+// A request header from worker `rank`.
+inline Message WorkerRequest(proto::MsgType type, int rank, uint64_t key) {
+  Message m;
+  m.header.set_type(type);
+  m.header.set_sender_role(proto::WORKER);
+  m.header.set_sender_rank(rank);
+  m.header.set_key(key);
+  return m;
+}
+
+}  // namespace r2sp::testing
+
+#endif  // R2SP_TESTS_TESTING_FAKES_H_

@@ -1,0 +1,129 @@
+// See ps_client.h.
+#include "worker/ps_client.h"
+
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "glog/logging.h"
+
+namespace r2sp {
+
+absl::Status Ticket::Wait() const {
+  if (state_ == nullptr) return absl::OkStatus();
+  absl::MutexLock lock(&state_->mu);
+  state_->mu.Await(absl::Condition(
+      +[](State* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu) { return s->outstanding == 0; },
+      state_.get()));
+  return state_->status;
+}
+
+bool Ticket::Done() const {
+  if (state_ == nullptr) return true;
+  absl::MutexLock lock(&state_->mu);
+  return state_->outstanding == 0;
+}
+
+void Ticket::Complete(State& state, const absl::Status& status) {
+  absl::MutexLock lock(&state.mu);
+  if (!status.ok() && state.status.ok()) state.status = status;
+  --state.outstanding;
+}
+
+PsClient::PsClient(Transport* transport, const ModelLayout* layout,
+                   std::vector<std::string> server_endpoints, const PsClientOptions& options)
+    : transport_(transport),
+      layout_(layout),
+      servers_(std::move(server_endpoints)),
+      options_(options) {
+  CHECK_EQ(static_cast<int>(servers_.size()), layout_->num_servers());
+}
+
+PsClientCounters PsClient::counters() const {
+  return {bytes_pushed_.load(), bytes_pulled_.load(), pushes_.load(), pulls_.load()};
+}
+
+Ticket PsClient::Push(const float* grads, int64_t clock, bool init) {
+  auto state = std::make_shared<Ticket::State>(static_cast<int>(layout_->partitions().size()));
+  for (const Partition& p : layout_->partitions()) {
+    SendPush(p, grads + p.offset, clock, init, state);
+  }
+  return Ticket(std::move(state));
+}
+
+Ticket PsClient::PushPartition(uint64_t key, const float* data, int64_t clock, bool init) {
+  const Partition* p = layout_->Find(key);
+  CHECK(p != nullptr) << "unknown key " << key;
+  auto state = std::make_shared<Ticket::State>(1);
+  SendPush(*p, data, clock, init, state);
+  return Ticket(std::move(state));
+}
+
+Ticket PsClient::Pull(float* params, int64_t min_version) {
+  auto state = std::make_shared<Ticket::State>(static_cast<int>(layout_->partitions().size()));
+  for (const Partition& p : layout_->partitions()) {
+    SendPull(p, params + p.offset, min_version, state);
+  }
+  return Ticket(std::move(state));
+}
+
+Ticket PsClient::PullPartition(uint64_t key, float* data, int64_t min_version) {
+  const Partition* p = layout_->Find(key);
+  CHECK(p != nullptr) << "unknown key " << key;
+  auto state = std::make_shared<Ticket::State>(1);
+  SendPull(*p, data, min_version, state);
+  return Ticket(std::move(state));
+}
+
+void PsClient::SendPush(const Partition& p, const float* data, int64_t clock, bool init,
+                        std::shared_ptr<Ticket::State> state) {
+  Message request;
+  request.header.set_type(proto::PUSH);
+  request.header.set_sender_role(proto::WORKER);
+  request.header.set_sender_rank(options_.rank);
+  request.header.set_key(p.key);
+  request.header.set_clock(clock);
+  if (init) request.header.mutable_push()->set_init(true);
+  request.payload.push_back(BorrowedFrame(data, p.bytes()));
+  const size_t bytes = p.bytes();
+  transport_->Request(servers_[p.server], std::move(request), options_.request_timeout,
+                      [this, bytes, state](absl::StatusOr<Message> reply) {
+                        absl::Status status = reply.ok() ? FromReplyHeader(reply->header)
+                                                         : reply.status();
+                        if (status.ok()) {
+                          bytes_pushed_ += bytes;
+                          ++pushes_;
+                        }
+                        Ticket::Complete(*state, status);
+                      });
+}
+
+void PsClient::SendPull(const Partition& p, float* data, int64_t min_version,
+                        std::shared_ptr<Ticket::State> state) {
+  Message request;
+  request.header.set_type(proto::PULL);
+  request.header.set_sender_role(proto::WORKER);
+  request.header.set_sender_rank(options_.rank);
+  request.header.set_key(p.key);
+  request.header.mutable_pull()->set_min_version(min_version);
+  const size_t bytes = p.bytes();
+  const uint64_t key = p.key;
+  transport_->Request(
+      servers_[p.server], std::move(request), options_.request_timeout,
+      [this, bytes, key, data, state](absl::StatusOr<Message> reply) {
+        absl::Status status = reply.ok() ? FromReplyHeader(reply->header) : reply.status();
+        if (status.ok() && (reply->payload.size() != 1 || reply->payload[0].size() != bytes)) {
+          status = absl::InternalError(absl::StrCat("PULL reply for key ", key, " carries ",
+                                                    PayloadBytes(*reply), " bytes, expected ",
+                                                    bytes));
+        }
+        if (status.ok()) {
+          std::memcpy(data, reply->payload[0].data(), bytes);
+          bytes_pulled_ += bytes;
+          ++pulls_;
+        }
+        Ticket::Complete(*state, status);
+      });
+}
+
+}  // namespace r2sp

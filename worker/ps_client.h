@@ -1,0 +1,90 @@
+// The worker's parameter-server client (cf. ps-lite's KVWorker): asynchronous Push and Pull
+// of the whole model or single partitions, each returning a Ticket to Wait() on. Requests
+// for all partitions go out at once, to every server in parallel.
+#ifndef R2SP_WORKER_PS_CLIENT_H_
+#define R2SP_WORKER_PS_CLIENT_H_
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/model_layout.h"
+#include "common/transport.h"
+
+namespace r2sp {
+
+// Completion of a group of requests. Copyable handle; thread-safe.
+class Ticket {
+ public:
+  Ticket() = default;
+  // Blocks until every request of the group is answered; the first error, if any.
+  absl::Status Wait() const;
+  bool Done() const;
+
+ private:
+  friend class PsClient;
+  struct State {
+    explicit State(int n) : outstanding(n) {}
+    mutable absl::Mutex mu;
+    int outstanding ABSL_GUARDED_BY(mu);
+    absl::Status status ABSL_GUARDED_BY(mu);
+  };
+  explicit Ticket(std::shared_ptr<State> state) : state_(std::move(state)) {}
+  static void Complete(State& state, const absl::Status& status);
+
+  std::shared_ptr<State> state_;
+};
+
+struct PsClientOptions {
+  int rank = 0;  // this worker's rank
+  absl::Duration request_timeout = absl::Seconds(120);
+};
+
+struct PsClientCounters {
+  uint64_t bytes_pushed = 0;
+  uint64_t bytes_pulled = 0;
+  uint64_t pushes = 0;
+  uint64_t pulls = 0;
+};
+
+// Thread-safety: all methods may be called from any thread.
+// Borrowed: transport and layout outlive the client.
+class PsClient {
+ public:
+  PsClient(Transport* transport, const ModelLayout* layout,
+           std::vector<std::string> server_endpoints, const PsClientOptions& options);
+
+  // Pushes the gradient of every partition from the flat model `grads`
+  // (layout.total_elements() floats), tagged with `clock`. `init` sets initial values instead.
+  // REQUIRES: grads stays valid and unchanged until the ticket is done (sent zero-copy).
+  Ticket Push(const float* grads, int64_t clock, bool init = false);
+  Ticket PushPartition(uint64_t key, const float* data, int64_t clock, bool init = false);
+
+  // Pulls every partition into the flat model `params`, each at least at `min_version`.
+  // REQUIRES: params stays valid and is not read until the ticket is done.
+  Ticket Pull(float* params, int64_t min_version = 0);
+  Ticket PullPartition(uint64_t key, float* data, int64_t min_version = 0);
+
+  PsClientCounters counters() const;
+  const ModelLayout& layout() const { return *layout_; }
+
+ private:
+  void SendPush(const Partition& p, const float* data, int64_t clock, bool init,
+                std::shared_ptr<Ticket::State> state);
+  void SendPull(const Partition& p, float* data, int64_t min_version,
+                std::shared_ptr<Ticket::State> state);
+
+  Transport* const transport_;
+  const ModelLayout* const layout_;
+  const std::vector<std::string> servers_;
+  const PsClientOptions options_;
+  std::atomic<uint64_t> bytes_pushed_{0}, bytes_pulled_{0}, pushes_{0}, pulls_{0};
+};
+
+}  // namespace r2sp
+
+#endif  // R2SP_WORKER_PS_CLIENT_H_

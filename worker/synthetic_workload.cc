@@ -1,0 +1,54 @@
+// See synthetic_workload.h.
+#include "worker/synthetic_workload.h"
+
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "glog/logging.h"
+
+namespace r2sp {
+
+std::vector<proto::TensorSpec> SyntheticModel(size_t total_floats, int layers) {
+  CHECK_GE(layers, 1);
+  constexpr size_t kBias = 64;
+  CHECK_GE(total_floats, (kBias + 1) * layers);
+  // Layer k gets weight share (k+1): later layers are bigger, like a CNN's dense head.
+  const size_t weights = total_floats - kBias * layers;
+  const size_t shares = static_cast<size_t>(layers) * (layers + 1) / 2;
+  std::vector<proto::TensorSpec> model;
+  size_t given = 0;
+  for (int k = 0; k < layers; ++k) {
+    size_t n = weights / shares * (k + 1);
+    if (k == layers - 1) n = weights - given;  // the remainder goes to the last layer
+    n = std::max<size_t>(n, 1);
+    given += n;
+    proto::TensorSpec w;
+    w.set_name(absl::StrCat("layer", k, ".weight"));
+    w.set_num_elements(n);
+    model.push_back(w);
+    proto::TensorSpec b;
+    b.set_name(absl::StrCat("layer", k, ".bias"));
+    b.set_num_elements(kBias);
+    model.push_back(b);
+  }
+  return model;
+}
+
+void FillInitialParams(uint64_t seed, float* params, size_t n) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> dist(-0.05f, 0.05f);
+  for (size_t i = 0; i < n; ++i) params[i] = dist(rng);
+}
+
+void FillRandomGradient(uint64_t seed, float* grad, size_t n) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (size_t i = 0; i < n; ++i) grad[i] = dist(rng);
+}
+
+void FillKnownGradient(int rank, int64_t clock, float* grad, size_t n) {
+  const float base = static_cast<float>(rank + 1 + clock);
+  for (size_t i = 0; i < n; ++i) grad[i] = base + static_cast<float>(i % 4);
+}
+
+}  // namespace r2sp
