@@ -5,6 +5,8 @@
 //     which answers with a 1-byte acknowledgement; the transport's ceiling.
 // (b) ours: PsClient::Push / Pull of a one-tensor model of that size to a real ServerHandler
 //     behind a Transport (partitions of 4,096,000 bytes, SGD with momentum applied on arrival).
+// (c) transport only: the same partitions through our Transport and framing to a handler that
+//     only acknowledges, i.e. (b) without the optimizer: what the protocol itself costs.
 // GB/s are payload bytes per second, 1 GB = 1e9 bytes; push+pull counts both directions.
 #include <cstdio>
 #include <cstring>
@@ -68,6 +70,54 @@ double RawZmqSeconds(size_t bytes) {
 }
 
 void CheckOk(const absl::Status& s) { CHECK(s.ok()) << s; }
+
+// Acknowledges every request without touching its payload.
+class AckHandler : public RequestHandler {
+ public:
+  void HandleRequest(Message request, Responder responder) override {
+    CHECK_EQ(request.payload.size(), 1u);
+    bytes_ += request.payload[0].size();
+    responder.ReplyStatus(absl::OkStatus());
+  }
+  size_t bytes_ = 0;  // only touched on the server's I/O thread
+};
+
+double TransportOnlySeconds(size_t bytes) {
+  AckHandler ack;
+  auto server = Transport::Create(TransportOptions());
+  auto client = Transport::Create(TransportOptions());
+  CHECK(server.ok() && client.ok());
+  (*server)->Start(&ack);
+  (*client)->Start(nullptr);
+  std::vector<char> payload(bytes, 1);
+  const size_t part = FLAGS_partition_bytes;
+  const int reps = Reps(bytes);
+  const double seconds = bench::MedianSeconds(2, reps, [&] {
+    absl::Mutex mu;
+    int left = 0;
+    for (size_t offset = 0; offset < bytes; offset += part) {
+      Message m;
+      m.header.set_type(proto::PUSH);
+      m.payload.push_back(BorrowedFrame(payload.data() + offset, std::min(part, bytes - offset)));
+      {
+        absl::MutexLock lock(&mu);
+        ++left;
+      }
+      (*client)->Request((*server)->endpoint(), std::move(m), absl::Seconds(60),
+                         [&](absl::StatusOr<Message> reply) {
+                           CHECK(reply.ok()) << reply.status();
+                           absl::MutexLock lock(&mu);
+                           --left;
+                         });
+    }
+    absl::MutexLock lock(&mu);
+    mu.Await(absl::Condition(+[](int* n) { return *n == 0; }, &left));
+  });
+  (*client)->Stop();
+  (*server)->Stop();
+  CHECK_EQ(ack.bytes_, bytes * (reps + 2));  // verify: every byte arrived
+  return seconds;
+}
 
 struct OursResult {
   double push, pull, pushpull;
@@ -144,21 +194,24 @@ int main(int argc, char** argv) {
   using namespace r2sp;
   const size_t kMB = 1000 * 1000;
   const std::vector<size_t> sizes = {1 * kMB, 16 * kMB, 100 * kMB};
-  std::printf("%-8s %12s %12s %12s %14s %10s %10s\n", "payload", "raw_zmq", "our_push",
-              "our_pull", "our_push+pull", "push/zmq", "pull/zmq");
-  std::printf("%-8s %12s %12s %12s %14s\n", "", "GB/s", "GB/s", "GB/s", "GB/s (2 dirs)");
-  double push16 = 0, push100 = 0, pull100 = 0, pp16 = 0, pp100 = 0;
+  std::printf("%-8s %9s %11s %9s %9s %14s %9s %9s %11s\n", "payload", "raw_zmq",
+              "transport", "our_push", "our_pull", "our_push+pull", "push/zmq", "pull/zmq",
+              "trans/zmq");
+  std::printf("%-8s %9s %11s %9s %9s %14s\n", "", "GB/s", "GB/s", "GB/s", "GB/s",
+              "GB/s (2 dirs)");
+  double push16 = 0, push100 = 0, pull100 = 0, pp16 = 0, pp100 = 0, trans16 = 0;
   for (size_t bytes : sizes) {
     const double raw = GBps(bytes, RawZmqSeconds(bytes));
+    const double transport = GBps(bytes, TransportOnlySeconds(bytes));
     const OursResult ours = OursSeconds(bytes);
     const double push = GBps(bytes, ours.push);
     const double pull = GBps(bytes, ours.pull);
     const double pp = GBps(2.0 * bytes, ours.pushpull);
-    std::printf("%-8s %12.2f %12.2f %12.2f %14.2f %10.2f %10.2f\n",
-                absl::StrCat(bytes / kMB, "MB").c_str(), raw, push, pull, pp, push / raw,
-                pull / raw);
+    std::printf("%-8s %9.2f %11.2f %9.2f %9.2f %14.2f %9.2f %9.2f %11.2f\n",
+                absl::StrCat(bytes / kMB, "MB").c_str(), raw, transport, push, pull, pp,
+                push / raw, pull / raw, transport / raw);
     std::fflush(stdout);
-    if (bytes == 16 * kMB) push16 = push / raw, pp16 = pp;
+    if (bytes == 16 * kMB) push16 = push / raw, pp16 = pp, trans16 = transport / raw;
     if (bytes == 100 * kMB) push100 = push / raw, pull100 = pull / raw, pp100 = pp;
   }
   const ApplyResult apply = ApplyVsMemcpy();
@@ -172,7 +225,8 @@ int main(int argc, char** argv) {
               GBps(n_bytes, apply.apply_seconds), apply_bw, apply.memcpy_seconds * 1e3,
               memcpy_bw);
   std::printf("RESULT push_vs_zmq_16MB=%.2f push_vs_zmq_100MB=%.2f pull_vs_zmq_100MB=%.2f "
-              "pushpull_GBps_16MB=%.2f pushpull_GBps_100MB=%.2f apply_vs_memcpy=%.2f\n",
-              push16, push100, pull100, pp16, pp100, apply_bw / memcpy_bw);
+              "pushpull_GBps_16MB=%.2f pushpull_GBps_100MB=%.2f apply_vs_memcpy=%.2f "
+              "transport_vs_zmq_16MB=%.2f\n",
+              push16, push100, pull100, pp16, pp100, apply_bw / memcpy_bw, trans16);
   return 0;
 }
