@@ -15,7 +15,7 @@ DEFINE_string(advertise_host, "", "host name or address other machines reach us 
 DEFINE_string(endpoint_file, "", "if set, write the endpoint nodes should use to this file");
 DEFINE_int32(num_servers, 1, "servers in the job");
 DEFINE_int32(num_workers, 1, "workers in the job");
-DEFINE_uint64(partition_bytes, 4096000, "largest partition of the model, in bytes");
+DEFINE_uint64(partition_bytes, 1 << 20, "largest partition of the model, in bytes");
 DEFINE_string(sync, "asp", "consistency mode: asp (apply on arrival) or bsp");
 DEFINE_int32(heartbeat_timeout_ms, 3000, "declare a node dead after this much silence");
 DEFINE_int32(register_timeout_s, 120, "fail if the job is not complete within this time");

@@ -20,7 +20,7 @@ namespace r2sp {
 struct SchedulerOptions {
   int num_servers = 1;          // REQUIRES: >= 1
   int num_workers = 1;          // REQUIRES: >= 1
-  uint64_t partition_bytes = 4096000;
+  uint64_t partition_bytes = 1 << 20;  // see docs/ARCHITECTURE.md, "Model layout"
   proto::SyncMode sync = proto::ASP;
   // A registered node silent for this long is declared dead.
   absl::Duration heartbeat_timeout = absl::Seconds(3);

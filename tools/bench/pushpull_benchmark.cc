@@ -4,7 +4,7 @@
 // (a) raw: a cppzmq DEALER sends one zero-copy message of the whole payload to a ROUTER,
 //     which answers with a 1-byte acknowledgement; the transport's ceiling.
 // (b) ours: PsClient::Push / Pull of a one-tensor model of that size to a real ServerHandler
-//     behind a Transport (partitions of 4,096,000 bytes, SGD with momentum applied on arrival).
+//     behind a Transport (1 MiB partitions by default, SGD with momentum applied on arrival).
 // (c) transport only: the same partitions through our Transport and framing to a handler that
 //     only acknowledges, i.e. (b) without the optimizer: what the protocol itself costs.
 // GB/s are payload bytes per second, 1 GB = 1e9 bytes; push+pull counts both directions.
@@ -28,7 +28,7 @@
 #include "zmq_addon.hpp"
 
 DEFINE_double(reps_scale, 1.0, "multiply every repetition count by this");
-DEFINE_uint64(partition_bytes, 4096000, "largest partition");
+DEFINE_uint64(partition_bytes, 1 << 20, "largest partition (the scheduler's default)");
 DEFINE_int64(apply_floats, 100000000, "floats in the optimizer apply measurement");
 
 namespace r2sp {
