@@ -1,0 +1,65 @@
+// A Graph instantiated on a device: training steps (forward, softmax cross-entropy, backward)
+// and evaluation, reading parameters from and writing gradients to flat arrays laid out as
+// Graph::params (the parameter servers' layout), so pulled values are used without copies.
+#ifndef R2SP_MODELS_NETWORK_H_
+#define R2SP_MODELS_NETWORK_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "models/graph.h"
+
+namespace r2sp::models {
+
+struct EvalResult {
+  int64_t correct = 0;
+  double loss_sum = 0;  // summed over the samples
+};
+
+// Thread-compatible: one thread uses a Network at a time. Batch sizes may change from call to
+// call (heterogeneity-aware batching); each new size builds its execution plan once and keeps
+// it.
+class Network {
+ public:
+  virtual ~Network() = default;
+
+  // One training step on `batch` samples: images are N*C*H*W floats (NCHW), labels in
+  // [0, num_classes). Reads `params` (num_parameters floats), overwrites `grads` (same size)
+  // with the gradient of the mean loss. Updates batch-norm running statistics. Returns the
+  // mean loss. InvalidArgument for a label out of range or batch < 1.
+  virtual absl::StatusOr<float> TrainStep(const float* params, const float* images,
+                                          const int32_t* labels, int batch, float* grads) = 0;
+
+  // Inference (batch-norm running statistics, no dropout).
+  virtual absl::StatusOr<EvalResult> Evaluate(const float* params, const float* images,
+                                              const int32_t* labels, int batch) = 0;
+
+  // Dropout masks are DropoutKeep(seed, step, node, i); TrainStep uses the current step and
+  // then increments it. Starts at 0.
+  void set_step(int64_t step) { step_ = step; }
+  int64_t step() const { return step_; }
+
+  // The logits of the last forward pass (batch x num_classes), for tests.
+  virtual const float* logits() const = 0;
+
+  const Graph& graph() const { return graph_; }
+
+ protected:
+  explicit Network(Graph graph) : graph_(std::move(graph)) {}
+  const Graph graph_;
+  int64_t step_ = 0;
+};
+
+struct CpuOptions {
+  int threads = 0;       // oneDNN/OpenMP threads; 0 keeps the default
+  uint64_t seed = 1;     // dropout masks
+};
+
+// The CPU backend (oneDNN).
+absl::StatusOr<std::unique_ptr<Network>> CreateCpuNetwork(const Graph& graph,
+                                                          const CpuOptions& options);
+
+}  // namespace r2sp::models
+
+#endif  // R2SP_MODELS_NETWORK_H_
