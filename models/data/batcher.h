@@ -1,0 +1,48 @@
+// Turns a worker's shard of a Dataset into normalised float batches: the shard is every
+// world-th sample starting at rank, reshuffled each epoch from (seed, epoch, rank); CIFAR-style
+// augmentation (random crop after 4-pixel zero padding, horizontal flip) when asked.
+#ifndef R2SP_MODELS_DATA_BATCHER_H_
+#define R2SP_MODELS_DATA_BATCHER_H_
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "models/data/dataset.h"
+
+namespace r2sp::models {
+
+struct BatcherOptions {
+  int rank = 0;
+  int world = 1;  // REQUIRES: 0 <= rank < world
+  uint64_t seed = 1;
+  bool shuffle = true;
+  bool augment = false;  // random crop (pad 4) + horizontal flip
+};
+
+// Not thread-safe. `data` (borrowed) outlives the batcher.
+class Batcher {
+ public:
+  Batcher(const Dataset* data, const BatcherOptions& options);
+
+  int64_t shard_size() const { return static_cast<int64_t>(order_.size()); }
+  // Reorders the shard for `epoch` and rewinds.
+  void StartEpoch(int epoch);
+  // Fills up to `batch` samples (images NCHW floats, labels); returns how many (0 at the end
+  // of the epoch).
+  int Next(int batch, float* images, int32_t* labels);
+
+  // Writes sample `index` of `data`, normalised (and augmented with `rng` if not null).
+  static void Normalise(const Dataset& data, int64_t index, std::mt19937_64* rng, float* out);
+
+ private:
+  const Dataset* data_;
+  const BatcherOptions options_;
+  std::vector<int64_t> order_;
+  size_t cursor_ = 0;
+  std::mt19937_64 rng_;
+};
+
+}  // namespace r2sp::models
+
+#endif  // R2SP_MODELS_DATA_BATCHER_H_
