@@ -381,7 +381,9 @@ std::string SchedulerCore::ReportJson() const {
           ", \"bytes_pulled\": ", c.bytes_pulled(), ", \"pushes\": ", c.pushes(),
           ", \"pulls\": ", c.pulls(), ", \"iterations\": ", c.iterations(),
           ", \"dropped_messages\": ", c.dropped_messages(), ", \"seconds\": ", c.seconds(),
-          "}"));
+          ", \"model\": ", JsonString(c.model()), ", \"samples\": ", c.samples(),
+          ", \"epochs\": ", c.epochs(), ", \"test_accuracy\": ", c.test_accuracy(),
+          ", \"final_loss\": ", c.final_loss(), "}"));
     }
     return absl::StrCat("[", absl::StrJoin(items, ", "), "]");
   };

@@ -15,6 +15,10 @@ DEFINE_string(advertise_host, "", "host name or address workers reach us at");
 DEFINE_double(lr, 0.01, "learning rate");
 DEFINE_double(momentum, 0.9, "SGD momentum (0 disables it)");
 DEFINE_double(weight_decay, 0.0, "L2 weight decay");
+DEFINE_int64(warmup_updates, 0, "linear learning-rate warm-up over this many updates");
+DEFINE_string(lr_milestones, "", "multiply the rate by --lr_gamma after these update counts, "
+              "e.g. 2000,3000 (ASP: every push is an update; BSP: every clock)");
+DEFINE_double(lr_gamma, 0.1, "learning-rate decay factor at each milestone");
 DEFINE_int32(heartbeat_ms, 1000, "heartbeat period");
 DEFINE_int32(register_timeout_s, 60, "give up if the scheduler does not answer in this time");
 
@@ -23,6 +27,10 @@ int main(int argc, char** argv) {
   r2sp::CheckFlag(FLAGS_lr > 0, "--lr must be positive");
   r2sp::CheckFlag(FLAGS_momentum >= 0 && FLAGS_momentum < 1, "--momentum must be in [0, 1)");
   r2sp::CheckFlag(FLAGS_weight_decay >= 0, "--weight_decay must be >= 0");
+  r2sp::CheckFlag(FLAGS_warmup_updates >= 0, "--warmup_updates must be >= 0");
+  r2sp::CheckFlag(FLAGS_lr_gamma > 0 && FLAGS_lr_gamma <= 1, "--lr_gamma must be in (0, 1]");
+  absl::StatusOr<std::vector<int64_t>> milestones = r2sp::ParseMilestones(FLAGS_lr_milestones);
+  if (!milestones.ok()) r2sp::ExitWithError(milestones.status());
   r2sp::CheckFlag(FLAGS_heartbeat_ms >= 10, "--heartbeat_ms must be >= 10");
   r2sp::CheckFlag(FLAGS_register_timeout_s >= 1, "--register_timeout_s must be >= 1");
 
@@ -35,6 +43,9 @@ int main(int argc, char** argv) {
   r2sp::ServerOptions options;
   options.sgd = {static_cast<float>(FLAGS_lr), static_cast<float>(FLAGS_momentum),
                  static_cast<float>(FLAGS_weight_decay)};
+  options.schedule.warmup_updates = FLAGS_warmup_updates;
+  options.schedule.milestones = *milestones;
+  options.schedule.gamma = static_cast<float>(FLAGS_lr_gamma);
   // The consistency mode comes from the scheduler's address book; the handler is built after
   // registration, so until then the transport answers requests with NOT_READY.
   (*transport)->Start(nullptr);

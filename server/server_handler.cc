@@ -87,6 +87,12 @@ void ServerHandler::HandleRequest(Message request, Responder responder) {
   }
 }
 
+SgdOptions ServerHandler::SgdFor(const Slot& slot) const {
+  SgdOptions sgd = options_.sgd;
+  sgd.learning_rate *= options_.schedule.Factor(slot.state.version());
+  return sgd;
+}
+
 void ServerHandler::Reject(Responder& responder, const absl::Status& status) {
   ++counters_.rejected;
   LOG(WARNING) << "rejected request: " << status;
@@ -149,12 +155,12 @@ void ServerHandler::HandlePush(Message& request, Responder& responder) {
     status = slot.aggregator->Add(header.sender_rank(), header.clock(), grad);
     if (!status.ok()) return Reject(responder, status);
     if (slot.aggregator->Complete(live_workers_)) {
-      slot.state.Apply(options_.sgd, 1.0f / slot.aggregator->contributors(),
+      slot.state.Apply(SgdFor(slot), 1.0f / slot.aggregator->contributors(),
                        slot.aggregator->sum());
       slot.aggregator->Advance();
     }
   } else {
-    slot.state.Apply(options_.sgd, 1.0f, grad);
+    slot.state.Apply(SgdFor(slot), 1.0f, grad);
   }
   responder.ReplyStatus(absl::OkStatus());
   ReleaseParkedPulls(slot);

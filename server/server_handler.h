@@ -15,12 +15,14 @@
 #include "common/model_layout.h"
 #include "server/clock_aggregator.h"
 #include "server/partition_state.h"
+#include "server/lr_schedule.h"
 #include "server/sgd.h"
 
 namespace r2sp {
 
 struct ServerOptions {
-  SgdOptions sgd;
+  SgdOptions sgd;       // sgd.learning_rate is the base rate
+  LrSchedule schedule;  // multiplies the base rate per update
   proto::SyncMode sync = proto::ASP;
 };
 
@@ -57,6 +59,7 @@ class ServerHandler : public RequestHandler {
   void HandlePull(Message& request, Responder& responder) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AnswerPull(Slot& slot, Responder& responder) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReleaseParkedPulls(Slot& slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  SgdOptions SgdFor(const Slot& slot) const;
   void Reject(Responder& responder, const absl::Status& status)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

@@ -1,35 +1,46 @@
-// The `worker` binary: registers, initialises the servers (rank 0), then runs N iterations of
-// compute -> push gradients -> pull parameters through the parameter servers, and reports.
-// In this version "compute" is the synthetic workload of synthetic_workload.h.
-#include <chrono>
+// The `worker` binary: registers, initialises the servers (rank 0), then trains through the
+// parameter servers — a real model on a real data set (trainer.h), or the synthetic workload
+// (synthetic_workload.h) for transport tests and benchmarks — and reports to the scheduler.
 #include <cstdio>
-#include <fstream>
-#include <thread>
+#include <memory>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "common/cli.h"
 #include "common/model_layout.h"
 #include "common/scheduler_client.h"
 #include "common/transport.h"
 #include "gflags/gflags.h"
 #include "glog/logging.h"
+#include "models/data/batcher.h"
+#include "models/data/dataset.h"
+#include "models/graph.h"
+#include "models/network.h"
 #include "worker/ps_client.h"
 #include "worker/synthetic_workload.h"
+#include "worker/trainer.h"
 
 DEFINE_string(scheduler, "tcp://127.0.0.1:9000", "the scheduler's endpoint");
 DEFINE_string(bind, "tcp://0.0.0.0:*", "ZeroMQ endpoint to listen on (* = any free port)");
 DEFINE_string(advertise_host, "", "host name or address other nodes reach us at");
+DEFINE_string(model, "synthetic", "mlp, cnn, resnet20, or synthetic (no data; see --model_mb)");
+DEFINE_string(data, "fashion-mnist", "fashion-mnist, mnist or cifar10");
+DEFINE_string(data_dir, "", "directory of the data set's files (default for fashion-mnist: "
+              "Debian's /usr/share/datasets/fashion-mnist)");
+DEFINE_int32(batch_size, 64, "samples per step on this worker");
+DEFINE_int32(epochs, 1, "passes over this worker's shard");
+DEFINE_int64(max_steps, 0, "stop after this many steps (0: run all epochs)");
+DEFINE_int32(threads, 0, "CPU backend threads (0: oneDNN's default, all cores)");
+DEFINE_bool(augment, true, "cifar10: random crop and flip");
 DEFINE_double(model_mb, 16, "synthetic model size in MB of fp32 parameters");
 DEFINE_int32(layers, 8, "synthetic model: number of layers (weight + bias tensors each)");
-DEFINE_int32(iterations, 100, "training iterations");
+DEFINE_int32(iterations, 100, "synthetic: iterations");
 DEFINE_string(grad, "random", "synthetic gradients: random or known (exactly checkable)");
 DEFINE_int32(compute_ms, 0, "synthetic compute time per iteration, milliseconds");
 DEFINE_string(init, "random", "initial parameters: random (from --seed) or zero");
-DEFINE_uint64(seed, 1, "seed for initial parameters and random gradients");
+DEFINE_uint64(seed, 1, "seed for initial parameters, shuffling, dropout and random gradients");
 DEFINE_string(dump_params, "", "after training, write the final parameters (raw fp32) here");
-DEFINE_int32(log_every, 10, "print progress every this many iterations (0: never)");
+DEFINE_int32(log_every, 0, "print progress every this many steps (0: 10 synthetic, 50 real)");
 DEFINE_int32(heartbeat_ms, 1000, "heartbeat period");
 DEFINE_int32(register_timeout_s, 60, "give up if the scheduler does not answer in this time");
 DEFINE_int32(request_timeout_s, 120, "give up on a push or pull after this time");
@@ -42,23 +53,58 @@ void ExitIfError(const absl::Status& status, const char* what) {
   }
 }
 
+void CheckFlags() {
+  using r2sp::CheckFlag;
+  CheckFlag(FLAGS_model == "synthetic" || FLAGS_model == "mlp" || FLAGS_model == "cnn" ||
+                FLAGS_model == "resnet20",
+            "--model must be mlp, cnn, resnet20 or synthetic");
+  CheckFlag(FLAGS_batch_size >= 1 && FLAGS_batch_size <= 65536, "--batch_size must be in [1, 65536]");
+  CheckFlag(FLAGS_epochs >= 1, "--epochs must be >= 1");
+  CheckFlag(FLAGS_max_steps >= 0, "--max_steps must be >= 0");
+  CheckFlag(FLAGS_threads >= 0, "--threads must be >= 0");
+  CheckFlag(FLAGS_model_mb > 0 && FLAGS_model_mb <= 16384, "--model_mb must be in (0, 16384]");
+  CheckFlag(FLAGS_layers >= 1 && FLAGS_layers <= 10000, "--layers must be in [1, 10000]");
+  CheckFlag(FLAGS_iterations >= 0, "--iterations must be >= 0");
+  CheckFlag(FLAGS_grad == "random" || FLAGS_grad == "known", "--grad must be random or known");
+  CheckFlag(FLAGS_init == "random" || FLAGS_init == "zero", "--init must be random or zero");
+  CheckFlag(FLAGS_compute_ms >= 0, "--compute_ms must be >= 0");
+  CheckFlag(FLAGS_log_every >= 0, "--log_every must be >= 0");
+  CheckFlag(FLAGS_heartbeat_ms >= 10, "--heartbeat_ms must be >= 10");
+  CheckFlag(FLAGS_register_timeout_s >= 1, "--register_timeout_s must be >= 1");
+  CheckFlag(FLAGS_request_timeout_s >= 1, "--request_timeout_s must be >= 1");
+  if (FLAGS_model == "synthetic") {
+    CheckFlag(static_cast<size_t>(FLAGS_model_mb * 1024 * 1024 / 4) >= 65u * FLAGS_layers,
+              "--model_mb is too small for --layers (each layer has a 64-float bias)");
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   r2sp::InitProcess(&argc, &argv, "R2SP worker");
-  r2sp::CheckFlag(FLAGS_model_mb > 0 && FLAGS_model_mb <= 16384, "--model_mb must be in (0, 16384]");
-  r2sp::CheckFlag(FLAGS_layers >= 1 && FLAGS_layers <= 10000, "--layers must be in [1, 10000]");
-  r2sp::CheckFlag(FLAGS_iterations >= 0, "--iterations must be >= 0");
-  r2sp::CheckFlag(FLAGS_grad == "random" || FLAGS_grad == "known",
-                  "--grad must be random or known");
-  r2sp::CheckFlag(FLAGS_init == "random" || FLAGS_init == "zero", "--init must be random or zero");
-  r2sp::CheckFlag(FLAGS_compute_ms >= 0, "--compute_ms must be >= 0");
-  r2sp::CheckFlag(FLAGS_heartbeat_ms >= 10, "--heartbeat_ms must be >= 10");
-  r2sp::CheckFlag(FLAGS_register_timeout_s >= 1, "--register_timeout_s must be >= 1");
-  r2sp::CheckFlag(FLAGS_request_timeout_s >= 1, "--request_timeout_s must be >= 1");
-  const size_t total_floats = static_cast<size_t>(FLAGS_model_mb * 1024 * 1024 / 4);
-  r2sp::CheckFlag(total_floats >= 65u * FLAGS_layers,
-                  "--model_mb is too small for --layers (each layer has a 64-float bias)");
+  CheckFlags();
+  const bool synthetic = FLAGS_model == "synthetic";
+
+  // What we train decides the tensors we register; load and build it before joining.
+  std::vector<r2sp::proto::TensorSpec> model;
+  std::unique_ptr<r2sp::models::TrainTest> data;
+  std::unique_ptr<r2sp::models::Graph> graph;
+  if (synthetic) {
+    model = r2sp::SyntheticModel(static_cast<size_t>(FLAGS_model_mb * 1024 * 1024 / 4),
+                                 FLAGS_layers);
+  } else {
+    std::string dir = FLAGS_data_dir;
+    if (dir.empty() && FLAGS_data == "fashion-mnist") dir = r2sp::models::kDebianFashionMnistDir;
+    r2sp::CheckFlag(!dir.empty(), "--data_dir is required for --data=" + FLAGS_data);
+    absl::StatusOr<r2sp::models::TrainTest> loaded = r2sp::models::LoadDataset(FLAGS_data, dir);
+    ExitIfError(loaded.status(), "cannot load the data set");
+    data = std::make_unique<r2sp::models::TrainTest>(*std::move(loaded));
+    absl::StatusOr<r2sp::models::Graph> g = r2sp::models::BuildModel(
+        FLAGS_model, data->train.shape, data->train.num_classes);
+    ExitIfError(g.status(), "cannot build the model");
+    graph = std::make_unique<r2sp::models::Graph>(*std::move(g));
+    model = graph->TensorSpecs();
+  }
 
   r2sp::TransportOptions transport_options;
   transport_options.bind_endpoint = FLAGS_bind;
@@ -66,18 +112,16 @@ int main(int argc, char** argv) {
   auto transport = r2sp::Transport::Create(transport_options);
   if (!transport.ok()) r2sp::ExitWithError(transport.status());
   (*transport)->Start(nullptr);
-
   r2sp::SchedulerClientOptions client_options;
   client_options.scheduler = FLAGS_scheduler;
   client_options.register_timeout = absl::Seconds(FLAGS_register_timeout_s);
   client_options.heartbeat_period = absl::Milliseconds(FLAGS_heartbeat_ms);
   r2sp::SchedulerClient scheduler(transport->get(), client_options);
-  const std::vector<r2sp::proto::TensorSpec> model =
-      r2sp::SyntheticModel(total_floats, FLAGS_layers);
   absl::StatusOr<r2sp::proto::RegisterReply> reg = scheduler.Register(r2sp::proto::WORKER, model);
   ExitIfError(reg.status(), "cannot join the job");
   const int rank = reg->rank();
   const r2sp::proto::AddressBook& book = reg->book();
+  const int world = book.workers_size();
   absl::StatusOr<r2sp::ModelLayout> layout =
       r2sp::ModelLayout::Create(model, book.partition_bytes(), book.servers_size());
   ExitIfError(layout.status(), "bad model layout");
@@ -89,68 +133,99 @@ int main(int argc, char** argv) {
   r2sp::PsClient ps(transport->get(), &*layout, servers, ps_options);
   scheduler.StartHeartbeats(nullptr);
   const bool bsp = book.sync() == r2sp::proto::BSP;
-  LOG(INFO) << "worker " << rank << ": " << layout->total_bytes() << " bytes in "
-            << layout->partitions().size() << " partitions over " << servers.size()
-            << " servers (" << r2sp::SyncModeName(book.sync()) << ")";
+  LOG(INFO) << "worker " << rank << "/" << world << ": " << FLAGS_model << ", "
+            << layout->total_bytes() << " bytes in " << layout->partitions().size()
+            << " partitions over " << servers.size() << " servers ("
+            << r2sp::SyncModeName(book.sync()) << ")";
 
   ExitIfError(scheduler.Barrier(r2sp::proto::ALL), "waiting for the servers");
-  std::vector<float> params(layout->total_elements());
-  std::vector<float> grads(layout->total_elements());
+  std::vector<float> params(layout->total_elements(), 0.0f);
   if (rank == 0) {
-    if (FLAGS_init == "random") r2sp::FillInitialParams(FLAGS_seed, params.data(), params.size());
+    if (FLAGS_init == "random") {
+      if (synthetic) {
+        r2sp::FillInitialParams(FLAGS_seed, params.data(), params.size());
+      } else {
+        r2sp::models::InitParams(*graph, FLAGS_seed, params.data());
+      }
+    }
     ExitIfError(ps.Push(params.data(), 0, /*init=*/true).Wait(), "initialising the servers");
   }
   ExitIfError(scheduler.Barrier(r2sp::proto::WORKERS), "waiting for initial parameters");
   ExitIfError(ps.Pull(params.data(), 0).Wait(), "pulling initial parameters");
-  if (FLAGS_grad == "random") {
-    r2sp::FillRandomGradient(FLAGS_seed + 1000 + rank, grads.data(), grads.size());
-  }
 
-  const absl::Time start = absl::Now();
-  absl::Duration push_time, pull_time;
-  for (int clock = 0; clock < FLAGS_iterations; ++clock) {
-    if (FLAGS_compute_ms > 0) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(FLAGS_compute_ms));
-    }
-    if (FLAGS_grad == "known") r2sp::FillKnownGradient(rank, clock, grads.data(), grads.size());
-    absl::Time t0 = absl::Now();
-    ExitIfError(ps.Push(grads.data(), clock).Wait(), "push");
-    absl::Time t1 = absl::Now();
-    ExitIfError(ps.Pull(params.data(), bsp ? clock + 1 : 0).Wait(), "pull");
-    absl::Time t2 = absl::Now();
-    push_time += t1 - t0;
-    pull_time += t2 - t1;
-    if (FLAGS_log_every > 0 && (clock + 1) % FLAGS_log_every == 0) {
-      const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
-      std::printf("worker %d: iteration %d/%d  %.1f it/s  push %.2f ms  pull %.2f ms\n", rank,
-                  clock + 1, FLAGS_iterations, (clock + 1) / seconds,
-                  absl::ToDoubleMilliseconds(push_time) / (clock + 1),
-                  absl::ToDoubleMilliseconds(pull_time) / (clock + 1));
-      std::fflush(stdout);
-    }
+  r2sp::proto::NodeCounters counters;
+  int64_t clocks = 0;
+  if (synthetic) {
+    r2sp::SyntheticOptions options;
+    options.rank = rank;
+    options.iterations = FLAGS_iterations;
+    options.known_gradients = FLAGS_grad == "known";
+    options.seed = FLAGS_seed;
+    options.compute_ms = FLAGS_compute_ms;
+    options.bsp = bsp;
+    options.log_every = FLAGS_log_every > 0 ? FLAGS_log_every : 10;
+    absl::StatusOr<r2sp::SyntheticResult> result = r2sp::RunSynthetic(options, &ps, &params);
+    ExitIfError(result.status(), "training");
+    clocks = FLAGS_iterations;
+    counters.set_iterations(FLAGS_iterations);
+    counters.set_seconds(result->seconds);
+    counters.set_model("synthetic");
+  } else {
+    r2sp::models::CpuOptions cpu;
+    cpu.threads = FLAGS_threads;
+    cpu.seed = FLAGS_seed + rank;
+    absl::StatusOr<std::unique_ptr<r2sp::models::Network>> net =
+        r2sp::models::CreateCpuNetwork(*graph, cpu);
+    ExitIfError(net.status(), "cannot create the network");
+    r2sp::models::BatcherOptions batcher_options;
+    batcher_options.rank = rank;
+    batcher_options.world = world;
+    batcher_options.seed = FLAGS_seed;
+    batcher_options.augment = FLAGS_augment && FLAGS_data == "cifar10";
+    r2sp::models::Batcher batcher(&data->train, batcher_options);
+    r2sp::TrainerOptions options;
+    options.rank = rank;
+    options.epochs = FLAGS_epochs;
+    options.batch_size = FLAGS_batch_size;
+    options.steps_per_epoch = std::max<int64_t>(1, data->train.size() / world / FLAGS_batch_size);
+    options.max_steps = FLAGS_max_steps;
+    options.bsp = bsp;
+    options.evaluate = rank == 0;
+    options.log_every = FLAGS_log_every > 0 ? FLAGS_log_every : 50;
+    absl::StatusOr<r2sp::TrainResult> result =
+        r2sp::Train(options, net->get(), &ps, &batcher, &data->test, &params);
+    ExitIfError(result.status(), "training");
+    clocks = result->steps;
+    counters.set_iterations(result->steps);
+    counters.set_samples(result->samples);
+    counters.set_epochs(result->epochs);
+    counters.set_seconds(result->seconds);
+    counters.set_model(FLAGS_model);
+    counters.set_test_accuracy(result->test_accuracy);
+    counters.set_final_loss(result->last_epoch_loss);
+    std::printf("worker %d: %lld steps, %lld samples in %.1f s (%.0f samples/s; compute %.1f s, "
+                "push+pull %.1f s)\n",
+                rank, static_cast<long long>(result->steps), static_cast<long long>(result->samples),
+                result->seconds, result->samples / std::max(result->seconds, 1e-9),
+                result->compute_seconds, result->comm_seconds);
   }
-  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
 
   // Every worker's last push is applied once all have passed this barrier.
   ExitIfError(scheduler.Barrier(r2sp::proto::WORKERS), "final barrier");
-  ExitIfError(ps.Pull(params.data(), bsp ? FLAGS_iterations : 0).Wait(), "final pull");
+  ExitIfError(ps.Pull(params.data(), bsp ? clocks : 0).Wait(), "final pull");
   if (!FLAGS_dump_params.empty()) {
     std::string bytes(reinterpret_cast<const char*>(params.data()), params.size() * sizeof(float));
     ExitIfError(r2sp::WriteFileAtomically(FLAGS_dump_params, bytes), "writing --dump_params");
   }
   const r2sp::PsClientCounters c = ps.counters();
-  r2sp::proto::NodeCounters counters;
   counters.set_bytes_pushed(c.bytes_pushed);
   counters.set_bytes_pulled(c.bytes_pulled);
   counters.set_pushes(c.pushes);
   counters.set_pulls(c.pulls);
-  counters.set_iterations(FLAGS_iterations);
-  counters.set_seconds(seconds);
   counters.set_dropped_messages((*transport)->counters().dropped_messages);
   ExitIfError(scheduler.Finish(counters), "reporting to the scheduler");
   scheduler.StopHeartbeats();
   (*transport)->Stop();
-  std::printf("worker %d: done, %d iterations in %.2f s (%.1f it/s)\n", rank, FLAGS_iterations,
-              seconds, seconds > 0 ? FLAGS_iterations / seconds : 0.0);
+  std::printf("worker %d: done\n", rank);
   return 0;
 }

@@ -1,9 +1,13 @@
 // See synthetic_workload.h.
 #include "worker/synthetic_workload.h"
 
+#include <chrono>
+#include <cstdio>
 #include <random>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "glog/logging.h"
 
 namespace r2sp {
@@ -49,6 +53,43 @@ void FillRandomGradient(uint64_t seed, float* grad, size_t n) {
 void FillKnownGradient(int rank, int64_t clock, float* grad, size_t n) {
   const float base = static_cast<float>(rank + 1 + clock);
   for (size_t i = 0; i < n; ++i) grad[i] = base + static_cast<float>(i % 4);
+}
+
+absl::StatusOr<SyntheticResult> RunSynthetic(const SyntheticOptions& options, PsClient* ps,
+                                             std::vector<float>* params) {
+  std::vector<float> grads(params->size());
+  if (!options.known_gradients) {
+    FillRandomGradient(options.seed + 1000 + options.rank, grads.data(), grads.size());
+  }
+  SyntheticResult result;
+  const absl::Time start = absl::Now();
+  absl::Duration push_time, pull_time;
+  for (int clock = 0; clock < options.iterations; ++clock) {
+    if (options.compute_ms > 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(options.compute_ms));
+    }
+    if (options.known_gradients) FillKnownGradient(options.rank, clock, grads.data(), grads.size());
+    const absl::Time t0 = absl::Now();
+    absl::Status status = ps->Push(grads.data(), clock).Wait();
+    if (!status.ok()) return absl::Status(status.code(), absl::StrCat("push: ", status.message()));
+    const absl::Time t1 = absl::Now();
+    status = ps->Pull(params->data(), options.bsp ? clock + 1 : 0).Wait();
+    if (!status.ok()) return absl::Status(status.code(), absl::StrCat("pull: ", status.message()));
+    push_time += t1 - t0;
+    pull_time += absl::Now() - t1;
+    if (options.log_every > 0 && (clock + 1) % options.log_every == 0) {
+      const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+      std::printf("worker %d: iteration %d/%d  %.1f it/s  push %.2f ms  pull %.2f ms\n",
+                  options.rank, clock + 1, options.iterations, (clock + 1) / seconds,
+                  absl::ToDoubleMilliseconds(push_time) / (clock + 1),
+                  absl::ToDoubleMilliseconds(pull_time) / (clock + 1));
+      std::fflush(stdout);
+    }
+  }
+  result.seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  result.push_seconds = absl::ToDoubleSeconds(push_time);
+  result.pull_seconds = absl::ToDoubleSeconds(pull_time);
+  return result;
 }
 
 }  // namespace r2sp

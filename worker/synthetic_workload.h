@@ -8,7 +8,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "proto/messages.pb.h"
+#include "worker/ps_client.h"
 
 namespace r2sp {
 
@@ -26,6 +28,25 @@ void FillRandomGradient(uint64_t seed, float* grad, size_t n);
 // The known gradient of worker `rank` at `clock`: element i is (rank + 1) + clock + (i % 4),
 // small integers whose fp32 sums are exact in any order.
 void FillKnownGradient(int rank, int64_t clock, float* grad, size_t n);
+
+struct SyntheticOptions {
+  int rank = 0;
+  int iterations = 100;
+  bool known_gradients = false;  // else random (generated once)
+  uint64_t seed = 1;
+  int compute_ms = 0;            // sleep per iteration, standing in for compute
+  bool bsp = false;
+  int log_every = 10;
+};
+
+struct SyntheticResult {
+  double seconds = 0;
+  double push_seconds = 0, pull_seconds = 0;
+};
+
+// Runs the synthetic iterations: (compute) -> push the gradient -> pull the parameters.
+absl::StatusOr<SyntheticResult> RunSynthetic(const SyntheticOptions& options, PsClient* ps,
+                                             std::vector<float>* params);
 
 }  // namespace r2sp
 

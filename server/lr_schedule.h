@@ -1,0 +1,30 @@
+// The learning-rate multiplier as a function of the updates a partition has had: linear
+// warm-up from 1/warmup_updates to 1 over the first warmup_updates, then step decay by `gamma`
+// at each milestone. The server multiplies its base rate (--lr) by it. In ASP every push is an
+// update; in BSP every clock is.
+#ifndef R2SP_SERVER_LR_SCHEDULE_H_
+#define R2SP_SERVER_LR_SCHEDULE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace r2sp {
+
+struct LrSchedule {
+  int64_t warmup_updates = 0;
+  std::vector<int64_t> milestones;  // ascending update counts
+  float gamma = 0.1f;
+
+  // The multiplier for the update that follows `updates_done` earlier ones.
+  float Factor(int64_t updates_done) const;
+};
+
+// Parses "N1,N2,..." (ascending positive integers; empty = none).
+absl::StatusOr<std::vector<int64_t>> ParseMilestones(const std::string& text);
+
+}  // namespace r2sp
+
+#endif  // R2SP_SERVER_LR_SCHEDULE_H_
