@@ -16,6 +16,9 @@
 #include "models/data/dataset.h"
 #include "models/graph.h"
 #include "models/network.h"
+#ifdef R2SP_WITH_CUDA
+#include "models/cuda/cuda_network.h"
+#endif
 #include "worker/ps_client.h"
 #include "worker/synthetic_workload.h"
 #include "worker/trainer.h"
@@ -30,6 +33,9 @@ DEFINE_string(data_dir, "", "directory of the data set's files (default for fash
 DEFINE_int32(batch_size, 64, "samples per step on this worker");
 DEFINE_int32(epochs, 1, "passes over this worker's shard");
 DEFINE_int64(max_steps, 0, "stop after this many steps (0: run all epochs)");
+DEFINE_string(device, "cpu", "cpu (oneDNN) or cuda (cuDNN/cuBLAS; needs a build with "
+              "--config=cuda)");
+DEFINE_int32(gpu, 0, "CUDA device index for --device=cuda");
 DEFINE_int32(threads, 0, "CPU backend threads (0: oneDNN's default, all cores)");
 DEFINE_bool(augment, true, "cifar10: random crop and flip");
 DEFINE_double(model_mb, 16, "synthetic model size in MB of fp32 parameters");
@@ -62,6 +68,12 @@ void CheckFlags() {
   CheckFlag(FLAGS_epochs >= 1, "--epochs must be >= 1");
   CheckFlag(FLAGS_max_steps >= 0, "--max_steps must be >= 0");
   CheckFlag(FLAGS_threads >= 0, "--threads must be >= 0");
+  CheckFlag(FLAGS_device == "cpu" || FLAGS_device == "cuda", "--device must be cpu or cuda");
+#ifndef R2SP_WITH_CUDA
+  CheckFlag(FLAGS_device == "cpu",
+            "--device=cuda: this worker was built without CUDA (bazel build --config=cuda)");
+#endif
+  CheckFlag(FLAGS_gpu >= 0, "--gpu must be >= 0");
   CheckFlag(FLAGS_model_mb > 0 && FLAGS_model_mb <= 16384, "--model_mb must be in (0, 16384]");
   CheckFlag(FLAGS_layers >= 1 && FLAGS_layers <= 10000, "--layers must be in [1, 10000]");
   CheckFlag(FLAGS_iterations >= 0, "--iterations must be >= 0");
@@ -171,11 +183,20 @@ int main(int argc, char** argv) {
     counters.set_seconds(result->seconds);
     counters.set_model("synthetic");
   } else {
-    r2sp::models::CpuOptions cpu;
-    cpu.threads = FLAGS_threads;
-    cpu.seed = FLAGS_seed + rank;
-    absl::StatusOr<std::unique_ptr<r2sp::models::Network>> net =
-        r2sp::models::CreateCpuNetwork(*graph, cpu);
+    absl::StatusOr<std::unique_ptr<r2sp::models::Network>> net;
+    if (FLAGS_device == "cpu") {
+      r2sp::models::CpuOptions cpu;
+      cpu.threads = FLAGS_threads;
+      cpu.seed = FLAGS_seed + rank;
+      net = r2sp::models::CreateCpuNetwork(*graph, cpu);
+    } else {
+#ifdef R2SP_WITH_CUDA
+      r2sp::models::CudaOptions cuda;
+      cuda.device = FLAGS_gpu;
+      cuda.seed = FLAGS_seed + rank;
+      net = r2sp::models::CreateCudaNetwork(*graph, cuda);
+#endif
+    }
     ExitIfError(net.status(), "cannot create the network");
     r2sp::models::BatcherOptions batcher_options;
     batcher_options.rank = rank;

@@ -10,7 +10,46 @@ import torch
 import torch.nn as nn
 
 
+class Block(nn.Module):
+    """ResNet basic block with the projection shortcut our resnet20 uses."""
+
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.shortcut = nn.Sequential()
+        if stride != 1 or cin != cout:
+            self.shortcut = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False),
+                                          nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        y = torch.relu(self.bn1(self.conv1(x)))
+        return torch.relu(self.bn2(self.conv2(y)) + self.shortcut(x))
+
+
+class ResNet20(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 16, 3, 1, 1, bias=False)
+        self.bn = nn.BatchNorm2d(16)
+        layers, cin = [], 16
+        for stage, cout in enumerate([16, 32, 64]):
+            for block in range(3):
+                layers.append(Block(cin, cout, 2 if stage > 0 and block == 0 else 1))
+                cin = cout
+        self.layers = nn.Sequential(*layers)
+        self.fc = nn.Linear(64, 10)
+
+    def forward(self, x):
+        x = self.layers(torch.relu(self.bn(self.conv(x))))
+        return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1))
+
+
 def build(name):
+    if name == "resnet20":
+        return ResNet20()
     if name == "cnn":
         return nn.Sequential(
             nn.Conv2d(1, 32, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
@@ -29,21 +68,23 @@ def main():
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--window_seconds", type=float, default=1.5)
     p.add_argument("--windows", type=int, default=3)
+    p.add_argument("--device", default="cpu", help="cpu or cuda")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(1)
-    model = build(a.model)
+    model = build(a.model).to(a.device)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
-    x = torch.randn(a.batch, 1, 28, 28)
-    y = torch.randint(0, 10, (a.batch,))
+    shape = (3, 32, 32) if a.model == "resnet20" else (1, 28, 28)
+    x = torch.randn(a.batch, *shape, device=a.device)
+    y = torch.randint(0, 10, (a.batch,), device=a.device)
 
     def step():
         opt.zero_grad(set_to_none=True)
         loss = loss_fn(model(x), y)
         loss.backward()
         opt.step()
-        return loss.item()
+        return loss.item()  # synchronises with the GPU every step, as our backend does
 
     for _ in range(3):
         first = step()

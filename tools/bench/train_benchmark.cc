@@ -1,7 +1,8 @@
-// Training throughput of one model on the CPU backend: forward, softmax cross-entropy,
+// Training throughput of one model on the CPU (or CUDA) backend: forward, softmax cross-entropy,
 // backward and an SGD-with-momentum update of every parameter (the work a PyTorch training
 // step does), on random data. Prints the median samples/s over timing windows after warm-up.
 //   bazel run -c opt //tools/bench:train_benchmark -- --model=cnn --batch=64 --threads=2
+// The SGD update runs on the host in both cases (as the parameter server would apply it).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -12,11 +13,15 @@
 #include "gflags/gflags.h"
 #include "glog/logging.h"
 #include "models/network.h"
+#ifdef R2SP_WITH_CUDA
+#include "models/cuda/cuda_network.h"
+#endif
 #include "server/sgd.h"
 
 DEFINE_string(model, "cnn", "mlp, cnn or resnet20");
 DEFINE_int32(batch, 64, "batch size");
 DEFINE_int32(threads, 2, "oneDNN threads");
+DEFINE_string(device, "cpu", "cpu, or cuda (built with --config=cuda)");
 DEFINE_double(window_seconds, 1.5, "length of one timing window");
 DEFINE_int32(windows, 3, "timing windows (the median is reported)");
 
@@ -35,9 +40,17 @@ int main(int argc, char** argv) {
   for (float& x : images) x = normal(rng);
   std::vector<int32_t> labels(FLAGS_batch);
   for (int32_t& l : labels) l = static_cast<int32_t>(rng() % 10);
-  CpuOptions options;
-  options.threads = FLAGS_threads;
-  auto net = CreateCpuNetwork(*g, options);
+  absl::StatusOr<std::unique_ptr<Network>> net =
+      absl::InvalidArgumentError("--device=cuda needs a build with --config=cuda");
+  if (FLAGS_device == "cpu") {
+    CpuOptions options;
+    options.threads = FLAGS_threads;
+    net = CreateCpuNetwork(*g, options);
+  } else {
+#ifdef R2SP_WITH_CUDA
+    net = CreateCudaNetwork(*g, CudaOptions());
+#endif
+  }
   CHECK(net.ok()) << net.status();
   const r2sp::SgdOptions sgd{0.01f, 0.9f, 0.0f};
   float first_loss = 0, last_loss = 0;
