@@ -109,6 +109,10 @@ int GraphBuilder::Add(int a, int b, const std::string& name) {
   return Append({Op::kAdd, name, {a, b}, shape(a)});
 }
 
+int GraphBuilder::Flatten(int in, const std::string& name) {
+  return Append({Op::kFlatten, name, {in}, {static_cast<int>(shape(in).size()), 1, 1}});
+}
+
 bool DropoutKeep(uint64_t seed, int64_t step, int node, int64_t i, float p) {
   // splitmix64 over (seed, step, node, i): independent, reproducible, no state.
   uint64_t z = seed ^ (static_cast<uint64_t>(step) * 0x9E3779B97F4A7C15ull) ^
@@ -121,7 +125,8 @@ bool DropoutKeep(uint64_t seed, int64_t step, int node, int64_t i, float p) {
 
 Graph BuildMlp(Shape input, int num_classes) {
   GraphBuilder b("mlp", input, num_classes);
-  int x = b.Linear(0, "fc1", 256);
+  int x = b.Flatten(0, "flatten");
+  x = b.Linear(x, "fc1", 256);
   x = b.Relu(x, "relu1");
   x = b.Linear(x, "fc2", 128);
   x = b.Relu(x, "relu2");
@@ -137,6 +142,7 @@ Graph BuildCnn(Shape input, int num_classes) {
   x = b.Conv(x, "conv2", 64, 5, 1, 2, true);
   x = b.Relu(x, "relu2");
   x = b.MaxPool(x, "pool2", 2, 2);
+  x = b.Flatten(x, "flatten");  // 7x7x64 = 3136
   x = b.Linear(x, "fc1", 1024);
   x = b.Relu(x, "relu3");
   b.Linear(x, "fc2", num_classes);
@@ -171,6 +177,7 @@ Graph BuildResNet20(Shape input, int num_classes) {
     }
   }
   x = b.GlobalAvgPool(x, "avgpool");
+  x = b.Flatten(x, "flatten");
   b.Linear(x, "fc", num_classes);
   return b.Finish();
 }

@@ -30,6 +30,7 @@ enum class Op {
   kBatchNorm,  // per-channel, batch statistics in training, running statistics in eval
   kDropout,
   kAdd,        // elementwise sum of two inputs (residual connection)
+  kFlatten,    // (C, H, W) -> (C*H*W, 1, 1), in C,H,W order; a view where backends can
 };
 
 struct Node {
@@ -81,6 +82,7 @@ class GraphBuilder {
   int BatchNorm(int in, const std::string& name);
   int Dropout(int in, const std::string& name, float p);
   int Add(int a, int b, const std::string& name);
+  int Flatten(int in, const std::string& name);
   const Shape& shape(int node) const { return g_.nodes[node].out; }
   Graph Finish() { return std::move(g_); }
 

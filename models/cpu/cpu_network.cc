@@ -257,7 +257,15 @@ void CpuNetwork::BuildForward(Plan& plan, int i) {
       return;
     }
     case Op::kLinear: {
-      const bool flat = in_shape.h == 1 && in_shape.w == 1 && graph_.nodes[node.inputs[0]].op != Op::kInput;
+      // Through a Flatten, read the flattened node's 4-D output directly (no copy): oneDNN's
+      // inner product flattens in C,H,W order itself.
+      const int src_node = graph_.nodes[node.inputs[0]].op == Op::kFlatten
+                               ? graph_.nodes[node.inputs[0]].inputs[0]
+                               : node.inputs[0];
+      NodePlan& in = plan.nodes[src_node];
+      const Shape& in_shape = graph_.nodes[src_node].out;
+      const Dims in_dims = {n, in_shape.c, in_shape.h, in_shape.w};
+      const bool flat = in_shape.h == 1 && in_shape.w == 1 && graph_.nodes[src_node].op != Op::kInput;
       const Dims src_dims = flat ? Dims{n, in_shape.c} : in_dims;
       const Dims w_dims = flat ? Dims{node.out.c, in_shape.c}
                                : Dims{node.out.c, in_shape.c, in_shape.h, in_shape.w};
@@ -381,6 +389,28 @@ void CpuNetwork::BuildForward(Plan& plan, int i) {
       });
       return;
     }
+    case Op::kFlatten: {
+      // A plain (n, c*h*w) view of the input: free when the input is already plain. Linear
+      // layers read through a Flatten (see kLinear), so one that only feeds them does nothing.
+      bool only_linear = true;
+      for (const Node& other : graph_.nodes) {
+        for (int src : other.inputs) only_linear &= src != i || other.op == Op::kLinear;
+      }
+      if (only_linear) {
+        np.src = np.out = in.out;
+        return;
+      }
+      const Dims dims = in.out.get_desc().dims();
+      memory plain = Converted(plan, fwd, in.out, Desc(dims, dims.size() == 2 ? Tag::nc : Tag::nchw));
+      np.src = plain;
+      np.out = memory(Desc({n, node.out.c}, Tag::nc), engine_, plain.get_data_handle());
+      if (node.inputs[0] == 0) {  // the image's handle changes every step
+        fwd.push_back([out = np.out, src = plain]() mutable {
+          out.set_data_handle(src.get_data_handle());
+        });
+      }
+      return;
+    }
     case Op::kAdd: {
       NodePlan& other = plan.nodes[node.inputs[1]];
       const memory::desc md = in.out.get_desc();
@@ -401,9 +431,9 @@ void CpuNetwork::BuildBackward(Plan& plan, int i, std::vector<bool>& written) {
   const Node& node = graph_.nodes[i];
   NodePlan& np = plan.nodes[i];
   auto& bwd = plan.backward;
-  const int in_index = node.inputs.empty() ? -1 : node.inputs[0];
+  int in_index = node.inputs.empty() ? -1 : node.inputs[0];
   // The input image needs no gradient.
-  const bool need_src_diff = in_index > 0;
+  bool need_src_diff = in_index > 0;
   const int64_t n = plan.batch;
   const Dims out_dims = {n, node.out.c, node.out.h, node.out.w};
   switch (node.op) {
@@ -455,6 +485,12 @@ void CpuNetwork::BuildBackward(Plan& plan, int i, std::vector<bool>& written) {
     }
     case Op::kLinear: {
       const auto& fwd_pd = np.ip_pd;
+      // Through a Flatten the gradient goes to the flattened node (see BuildForward), and the
+      // Flatten itself has none to pass on.
+      if (graph_.nodes[in_index].op == Op::kFlatten) {
+        in_index = graph_.nodes[in_index].inputs[0];
+        need_src_diff = in_index > 0;
+      }
       const memory::desc src_md = fwd_pd.src_desc();
       const memory::desc user_w_md = np.user_w.get_desc();
       dnnl::inner_product_backward_weights::primitive_desc wpd(
@@ -584,6 +620,18 @@ void CpuNetwork::BuildBackward(Plan& plan, int i, std::vector<bool>& written) {
           for (int64_t j = 0; j < count; ++j) out[j] = g[j] * k[j];
         });
       }
+      for (auto& s : post) bwd.push_back(std::move(s));
+      return;
+    }
+    case Op::kFlatten: {
+      // Nothing wrote this node's gradient when linear layers read through it.
+      if (!need_src_diff || !written[i]) return;
+      std::vector<std::function<void()>> post;
+      const memory::desc in_md = plan.nodes[in_index].out.get_desc();
+      memory as_in(Desc(in_md.dims(), in_md.dims().size() == 2 ? Tag::nc : Tag::nchw), engine_,
+                   np.diff.get_data_handle());
+      memory target = DiffTarget(plan, written, in_index, as_in.get_desc(), &post);
+      Exec(plan, bwd, dnnl::reorder(as_in, target), {{DNNL_ARG_FROM, as_in}, {DNNL_ARG_TO, target}});
       for (auto& s : post) bwd.push_back(std::move(s));
       return;
     }

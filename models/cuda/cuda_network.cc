@@ -373,6 +373,10 @@ absl::Status CudaNetwork::Forward(PlanGpu& plan, bool training) {
                                   cudaMemcpyDeviceToDevice, stream_));
         }
         break;
+      case Op::kFlatten:  // NCHW is already C,H,W-ordered per sample
+        CUDA_OK(cudaMemcpyAsync(g.out.ptr, x, g.out.count * sizeof(float), cudaMemcpyDeviceToDevice,
+                                stream_));
+        break;
       case Op::kAdd: {
         const float* x2 = plan.nodes[node.inputs[1]].out.ptr;
         CUDNN_OK(cudnnOpTensor(cudnn_, add_op_, &one, in.out_desc, x, &one, in.out_desc, x2, &zero,
@@ -497,6 +501,12 @@ absl::Status CudaNetwork::Backward(PlanGpu& plan) {
             CUDNN_OK(cudnnAddTensor(cudnn_, &one, g.out_desc, g.diff.ptr, &beta, in.out_desc,
                                     in.diff.ptr));
           }
+        }
+        break;
+      case Op::kFlatten:
+        if (need_dx) {  // the same bytes, seen with the input's shape
+          CUDNN_OK(cudnnAddTensor(cudnn_, &one, in.out_desc, g.diff.ptr, &beta, in.out_desc,
+                                  in.diff.ptr));
         }
         break;
       case Op::kAdd:

@@ -149,6 +149,19 @@ TEST(CpuNetworkTest, BlockedLayoutsWithManyChannels) {
   CheckGradients(b.Finish(), 2, 400);
 }
 
+TEST(CpuNetworkTest, FlattenBeforeLinearAndBeforeOtherLayers) {
+  GraphBuilder b("flatten", {3, 6, 6}, 4);
+  int x = b.Conv(0, "c1", 16, 3, 1, 1, true);
+  x = b.MaxPool(x, "p1", 2, 2);
+  int f = b.Flatten(x, "flat");   // read through by fc1
+  int y = b.Linear(f, "fc1", 8);
+  int z = b.Dropout(f, "drop", 0.25f);  // materialises the flattened view
+  z = b.Linear(z, "fc2", 8);
+  x = b.Add(y, z, "sum");
+  b.Linear(x, "fc3", 4);
+  CheckGradients(b.Finish(), 3);
+}
+
 TEST(CpuNetworkTest, EvaluationUsesRunningStatistics) {
   GraphBuilder b("bn_eval", {2, 4, 4}, 3);
   int x = b.Conv(0, "c1", 16, 3, 1, 1, false);

@@ -27,9 +27,10 @@ TEST(GraphTest, ParameterCounts) {
 
 TEST(GraphTest, ShapesFollowTheLayers) {
   const Graph cnn = BuildCnn({1, 28, 28}, 10);
-  // conv1 (same) 32x28x28, pool 32x14x14, conv2 64x14x14, pool 64x7x7 = 3136, fc1 1024.
-  std::vector<Shape> want = {{1, 28, 28}, {32, 28, 28}, {32, 28, 28}, {32, 14, 14}, {64, 14, 14},
-                             {64, 14, 14}, {64, 7, 7}, {1024, 1, 1}, {1024, 1, 1}, {10, 1, 1}};
+  // conv1 (same) 32x28x28, pool 32x14x14, conv2 64x14x14, pool 64x7x7, flatten 3136, fc1 1024.
+  std::vector<Shape> want = {{1, 28, 28},  {32, 28, 28}, {32, 28, 28},  {32, 14, 14},
+                             {64, 14, 14}, {64, 14, 14}, {64, 7, 7},    {3136, 1, 1},
+                             {1024, 1, 1}, {1024, 1, 1}, {10, 1, 1}};
   ASSERT_EQ(cnn.nodes.size(), want.size());
   for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(cnn.nodes[i].out, want[i]) << i;
   EXPECT_EQ(cnn.params[4].name, "fc1.weight");

@@ -130,6 +130,9 @@ double ReferenceLoss(const Graph& graph, const std::vector<double>& params,
           y[k] = keep ? x[k] / (options.training ? 1.0 - node.dropout : 1.0) : 0.0;
         }
         break;
+      case Op::kFlatten:
+        y = x;
+        break;
       case Op::kAdd: {
         const std::vector<double>& x2 = act[node.inputs[1]];
         for (size_t k = 0; k < y.size(); ++k) y[k] = x[k] + x2[k];
