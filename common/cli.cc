@@ -42,8 +42,10 @@ absl::StatusOr<proto::SyncMode> ParseSyncMode(const std::string& name) {
   const std::string lower = absl::AsciiStrToLower(name);
   if (lower == "asp") return proto::ASP;
   if (lower == "bsp") return proto::BSP;
+  if (lower == "ssp") return proto::SSP;
+  if (lower == "r2sp") return proto::R2SP;
   return absl::InvalidArgumentError(
-      absl::StrCat("--sync must be one of asp, bsp; got '", name, "'"));
+      absl::StrCat("--sync must be one of bsp, ssp, asp, r2sp; got '", name, "'"));
 }
 
 std::string SyncModeName(proto::SyncMode mode) {

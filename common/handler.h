@@ -78,8 +78,10 @@ class RequestHandler {
   virtual ~RequestHandler() = default;
   // A structurally valid request (DecodeFrames passed). Must eventually answer `responder`.
   virtual void HandleRequest(Message request, Responder responder) = 0;
-  // Called about every TransportOptions::tick_period.
+  // Called about every TransportOptions::tick_period, and at NextWakeup().
   virtual void OnTick(absl::Time /*now*/) {}
+  // When the handler next needs OnTick, if sooner than the tick period (e.g. R2SP's slot gap).
+  virtual absl::Time NextWakeup() { return absl::InfiniteFuture(); }
 };
 
 }  // namespace r2sp

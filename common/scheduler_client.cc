@@ -84,6 +84,44 @@ absl::Status SchedulerClient::Finish(const proto::NodeCounters& counters) {
   return CallScheduler(std::move(request), options_.request_timeout).status();
 }
 
+absl::StatusOr<proto::SlotGrant> SchedulerClient::RequestSlot(int samples,
+                                                              double compute_seconds) {
+  Message request;
+  request.header = NewHeader(proto::SLOT);
+  request.header.mutable_report()->set_samples(samples);
+  request.header.mutable_report()->set_compute_seconds(compute_seconds);
+  absl::StatusOr<Message> reply = CallScheduler(std::move(request), options_.barrier_timeout);
+  if (!reply.ok()) return reply.status();
+  return reply->header.slot_grant();
+}
+
+void SchedulerClient::ReleaseSlot() {
+  Message request;
+  request.header = NewHeader(proto::RELEASE);
+  transport_->Request(options_.scheduler, std::move(request), options_.request_timeout,
+                      [](absl::StatusOr<Message> reply) {
+                        absl::Status s = reply.ok() ? FromReplyHeader(reply->header) : reply.status();
+                        if (!s.ok()) LOG(WARNING) << "releasing the slot: " << s;
+                      });
+}
+
+void SchedulerClient::Report(int samples, double compute_seconds,
+                             std::function<void(int)> on_batch) {
+  Message request;
+  request.header = NewHeader(proto::REPORT);
+  request.header.mutable_report()->set_samples(samples);
+  request.header.mutable_report()->set_compute_seconds(compute_seconds);
+  transport_->Request(options_.scheduler, std::move(request), options_.request_timeout,
+                      [on_batch = std::move(on_batch)](absl::StatusOr<Message> reply) {
+                        absl::Status s = reply.ok() ? FromReplyHeader(reply->header) : reply.status();
+                        if (!s.ok()) {
+                          LOG(WARNING) << "iteration report: " << s;
+                        } else if (reply->header.batch().batch_size() > 0) {
+                          on_batch(reply->header.batch().batch_size());
+                        }
+                      });
+}
+
 void SchedulerClient::StartHeartbeats(
     std::function<void(const proto::HeartbeatReply&)> on_reply) {
   CHECK(!heartbeat_thread_.joinable()) << "heartbeats already running";

@@ -39,6 +39,15 @@ class SchedulerClient {
   // Workers: reports the final counters.
   absl::Status Finish(const proto::NodeCounters& counters);
 
+  // R2SP: asks for this worker's communication slot after an iteration's compute (reported
+  // for the gap and, with hetero batching, the tuner) and waits for the grant.
+  absl::StatusOr<proto::SlotGrant> RequestSlot(int samples, double compute_seconds);
+  // R2SP: gives the slot back. Asynchronous; an error is logged.
+  void ReleaseSlot();
+  // Hetero batching (other modes): reports an iteration; `on_batch` (on the transport's I/O
+  // thread) receives the batch size to use from the next iteration.
+  void Report(int samples, double compute_seconds, std::function<void(int)> on_batch);
+
   // Sends a heartbeat every heartbeat_period; `on_reply` (may be empty) sees each answer on
   // the transport's I/O thread.
   void StartHeartbeats(std::function<void(const proto::HeartbeatReply&)> on_reply);

@@ -141,8 +141,12 @@ void Transport::Loop() {
     for (zmq::socket_t* dealer : dealer_list_) {
       items.push_back({dealer->handle(), 0, ZMQ_POLLIN, 0});
     }
-    const long timeout_ms = std::max<long>(
-        0, absl::ToInt64Milliseconds(next_tick - absl::Now()) + 1);
+    RequestHandler* waker = handler_.load();
+    const absl::Time wake = std::min(next_tick, waker != nullptr ? waker->NextWakeup()
+                                                                 : absl::InfiniteFuture());
+    // zmq_poll counts milliseconds; round up so we never spin before the wake-up time.
+    const long timeout_ms =
+        std::max<long>(0, absl::ToInt64Microseconds(wake - absl::Now()) / 1000 + 1);
     const int ready = zmq_poll(items.data(), static_cast<int>(items.size()), timeout_ms);
     if (ready < 0 && zmq_errno() != EINTR) {
       LOG(ERROR) << "zmq_poll: " << zmq_strerror(zmq_errno());
@@ -160,9 +164,11 @@ void Transport::Loop() {
     const absl::Time now = absl::Now();
     if (now >= next_tick) {
       ExpireRequests(now, /*all=*/false);
+      next_tick = now + options_.tick_period;
+    }
+    if (now >= wake) {
       RequestHandler* handler = handler_.load();
       if (handler != nullptr && !stopping_.load()) handler->OnTick(now);
-      next_tick = now + options_.tick_period;
     }
     if (stopping_.load()) {
       absl::MutexLock lock(&mu_);

@@ -16,7 +16,13 @@ DEFINE_string(endpoint_file, "", "if set, write the endpoint nodes should use to
 DEFINE_int32(num_servers, 1, "servers in the job");
 DEFINE_int32(num_workers, 1, "workers in the job");
 DEFINE_uint64(partition_bytes, 1 << 20, "largest partition of the model, in bytes");
-DEFINE_string(sync, "asp", "consistency mode: asp (apply on arrival) or bsp");
+DEFINE_string(sync, "asp", "consistency mode: bsp, ssp, asp or r2sp (docs/MODES.md)");
+DEFINE_int32(staleness, 3, "ssp: how many clocks a worker may run ahead of the slowest");
+DEFINE_double(r2sp_headroom, 1.2, "r2sp: gap between slot grants = T / (headroom * workers)");
+DEFINE_bool(hetero_batching, false, "tune each worker's batch size to its measured throughput");
+DEFINE_int32(global_batch, 256, "hetero batching: the sum of all workers' batch sizes");
+DEFINE_int32(min_batch, 8, "hetero batching: smallest batch a worker is given");
+DEFINE_int32(max_batch, 4096, "hetero batching: largest batch a worker is given");
 DEFINE_int32(heartbeat_timeout_ms, 3000, "declare a node dead after this much silence");
 DEFINE_int32(register_timeout_s, 120, "fail if the job is not complete within this time");
 DEFINE_string(stats_json, "", "if set, write every node's counters here at the end");
@@ -31,6 +37,16 @@ int main(int argc, char** argv) {
   r2sp::CheckFlag(FLAGS_register_timeout_s >= 1, "--register_timeout_s must be >= 1");
   absl::StatusOr<r2sp::proto::SyncMode> sync = r2sp::ParseSyncMode(FLAGS_sync);
   if (!sync.ok()) r2sp::ExitWithError(sync.status());
+  r2sp::CheckFlag(FLAGS_staleness >= 0, "--staleness must be >= 0");
+  r2sp::CheckFlag(FLAGS_r2sp_headroom > 0, "--r2sp_headroom must be > 0");
+  r2sp::CheckFlag(FLAGS_min_batch >= 1 && FLAGS_min_batch <= FLAGS_max_batch,
+                  "need 1 <= --min_batch <= --max_batch");
+  if (FLAGS_hetero_batching) {
+    r2sp::CheckFlag(FLAGS_global_batch >= FLAGS_num_workers * FLAGS_min_batch &&
+                        FLAGS_global_batch <= static_cast<int64_t>(FLAGS_num_workers) * FLAGS_max_batch,
+                    "--global_batch must lie between num_workers * min_batch and "
+                    "num_workers * max_batch");
+  }
 
   r2sp::TransportOptions transport_options;
   transport_options.bind_endpoint = FLAGS_bind;
@@ -43,6 +59,12 @@ int main(int argc, char** argv) {
   options.num_workers = FLAGS_num_workers;
   options.partition_bytes = FLAGS_partition_bytes;
   options.sync = *sync;
+  options.staleness = FLAGS_staleness;
+  options.r2sp_headroom = FLAGS_r2sp_headroom;
+  options.hetero_batching = FLAGS_hetero_batching;
+  options.batching.global_batch = FLAGS_global_batch;
+  options.batching.min_batch = FLAGS_min_batch;
+  options.batching.max_batch = FLAGS_max_batch;
   options.heartbeat_timeout = absl::Milliseconds(FLAGS_heartbeat_timeout_ms);
   options.register_timeout = absl::Seconds(FLAGS_register_timeout_s);
   r2sp::SchedulerCore core(options, transport->get());

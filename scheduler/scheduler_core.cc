@@ -44,7 +44,11 @@ std::string JsonString(const std::string& s) {
 
 SchedulerCore::SchedulerCore(const SchedulerOptions& options, Requester* requester,
                              Clock clock)
-    : options_(options), requester_(requester), clock_(std::move(clock)), started_(clock_()) {}
+    : options_(options),
+      requester_(requester),
+      clock_(std::move(clock)),
+      started_(clock_()),
+      planner_(options.r2sp_headroom, /*smoothing=*/0.2) {}
 
 std::string SchedulerCore::failure() const {
   absl::MutexLock lock(&mu_);
@@ -82,6 +86,9 @@ void SchedulerCore::HandleRequest(Message request, Responder responder) {
         for (const Node& w : workers_) {
           if (w.state == NodeState::kDead) hb->add_dead_workers(w.rank);
         }
+        for (const Node& w : workers_) {
+          if (w.state == NodeState::kFinished) hb->add_finished_workers(w.rank);
+        }
         for (const Node& s : servers_) {
           if (s.state == NodeState::kDead) hb->add_dead_servers(s.rank);
         }
@@ -98,19 +105,97 @@ void SchedulerCore::HandleRequest(Message request, Responder responder) {
           break;
         }
         node.counters = header.counters();
-        if (node.state == NodeState::kAlive) node.state = NodeState::kFinished;
+        if (node.state == NodeState::kAlive) {
+          node.state = NodeState::kFinished;
+          WorkerLeft(node, now);
+        }
         LOG(INFO) << "worker " << node.rank << " finished after "
                   << node.counters.iterations() << " iterations";
         responder.ReplyStatus(absl::OkStatus());
         ReleaseBarriers();
         MaybeEndJob();
         break;
+      case proto::SLOT:
+        HandleSlot(request, node, responder, now);
+        break;
+      case proto::RELEASE: {
+        absl::Status released = node.role == proto::WORKER
+                                    ? planner_.Release(node.rank, now)
+                                    : absl::InvalidArgumentError("only workers hold slots");
+        responder.ReplyStatus(released);
+        GrantSlots(now);
+        break;
+      }
+      case proto::REPORT: {
+        if (node.role != proto::WORKER || tuner_ == nullptr) {
+          responder.ReplyStatus(absl::FailedPreconditionError(
+              "REPORT needs a worker and a job with --hetero_batching"));
+          break;
+        }
+        const proto::IterationReport& r = header.report();
+        tuner_->Report(node.rank, r.samples(), r.compute_seconds());
+        Message reply;
+        *reply.header.mutable_batch() = Assignment(node.rank);
+        responder.Reply(std::move(reply));
+        break;
+      }
       default:
         responder.ReplyStatus(absl::InvalidArgumentError(absl::StrCat(
             "the scheduler does not handle ", proto::MsgType_Name(header.type()))));
     }
   }
   SendQueuedShutdowns();
+}
+
+void SchedulerCore::HandleSlot(const Message& request, Node& node, Responder& responder,
+                               absl::Time now) {
+  if (options_.sync != proto::R2SP || node.role != proto::WORKER) {
+    responder.ReplyStatus(
+        absl::FailedPreconditionError("SLOT needs a worker and a job with --sync=r2sp"));
+    return;
+  }
+  const proto::IterationReport& r = request.header.report();
+  absl::Status status = planner_.Request(node.rank, r.compute_seconds());
+  if (!status.ok()) {
+    responder.ReplyStatus(status);
+    return;
+  }
+  if (tuner_ != nullptr) tuner_->Report(node.rank, r.samples(), r.compute_seconds());
+  slot_waiters_.insert_or_assign(node.rank, std::move(responder));
+  GrantSlots(now);
+}
+
+proto::BatchAssignment SchedulerCore::Assignment(int worker) const {
+  proto::BatchAssignment a;
+  a.set_batch_size(tuner_->batch(worker));
+  a.set_throughput(tuner_->throughput(worker));
+  return a;
+}
+
+void SchedulerCore::GrantSlots(absl::Time now) {
+  while (std::optional<int> w = planner_.Poll(now)) {
+    auto it = slot_waiters_.find(*w);
+    if (it == slot_waiters_.end()) continue;  // cannot happen: Poll grants requesters only
+    Message reply;
+    proto::SlotGrant* grant = reply.header.mutable_slot_grant();
+    grant->set_gap_seconds(absl::ToDoubleSeconds(planner_.gap()));
+    grant->set_grant_index(planner_.grants() - 1);
+    if (tuner_ != nullptr) *grant->mutable_batch() = Assignment(*w);
+    it->second.Reply(std::move(reply));
+    slot_waiters_.erase(it);
+  }
+}
+
+void SchedulerCore::WorkerLeft(const Node& node, absl::Time now) {
+  planner_.Remove(node.rank);
+  slot_waiters_.erase(node.rank);
+  if (tuner_ != nullptr) tuner_->Remove(node.rank);
+  GrantSlots(now);
+}
+
+absl::Time SchedulerCore::NextWakeup() {
+  absl::MutexLock lock(&mu_);
+  return planner_.NextWakeup();
 }
 
 void SchedulerCore::HandleRegister(const Message& request, Responder& responder,
@@ -190,6 +275,16 @@ void SchedulerCore::CompleteRendezvous(absl::Time now) {
   for (const proto::TensorSpec& t : model_) *book.add_model() = t;
   book.set_partition_bytes(options_.partition_bytes);
   book.set_sync(options_.sync);
+  book.set_staleness(options_.staleness);
+  if (options_.hetero_batching) {
+    tuner_ = std::make_unique<BatchTuner>(options_.batching, options_.num_workers);
+    book.set_hetero_batching(true);
+    book.set_global_batch(options_.batching.global_batch);
+    book.set_initial_batch(tuner_->batch(0));
+  }
+  std::vector<int> ranks;
+  for (int r = 0; r < options_.num_workers; ++r) ranks.push_back(r);
+  planner_.SetMembers(ranks);
   int server_rank = 0, worker_rank = 0;
   for (PendingRegister& p : pending_) {
     Message reply;
@@ -354,6 +449,7 @@ void SchedulerCore::OnTick(absl::Time now) {
         }
         n.state = NodeState::kDead;
         changed = true;
+        if (n.role == proto::WORKER) WorkerLeft(n, now);
         LOG(WARNING) << RoleName(n.role) << " " << n.rank << " at " << n.endpoint
                      << " declared dead: silent for " << absl::FormatDuration(now - n.last_seen);
       }
@@ -362,6 +458,7 @@ void SchedulerCore::OnTick(absl::Time now) {
       ReleaseBarriers();
       MaybeEndJob();
     }
+    GrantSlots(now);
   }
   SendQueuedShutdowns();
 }
@@ -387,7 +484,20 @@ std::string SchedulerCore::ReportJson() const {
     }
     return absl::StrCat("[", absl::StrJoin(items, ", "), "]");
   };
+  std::string batching = "null";
+  if (tuner_ != nullptr) {
+    std::vector<std::string> rows;
+    const std::vector<int> ideal = tuner_->Ideal();
+    for (size_t w = 0; w < workers_.size(); ++w) {
+      rows.push_back(absl::StrCat("{\"worker\": ", w, ", \"batch\": ", tuner_->batch(w),
+                                  ", \"ideal\": ", ideal[w], ", \"throughput\": ",
+                                  tuner_->throughput(w), "}"));
+    }
+    batching = absl::StrCat("{\"changes\": ", tuner_->changes(), ", \"workers\": [",
+                            absl::StrJoin(rows, ", "), "]}");
+  }
   return absl::StrCat("{\"sync\": \"", proto::SyncMode_Name(options_.sync), "\", ",
+                      "\"slot_grants\": ", planner_.grants(), ", \"batching\": ", batching, ", ",
                       "\"failure\": ", JsonString(failure_), ", \"servers\": ",
                       nodes_json(servers_), ", \"workers\": ", nodes_json(workers_), "}\n");
 }

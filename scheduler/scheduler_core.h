@@ -5,6 +5,7 @@
 #define R2SP_SCHEDULER_SCHEDULER_CORE_H_
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,8 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "common/handler.h"
+#include "scheduler/batch_tuner.h"
+#include "scheduler/slot_planner.h"
 
 namespace r2sp {
 
@@ -22,6 +25,10 @@ struct SchedulerOptions {
   int num_workers = 1;          // REQUIRES: >= 1
   uint64_t partition_bytes = 1 << 20;  // see docs/ARCHITECTURE.md, "Model layout"
   proto::SyncMode sync = proto::ASP;
+  int staleness = 3;             // ssp
+  double r2sp_headroom = 1.2;    // r2sp: gap = T / (headroom * W)
+  bool hetero_batching = false;
+  BatchTunerOptions batching;    // with hetero_batching
   // A registered node silent for this long is declared dead.
   absl::Duration heartbeat_timeout = absl::Seconds(3);
   // Give up if not every node has registered within this time.
@@ -42,6 +49,7 @@ class SchedulerCore : public RequestHandler {
 
   void HandleRequest(Message request, Responder responder) override;
   void OnTick(absl::Time now) override;
+  absl::Time NextWakeup() override;
 
   // Notified when the job is over (normally or not).
   absl::Notification& done() { return done_; }
@@ -85,6 +93,12 @@ class SchedulerCore : public RequestHandler {
   void SendQueuedShutdowns() ABSL_LOCKS_EXCLUDED(mu_);
   void ServerAcknowledged(int rank, absl::StatusOr<Message> reply);
   void Fail(const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void HandleSlot(const Message& request, Node& node, Responder& responder, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void GrantSlots(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A worker died or finished: out of the ring and the tuner.
+  void WorkerLeft(const Node& node, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  proto::BatchAssignment Assignment(int worker) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const SchedulerOptions options_;
   Requester* const requester_;
@@ -103,6 +117,9 @@ class SchedulerCore : public RequestHandler {
   int shutdown_acks_outstanding_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::pair<int, std::string>> shutdowns_to_send_ ABSL_GUARDED_BY(mu_);
   std::string failure_ ABSL_GUARDED_BY(mu_);
+  SlotPlanner planner_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<int, Responder> slot_waiters_ ABSL_GUARDED_BY(mu_);  // by worker rank
+  std::unique_ptr<BatchTuner> tuner_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace r2sp

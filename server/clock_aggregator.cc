@@ -11,7 +11,7 @@ namespace r2sp {
 ClockAggregator::ClockAggregator(size_t num_elements, int num_workers)
     : sum_(num_elements, 0.0f), arrived_(num_workers, false) {}
 
-absl::Status ClockAggregator::Add(int worker, int64_t clock, const float* grad) {
+absl::Status ClockAggregator::Add(int worker, int64_t clock, const float* grad, float weight) {
   if (worker < 0 || worker >= static_cast<int>(arrived_.size())) {
     return absl::InvalidArgumentError(absl::StrCat("worker rank ", worker, " out of range"));
   }
@@ -23,11 +23,18 @@ absl::Status ClockAggregator::Add(int worker, int64_t clock, const float* grad) 
     return absl::AlreadyExistsError(
         absl::StrCat("worker ", worker, " already pushed clock ", clock));
   }
-  if (contributors_ == 0) {
-    std::memcpy(sum_.data(), grad, sum_.size() * sizeof(float));
+  float* __restrict out = sum_.data();
+  const size_t n = sum_.size();
+  if (weight > 0.0f) {
+    if (contributors_ == 0) {
+      for (size_t i = 0; i < n; ++i) out[i] = weight * grad[i];
+    } else {
+      for (size_t i = 0; i < n; ++i) out[i] += weight * grad[i];
+    }
+    weighted_ = true;
+  } else if (contributors_ == 0) {
+    std::memcpy(out, grad, n * sizeof(float));
   } else {
-    float* __restrict out = sum_.data();
-    const size_t n = sum_.size();
     for (size_t i = 0; i < n; ++i) out[i] += grad[i];
   }
   arrived_[worker] = true;
@@ -46,6 +53,7 @@ bool ClockAggregator::Complete(const std::vector<bool>& live) const {
 void ClockAggregator::Advance() {
   std::fill(arrived_.begin(), arrived_.end(), false);
   contributors_ = 0;
+  weighted_ = false;
   ++clock_;
 }
 

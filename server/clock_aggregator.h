@@ -16,10 +16,16 @@ class ClockAggregator {
  public:
   ClockAggregator(size_t num_elements, int num_workers);
 
-  // Adds `worker`'s gradient for `clock`. Errors (nothing is added): clock other than the one
-  // being aggregated (FailedPrecondition), a second gradient from the same worker for this
-  // clock (AlreadyExists), a worker rank out of range (InvalidArgument).
-  absl::Status Add(int worker, int64_t clock, const float* grad);
+  // Adds `worker`'s gradient for `clock`, multiplied by `weight` if it is > 0 (weighted
+  // gradients are summed as they are; unweighted ones are averaged: see scale()). Errors
+  // (nothing is added): clock other than the one being aggregated (FailedPrecondition), a
+  // second gradient from the same worker for this clock (AlreadyExists), a worker rank out of
+  // range (InvalidArgument).
+  absl::Status Add(int worker, int64_t clock, const float* grad, float weight = 0.0f);
+
+  // The factor to apply sum() with: 1 for weighted gradients (their weights already make the
+  // global-batch average), else 1 / contributors.
+  float scale() const { return weighted_ ? 1.0f : 1.0f / contributors_; }
 
   // True when at least one gradient arrived and every worker with live[w] has contributed.
   bool Complete(const std::vector<bool>& live) const;
@@ -35,6 +41,7 @@ class ClockAggregator {
   std::vector<float> sum_;
   std::vector<bool> arrived_;
   int contributors_ = 0;
+  bool weighted_ = false;
   int64_t clock_ = 0;
 };
 

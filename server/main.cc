@@ -65,7 +65,12 @@ int main(int argc, char** argv) {
   r2sp::ServerHandler handler(options);
   handler.Configure(reg->rank(), book.workers_size(), *layout);
   (*transport)->SetHandler(&handler);
-  scheduler.StartHeartbeats(nullptr);
+  // Dead and finished workers: BSP clocks and SSP bounds stop waiting for them.
+  scheduler.StartHeartbeats([&handler](const r2sp::proto::HeartbeatReply& beat) {
+    std::vector<int> departed(beat.dead_workers().begin(), beat.dead_workers().end());
+    departed.insert(departed.end(), beat.finished_workers().begin(), beat.finished_workers().end());
+    if (!departed.empty()) handler.SetDepartedWorkers(departed);
+  });
   LOG(INFO) << "server " << reg->rank() << " serving at " << (*transport)->endpoint() << " ("
             << r2sp::SyncModeName(options.sync) << ")";
   absl::Status ready = scheduler.Barrier(r2sp::proto::ALL);

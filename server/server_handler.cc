@@ -1,6 +1,7 @@
 // See server_handler.h.
 #include "server/server_handler.h"
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <utility>
@@ -27,7 +28,7 @@ void ServerHandler::Configure(int rank, int num_workers, const ModelLayout& layo
   live_workers_.assign(num_workers, true);
   for (uint64_t key : layout.KeysOf(rank)) {
     const Partition& p = *layout.Find(key);
-    auto slot = std::make_unique<Slot>(p.num_elements);
+    auto slot = std::make_unique<Slot>(p.num_elements, num_workers);
     if (options_.sync == proto::BSP) {
       slot->aggregator = std::make_unique<ClockAggregator>(p.num_elements, num_workers);
     }
@@ -151,19 +152,54 @@ void ServerHandler::HandlePush(Message& request, Responder& responder) {
     return Reject(responder, absl::FailedPreconditionError(absl::StrCat(
                                  "partition ", header.key(), " has no initial value yet")));
   }
-  if (options_.sync == proto::BSP) {
-    status = slot.aggregator->Add(header.sender_rank(), header.clock(), grad);
-    if (!status.ok()) return Reject(responder, status);
-    if (slot.aggregator->Complete(live_workers_)) {
-      slot.state.Apply(SgdFor(slot), 1.0f / slot.aggregator->contributors(),
-                       slot.aggregator->sum());
-      slot.aggregator->Advance();
-    }
-  } else {
-    slot.state.Apply(SgdFor(slot), 1.0f, grad);
+  const float weight = header.push().scale();
+  if (weight < 0.0f || !std::isfinite(weight)) {
+    return Reject(responder, absl::InvalidArgumentError("push scale must be finite and >= 0"));
   }
+  if (options_.sync == proto::BSP) {
+    status = slot.aggregator->Add(header.sender_rank(), header.clock(), grad, weight);
+    if (!status.ok()) return Reject(responder, status);
+  } else {
+    slot.state.Apply(SgdFor(slot), weight > 0.0f ? weight : 1.0f, grad);
+  }
+  ++slot.pushed[header.sender_rank()];
   responder.ReplyStatus(absl::OkStatus());
+  MaybeCompleteClock(slot);
   ReleaseParkedPulls(slot);
+}
+
+void ServerHandler::MaybeCompleteClock(Slot& slot) {
+  if (slot.aggregator != nullptr && slot.aggregator->Complete(live_workers_)) {
+    slot.state.Apply(SgdFor(slot), slot.aggregator->scale(), slot.aggregator->sum());
+    slot.aggregator->Advance();
+  }
+}
+
+void ServerHandler::SetDepartedWorkers(const std::vector<int>& departed) {
+  absl::MutexLock lock(&mu_);
+  bool changed = false;
+  for (int w : departed) {
+    if (w >= 0 && w < num_workers_ && live_workers_[w]) {
+      live_workers_[w] = false;
+      changed = true;
+      LOG(INFO) << "server " << rank_ << ": worker " << w << " left; no longer waiting for it";
+    }
+  }
+  if (!changed) return;
+  for (auto& [key, slot] : slots_) {
+    MaybeCompleteClock(*slot);
+    ReleaseParkedPulls(*slot);
+  }
+}
+
+bool ServerHandler::PullReady(const Slot& slot, int64_t min_version, int64_t min_clock) const {
+  if (!slot.state.initialized() || slot.state.version() < min_version) return false;
+  if (min_clock > 0) {
+    for (int w = 0; w < num_workers_; ++w) {
+      if (live_workers_[w] && slot.pushed[w] < min_clock) return false;
+    }
+  }
+  return true;
 }
 
 void ServerHandler::HandlePull(Message& request, Responder& responder) {
@@ -176,17 +212,19 @@ void ServerHandler::HandlePull(Message& request, Responder& responder) {
     return Reject(responder, absl::InvalidArgumentError("PULL carries no payload"));
   }
   Slot& slot = **found;
-  const int64_t wanted = header.pull().min_version();
-  if (slot.state.initialized() && slot.state.version() >= wanted) {
-    AnswerPull(slot, responder);
+  const int64_t min_version = header.pull().min_version();
+  const int64_t min_clock = header.pull().min_clock();
+  if (PullReady(slot, min_version, min_clock)) {
+    AnswerPull(slot, responder, 0.0);
   } else {
-    slot.parked_pulls.emplace_back(wanted, std::move(responder));
+    slot.parked_pulls.push_back({min_version, min_clock, absl::Now(), std::move(responder)});
   }
 }
 
-void ServerHandler::AnswerPull(Slot& slot, Responder& responder) {
+void ServerHandler::AnswerPull(Slot& slot, Responder& responder, double waited) {
   Message reply;
   reply.header.set_clock(slot.state.version());
+  if (waited > 0) reply.header.mutable_pull_reply()->set_waited_seconds(waited);
   reply.payload.push_back(slot.state.PullFrame());
   counters_.bytes_pulled += slot.state.bytes();
   ++counters_.pulls;
@@ -195,12 +233,13 @@ void ServerHandler::AnswerPull(Slot& slot, Responder& responder) {
 
 void ServerHandler::ReleaseParkedPulls(Slot& slot) {
   if (slot.parked_pulls.empty() || !slot.state.initialized()) return;
-  std::vector<std::pair<int64_t, Responder>> still_waiting;
-  for (auto& [wanted, responder] : slot.parked_pulls) {
-    if (slot.state.version() >= wanted) {
-      AnswerPull(slot, responder);
+  std::vector<ParkedPull> still_waiting;
+  const absl::Time now = absl::Now();
+  for (ParkedPull& pull : slot.parked_pulls) {
+    if (PullReady(slot, pull.min_version, pull.min_clock)) {
+      AnswerPull(slot, pull.responder, absl::ToDoubleSeconds(now - pull.since));
     } else {
-      still_waiting.emplace_back(wanted, std::move(responder));
+      still_waiting.push_back(std::move(pull));
     }
   }
   slot.parked_pulls = std::move(still_waiting);

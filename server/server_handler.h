@@ -38,6 +38,10 @@ class ServerHandler : public RequestHandler {
 
   void HandleRequest(Message request, Responder responder) override;
 
+  // Workers that died or finished (from the scheduler's heartbeat replies): BSP clocks and SSP
+  // bounds no longer wait for them. Thread-safe; idempotent.
+  void SetDepartedWorkers(const std::vector<int>& departed);
+
   // Notified when the scheduler asked us to shut down (after the reply was queued).
   absl::Notification& shutdown_requested() { return shutdown_requested_; }
 
@@ -46,18 +50,29 @@ class ServerHandler : public RequestHandler {
   std::optional<std::vector<float>> Weights(uint64_t key) const;
 
  private:
+  struct ParkedPull {
+    int64_t min_version;
+    int64_t min_clock;
+    absl::Time since;
+    Responder responder;
+  };
   struct Slot {
-    explicit Slot(size_t n) : state(n) {}
+    Slot(size_t n, int workers) : state(n), pushed(workers, 0) {}
     PartitionState state;
     std::unique_ptr<ClockAggregator> aggregator;  // BSP only
-    std::vector<std::pair<int64_t, Responder>> parked_pulls;  // (min_version, who)
+    std::vector<int64_t> pushed;                   // gradients received per worker (SSP)
+    std::vector<ParkedPull> parked_pulls;
   };
 
   absl::Status CheckSender(const proto::Header& header) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<Slot*> FindSlot(uint64_t key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void HandlePush(Message& request, Responder& responder) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void HandlePull(Message& request, Responder& responder) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void AnswerPull(Slot& slot, Responder& responder) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AnswerPull(Slot& slot, Responder& responder, double waited)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool PullReady(const Slot& slot, int64_t min_version, int64_t min_clock) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void MaybeCompleteClock(Slot& slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReleaseParkedPulls(Slot& slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   SgdOptions SgdFor(const Slot& slot) const;
   void Reject(Responder& responder, const absl::Status& status)

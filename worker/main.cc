@@ -20,6 +20,7 @@
 #include "models/cuda/cuda_network.h"
 #endif
 #include "worker/ps_client.h"
+#include "worker/run_log.h"
 #include "worker/synthetic_workload.h"
 #include "worker/trainer.h"
 
@@ -38,6 +39,10 @@ DEFINE_string(device, "cpu", "cpu (oneDNN) or cuda (cuDNN/cuBLAS; needs a build 
 DEFINE_int32(gpu, 0, "CUDA device index for --device=cuda");
 DEFINE_int32(threads, 0, "CPU backend threads (0: oneDNN's default, all cores)");
 DEFINE_bool(augment, true, "cifar10: random crop and flip");
+DEFINE_double(compute_slowdown, 1.0, "EMULATION of a slower machine: stretch each compute phase "
+              "to this many times its length by sleeping after it (1 = off)");
+DEFINE_string(metrics, "", "write per-iteration metrics here (JSON lines)");
+DEFINE_string(timeline, "", "write a Chrome-trace timeline of compute/wait/push/pull here");
 DEFINE_double(model_mb, 16, "synthetic model size in MB of fp32 parameters");
 DEFINE_int32(layers, 8, "synthetic model: number of layers (weight + bias tensors each)");
 DEFINE_int32(iterations, 100, "synthetic: iterations");
@@ -74,6 +79,8 @@ void CheckFlags() {
             "--device=cuda: this worker was built without CUDA (bazel build --config=cuda)");
 #endif
   CheckFlag(FLAGS_gpu >= 0, "--gpu must be >= 0");
+  CheckFlag(FLAGS_compute_slowdown >= 1.0 && FLAGS_compute_slowdown <= 100,
+            "--compute_slowdown must be in [1, 100]");
   CheckFlag(FLAGS_model_mb > 0 && FLAGS_model_mb <= 16384, "--model_mb must be in (0, 16384]");
   CheckFlag(FLAGS_layers >= 1 && FLAGS_layers <= 10000, "--layers must be in [1, 10000]");
   CheckFlag(FLAGS_iterations >= 0, "--iterations must be >= 0");
@@ -174,9 +181,11 @@ int main(int argc, char** argv) {
     options.known_gradients = FLAGS_grad == "known";
     options.seed = FLAGS_seed;
     options.compute_ms = FLAGS_compute_ms;
-    options.bsp = bsp;
+    options.sync = book.sync();
+    options.staleness = book.staleness();
     options.log_every = FLAGS_log_every > 0 ? FLAGS_log_every : 10;
-    absl::StatusOr<r2sp::SyntheticResult> result = r2sp::RunSynthetic(options, &ps, &params);
+    absl::StatusOr<r2sp::SyntheticResult> result =
+        r2sp::RunSynthetic(options, &ps, &scheduler, &params);
     ExitIfError(result.status(), "training");
     clocks = FLAGS_iterations;
     counters.set_iterations(FLAGS_iterations);
@@ -207,14 +216,28 @@ int main(int argc, char** argv) {
     r2sp::TrainerOptions options;
     options.rank = rank;
     options.epochs = FLAGS_epochs;
-    options.batch_size = FLAGS_batch_size;
-    options.steps_per_epoch = std::max<int64_t>(1, data->train.size() / world / FLAGS_batch_size);
     options.max_steps = FLAGS_max_steps;
-    options.bsp = bsp;
+    options.sync = book.sync();
+    options.staleness = book.staleness();
+    options.hetero_batching = book.hetero_batching();
+    options.compute_slowdown = FLAGS_compute_slowdown;
+    if (options.hetero_batching) {
+      // The scheduler decides the batch sizes; an epoch is the data set in global batches.
+      options.global_batch = book.global_batch();
+      options.batch_size = book.initial_batch();
+      options.steps_per_epoch = std::max<int64_t>(1, data->train.size() / book.global_batch());
+    } else {
+      options.batch_size = FLAGS_batch_size;
+      options.steps_per_epoch = std::max<int64_t>(1, data->train.size() / world / FLAGS_batch_size);
+    }
     options.evaluate = rank == 0;
     options.log_every = FLAGS_log_every > 0 ? FLAGS_log_every : 50;
-    absl::StatusOr<r2sp::TrainResult> result =
-        r2sp::Train(options, net->get(), &ps, &batcher, &data->test, &params);
+    absl::StatusOr<std::unique_ptr<r2sp::RunLog>> log =
+        r2sp::RunLog::Open(FLAGS_metrics, FLAGS_timeline, rank);
+    ExitIfError(log.status(), "opening --metrics/--timeline");
+    absl::StatusOr<r2sp::TrainResult> result = r2sp::Train(
+        options, net->get(), &ps, &scheduler, &batcher, &data->test, &params, log->get());
+    log->reset();  // completes the timeline file
     ExitIfError(result.status(), "training");
     clocks = result->steps;
     counters.set_iterations(result->steps);
@@ -225,10 +248,11 @@ int main(int argc, char** argv) {
     counters.set_test_accuracy(result->test_accuracy);
     counters.set_final_loss(result->last_epoch_loss);
     std::printf("worker %d: %lld steps, %lld samples in %.1f s (%.0f samples/s; compute %.1f s, "
-                "push+pull %.1f s)\n",
+                "push+pull %.1f s, of which waiting %.1f s; last batch %d)\n",
                 rank, static_cast<long long>(result->steps), static_cast<long long>(result->samples),
                 result->seconds, result->samples / std::max(result->seconds, 1e-9),
-                result->compute_seconds, result->comm_seconds);
+                result->compute_seconds, result->comm_seconds, result->wait_seconds,
+                result->final_batch);
   }
 
   // Every worker's last push is applied once all have passed this barrier.

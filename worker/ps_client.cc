@@ -1,6 +1,7 @@
 // See ps_client.h.
 #include "worker/ps_client.h"
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
@@ -24,9 +25,16 @@ bool Ticket::Done() const {
   return state_->outstanding == 0;
 }
 
-void Ticket::Complete(State& state, const absl::Status& status) {
+double Ticket::waited_seconds() const {
+  if (state_ == nullptr) return 0;
+  absl::MutexLock lock(&state_->mu);
+  return state_->waited;
+}
+
+void Ticket::Complete(State& state, const absl::Status& status, double waited) {
   absl::MutexLock lock(&state.mu);
   if (!status.ok() && state.status.ok()) state.status = status;
+  state.waited = std::max(state.waited, waited);
   --state.outstanding;
 }
 
@@ -43,40 +51,42 @@ PsClientCounters PsClient::counters() const {
   return {bytes_pushed_.load(), bytes_pulled_.load(), pushes_.load(), pulls_.load()};
 }
 
-Ticket PsClient::Push(const float* grads, int64_t clock, bool init) {
+Ticket PsClient::Push(const float* grads, int64_t clock, bool init, float scale) {
   auto state = std::make_shared<Ticket::State>(static_cast<int>(layout_->partitions().size()));
   for (const Partition& p : layout_->partitions()) {
-    SendPush(p, grads + p.offset, clock, init, state);
+    SendPush(p, grads + p.offset, clock, init, scale, state);
   }
   return Ticket(std::move(state));
 }
 
-Ticket PsClient::PushPartition(uint64_t key, const float* data, int64_t clock, bool init) {
+Ticket PsClient::PushPartition(uint64_t key, const float* data, int64_t clock, bool init,
+                               float scale) {
   const Partition* p = layout_->Find(key);
   CHECK(p != nullptr) << "unknown key " << key;
   auto state = std::make_shared<Ticket::State>(1);
-  SendPush(*p, data, clock, init, state);
+  SendPush(*p, data, clock, init, scale, state);
   return Ticket(std::move(state));
 }
 
-Ticket PsClient::Pull(float* params, int64_t min_version) {
+Ticket PsClient::Pull(float* params, int64_t min_version, int64_t min_clock) {
   auto state = std::make_shared<Ticket::State>(static_cast<int>(layout_->partitions().size()));
   for (const Partition& p : layout_->partitions()) {
-    SendPull(p, params + p.offset, min_version, state);
+    SendPull(p, params + p.offset, min_version, min_clock, state);
   }
   return Ticket(std::move(state));
 }
 
-Ticket PsClient::PullPartition(uint64_t key, float* data, int64_t min_version) {
+Ticket PsClient::PullPartition(uint64_t key, float* data, int64_t min_version,
+                               int64_t min_clock) {
   const Partition* p = layout_->Find(key);
   CHECK(p != nullptr) << "unknown key " << key;
   auto state = std::make_shared<Ticket::State>(1);
-  SendPull(*p, data, min_version, state);
+  SendPull(*p, data, min_version, min_clock, state);
   return Ticket(std::move(state));
 }
 
 void PsClient::SendPush(const Partition& p, const float* data, int64_t clock, bool init,
-                        std::shared_ptr<Ticket::State> state) {
+                        float scale, std::shared_ptr<Ticket::State> state) {
   Message request;
   request.header.set_type(proto::PUSH);
   request.header.set_sender_role(proto::WORKER);
@@ -84,6 +94,7 @@ void PsClient::SendPush(const Partition& p, const float* data, int64_t clock, bo
   request.header.set_key(p.key);
   request.header.set_clock(clock);
   if (init) request.header.mutable_push()->set_init(true);
+  if (scale > 0.0f) request.header.mutable_push()->set_scale(scale);
   request.payload.push_back(BorrowedFrame(data, p.bytes()));
   const size_t bytes = p.bytes();
   transport_->Request(servers_[p.server], std::move(request), options_.request_timeout,
@@ -98,7 +109,7 @@ void PsClient::SendPush(const Partition& p, const float* data, int64_t clock, bo
                       });
 }
 
-void PsClient::SendPull(const Partition& p, float* data, int64_t min_version,
+void PsClient::SendPull(const Partition& p, float* data, int64_t min_version, int64_t min_clock,
                         std::shared_ptr<Ticket::State> state) {
   Message request;
   request.header.set_type(proto::PULL);
@@ -106,6 +117,7 @@ void PsClient::SendPull(const Partition& p, float* data, int64_t min_version,
   request.header.set_sender_rank(options_.rank);
   request.header.set_key(p.key);
   request.header.mutable_pull()->set_min_version(min_version);
+  if (min_clock > 0) request.header.mutable_pull()->set_min_clock(min_clock);
   const size_t bytes = p.bytes();
   const uint64_t key = p.key;
   transport_->Request(
@@ -117,12 +129,14 @@ void PsClient::SendPull(const Partition& p, float* data, int64_t min_version,
                                                     PayloadBytes(*reply), " bytes, expected ",
                                                     bytes));
         }
+        double waited = 0;
         if (status.ok()) {
           std::memcpy(data, reply->payload[0].data(), bytes);
           bytes_pulled_ += bytes;
           ++pulls_;
+          waited = reply->header.pull_reply().waited_seconds();
         }
-        Ticket::Complete(*state, status);
+        Ticket::Complete(*state, status, waited);
       });
 }
 

@@ -24,6 +24,8 @@ class Ticket {
   // Blocks until every request of the group is answered; the first error, if any.
   absl::Status Wait() const;
   bool Done() const;
+  // The longest any reply of the group said it was parked on a server (BSP/SSP waits).
+  double waited_seconds() const;
 
  private:
   friend class PsClient;
@@ -32,9 +34,10 @@ class Ticket {
     mutable absl::Mutex mu;
     int outstanding ABSL_GUARDED_BY(mu);
     absl::Status status ABSL_GUARDED_BY(mu);
+    double waited ABSL_GUARDED_BY(mu) = 0;
   };
   explicit Ticket(std::shared_ptr<State> state) : state_(std::move(state)) {}
-  static void Complete(State& state, const absl::Status& status);
+  static void Complete(State& state, const absl::Status& status, double waited = 0);
 
   std::shared_ptr<State> state_;
 };
@@ -60,22 +63,26 @@ class PsClient {
 
   // Pushes the gradient of every partition from the flat model `grads`
   // (layout.total_elements() floats), tagged with `clock`. `init` sets initial values instead.
+  // `scale` > 0 weights the gradient on the server (heterogeneity-aware batching: b_i / B).
   // REQUIRES: grads stays valid and unchanged until the ticket is done (sent zero-copy).
-  Ticket Push(const float* grads, int64_t clock, bool init = false);
-  Ticket PushPartition(uint64_t key, const float* data, int64_t clock, bool init = false);
+  Ticket Push(const float* grads, int64_t clock, bool init = false, float scale = 0.0f);
+  Ticket PushPartition(uint64_t key, const float* data, int64_t clock, bool init = false,
+                       float scale = 0.0f);
 
-  // Pulls every partition into the flat model `params`, each at least at `min_version`.
+  // Pulls every partition into the flat model `params`. BSP: each at least at `min_version`
+  // (clocks applied); SSP: only once every live worker pushed it `min_clock` times.
   // REQUIRES: params stays valid and is not read until the ticket is done.
-  Ticket Pull(float* params, int64_t min_version = 0);
-  Ticket PullPartition(uint64_t key, float* data, int64_t min_version = 0);
+  Ticket Pull(float* params, int64_t min_version = 0, int64_t min_clock = 0);
+  Ticket PullPartition(uint64_t key, float* data, int64_t min_version = 0,
+                       int64_t min_clock = 0);
 
   PsClientCounters counters() const;
   const ModelLayout& layout() const { return *layout_; }
 
  private:
-  void SendPush(const Partition& p, const float* data, int64_t clock, bool init,
+  void SendPush(const Partition& p, const float* data, int64_t clock, bool init, float scale,
                 std::shared_ptr<Ticket::State> state);
-  void SendPull(const Partition& p, float* data, int64_t min_version,
+  void SendPull(const Partition& p, float* data, int64_t min_version, int64_t min_clock,
                 std::shared_ptr<Ticket::State> state);
 
   Transport* const transport_;

@@ -56,6 +56,7 @@ void FillKnownGradient(int rank, int64_t clock, float* grad, size_t n) {
 }
 
 absl::StatusOr<SyntheticResult> RunSynthetic(const SyntheticOptions& options, PsClient* ps,
+                                             SchedulerClient* scheduler,
                                              std::vector<float>* params) {
   std::vector<float> grads(params->size());
   if (!options.known_gradients) {
@@ -69,12 +70,23 @@ absl::StatusOr<SyntheticResult> RunSynthetic(const SyntheticOptions& options, Ps
       std::this_thread::sleep_for(std::chrono::milliseconds(options.compute_ms));
     }
     if (options.known_gradients) FillKnownGradient(options.rank, clock, grads.data(), grads.size());
+    if (options.sync == proto::R2SP) {
+      absl::StatusOr<proto::SlotGrant> grant =
+          scheduler->RequestSlot(0, options.compute_ms / 1000.0);
+      if (!grant.ok()) {
+        return absl::Status(grant.status().code(), absl::StrCat("slot: ", grant.status().message()));
+      }
+    }
     const absl::Time t0 = absl::Now();
     absl::Status status = ps->Push(grads.data(), clock).Wait();
     if (!status.ok()) return absl::Status(status.code(), absl::StrCat("push: ", status.message()));
     const absl::Time t1 = absl::Now();
-    status = ps->Pull(params->data(), options.bsp ? clock + 1 : 0).Wait();
+    const int64_t min_version = options.sync == proto::BSP ? clock + 1 : 0;
+    const int64_t min_clock =
+        options.sync == proto::SSP ? std::max<int64_t>(0, clock + 1 - options.staleness) : 0;
+    status = ps->Pull(params->data(), min_version, min_clock).Wait();
     if (!status.ok()) return absl::Status(status.code(), absl::StrCat("pull: ", status.message()));
+    if (options.sync == proto::R2SP) scheduler->ReleaseSlot();
     push_time += t1 - t0;
     pull_time += absl::Now() - t1;
     if (options.log_every > 0 && (clock + 1) % options.log_every == 0) {

@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "proto/messages.pb.h"
+#include "common/scheduler_client.h"
 #include "worker/ps_client.h"
 
 namespace r2sp {
@@ -35,7 +36,8 @@ struct SyntheticOptions {
   bool known_gradients = false;  // else random (generated once)
   uint64_t seed = 1;
   int compute_ms = 0;            // sleep per iteration, standing in for compute
-  bool bsp = false;
+  proto::SyncMode sync = proto::ASP;
+  int staleness = 0;             // ssp
   int log_every = 10;
 };
 
@@ -44,8 +46,10 @@ struct SyntheticResult {
   double push_seconds = 0, pull_seconds = 0;
 };
 
-// Runs the synthetic iterations: (compute) -> push the gradient -> pull the parameters.
+// Runs the synthetic iterations: (compute) -> (r2sp: slot) -> push the gradient -> pull the
+// parameters as the mode allows -> (r2sp: release). `scheduler` is used in r2sp.
 absl::StatusOr<SyntheticResult> RunSynthetic(const SyntheticOptions& options, PsClient* ps,
+                                             SchedulerClient* scheduler,
                                              std::vector<float>* params);
 
 }  // namespace r2sp

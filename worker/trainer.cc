@@ -1,13 +1,23 @@
 // See trainer.h.
 #include "worker/trainer.h"
 
+#include <atomic>
+#include <memory>
 #include <cstdio>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "glog/logging.h"
 
 namespace r2sp {
+namespace {
+
+absl::Status Annotate(const absl::Status& s, const char* what) {
+  return s.ok() ? s : absl::Status(s.code(), absl::StrCat(what, ": ", s.message()));
+}
+
+}  // namespace
 
 absl::StatusOr<models::EvalResult> EvaluateAll(models::Network* net, const models::Dataset& data,
                                                const float* params, int eval_batch) {
@@ -29,50 +39,109 @@ absl::StatusOr<models::EvalResult> EvaluateAll(models::Network* net, const model
 }
 
 absl::StatusOr<TrainResult> Train(const TrainerOptions& options, models::Network* net,
-                                  PsClient* ps, models::Batcher* batcher,
-                                  const models::Dataset* test, std::vector<float>* params) {
+                                  PsClient* ps, SchedulerClient* scheduler,
+                                  models::Batcher* batcher, const models::Dataset* test,
+                                  std::vector<float>* params, RunLog* log) {
   const models::Graph& g = net->graph();
-  const int batch = options.batch_size;
-  std::vector<float> images(static_cast<size_t>(batch) * g.input.size());
-  std::vector<int32_t> labels(batch);
+  const bool r2sp = options.sync == proto::R2SP;
+  const bool hetero = options.hetero_batching;
+  // The batch size for the next iteration. Shared: a report's reply may arrive after we return.
+  auto next_batch = std::make_shared<std::atomic<int>>(options.batch_size);
+  const int largest_batch = hetero ? options.global_batch : options.batch_size;
+  std::vector<float> images(static_cast<size_t>(largest_batch) * g.input.size());
+  std::vector<int32_t> labels(largest_batch);
   std::vector<float> grads(params->size());
+  const uint64_t model_bytes = params->size() * sizeof(float);
   TrainResult result;
   const absl::Time start = absl::Now();
   absl::Time window_start = start;
   int64_t window_samples = 0;
   for (int epoch = 0; epoch < options.epochs; ++epoch) {
-    batcher->StartEpoch(epoch);
+    if (!hetero) batcher->StartEpoch(epoch);
     double epoch_loss = 0;
     int64_t epoch_steps = 0;
     for (int64_t s = 0; s < options.steps_per_epoch; ++s) {
       if (options.max_steps > 0 && result.steps >= options.max_steps) break;
-      const int n = batcher->Next(batch, images.data(), labels.data());
+      const int batch = std::clamp(next_batch->load(), 1, largest_batch);
+      const int n = hetero ? batcher->NextWrapping(batch, images.data(), labels.data())
+                           : batcher->Next(batch, images.data(), labels.data());
       if (n == 0) {
         return absl::InternalError(absl::StrCat("worker ", options.rank, "'s shard ran out at step ",
                                                 s, " of ", options.steps_per_epoch));
       }
+      IterationMetrics m;
+      m.clock = result.steps;
+      m.epoch = epoch;
+      m.batch = n;
+      // Compute.
       const absl::Time t0 = absl::Now();
       absl::StatusOr<float> loss =
           net->TrainStep(params->data(), images.data(), labels.data(), n, grads.data());
       if (!loss.ok()) return loss.status();
+      if (options.compute_slowdown > 1.0) {
+        const absl::Duration worked = absl::Now() - t0;
+        std::this_thread::sleep_for(absl::ToChronoNanoseconds(worked * (options.compute_slowdown - 1)));
+      }
       const absl::Time t1 = absl::Now();
+      m.compute_seconds = absl::ToDoubleSeconds(t1 - t0);
+      m.loss = *loss;
+      if (log) log->Span("compute", t0, t1, absl::StrCat("{\"batch\": ", n, "}"));
+      // R2SP: wait for this worker's slot.
+      absl::Time t2 = t1;
+      if (r2sp) {
+        absl::StatusOr<proto::SlotGrant> grant = scheduler->RequestSlot(n, m.compute_seconds);
+        if (!grant.ok()) return Annotate(grant.status(), "waiting for a slot");
+        t2 = absl::Now();
+        m.gap_seconds = grant->gap_seconds();
+        m.wait_seconds += absl::ToDoubleSeconds(t2 - t1);
+        if (hetero && grant->batch().batch_size() > 0) *next_batch = grant->batch().batch_size();
+        if (log) {
+          log->Span("wait", t1, t2, absl::StrCat("{\"gap_ms\": ", m.gap_seconds * 1e3,
+                                                 ", \"grant\": ", grant->grant_index(), "}"));
+        }
+      }
+      // Push, weighted b_i / B with hetero batching.
       const int64_t clock = result.steps;
-      absl::Status pushed = ps->Push(grads.data(), clock).Wait();
-      if (!pushed.ok()) return absl::Status(pushed.code(), absl::StrCat("push: ", pushed.message()));
-      absl::Status pulled = ps->Pull(params->data(), options.bsp ? clock + 1 : 0).Wait();
-      if (!pulled.ok()) return absl::Status(pulled.code(), absl::StrCat("pull: ", pulled.message()));
-      result.compute_seconds += absl::ToDoubleSeconds(t1 - t0);
-      result.comm_seconds += absl::ToDoubleSeconds(absl::Now() - t1);
+      const float scale = hetero ? static_cast<float>(n) / options.global_batch : 0.0f;
+      absl::Status pushed = ps->Push(grads.data(), clock, /*init=*/false, scale).Wait();
+      if (!pushed.ok()) return Annotate(pushed, "push");
+      const absl::Time t3 = absl::Now();
+      // Pull, as the mode allows.
+      const int64_t min_version = options.sync == proto::BSP ? clock + 1 : 0;
+      const int64_t min_clock =
+          options.sync == proto::SSP ? std::max<int64_t>(0, clock + 1 - options.staleness) : 0;
+      Ticket pull = ps->Pull(params->data(), min_version, min_clock);
+      absl::Status pulled = pull.Wait();
+      if (!pulled.ok()) return Annotate(pulled, "pull");
+      const absl::Time t4 = absl::Now();
+      if (r2sp) scheduler->ReleaseSlot();
+      if (hetero && !r2sp) {
+        scheduler->Report(n, m.compute_seconds, [next_batch](int b) { *next_batch = b; });
+      }
+      m.push_seconds = absl::ToDoubleSeconds(t3 - t2);
+      m.pull_seconds = absl::ToDoubleSeconds(t4 - t3);
+      m.wait_seconds += pull.waited_seconds();
+      m.push_bytes = model_bytes;
+      m.pull_bytes = model_bytes;
+      if (log) {
+        log->Span("push", t2, t3);
+        log->Span("pull", t3, t4, absl::StrCat("{\"parked_ms\": ", pull.waited_seconds() * 1e3, "}"));
+        log->Metrics(m);
+      }
+      result.compute_seconds += m.compute_seconds;
+      result.wait_seconds += m.wait_seconds;
+      result.comm_seconds += m.push_seconds + m.pull_seconds;
       ++result.steps;
       result.samples += n;
+      result.final_batch = n;
       window_samples += n;
       epoch_loss += *loss;
       ++epoch_steps;
       if (options.log_every > 0 && result.steps % options.log_every == 0) {
         const absl::Time now = absl::Now();
-        std::printf("worker %d: epoch %d step %lld/%lld loss %.4f %.0f samples/s\n", options.rank,
-                    epoch + 1, static_cast<long long>(s + 1),
-                    static_cast<long long>(options.steps_per_epoch), *loss,
+        std::printf("worker %d: epoch %d step %lld/%lld loss %.4f batch %d %.0f samples/s\n",
+                    options.rank, epoch + 1, static_cast<long long>(s + 1),
+                    static_cast<long long>(options.steps_per_epoch), *loss, n,
                     window_samples / absl::ToDoubleSeconds(now - window_start));
         std::fflush(stdout);
         window_start = now;

@@ -1,6 +1,12 @@
-// The worker's training loop through the parameter servers: for each step, a batch of its
-// shard -> forward/backward on the device -> push the gradient -> pull fresh parameters
-// (BSP: the parameters of the next clock). Worker 0 evaluates the test set after each epoch.
+// The worker's training loop through the parameter servers, in every consistency mode:
+//   compute (forward/backward on a batch of the worker's shard)
+//   -> r2sp: wait for the scheduler's slot grant
+//   -> push the gradient (weighted b_i / B with heterogeneity-aware batching)
+//   -> pull the parameters (bsp: of the next clock; ssp: once the slowest live worker is within
+//      `staleness` clocks; asp, r2sp: the current ones)
+//   -> r2sp: release the slot; hetero batching: report samples and compute time, adopt the
+//      batch size the scheduler answers with from the next iteration.
+// Worker 0 evaluates the test set after each epoch. Every iteration is recorded in a RunLog.
 #ifndef R2SP_WORKER_TRAINER_H_
 #define R2SP_WORKER_TRAINER_H_
 
@@ -8,22 +14,30 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/scheduler_client.h"
 #include "models/data/batcher.h"
 #include "models/data/dataset.h"
 #include "models/network.h"
 #include "worker/ps_client.h"
+#include "worker/run_log.h"
 
 namespace r2sp {
 
 struct TrainerOptions {
   int rank = 0;
   int epochs = 1;
-  int batch_size = 64;
-  // Steps per epoch, the same on every worker (BSP needs equal clocks): the smallest shard's
-  // whole batches.
+  int batch_size = 64;  // fixed batch; with hetero batching the first one
+  // Steps per epoch, the same on every worker so that clocks line up: the smallest shard's
+  // whole batches (fixed batches), or data set size / global batch (hetero batching).
   int64_t steps_per_epoch = 1;
   int64_t max_steps = 0;  // stop after this many steps in all (0: no limit)
-  bool bsp = false;
+  proto::SyncMode sync = proto::ASP;
+  int staleness = 0;      // ssp
+  bool hetero_batching = false;
+  int global_batch = 0;   // hetero batching: B
+  // Emulation of a slower machine: the compute phase is stretched to this many times its
+  // length (by sleeping after it). 1 = off.
+  double compute_slowdown = 1.0;
   bool evaluate = false;  // evaluate the test set after every epoch
   int eval_batch = 1000;
   int log_every = 50;     // progress line every this many steps (0: never)
@@ -34,16 +48,20 @@ struct TrainResult {
   int64_t samples = 0;
   int epochs = 0;
   double seconds = 0;          // wall time of the loop
-  double compute_seconds = 0;  // forward/backward only
-  double comm_seconds = 0;     // push + pull
+  double compute_seconds = 0;  // compute phases (with any emulated slowdown)
+  double wait_seconds = 0;     // slot waits and parked pulls
+  double comm_seconds = 0;     // push + pull (including parked time)
   double last_epoch_loss = 0;  // mean over the last epoch's steps
   double test_accuracy = -1;   // after the last epoch, if evaluated
+  int final_batch = 0;
 };
 
-// Borrowed pointers outlive the call.
+// Borrowed pointers outlive the call; `scheduler` is used in r2sp and with hetero batching,
+// `log` may be null.
 absl::StatusOr<TrainResult> Train(const TrainerOptions& options, models::Network* net,
-                                  PsClient* ps, models::Batcher* batcher,
-                                  const models::Dataset* test, std::vector<float>* params);
+                                  PsClient* ps, SchedulerClient* scheduler,
+                                  models::Batcher* batcher, const models::Dataset* test,
+                                  std::vector<float>* params, RunLog* log);
 
 // Accuracy and mean loss of `params` on all of `data`.
 absl::StatusOr<models::EvalResult> EvaluateAll(models::Network* net, const models::Dataset& data,

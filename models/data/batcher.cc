@@ -15,6 +15,7 @@ Batcher::Batcher(const Dataset* data, const BatcherOptions& options)
 }
 
 void Batcher::StartEpoch(int epoch) {
+  epoch_ = epoch;
   cursor_ = 0;
   std::sort(order_.begin(), order_.end());
   rng_.seed(options_.seed * 1000003 + static_cast<uint64_t>(epoch) * 7919 + options_.rank);
@@ -29,6 +30,16 @@ int Batcher::Next(int batch, float* images, int32_t* labels) {
     Normalise(*data_, index, options_.augment ? &rng_ : nullptr, images + n * per_image);
     labels[n] = data_->labels[index];
     ++n;
+  }
+  return n;
+}
+
+int Batcher::NextWrapping(int batch, float* images, int32_t* labels) {
+  const int64_t per_image = data_->shape.size();
+  int n = Next(batch, images, labels);
+  while (n < batch && !order_.empty()) {
+    StartEpoch(epoch_ + 1);
+    n += Next(batch - n, images + n * per_image, labels + n);
   }
   return n;
 }

@@ -31,6 +31,9 @@ class Batcher {
   // Fills up to `batch` samples (images NCHW floats, labels); returns how many (0 at the end
   // of the epoch).
   int Next(int batch, float* images, int32_t* labels);
+  // Like Next, but always fills `batch` samples: at the end of the shard it reshuffles (the
+  // next epoch of an internal count) and goes on. For batch sizes that change per step.
+  int NextWrapping(int batch, float* images, int32_t* labels);
 
   // Writes sample `index` of `data`, normalised (and augmented with `rng` if not null).
   static void Normalise(const Dataset& data, int64_t index, std::mt19937_64* rng, float* out);
@@ -40,6 +43,7 @@ class Batcher {
   const BatcherOptions options_;
   std::vector<int64_t> order_;
   size_t cursor_ = 0;
+  int epoch_ = 0;
   std::mt19937_64 rng_;
 };
 

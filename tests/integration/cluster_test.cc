@@ -105,9 +105,13 @@ void ExpectBothServersHoldData() {
   EXPECT_GT(layout->BytesOf(1), 0u);
 }
 
-TEST(ClusterTest, AsyncFinalParametersAreTheSumOfAllUpdates) {
+// Every mode that applies gradients on arrival (asp, ssp, r2sp) must apply each exactly once.
+class ApplyOnArrivalTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ApplyOnArrivalTest, FinalParametersAreTheSumOfAllUpdates) {
   ExpectBothServersHoldData();
-  Job job = StartJob("async", 2, 3, {"--sync=asp"}, {"--lr=0.5", "--momentum=0"},
+  Job job = StartJob(GetParam(), 2, 3, {"--sync=" + GetParam(), "--staleness=1"},
+                     {"--lr=0.5", "--momentum=0"},
                      {"--grad=known", "--init=zero", absl::StrCat("--iterations=", kIterations)});
   ExpectAllExitCleanly(job);
   // w = 0 - lr * sum over workers r and clocks c of (r + 1 + c + i % 4): exact in fp32.
@@ -126,7 +130,12 @@ TEST(ClusterTest, AsyncFinalParametersAreTheSumOfAllUpdates) {
   const std::string stats = ReadFile(job.dir + "/stats.json");
   EXPECT_NE(stats.find("\"iterations\": 12"), std::string::npos) << stats;
   EXPECT_EQ(stats.find("\"dead\""), std::string::npos) << stats;
+  if (GetParam() == "r2sp") {  // one slot per worker per iteration
+    EXPECT_NE(stats.find("\"slot_grants\": 36"), std::string::npos) << stats;
+  }
 }
+
+INSTANTIATE_TEST_SUITE_P(Modes, ApplyOnArrivalTest, ::testing::Values("asp", "ssp", "r2sp"));
 
 TEST(ClusterTest, SyncFinalParametersFollowThePerClockAverages) {
   Job job = StartJob("sync", 2, 3, {"--sync=bsp"}, {"--lr=0.5", "--momentum=0.5"},

@@ -1,0 +1,127 @@
+// See batch_tuner.h.
+#include "scheduler/batch_tuner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "glog/logging.h"
+
+namespace r2sp {
+
+std::vector<int> ProportionalSplit(int total, const std::vector<double>& weights, int lo, int hi) {
+  const size_t n = weights.size();
+  std::vector<double> share(n, 0.0);
+  std::vector<bool> fixed(n, false);
+  // Water-filling: clamp the shares that leave [lo, hi], give the rest out proportionally again.
+  for (size_t round = 0; round <= n; ++round) {
+    double left = total, weight = 0;
+    for (size_t i = 0; i < n; ++i) {
+      if (fixed[i]) left -= share[i];
+      else weight += weights[i];
+    }
+    bool clamped = false;
+    for (size_t i = 0; i < n; ++i) {
+      if (fixed[i]) continue;
+      share[i] = weight > 0 ? left * weights[i] / weight : left / n;
+      if (share[i] < lo || share[i] > hi) {
+        share[i] = std::clamp<double>(share[i], lo, hi);
+        fixed[i] = true;
+        clamped = true;
+      }
+    }
+    if (!clamped) break;
+  }
+  std::vector<int> out(n);
+  int sum = 0;
+  for (size_t i = 0; i < n; ++i) {
+    out[i] = std::clamp(static_cast<int>(std::floor(share[i])), lo, hi);
+    sum += out[i];
+  }
+  // Largest remainders get the units still missing (never past hi).
+  std::vector<size_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return share[a] - std::floor(share[a]) > share[b] - std::floor(share[b]);
+  });
+  for (size_t k = 0; sum < total && n > 0; k = (k + 1) % n) {
+    bool any = false;
+    for (size_t j = 0; j < n && sum < total; ++j) {
+      const size_t i = order[(k + j) % n];
+      if (out[i] < hi) {
+        ++out[i];
+        ++sum;
+        any = true;
+        break;
+      }
+    }
+    if (!any) break;
+  }
+  return out;
+}
+
+BatchTuner::BatchTuner(const BatchTunerOptions& options, int num_workers)
+    : options_(options),
+      throughput_(num_workers, 0.0),
+      reports_since_change_(num_workers, 0),
+      live_(num_workers, true) {
+  batch_ = ProportionalSplit(options.global_batch, std::vector<double>(num_workers, 1.0),
+                             options.min_batch, options.max_batch);
+}
+
+int BatchTuner::Report(int worker, int samples, double compute_seconds) {
+  if (samples > 0 && compute_seconds > 0) {
+    const double v = samples / compute_seconds;
+    throughput_[worker] = throughput_[worker] == 0
+                              ? v
+                              : (1 - options_.smoothing) * throughput_[worker] + options_.smoothing * v;
+    ++reports_since_change_[worker];
+    MaybeRetune();
+  }
+  return batch_[worker];
+}
+
+void BatchTuner::Remove(int worker) {
+  if (!live_[worker]) return;
+  live_[worker] = false;
+  std::fill(reports_since_change_.begin(), reports_since_change_.end(), 0);
+}
+
+std::vector<int> BatchTuner::Ideal() const {
+  std::vector<double> weights;
+  for (size_t i = 0; i < live_.size(); ++i) {
+    if (live_[i]) weights.push_back(throughput_[i]);
+  }
+  std::vector<int> split = ProportionalSplit(options_.global_batch, weights, options_.min_batch,
+                                             options_.max_batch);
+  std::vector<int> out(live_.size(), 0);
+  for (size_t i = 0, k = 0; i < live_.size(); ++i) {
+    if (live_[i]) out[i] = split[k++];
+  }
+  return out;
+}
+
+void BatchTuner::MaybeRetune() {
+  for (size_t i = 0; i < live_.size(); ++i) {
+    if (live_[i] && reports_since_change_[i] < options_.reports_between_changes) return;
+  }
+  const std::vector<int> target = Ideal();
+  double largest = 0;
+  for (size_t i = 0; i < live_.size(); ++i) {
+    if (!live_[i]) continue;
+    largest = std::max(largest, std::abs(target[i] - batch_[i]) / std::max(1.0, 1.0 * batch_[i]));
+  }
+  std::fill(reports_since_change_.begin(), reports_since_change_.end(), 0);
+  if (largest <= options_.hysteresis) return;
+  for (size_t i = 0; i < live_.size(); ++i) {
+    if (live_[i]) batch_[i] = target[i];
+  }
+  ++changes_;
+  std::string sizes;
+  for (size_t i = 0; i < live_.size(); ++i) {
+    if (live_[i]) sizes += " w" + std::to_string(i) + "=" + std::to_string(batch_[i]);
+  }
+  LOG(INFO) << "batch sizes:" << sizes;
+}
+
+}  // namespace r2sp

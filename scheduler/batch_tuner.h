@@ -1,0 +1,56 @@
+// Heterogeneity-aware batching: keeps a smoothed throughput v_i (samples per compute second)
+// per worker from its iteration reports and assigns batch sizes b_i proportional to it, with
+// sum b_i = B, each within [min_batch, max_batch]. A new assignment is adopted only when every
+// live worker has reported a few iterations under the current one and some size would change
+// by more than the hysteresis, so sizes settle instead of flapping. Equal iteration times keep
+// the R2SP ring evenly gapped and stop BSP waiting for stragglers.
+#ifndef R2SP_SCHEDULER_BATCH_TUNER_H_
+#define R2SP_SCHEDULER_BATCH_TUNER_H_
+
+#include <vector>
+
+namespace r2sp {
+
+struct BatchTunerOptions {
+  int global_batch = 256;   // B. REQUIRES: >= workers * min_batch
+  int min_batch = 1;
+  int max_batch = 1 << 20;
+  double smoothing = 0.3;   // weight of the newest throughput sample
+  double hysteresis = 0.05; // adopt only if some size changes by more than this fraction
+  int reports_between_changes = 3;
+};
+
+// Proportional split of `total` by `weights` (>= 0), clamped to [lo, hi], summing to `total`
+// where the bounds allow (largest-remainder rounding).
+std::vector<int> ProportionalSplit(int total, const std::vector<double>& weights, int lo, int hi);
+
+// Not thread-safe (the scheduler calls it under its lock).
+class BatchTuner {
+ public:
+  BatchTuner(const BatchTunerOptions& options, int num_workers);
+
+  // Worker `worker` processed `samples` in `compute_seconds`. Returns its batch size from now.
+  int Report(int worker, int samples, double compute_seconds);
+  // The worker left (died or finished); the others share B from the next change on.
+  void Remove(int worker);
+
+  int batch(int worker) const { return batch_[worker]; }
+  double throughput(int worker) const { return throughput_[worker]; }
+  int changes() const { return changes_; }
+  // The proportional split for the current throughputs (what the tuner steers towards).
+  std::vector<int> Ideal() const;
+
+ private:
+  void MaybeRetune();
+
+  const BatchTunerOptions options_;
+  std::vector<int> batch_;
+  std::vector<double> throughput_;
+  std::vector<int> reports_since_change_;
+  std::vector<bool> live_;
+  int changes_ = 0;
+};
+
+}  // namespace r2sp
+
+#endif  // R2SP_SCHEDULER_BATCH_TUNER_H_

@@ -1,0 +1,84 @@
+// See slot_planner.h.
+#include "scheduler/slot_planner.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "glog/logging.h"
+
+namespace r2sp {
+
+SlotPlanner::SlotPlanner(double headroom, double smoothing)
+    : headroom_(headroom), smoothing_(smoothing) {
+  CHECK_GT(headroom, 0);
+  CHECK(smoothing > 0 && smoothing <= 1);
+}
+
+void SlotPlanner::SetMembers(std::vector<int> ranks) {
+  std::sort(ranks.begin(), ranks.end());
+  ring_ = std::move(ranks);
+  next_ = 0;
+  holder_ = -1;
+  waiting_.clear();
+}
+
+void SlotPlanner::Remove(int rank) {
+  auto it = std::find(ring_.begin(), ring_.end(), rank);
+  if (it == ring_.end()) return;
+  const size_t index = static_cast<size_t>(it - ring_.begin());
+  ring_.erase(it);
+  waiting_.erase(rank);
+  if (holder_ == rank) holder_ = -1;
+  // Keep the turn on the same member: entries after the removed one shifted left.
+  if (index < next_) --next_;
+  if (ring_.empty() || next_ >= ring_.size()) next_ = 0;
+}
+
+absl::Status SlotPlanner::Request(int rank, double compute_seconds) {
+  if (std::find(ring_.begin(), ring_.end(), rank) == ring_.end()) {
+    return absl::InvalidArgumentError(absl::StrCat("worker ", rank, " is not in the slot ring"));
+  }
+  if (!waiting_.insert(rank).second) {
+    return absl::InvalidArgumentError(absl::StrCat("worker ", rank, " already waits for a slot"));
+  }
+  if (compute_seconds > 0) {
+    mean_compute_ = have_compute_ ? (1 - smoothing_) * mean_compute_ + smoothing_ * compute_seconds
+                                  : compute_seconds;
+    have_compute_ = true;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SlotPlanner::Release(int rank, absl::Time /*now*/) {
+  if (holder_ != rank) {
+    return absl::InvalidArgumentError(absl::StrCat("worker ", rank, " does not hold the slot"));
+  }
+  holder_ = -1;
+  return absl::OkStatus();
+}
+
+absl::Duration SlotPlanner::gap() const {
+  if (ring_.empty() || !have_compute_) return absl::ZeroDuration();
+  return absl::Seconds(mean_compute_ / (headroom_ * ring_.size()));
+}
+
+absl::Time SlotPlanner::NextWakeup() const {
+  if (holder_ != -1 || ring_.empty() || waiting_.count(ring_[next_]) == 0) {
+    return absl::InfiniteFuture();
+  }
+  return last_grant_ + gap();
+}
+
+std::optional<int> SlotPlanner::Poll(absl::Time now) {
+  if (holder_ != -1 || ring_.empty()) return std::nullopt;
+  const int turn = ring_[next_];
+  if (waiting_.count(turn) == 0 || now < last_grant_ + gap()) return std::nullopt;
+  waiting_.erase(turn);
+  holder_ = turn;
+  last_grant_ = now;
+  next_ = (next_ + 1) % ring_.size();
+  ++grants_;
+  return turn;
+}
+
+}  // namespace r2sp

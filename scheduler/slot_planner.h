@@ -1,0 +1,64 @@
+// R2SP's communication slots. The live workers form a ring in rank order; one worker holds
+// the slot at a time. The next worker in the ring is granted once it has asked, the previous
+// holder has released, and at least `gap` has passed since the previous grant, where
+// gap = T / (h * W): T the smoothed compute time of an iteration (blocked time excluded), W the
+// workers in the ring, h the headroom (1.2 in the public reference implementation). Workers that
+// finish computing out of turn wait for theirs, so pushes never collide and are evenly spaced.
+#ifndef R2SP_SCHEDULER_SLOT_PLANNER_H_
+#define R2SP_SCHEDULER_SLOT_PLANNER_H_
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+
+namespace r2sp {
+
+// Not thread-safe (the scheduler calls it under its lock). Times are passed in, for tests.
+class SlotPlanner {
+ public:
+  // REQUIRES: headroom > 0, 0 < smoothing <= 1.
+  SlotPlanner(double headroom, double smoothing);
+
+  // The ring: these ranks, ascending. Resets the turn to the lowest rank.
+  void SetMembers(std::vector<int> ranks);
+  // Takes `rank` out of the ring (died, finished): a slot it held is free again and the turn
+  // passes to the next member if it was this one's. Unknown ranks are ignored.
+  void Remove(int rank);
+
+  // `rank` finished computing an iteration that took `compute_seconds` and wants its slot.
+  // InvalidArgument for a rank not in the ring or already waiting.
+  absl::Status Request(int rank, double compute_seconds);
+  // The holder is done communicating. InvalidArgument if `rank` does not hold the slot.
+  absl::Status Release(int rank, absl::Time now);
+
+  // The rank to grant now, if any (at most one: the slot is then held).
+  std::optional<int> Poll(absl::Time now);
+  // When Poll could next grant without another Request or Release (InfiniteFuture if never).
+  absl::Time NextWakeup() const;
+
+  absl::Duration gap() const;
+  int holder() const { return holder_; }
+  int64_t grants() const { return grants_; }
+  const std::vector<int>& ring() const { return ring_; }
+  double mean_compute_seconds() const { return mean_compute_; }
+
+ private:
+  const double headroom_;
+  const double smoothing_;
+  std::vector<int> ring_;
+  size_t next_ = 0;  // index in ring_ of the next worker to grant
+  int holder_ = -1;
+  absl::Time last_grant_ = absl::InfinitePast();
+  std::set<int> waiting_;
+  double mean_compute_ = 0;
+  bool have_compute_ = false;
+  int64_t grants_ = 0;
+};
+
+}  // namespace r2sp
+
+#endif  // R2SP_SCHEDULER_SLOT_PLANNER_H_
