@@ -87,16 +87,16 @@ void BatchTuner::Remove(int worker) {
   std::fill(reports_since_change_.begin(), reports_since_change_.end(), 0);
 }
 
-std::vector<int> BatchTuner::Ideal() const {
+std::vector<int> BatchTuner::Ideal(bool include_departed) const {
   std::vector<double> weights;
   for (size_t i = 0; i < live_.size(); ++i) {
-    if (live_[i]) weights.push_back(throughput_[i]);
+    if (live_[i] || include_departed) weights.push_back(throughput_[i]);
   }
   std::vector<int> split = ProportionalSplit(options_.global_batch, weights, options_.min_batch,
                                              options_.max_batch);
   std::vector<int> out(live_.size(), 0);
   for (size_t i = 0, k = 0; i < live_.size(); ++i) {
-    if (live_[i]) out[i] = split[k++];
+    if (live_[i] || include_departed) out[i] = split[k++];
   }
   return out;
 }

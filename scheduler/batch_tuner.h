@@ -15,9 +15,9 @@ struct BatchTunerOptions {
   int global_batch = 256;   // B. REQUIRES: >= workers * min_batch
   int min_batch = 1;
   int max_batch = 1 << 20;
-  double smoothing = 0.3;   // weight of the newest throughput sample
-  double hysteresis = 0.05; // adopt only if some size changes by more than this fraction
-  int reports_between_changes = 3;
+  double smoothing = 0.2;   // weight of the newest throughput sample
+  double hysteresis = 0.10; // adopt only if some size changes by more than this fraction
+  int reports_between_changes = 5;  // per live worker, under the current sizes
 };
 
 // Proportional split of `total` by `weights` (>= 0), clamped to [lo, hi], summing to `total`
@@ -37,8 +37,9 @@ class BatchTuner {
   int batch(int worker) const { return batch_[worker]; }
   double throughput(int worker) const { return throughput_[worker]; }
   int changes() const { return changes_; }
-  // The proportional split for the current throughputs (what the tuner steers towards).
-  std::vector<int> Ideal() const;
+  // The proportional split for the current throughputs (what the tuner steers towards), over
+  // the live workers, or over all (by their last throughputs) with include_departed.
+  std::vector<int> Ideal(bool include_departed = false) const;
 
  private:
   void MaybeRetune();

@@ -487,7 +487,7 @@ std::string SchedulerCore::ReportJson() const {
   std::string batching = "null";
   if (tuner_ != nullptr) {
     std::vector<std::string> rows;
-    const std::vector<int> ideal = tuner_->Ideal();
+    const std::vector<int> ideal = tuner_->Ideal(/*include_departed=*/true);
     for (size_t w = 0; w < workers_.size(); ++w) {
       rows.push_back(absl::StrCat("{\"worker\": ", w, ", \"batch\": ", tuner_->batch(w),
                                   ", \"ideal\": ", ideal[w], ", \"throughput\": ",

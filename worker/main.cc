@@ -41,6 +41,8 @@ DEFINE_int32(threads, 0, "CPU backend threads (0: oneDNN's default, all cores)")
 DEFINE_bool(augment, true, "cifar10: random crop and flip");
 DEFINE_double(compute_slowdown, 1.0, "EMULATION of a slower machine: stretch each compute phase "
               "to this many times its length by sleeping after it (1 = off)");
+DEFINE_double(emulate_ms_per_sample, 0, "EMULATION of an accelerator: each compute phase lasts "
+              "at least this many milliseconds per sample (sleeping after the real compute)");
 DEFINE_string(metrics, "", "write per-iteration metrics here (JSON lines)");
 DEFINE_string(timeline, "", "write a Chrome-trace timeline of compute/wait/push/pull here");
 DEFINE_double(model_mb, 16, "synthetic model size in MB of fp32 parameters");
@@ -81,6 +83,8 @@ void CheckFlags() {
   CheckFlag(FLAGS_gpu >= 0, "--gpu must be >= 0");
   CheckFlag(FLAGS_compute_slowdown >= 1.0 && FLAGS_compute_slowdown <= 100,
             "--compute_slowdown must be in [1, 100]");
+  CheckFlag(FLAGS_emulate_ms_per_sample >= 0 && FLAGS_emulate_ms_per_sample <= 1000,
+            "--emulate_ms_per_sample must be in [0, 1000]");
   CheckFlag(FLAGS_model_mb > 0 && FLAGS_model_mb <= 16384, "--model_mb must be in (0, 16384]");
   CheckFlag(FLAGS_layers >= 1 && FLAGS_layers <= 10000, "--layers must be in [1, 10000]");
   CheckFlag(FLAGS_iterations >= 0, "--iterations must be >= 0");
@@ -221,6 +225,7 @@ int main(int argc, char** argv) {
     options.staleness = book.staleness();
     options.hetero_batching = book.hetero_batching();
     options.compute_slowdown = FLAGS_compute_slowdown;
+    options.emulate_ms_per_sample = FLAGS_emulate_ms_per_sample;
     if (options.hetero_batching) {
       // The scheduler decides the batch sizes; an epoch is the data set in global batches.
       options.global_batch = book.global_batch();

@@ -78,6 +78,11 @@ absl::StatusOr<TrainResult> Train(const TrainerOptions& options, models::Network
       absl::StatusOr<float> loss =
           net->TrainStep(params->data(), images.data(), labels.data(), n, grads.data());
       if (!loss.ok()) return loss.status();
+      if (options.emulate_ms_per_sample > 0) {
+        const absl::Duration target = absl::Milliseconds(options.emulate_ms_per_sample * n);
+        const absl::Duration worked = absl::Now() - t0;
+        if (worked < target) std::this_thread::sleep_for(absl::ToChronoNanoseconds(target - worked));
+      }
       if (options.compute_slowdown > 1.0) {
         const absl::Duration worked = absl::Now() - t0;
         std::this_thread::sleep_for(absl::ToChronoNanoseconds(worked * (options.compute_slowdown - 1)));

@@ -38,6 +38,9 @@ struct TrainerOptions {
   // Emulation of a slower machine: the compute phase is stretched to this many times its
   // length (by sleeping after it). 1 = off.
   double compute_slowdown = 1.0;
+  // Emulation of an accelerator: the compute phase lasts at least this many milliseconds per
+  // sample of the batch (by sleeping after the real forward/backward). 0 = off.
+  double emulate_ms_per_sample = 0.0;
   bool evaluate = false;  // evaluate the test set after every epoch
   int eval_batch = 1000;
   int log_every = 50;     // progress line every this many steps (0: never)

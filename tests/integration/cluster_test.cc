@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "server/sgd.h"
 #include "tests/testing/child_process.h"
+#include "tests/testing/local_job.h"
 #include "worker/synthetic_workload.h"
 
 namespace r2sp {
@@ -21,7 +22,6 @@ namespace {
 using testing::ChildProcess;
 using testing::MakeTempDir;
 using testing::ReadFile;
-using testing::WaitForFile;
 
 constexpr char kScheduler[] = "scheduler/scheduler";
 constexpr char kServer[] = "server/server";
@@ -30,63 +30,26 @@ constexpr double kModelMb = 0.25;  // 65536 floats
 constexpr int kLayers = 4;
 constexpr int kIterations = 12;
 
-struct Job {
-  std::string dir;
-  std::unique_ptr<ChildProcess> scheduler;
-  std::vector<std::unique_ptr<ChildProcess>> servers, workers;
-  std::string endpoint;
-};
+using testing::JobSpec;
+using testing::LocalJob;
 
-// Starts a scheduler, `servers` servers and `workers` workers; extra flags per role.
-Job StartJob(const std::string& name, int servers, int workers,
-             const std::vector<std::string>& scheduler_flags,
-             const std::vector<std::string>& server_flags,
-             const std::vector<std::string>& worker_flags) {
-  Job job;
-  job.dir = MakeTempDir(name);
-  std::vector<std::string> argv = {kScheduler,
-                                   "--bind=tcp://127.0.0.1:*",
-                                   "--endpoint_file=" + job.dir + "/endpoint",
-                                   "--stats_json=" + job.dir + "/stats.json",
-                                   absl::StrCat("--num_servers=", servers),
-                                   absl::StrCat("--num_workers=", workers),
-                                   "--partition_bytes=16384"};
-  argv.insert(argv.end(), scheduler_flags.begin(), scheduler_flags.end());
-  job.scheduler = std::make_unique<ChildProcess>(argv, job.dir + "/scheduler.log");
-  std::string endpoint = WaitForFile(job.dir + "/endpoint", absl::Seconds(20));
-  EXPECT_FALSE(endpoint.empty()) << job.scheduler->Log();
-  endpoint.pop_back();
-  job.endpoint = endpoint;
-  for (int i = 0; i < servers; ++i) {
-    std::vector<std::string> a = {kServer, "--scheduler=" + endpoint, "--bind=tcp://127.0.0.1:*",
-                                  "--heartbeat_ms=200"};
-    a.insert(a.end(), server_flags.begin(), server_flags.end());
-    job.servers.push_back(
-        std::make_unique<ChildProcess>(a, absl::StrCat(job.dir, "/server", i, ".log")));
-  }
-  for (int i = 0; i < workers; ++i) {
-    std::vector<std::string> a = {kWorker,
-                                  "--scheduler=" + endpoint,
-                                  "--bind=tcp://127.0.0.1:*",
-                                  "--heartbeat_ms=200",
-                                  absl::StrCat("--model_mb=", kModelMb),
-                                  absl::StrCat("--layers=", kLayers),
-                                  absl::StrCat("--dump_params=", job.dir, "/params", i, ".bin")};
-    a.insert(a.end(), worker_flags.begin(), worker_flags.end());
-    job.workers.push_back(
-        std::make_unique<ChildProcess>(a, absl::StrCat(job.dir, "/worker", i, ".log")));
-  }
-  return job;
-}
-
-void ExpectAllExitCleanly(Job& job) {
-  for (auto& w : job.workers) {
-    EXPECT_EQ(w->Wait(absl::Seconds(60)), 0) << w->Log();
-  }
-  for (auto& s : job.servers) {
-    EXPECT_EQ(s->Wait(absl::Seconds(30)), 0) << s->Log();
-  }
-  EXPECT_EQ(job.scheduler->Wait(absl::Seconds(30)), 0) << job.scheduler->Log();
+// A job of the synthetic workload with small partitions, so both servers hold some.
+JobSpec SyntheticJob(const std::string& name, int servers, int workers,
+                     std::vector<std::string> scheduler_flags,
+                     std::vector<std::string> server_flags,
+                     std::vector<std::string> worker_flags) {
+  JobSpec spec;
+  spec.name = name;
+  spec.servers = servers;
+  spec.workers = workers;
+  spec.scheduler_flags = std::move(scheduler_flags);
+  spec.scheduler_flags.push_back("--partition_bytes=16384");
+  spec.server_flags = std::move(server_flags);
+  spec.worker_flags = std::move(worker_flags);
+  spec.worker_flags.push_back(absl::StrCat("--model_mb=", kModelMb));
+  spec.worker_flags.push_back(absl::StrCat("--layers=", kLayers));
+  spec.worker_flags.push_back("--dump_params={dir}/params{i}.bin");
+  return spec;
 }
 
 std::vector<float> ReadParams(const std::string& path) {
@@ -110,14 +73,15 @@ class ApplyOnArrivalTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ApplyOnArrivalTest, FinalParametersAreTheSumOfAllUpdates) {
   ExpectBothServersHoldData();
-  Job job = StartJob(GetParam(), 2, 3, {"--sync=" + GetParam(), "--staleness=1"},
-                     {"--lr=0.5", "--momentum=0"},
-                     {"--grad=known", "--init=zero", absl::StrCat("--iterations=", kIterations)});
-  ExpectAllExitCleanly(job);
+  LocalJob job(SyntheticJob(GetParam(), 2, 3, {"--sync=" + GetParam(), "--staleness=1"},
+                            {"--lr=0.5", "--momentum=0"},
+                            {"--grad=known", "--init=zero",
+                             absl::StrCat("--iterations=", kIterations)}));
+  ASSERT_TRUE(job.WaitAll(absl::Seconds(60)));
   // w = 0 - lr * sum over workers r and clocks c of (r + 1 + c + i % 4): exact in fp32.
   const size_t n = ModelFloats();
   for (int w = 0; w < 3; ++w) {
-    std::vector<float> params = ReadParams(absl::StrCat(job.dir, "/params", w, ".bin"));
+    std::vector<float> params = ReadParams(absl::StrCat(job.dir(), "/params", w, ".bin"));
     ASSERT_EQ(params.size(), n);
     for (size_t i = 0; i < n; ++i) {
       float sum = 0;
@@ -127,7 +91,7 @@ TEST_P(ApplyOnArrivalTest, FinalParametersAreTheSumOfAllUpdates) {
       ASSERT_EQ(params[i], -0.5f * sum) << "worker " << w << " element " << i;
     }
   }
-  const std::string stats = ReadFile(job.dir + "/stats.json");
+  const std::string stats = job.Stats();
   EXPECT_NE(stats.find("\"iterations\": 12"), std::string::npos) << stats;
   EXPECT_EQ(stats.find("\"dead\""), std::string::npos) << stats;
   if (GetParam() == "r2sp") {  // one slot per worker per iteration
@@ -138,9 +102,10 @@ TEST_P(ApplyOnArrivalTest, FinalParametersAreTheSumOfAllUpdates) {
 INSTANTIATE_TEST_SUITE_P(Modes, ApplyOnArrivalTest, ::testing::Values("asp", "ssp", "r2sp"));
 
 TEST(ClusterTest, SyncFinalParametersFollowThePerClockAverages) {
-  Job job = StartJob("sync", 2, 3, {"--sync=bsp"}, {"--lr=0.5", "--momentum=0.5"},
-                     {"--grad=known", "--init=zero", absl::StrCat("--iterations=", kIterations)});
-  ExpectAllExitCleanly(job);
+  LocalJob job(SyntheticJob("sync", 2, 3, {"--sync=bsp"}, {"--lr=0.5", "--momentum=0.5"},
+                            {"--grad=known", "--init=zero",
+                             absl::StrCat("--iterations=", kIterations)}));
+  ASSERT_TRUE(job.WaitAll(absl::Seconds(60)));
   // Replay: each clock's update is the average of the three workers' gradients.
   const size_t n = ModelFloats();
   std::vector<float> w(n, 0.0f), m(n, 0.0f), sum(n), g(n);
@@ -153,7 +118,7 @@ TEST(ClusterTest, SyncFinalParametersFollowThePerClockAverages) {
     SgdApply({0.5f, 0.5f, 0.0f}, 1.0f / 3, sum.data(), w.data(), w.data(), m.data(), n);
   }
   for (int k = 0; k < 3; ++k) {
-    std::vector<float> params = ReadParams(absl::StrCat(job.dir, "/params", k, ".bin"));
+    std::vector<float> params = ReadParams(absl::StrCat(job.dir(), "/params", k, ".bin"));
     ASSERT_EQ(params.size(), n);
     for (size_t i = 0; i < n; ++i) {
       ASSERT_EQ(params[i], w[i]) << "worker " << k << " element " << i;
@@ -162,19 +127,19 @@ TEST(ClusterTest, SyncFinalParametersFollowThePerClockAverages) {
 }
 
 TEST(ClusterTest, KilledWorkerIsDetectedAndTheJobStillEnds) {
-  Job job = StartJob("kill", 1, 2, {"--sync=asp", "--heartbeat_timeout_ms=1000"}, {},
-                     {"--iterations=40", "--compute_ms=50"});
+  LocalJob job(SyntheticJob("kill", 1, 2, {"--sync=asp"}, {},
+                            {"--iterations=40", "--compute_ms=50"}));
   // Let the job get going, then kill worker 1 without a chance to say goodbye.
   absl::SleepFor(absl::Milliseconds(1500));
-  job.workers[1]->Kill(SIGKILL);
-  EXPECT_EQ(job.workers[1]->Wait(absl::Seconds(5)), 128 + SIGKILL);
-  EXPECT_EQ(job.workers[0]->Wait(absl::Seconds(60)), 0) << job.workers[0]->Log();
-  EXPECT_EQ(job.servers[0]->Wait(absl::Seconds(30)), 0) << job.servers[0]->Log();
-  EXPECT_EQ(job.scheduler->Wait(absl::Seconds(30)), 0) << job.scheduler->Log();
+  job.worker(1).Kill(SIGKILL);
+  EXPECT_EQ(job.worker(1).Wait(absl::Seconds(5)), 128 + SIGKILL);
+  EXPECT_EQ(job.worker(0).Wait(absl::Seconds(60)), 0) << job.worker(0).Log();
+  EXPECT_EQ(job.server(0).Wait(absl::Seconds(30)), 0) << job.server(0).Log();
+  EXPECT_EQ(job.scheduler().Wait(absl::Seconds(30)), 0) << job.scheduler().Log();
   // Ranks follow registration order, so the killed process may hold either rank.
-  EXPECT_NE(job.scheduler->Log().find("declared dead"), std::string::npos)
-      << job.scheduler->Log();
-  EXPECT_NE(ReadFile(job.dir + "/stats.json").find("\"state\": \"dead\""), std::string::npos);
+  EXPECT_NE(job.scheduler().Log().find("declared dead"), std::string::npos)
+      << job.scheduler().Log();
+  EXPECT_NE(job.Stats().find("\"state\": \"dead\""), std::string::npos);
 }
 
 TEST(ClusterTest, ImpossibleFlagsStopTheBinaryWithAClearMessage) {

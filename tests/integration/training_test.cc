@@ -7,56 +7,29 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/testing/child_process.h"
+#include "tests/testing/local_job.h"
 
 namespace r2sp {
 namespace {
 
 using testing::ChildProcess;
 
-// The "test_accuracy" of the worker that evaluated, from the scheduler's stats JSON.
-double ReportedAccuracy(const std::string& stats) {
-  const std::string key = "\"test_accuracy\": ";
-  double best = -1;
-  for (size_t at = stats.find(key); at != std::string::npos; at = stats.find(key, at + 1)) {
-    const size_t start = at + key.size();
-    const size_t end = stats.find_first_of(",}", start);
-    double v;
-    if (absl::SimpleAtod(stats.substr(start, end - start), &v)) best = std::max(best, v);
-  }
-  return best;
-}
-
 void TrainMlp(const std::string& sync) {
-  const std::string dir = testing::MakeTempDir("train_" + sync);
-  ChildProcess scheduler({"scheduler/scheduler", "--bind=tcp://127.0.0.1:*",
-                          "--endpoint_file=" + dir + "/endpoint", "--stats_json=" + dir + "/stats.json",
-                          "--num_servers=1", "--num_workers=2", "--sync=" + sync},
-                         dir + "/scheduler.log");
-  std::string endpoint = testing::WaitForFile(dir + "/endpoint", absl::Seconds(20));
-  ASSERT_FALSE(endpoint.empty()) << scheduler.Log();
-  endpoint.pop_back();
-  ChildProcess server({"server/server", "--scheduler=" + endpoint, "--bind=tcp://127.0.0.1:*",
-                       "--lr=0.02", "--momentum=0.9"},
-                      dir + "/server.log");
-  std::vector<std::unique_ptr<ChildProcess>> workers;
-  for (int i = 0; i < 2; ++i) {
-    workers.push_back(std::make_unique<ChildProcess>(
-        std::vector<std::string>{"worker/worker", "--scheduler=" + endpoint,
-                                 "--bind=tcp://127.0.0.1:*", "--model=mlp",
-                                 "--data=fashion-mnist", "--batch_size=64", "--max_steps=300",
-                                 "--threads=1"},
-        absl::StrCat(dir, "/worker", i, ".log")));
-  }
-  for (auto& w : workers) EXPECT_EQ(w->Wait(absl::Seconds(120)), 0) << w->Log();
-  EXPECT_EQ(server.Wait(absl::Seconds(30)), 0) << server.Log();
-  EXPECT_EQ(scheduler.Wait(absl::Seconds(30)), 0) << scheduler.Log();
-  const std::string stats = testing::ReadFile(dir + "/stats.json");
-  const double accuracy = ReportedAccuracy(stats);
-  EXPECT_GE(accuracy, 0.80) << stats;
+  testing::JobSpec spec;
+  spec.name = "train_" + sync;
+  spec.servers = 1;
+  spec.workers = 2;
+  spec.scheduler_flags = {"--sync=" + sync};
+  spec.server_flags = {"--lr=0.02", "--momentum=0.9"};
+  spec.worker_flags = {"--model=mlp", "--data=fashion-mnist", "--batch_size=64",
+                       "--max_steps=300", "--threads=1"};
+  testing::LocalJob job(spec);
+  job.WaitAll(absl::Seconds(120));
+  const std::string stats = job.Stats();
+  EXPECT_GE(testing::ReportedAccuracy(stats), 0.80) << stats;
   EXPECT_NE(stats.find("\"model\": \"mlp\""), std::string::npos) << stats;
   EXPECT_NE(stats.find("\"iterations\": 300"), std::string::npos) << stats;
 }
@@ -79,31 +52,20 @@ TEST(TrainingTest, ResNet20OnCifarFormatFilesRuns) {
                                  "data_batch_5", "test_batch"}) {
     std::ofstream(absl::StrCat(dir, "/", name, ".bin"), std::ios::binary) << records;
   }
-  ChildProcess scheduler({"scheduler/scheduler", "--bind=tcp://127.0.0.1:*",
-                          "--endpoint_file=" + dir + "/endpoint", "--stats_json=" + dir + "/stats.json",
-                          "--num_servers=2", "--num_workers=1", "--partition_bytes=65536"},
-                         dir + "/scheduler.log");
-  std::string endpoint = testing::WaitForFile(dir + "/endpoint", absl::Seconds(20));
-  ASSERT_FALSE(endpoint.empty()) << scheduler.Log();
-  endpoint.pop_back();
-  std::vector<std::unique_ptr<ChildProcess>> servers;
-  for (int i = 0; i < 2; ++i) {
-    servers.push_back(std::make_unique<ChildProcess>(
-        std::vector<std::string>{"server/server", "--scheduler=" + endpoint,
-                                 "--bind=tcp://127.0.0.1:*", "--lr=0.05"},
-        absl::StrCat(dir, "/server", i, ".log")));
-  }
-  ChildProcess worker({"worker/worker", "--scheduler=" + endpoint, "--bind=tcp://127.0.0.1:*",
-                       "--model=resnet20", "--data=cifar10", "--data_dir=" + dir,
-                       "--batch_size=16", "--max_steps=4", "--threads=1"},
-                      dir + "/worker.log");
-  EXPECT_EQ(worker.Wait(absl::Seconds(120)), 0) << worker.Log();
-  for (auto& s : servers) EXPECT_EQ(s->Wait(absl::Seconds(30)), 0) << s->Log();
-  EXPECT_EQ(scheduler.Wait(absl::Seconds(30)), 0) << scheduler.Log();
-  const std::string stats = testing::ReadFile(dir + "/stats.json");
+  testing::JobSpec spec;
+  spec.name = "resnet";
+  spec.servers = 2;
+  spec.workers = 1;
+  spec.scheduler_flags = {"--partition_bytes=65536"};
+  spec.server_flags = {"--lr=0.05"};
+  spec.worker_flags = {"--model=resnet20", "--data=cifar10", "--data_dir=" + dir,
+                       "--batch_size=16", "--max_steps=4", "--threads=1"};
+  testing::LocalJob job(spec);
+  job.WaitAll(absl::Seconds(120));
+  const std::string stats = job.Stats();
   EXPECT_NE(stats.find("\"model\": \"resnet20\""), std::string::npos) << stats;
   EXPECT_NE(stats.find("\"iterations\": 4"), std::string::npos) << stats;
-  EXPECT_GE(ReportedAccuracy(stats), 0.0) << stats;  // evaluated on the 40-image test batch
+  EXPECT_GE(testing::ReportedAccuracy(stats), 0.0) << stats;  // evaluated on the 40-image test batch
 }
 
 TEST(TrainingTest, MissingDataSetIsAClearErrorAtStart) {

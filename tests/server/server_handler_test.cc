@@ -29,18 +29,20 @@ class ServerHandlerTest : public ::testing::Test {
   }
 
   void Push(int rank, uint64_t key, std::vector<float> values, int64_t clock = 0,
-            bool init = false) {
+            bool init = false, float scale = 0.0f) {
     Message m = WorkerRequest(proto::PUSH, rank, key);
     m.header.set_clock(clock);
     if (init) m.header.mutable_push()->set_init(true);
+    if (scale != 0) m.header.mutable_push()->set_scale(scale);
     m.payload.push_back(CopiedFrame(values.data(), values.size() * sizeof(float)));
     Responder r(&sink_, "w" + std::to_string(rank), m.header);
     handler_->HandleRequest(std::move(m), std::move(r));
   }
 
-  void Pull(int rank, uint64_t key, int64_t min_version = 0) {
+  void Pull(int rank, uint64_t key, int64_t min_version = 0, int64_t min_clock = 0) {
     Message m = WorkerRequest(proto::PULL, rank, key);
     m.header.mutable_pull()->set_min_version(min_version);
+    m.header.mutable_pull()->set_min_clock(min_clock);
     Responder r(&sink_, "w" + std::to_string(rank), m.header);
     handler_->HandleRequest(std::move(m), std::move(r));
   }
@@ -145,6 +147,82 @@ TEST_F(ServerHandlerTest, PulledFrameIsNotTornByLaterUpdates) {
   pulled.payload.clear();                // released: the next update may reuse buffers
   Push(0, 0, {2, 2, 2, 2});
   EXPECT_EQ(*handler_->Weights(0), (std::vector<float>{-2, -2, -2, -2}));
+}
+
+// SSP with staleness 2: worker 0 runs ahead; its pull after its 4th push (min_clock = 4 - 2)
+// parks until the slowest live worker has pushed twice, and is answered the moment it has.
+TEST_F(ServerHandlerTest, SspBlocksAWorkerMoreThanStalenessAheadUntilTheSlowestAdvances) {
+  SetUpHandler(proto::SSP, 2);
+  Push(0, 0, {0, 0, 0, 0}, 0, true);
+  sink_.Take();
+  const int s = 2;
+  for (int c = 0; c < 4; ++c) {
+    Push(0, 0, {1, 1, 1, 1}, c);
+    Pull(0, 0, 0, c + 1 - s);  // what the worker asks before its next iteration
+  }
+  // Clocks 0 and 1 (min_clock <= 0) pass at once; at c = 2 and 3 worker 0 is more than s ahead.
+  auto replies = sink_.Take();
+  ASSERT_EQ(replies.size(), 6u);  // 4 push acks + 2 pulls
+  Push(1, 0, {1, 1, 1, 1}, 0);
+  replies = sink_.Take();
+  ASSERT_EQ(replies.size(), 2u);  // the push ack and the pull that needed min_clock 1
+  EXPECT_GE(replies[1].second.header.pull_reply().waited_seconds(), 0.0);
+  Push(1, 0, {1, 1, 1, 1}, 1);
+  replies = sink_.Take();
+  ASSERT_EQ(replies.size(), 2u);  // and now the one that needed 2
+  EXPECT_EQ(replies[1].second.header.clock(), 6);  // every update applied on arrival
+}
+
+TEST_F(ServerHandlerTest, SspStopsWaitingForADepartedWorker) {
+  SetUpHandler(proto::SSP, 2);
+  Push(0, 0, {0, 0, 0, 0}, 0, true);
+  Push(0, 0, {1, 1, 1, 1}, 0);
+  Push(0, 0, {1, 1, 1, 1}, 1);
+  Pull(0, 0, 0, 2);  // staleness 0: waits for worker 1
+  EXPECT_EQ(sink_.Take().size(), 3u);
+  handler_->SetDepartedWorkers({1});
+  EXPECT_EQ(sink_.Take().size(), 1u);
+}
+
+TEST_F(ServerHandlerTest, BspShrinksToTheLiveWorkersWhenOneDies) {
+  SetUpHandler(proto::BSP, 3);
+  Push(0, 0, {0, 0, 0, 0}, 0, true);
+  Push(0, 0, {3, 3, 3, 3}, 0);
+  Push(1, 0, {6, 6, 6, 6}, 0);
+  Pull(0, 0, 1);
+  EXPECT_EQ(sink_.Take().size(), 3u);  // init, 2 acks; the pull waits for worker 2
+  handler_->SetDepartedWorkers({2});
+  auto replies = sink_.Take();
+  ASSERT_EQ(replies.size(), 1u);
+  EXPECT_EQ(Values(replies[0].second), (std::vector<float>{-2.25f, -2.25f, -2.25f, -2.25f}));
+  // Later clocks complete with the two live workers alone.
+  Push(1, 0, {2, 2, 2, 2}, 1);
+  Push(0, 0, {2, 2, 2, 2}, 1);
+  Pull(1, 0, 2);
+  replies = sink_.Take();
+  ASSERT_EQ(replies.size(), 3u);
+  EXPECT_EQ(Values(replies[2].second), (std::vector<float>{-3.25f, -3.25f, -3.25f, -3.25f}));
+  handler_->SetDepartedWorkers({2});  // idempotent
+}
+
+TEST_F(ServerHandlerTest, WeightedGradientsAreSummedAsGiven) {
+  SetUpHandler(proto::BSP, 2);
+  Push(0, 0, {0, 0, 0, 0}, 0, true);
+  Push(0, 0, {4, 4, 4, 4}, 0, false, 0.25f);  // b_0 / B = 1/4
+  Push(1, 0, {8, 8, 8, 8}, 0, false, 0.75f);  // b_1 / B = 3/4
+  Pull(0, 0, 1);
+  auto replies = sink_.Take();
+  ASSERT_EQ(replies.size(), 4u);
+  // Global-batch average 0.25 * 4 + 0.75 * 8 = 7; lr 0.5.
+  EXPECT_EQ(Values(replies[3].second), (std::vector<float>{-3.5f, -3.5f, -3.5f, -3.5f}));
+  SetUpHandler(proto::ASP, 1);
+  Push(0, 0, {0, 0, 0, 0}, 0, true);
+  Push(0, 0, {4, 4, 4, 4}, 0, false, 0.5f);
+  Push(0, 0, {4, 4, 4, 4}, 0, false, -1.0f);  // refused
+  replies = sink_.Take();
+  ASSERT_EQ(replies.size(), 3u);
+  EXPECT_EQ(replies[2].second.header.code(), proto::INVALID_ARGUMENT);
+  EXPECT_EQ(*handler_->Weights(0), (std::vector<float>{-1, -1, -1, -1}));
 }
 
 TEST_F(ServerHandlerTest, ShutdownOnlyFromScheduler) {

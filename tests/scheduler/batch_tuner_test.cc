@@ -1,0 +1,90 @@
+// The heterogeneity-aware batch tuner: proportional sizes, the sum kept, bounds, hysteresis.
+#include "scheduler/batch_tuner.h"
+
+#include <numeric>
+
+#include "gtest/gtest.h"
+
+namespace r2sp {
+namespace {
+
+int Sum(const std::vector<int>& v) { return std::accumulate(v.begin(), v.end(), 0); }
+
+TEST(BatchTunerTest, ProportionalSplitKeepsTheSumAndBounds) {
+  EXPECT_EQ(ProportionalSplit(256, {1, 2, 2, 2}, 1, 1000), (std::vector<int>{37, 73, 73, 73}));
+  EXPECT_EQ(Sum(ProportionalSplit(100, {1, 1, 1}, 1, 1000)), 100);
+  // Bounds: the slow worker is raised to min and the others share the rest.
+  const std::vector<int> clamped = ProportionalSplit(100, {1, 50, 50}, 10, 1000);
+  EXPECT_EQ(clamped[0], 10);
+  EXPECT_EQ(Sum(clamped), 100);
+  const std::vector<int> capped = ProportionalSplit(100, {100, 1, 1}, 1, 40);
+  EXPECT_EQ(capped[0], 40);
+  EXPECT_EQ(Sum(capped), 100);
+  // Impossible bounds: as close as they allow.
+  EXPECT_EQ(ProportionalSplit(100, {1, 1}, 1, 30), (std::vector<int>{30, 30}));
+}
+
+TEST(BatchTunerTest, ConvergesToProportionalSizes) {
+  BatchTunerOptions o;
+  o.global_batch = 256;
+  o.min_batch = 8;
+  o.max_batch = 512;
+  o.hysteresis = 0.0;  // every improvement adopted: converges exactly
+  BatchTuner t(o, 4);
+  EXPECT_EQ(t.batch(0), 64);  // equal split to begin with
+  // Worker 3 is half as fast (samples per second) as the others.
+  for (int round = 0; round < 60; ++round) {
+    for (int w = 0; w < 4; ++w) {
+      const double speed = w == 3 ? 500 : 1000;
+      const int b = t.batch(w);
+      t.Report(w, b, b / speed);
+    }
+  }
+  EXPECT_EQ(t.batch(3), 37);
+  for (int w = 0; w < 3; ++w) EXPECT_EQ(t.batch(w), 73);
+  EXPECT_EQ(t.batch(0) + t.batch(1) + t.batch(2) + t.batch(3), 256);
+  EXPECT_NEAR(t.throughput(3), 500, 1e-6);
+}
+
+TEST(BatchTunerTest, HysteresisStopsFlapping) {
+  BatchTunerOptions o;
+  o.global_batch = 200;
+  o.hysteresis = 0.10;
+  BatchTuner t(o, 2);
+  // Throughputs 3% apart: the ideal split (98/102) is within the 10% hysteresis of 100/100.
+  for (int round = 0; round < 20; ++round) {
+    t.Report(0, 100, 100 / 1000.0);
+    t.Report(1, 100, 100 / 1030.0);
+  }
+  EXPECT_EQ(t.changes(), 0);
+  EXPECT_EQ(t.batch(0), 100);
+  // A real difference (2x) is acted on.
+  for (int round = 0; round < 20; ++round) {
+    t.Report(0, t.batch(0), t.batch(0) / 1000.0);
+    t.Report(1, t.batch(1), t.batch(1) / 2000.0);
+  }
+  EXPECT_GE(t.changes(), 1);
+  EXPECT_NEAR(t.batch(1), 133, 0.10 * 133);  // settles within the hysteresis of the ideal
+}
+
+TEST(BatchTunerTest, WaitsForEveryWorkerAndDropsLeavers) {
+  BatchTunerOptions o;
+  o.global_batch = 90;
+  o.reports_between_changes = 2;
+  o.hysteresis = 0.05;
+  BatchTuner t(o, 3);
+  for (int i = 0; i < 5; ++i) t.Report(0, 30, 30 / 3000.0);  // only worker 0 reports
+  EXPECT_EQ(t.changes(), 0);
+  t.Remove(2);
+  for (int i = 0; i < 3; ++i) {
+    t.Report(0, t.batch(0), t.batch(0) / 3000.0);
+    t.Report(1, t.batch(1), t.batch(1) / 1500.0);
+  }
+  EXPECT_EQ(t.batch(0), 60);  // B shared by the two left, 2:1
+  EXPECT_EQ(t.batch(1), 30);
+  EXPECT_EQ(t.Ideal()[2], 0);
+  EXPECT_GT(t.Ideal(/*include_departed=*/true)[2], 0);  // the final report still shows it
+}
+
+}  // namespace
+}  // namespace r2sp

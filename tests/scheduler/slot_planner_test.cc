@@ -1,0 +1,88 @@
+// R2SP's slot planner: ring order, one holder, the gap, compute smoothing, join/leave/death.
+#include "scheduler/slot_planner.h"
+
+#include "gtest/gtest.h"
+
+namespace r2sp {
+namespace {
+
+const absl::Time kT0 = absl::FromUnixSeconds(1000);
+
+TEST(SlotPlannerTest, GrantsInRingOrderOneAtATime) {
+  SlotPlanner p(/*headroom=*/1.0, /*smoothing=*/1.0);
+  p.SetMembers({2, 0, 1});
+  // Worker 1 asks first, but the ring starts at 0: nothing until 0 asks.
+  ASSERT_TRUE(p.Request(1, 0).ok());
+  EXPECT_FALSE(p.Poll(kT0).has_value());
+  ASSERT_TRUE(p.Request(0, 0).ok());
+  EXPECT_EQ(p.Poll(kT0), 0);
+  EXPECT_FALSE(p.Poll(kT0).has_value());  // 0 holds the slot
+  EXPECT_FALSE(p.Release(1, kT0).ok());   // only the holder releases
+  ASSERT_TRUE(p.Release(0, kT0).ok());
+  EXPECT_EQ(p.Poll(kT0), 1);
+  ASSERT_TRUE(p.Release(1, kT0).ok());
+  EXPECT_FALSE(p.Poll(kT0).has_value());  // 2's turn, it has not asked
+  ASSERT_TRUE(p.Request(0, 0).ok());
+  EXPECT_FALSE(p.Poll(kT0).has_value());  // 0 must wait for 2
+  ASSERT_TRUE(p.Request(2, 0).ok());
+  EXPECT_EQ(p.Poll(kT0), 2);
+  ASSERT_TRUE(p.Release(2, kT0).ok());
+  EXPECT_EQ(p.Poll(kT0), 0);  // around the ring
+  EXPECT_EQ(p.grants(), 4);
+}
+
+TEST(SlotPlannerTest, SuccessiveGrantsAreAtLeastTheGapApart) {
+  // T = 80 ms of compute, h = 2, W = 4: gap = 10 ms.
+  SlotPlanner p(2.0, 1.0);
+  p.SetMembers({0, 1, 2, 3});
+  ASSERT_TRUE(p.Request(0, 0.080).ok());
+  EXPECT_EQ(p.gap(), absl::Milliseconds(10));
+  EXPECT_EQ(p.Poll(kT0), 0);
+  ASSERT_TRUE(p.Release(0, kT0 + absl::Milliseconds(2)).ok());
+  ASSERT_TRUE(p.Request(1, 0.080).ok());
+  EXPECT_EQ(p.NextWakeup(), kT0 + absl::Milliseconds(10));
+  EXPECT_FALSE(p.Poll(kT0 + absl::Milliseconds(9)).has_value());
+  EXPECT_EQ(p.Poll(kT0 + absl::Milliseconds(10)), 1);
+  EXPECT_EQ(p.NextWakeup(), absl::InfiniteFuture());  // held
+}
+
+TEST(SlotPlannerTest, ComputeTimeIsSmoothed) {
+  SlotPlanner p(1.0, 0.5);
+  p.SetMembers({0, 1});
+  ASSERT_TRUE(p.Request(0, 0.100).ok());
+  ASSERT_TRUE(p.Request(1, 0.300).ok());
+  EXPECT_NEAR(p.mean_compute_seconds(), 0.200, 1e-12);  // 0.5 * 0.1 + 0.5 * 0.3
+  EXPECT_EQ(p.gap(), absl::Milliseconds(100));           // 0.2 / (1 * 2)
+  EXPECT_FALSE(p.Request(0, 0.1).ok());                  // already waiting
+  EXPECT_FALSE(p.Request(7, 0.1).ok());                  // not in the ring
+}
+
+TEST(SlotPlannerTest, DeadOrFinishedWorkersLeaveTheRing) {
+  SlotPlanner p(1.0, 1.0);
+  p.SetMembers({0, 1, 2, 3});
+  ASSERT_TRUE(p.Request(0, 0).ok());
+  EXPECT_EQ(p.Poll(kT0), 0);
+  p.Remove(0);  // the holder dies: the slot is free, the turn stays with 1
+  ASSERT_TRUE(p.Request(2, 0).ok());
+  EXPECT_FALSE(p.Poll(kT0).has_value());
+  p.Remove(1);  // 1 dies before asking: 2's turn now
+  EXPECT_EQ(p.Poll(kT0), 2);
+  ASSERT_TRUE(p.Release(2, kT0).ok());
+  EXPECT_EQ(p.ring(), (std::vector<int>{2, 3}));
+  ASSERT_TRUE(p.Request(3, 0).ok());
+  EXPECT_EQ(p.Poll(kT0), 3);
+  ASSERT_TRUE(p.Release(3, kT0).ok());
+  p.Remove(3);  // removing the member before the turn keeps the turn on 2
+  ASSERT_TRUE(p.Request(2, 0).ok());
+  EXPECT_EQ(p.Poll(kT0), 2);
+  p.Remove(42);  // unknown: ignored
+  p.SetMembers({5, 4});  // rebuilt (a worker joined): starts at the lowest rank
+  EXPECT_EQ(p.holder(), -1);
+  ASSERT_TRUE(p.Request(5, 0).ok());
+  EXPECT_FALSE(p.Poll(kT0).has_value());
+  ASSERT_TRUE(p.Request(4, 0).ok());
+  EXPECT_EQ(p.Poll(kT0), 4);
+}
+
+}  // namespace
+}  // namespace r2sp
