@@ -95,9 +95,10 @@ absl::StatusOr<proto::SlotGrant> SchedulerClient::RequestSlot(int samples,
   return reply->header.slot_grant();
 }
 
-void SchedulerClient::ReleaseSlot() {
+void SchedulerClient::ReleaseSlot(bool leaving) {
   Message request;
   request.header = NewHeader(proto::RELEASE);
+  if (leaving) request.header.mutable_report()->set_leaving(true);
   transport_->Request(options_.scheduler, std::move(request), options_.request_timeout,
                       [](absl::StatusOr<Message> reply) {
                         absl::Status s = reply.ok() ? FromReplyHeader(reply->header) : reply.status();

@@ -36,14 +36,17 @@ class SchedulerClient {
                                                 const std::vector<proto::TensorSpec>& model);
   // Waits until every live member of `group` has arrived.
   absl::Status Barrier(proto::Group group);
+  // A worker that joined a running job takes up the groups' barrier counts from its reply.
+  void SetNextBarrier(proto::Group group, uint64_t id) { next_barrier_id_[group] = id; }
   // Workers: reports the final counters.
   absl::Status Finish(const proto::NodeCounters& counters);
 
   // R2SP: asks for this worker's communication slot after an iteration's compute (reported
   // for the gap and, with hetero batching, the tuner) and waits for the grant.
   absl::StatusOr<proto::SlotGrant> RequestSlot(int samples, double compute_seconds);
-  // R2SP: gives the slot back. Asynchronous; an error is logged.
-  void ReleaseSlot();
+  // R2SP: gives the slot back; `leaving` after the worker's last iteration takes it out of the
+  // ring, so the others do not wait for its turn. Asynchronous; an error is logged.
+  void ReleaseSlot(bool leaving = false);
   // Hetero batching (other modes): reports an iteration; `on_batch` (on the transport's I/O
   // thread) receives the batch size to use from the next iteration.
   void Report(int samples, double compute_seconds, std::function<void(int)> on_batch);

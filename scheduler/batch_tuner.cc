@@ -87,6 +87,15 @@ void BatchTuner::Remove(int worker) {
   std::fill(reports_since_change_.begin(), reports_since_change_.end(), 0);
 }
 
+void BatchTuner::AddWorker() {
+  int live = 1;
+  for (bool l : live_) live += l;
+  batch_.push_back(std::clamp(options_.global_batch / live, options_.min_batch, options_.max_batch));
+  throughput_.push_back(0.0);
+  reports_since_change_.push_back(0);
+  live_.push_back(true);
+}
+
 std::vector<int> BatchTuner::Ideal(bool include_departed) const {
   std::vector<double> weights;
   for (size_t i = 0; i < live_.size(); ++i) {

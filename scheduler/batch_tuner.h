@@ -33,6 +33,9 @@ class BatchTuner {
   int Report(int worker, int samples, double compute_seconds);
   // The worker left (died or finished); the others share B from the next change on.
   void Remove(int worker);
+  // A worker joined with the next rank. It starts with B / (live workers); the sizes sum to B
+  // again from the next change on.
+  void AddWorker();
 
   int batch(int worker) const { return batch_[worker]; }
   double throughput(int worker) const { return throughput_[worker]; }

@@ -68,8 +68,16 @@ void SchedulerCore::HandleRequest(Message request, Responder responder) {
     const proto::Header& header = request.header;
     if (header.type() == proto::REGISTER) {
       HandleRegister(request, responder, now);
-      return;
+    } else {
+      HandleFromNode(request, responder, now);
     }
+  }
+  SendQueuedShutdowns();
+}
+
+void SchedulerCore::HandleFromNode(const Message& request, Responder& responder, absl::Time now) {
+  {
+    const proto::Header& header = request.header;
     absl::StatusOr<Node*> sender = Sender(header);
     if (!sender.ok()) {
       LOG(WARNING) << "rejected " << proto::MsgType_Name(header.type()) << ": "
@@ -122,6 +130,11 @@ void SchedulerCore::HandleRequest(Message request, Responder responder) {
         absl::Status released = node.role == proto::WORKER
                                     ? planner_.Release(node.rank, now)
                                     : absl::InvalidArgumentError("only workers hold slots");
+        if (released.ok() && header.report().leaving()) {
+          planner_.Remove(node.rank);  // done training: the ring closes over it
+          LOG(INFO) << "worker " << node.rank << " left the slot ring ("
+                    << planner_.ring().size() << " left in it)";
+        }
         responder.ReplyStatus(released);
         GrantSlots(now);
         break;
@@ -144,7 +157,58 @@ void SchedulerCore::HandleRequest(Message request, Responder responder) {
             "the scheduler does not handle ", proto::MsgType_Name(header.type()))));
     }
   }
-  SendQueuedShutdowns();
+}
+
+void SchedulerCore::JoinWorker(const proto::RegisterRequest& reg, Responder& responder,
+                               absl::Time now) {
+  for (const Node& w : workers_) {
+    if (w.instance_id == reg.instance_id()) {
+      responder.ReplyStatus(absl::AlreadyExistsError("this worker instance is registered already"));
+      return;
+    }
+  }
+  const int rank = static_cast<int>(workers_.size());
+  workers_.push_back(Node{proto::WORKER, rank, reg.endpoint(), reg.instance_id(), now});
+  int servers = 0;
+  for (const Node& s : servers_) {
+    if (s.state != NodeState::kAlive) continue;
+    memberships_to_send_.push_back({rank, s.endpoint, rank + 1});
+    ++servers;
+  }
+  LOG(INFO) << "worker joining from " << reg.endpoint() << " as worker " << rank
+            << "; telling " << servers << " servers";
+  pending_joins_.emplace(rank, PendingJoin{std::move(responder), servers});
+  if (servers == 0) FinishJoin(rank);
+}
+
+void SchedulerCore::ServerKnowsJoin(int rank, absl::StatusOr<Message> reply) {
+  absl::MutexLock lock(&mu_);
+  if (!reply.ok() || reply->header.code() != proto::OK) {
+    LOG(WARNING) << "a server did not take worker " << rank << ": "
+                 << (reply.ok() ? reply->header.error() : reply.status().ToString());
+  }
+  auto it = pending_joins_.find(rank);
+  if (it != pending_joins_.end() && --it->second.acks_outstanding == 0) FinishJoin(rank);
+}
+
+void SchedulerCore::FinishJoin(int rank) {
+  auto it = pending_joins_.find(rank);
+  if (it == pending_joins_.end()) return;
+  Node& node = workers_[rank];
+  node.last_seen = clock_();  // the servers' round trip counted against its heartbeats
+  planner_.Add(rank);
+  if (tuner_ != nullptr) tuner_->AddWorker();
+  Message reply;
+  proto::RegisterReply* r = reply.header.mutable_register_reply();
+  r->set_rank(rank);
+  *r->mutable_book() = Book();
+  r->set_joined_running_job(true);
+  r->set_next_workers_barrier(barriers_[proto::WORKERS].id);
+  r->set_next_all_barrier(barriers_[proto::ALL].id);
+  it->second.responder.Reply(std::move(reply));
+  pending_joins_.erase(it);
+  LOG(INFO) << "worker " << rank << " joined the running job (" << planner_.ring().size()
+            << " in the slot ring)";
 }
 
 void SchedulerCore::HandleSlot(const Message& request, Node& node, Responder& responder,
@@ -214,8 +278,19 @@ void SchedulerCore::HandleRegister(const Message& request, Responder& responder,
     return;
   }
   if (rendezvous_done_) {
+    if (reg.role() == proto::WORKER && !shutting_down_ &&
+        (options_.sync == proto::ASP || options_.sync == proto::R2SP)) {
+      if (!SameModel(model_, reg.model())) {
+        responder.ReplyStatus(absl::InvalidArgumentError(
+            "this worker's model differs from the running job's"));
+        return;
+      }
+      JoinWorker(reg, responder, now);
+      return;
+    }
     responder.ReplyStatus(absl::FailedPreconditionError(
-        "the job already has all its servers and workers"));
+        "the job already has all its servers and workers (only asp and r2sp jobs take workers "
+        "that join later)"));
     return;
   }
   if (reg.role() == proto::WORKER) {
@@ -259,29 +334,38 @@ void SchedulerCore::HandleRegister(const Message& request, Responder& responder,
   }
 }
 
-void SchedulerCore::CompleteRendezvous(absl::Time now) {
+proto::AddressBook SchedulerCore::Book() const {
   proto::AddressBook book;
-  for (const PendingRegister& p : pending_) {
-    std::vector<Node>& nodes = p.request.role() == proto::SERVER ? servers_ : workers_;
-    Node node{p.request.role(), static_cast<int>(nodes.size()), p.request.endpoint(),
-              p.request.instance_id(), now};
-    proto::NodeInfo* info =
-        p.request.role() == proto::SERVER ? book.add_servers() : book.add_workers();
-    info->set_role(node.role);
-    info->set_rank(node.rank);
-    info->set_endpoint(node.endpoint);
-    nodes.push_back(node);
+  for (const std::deque<Node>* nodes : {&servers_, &workers_}) {
+    for (const Node& n : *nodes) {
+      proto::NodeInfo* info = n.role == proto::SERVER ? book.add_servers() : book.add_workers();
+      info->set_role(n.role);
+      info->set_rank(n.rank);
+      info->set_endpoint(n.endpoint);
+    }
   }
   for (const proto::TensorSpec& t : model_) *book.add_model() = t;
   book.set_partition_bytes(options_.partition_bytes);
   book.set_sync(options_.sync);
   book.set_staleness(options_.staleness);
-  if (options_.hetero_batching) {
-    tuner_ = std::make_unique<BatchTuner>(options_.batching, options_.num_workers);
+  if (tuner_ != nullptr) {
     book.set_hetero_batching(true);
     book.set_global_batch(options_.batching.global_batch);
     book.set_initial_batch(tuner_->batch(0));
   }
+  return book;
+}
+
+void SchedulerCore::CompleteRendezvous(absl::Time now) {
+  for (const PendingRegister& p : pending_) {
+    std::deque<Node>& nodes = p.request.role() == proto::SERVER ? servers_ : workers_;
+    nodes.push_back(Node{p.request.role(), static_cast<int>(nodes.size()), p.request.endpoint(),
+                         p.request.instance_id(), now});
+  }
+  if (options_.hetero_batching) {
+    tuner_ = std::make_unique<BatchTuner>(options_.batching, options_.num_workers);
+  }
+  const proto::AddressBook book = Book();
   std::vector<int> ranks;
   for (int r = 0; r < options_.num_workers; ++r) ranks.push_back(r);
   planner_.SetMembers(ranks);
@@ -303,7 +387,7 @@ absl::StatusOr<SchedulerCore::Node*> SchedulerCore::Sender(const proto::Header& 
   if (!rendezvous_done_) {
     return absl::UnavailableError("registration is still in progress");
   }
-  std::vector<Node>* nodes = header.sender_role() == proto::SERVER   ? &servers_
+  std::deque<Node>* nodes = header.sender_role() == proto::SERVER   ? &servers_
                              : header.sender_role() == proto::WORKER ? &workers_
                                                                      : nullptr;
   if (nodes == nullptr || header.sender_rank() < 0 ||
@@ -361,7 +445,7 @@ void SchedulerCore::ReleaseBarriers() {
   for (auto& [group, barrier] : barriers_) {
     if (barrier.waiting.empty()) continue;
     bool complete = true;
-    for (std::vector<Node>* nodes : {&servers_, &workers_}) {
+    for (std::deque<Node>* nodes : {&servers_, &workers_}) {
       for (Node& n : *nodes) {
         if (n.state != NodeState::kAlive || !InGroup(n, static_cast<proto::Group>(group))) {
           continue;
@@ -396,9 +480,22 @@ void SchedulerCore::MaybeEndJob() {
 
 void SchedulerCore::SendQueuedShutdowns() {
   std::vector<std::pair<int, std::string>> to_send;
+  std::vector<MembershipNote> notes;
   {
     absl::MutexLock lock(&mu_);
     to_send.swap(shutdowns_to_send_);
+    notes.swap(memberships_to_send_);
+  }
+  for (MembershipNote& note : notes) {
+    Message request;
+    request.header.set_type(proto::MEMBERSHIP);
+    request.header.set_sender_role(proto::SCHEDULER);
+    request.header.mutable_membership()->set_num_workers(note.num_workers);
+    const int rank = note.rank;
+    requester_->Request(note.endpoint, std::move(request), options_.shutdown_timeout,
+                        [this, rank](absl::StatusOr<Message> reply) {
+                          ServerKnowsJoin(rank, std::move(reply));
+                        });
   }
   for (auto& [rank, endpoint] : to_send) {
     Message request;
@@ -442,7 +539,7 @@ void SchedulerCore::OnTick(absl::Time now) {
       return;
     }
     bool changed = false;
-    for (std::vector<Node>* nodes : {&servers_, &workers_}) {
+    for (std::deque<Node>* nodes : {&servers_, &workers_}) {
       for (Node& n : *nodes) {
         if (n.state != NodeState::kAlive || now - n.last_seen <= options_.heartbeat_timeout) {
           continue;
@@ -465,7 +562,7 @@ void SchedulerCore::OnTick(absl::Time now) {
 
 std::string SchedulerCore::ReportJson() const {
   absl::MutexLock lock(&mu_);
-  auto nodes_json = [](const std::vector<Node>& nodes) {
+  auto nodes_json = [](const std::deque<Node>& nodes) {
     std::vector<std::string> items;
     for (const Node& n : nodes) {
       const proto::NodeCounters& c = n.counters;

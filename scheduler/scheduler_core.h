@@ -4,6 +4,7 @@
 #ifndef R2SP_SCHEDULER_SCHEDULER_CORE_H_
 #define R2SP_SCHEDULER_SCHEDULER_CORE_H_
 
+#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
@@ -81,7 +82,17 @@ class SchedulerCore : public RequestHandler {
 
   void HandleRegister(const Message& request, Responder& responder, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Everything but REGISTER: the sender must be a registered, live node.
+  void HandleFromNode(const Message& request, Responder& responder, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CompleteRendezvous(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  proto::AddressBook Book() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A worker registering with a running asp/r2sp job: it gets the next rank once every live
+  // server has acknowledged the new worker count.
+  void JoinWorker(const proto::RegisterRequest& reg, Responder& responder, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ServerKnowsJoin(int rank, absl::StatusOr<Message> reply) ABSL_LOCKS_EXCLUDED(mu_);
+  void FinishJoin(int rank) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<Node*> Sender(const proto::Header& header) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void HandleBarrier(const Message& request, Node& node, Responder& responder)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -110,8 +121,21 @@ class SchedulerCore : public RequestHandler {
   std::vector<PendingRegister> pending_ ABSL_GUARDED_BY(mu_);
   std::vector<proto::TensorSpec> model_ ABSL_GUARDED_BY(mu_);
   bool rendezvous_done_ ABSL_GUARDED_BY(mu_) = false;
-  std::vector<Node> servers_ ABSL_GUARDED_BY(mu_);
-  std::vector<Node> workers_ ABSL_GUARDED_BY(mu_);
+  // Deques: barriers keep pointers to nodes, and workers may join a running job.
+  std::deque<Node> servers_ ABSL_GUARDED_BY(mu_);
+  std::deque<Node> workers_ ABSL_GUARDED_BY(mu_);
+  struct PendingJoin {
+    Responder responder;
+    int acks_outstanding;
+  };
+  absl::flat_hash_map<int, PendingJoin> pending_joins_ ABSL_GUARDED_BY(mu_);  // by new rank
+  // MEMBERSHIP requests queued for SendQueuedShutdowns: (joining rank, server endpoint, count).
+  struct MembershipNote {
+    int rank;
+    std::string endpoint;
+    int num_workers;
+  };
+  std::vector<MembershipNote> memberships_to_send_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<int, BarrierState> barriers_ ABSL_GUARDED_BY(mu_);  // by proto::Group
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   int shutdown_acks_outstanding_ ABSL_GUARDED_BY(mu_) = 0;

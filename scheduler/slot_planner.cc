@@ -22,6 +22,15 @@ void SlotPlanner::SetMembers(std::vector<int> ranks) {
   waiting_.clear();
 }
 
+void SlotPlanner::Add(int rank) {
+  if (std::find(ring_.begin(), ring_.end(), rank) != ring_.end()) return;
+  auto it = std::lower_bound(ring_.begin(), ring_.end(), rank);
+  const size_t index = static_cast<size_t>(it - ring_.begin());
+  ring_.insert(it, rank);
+  // Keep the turn on the same member: it moved right if the newcomer went before it.
+  if (ring_.size() > 1 && index <= next_) ++next_;
+}
+
 void SlotPlanner::Remove(int rank) {
   auto it = std::find(ring_.begin(), ring_.end(), rank);
   if (it == ring_.end()) return;

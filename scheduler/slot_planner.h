@@ -25,6 +25,9 @@ class SlotPlanner {
 
   // The ring: these ranks, ascending. Resets the turn to the lowest rank.
   void SetMembers(std::vector<int> ranks);
+  // Puts `rank` into the ring (a worker joined), in rank order, without disturbing whose turn
+  // it is. Ranks already in it are ignored.
+  void Add(int rank);
   // Takes `rank` out of the ring (died, finished): a slot it held is free again and the turn
   // passes to the next member if it was this one's. Unknown ranks are ignored.
   void Remove(int rank);

@@ -71,6 +71,16 @@ void ServerHandler::HandleRequest(Message request, Responder responder) {
     case proto::PULL:
       HandlePull(request, responder);
       return;
+    case proto::MEMBERSHIP: {
+      if (request.header.sender_role() != proto::SCHEDULER) {
+        Reject(responder, absl::InvalidArgumentError("only the scheduler changes membership"));
+        return;
+      }
+      absl::Status grown = GrowWorkers(request.header.membership().num_workers());
+      if (!grown.ok()) return Reject(responder, grown);
+      responder.ReplyStatus(absl::OkStatus());
+      return;
+    }
     case proto::SHUTDOWN: {
       if (request.header.sender_role() != proto::SCHEDULER) {
         Reject(responder, absl::InvalidArgumentError("only the scheduler may shut a server down"));
@@ -173,6 +183,23 @@ void ServerHandler::MaybeCompleteClock(Slot& slot) {
     slot.state.Apply(SgdFor(slot), slot.aggregator->scale(), slot.aggregator->sum());
     slot.aggregator->Advance();
   }
+}
+
+absl::Status ServerHandler::GrowWorkers(int num_workers) {
+  if (!configured_) return absl::UnavailableError("server is not configured yet");
+  if (num_workers < num_workers_ || num_workers > num_workers_ + 1024) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot go from ", num_workers_, " to ",
+                                                   num_workers, " workers"));
+  }
+  if (options_.sync == proto::BSP || options_.sync == proto::SSP) {
+    return absl::FailedPreconditionError("bsp and ssp jobs do not take workers that join late");
+  }
+  for (auto& [key, slot] : slots_) slot->pushed.resize(num_workers, 0);
+  live_workers_.resize(num_workers, true);
+  LOG(INFO) << "server " << rank_ << ": " << num_workers - num_workers_ << " worker(s) joined, "
+            << num_workers << " in all";
+  num_workers_ = num_workers;
+  return absl::OkStatus();
 }
 
 void ServerHandler::SetDepartedWorkers(const std::vector<int>& departed) {

@@ -75,6 +75,8 @@ class ServerHandler : public RequestHandler {
   void MaybeCompleteClock(Slot& slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReleaseParkedPulls(Slot& slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   SgdOptions SgdFor(const Slot& slot) const;
+  // A worker joined (MEMBERSHIP from the scheduler): ranks up to num_workers - 1 exist now.
+  absl::Status GrowWorkers(int num_workers) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Reject(Responder& responder, const absl::Status& status)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

@@ -161,9 +161,16 @@ int main(int argc, char** argv) {
             << " partitions over " << servers.size() << " servers ("
             << r2sp::SyncModeName(book.sync()) << ")";
 
-  ExitIfError(scheduler.Barrier(r2sp::proto::ALL), "waiting for the servers");
   std::vector<float> params(layout->total_elements(), 0.0f);
-  if (rank == 0) {
+  if (reg->joined_running_job()) {
+    // The servers hold the model already; the groups are past their first barriers.
+    scheduler.SetNextBarrier(r2sp::proto::WORKERS, reg->next_workers_barrier());
+    scheduler.SetNextBarrier(r2sp::proto::ALL, reg->next_all_barrier());
+    std::printf("worker %d: joined the running job (%d workers)\n", rank, world);
+  } else {
+    ExitIfError(scheduler.Barrier(r2sp::proto::ALL), "waiting for the servers");
+  }
+  if (rank == 0 && !reg->joined_running_job()) {
     if (FLAGS_init == "random") {
       if (synthetic) {
         r2sp::FillInitialParams(FLAGS_seed, params.data(), params.size());
@@ -173,7 +180,9 @@ int main(int argc, char** argv) {
     }
     ExitIfError(ps.Push(params.data(), 0, /*init=*/true).Wait(), "initialising the servers");
   }
-  ExitIfError(scheduler.Barrier(r2sp::proto::WORKERS), "waiting for initial parameters");
+  if (!reg->joined_running_job()) {
+    ExitIfError(scheduler.Barrier(r2sp::proto::WORKERS), "waiting for initial parameters");
+  }
   ExitIfError(ps.Pull(params.data(), 0).Wait(), "pulling initial parameters");
 
   r2sp::proto::NodeCounters counters;

@@ -86,7 +86,7 @@ absl::StatusOr<SyntheticResult> RunSynthetic(const SyntheticOptions& options, Ps
         options.sync == proto::SSP ? std::max<int64_t>(0, clock + 1 - options.staleness) : 0;
     status = ps->Pull(params->data(), min_version, min_clock).Wait();
     if (!status.ok()) return absl::Status(status.code(), absl::StrCat("pull: ", status.message()));
-    if (options.sync == proto::R2SP) scheduler->ReleaseSlot();
+    if (options.sync == proto::R2SP) scheduler->ReleaseSlot(/*leaving=*/clock + 1 == options.iterations);
     push_time += t1 - t0;
     pull_time += absl::Now() - t1;
     if (options.log_every > 0 && (clock + 1) % options.log_every == 0) {

@@ -119,7 +119,13 @@ absl::StatusOr<TrainResult> Train(const TrainerOptions& options, models::Network
       absl::Status pulled = pull.Wait();
       if (!pulled.ok()) return Annotate(pulled, "pull");
       const absl::Time t4 = absl::Now();
-      if (r2sp) scheduler->ReleaseSlot();
+      if (r2sp) {
+        // After its last iteration a worker leaves the ring, so workers with more steps to go
+        // (one that joined late, say) do not wait for its turn.
+        const int64_t total = options.epochs * options.steps_per_epoch;
+        const int64_t last = options.max_steps > 0 ? std::min(total, options.max_steps) : total;
+        scheduler->ReleaseSlot(/*leaving=*/result.steps + 1 == last);
+      }
       if (hetero && !r2sp) {
         scheduler->Report(n, m.compute_seconds, [next_batch](int b) { *next_batch = b; });
       }

@@ -106,20 +106,15 @@ TEST_P(ModesTest, FourWorkersTrainTheMlpTo80Percent) {
 
 INSTANTIATE_TEST_SUITE_P(Modes, ModesTest, ::testing::Values("bsp", "ssp", "asp", "r2sp"));
 
+void WaitForIterations(const LocalJob& job, int i, int iterations);
+
 class KillTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(KillTest, KilledWorkerDoesNotHangTheJob) {
   JobSpec spec = MlpJob(GetParam(), 3);
   spec.name = "kill_" + GetParam();
   LocalJob job(spec);
-  // Kill it once training is under way (20 iterations recorded), not during start-up.
-  const absl::Time deadline = absl::Now() + absl::Seconds(120);
-  while (absl::Now() < deadline &&
-         std::count(std::istreambuf_iterator<char>(*std::make_unique<std::ifstream>(
-                        job.WorkerFile(2, ".jsonl"))),
-                    std::istreambuf_iterator<char>(), '\n') < 20) {
-    absl::SleepFor(absl::Milliseconds(50));
-  }
+  WaitForIterations(job, 2, 20);  // kill it once training is under way, not during start-up
   job.worker(2).Kill(SIGKILL);
   EXPECT_EQ(job.worker(2).Wait(absl::Seconds(5)), 128 + SIGKILL);
   for (int w : {0, 1, 3}) EXPECT_EQ(job.worker(w).Wait(absl::Seconds(120)), 0) << job.worker(w).Log();
@@ -129,6 +124,41 @@ TEST_P(KillTest, KilledWorkerDoesNotHangTheJob) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, KillTest, ::testing::Values("bsp", "r2sp"));
+
+// Waits until worker `i` has recorded `iterations` iterations.
+void WaitForIterations(const LocalJob& job, int i, int iterations) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(120);
+  while (absl::Now() < deadline &&
+         std::count(std::istreambuf_iterator<char>(*std::make_unique<std::ifstream>(
+                        job.WorkerFile(i, ".jsonl"))),
+                    std::istreambuf_iterator<char>(), '\n') < iterations) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+}
+
+// A worker joins a running r2sp job of 3: the ring takes it in without stopping the others,
+// it trains, and pushes still never overlap.
+TEST(JoinTest, WorkerJoinsARunningR2spRing) {
+  JobSpec spec = MlpJob("r2sp", 2);
+  spec.name = "join";
+  spec.workers = 3;
+  LocalJob job(spec);
+  WaitForIterations(job, 0, 30);
+  const int joiner = job.StartWorker();
+  ASSERT_TRUE(job.WaitAll(absl::Seconds(180)));
+  EXPECT_NE(job.scheduler().Log().find("joined the running job (4 in the slot ring)"),
+            std::string::npos) << job.scheduler().Log();
+  const std::string stats = job.Stats();
+  EXPECT_NE(stats.find("{\"rank\": 3,"), std::string::npos) << stats;
+  const std::vector<Span> pushes = Pushes(job, 4);
+  int joiner_pushes = 0, overlaps = 0;
+  for (size_t k = 0; k < pushes.size(); ++k) {
+    joiner_pushes += pushes[k].worker == 3;
+    if (k > 0) overlaps += pushes[k].start_us < pushes[k - 1].start_us + pushes[k - 1].dur_us;
+  }
+  EXPECT_EQ(joiner_pushes, 2 * (60000 / 4 / 64)) << "worker " << joiner;  // its whole run
+  EXPECT_EQ(overlaps, 0);
+}
 
 // One of 4 workers is slowed down 2x (--compute_slowdown). Compute is emulated
 // (--emulate_ms_per_sample: each compute phase lasts 0.5 ms per sample, as a GPU's would), so

@@ -89,7 +89,7 @@ TEST_F(SchedulerCoreTest, RepliesToEveryoneOnceAllRegistered) {
     if (who == "w1") EXPECT_EQ(r.rank(), 1);
     if (who == "s0") EXPECT_EQ(r.rank(), 0);
   }
-  Register(proto::WORKER, "w2");  // too late
+  Register(proto::SERVER, "s1");  // too late: servers never join a running job
   replies = sink_.Take();
   ASSERT_EQ(replies.size(), 1u);
   EXPECT_EQ(replies[0].second.header.code(), proto::FAILED_PRECONDITION);
@@ -180,6 +180,70 @@ TEST_F(SchedulerCoreTest, FailsWhenRegistrationNeverCompletes) {
   auto replies = sink_.Take();
   ASSERT_EQ(replies.size(), 1u);
   EXPECT_EQ(replies[0].second.header.code(), proto::FAILED_PRECONDITION);
+}
+
+TEST_F(SchedulerCoreTest, WorkerJoinsARunningR2spJobOnceServersKnow) {
+  options_.sync = proto::R2SP;
+  core_ = std::make_unique<SchedulerCore>(options_, &requester_, [this] { return now_; });
+  RegisterAll();
+  Barrier(proto::WORKER, 0, proto::WORKERS, 0);
+  Barrier(proto::WORKER, 1, proto::WORKERS, 0);
+  ASSERT_EQ(sink_.Take().size(), 2u);
+  Register(proto::WORKER, "w2");
+  EXPECT_TRUE(sink_.Take().empty());  // parked until the server acknowledges
+  ASSERT_EQ(requester_.sent.size(), 1u);
+  EXPECT_EQ(requester_.sent[0].request.header.type(), proto::MEMBERSHIP);
+  EXPECT_EQ(requester_.sent[0].request.header.membership().num_workers(), 3);
+  Message ack;
+  ack.header.set_is_reply(true);
+  requester_.sent[0].callback(std::move(ack));
+  auto replies = sink_.Take();
+  ASSERT_EQ(replies.size(), 1u);
+  const proto::RegisterReply& r = replies[0].second.header.register_reply();
+  EXPECT_EQ(r.rank(), 2);
+  EXPECT_TRUE(r.joined_running_job());
+  EXPECT_EQ(r.book().workers_size(), 3);
+  EXPECT_EQ(r.next_workers_barrier(), 1u);
+  // It is in the ring: after 0 and 1 it gets its slot.
+  for (int w : {0, 1, 2}) {
+    now_ += absl::Milliseconds(100);  // past the slot gap
+    Message slot = From(proto::WORKER, w, proto::SLOT);
+    slot.header.mutable_report()->set_compute_seconds(0.001);
+    Send(std::move(slot), "slot" + std::to_string(w));
+    ASSERT_EQ(sink_.Take().size(), 1u) << "worker " << w;
+    Send(From(proto::WORKER, w, proto::RELEASE), "release");
+    ASSERT_EQ(sink_.Take().size(), 1u);
+  }
+}
+
+TEST_F(SchedulerCoreTest, LeavingWorkerNoLongerHoldsUpTheRing) {
+  options_.sync = proto::R2SP;
+  core_ = std::make_unique<SchedulerCore>(options_, &requester_, [this] { return now_; });
+  RegisterAll();
+  Send(From(proto::WORKER, 0, proto::SLOT), "slot0");
+  ASSERT_EQ(sink_.Take().size(), 1u);
+  Message last = From(proto::WORKER, 0, proto::RELEASE);
+  last.header.mutable_report()->set_leaving(true);  // worker 0 is done
+  Send(std::move(last), "release0");
+  ASSERT_EQ(sink_.Take().size(), 1u);
+  for (int round = 0; round < 2; ++round) {  // worker 1 alone in the ring now
+    now_ += absl::Seconds(1);
+    Send(From(proto::WORKER, 1, proto::SLOT), "slot1");
+    ASSERT_EQ(sink_.Take().size(), 1u) << "round " << round;
+    Send(From(proto::WORKER, 1, proto::RELEASE), "release1");
+    ASSERT_EQ(sink_.Take().size(), 1u);
+  }
+}
+
+TEST_F(SchedulerCoreTest, BspJobsRefuseLateWorkers) {
+  options_.sync = proto::BSP;
+  core_ = std::make_unique<SchedulerCore>(options_, &requester_, [this] { return now_; });
+  RegisterAll();
+  Register(proto::WORKER, "late");
+  auto replies = sink_.Take();
+  ASSERT_EQ(replies.size(), 1u);
+  EXPECT_EQ(replies[0].second.header.code(), proto::FAILED_PRECONDITION);
+  EXPECT_NE(replies[0].second.header.error().find("only asp and r2sp"), std::string::npos);
 }
 
 TEST_F(SchedulerCoreTest, RejectsUnknownSenders) {

@@ -84,5 +84,26 @@ TEST(SlotPlannerTest, DeadOrFinishedWorkersLeaveTheRing) {
   EXPECT_EQ(p.Poll(kT0), 4);
 }
 
+TEST(SlotPlannerTest, JoiningWorkerEntersTheRingWithoutChangingTheTurn) {
+  SlotPlanner p(1.0, 1.0);
+  p.SetMembers({0, 2});
+  ASSERT_TRUE(p.Request(0, 0).ok());
+  EXPECT_EQ(p.Poll(kT0), 0);
+  ASSERT_TRUE(p.Release(0, kT0).ok());  // 2's turn
+  p.Add(1);                              // joins before 2 in rank order
+  EXPECT_EQ(p.ring(), (std::vector<int>{0, 1, 2}));
+  ASSERT_TRUE(p.Request(1, 0).ok());
+  EXPECT_FALSE(p.Poll(kT0).has_value());  // still 2's turn
+  ASSERT_TRUE(p.Request(2, 0).ok());
+  EXPECT_EQ(p.Poll(kT0), 2);
+  ASSERT_TRUE(p.Release(2, kT0).ok());
+  ASSERT_TRUE(p.Request(0, 0).ok());
+  EXPECT_EQ(p.Poll(kT0), 0);  // then 0, and 1 after it
+  ASSERT_TRUE(p.Release(0, kT0).ok());
+  EXPECT_EQ(p.Poll(kT0), 1);
+  p.Add(1);  // already in: ignored
+  EXPECT_EQ(p.ring().size(), 3u);
+}
+
 }  // namespace
 }  // namespace r2sp

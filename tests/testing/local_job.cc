@@ -10,7 +10,7 @@
 
 namespace r2sp::testing {
 
-LocalJob::LocalJob(const JobSpec& spec) : dir_(MakeTempDir(spec.name)) {
+LocalJob::LocalJob(const JobSpec& spec) : spec_(spec), dir_(MakeTempDir(spec.name)) {
   std::vector<std::string> argv = {"scheduler/scheduler",
                                    "--bind=tcp://127.0.0.1:*",
                                    "--endpoint_file=" + dir_ + "/endpoint",
@@ -20,30 +20,37 @@ LocalJob::LocalJob(const JobSpec& spec) : dir_(MakeTempDir(spec.name)) {
                                    absl::StrCat("--num_workers=", spec.workers)};
   argv.insert(argv.end(), spec.scheduler_flags.begin(), spec.scheduler_flags.end());
   scheduler_ = std::make_unique<ChildProcess>(argv, dir_ + "/scheduler.log");
-  std::string endpoint = WaitForFile(dir_ + "/endpoint", absl::Seconds(20));
-  EXPECT_FALSE(endpoint.empty()) << scheduler_->Log();
-  if (!endpoint.empty()) endpoint.pop_back();
+  endpoint_ = WaitForFile(dir_ + "/endpoint", absl::Seconds(20));
+  EXPECT_FALSE(endpoint_.empty()) << scheduler_->Log();
+  if (!endpoint_.empty()) endpoint_.pop_back();
   for (int i = 0; i < spec.servers; ++i) {
-    std::vector<std::string> a = {"server/server", "--scheduler=" + endpoint,
+    std::vector<std::string> a = {"server/server", "--scheduler=" + endpoint_,
                                   "--bind=tcp://127.0.0.1:*", "--heartbeat_ms=200"};
     a.insert(a.end(), spec.server_flags.begin(), spec.server_flags.end());
     servers_.push_back(std::make_unique<ChildProcess>(a, absl::StrCat(dir_, "/server", i, ".log")));
   }
-  for (int i = 0; i < spec.workers; ++i) {
-    std::vector<std::string> a = {"worker/worker", "--scheduler=" + endpoint,
-                                  "--bind=tcp://127.0.0.1:*", "--heartbeat_ms=200"};
-    if (spec.trace) {
-      a.push_back("--metrics=" + WorkerFile(i, ".jsonl"));
-      a.push_back("--timeline=" + WorkerFile(i, ".json"));
-    }
-    a.insert(a.end(), spec.worker_flags.begin(), spec.worker_flags.end());
-    auto extra = spec.worker_flags_for.find(i);
-    if (extra != spec.worker_flags_for.end()) a.insert(a.end(), extra->second.begin(), extra->second.end());
-    for (std::string& flag : a) {
-      flag = absl::StrReplaceAll(flag, {{"{dir}", dir_}, {"{i}", absl::StrCat(i)}});
-    }
-    workers_.push_back(std::make_unique<ChildProcess>(a, absl::StrCat(dir_, "/worker", i, ".log")));
+  for (int i = 0; i < spec.workers; ++i) StartWorker();
+}
+
+int LocalJob::StartWorker(const std::vector<std::string>& extra) {
+  const int i = static_cast<int>(workers_.size());
+  std::vector<std::string> a = {"worker/worker", "--scheduler=" + endpoint_,
+                                "--bind=tcp://127.0.0.1:*", "--heartbeat_ms=200"};
+  if (spec_.trace) {
+    a.push_back("--metrics=" + WorkerFile(i, ".jsonl"));
+    a.push_back("--timeline=" + WorkerFile(i, ".json"));
   }
+  a.insert(a.end(), spec_.worker_flags.begin(), spec_.worker_flags.end());
+  auto flags_for = spec_.worker_flags_for.find(i);
+  if (flags_for != spec_.worker_flags_for.end()) {
+    a.insert(a.end(), flags_for->second.begin(), flags_for->second.end());
+  }
+  a.insert(a.end(), extra.begin(), extra.end());
+  for (std::string& flag : a) {
+    flag = absl::StrReplaceAll(flag, {{"{dir}", dir_}, {"{i}", absl::StrCat(i)}});
+  }
+  workers_.push_back(std::make_unique<ChildProcess>(a, absl::StrCat(dir_, "/worker", i, ".log")));
+  return i;
 }
 
 std::string LocalJob::WorkerFile(int i, const std::string& suffix) const {

@@ -28,6 +28,10 @@ class LocalJob {
  public:
   explicit LocalJob(const JobSpec& spec);
 
+  // Starts one more worker with the spec's flags plus `extra` (e.g. to join a running job);
+  // returns its index.
+  int StartWorker(const std::vector<std::string>& extra = {});
+
   // Waits for every process; true if all exited with status 0 (failures are test errors
   // with the process's log).
   bool WaitAll(absl::Duration timeout);
@@ -40,7 +44,9 @@ class LocalJob {
   ChildProcess& worker(int i) { return *workers_[i]; }
 
  private:
+  const JobSpec spec_;
   std::string dir_;
+  std::string endpoint_;
   std::unique_ptr<ChildProcess> scheduler_;
   std::vector<std::unique_ptr<ChildProcess>> servers_, workers_;
 };
