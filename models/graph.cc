@@ -1,6 +1,8 @@
 // Model builders, shape inference and initialisation; see graph.h.
 #include "models/graph.h"
 
+#include "models/dropout_hash.h"
+
 #include <cmath>
 #include <random>
 
@@ -114,13 +116,7 @@ int GraphBuilder::Flatten(int in, const std::string& name) {
 }
 
 bool DropoutKeep(uint64_t seed, int64_t step, int node, int64_t i, float p) {
-  // splitmix64 over (seed, step, node, i): independent, reproducible, no state.
-  uint64_t z = seed ^ (static_cast<uint64_t>(step) * 0x9E3779B97F4A7C15ull) ^
-               (static_cast<uint64_t>(node) << 48) ^ static_cast<uint64_t>(i) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  z ^= z >> 31;
-  return static_cast<float>(z >> 40) * (1.0f / 16777216.0f) >= p;
+  return DropoutKeepHash(seed, step, node, i, p);
 }
 
 Graph BuildMlp(Shape input, int num_classes) {

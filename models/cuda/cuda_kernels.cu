@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "models/cuda/cuda_kernels.h"
+#include "models/dropout_hash.h"
 
 namespace r2sp::models::cuda {
 namespace {
@@ -40,21 +41,11 @@ __global__ void SoftmaxCrossEntropyKernel(const float* logits, const int32_t* la
   }
 }
 
-// Must match models::DropoutKeep bit for bit (splitmix64 over seed, step, node, index).
-__device__ bool Keep(uint64_t seed, int64_t step, int node, int64_t i, float p) {
-  uint64_t z = seed ^ (static_cast<uint64_t>(step) * 0x9E3779B97F4A7C15ull) ^
-               (static_cast<uint64_t>(node) << 48) ^ static_cast<uint64_t>(i) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  z ^= z >> 31;
-  return static_cast<float>(z >> 40) * (1.0f / 16777216.0f) >= p;
-}
-
 __global__ void DropoutKernel(const float* x, float* y, float* mask, int64_t count, uint64_t seed,
                               int64_t step, int node, float p, float scale) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const float m = Keep(seed, step, node, i, p) ? scale : 0.0f;
+    const float m = DropoutKeepHash(seed, step, node, i, p) ? scale : 0.0f;
     mask[i] = m;
     y[i] = x[i] * m;
   }
