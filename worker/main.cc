@@ -204,6 +204,7 @@ int main(int argc, char** argv) {
     counters.set_iterations(FLAGS_iterations);
     counters.set_seconds(result->seconds);
     counters.set_model("synthetic");
+    counters.set_test_accuracy(-1);  // nothing evaluated
   } else {
     absl::StatusOr<std::unique_ptr<r2sp::models::Network>> net;
     if (FLAGS_device == "cpu") {

@@ -1,0 +1,207 @@
+"""An emulated multi-host cluster on one machine: one network namespace per host (scheduler,
+each server, each worker), each joined by a veth pair to a bridge that lives in a namespace of
+its own (the machine's own network is never touched). Links are shaped in both directions with
+tc netem (token-bucket rate; optional netem delay); hosts get addresses in 198.18.0.0/15, the range reserved for
+network benchmarking. Workers can be given a CPU quota (cgroup cpu controller). Everything is
+torn down on exit, on failure and on SIGINT/SIGTERM. Needs root."""
+
+import os
+import socket
+import subprocess
+import threading
+import time
+
+PREFIX = "r2sp"
+
+
+def run(cmd, check=True):
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if check and r.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)}: {r.stderr.strip() or r.stdout.strip()}")
+    return r
+
+
+def parse_rate(text):
+    """'50mbit', '1gbit', '800kbit' -> bits per second."""
+    units = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "bit": 1}
+    for unit, factor in units.items():
+        if text.lower().endswith(unit):
+            value = float(text[: -len(unit)])
+            if value <= 0:
+                break
+            return value * factor
+    raise ValueError(f"bad rate '{text}' (use e.g. 50mbit, 1gbit)")
+
+
+def can_run():
+    """Why this machine cannot run a netcluster, or None if it can."""
+    if os.geteuid() != 0:
+        return "netcluster needs root (network namespaces, veth, tc)"
+    for tool in ("ip", "tc"):
+        if run(["sh", "-c", f"command -v {tool}"], check=False).returncode != 0:
+            return f"netcluster needs '{tool}' (Debian package iproute2)"
+    return None
+
+
+class Cluster:
+    """Hosts by name ('scheduler', 'server0', 'worker1', ...), each in its own namespace."""
+
+    def __init__(self, hosts, rates, delay_ms=0.0):
+        self.tag = f"{PREFIX}{os.getpid()}"
+        self.hosts = list(hosts)
+        self.rates = rates        # host -> rate text or None (unshaped)
+        self.delay_ms = delay_ms
+        self.bridge_ns = f"{self.tag}-br"
+        self.addresses = {h: f"198.18.0.{10 + i}" for i, h in enumerate(self.hosts)}
+        self.cgroups = []
+        self.created = []
+
+    def ns(self, host):
+        return f"{self.tag}-{host}"
+
+    def bridge_port(self, host):
+        return f"p{self.hosts.index(host)}"
+
+    def exec_prefix(self, host):
+        return ["ip", "netns", "exec", self.ns(host)]
+
+    def up(self):
+        run(["ip", "netns", "add", self.bridge_ns])
+        self.created.append(self.bridge_ns)
+        b = ["ip", "-n", self.bridge_ns]
+        run(b + ["link", "add", "br0", "type", "bridge"])
+        run(b + ["link", "set", "br0", "up"])
+        run(b + ["link", "set", "lo", "up"])
+        for host in self.hosts:
+            ns, port = self.ns(host), self.bridge_port(host)
+            run(["ip", "netns", "add", ns])
+            self.created.append(ns)
+            # Created inside the bridge namespace, the host's end moved into its own.
+            run(b + ["link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", ns])
+            run(b + ["link", "set", port, "master", "br0"])
+            run(b + ["link", "set", port, "up"])
+            h = ["ip", "-n", ns]
+            run(h + ["link", "set", "lo", "up"])
+            run(h + ["addr", "add", f"{self.addresses[host]}/15", "dev", "eth0"])
+            run(h + ["link", "set", "eth0", "up"])
+            rate = self.rates.get(host)
+            if rate or self.delay_ms:
+                # Both directions: the host's egress, and the bridge port's egress towards it.
+                for where, dev in ((ns, "eth0"), (self.bridge_ns, port)):
+                    self.shape(where, dev, rate)
+
+    def shape(self, ns, dev, rate):
+        """Rate with a token bucket (tbf); delay, if asked, with netem as its parent."""
+        cmd = ["ip", "netns", "exec", ns, "tc", "qdisc", "replace", "dev", dev]
+        parent = ["root"]
+        if self.delay_ms:
+            r = run(cmd + ["root", "handle", "1:", "netem", "delay", f"{self.delay_ms}ms",
+                           "limit", "10000"], check=False)
+            if r.returncode != 0:
+                raise RuntimeError("--delay_ms needs the kernel's netem qdisc (sch_netem), which "
+                                   f"this kernel does not offer: {r.stderr.strip()}")
+            parent = ["parent", "1:1", "handle", "10:"]
+        if rate:
+            # Bucket of 4 ms of traffic (at least 32 KB); a queue of up to 100 ms before drops.
+            burst = max(32 * 1024, int(parse_rate(rate) / 8 * 0.004))
+            run(cmd + parent + ["tbf", "rate", rate, "burst", str(burst), "latency", "100ms"])
+
+    def cpu_quota(self, pid, fraction, name):
+        """Limits `pid` (and its threads) to `fraction` of one CPU."""
+        period = 100000
+        quota = max(1000, int(period * fraction))
+        v2 = "/sys/fs/cgroup/cgroup.controllers"
+        if os.path.exists(v2) and "cpu" in open(v2).read().split():
+            path = f"/sys/fs/cgroup/{self.tag}-{name}"
+            os.makedirs(path, exist_ok=True)
+            open(os.path.join(path, "cpu.max"), "w").write(f"{quota} {period}")
+        else:
+            path = f"/sys/fs/cgroup/cpu/{self.tag}-{name}"
+            os.makedirs(path, exist_ok=True)
+            open(os.path.join(path, "cpu.cfs_period_us"), "w").write(str(period))
+            open(os.path.join(path, "cpu.cfs_quota_us"), "w").write(str(quota))
+        open(os.path.join(path, "cgroup.procs"), "w").write(str(pid))
+        self.cgroups.append(path)
+
+    def link_bytes(self, host):
+        """(bytes the host received, bytes it sent) on its link, read at the bridge port."""
+        port = self.bridge_port(host)
+        r = run(["ip", "netns", "exec", self.bridge_ns, "cat",
+                 f"/sys/class/net/{port}/statistics/tx_bytes",
+                 f"/sys/class/net/{port}/statistics/rx_bytes"], check=False)
+        values = r.stdout.split()
+        return (int(values[0]), int(values[1])) if len(values) == 2 else (0, 0)
+
+    def down(self):
+        for path in self.cgroups:
+            for _ in range(50):  # processes leave a cgroup a moment after they exit
+                try:
+                    os.rmdir(path)
+                    break
+                except OSError:
+                    time.sleep(0.1)
+        self.cgroups = []
+        for ns in reversed(self.created):
+            # Kill anything still inside, then delete the namespace (and its veth ends).
+            pids = run(["ip", "netns", "pids", ns], check=False).stdout.split()
+            for pid in pids:
+                try:
+                    os.kill(int(pid), 9)
+                except (ProcessLookupError, ValueError):
+                    pass
+            run(["ip", "netns", "del", ns], check=False)
+        self.created = []
+
+    def self_check(self, sender, receiver, seconds=2.0):
+        """Bulk TCP from `sender` to `receiver`; returns bits per second achieved."""
+        port = 5201
+        server = subprocess.Popen(
+            self.exec_prefix(receiver) + ["python3", "-c", RECEIVER, self.addresses[receiver],
+                                          str(port)],
+            stdout=subprocess.PIPE, text=True)
+        time.sleep(0.5)
+        client = subprocess.run(
+            self.exec_prefix(sender) + ["python3", "-c", SENDER, self.addresses[receiver],
+                                        str(port), str(seconds)],
+            capture_output=True, text=True, timeout=seconds + 30)
+        out, _ = server.communicate(timeout=30)
+        if client.returncode != 0:
+            raise RuntimeError(f"self-check sender failed: {client.stderr.strip()}")
+        received, elapsed = (float(x) for x in out.split())
+        return received * 8 / elapsed
+
+
+# The self-check's two ends: the receiver times from the first byte to the last.
+RECEIVER = r"""
+import socket, sys, time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((sys.argv[1], int(sys.argv[2]))); s.listen(1); c, _ = s.accept()
+total, first = 0, None
+while True:
+    b = c.recv(1 << 20)
+    if not b: break
+    if first is None: first = time.time()
+    total += len(b)
+print(total, time.time() - first)
+"""
+SENDER = r"""
+import socket, sys, time
+c = socket.create_connection((sys.argv[1], int(sys.argv[2])))
+chunk = b"x" * (1 << 16); end = time.time() + float(sys.argv[3])
+while time.time() < end: c.sendall(chunk)
+c.close()
+"""
+
+
+def cleanup_stale():
+    """Deletes r2sp namespaces left behind by killed runs; returns how many."""
+    names = [line.split()[0] for line in run(["ip", "netns", "list"], check=False).stdout.splitlines()
+             if line.startswith(PREFIX)]
+    for ns in names:
+        for pid in run(["ip", "netns", "pids", ns], check=False).stdout.split():
+            try:
+                os.kill(int(pid), 9)
+            except (ProcessLookupError, ValueError):
+                pass
+        run(["ip", "netns", "del", ns], check=False)
+    return len(names)
