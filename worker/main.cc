@@ -197,8 +197,12 @@ int main(int argc, char** argv) {
     options.sync = book.sync();
     options.staleness = book.staleness();
     options.log_every = FLAGS_log_every > 0 ? FLAGS_log_every : 10;
+    absl::StatusOr<std::unique_ptr<r2sp::RunLog>> log =
+        r2sp::RunLog::Open(FLAGS_metrics, FLAGS_timeline, rank);
+    ExitIfError(log.status(), "opening --metrics/--timeline");
     absl::StatusOr<r2sp::SyntheticResult> result =
-        r2sp::RunSynthetic(options, &ps, &scheduler, &params);
+        r2sp::RunSynthetic(options, &ps, &scheduler, &params, log->get());
+    log->reset();  // completes the timeline file
     ExitIfError(result.status(), "training");
     clocks = FLAGS_iterations;
     counters.set_iterations(FLAGS_iterations);

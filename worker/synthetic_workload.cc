@@ -57,7 +57,7 @@ void FillKnownGradient(int rank, int64_t clock, float* grad, size_t n) {
 
 absl::StatusOr<SyntheticResult> RunSynthetic(const SyntheticOptions& options, PsClient* ps,
                                              SchedulerClient* scheduler,
-                                             std::vector<float>* params) {
+                                             std::vector<float>* params, RunLog* log) {
   std::vector<float> grads(params->size());
   if (!options.known_gradients) {
     FillRandomGradient(options.seed + 1000 + options.rank, grads.data(), grads.size());
@@ -65,30 +65,51 @@ absl::StatusOr<SyntheticResult> RunSynthetic(const SyntheticOptions& options, Ps
   SyntheticResult result;
   const absl::Time start = absl::Now();
   absl::Duration push_time, pull_time;
+  const uint64_t model_bytes = params->size() * sizeof(float);
   for (int clock = 0; clock < options.iterations; ++clock) {
+    const absl::Time tc = absl::Now();
     if (options.compute_ms > 0) {
       std::this_thread::sleep_for(std::chrono::milliseconds(options.compute_ms));
     }
     if (options.known_gradients) FillKnownGradient(options.rank, clock, grads.data(), grads.size());
+    const absl::Time tw = absl::Now();
+    IterationMetrics m;
+    m.clock = clock;
+    m.compute_seconds = absl::ToDoubleSeconds(tw - tc);
     if (options.sync == proto::R2SP) {
       absl::StatusOr<proto::SlotGrant> grant =
           scheduler->RequestSlot(0, options.compute_ms / 1000.0);
       if (!grant.ok()) {
         return absl::Status(grant.status().code(), absl::StrCat("slot: ", grant.status().message()));
       }
+      m.gap_seconds = grant->gap_seconds();
     }
     const absl::Time t0 = absl::Now();
+    m.wait_seconds = absl::ToDoubleSeconds(t0 - tw);
     absl::Status status = ps->Push(grads.data(), clock).Wait();
     if (!status.ok()) return absl::Status(status.code(), absl::StrCat("push: ", status.message()));
     const absl::Time t1 = absl::Now();
     const int64_t min_version = options.sync == proto::BSP ? clock + 1 : 0;
     const int64_t min_clock =
         options.sync == proto::SSP ? std::max<int64_t>(0, clock + 1 - options.staleness) : 0;
-    status = ps->Pull(params->data(), min_version, min_clock).Wait();
+    Ticket pull = ps->Pull(params->data(), min_version, min_clock);
+    status = pull.Wait();
     if (!status.ok()) return absl::Status(status.code(), absl::StrCat("pull: ", status.message()));
     if (options.sync == proto::R2SP) scheduler->ReleaseSlot(/*leaving=*/clock + 1 == options.iterations);
+    const absl::Time t2 = absl::Now();
+    if (log != nullptr) {
+      m.push_seconds = absl::ToDoubleSeconds(t1 - t0);
+      m.pull_seconds = absl::ToDoubleSeconds(t2 - t1);
+      m.wait_seconds += pull.waited_seconds();
+      m.push_bytes = m.pull_bytes = model_bytes;
+      log->Span("compute", tc, tw);
+      if (options.sync == proto::R2SP) log->Span("wait", tw, t0);
+      log->Span("push", t0, t1);
+      log->Span("pull", t1, t2);
+      log->Metrics(m);
+    }
     push_time += t1 - t0;
-    pull_time += absl::Now() - t1;
+    pull_time += t2 - t1;
     if (options.log_every > 0 && (clock + 1) % options.log_every == 0) {
       const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
       std::printf("worker %d: iteration %d/%d  %.1f it/s  push %.2f ms  pull %.2f ms\n",

@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "proto/messages.pb.h"
 #include "common/scheduler_client.h"
+#include "worker/run_log.h"
 #include "worker/ps_client.h"
 
 namespace r2sp {
@@ -47,10 +48,11 @@ struct SyntheticResult {
 };
 
 // Runs the synthetic iterations: (compute) -> (r2sp: slot) -> push the gradient -> pull the
-// parameters as the mode allows -> (r2sp: release). `scheduler` is used in r2sp.
+// parameters as the mode allows -> (r2sp: release). `scheduler` is used in r2sp; `log` (may be
+// null) gets the same per-iteration metrics and timeline spans as real training.
 absl::StatusOr<SyntheticResult> RunSynthetic(const SyntheticOptions& options, PsClient* ps,
                                              SchedulerClient* scheduler,
-                                             std::vector<float>* params);
+                                             std::vector<float>* params, RunLog* log = nullptr);
 
 }  // namespace r2sp
 
