@@ -99,11 +99,7 @@ void SchedulerClient::ReleaseSlot(bool leaving) {
   Message request;
   request.header = NewHeader(proto::RELEASE);
   if (leaving) request.header.mutable_report()->set_leaving(true);
-  transport_->Request(options_.scheduler, std::move(request), options_.request_timeout,
-                      [](absl::StatusOr<Message> reply) {
-                        absl::Status s = reply.ok() ? FromReplyHeader(reply->header) : reply.status();
-                        if (!s.ok()) LOG(WARNING) << "releasing the slot: " << s;
-                      });
+  SendAsync(std::move(request), options_.request_timeout, "releasing the slot", nullptr);
 }
 
 void SchedulerClient::Report(int samples, double compute_seconds,
@@ -112,13 +108,22 @@ void SchedulerClient::Report(int samples, double compute_seconds,
   request.header = NewHeader(proto::REPORT);
   request.header.mutable_report()->set_samples(samples);
   request.header.mutable_report()->set_compute_seconds(compute_seconds);
-  transport_->Request(options_.scheduler, std::move(request), options_.request_timeout,
-                      [on_batch = std::move(on_batch)](absl::StatusOr<Message> reply) {
-                        absl::Status s = reply.ok() ? FromReplyHeader(reply->header) : reply.status();
+  SendAsync(std::move(request), options_.request_timeout, "iteration report",
+            [on_batch = std::move(on_batch)](const proto::Header& reply) {
+              if (reply.batch().batch_size() > 0) on_batch(reply.batch().batch_size());
+            });
+}
+
+void SchedulerClient::SendAsync(Message request, absl::Duration timeout, const char* what,
+                                std::function<void(const proto::Header&)> on_ok) {
+  transport_->Request(options_.scheduler, std::move(request), timeout,
+                      [what, on_ok = std::move(on_ok)](absl::StatusOr<Message> reply) {
+                        const absl::Status s =
+                            reply.ok() ? FromReplyHeader(reply->header) : reply.status();
                         if (!s.ok()) {
-                          LOG(WARNING) << "iteration report: " << s;
-                        } else if (reply->header.batch().batch_size() > 0) {
-                          on_batch(reply->header.batch().batch_size());
+                          LOG(WARNING) << what << ": " << s;
+                        } else if (on_ok) {
+                          on_ok(reply->header);
                         }
                       });
 }
@@ -130,16 +135,10 @@ void SchedulerClient::StartHeartbeats(
     while (!stop_heartbeats_.WaitForNotificationWithTimeout(options_.heartbeat_period)) {
       Message beat;
       beat.header = NewHeader(proto::HEARTBEAT);
-      transport_->Request(options_.scheduler, std::move(beat), options_.heartbeat_period * 3,
-                          [on_reply](absl::StatusOr<Message> reply) {
-                            if (!reply.ok()) {
-                              LOG(WARNING) << "heartbeat: " << reply.status();
-                            } else if (reply->header.code() != proto::OK) {
-                              LOG(WARNING) << "heartbeat refused: " << reply->header.error();
-                            } else if (on_reply) {
-                              on_reply(reply->header.heartbeat_reply());
-                            }
-                          });
+      SendAsync(std::move(beat), options_.heartbeat_period * 3, "heartbeat",
+                [on_reply](const proto::Header& reply) {
+                  if (on_reply) on_reply(reply.heartbeat_reply());
+                });
     }
   });
 }

@@ -62,6 +62,10 @@ class SchedulerClient {
 
  private:
   absl::StatusOr<Message> CallScheduler(Message request, absl::Duration timeout);
+  // Sends without waiting: a failure is logged with `what`; `on_ok` (may be empty) sees a
+  // successful reply on the transport's I/O thread.
+  void SendAsync(Message request, absl::Duration timeout, const char* what,
+                 std::function<void(const proto::Header&)> on_ok);
 
   Transport* const transport_;
   const SchedulerClientOptions options_;

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "glog/logging.h"
+#include "worker/exchange.h"
 
 namespace r2sp {
 
@@ -65,51 +66,24 @@ absl::StatusOr<SyntheticResult> RunSynthetic(const SyntheticOptions& options, Ps
   SyntheticResult result;
   const absl::Time start = absl::Now();
   absl::Duration push_time, pull_time;
-  const uint64_t model_bytes = params->size() * sizeof(float);
   for (int clock = 0; clock < options.iterations; ++clock) {
     const absl::Time tc = absl::Now();
     if (options.compute_ms > 0) {
       std::this_thread::sleep_for(std::chrono::milliseconds(options.compute_ms));
     }
     if (options.known_gradients) FillKnownGradient(options.rank, clock, grads.data(), grads.size());
-    const absl::Time tw = absl::Now();
+    const absl::Time computed = absl::Now();
     IterationMetrics m;
     m.clock = clock;
-    m.compute_seconds = absl::ToDoubleSeconds(tw - tc);
-    if (options.sync == proto::R2SP) {
-      absl::StatusOr<proto::SlotGrant> grant =
-          scheduler->RequestSlot(0, options.compute_ms / 1000.0);
-      if (!grant.ok()) {
-        return absl::Status(grant.status().code(), absl::StrCat("slot: ", grant.status().message()));
-      }
-      m.gap_seconds = grant->gap_seconds();
-    }
-    const absl::Time t0 = absl::Now();
-    m.wait_seconds = absl::ToDoubleSeconds(t0 - tw);
-    absl::Status status = ps->Push(grads.data(), clock).Wait();
-    if (!status.ok()) return absl::Status(status.code(), absl::StrCat("push: ", status.message()));
-    const absl::Time t1 = absl::Now();
-    const int64_t min_version = options.sync == proto::BSP ? clock + 1 : 0;
-    const int64_t min_clock =
-        options.sync == proto::SSP ? std::max<int64_t>(0, clock + 1 - options.staleness) : 0;
-    Ticket pull = ps->Pull(params->data(), min_version, min_clock);
-    status = pull.Wait();
-    if (!status.ok()) return absl::Status(status.code(), absl::StrCat("pull: ", status.message()));
-    if (options.sync == proto::R2SP) scheduler->ReleaseSlot(/*leaving=*/clock + 1 == options.iterations);
-    const absl::Time t2 = absl::Now();
-    if (log != nullptr) {
-      m.push_seconds = absl::ToDoubleSeconds(t1 - t0);
-      m.pull_seconds = absl::ToDoubleSeconds(t2 - t1);
-      m.wait_seconds += pull.waited_seconds();
-      m.push_bytes = m.pull_bytes = model_bytes;
-      log->Span("compute", tc, tw);
-      if (options.sync == proto::R2SP) log->Span("wait", tw, t0);
-      log->Span("push", t0, t1);
-      log->Span("pull", t1, t2);
-      log->Metrics(m);
-    }
-    push_time += t1 - t0;
-    pull_time += t2 - t1;
+    m.compute_seconds = absl::ToDoubleSeconds(computed - tc);
+    if (log != nullptr) log->Span("compute", tc, computed);
+    absl::StatusOr<int> exchanged =
+        Exchange({options.sync, options.staleness}, ps, scheduler, grads.data(), params->data(),
+                 /*scale=*/0.0f, clock + 1 == options.iterations, computed, &m, log);
+    if (!exchanged.ok()) return exchanged.status();
+    if (log != nullptr) log->Metrics(m);
+    push_time += absl::Seconds(m.push_seconds);
+    pull_time += absl::Seconds(m.pull_seconds);
     if (options.log_every > 0 && (clock + 1) % options.log_every == 0) {
       const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
       std::printf("worker %d: iteration %d/%d  %.1f it/s  push %.2f ms  pull %.2f ms\n",

@@ -9,13 +9,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "glog/logging.h"
+#include "worker/exchange.h"
 
 namespace r2sp {
 namespace {
-
-absl::Status Annotate(const absl::Status& s, const char* what) {
-  return s.ok() ? s : absl::Status(s.code(), absl::StrCat(what, ": ", s.message()));
-}
 
 }  // namespace
 
@@ -51,7 +48,6 @@ absl::StatusOr<TrainResult> Train(const TrainerOptions& options, models::Network
   std::vector<float> images(static_cast<size_t>(largest_batch) * g.input.size());
   std::vector<int32_t> labels(largest_batch);
   std::vector<float> grads(params->size());
-  const uint64_t model_bytes = params->size() * sizeof(float);
   TrainResult result;
   const absl::Time start = absl::Now();
   absl::Time window_start = start;
@@ -91,54 +87,19 @@ absl::StatusOr<TrainResult> Train(const TrainerOptions& options, models::Network
       m.compute_seconds = absl::ToDoubleSeconds(t1 - t0);
       m.loss = *loss;
       if (log) log->Span("compute", t0, t1, absl::StrCat("{\"batch\": ", n, "}"));
-      // R2SP: wait for this worker's slot.
-      absl::Time t2 = t1;
-      if (r2sp) {
-        absl::StatusOr<proto::SlotGrant> grant = scheduler->RequestSlot(n, m.compute_seconds);
-        if (!grant.ok()) return Annotate(grant.status(), "waiting for a slot");
-        t2 = absl::Now();
-        m.gap_seconds = grant->gap_seconds();
-        m.wait_seconds += absl::ToDoubleSeconds(t2 - t1);
-        if (hetero && grant->batch().batch_size() > 0) *next_batch = grant->batch().batch_size();
-        if (log) {
-          log->Span("wait", t1, t2, absl::StrCat("{\"gap_ms\": ", m.gap_seconds * 1e3,
-                                                 ", \"grant\": ", grant->grant_index(), "}"));
-        }
-      }
-      // Push, weighted b_i / B with hetero batching.
-      const int64_t clock = result.steps;
+      const int64_t total = options.epochs * options.steps_per_epoch;
+      const int64_t last = options.max_steps > 0 ? std::min(total, options.max_steps) : total;
+      // Weighted b_i / B with hetero batching.
       const float scale = hetero ? static_cast<float>(n) / options.global_batch : 0.0f;
-      absl::Status pushed = ps->Push(grads.data(), clock, /*init=*/false, scale).Wait();
-      if (!pushed.ok()) return Annotate(pushed, "push");
-      const absl::Time t3 = absl::Now();
-      // Pull, as the mode allows.
-      const int64_t min_version = options.sync == proto::BSP ? clock + 1 : 0;
-      const int64_t min_clock =
-          options.sync == proto::SSP ? std::max<int64_t>(0, clock + 1 - options.staleness) : 0;
-      Ticket pull = ps->Pull(params->data(), min_version, min_clock);
-      absl::Status pulled = pull.Wait();
-      if (!pulled.ok()) return Annotate(pulled, "pull");
-      const absl::Time t4 = absl::Now();
-      if (r2sp) {
-        // After its last iteration a worker leaves the ring, so workers with more steps to go
-        // (one that joined late, say) do not wait for its turn.
-        const int64_t total = options.epochs * options.steps_per_epoch;
-        const int64_t last = options.max_steps > 0 ? std::min(total, options.max_steps) : total;
-        scheduler->ReleaseSlot(/*leaving=*/result.steps + 1 == last);
-      }
+      absl::StatusOr<int> assigned =
+          Exchange({options.sync, options.staleness}, ps, scheduler, grads.data(), params->data(),
+                   scale, result.steps + 1 == last, t1, &m, log);
+      if (!assigned.ok()) return assigned.status();
+      if (hetero && *assigned > 0) *next_batch = *assigned;
       if (hetero && !r2sp) {
         scheduler->Report(n, m.compute_seconds, [next_batch](int b) { *next_batch = b; });
       }
-      m.push_seconds = absl::ToDoubleSeconds(t3 - t2);
-      m.pull_seconds = absl::ToDoubleSeconds(t4 - t3);
-      m.wait_seconds += pull.waited_seconds();
-      m.push_bytes = model_bytes;
-      m.pull_bytes = model_bytes;
-      if (log) {
-        log->Span("push", t2, t3);
-        log->Span("pull", t3, t4, absl::StrCat("{\"parked_ms\": ", pull.waited_seconds() * 1e3, "}"));
-        log->Metrics(m);
-      }
+      if (log) log->Metrics(m);
       result.compute_seconds += m.compute_seconds;
       result.wait_seconds += m.wait_seconds;
       result.comm_seconds += m.push_seconds + m.pull_seconds;

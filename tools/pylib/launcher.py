@@ -2,6 +2,7 @@
 and summarise the run (summary.json, merged timeline). Used by tools/launch (local processes)
 and tools/netcluster (processes inside network namespaces)."""
 
+import argparse
 import json
 import os
 import shlex
@@ -12,6 +13,32 @@ import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def parse_args(argv, description, parser=None):
+    """The launch options (see tools/launch), added to `parser` if given."""
+    p = parser or argparse.ArgumentParser(description=description,
+                                          formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--servers", type=int, default=2, help="number of servers (default 2)")
+    p.add_argument("--workers", type=int, default=3, help="number of workers (default 3)")
+    p.add_argument("--sync", default="asp", choices=["bsp", "ssp", "asp", "r2sp"], help="consistency mode")
+    p.add_argument("--run_dir", default="", help="where logs and summary.json go (default runs/TIMESTAMP)")
+    p.add_argument("--bin_dir", default=os.path.join(ROOT, "bazel-bin"),
+                   help="directory holding scheduler/scheduler, server/server, worker/worker")
+    p.add_argument("--timeout", type=float, default=3600, help="stop everything after this many seconds")
+    p.add_argument("--scheduler_flags", default="", help="extra flags for the scheduler (one string)")
+    p.add_argument("--server_flags", default="", help="extra flags for every server (one string)")
+    p.add_argument("--worker_flags", default="", help="extra flags for every worker (one string)")
+    p.add_argument("--quiet", action="store_true", help="do not echo worker progress")
+    p.add_argument("--worker_flags_for", action="append", default=[], metavar="RANK:FLAGS",
+                   help="extra flags for the RANK-th worker started (0-based), e.g. "
+                        "'3:--compute_slowdown=2'; repeatable")
+    args = p.parse_args(argv)
+    if args.servers < 1 or args.workers < 1:
+        p.error("--servers and --workers must be at least 1")
+    if args.timeout <= 0:
+        p.error("--timeout must be positive")
+    return args
 
 
 class Job:

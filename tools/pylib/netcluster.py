@@ -6,9 +6,7 @@ network benchmarking. Workers can be given a CPU quota (cgroup cpu controller). 
 torn down on exit, on failure and on SIGINT/SIGTERM. Needs root."""
 
 import os
-import socket
 import subprocess
-import threading
 import time
 
 PREFIX = "r2sp"

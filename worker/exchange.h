@@ -1,0 +1,33 @@
+// One iteration's communication in the job's consistency mode, shared by real training and the
+// synthetic workload: r2sp: wait for this worker's slot -> push the gradient -> pull the
+// parameters as the mode allows (bsp: the next clock's; ssp: once the slowest live worker is
+// within `staleness` clocks) -> r2sp: release the slot (leaving the ring after the last one).
+#ifndef R2SP_WORKER_EXCHANGE_H_
+#define R2SP_WORKER_EXCHANGE_H_
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/scheduler_client.h"
+#include "worker/ps_client.h"
+#include "worker/run_log.h"
+
+namespace r2sp {
+
+struct ExchangeOptions {
+  proto::SyncMode sync = proto::ASP;
+  int staleness = 0;  // ssp
+};
+
+// `m` holds the iteration's clock, batch and compute_seconds (reported with the slot request);
+// Exchange fills in its wait, gap, push and pull fields. `computed` is when the compute phase
+// ended; `scale` > 0 weights the gradient on the servers; `last` marks the worker's final
+// iteration. Adds wait (r2sp), push and pull spans to `log` (may be null). Returns the batch
+// size an r2sp slot grant assigned with hetero batching, or 0.
+absl::StatusOr<int> Exchange(const ExchangeOptions& options, PsClient* ps,
+                             SchedulerClient* scheduler, const float* grads, float* params,
+                             float scale, bool last, absl::Time computed, IterationMetrics* m,
+                             RunLog* log);
+
+}  // namespace r2sp
+
+#endif  // R2SP_WORKER_EXCHANGE_H_
