@@ -22,6 +22,47 @@ inline double MedianSeconds(int warmup, int reps, const std::function<void()>& b
   return times[times.size() / 2];
 }
 
+inline double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+inline double TimeOnce(const std::function<void()>& body) {
+  const auto t0 = std::chrono::steady_clock::now();
+  body();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Runs every body `warmup` times untimed, then `reps` rounds in which each body runs once,
+// starting each round at the next body (so none always follows the same one). Returns the
+// seconds per body per round: result[body][round]. Interleaving exposes every body to the same
+// moments of a noisy machine, so per-round ratios compare like with like.
+inline std::vector<std::vector<double>> InterleavedSeconds(
+    int warmup, int reps, const std::vector<std::function<void()>>& bodies) {
+  for (int i = 0; i < warmup; ++i) {
+    for (const auto& body : bodies) body();
+  }
+  const size_t n = bodies.size();
+  std::vector<std::vector<double>> times(n, std::vector<double>(reps));
+  for (int r = 0; r < reps; ++r) {
+    for (size_t k = 0; k < n; ++k) {
+      const size_t b = (r + k) % n;
+      times[b][r] = TimeOnce(bodies[b]);
+    }
+  }
+  return times;
+}
+
+// The median over rounds of numerator[r] / denominator[r].
+inline double MedianRatio(const std::vector<double>& numerator,
+                          const std::vector<double>& denominator) {
+  std::vector<double> ratios;
+  for (size_t r = 0; r < numerator.size() && r < denominator.size(); ++r) {
+    ratios.push_back(numerator[r] / denominator[r]);
+  }
+  return Median(ratios);
+}
+
 }  // namespace r2sp::bench
 
 #endif  // R2SP_TOOLS_BENCH_BENCH_UTIL_H_

@@ -7,7 +7,10 @@
 //     behind a Transport (1 MiB partitions by default, SGD with momentum applied on arrival).
 // (c) transport only: the same partitions through our Transport and framing to a handler that
 //     only acknowledges, i.e. (b) without the optimizer: what the protocol itself costs.
-// GB/s are payload bytes per second, 1 GB = 1e9 bytes; push+pull counts both directions.
+// All of a size's measurements run interleaved, round by round, on connections set up once;
+// GB/s are medians over rounds (payload bytes per second, 1 GB = 1e9 bytes; push+pull counts
+// both directions) and the ratios are medians of the per-round ratios, so a noisy moment of the
+// machine hits both sides of a ratio alike.
 #include <cstdio>
 #include <cstring>
 #include <iterator>
@@ -39,37 +42,52 @@ int Reps(size_t bytes) {
   return std::max(3, static_cast<int>(base * FLAGS_reps_scale));
 }
 
-double RawZmqSeconds(size_t bytes) {
-  zmq::context_t ctx(1);
-  zmq::socket_t router(ctx, zmq::socket_type::router);
-  router.bind("tcp://127.0.0.1:*");
-  const std::string endpoint = router.get(zmq::sockopt::last_endpoint);
-  zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
-  dealer.connect(endpoint);
-  std::vector<char> payload(bytes, 1);
-  const int reps = Reps(bytes);
-  const int total = reps + 2;
-  std::thread receiver([&] {
-    for (int i = 0; i < total; ++i) {
-      std::vector<zmq::message_t> frames;
-      CHECK(zmq::recv_multipart(router, std::back_inserter(frames)));
-      CHECK_EQ(frames.size(), 2u);
-      CHECK_EQ(frames[1].size(), bytes);  // verify what was timed
-      router.send(frames[0], zmq::send_flags::sndmore);
-      router.send(zmq::str_buffer("k"), zmq::send_flags::none);
-    }
-  });
-  const double seconds = bench::MedianSeconds(2, reps, [&] {
-    zmq::message_t msg(payload.data(), bytes, [](void*, void*) {}, nullptr);
-    dealer.send(msg, zmq::send_flags::none);
-    zmq::message_t ack;
-    CHECK(dealer.recv(ack));
-  });
-  receiver.join();
-  return seconds;
-}
-
 void CheckOk(const absl::Status& s) { CHECK(s.ok()) << s; }
+
+// (a) A DEALER -> ROUTER pair: Once() sends the payload as one zero-copy message and waits for
+// the 1-byte acknowledgement.
+class RawZmq {
+ public:
+  explicit RawZmq(size_t bytes)
+      : bytes_(bytes), payload_(bytes, 1), router_(ctx_, zmq::socket_type::router),
+        dealer_(ctx_, zmq::socket_type::dealer) {
+    router_.bind("tcp://127.0.0.1:*");
+    dealer_.connect(router_.get(zmq::sockopt::last_endpoint));
+    receiver_ = std::thread([this] {
+      for (;;) {
+        std::vector<zmq::message_t> frames;
+        CHECK(zmq::recv_multipart(router_, std::back_inserter(frames)));
+        CHECK_EQ(frames.size(), 2u);
+        if (frames[1].size() == 0) break;  // Stop()
+        CHECK_EQ(frames[1].size(), bytes_);  // verify what was timed
+        received_ += frames[1].size();
+        router_.send(frames[0], zmq::send_flags::sndmore);
+        router_.send(zmq::str_buffer("k"), zmq::send_flags::none);
+      }
+    });
+  }
+  ~RawZmq() {
+    dealer_.send(zmq::message_t(), zmq::send_flags::none);
+    receiver_.join();
+    CHECK_EQ(received_, bytes_ * sent_);  // verify: every byte arrived
+  }
+  void Once() {
+    zmq::message_t msg(payload_.data(), bytes_, [](void*, void*) {}, nullptr);
+    dealer_.send(msg, zmq::send_flags::none);
+    zmq::message_t ack;
+    CHECK(dealer_.recv(ack));
+    ++sent_;
+  }
+
+ private:
+  const size_t bytes_;
+  std::vector<char> payload_;
+  zmq::context_t ctx_{1};
+  zmq::socket_t router_, dealer_;
+  std::thread receiver_;
+  size_t received_ = 0;  // receiver thread only; read after join
+  size_t sent_ = 0;
+};
 
 // Acknowledges every request without touching its payload.
 class AckHandler : public RequestHandler {
@@ -82,83 +100,134 @@ class AckHandler : public RequestHandler {
   size_t bytes_ = 0;  // only touched on the server's I/O thread
 };
 
-double TransportOnlySeconds(size_t bytes) {
-  AckHandler ack;
-  auto server = Transport::Create(TransportOptions());
-  auto client = Transport::Create(TransportOptions());
-  CHECK(server.ok() && client.ok());
-  (*server)->Start(&ack);
-  (*client)->Start(nullptr);
-  std::vector<char> payload(bytes, 1);
-  const size_t part = FLAGS_partition_bytes;
-  const int reps = Reps(bytes);
-  const double seconds = bench::MedianSeconds(2, reps, [&] {
+// (c) Our transport and framing, partitions acknowledged by a handler that does nothing else.
+class TransportOnly {
+ public:
+  explicit TransportOnly(size_t bytes) : bytes_(bytes), payload_(bytes, 1) {
+    auto server = Transport::Create(TransportOptions());
+    auto client = Transport::Create(TransportOptions());
+    CHECK(server.ok() && client.ok());
+    server_ = *std::move(server);
+    client_ = *std::move(client);
+    server_->Start(&ack_);
+    client_->Start(nullptr);
+  }
+  ~TransportOnly() {
+    client_->Stop();
+    server_->Stop();
+    CHECK_EQ(ack_.bytes_, bytes_ * sent_);  // verify: every byte arrived
+  }
+  void Once() {
     absl::Mutex mu;
     int left = 0;
-    for (size_t offset = 0; offset < bytes; offset += part) {
+    const size_t part = FLAGS_partition_bytes;
+    for (size_t offset = 0; offset < bytes_; offset += part) {
       Message m;
       m.header.set_type(proto::PUSH);
-      m.payload.push_back(BorrowedFrame(payload.data() + offset, std::min(part, bytes - offset)));
+      m.payload.push_back(BorrowedFrame(payload_.data() + offset, std::min(part, bytes_ - offset)));
       {
         absl::MutexLock lock(&mu);
         ++left;
       }
-      (*client)->Request((*server)->endpoint(), std::move(m), absl::Seconds(60),
-                         [&](absl::StatusOr<Message> reply) {
-                           CHECK(reply.ok()) << reply.status();
-                           absl::MutexLock lock(&mu);
-                           --left;
-                         });
+      client_->Request(server_->endpoint(), std::move(m), absl::Seconds(60),
+                       [&](absl::StatusOr<Message> reply) {
+                         CHECK(reply.ok()) << reply.status();
+                         absl::MutexLock lock(&mu);
+                         --left;
+                       });
     }
     absl::MutexLock lock(&mu);
     mu.Await(absl::Condition(+[](int* n) { return *n == 0; }, &left));
-  });
-  (*client)->Stop();
-  (*server)->Stop();
-  CHECK_EQ(ack.bytes_, bytes * (reps + 2));  // verify: every byte arrived
-  return seconds;
-}
+    ++sent_;
+  }
 
-struct OursResult {
-  double push, pull, pushpull;
+ private:
+  const size_t bytes_;
+  std::vector<char> payload_;
+  AckHandler ack_;
+  std::unique_ptr<Transport> server_, client_;
+  size_t sent_ = 0;
 };
 
-OursResult OursSeconds(size_t bytes) {
-  const size_t n = bytes / sizeof(float);
-  proto::TensorSpec tensor;
-  tensor.set_name("model");
-  tensor.set_num_elements(n);
-  auto layout = ModelLayout::Create({tensor}, FLAGS_partition_bytes, 1);
-  CHECK(layout.ok()) << layout.status();
-  ServerOptions options;
-  options.sgd = {0.01f, 0.9f, 1e-4f};
-  options.sync = proto::ASP;
-  ServerHandler handler(options);
-  handler.Configure(0, 1, *layout);
-  auto server = Transport::Create(TransportOptions());
-  auto client = Transport::Create(TransportOptions());
-  CHECK(server.ok() && client.ok());
-  (*server)->Start(&handler);
-  (*client)->Start(nullptr);
-  PsClient ps(client->get(), &*layout, {(*server)->endpoint()}, PsClientOptions());
-  std::vector<float> grads(n, 0.001f), params(n, 0.5f);
-  CheckOk(ps.Push(params.data(), 0, /*init=*/true).Wait());
-  const int reps = Reps(bytes);
-  OursResult r;
-  r.push = bench::MedianSeconds(2, reps, [&] { CheckOk(ps.Push(grads.data(), 0).Wait()); });
-  r.pull = bench::MedianSeconds(2, reps, [&] { CheckOk(ps.Pull(params.data()).Wait()); });
-  r.pushpull = bench::MedianSeconds(2, reps, [&] {
-    CheckOk(ps.Push(grads.data(), 0).Wait());
-    CheckOk(ps.Pull(params.data()).Wait());
-  });
-  // Verify: what we pulled last is what the server holds.
-  const Partition& last = layout->partitions().back();
-  std::optional<std::vector<float>> held = handler.Weights(last.key);
-  CHECK(held.has_value());
-  CHECK_EQ(std::memcmp(held->data(), params.data() + last.offset, last.bytes()), 0);
-  CHECK_NE(params[0], 0.5f) << "updates were not applied";
-  (*client)->Stop();
-  (*server)->Stop();
+// (b) PsClient push/pull of a one-tensor model to a real ServerHandler (SGD with momentum and
+// weight decay applied to every pushed partition on arrival).
+class Ours {
+ public:
+  explicit Ours(size_t bytes) : n_(bytes / sizeof(float)), grads_(n_, 0.001f), params_(n_, 0.5f) {
+    proto::TensorSpec tensor;
+    tensor.set_name("model");
+    tensor.set_num_elements(n_);
+    auto layout = ModelLayout::Create({tensor}, FLAGS_partition_bytes, 1);
+    CHECK(layout.ok()) << layout.status();
+    layout_ = std::make_unique<ModelLayout>(*std::move(layout));
+    ServerOptions options;
+    options.sgd = {0.01f, 0.9f, 1e-4f};
+    options.sync = proto::ASP;
+    handler_ = std::make_unique<ServerHandler>(options);
+    handler_->Configure(0, 1, *layout_);
+    auto server = Transport::Create(TransportOptions());
+    auto client = Transport::Create(TransportOptions());
+    CHECK(server.ok() && client.ok());
+    server_ = *std::move(server);
+    client_ = *std::move(client);
+    server_->Start(handler_.get());
+    client_->Start(nullptr);
+    ps_ = std::make_unique<PsClient>(client_.get(), layout_.get(),
+                                     std::vector<std::string>{server_->endpoint()},
+                                     PsClientOptions());
+    CheckOk(ps_->Push(params_.data(), 0, /*init=*/true).Wait());
+  }
+  ~Ours() {
+    // Verify: what we pulled last is what the server holds, and updates were applied.
+    const Partition& last = layout_->partitions().back();
+    std::optional<std::vector<float>> held = handler_->Weights(last.key);
+    CHECK(held.has_value());
+    CHECK_EQ(std::memcmp(held->data(), params_.data() + last.offset, last.bytes()), 0);
+    CHECK_NE(params_[0], 0.5f) << "updates were not applied";
+    client_->Stop();
+    server_->Stop();
+  }
+  void Push() { CheckOk(ps_->Push(grads_.data(), 0).Wait()); }
+  void Pull() { CheckOk(ps_->Pull(params_.data()).Wait()); }
+  void PushPull() {
+    Push();
+    Pull();
+  }
+
+ private:
+  const size_t n_;
+  std::vector<float> grads_, params_;
+  std::unique_ptr<ModelLayout> layout_;
+  std::unique_ptr<ServerHandler> handler_;
+  std::unique_ptr<Transport> server_, client_;
+  std::unique_ptr<PsClient> ps_;
+};
+
+// One payload size: all five measurements interleaved round by round (bench::InterleavedSeconds),
+// so that ratios compare runs taken at the same moments of a noisy machine.
+struct SizeResult {
+  double raw, transport, push, pull, pushpull;  // median seconds
+  double push_vs_raw, pull_vs_raw, transport_vs_raw;  // median per-round throughput ratios
+};
+
+SizeResult MeasureSize(size_t bytes) {
+  RawZmq raw(bytes);
+  TransportOnly transport(bytes);
+  Ours ours(bytes);
+  const std::vector<std::vector<double>> t = bench::InterleavedSeconds(
+      2, Reps(bytes),
+      {[&] { raw.Once(); }, [&] { transport.Once(); }, [&] { ours.Push(); },
+       [&] { ours.Pull(); }, [&] { ours.PushPull(); }});
+  SizeResult r;
+  r.raw = bench::Median(t[0]);
+  r.transport = bench::Median(t[1]);
+  r.push = bench::Median(t[2]);
+  r.pull = bench::Median(t[3]);
+  r.pushpull = bench::Median(t[4]);
+  // Throughput ratio ours/raw = time raw / time ours.
+  r.transport_vs_raw = bench::MedianRatio(t[0], t[1]);
+  r.push_vs_raw = bench::MedianRatio(t[0], t[2]);
+  r.pull_vs_raw = bench::MedianRatio(t[0], t[3]);
   return r;
 }
 
@@ -201,18 +270,15 @@ int main(int argc, char** argv) {
               "GB/s (2 dirs)");
   double push16 = 0, push100 = 0, pull100 = 0, pp16 = 0, pp100 = 0, trans16 = 0;
   for (size_t bytes : sizes) {
-    const double raw = GBps(bytes, RawZmqSeconds(bytes));
-    const double transport = GBps(bytes, TransportOnlySeconds(bytes));
-    const OursResult ours = OursSeconds(bytes);
-    const double push = GBps(bytes, ours.push);
-    const double pull = GBps(bytes, ours.pull);
-    const double pp = GBps(2.0 * bytes, ours.pushpull);
+    const SizeResult r = MeasureSize(bytes);
+    const double pp = GBps(2.0 * bytes, r.pushpull);
     std::printf("%-8s %9.2f %11.2f %9.2f %9.2f %14.2f %9.2f %9.2f %11.2f\n",
-                absl::StrCat(bytes / kMB, "MB").c_str(), raw, transport, push, pull, pp,
-                push / raw, pull / raw, transport / raw);
+                absl::StrCat(bytes / kMB, "MB").c_str(), GBps(bytes, r.raw),
+                GBps(bytes, r.transport), GBps(bytes, r.push), GBps(bytes, r.pull), pp,
+                r.push_vs_raw, r.pull_vs_raw, r.transport_vs_raw);
     std::fflush(stdout);
-    if (bytes == 16 * kMB) push16 = push / raw, pp16 = pp, trans16 = transport / raw;
-    if (bytes == 100 * kMB) push100 = push / raw, pull100 = pull / raw, pp100 = pp;
+    if (bytes == 16 * kMB) push16 = r.push_vs_raw, pp16 = pp, trans16 = r.transport_vs_raw;
+    if (bytes == 100 * kMB) push100 = r.push_vs_raw, pull100 = r.pull_vs_raw, pp100 = pp;
   }
   const ApplyResult apply = ApplyVsMemcpy();
   const double n_bytes = static_cast<double>(FLAGS_apply_floats) * sizeof(float);
