@@ -43,13 +43,16 @@ class SchedulerClient {
 
   // R2SP: asks for this worker's communication slot after an iteration's compute (reported
   // for the gap and, with hetero batching, the tuner) and waits for the grant.
-  absl::StatusOr<proto::SlotGrant> RequestSlot(int samples, double compute_seconds);
+  // `comm_seconds`: the worker's own push + pull time in its previous exchange.
+  absl::StatusOr<proto::SlotGrant> RequestSlot(int samples, double compute_seconds,
+                                               double comm_seconds = 0);
   // R2SP: gives the slot back; `leaving` after the worker's last iteration takes it out of the
   // ring, so the others do not wait for its turn. Asynchronous; an error is logged.
   void ReleaseSlot(bool leaving = false);
   // Hetero batching (other modes): reports an iteration; `on_batch` (on the transport's I/O
   // thread) receives the batch size to use from the next iteration.
-  void Report(int samples, double compute_seconds, std::function<void(int)> on_batch);
+  void Report(int samples, double compute_seconds, double comm_seconds,
+              std::function<void(int)> on_batch);
 
   // Sends a heartbeat every heartbeat_period; `on_reply` (may be empty) sees each answer on
   // the transport's I/O thread.

@@ -63,18 +63,22 @@ std::vector<int> ProportionalSplit(int total, const std::vector<double>& weights
 BatchTuner::BatchTuner(const BatchTunerOptions& options, int num_workers)
     : options_(options),
       throughput_(num_workers, 0.0),
+      comm_(num_workers, 0.0),
       reports_since_change_(num_workers, 0),
       live_(num_workers, true) {
   batch_ = ProportionalSplit(options.global_batch, std::vector<double>(num_workers, 1.0),
                              options.min_batch, options.max_batch);
 }
 
-int BatchTuner::Report(int worker, int samples, double compute_seconds) {
-  if (samples > 0 && compute_seconds > 0) {
+int BatchTuner::Report(int worker, int samples, double compute_seconds, double comm_seconds) {
+  if (samples > 0 && compute_seconds > 0 && std::isfinite(compute_seconds)) {
     const double v = samples / compute_seconds;
-    throughput_[worker] = throughput_[worker] == 0
-                              ? v
-                              : (1 - options_.smoothing) * throughput_[worker] + options_.smoothing * v;
+    const bool first = throughput_[worker] == 0;
+    const double a = options_.smoothing;
+    throughput_[worker] = first ? v : (1 - a) * throughput_[worker] + a * v;
+    if (std::isfinite(comm_seconds) && comm_seconds >= 0) {
+      comm_[worker] = first ? comm_seconds : (1 - a) * comm_[worker] + a * comm_seconds;
+    }
     ++reports_since_change_[worker];
     MaybeRetune();
   }
@@ -92,14 +96,27 @@ void BatchTuner::AddWorker() {
   for (bool l : live_) live += l;
   batch_.push_back(std::clamp(options_.global_batch / live, options_.min_batch, options_.max_batch));
   throughput_.push_back(0.0);
+  comm_.push_back(0.0);
   reports_since_change_.push_back(0);
   live_.push_back(true);
 }
 
 std::vector<int> BatchTuner::Ideal(bool include_departed) const {
-  std::vector<double> weights;
+  // Equal iteration times: b_i = v_i (K - c_i), K = (B + sum v_j c_j) / sum v_j. Those real
+  // shares (a negative one, for a worker whose communication alone outlasts K, becomes 0 and
+  // min_batch) are the weights of the rounded, clamped split.
+  std::vector<size_t> members;
+  double sum_v = 0, sum_vc = 0;
   for (size_t i = 0; i < live_.size(); ++i) {
-    if (live_[i] || include_departed) weights.push_back(throughput_[i]);
+    if (!live_[i] && !include_departed) continue;
+    members.push_back(i);
+    sum_v += throughput_[i];
+    sum_vc += throughput_[i] * comm_[i];
+  }
+  std::vector<double> weights;
+  for (size_t i : members) {
+    const double k = sum_v > 0 ? (options_.global_batch + sum_vc) / sum_v : 0;
+    weights.push_back(std::max(0.0, throughput_[i] * (k - comm_[i])));
   }
   std::vector<int> split = ProportionalSplit(options_.global_batch, weights, options_.min_batch,
                                              options_.max_batch);

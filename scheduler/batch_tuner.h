@@ -1,6 +1,11 @@
 // Heterogeneity-aware batching: keeps a smoothed throughput v_i (samples per compute second)
-// per worker from its iteration reports and assigns batch sizes b_i proportional to it, with
-// sum b_i = B, each within [min_batch, max_batch]. A new assignment is adopted only when every
+// and communication time c_i (the worker's own push + pull, waiting excluded) per worker from
+// its iteration reports, and assigns batch sizes that make every worker's iteration, compute
+// plus communication, equally long:
+//   b_i / v_i + c_i = K  =>  b_i = v_i (K - c_i),  K = (B + sum v_j c_j) / sum v_j
+// (plain b_i proportional to v_i when the c_i are equal), with sum b_i = B, each within
+// [min_batch, max_batch]. A worker whose CPU is slower communicates slower too, so evening out
+// compute alone would still leave it the straggler of an r2sp ring. A new assignment is adopted only when every
 // live worker has reported a few iterations under the current one and some size would change
 // by more than the hysteresis, so sizes settle instead of flapping. Equal iteration times keep
 // the R2SP ring evenly gapped and stop BSP waiting for stragglers.
@@ -29,8 +34,9 @@ class BatchTuner {
  public:
   BatchTuner(const BatchTunerOptions& options, int num_workers);
 
-  // Worker `worker` processed `samples` in `compute_seconds`. Returns its batch size from now.
-  int Report(int worker, int samples, double compute_seconds);
+  // Worker `worker` processed `samples` in `compute_seconds` and spent `comm_seconds` pushing
+  // and pulling (ignored unless finite and >= 0). Returns its batch size from now.
+  int Report(int worker, int samples, double compute_seconds, double comm_seconds = 0);
   // The worker left (died or finished); the others share B from the next change on.
   void Remove(int worker);
   // A worker joined with the next rank. It starts with B / (live workers); the sizes sum to B
@@ -39,9 +45,11 @@ class BatchTuner {
 
   int batch(int worker) const { return batch_[worker]; }
   double throughput(int worker) const { return throughput_[worker]; }
+  double comm_seconds(int worker) const { return comm_[worker]; }
   int changes() const { return changes_; }
-  // The proportional split for the current throughputs (what the tuner steers towards), over
-  // the live workers, or over all (by their last throughputs) with include_departed.
+  // The split that evens out iteration times for the current estimates (what the tuner steers
+  // towards), over the live workers, or over all (by their last estimates) with
+  // include_departed.
   std::vector<int> Ideal(bool include_departed = false) const;
 
  private:
@@ -50,6 +58,7 @@ class BatchTuner {
   const BatchTunerOptions options_;
   std::vector<int> batch_;
   std::vector<double> throughput_;
+  std::vector<double> comm_;
   std::vector<int> reports_since_change_;
   std::vector<bool> live_;
   int changes_ = 0;

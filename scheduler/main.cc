@@ -19,6 +19,9 @@ DEFINE_uint64(partition_bytes, 1 << 20, "largest partition of the model, in byte
 DEFINE_string(sync, "asp", "consistency mode: bsp, ssp, asp or r2sp (docs/MODES.md)");
 DEFINE_int32(staleness, 3, "ssp: how many clocks a worker may run ahead of the slowest");
 DEFINE_double(r2sp_headroom, 1.2, "r2sp: gap between slot grants = T / (headroom * workers)");
+DEFINE_string(r2sp_slot, "push", "r2sp: what a slot covers: push (released once the push is "
+              "acknowledged, so the next worker's push overlaps this one's pull) or push_pull "
+              "(released after the pull too, as in the R2SP paper)");
 DEFINE_bool(hetero_batching, false, "tune each worker's batch size to its measured throughput");
 DEFINE_int32(global_batch, 256, "hetero batching: the sum of all workers' batch sizes");
 DEFINE_int32(min_batch, 8, "hetero batching: smallest batch a worker is given");
@@ -39,6 +42,8 @@ int main(int argc, char** argv) {
   if (!sync.ok()) r2sp::ExitWithError(sync.status());
   r2sp::CheckFlag(FLAGS_staleness >= 0, "--staleness must be >= 0");
   r2sp::CheckFlag(FLAGS_r2sp_headroom > 0, "--r2sp_headroom must be > 0");
+  r2sp::CheckFlag(FLAGS_r2sp_slot == "push" || FLAGS_r2sp_slot == "push_pull",
+                  "--r2sp_slot must be push or push_pull");
   r2sp::CheckFlag(FLAGS_min_batch >= 1 && FLAGS_min_batch <= FLAGS_max_batch,
                   "need 1 <= --min_batch <= --max_batch");
   if (FLAGS_hetero_batching) {
@@ -61,6 +66,7 @@ int main(int argc, char** argv) {
   options.sync = *sync;
   options.staleness = FLAGS_staleness;
   options.r2sp_headroom = FLAGS_r2sp_headroom;
+  options.r2sp_slot_includes_pull = FLAGS_r2sp_slot == "push_pull";
   options.hetero_batching = FLAGS_hetero_batching;
   options.batching.global_batch = FLAGS_global_batch;
   options.batching.min_batch = FLAGS_min_batch;

@@ -146,7 +146,7 @@ void SchedulerCore::HandleFromNode(const Message& request, Responder& responder,
           break;
         }
         const proto::IterationReport& r = header.report();
-        tuner_->Report(node.rank, r.samples(), r.compute_seconds());
+        tuner_->Report(node.rank, r.samples(), r.compute_seconds(), r.comm_seconds());
         Message reply;
         *reply.header.mutable_batch() = Assignment(node.rank);
         responder.Reply(std::move(reply));
@@ -224,7 +224,9 @@ void SchedulerCore::HandleSlot(const Message& request, Node& node, Responder& re
     responder.ReplyStatus(status);
     return;
   }
-  if (tuner_ != nullptr) tuner_->Report(node.rank, r.samples(), r.compute_seconds());
+  if (tuner_ != nullptr) {
+    tuner_->Report(node.rank, r.samples(), r.compute_seconds(), r.comm_seconds());
+  }
   slot_waiters_.insert_or_assign(node.rank, std::move(responder));
   GrantSlots(now);
 }
@@ -348,6 +350,7 @@ proto::AddressBook SchedulerCore::Book() const {
   book.set_partition_bytes(options_.partition_bytes);
   book.set_sync(options_.sync);
   book.set_staleness(options_.staleness);
+  book.set_r2sp_slot_includes_pull(options_.r2sp_slot_includes_pull);
   if (tuner_ != nullptr) {
     book.set_hetero_batching(true);
     book.set_global_batch(options_.batching.global_batch);

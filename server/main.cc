@@ -15,9 +15,13 @@ DEFINE_string(advertise_host, "", "host name or address workers reach us at");
 DEFINE_double(lr, 0.01, "learning rate");
 DEFINE_double(momentum, 0.9, "SGD momentum (0 disables it)");
 DEFINE_double(weight_decay, 0.0, "L2 weight decay");
-DEFINE_int64(warmup_updates, 0, "linear learning-rate warm-up over this many updates");
-DEFINE_string(lr_milestones, "", "multiply the rate by --lr_gamma after these update counts, "
-              "e.g. 2000,3000 (ASP: every push is an update; BSP: every clock)");
+DEFINE_int64(warmup_updates, 0, "linear learning-rate warm-up over this many global-batch steps");
+DEFINE_string(lr_milestones, "", "multiply the rate by --lr_gamma after these global-batch step "
+              "counts, e.g. 2000,3000 (BSP: a clock is a step; asynchronous modes: a push is b_i/B "
+              "of a step, or a whole one with --noper_sample_updates)");
+DEFINE_bool(per_sample_updates, true, "asp/ssp/r2sp: apply a push of b_i samples as b_i/B of a "
+            "global-batch step (momentum decays per sample), so every mode shares one set of "
+            "hyperparameters; false: every push is a whole SGD step (classic ASP)");
 DEFINE_double(lr_gamma, 0.1, "learning-rate decay factor at each milestone");
 DEFINE_int32(heartbeat_ms, 1000, "heartbeat period");
 DEFINE_int32(register_timeout_s, 60, "give up if the scheduler does not answer in this time");
@@ -46,6 +50,7 @@ int main(int argc, char** argv) {
   options.schedule.warmup_updates = FLAGS_warmup_updates;
   options.schedule.milestones = *milestones;
   options.schedule.gamma = static_cast<float>(FLAGS_lr_gamma);
+  options.per_sample_updates = FLAGS_per_sample_updates;
   // The consistency mode comes from the scheduler's address book; the handler is built after
   // registration, so until then the transport answers requests with NOT_READY.
   (*transport)->Start(nullptr);

@@ -100,7 +100,7 @@ void ServerHandler::HandleRequest(Message request, Responder responder) {
 
 SgdOptions ServerHandler::SgdFor(const Slot& slot) const {
   SgdOptions sgd = options_.sgd;
-  sgd.learning_rate *= options_.schedule.Factor(slot.state.version());
+  sgd.learning_rate *= options_.schedule.Factor(static_cast<int64_t>(slot.steps + 1e-6));
   return sgd;
 }
 
@@ -163,14 +163,20 @@ void ServerHandler::HandlePush(Message& request, Responder& responder) {
                                  "partition ", header.key(), " has no initial value yet")));
   }
   const float weight = header.push().scale();
-  if (weight < 0.0f || !std::isfinite(weight)) {
-    return Reject(responder, absl::InvalidArgumentError("push scale must be finite and >= 0"));
+  if (!(weight >= 0.0f && weight <= 1.0f)) {
+    return Reject(responder, absl::InvalidArgumentError(
+                                 absl::StrCat("push scale must be in [0, 1], got ", weight)));
   }
   if (options_.sync == proto::BSP) {
     status = slot.aggregator->Add(header.sender_rank(), header.clock(), grad, weight);
     if (!status.ok()) return Reject(responder, status);
+  } else if (options_.per_sample_updates && weight > 0.0f && weight < 1.0f) {
+    const FractionalStep step = StepForFraction(SgdFor(slot), weight);
+    slot.state.Apply(step.options, step.grad_scale, grad);
+    slot.steps += weight;
   } else {
-    slot.state.Apply(SgdFor(slot), weight > 0.0f ? weight : 1.0f, grad);
+    slot.state.Apply(SgdFor(slot), 1.0f, grad);
+    slot.steps += 1;
   }
   ++slot.pushed[header.sender_rank()];
   responder.ReplyStatus(absl::OkStatus());
@@ -181,6 +187,7 @@ void ServerHandler::HandlePush(Message& request, Responder& responder) {
 void ServerHandler::MaybeCompleteClock(Slot& slot) {
   if (slot.aggregator != nullptr && slot.aggregator->Complete(live_workers_)) {
     slot.state.Apply(SgdFor(slot), slot.aggregator->scale(), slot.aggregator->sum());
+    slot.steps += 1;
     slot.aggregator->Advance();
   }
 }

@@ -24,6 +24,11 @@ struct ServerOptions {
   SgdOptions sgd;       // sgd.learning_rate is the base rate
   LrSchedule schedule;  // multiplies the base rate per update
   proto::SyncMode sync = proto::ASP;
+  // Asynchronous modes (asp, ssp, r2sp): a push's scale is its fraction b_i / B of a global-batch
+  // step, and the update is normalised per sample (StepForFraction), so that every mode runs the
+  // same hyperparameters. false: every push is one whole SGD step on its own gradient (classic
+  // ASP; the scale is ignored).
+  bool per_sample_updates = true;
 };
 
 // Thread-safety: Configure() and the accessors may be called from any thread; the
@@ -62,6 +67,7 @@ class ServerHandler : public RequestHandler {
     std::unique_ptr<ClockAggregator> aggregator;  // BSP only
     std::vector<int64_t> pushed;                   // gradients received per worker (SSP)
     std::vector<ParkedPull> parked_pulls;
+    double steps = 0;  // global-batch steps applied (fractions in asynchronous modes)
   };
 
   absl::Status CheckSender(const proto::Header& header) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -2,6 +2,8 @@
 // AVX-512 clones are chosen at run time where the CPU has them.
 #include "server/sgd.h"
 
+#include <cmath>
+
 namespace r2sp {
 namespace {
 
@@ -47,6 +49,19 @@ void PlainOutOfPlace(float lr, float wd, float scale, const float* __restrict g,
 }
 
 }  // namespace
+
+FractionalStep StepForFraction(const SgdOptions& options, float fraction) {
+  FractionalStep step{options, 1.0f};
+  if (fraction >= 1.0f) return step;
+  const double mu = options.momentum;
+  const double mu_f = std::pow(mu, static_cast<double>(fraction));
+  const double c = mu == 0.0 ? 1.0 : (1.0 - mu_f) / (1.0 - mu);
+  step.options.learning_rate = options.learning_rate * fraction;
+  step.options.momentum = static_cast<float>(mu_f);
+  step.options.weight_decay = static_cast<float>(options.weight_decay * c);
+  step.grad_scale = static_cast<float>(c);
+  return step;
+}
 
 void SgdApply(const SgdOptions& options, float scale, const float* grad,
               const float* weight_in, float* weight_out, float* momentum_buffer, size_t n) {

@@ -23,7 +23,7 @@ absl::StatusOr<int> Exchange(const ExchangeOptions& options, PsClient* ps,
   int assigned = 0;
   absl::Time granted = computed;
   if (r2sp) {
-    absl::StatusOr<proto::SlotGrant> grant = scheduler->RequestSlot(m->batch, m->compute_seconds);
+    absl::StatusOr<proto::SlotGrant> grant = scheduler->RequestSlot(m->batch, m->compute_seconds, options.previous_comm_seconds);
     if (!grant.ok()) return Annotate(grant.status(), "waiting for a slot");
     granted = absl::Now();
     m->gap_seconds = grant->gap_seconds();
@@ -37,6 +37,9 @@ absl::StatusOr<int> Exchange(const ExchangeOptions& options, PsClient* ps,
   absl::Status pushed = ps->Push(grads, m->clock, /*init=*/false, scale).Wait();
   if (!pushed.ok()) return Annotate(pushed, "push");
   const absl::Time after_push = absl::Now();
+  // The last slot takes the worker out of the ring, so workers with more steps to go (one that
+  // joined late, say) do not wait for its turn.
+  if (r2sp && !options.slot_includes_pull) scheduler->ReleaseSlot(/*leaving=*/last);
   const int64_t min_version = options.sync == proto::BSP ? m->clock + 1 : 0;
   const int64_t min_clock =
       options.sync == proto::SSP ? std::max<int64_t>(0, m->clock + 1 - options.staleness) : 0;
@@ -44,13 +47,12 @@ absl::StatusOr<int> Exchange(const ExchangeOptions& options, PsClient* ps,
   absl::Status pulled = pull.Wait();
   if (!pulled.ok()) return Annotate(pulled, "pull");
   const absl::Time after_pull = absl::Now();
-  // The last slot takes the worker out of the ring, so workers with more steps to go (one that
-  // joined late, say) do not wait for its turn.
-  if (r2sp) scheduler->ReleaseSlot(/*leaving=*/last);
+  if (r2sp && options.slot_includes_pull) scheduler->ReleaseSlot(/*leaving=*/last);
   const uint64_t bytes = ps->layout().total_bytes();
   m->wait_seconds = absl::ToDoubleSeconds(granted - computed) + pull.waited_seconds();
   m->push_seconds = absl::ToDoubleSeconds(after_push - granted);
   m->pull_seconds = absl::ToDoubleSeconds(after_pull - after_push);
+  m->parked_seconds = pull.waited_seconds();
   m->push_bytes = m->pull_bytes = bytes;
   if (log != nullptr) {
     log->Span("push", granted, after_push);

@@ -1,7 +1,8 @@
 // One iteration's communication in the job's consistency mode, shared by real training and the
-// synthetic workload: r2sp: wait for this worker's slot -> push the gradient -> pull the
-// parameters as the mode allows (bsp: the next clock's; ssp: once the slowest live worker is
-// within `staleness` clocks) -> r2sp: release the slot (leaving the ring after the last one).
+// synthetic workload: r2sp: wait for this worker's slot -> push the gradient -> r2sp: release
+// the slot (leaving the ring after the last one; with slot_includes_pull only after the pull)
+// -> pull the parameters as the mode allows (bsp: the next clock's; ssp: once the slowest live
+// worker is within `staleness` clocks).
 #ifndef R2SP_WORKER_EXCHANGE_H_
 #define R2SP_WORKER_EXCHANGE_H_
 
@@ -16,6 +17,12 @@ namespace r2sp {
 struct ExchangeOptions {
   proto::SyncMode sync = proto::ASP;
   int staleness = 0;  // ssp
+  // r2sp: release the slot after the pull (the R2SP paper) instead of once the push is
+  // acknowledged (the default: the next worker's push then overlaps this one's pull).
+  bool slot_includes_pull = false;
+  // The previous iteration's IterationMetrics::CommSeconds(), reported with the r2sp slot
+  // request (hetero batching).
+  double previous_comm_seconds = 0;
 };
 
 // `m` holds the iteration's clock, batch and compute_seconds (reported with the slot request);

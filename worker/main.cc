@@ -39,6 +39,8 @@ DEFINE_string(device, "cpu", "cpu (oneDNN) or cuda (cuDNN/cuBLAS; needs a build 
 DEFINE_int32(gpu, 0, "CUDA device index for --device=cuda");
 DEFINE_int32(threads, 0, "CPU backend threads (0: oneDNN's default, all cores)");
 DEFINE_bool(augment, true, "cifar10: random crop and flip");
+DEFINE_bool(lookahead, true, "r2sp: compute each gradient at the parameters extrapolated to when "
+            "it will be applied (delay compensation; worker/lookahead.h)");
 DEFINE_double(compute_slowdown, 1.0, "EMULATION of a slower machine: stretch each compute phase "
               "to this many times its length by sleeping after it (1 = off)");
 DEFINE_double(emulate_ms_per_sample, 0, "EMULATION of an accelerator: each compute phase lasts "
@@ -196,6 +198,7 @@ int main(int argc, char** argv) {
     options.compute_ms = FLAGS_compute_ms;
     options.sync = book.sync();
     options.staleness = book.staleness();
+    options.r2sp_slot_includes_pull = book.r2sp_slot_includes_pull();
     options.log_every = FLAGS_log_every > 0 ? FLAGS_log_every : 10;
     absl::StatusOr<std::unique_ptr<r2sp::RunLog>> log =
         r2sp::RunLog::Open(FLAGS_metrics, FLAGS_timeline, rank);
@@ -237,8 +240,10 @@ int main(int argc, char** argv) {
     options.max_steps = FLAGS_max_steps;
     options.sync = book.sync();
     options.staleness = book.staleness();
+    options.r2sp_slot_includes_pull = book.r2sp_slot_includes_pull();
     options.hetero_batching = book.hetero_batching();
     options.compute_slowdown = FLAGS_compute_slowdown;
+    options.lookahead = FLAGS_lookahead;
     options.emulate_ms_per_sample = FLAGS_emulate_ms_per_sample;
     if (options.hetero_batching) {
       // The scheduler decides the batch sizes; an epoch is the data set in global batches.
@@ -247,6 +252,7 @@ int main(int argc, char** argv) {
       options.steps_per_epoch = std::max<int64_t>(1, data->train.size() / book.global_batch());
     } else {
       options.batch_size = FLAGS_batch_size;
+      options.global_batch = FLAGS_batch_size * world;
       options.steps_per_epoch = std::max<int64_t>(1, data->train.size() / world / FLAGS_batch_size);
     }
     options.evaluate = rank == 0;

@@ -27,6 +27,10 @@ struct IterationMetrics {
   uint64_t pull_bytes = 0;
   double loss = 0;
   double gap_seconds = 0;      // r2sp: the slot gap in force
+  double parked_seconds = 0;   // of pull_seconds, the time the pull was parked on a server
+
+  // The worker's own communication time: push and pull, parked time excluded.
+  double CommSeconds() const { return push_seconds + pull_seconds - parked_seconds; }
 };
 
 // Not thread-safe: the worker's training thread writes it.

@@ -39,6 +39,7 @@ struct SyntheticOptions {
   int compute_ms = 0;            // sleep per iteration, standing in for compute
   proto::SyncMode sync = proto::ASP;
   int staleness = 0;             // ssp
+  bool r2sp_slot_includes_pull = false;
   int log_every = 10;
 };
 

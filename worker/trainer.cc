@@ -10,6 +10,7 @@
 #include "absl/time/clock.h"
 #include "glog/logging.h"
 #include "worker/exchange.h"
+#include "worker/lookahead.h"
 
 namespace r2sp {
 namespace {
@@ -48,6 +49,9 @@ absl::StatusOr<TrainResult> Train(const TrainerOptions& options, models::Network
   std::vector<float> images(static_cast<size_t>(largest_batch) * g.input.size());
   std::vector<int32_t> labels(largest_batch);
   std::vector<float> grads(params->size());
+  Lookahead lookahead;
+  const float* point = params->data();  // where the next gradient is computed
+  double previous_comm_seconds = 0;
   TrainResult result;
   const absl::Time start = absl::Now();
   absl::Time window_start = start;
@@ -72,7 +76,7 @@ absl::StatusOr<TrainResult> Train(const TrainerOptions& options, models::Network
       // Compute.
       const absl::Time t0 = absl::Now();
       absl::StatusOr<float> loss =
-          net->TrainStep(params->data(), images.data(), labels.data(), n, grads.data());
+          net->TrainStep(point, images.data(), labels.data(), n, grads.data());
       if (!loss.ok()) return loss.status();
       if (options.emulate_ms_per_sample > 0) {
         const absl::Duration target = absl::Milliseconds(options.emulate_ms_per_sample * n);
@@ -89,15 +93,31 @@ absl::StatusOr<TrainResult> Train(const TrainerOptions& options, models::Network
       if (log) log->Span("compute", t0, t1, absl::StrCat("{\"batch\": ", n, "}"));
       const int64_t total = options.epochs * options.steps_per_epoch;
       const int64_t last = options.max_steps > 0 ? std::min(total, options.max_steps) : total;
-      // Weighted b_i / B with hetero batching.
-      const float scale = hetero ? static_cast<float>(n) / options.global_batch : 0.0f;
+      // b_i / B: BSP sums weighted gradients with hetero batching (else averages them);
+      // asynchronous modes apply the push as that fraction of a global-batch step.
+      const bool weighted = hetero || options.sync != proto::BSP;
+      const float scale =
+          weighted ? std::min(1.0f, static_cast<float>(n) / options.global_batch) : 0.0f;
       absl::StatusOr<int> assigned =
-          Exchange({options.sync, options.staleness}, ps, scheduler, grads.data(), params->data(),
+          Exchange({options.sync, options.staleness, options.r2sp_slot_includes_pull,
+                    previous_comm_seconds}, ps, scheduler, grads.data(), params->data(),
                    scale, result.steps + 1 == last, t1, &m, log);
       if (!assigned.ok()) return assigned.status();
       if (hetero && *assigned > 0) *next_batch = *assigned;
+      double lookahead_seconds = 0;
+      if (options.lookahead && r2sp) {
+        const absl::Time l0 = absl::Now();
+        const float alpha = 1.0f - std::min(1.0f, static_cast<float>(*next_batch) /
+                                                      std::max(1, options.global_batch));
+        point = lookahead.Next(*params, alpha);
+        lookahead_seconds = absl::ToDoubleSeconds(absl::Now() - l0);
+      }
+      // The tuner's fixed per-iteration cost: communication and the pass over the parameters,
+      // which do not shrink with the batch.
+      previous_comm_seconds = m.CommSeconds() + lookahead_seconds;
       if (hetero && !r2sp) {
-        scheduler->Report(n, m.compute_seconds, [next_batch](int b) { *next_batch = b; });
+        scheduler->Report(n, m.compute_seconds, previous_comm_seconds,
+                          [next_batch](int b) { *next_batch = b; });
       }
       if (log) log->Metrics(m);
       result.compute_seconds += m.compute_seconds;

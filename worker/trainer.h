@@ -1,11 +1,12 @@
 // The worker's training loop through the parameter servers, in every consistency mode:
 //   compute (forward/backward on a batch of the worker's shard)
 //   -> r2sp: wait for the scheduler's slot grant
-//   -> push the gradient (weighted b_i / B with heterogeneity-aware batching)
+//   -> push the gradient, weighted b_i / B (bsp: only with heterogeneity-aware batching)
 //   -> pull the parameters (bsp: of the next clock; ssp: once the slowest live worker is within
 //      `staleness` clocks; asp, r2sp: the current ones)
 //   -> r2sp: release the slot; hetero batching: report samples and compute time, adopt the
-//      batch size the scheduler answers with from the next iteration.
+//      batch size the scheduler answers with from the next iteration; r2sp with lookahead:
+//      the next gradient is computed at the parameters extrapolated to when it will land.
 // Worker 0 evaluates the test set after each epoch. Every iteration is recorded in a RunLog.
 #ifndef R2SP_WORKER_TRAINER_H_
 #define R2SP_WORKER_TRAINER_H_
@@ -33,14 +34,18 @@ struct TrainerOptions {
   int64_t max_steps = 0;  // stop after this many steps in all (0: no limit)
   proto::SyncMode sync = proto::ASP;
   int staleness = 0;      // ssp
+  bool r2sp_slot_includes_pull = false;
   bool hetero_batching = false;
-  int global_batch = 0;   // hetero batching: B
+  int global_batch = 0;   // B: the samples of one step of all workers (b_i / B weights pushes)
   // Emulation of a slower machine: the compute phase is stretched to this many times its
   // length (by sleeping after it). 1 = off.
   double compute_slowdown = 1.0;
   // Emulation of an accelerator: the compute phase lasts at least this many milliseconds per
   // sample of the batch (by sleeping after the real forward/backward). 0 = off.
   double emulate_ms_per_sample = 0.0;
+  // r2sp: compute each gradient where the parameters are predicted to be when it lands
+  // (worker/lookahead.h).
+  bool lookahead = false;
   bool evaluate = false;  // evaluate the test set after every epoch
   int eval_batch = 1000;
   int log_every = 50;     // progress line every this many steps (0: never)

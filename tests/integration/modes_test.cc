@@ -45,15 +45,17 @@ struct Span {
   double gap_ms;  // for pushes: the slot gap in force when it was granted
 };
 
-// The push spans of every worker's timeline, each with the gap of its slot grant.
-std::vector<Span> Pushes(const LocalJob& job, int workers) {
+// The `name` spans ("push", "pull") of every worker's timeline, in start order, each with the
+// gap of the slot grant before it.
+std::vector<Span> Spans(const LocalJob& job, int workers, const std::string& name = "push") {
   std::vector<Span> pushes;
+  const std::string wanted = "\"name\": \"" + name + "\"";
   for (int w = 0; w < workers; ++w) {
     double gap = 0;
     for (absl::string_view line : absl::StrSplit(testing::ReadFile(job.WorkerFile(w, ".json")), '\n')) {
       const std::string l(line);
       if (l.find("\"name\": \"wait\"") != std::string::npos) gap = Field(l, "gap_ms");
-      if (l.find("\"name\": \"push\"") != std::string::npos) {
+      if (l.find(wanted) != std::string::npos) {
         pushes.push_back({static_cast<int>(Field(l, "tid")), static_cast<int64_t>(Field(l, "ts")),
                           static_cast<int64_t>(Field(l, "dur")), gap});
       }
@@ -85,11 +87,11 @@ TEST_P(ModesTest, FourWorkersTrainTheMlpTo80Percent) {
   const std::string stats = job.Stats();
   EXPECT_GE(testing::ReportedAccuracy(stats), 0.80) << stats;
   if (GetParam() != "r2sp") return;
-  // R2SP: a grant waits for the previous holder's release, which comes after its push and pull,
-  // so pushes cannot overlap at all. Grants are at least the gap apart on the scheduler's
+  // R2SP: a grant waits for the previous holder's release, which comes after its push, so
+  // pushes cannot overlap at all. Grants are at least the gap apart on the scheduler's
   // clock; a push starts when the grant reaches the worker, which varies by the delivery and
   // wake-up latency on this shared machine — we allow 2 ms for that difference.
-  const std::vector<Span> pushes = Pushes(job, 4);
+  const std::vector<Span> pushes = Spans(job, 4);
   ASSERT_EQ(pushes.size(), 4u * 2 * (60000 / 4 / 64)) << job.dir();
   int overlaps = 0, too_close = 0;
   for (size_t k = 1; k < pushes.size(); ++k) {
@@ -105,6 +107,50 @@ TEST_P(ModesTest, FourWorkersTrainTheMlpTo80Percent) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, ModesTest, ::testing::Values("bsp", "ssp", "asp", "r2sp"));
+
+// What an r2sp slot covers: by default the push only, so the next holder's push overlaps this
+// one's pull (both directions of the server's link busy); with --r2sp_slot=push_pull, as in the
+// R2SP paper, no push starts before the previous holder's pull has ended.
+class SlotCoverageTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(SlotCoverageTest, PushesOverlapPullsOnlyWhenTheSlotIsThePush) {
+  JobSpec spec;
+  spec.name = "slot_" + GetParam();
+  spec.servers = 1;
+  spec.workers = 3;
+  spec.scheduler_flags = {"--sync=r2sp", "--r2sp_slot=" + GetParam()};
+  spec.worker_flags = {"--model_mb=8", "--iterations=20", "--log_every=100000"};
+  spec.trace = true;
+  LocalJob job(spec);
+  ASSERT_TRUE(job.WaitAll(absl::Seconds(120)));
+  const std::vector<Span> pushes = Spans(job, 3, "push");
+  const std::vector<Span> pulls = Spans(job, 3, "pull");
+  ASSERT_EQ(pushes.size(), 60u);
+  ASSERT_EQ(pulls.size(), 60u);
+  // The pull that follows push k is the k-th pull of the same worker; find it by start time.
+  int overlapping = 0;
+  for (size_t k = 1; k < pushes.size(); ++k) {
+    const Span& previous_push = pushes[k - 1];
+    const Span* its_pull = nullptr;
+    for (const Span& p : pulls) {
+      if (p.worker == previous_push.worker && p.start_us >= previous_push.start_us) {
+        its_pull = &p;
+        break;
+      }
+    }
+    ASSERT_NE(its_pull, nullptr);
+    overlapping += pushes[k].start_us < its_pull->start_us + its_pull->dur_us;
+    EXPECT_GE(pushes[k].start_us, previous_push.start_us + previous_push.dur_us);
+  }
+  RecordProperty("overlapping", overlapping);
+  if (GetParam() == "push_pull") {
+    EXPECT_EQ(overlapping, 0);
+  } else {
+    EXPECT_GE(overlapping, 59 / 4) << "the next push should usually start during the pull";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Slots, SlotCoverageTest, ::testing::Values("push", "push_pull"));
 
 void WaitForIterations(const LocalJob& job, int i, int iterations);
 
@@ -150,7 +196,7 @@ TEST(JoinTest, WorkerJoinsARunningR2spRing) {
             std::string::npos) << job.scheduler().Log();
   const std::string stats = job.Stats();
   EXPECT_NE(stats.find("{\"rank\": 3,"), std::string::npos) << stats;
-  const std::vector<Span> pushes = Pushes(job, 4);
+  const std::vector<Span> pushes = Spans(job, 4);
   int joiner_pushes = 0, overlaps = 0;
   for (size_t k = 0; k < pushes.size(); ++k) {
     joiner_pushes += pushes[k].worker == 3;

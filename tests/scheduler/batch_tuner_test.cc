@@ -86,5 +86,47 @@ TEST(BatchTunerTest, WaitsForEveryWorkerAndDropsLeavers) {
   EXPECT_GT(t.Ideal(/*include_departed=*/true)[2], 0);  // the final report still shows it
 }
 
+// A slower CPU communicates slower too: sizes even out compute + communication, not compute
+// alone. v = 1000 and 500 samples/s, c = 20 and 40 ms, B = 150: K = 190/1500 s, so
+// b = 1000 (K - 0.02) = 106.7 and 500 (K - 0.04) = 43.3; both iterations then take 127 ms
+// (proportional sizes 100/50 would take 120 and 140 ms).
+TEST(BatchTunerTest, EvensOutComputePlusCommunication) {
+  BatchTunerOptions o;
+  o.global_batch = 150;
+  o.hysteresis = 0.0;
+  BatchTuner t(o, 2);
+  for (int round = 0; round < 30; ++round) {
+    t.Report(0, t.batch(0), t.batch(0) / 1000.0, 0.020);
+    t.Report(1, t.batch(1), t.batch(1) / 500.0, 0.040);
+  }
+  EXPECT_EQ(t.batch(0), 107);
+  EXPECT_EQ(t.batch(1), 43);
+  EXPECT_NEAR(t.comm_seconds(1), 0.040, 1e-9);
+  // Equal communication times change nothing against the proportional split.
+  BatchTuner u(o, 2);
+  for (int round = 0; round < 30; ++round) {
+    u.Report(0, u.batch(0), u.batch(0) / 1000.0, 0.030);
+    u.Report(1, u.batch(1), u.batch(1) / 500.0, 0.030);
+  }
+  EXPECT_EQ(u.batch(0), 100);
+  EXPECT_EQ(u.batch(1), 50);
+}
+
+TEST(BatchTunerTest, CommunicationLongerThanAnIterationGetsTheMinimum) {
+  BatchTunerOptions o;
+  o.global_batch = 100;
+  o.min_batch = 4;
+  o.hysteresis = 0.0;
+  BatchTuner t(o, 2);
+  for (int round = 0; round < 30; ++round) {
+    t.Report(0, t.batch(0), t.batch(0) / 1000.0, 0.0);
+    t.Report(1, t.batch(1), t.batch(1) / 1000.0, 10.0);  // 10 s of communication
+    t.Report(1, t.batch(1), t.batch(1) / 1000.0, -1.0);  // nonsense: ignored
+  }
+  EXPECT_EQ(t.batch(1), 4);
+  EXPECT_EQ(t.batch(0), 96);
+  EXPECT_NEAR(t.comm_seconds(1), 10.0, 1e-9);
+}
+
 }  // namespace
 }  // namespace r2sp

@@ -14,7 +14,8 @@ using testing::WorkerRequest;
 
 class ServerHandlerTest : public ::testing::Test {
  protected:
-  void SetUpHandler(proto::SyncMode sync, int num_workers) {
+  void SetUpHandler(proto::SyncMode sync, int num_workers, float momentum = 0.0f,
+                    bool per_sample_updates = true) {
     proto::TensorSpec t;
     t.set_name("w");
     t.set_num_elements(8);
@@ -22,8 +23,9 @@ class ServerHandlerTest : public ::testing::Test {
     ASSERT_TRUE(layout.ok());
     layout_ = std::make_unique<ModelLayout>(*layout);
     ServerOptions options;
-    options.sgd = {0.5f, 0.0f, 0.0f};
+    options.sgd = {0.5f, momentum, 0.0f};
     options.sync = sync;
+    options.per_sample_updates = per_sample_updates;
     handler_ = std::make_unique<ServerHandler>(options);
     handler_->Configure(0, num_workers, *layout_);
   }
@@ -219,10 +221,34 @@ TEST_F(ServerHandlerTest, WeightedGradientsAreSummedAsGiven) {
   Push(0, 0, {0, 0, 0, 0}, 0, true);
   Push(0, 0, {4, 4, 4, 4}, 0, false, 0.5f);
   Push(0, 0, {4, 4, 4, 4}, 0, false, -1.0f);  // refused
+  Push(0, 0, {4, 4, 4, 4}, 0, false, 1.5f);   // refused: more than a whole step
   replies = sink_.Take();
-  ASSERT_EQ(replies.size(), 3u);
+  ASSERT_EQ(replies.size(), 4u);
   EXPECT_EQ(replies[2].second.header.code(), proto::INVALID_ARGUMENT);
+  EXPECT_EQ(replies[3].second.header.code(), proto::INVALID_ARGUMENT);
   EXPECT_EQ(*handler_->Weights(0), (std::vector<float>{-1, -1, -1, -1}));
+}
+
+// Asynchronous pushes are fractions of a global-batch step: with momentum, two pushes of half
+// a step each follow StepForFraction, not two whole steps; --noper_sample_updates restores them.
+TEST_F(ServerHandlerTest, AsyncPushesAreFractionsOfAStep) {
+  const SgdOptions sgd{0.5f, 0.9f, 0.0f};
+  const std::vector<float> g = {1, 2, 3, 4};
+  for (bool per_sample : {true, false}) {
+    SetUpHandler(proto::R2SP, 2, 0.9f, per_sample);
+    Push(0, 0, {0, 0, 0, 0}, 0, true);
+    Push(0, 0, g, 0, false, 0.5f);
+    Push(1, 0, g, 0, false, 0.5f);
+    std::vector<float> w(4, 0.0f), m(4, 0.0f);
+    const FractionalStep step = per_sample ? StepForFraction(sgd, 0.5f) : FractionalStep{sgd, 1};
+    for (int i = 0; i < 2; ++i) {
+      SgdApply(step.options, step.grad_scale, g.data(), w.data(), w.data(), m.data(), 4);
+    }
+    EXPECT_EQ(*handler_->Weights(0), w) << "per_sample=" << per_sample;
+    // Two half steps from a cold buffer move less than two whole steps (0.5 * (1 + 1.9) * g).
+    if (per_sample) EXPECT_GT(w[0], -0.5f * 2.9f);
+    sink_.Take();
+  }
 }
 
 TEST_F(ServerHandlerTest, ShutdownOnlyFromScheduler) {

@@ -62,5 +62,63 @@ TEST(SgdTest, KnownValues) {
   EXPECT_FLOAT_EQ(w, 0.5725f);
 }
 
+TEST(StepForFractionTest, WholeStepIsUnchanged) {
+  const SgdOptions options{0.1f, 0.9f, 5e-4f};
+  const FractionalStep step = StepForFraction(options, 1.0f);
+  EXPECT_EQ(step.options.learning_rate, 0.1f);
+  EXPECT_EQ(step.options.momentum, 0.9f);
+  EXPECT_EQ(step.options.weight_decay, 5e-4f);
+  EXPECT_EQ(step.grad_scale, 1.0f);
+}
+
+TEST(StepForFractionTest, KnownValues) {
+  // f = 1/4, mu = 0.9: mu^f = 0.974004, (1 - mu^f) / (1 - mu) = 0.259963, rate * 1/4.
+  const FractionalStep step = StepForFraction({0.1f, 0.9f, 1e-3f}, 0.25f);
+  EXPECT_NEAR(step.options.momentum, 0.974004, 1e-6);
+  EXPECT_NEAR(step.grad_scale, 0.259963, 1e-6);
+  EXPECT_NEAR(step.options.weight_decay, 1e-3 * 0.259963, 1e-9);
+  EXPECT_FLOAT_EQ(step.options.learning_rate, 0.025f);
+  // Without momentum a fraction is plain SGD at f times the rate.
+  const FractionalStep plain = StepForFraction({0.1f, 0.0f, 0.0f}, 0.25f);
+  EXPECT_EQ(plain.options.momentum, 0.0f);
+  EXPECT_EQ(plain.grad_scale, 1.0f);
+  EXPECT_FLOAT_EQ(plain.options.learning_rate, 0.025f);
+}
+
+// With a constant gradient, 1/f fractional updates move the weights as one whole step does
+// once the buffer is in its steady state, and leave the buffer where whole steps keep it.
+TEST(StepForFractionTest, FractionsOfAStepAddUpToAWholeStep) {
+  const SgdOptions options{0.1f, 0.9f, 0.0f};
+  const float g = 2.0f;
+  const float steady = g / (1.0f - 0.9f);
+  float w_whole = 1.0f, m_whole = steady;
+  SgdApply(options, 1.0f, &g, &w_whole, &w_whole, &m_whole, 1);
+  for (float f : {0.5f, 0.25f, 0.125f}) {
+    float w = 1.0f, m = steady;
+    const FractionalStep step = StepForFraction(options, f);
+    for (int i = 0; i < static_cast<int>(1 / f); ++i) {
+      SgdApply(step.options, step.grad_scale, &g, &w, &w, &m, 1);
+    }
+    EXPECT_NEAR(w, w_whole, 1e-5) << "f=" << f;
+    EXPECT_NEAR(m, steady, 1e-4) << "f=" << f;
+  }
+}
+
+// From a cold buffer, per-sample momentum makes many small pushes track whole steps closely
+// (per-update momentum with the rate scaled by f would lag far behind).
+TEST(StepForFractionTest, ColdStartTracksWholeSteps) {
+  const SgdOptions options{0.01f, 0.9f, 0.0f};
+  const float g = 1.0f;
+  float w_whole = 0.0f, m_whole = 0.0f;
+  for (int i = 0; i < 20; ++i) SgdApply(options, 1.0f, &g, &w_whole, &w_whole, &m_whole, 1);
+  float w = 0.0f, m = 0.0f;
+  const FractionalStep step = StepForFraction(options, 0.25f);
+  for (int i = 0; i < 80; ++i) SgdApply(step.options, step.grad_scale, &g, &w, &w, &m, 1);
+  EXPECT_NEAR(w, w_whole, 0.05 * std::abs(w_whole));
+  float w_naive = 0.0f, m_naive = 0.0f;
+  for (int i = 0; i < 80; ++i) SgdApply(options, 0.25f, &g, &w_naive, &w_naive, &m_naive, 1);
+  EXPECT_GT(std::abs(w_naive - w_whole), 0.2 * std::abs(w_whole));
+}
+
 }  // namespace
 }  // namespace r2sp

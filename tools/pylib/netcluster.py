@@ -105,8 +105,13 @@ class Cluster:
             run(cmd + parent + ["tbf", "rate", rate, "burst", str(burst), "latency", "100ms"])
 
     def cpu_quota(self, pid, fraction, name):
-        """Limits `pid` (and its threads) to `fraction` of one CPU."""
-        period = 100000
+        """Limits `pid` (and its threads) to `fraction` of one CPU.
+
+        A 10 ms period (the kernel's default is 100 ms) keeps the throttling fine-grained: a
+        capped process cannot run at full speed for tens of milliseconds and then stall for as
+        long. Shorter periods (down to the 1 ms minimum quota) were measured to cost r2sp
+        throughput through throttling overhead (docs/RESULTS.md, study 2)."""
+        period = 10000
         quota = max(1000, int(period * fraction))
         v2 = "/sys/fs/cgroup/cgroup.controllers"
         if os.path.exists(v2) and "cpu" in open(v2).read().split():
