@@ -113,9 +113,9 @@ std::vector<int> BatchTuner::Ideal(bool include_departed) const {
     sum_v += throughput_[i];
     sum_vc += throughput_[i] * comm_[i];
   }
+  const double k = sum_v > 0 ? (options_.global_batch + sum_vc) / sum_v : 0;
   std::vector<double> weights;
   for (size_t i : members) {
-    const double k = sum_v > 0 ? (options_.global_batch + sum_vc) / sum_v : 0;
     weights.push_back(std::max(0.0, throughput_[i] * (k - comm_[i])));
   }
   std::vector<int> split = ProportionalSplit(options_.global_batch, weights, options_.min_batch,

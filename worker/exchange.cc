@@ -23,7 +23,8 @@ absl::StatusOr<int> Exchange(const ExchangeOptions& options, PsClient* ps,
   int assigned = 0;
   absl::Time granted = computed;
   if (r2sp) {
-    absl::StatusOr<proto::SlotGrant> grant = scheduler->RequestSlot(m->batch, m->compute_seconds, options.previous_comm_seconds);
+    absl::StatusOr<proto::SlotGrant> grant =
+        scheduler->RequestSlot(m->batch, m->compute_seconds, options.previous_comm_seconds);
     if (!grant.ok()) return Annotate(grant.status(), "waiting for a slot");
     granted = absl::Now();
     m->gap_seconds = grant->gap_seconds();
