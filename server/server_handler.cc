@@ -170,13 +170,12 @@ void ServerHandler::HandlePush(Message& request, Responder& responder) {
   if (options_.sync == proto::BSP) {
     status = slot.aggregator->Add(header.sender_rank(), header.clock(), grad, weight);
     if (!status.ok()) return Reject(responder, status);
-  } else if (options_.per_sample_updates && weight > 0.0f && weight < 1.0f) {
-    const FractionalStep step = StepForFraction(SgdFor(slot), weight);
-    slot.state.Apply(step.options, step.grad_scale, grad);
-    slot.steps += weight;
   } else {
-    slot.state.Apply(SgdFor(slot), 1.0f, grad);
-    slot.steps += 1;
+    // A push is its fraction b_i / B of a step, or a whole one (unweighted, or classic ASP).
+    const float fraction = options_.per_sample_updates && weight > 0.0f ? weight : 1.0f;
+    const FractionalStep step = StepForFraction(SgdFor(slot), fraction);
+    slot.state.Apply(step.options, step.grad_scale, grad);
+    slot.steps += fraction;
   }
   ++slot.pushed[header.sender_rank()];
   responder.ReplyStatus(absl::OkStatus());
