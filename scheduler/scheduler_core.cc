@@ -48,7 +48,7 @@ SchedulerCore::SchedulerCore(const SchedulerOptions& options, Requester* request
       requester_(requester),
       clock_(std::move(clock)),
       started_(clock_()),
-      planner_(options.r2sp_headroom, /*smoothing=*/0.2) {}
+      planner_(options.r2sp_headroom, /*smoothing=*/0.2, options.r2sp_order) {}
 
 std::string SchedulerCore::failure() const {
   absl::MutexLock lock(&mu_);

@@ -29,6 +29,7 @@ struct SchedulerOptions {
   int staleness = 3;             // ssp
   double r2sp_headroom = 1.2;    // r2sp: gap = T / (headroom * W)
   bool r2sp_slot_includes_pull = false;  // r2sp: workers release after the pull, not the push
+  SlotOrder r2sp_order = SlotOrder::kRing;  // r2sp: who gets the free slot
   bool hetero_batching = false;
   BatchTunerOptions batching;    // with hetero_batching
   // A registered node silent for this long is declared dead.

@@ -8,8 +8,8 @@
 
 namespace r2sp {
 
-SlotPlanner::SlotPlanner(double headroom, double smoothing)
-    : headroom_(headroom), smoothing_(smoothing) {
+SlotPlanner::SlotPlanner(double headroom, double smoothing, SlotOrder order)
+    : headroom_(headroom), smoothing_(smoothing), order_(order) {
   CHECK_GT(headroom, 0);
   CHECK(smoothing > 0 && smoothing <= 1);
 }
@@ -36,7 +36,7 @@ void SlotPlanner::Remove(int rank) {
   if (it == ring_.end()) return;
   const size_t index = static_cast<size_t>(it - ring_.begin());
   ring_.erase(it);
-  waiting_.erase(rank);
+  waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), rank), waiting_.end());
   if (holder_ == rank) holder_ = -1;
   // Keep the turn on the same member: entries after the removed one shifted left.
   if (index < next_) --next_;
@@ -47,9 +47,10 @@ absl::Status SlotPlanner::Request(int rank, double compute_seconds) {
   if (std::find(ring_.begin(), ring_.end(), rank) == ring_.end()) {
     return absl::InvalidArgumentError(absl::StrCat("worker ", rank, " is not in the slot ring"));
   }
-  if (!waiting_.insert(rank).second) {
+  if (std::find(waiting_.begin(), waiting_.end(), rank) != waiting_.end()) {
     return absl::InvalidArgumentError(absl::StrCat("worker ", rank, " already waits for a slot"));
   }
+  waiting_.push_back(rank);
   if (compute_seconds > 0) {
     mean_compute_ = have_compute_ ? (1 - smoothing_) * mean_compute_ + smoothing_ * compute_seconds
                                   : compute_seconds;
@@ -71,23 +72,32 @@ absl::Duration SlotPlanner::gap() const {
   return absl::Seconds(mean_compute_ / (headroom_ * ring_.size()));
 }
 
+std::optional<int> SlotPlanner::Candidate() const {
+  if (holder_ != -1 || ring_.empty() || waiting_.empty()) return std::nullopt;
+  if (order_ == SlotOrder::kFirstCome) return waiting_.front();
+  const int turn = ring_[next_];
+  if (std::find(waiting_.begin(), waiting_.end(), turn) == waiting_.end()) return std::nullopt;
+  return turn;
+}
+
 absl::Time SlotPlanner::NextWakeup() const {
-  if (holder_ != -1 || ring_.empty() || waiting_.count(ring_[next_]) == 0) {
-    return absl::InfiniteFuture();
-  }
+  if (!Candidate().has_value()) return absl::InfiniteFuture();
   return last_grant_ + gap();
 }
 
 std::optional<int> SlotPlanner::Poll(absl::Time now) {
-  if (holder_ != -1 || ring_.empty()) return std::nullopt;
-  const int turn = ring_[next_];
-  if (waiting_.count(turn) == 0 || now < last_grant_ + gap()) return std::nullopt;
-  waiting_.erase(turn);
-  holder_ = turn;
+  const std::optional<int> candidate = Candidate();
+  if (!candidate.has_value() || now < last_grant_ + gap()) return std::nullopt;
+  const int rank = *candidate;
+  waiting_.erase(std::find(waiting_.begin(), waiting_.end(), rank));
+  holder_ = rank;
   last_grant_ = now;
-  next_ = (next_ + 1) % ring_.size();
+  // The ring's turn moves past the one granted (in first-come order it is only bookkeeping).
+  const size_t index =
+      static_cast<size_t>(std::find(ring_.begin(), ring_.end(), rank) - ring_.begin());
+  next_ = (index + 1) % ring_.size();
   ++grants_;
-  return turn;
+  return rank;
 }
 
 }  // namespace r2sp

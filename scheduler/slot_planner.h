@@ -4,12 +4,15 @@
 // gap = T / (h * W): T the smoothed compute time of an iteration (blocked time excluded), W the
 // workers in the ring, h the headroom (1.2 in the public reference implementation). Workers that
 // finish computing out of turn wait for theirs, so pushes never collide and are evenly spaced.
+// In first-come order (SlotOrder::kFirstCome) the slot goes to whoever asked first instead: a
+// worker that is late does not hold up the ones behind it in the ring, which still never collide
+// and keep the gap; with workers of equal pace the order settles into the same ring.
 #ifndef R2SP_SCHEDULER_SLOT_PLANNER_H_
 #define R2SP_SCHEDULER_SLOT_PLANNER_H_
 
 #include <cstdint>
+#include <deque>
 #include <optional>
-#include <set>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -17,11 +20,13 @@
 
 namespace r2sp {
 
+enum class SlotOrder { kRing, kFirstCome };
+
 // Not thread-safe (the scheduler calls it under its lock). Times are passed in, for tests.
 class SlotPlanner {
  public:
   // REQUIRES: headroom > 0, 0 < smoothing <= 1.
-  SlotPlanner(double headroom, double smoothing);
+  SlotPlanner(double headroom, double smoothing, SlotOrder order = SlotOrder::kRing);
 
   // The ring: these ranks, ascending. Resets the turn to the lowest rank.
   void SetMembers(std::vector<int> ranks);
@@ -50,13 +55,17 @@ class SlotPlanner {
   double mean_compute_seconds() const { return mean_compute_; }
 
  private:
+  // The rank to grant next, if it has asked (ring: the turn; first come: the earliest).
+  std::optional<int> Candidate() const;
+
   const double headroom_;
   const double smoothing_;
+  const SlotOrder order_;
   std::vector<int> ring_;
   size_t next_ = 0;  // index in ring_ of the next worker to grant
   int holder_ = -1;
   absl::Time last_grant_ = absl::InfinitePast();
-  std::set<int> waiting_;
+  std::deque<int> waiting_;  // in the order they asked
   double mean_compute_ = 0;
   bool have_compute_ = false;
   int64_t grants_ = 0;

@@ -22,24 +22,49 @@ bool PartitionState::Init(const float* values) {
 void PartitionState::Apply(const SgdOptions& options, float scale, const float* grad) {
   DCHECK(initialized_);
   Buffer* in = current_.get();
-  if (in->in_flight.load(std::memory_order_acquire) == 0) {
-    SgdApply(options, scale, grad, in->values.data(), in->values.data(), momentum_.data(),
-             num_elements_);
-  } else {
+  Buffer* out = in;
+  if (in->in_flight.load(std::memory_order_acquire) != 0) {
     if (spare_ == nullptr || spare_->in_flight.load(std::memory_order_acquire) != 0) {
       spare_ = std::make_shared<Buffer>(num_elements_);
     }
-    SgdApply(options, scale, grad, in->values.data(), spare_->values.data(), momentum_.data(),
-             num_elements_);
-    std::swap(current_, spare_);
+    out = spare_.get();
   }
+  if (step_.empty()) {
+    SgdApply(options, scale, grad, in->values.data(), out->values.data(), momentum_.data(),
+             num_elements_);
+  } else {
+    SgdApplyKeepingStep(options, scale, grad, in->values.data(), out->values.data(),
+                        momentum_.data(), step_.data(), num_elements_);
+  }
+  if (out != in) std::swap(current_, spare_);
   ++version_;
 }
 
-zmq::message_t PartitionState::PullFrame() {
-  current_->in_flight.fetch_add(1, std::memory_order_relaxed);
-  auto* hold = new std::shared_ptr<Buffer>(current_);
-  return zmq::message_t(current_->values.data(), bytes(), &PartitionState::ReleaseFrame, hold);
+zmq::message_t PartitionState::PullFrame() { return FrameOver(current_); }
+
+zmq::message_t PartitionState::PredictedPullFrame(const Prediction& p) {
+  if (step_.empty()) step_.assign(num_elements_, 0.0f);
+  std::shared_ptr<Buffer> out;
+  for (const std::shared_ptr<Buffer>& b : predicted_) {
+    if (b->in_flight.load(std::memory_order_acquire) == 0) {
+      out = b;
+      break;
+    }
+  }
+  if (out == nullptr) {
+    out = std::make_shared<Buffer>(num_elements_);
+    predicted_.push_back(out);
+  }
+  PredictWeights(p, current_->values.data(), momentum_.data(), step_.data(), out->values.data(),
+                 num_elements_);
+  return FrameOver(out);
+}
+
+zmq::message_t PartitionState::FrameOver(const std::shared_ptr<Buffer>& buffer) {
+  buffer->in_flight.fetch_add(1, std::memory_order_relaxed);
+  auto* hold = new std::shared_ptr<Buffer>(buffer);
+  return zmq::message_t(buffer->values.data(), buffer->values.size() * sizeof(float),
+                        &PartitionState::ReleaseFrame, hold);
 }
 
 void PartitionState::ReleaseFrame(void* /*data*/, void* hint) {

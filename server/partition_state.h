@@ -2,6 +2,8 @@
 // (updates applied), and zero-copy pull frames. A pull sends the current weight buffer
 // itself; an update that finds that buffer still being sent writes the new weights into a
 // spare buffer instead (copy-on-write without the copy), so pulls never see torn values.
+// Once a worker asks for predicted weights (r2sp delay compensation), updates also keep their
+// gradient term so a pull can answer with where the weights will be a few pushes later.
 #ifndef R2SP_SERVER_PARTITION_STATE_H_
 #define R2SP_SERVER_PARTITION_STATE_H_
 
@@ -34,6 +36,11 @@ class PartitionState {
   void Apply(const SgdOptions& options, float scale, const float* grad);
   // A frame over the current weights, valid even while later updates run.
   zmq::message_t PullFrame();
+  // A frame of the weights predicted by `p` (server/sgd.h PredictWeights) from the current
+  // weights, momentum and the latest update's gradient term. The first call starts keeping
+  // that term (until then it counts as zero): one more buffer and pass per update, only for
+  // jobs that use prediction.
+  zmq::message_t PredictedPullFrame(const Prediction& p);
   // The current weights (for tests and checkpoints).
   const float* weights() const { return current_->values.data(); }
 
@@ -44,11 +51,14 @@ class PartitionState {
     std::atomic<int> in_flight{0};  // frames libzmq has not released yet
   };
   static void ReleaseFrame(void* data, void* hint);
+  static zmq::message_t FrameOver(const std::shared_ptr<Buffer>& buffer);
 
   const size_t num_elements_;
   std::shared_ptr<Buffer> current_;
   std::shared_ptr<Buffer> spare_;  // may be null or still in flight
   std::vector<float> momentum_;
+  std::vector<float> step_;  // the latest update's gradient term; empty until a prediction
+  std::vector<std::shared_ptr<Buffer>> predicted_;  // frames of predicted weights, reused
   bool initialized_ = false;
   int64_t version_ = 0;
 };

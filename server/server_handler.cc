@@ -12,6 +12,9 @@
 namespace r2sp {
 namespace {
 
+// Bounds a predicted pull's update count (a worker asks for W - 1).
+constexpr int kMaxPredictedUpdates = 1 << 16;
+
 bool IsFloatAligned(const void* p) {
   return reinterpret_cast<uintptr_t>(p) % alignof(float) == 0;
 }
@@ -245,20 +248,44 @@ void ServerHandler::HandlePull(Message& request, Responder& responder) {
     return Reject(responder, absl::InvalidArgumentError("PULL carries no payload"));
   }
   Slot& slot = **found;
-  const int64_t min_version = header.pull().min_version();
-  const int64_t min_clock = header.pull().min_clock();
-  if (PullReady(slot, min_version, min_clock)) {
-    AnswerPull(slot, responder, 0.0);
+  const proto::PullInfo& info = header.pull();
+  if (info.predict_fraction() != 0.0f || info.predict_updates() != 0) {
+    if (options_.sync == proto::BSP) {
+      return Reject(responder, absl::InvalidArgumentError(
+                                   "predicted pulls are for asynchronous modes, not bsp"));
+    }
+    if (!(info.predict_fraction() > 0.0f && info.predict_fraction() <= 1.0f) ||
+        info.predict_updates() < 1 || info.predict_updates() > kMaxPredictedUpdates) {
+      return Reject(responder, absl::InvalidArgumentError(absl::StrCat(
+                                   "a predicted pull needs a fraction in (0, 1] and 1 to ",
+                                   kMaxPredictedUpdates, " updates, got ",
+                                   info.predict_fraction(), " and ", info.predict_updates())));
+    }
+  }
+  ParkedPull pull{info.min_version(), info.min_clock(), info.predict_fraction(),
+                  info.predict_updates(), absl::Now(), std::move(responder)};
+  if (PullReady(slot, pull.min_version, pull.min_clock)) {
+    AnswerPull(slot, pull, pull.responder, 0.0);
   } else {
-    slot.parked_pulls.push_back({min_version, min_clock, absl::Now(), std::move(responder)});
+    slot.parked_pulls.push_back(std::move(pull));
   }
 }
 
-void ServerHandler::AnswerPull(Slot& slot, Responder& responder, double waited) {
+void ServerHandler::AnswerPull(Slot& slot, const ParkedPull& pull, Responder& responder,
+                               double waited) {
   Message reply;
   reply.header.set_clock(slot.state.version());
   if (waited > 0) reply.header.mutable_pull_reply()->set_waited_seconds(waited);
-  reply.payload.push_back(slot.state.PullFrame());
+  if (pull.predict_updates > 0) {
+    // The updates to come carry the fraction between them (or are whole steps each).
+    const float each = options_.per_sample_updates
+                           ? pull.predict_fraction / static_cast<float>(pull.predict_updates)
+                           : 1.0f;
+    reply.payload.push_back(slot.state.PredictedPullFrame(
+        PredictionFor(SgdFor(slot), each, pull.predict_updates)));
+  } else {
+    reply.payload.push_back(slot.state.PullFrame());
+  }
   counters_.bytes_pulled += slot.state.bytes();
   ++counters_.pulls;
   responder.Reply(std::move(reply));
@@ -270,7 +297,7 @@ void ServerHandler::ReleaseParkedPulls(Slot& slot) {
   const absl::Time now = absl::Now();
   for (ParkedPull& pull : slot.parked_pulls) {
     if (PullReady(slot, pull.min_version, pull.min_clock)) {
-      AnswerPull(slot, pull.responder, absl::ToDoubleSeconds(now - pull.since));
+      AnswerPull(slot, pull, pull.responder, absl::ToDoubleSeconds(now - pull.since));
     } else {
       still_waiting.push_back(std::move(pull));
     }

@@ -58,6 +58,8 @@ class ServerHandler : public RequestHandler {
   struct ParkedPull {
     int64_t min_version;
     int64_t min_clock;
+    float predict_fraction;  // 0: the current weights, else predicted ones (proto PullInfo)
+    int predict_updates;
     absl::Time since;
     Responder responder;
   };
@@ -74,7 +76,7 @@ class ServerHandler : public RequestHandler {
   absl::StatusOr<Slot*> FindSlot(uint64_t key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void HandlePush(Message& request, Responder& responder) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void HandlePull(Message& request, Responder& responder) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void AnswerPull(Slot& slot, Responder& responder, double waited)
+  void AnswerPull(Slot& slot, const ParkedPull& pull, Responder& responder, double waited)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool PullReady(const Slot& slot, int64_t min_version, int64_t min_clock) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

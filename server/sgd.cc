@@ -48,7 +48,60 @@ void PlainOutOfPlace(float lr, float wd, float scale, const float* __restrict g,
   for (size_t i = 0; i < n; ++i) w_out[i] = w_in[i] - lr * (scale * g[i] + wd * w_in[i]);
 }
 
+// Weights may be updated in place (weight_in == weight_out), so they are not __restrict.
+R2SP_TARGET_CLONES
+void MomentumKeepingStep(float lr, float mu, float wd, float scale, float inv_scale,
+                         const float* __restrict g, const float* weight_in, float* weight_out,
+                         float* __restrict m, float* __restrict step, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    const float w = weight_in[i];
+    const float d = scale * g[i] + wd * w;
+    const float v = mu * m[i] + d;
+    step[i] = d * inv_scale;
+    m[i] = v;
+    weight_out[i] = w - lr * v;
+  }
+}
+
+R2SP_TARGET_CLONES
+void Predict(float a, float c, const float* __restrict w, const float* __restrict m,
+             const float* __restrict u, float* __restrict out, size_t n) {
+  for (size_t i = 0; i < n; ++i) out[i] = w[i] - a * m[i] - c * u[i];
+}
+
 }  // namespace
+
+Prediction PredictionFor(const SgdOptions& options, float update_fraction, int updates) {
+  const FractionalStep step = StepForFraction(options, update_fraction);
+  const double a = step.options.momentum;
+  double momentum_sum = 0;  // sum_{j=1..updates} a^j
+  double step_sum = 0;      // sum_{j=1..updates} sum_{k=0..j-1} a^k
+  double a_j = 1;           // a^(j-1), then a^j
+  double partial = 0;       // sum_{k=0..j-1} a^k
+  for (int j = 1; j <= updates; ++j) {
+    partial += a_j;
+    a_j *= a;
+    momentum_sum += a_j;
+    step_sum += partial;
+  }
+  const double lr = step.options.learning_rate;  // lr * phi
+  Prediction p;
+  p.momentum_coeff = static_cast<float>(lr * momentum_sum);
+  p.step_coeff = static_cast<float>(lr * step.grad_scale * step_sum);
+  return p;
+}
+
+void PredictWeights(const Prediction& p, const float* weights, const float* momentum,
+                    const float* step, float* out, size_t n) {
+  Predict(p.momentum_coeff, p.step_coeff, weights, momentum, step, out, n);
+}
+
+void SgdApplyKeepingStep(const SgdOptions& options, float scale, const float* grad,
+                         const float* weight_in, float* weight_out, float* momentum_buffer,
+                         float* step_out, size_t n) {
+  MomentumKeepingStep(options.learning_rate, options.momentum, options.weight_decay, scale,
+                      1.0f / scale, grad, weight_in, weight_out, momentum_buffer, step_out, n);
+}
 
 FractionalStep StepForFraction(const SgdOptions& options, float fraction) {
   FractionalStep step{options, 1.0f};

@@ -28,11 +28,38 @@ struct FractionalStep {
 // REQUIRES: 0 < fraction <= 1, 0 <= options.momentum < 1.
 FractionalStep StepForFraction(const SgdOptions& options, float fraction);
 
+// Where the weights will be after `updates` more asynchronous updates of `update_fraction` of a
+// global-batch step each (0 < update_fraction <= 1), for delay compensation (r2sp: the other
+// W - 1 workers' pushes that land before this worker's next one). Each of those updates decays
+// the momentum buffer m and adds c * u, where u is the latest update's gradient plus weight
+// decay (the best estimate of the gradients still to come), so
+//   x = w - momentum_coeff * m - step_coeff * u
+// with phi = update_fraction, a = mu^phi, c the fractional step's gradient scale:
+//   momentum_coeff = lr * phi * sum_{j=1..updates} a^j
+//   step_coeff     = lr * phi * c * sum_{j=1..updates} sum_{k=0..j-1} a^k
+struct Prediction {
+  float momentum_coeff = 0.0f;
+  float step_coeff = 0.0f;
+};
+// REQUIRES: 0 < update_fraction <= 1, updates >= 1, 0 <= options.momentum < 1.
+Prediction PredictionFor(const SgdOptions& options, float update_fraction, int updates);
+
+// out[i] = weights[i] - p.momentum_coeff * momentum[i] - p.step_coeff * step[i].
+void PredictWeights(const Prediction& p, const float* weights, const float* momentum,
+                    const float* step, float* out, size_t n);
+
 // Updates [weight_in, weight_in+n) into weight_out (which may equal weight_in: in place).
 // `momentum_buffer` is updated in place and is unused when options.momentum == 0.
 // REQUIRES: grad and momentum_buffer do not overlap the weights.
 void SgdApply(const SgdOptions& options, float scale, const float* grad,
               const float* weight_in, float* weight_out, float* momentum_buffer, size_t n);
+
+// SgdApply that also stores, in `step_out`, the update's gradient term per unit of gradient
+// scale: (scale * g + weight_decay * w) / scale, the gradient plus weight decay of a whole step
+// (for PredictWeights). REQUIRES: scale > 0; step_out overlaps nothing else.
+void SgdApplyKeepingStep(const SgdOptions& options, float scale, const float* grad,
+                         const float* weight_in, float* weight_out, float* momentum_buffer,
+                         float* step_out, size_t n);
 
 }  // namespace r2sp
 

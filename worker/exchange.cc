@@ -41,10 +41,13 @@ absl::StatusOr<int> Exchange(const ExchangeOptions& options, PsClient* ps,
   // The last slot takes the worker out of the ring, so workers with more steps to go (one that
   // joined late, say) do not wait for its turn.
   if (r2sp && !options.slot_includes_pull) scheduler->ReleaseSlot(/*leaving=*/last);
-  const int64_t min_version = options.sync == proto::BSP ? m->clock + 1 : 0;
-  const int64_t min_clock =
+  PullOptions pull_options;
+  pull_options.min_version = options.sync == proto::BSP ? m->clock + 1 : 0;
+  pull_options.min_clock =
       options.sync == proto::SSP ? std::max<int64_t>(0, m->clock + 1 - options.staleness) : 0;
-  Ticket pull = ps->Pull(params, min_version, min_clock);
+  pull_options.predict_fraction = options.predict_fraction;
+  pull_options.predict_updates = options.predict_updates;
+  Ticket pull = ps->Pull(params, pull_options);
   absl::Status pulled = pull.Wait();
   if (!pulled.ok()) return Annotate(pulled, "pull");
   const absl::Time after_pull = absl::Now();

@@ -23,6 +23,10 @@ struct ExchangeOptions {
   // The previous iteration's IterationMetrics::CommSeconds(), reported with the r2sp slot
   // request (hetero batching).
   double previous_comm_seconds = 0;
+  // Asynchronous modes: pull the weights the servers predict for when the next gradient lands
+  // (PullOptions; r2sp delay compensation), not the current ones. 0 updates: current.
+  float predict_fraction = 0.0f;
+  int predict_updates = 0;
 };
 
 // `m` holds the iteration's clock, batch and compute_seconds (reported with the slot request);

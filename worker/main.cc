@@ -39,8 +39,8 @@ DEFINE_string(device, "cpu", "cpu (oneDNN) or cuda (cuDNN/cuBLAS; needs a build 
 DEFINE_int32(gpu, 0, "CUDA device index for --device=cuda");
 DEFINE_int32(threads, 0, "CPU backend threads (0: oneDNN's default, all cores)");
 DEFINE_bool(augment, true, "cifar10: random crop and flip");
-DEFINE_bool(lookahead, true, "r2sp: compute each gradient at the parameters extrapolated to when "
-            "it will be applied (delay compensation; worker/lookahead.h)");
+DEFINE_bool(lookahead, true, "r2sp: compute each gradient at the parameters the servers predict "
+            "for when it will be applied (delay compensation; docs/MODES.md)");
 DEFINE_double(compute_slowdown, 1.0, "EMULATION of a slower machine: stretch each compute phase "
               "to this many times its length by sleeping after it (1 = off)");
 DEFINE_double(emulate_ms_per_sample, 0, "EMULATION of an accelerator: each compute phase lasts "
@@ -185,7 +185,7 @@ int main(int argc, char** argv) {
   if (!reg->joined_running_job()) {
     ExitIfError(scheduler.Barrier(r2sp::proto::WORKERS), "waiting for initial parameters");
   }
-  ExitIfError(ps.Pull(params.data(), 0).Wait(), "pulling initial parameters");
+  ExitIfError(ps.Pull(params.data()).Wait(), "pulling initial parameters");
 
   r2sp::proto::NodeCounters counters;
   int64_t clocks = 0;
@@ -244,6 +244,7 @@ int main(int argc, char** argv) {
     options.hetero_batching = book.hetero_batching();
     options.compute_slowdown = FLAGS_compute_slowdown;
     options.lookahead = FLAGS_lookahead;
+    options.workers = world;
     options.emulate_ms_per_sample = FLAGS_emulate_ms_per_sample;
     if (options.hetero_batching) {
       // The scheduler decides the batch sizes; an epoch is the data set in global batches.
@@ -282,7 +283,9 @@ int main(int argc, char** argv) {
 
   // Every worker's last push is applied once all have passed this barrier.
   ExitIfError(scheduler.Barrier(r2sp::proto::WORKERS), "final barrier");
-  ExitIfError(ps.Pull(params.data(), bsp ? clocks : 0).Wait(), "final pull");
+  r2sp::PullOptions final_pull;
+  final_pull.min_version = bsp ? clocks : 0;
+  ExitIfError(ps.Pull(params.data(), final_pull).Wait(), "final pull");
   if (!FLAGS_dump_params.empty()) {
     std::string bytes(reinterpret_cast<const char*>(params.data()), params.size() * sizeof(float));
     ExitIfError(r2sp::WriteFileAtomically(FLAGS_dump_params, bytes), "writing --dump_params");

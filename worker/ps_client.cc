@@ -68,20 +68,19 @@ Ticket PsClient::PushPartition(uint64_t key, const float* data, int64_t clock, b
   return Ticket(std::move(state));
 }
 
-Ticket PsClient::Pull(float* params, int64_t min_version, int64_t min_clock) {
+Ticket PsClient::Pull(float* params, const PullOptions& options) {
   auto state = std::make_shared<Ticket::State>(static_cast<int>(layout_->partitions().size()));
   for (const Partition& p : layout_->partitions()) {
-    SendPull(p, params + p.offset, min_version, min_clock, state);
+    SendPull(p, params + p.offset, options, state);
   }
   return Ticket(std::move(state));
 }
 
-Ticket PsClient::PullPartition(uint64_t key, float* data, int64_t min_version,
-                               int64_t min_clock) {
+Ticket PsClient::PullPartition(uint64_t key, float* data, const PullOptions& options) {
   const Partition* p = layout_->Find(key);
   CHECK(p != nullptr) << "unknown key " << key;
   auto state = std::make_shared<Ticket::State>(1);
-  SendPull(*p, data, min_version, min_clock, state);
+  SendPull(*p, data, options, state);
   return Ticket(std::move(state));
 }
 
@@ -109,15 +108,20 @@ void PsClient::SendPush(const Partition& p, const float* data, int64_t clock, bo
                       });
 }
 
-void PsClient::SendPull(const Partition& p, float* data, int64_t min_version, int64_t min_clock,
+void PsClient::SendPull(const Partition& p, float* data, const PullOptions& options,
                         std::shared_ptr<Ticket::State> state) {
   Message request;
   request.header.set_type(proto::PULL);
   request.header.set_sender_role(proto::WORKER);
   request.header.set_sender_rank(options_.rank);
   request.header.set_key(p.key);
-  request.header.mutable_pull()->set_min_version(min_version);
-  if (min_clock > 0) request.header.mutable_pull()->set_min_clock(min_clock);
+  proto::PullInfo* info = request.header.mutable_pull();
+  info->set_min_version(options.min_version);
+  if (options.min_clock > 0) info->set_min_clock(options.min_clock);
+  if (options.predict_updates > 0) {
+    info->set_predict_fraction(options.predict_fraction);
+    info->set_predict_updates(options.predict_updates);
+  }
   const size_t bytes = p.bytes();
   const uint64_t key = p.key;
   transport_->Request(

@@ -56,6 +56,16 @@ struct PsClientCounters {
 
 // Thread-safety: all methods may be called from any thread.
 // Borrowed: transport and layout outlive the client.
+struct PullOptions {
+  int64_t min_version = 0;  // BSP: each partition at least at this many clocks applied
+  int64_t min_clock = 0;    // SSP: once every live worker pushed it this many times
+  // Asynchronous modes: the weights predicted for after `predict_updates` more pushes carrying
+  // `predict_fraction` of a global-batch step between them (r2sp delay compensation;
+  // proto PullInfo). 0: the current weights.
+  float predict_fraction = 0.0f;
+  int predict_updates = 0;
+};
+
 class PsClient {
  public:
   PsClient(Transport* transport, const ModelLayout* layout,
@@ -69,12 +79,10 @@ class PsClient {
   Ticket PushPartition(uint64_t key, const float* data, int64_t clock, bool init = false,
                        float scale = 0.0f);
 
-  // Pulls every partition into the flat model `params`. BSP: each at least at `min_version`
-  // (clocks applied); SSP: only once every live worker pushed it `min_clock` times.
+  // Pulls every partition into the flat model `params` (see PullOptions).
   // REQUIRES: params stays valid and is not read until the ticket is done.
-  Ticket Pull(float* params, int64_t min_version = 0, int64_t min_clock = 0);
-  Ticket PullPartition(uint64_t key, float* data, int64_t min_version = 0,
-                       int64_t min_clock = 0);
+  Ticket Pull(float* params, const PullOptions& options = {});
+  Ticket PullPartition(uint64_t key, float* data, const PullOptions& options = {});
 
   PsClientCounters counters() const;
   const ModelLayout& layout() const { return *layout_; }
@@ -82,7 +90,7 @@ class PsClient {
  private:
   void SendPush(const Partition& p, const float* data, int64_t clock, bool init, float scale,
                 std::shared_ptr<Ticket::State> state);
-  void SendPull(const Partition& p, float* data, int64_t min_version, int64_t min_clock,
+  void SendPull(const Partition& p, float* data, const PullOptions& options,
                 std::shared_ptr<Ticket::State> state);
 
   Transport* const transport_;

@@ -10,7 +10,6 @@
 #include "absl/time/clock.h"
 #include "glog/logging.h"
 #include "worker/exchange.h"
-#include "worker/lookahead.h"
 
 namespace r2sp {
 namespace {
@@ -49,8 +48,6 @@ absl::StatusOr<TrainResult> Train(const TrainerOptions& options, models::Network
   std::vector<float> images(static_cast<size_t>(largest_batch) * g.input.size());
   std::vector<int32_t> labels(largest_batch);
   std::vector<float> grads(params->size());
-  Lookahead lookahead;
-  const float* point = params->data();  // where the next gradient is computed
   double previous_comm_seconds = 0;
   TrainResult result;
   const absl::Time start = absl::Now();
@@ -76,7 +73,7 @@ absl::StatusOr<TrainResult> Train(const TrainerOptions& options, models::Network
       // Compute.
       const absl::Time t0 = absl::Now();
       absl::StatusOr<float> loss =
-          net->TrainStep(point, images.data(), labels.data(), n, grads.data());
+          net->TrainStep(params->data(), images.data(), labels.data(), n, grads.data());
       if (!loss.ok()) return loss.status();
       if (options.emulate_ms_per_sample > 0) {
         const absl::Duration target = absl::Milliseconds(options.emulate_ms_per_sample * n);
@@ -98,23 +95,26 @@ absl::StatusOr<TrainResult> Train(const TrainerOptions& options, models::Network
       const bool weighted = hetero || options.sync != proto::BSP;
       const float scale =
           weighted ? std::min(1.0f, static_cast<float>(n) / options.global_batch) : 0.0f;
-      absl::StatusOr<int> assigned =
-          Exchange({options.sync, options.staleness, options.r2sp_slot_includes_pull,
-                    previous_comm_seconds}, ps, scheduler, grads.data(), params->data(),
-                   scale, result.steps + 1 == last, t1, &m, log);
+      ExchangeOptions exchange{options.sync, options.staleness, options.r2sp_slot_includes_pull,
+                               previous_comm_seconds};
+      const bool evaluate_next = options.evaluate && s + 1 == options.steps_per_epoch;
+      if (options.lookahead && r2sp && options.workers > 1 && !evaluate_next) {
+        // The other workers' pushes land before ours: (B - b_i) / B of a step, where b_i is
+        // this worker's next batch (known with fixed batches; the current one estimates it
+        // with hetero batching).
+        exchange.predict_fraction =
+            1.0f - std::min(1.0f, static_cast<float>(n) / std::max(1, options.global_batch));
+        exchange.predict_updates = options.workers - 1;
+        if (exchange.predict_fraction <= 0.0f) exchange.predict_updates = 0;
+      }
+      absl::StatusOr<int> assigned = Exchange(exchange, ps, scheduler, grads.data(),
+                                              params->data(), scale, result.steps + 1 == last,
+                                              t1, &m, log);
       if (!assigned.ok()) return assigned.status();
       if (hetero && *assigned > 0) *next_batch = *assigned;
-      double lookahead_seconds = 0;
-      if (options.lookahead && r2sp) {
-        const absl::Time l0 = absl::Now();
-        const float alpha = 1.0f - std::min(1.0f, static_cast<float>(*next_batch) /
-                                                      std::max(1, options.global_batch));
-        point = lookahead.Next(*params, alpha);
-        lookahead_seconds = absl::ToDoubleSeconds(absl::Now() - l0);
-      }
-      // The tuner's fixed per-iteration cost: communication and the pass over the parameters,
-      // which do not shrink with the batch.
-      previous_comm_seconds = m.CommSeconds() + lookahead_seconds;
+      // The tuner's fixed per-iteration cost: communication, which does not shrink with the
+      // batch.
+      previous_comm_seconds = m.CommSeconds();
       if (hetero && !r2sp) {
         scheduler->Report(n, m.compute_seconds, previous_comm_seconds,
                           [next_batch](int b) { *next_batch = b; });

@@ -6,7 +6,8 @@
 //      `staleness` clocks; asp, r2sp: the current ones)
 //   -> r2sp: release the slot; hetero batching: report samples and compute time, adopt the
 //      batch size the scheduler answers with from the next iteration; r2sp with lookahead:
-//      the next gradient is computed at the parameters extrapolated to when it will land.
+//      the pull asks the servers for the parameters predicted for when the next gradient
+//      lands (delay compensation, docs/MODES.md).
 // Worker 0 evaluates the test set after each epoch. Every iteration is recorded in a RunLog.
 #ifndef R2SP_WORKER_TRAINER_H_
 #define R2SP_WORKER_TRAINER_H_
@@ -43,9 +44,10 @@ struct TrainerOptions {
   // Emulation of an accelerator: the compute phase lasts at least this many milliseconds per
   // sample of the batch (by sleeping after the real forward/backward). 0 = off.
   double emulate_ms_per_sample = 0.0;
-  // r2sp: compute each gradient where the parameters are predicted to be when it lands
-  // (worker/lookahead.h).
+  // r2sp: compute each gradient where the servers predict the parameters to be when it lands,
+  // after the other `workers - 1` pushes (PullOptions::predict_*).
   bool lookahead = false;
+  int workers = 1;
   bool evaluate = false;  // evaluate the test set after every epoch
   int eval_batch = 1000;
   int log_every = 50;     // progress line every this many steps (0: never)

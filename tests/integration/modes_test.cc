@@ -152,6 +152,54 @@ TEST_P(SlotCoverageTest, PushesOverlapPullsOnlyWhenTheSlotIsThePush) {
 
 INSTANTIATE_TEST_SUITE_P(Slots, SlotCoverageTest, ::testing::Values("push", "push_pull"));
 
+// Who gets the free slot when one worker computes six times longer than the others: in ring
+// order every round waits for it, so the fast workers push about as often as it does; in
+// first-come order they take the slots it is not ready for. Pushes never overlap either way.
+class SlotOrderTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(SlotOrderTest, FirstComeLetsFastWorkersPassASlowOne) {
+  JobSpec spec;
+  spec.name = "order_" + GetParam();
+  spec.servers = 1;
+  spec.workers = 3;
+  spec.scheduler_flags = {"--sync=r2sp", "--r2sp_order=" + GetParam()};
+  spec.worker_flags = {"--model_mb=1", "--iterations=40", "--compute_ms=20", "--log_every=100000"};
+  spec.worker_flags_for[2] = {"--compute_ms=120"};
+  spec.trace = true;
+  LocalJob job(spec);
+  ASSERT_TRUE(job.WaitAll(absl::Seconds(120)));
+  const std::vector<Span> pushes = Spans(job, 3, "push");
+  ASSERT_EQ(pushes.size(), 120u);
+  int overlaps = 0;
+  for (size_t k = 1; k < pushes.size(); ++k) {
+    overlaps += pushes[k].start_us < pushes[k - 1].start_us + pushes[k - 1].dur_us;
+  }
+  EXPECT_EQ(overlaps, 0);
+  // Ranks follow registration, so find the slow worker by its compute spans, then count the
+  // others' pushes before its 5th.
+  std::map<int, int64_t> compute_us;
+  for (const Span& c : Spans(job, 3, "compute")) compute_us[c.worker] += c.dur_us;
+  const int slow = std::max_element(compute_us.begin(), compute_us.end(), [](auto& a, auto& b) {
+                     return a.second < b.second;
+                   })->first;
+  std::map<int, int> before;
+  int slow_seen = 0;
+  for (const Span& p : pushes) {
+    if (p.worker == slow && ++slow_seen == 5) break;
+    if (p.worker != slow) ++before[p.worker];
+  }
+  ASSERT_EQ(before.size(), 2u);
+  for (const auto& [worker, count] : before) {
+    if (GetParam() == "ring") {
+      EXPECT_LE(count, 6) << "worker " << worker;
+    } else {
+      EXPECT_GE(count, 12) << "worker " << worker;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Orders, SlotOrderTest, ::testing::Values("ring", "first_come"));
+
 void WaitForIterations(const LocalJob& job, int i, int iterations);
 
 class KillTest : public ::testing::TestWithParam<std::string> {};

@@ -1,4 +1,4 @@
-// R2SP's slot planner: ring order, one holder, the gap, compute smoothing, join/leave/death.
+// R2SP's slot planner: ring and first-come order, one holder, the gap, compute smoothing, join/leave/death.
 #include "scheduler/slot_planner.h"
 
 #include "gtest/gtest.h"
@@ -29,6 +29,29 @@ TEST(SlotPlannerTest, GrantsInRingOrderOneAtATime) {
   ASSERT_TRUE(p.Release(2, kT0).ok());
   EXPECT_EQ(p.Poll(kT0), 0);  // around the ring
   EXPECT_EQ(p.grants(), 4);
+}
+
+// First-come order: the free slot goes to the earliest request, whatever its place in the ring;
+// still one holder at a time, and the gap holds.
+TEST(SlotPlannerTest, FirstComeGrantsTheEarliestRequest) {
+  SlotPlanner p(/*headroom=*/2.0, /*smoothing=*/1.0, SlotOrder::kFirstCome);
+  p.SetMembers({0, 1, 2, 3});
+  ASSERT_TRUE(p.Request(2, 0.080).ok());  // gap 10 ms
+  ASSERT_TRUE(p.Request(0, 0.080).ok());
+  EXPECT_EQ(p.Poll(kT0), 2);              // not 0, whose turn the ring would say it is
+  ASSERT_TRUE(p.Request(3, 0.080).ok());
+  EXPECT_FALSE(p.Poll(kT0 + absl::Milliseconds(20)).has_value());  // 2 holds it
+  ASSERT_TRUE(p.Release(2, kT0 + absl::Milliseconds(1)).ok());
+  EXPECT_EQ(p.NextWakeup(), kT0 + absl::Milliseconds(10));
+  EXPECT_FALSE(p.Poll(kT0 + absl::Milliseconds(5)).has_value());   // the gap
+  EXPECT_EQ(p.Poll(kT0 + absl::Milliseconds(10)), 0);
+  ASSERT_TRUE(p.Release(0, kT0 + absl::Milliseconds(11)).ok());
+  p.Remove(3);  // a waiting worker that dies gives up its place
+  EXPECT_FALSE(p.Poll(kT0 + absl::Milliseconds(30)).has_value());
+  EXPECT_EQ(p.NextWakeup(), absl::InfiniteFuture());
+  ASSERT_TRUE(p.Request(1, 0.080).ok());
+  EXPECT_EQ(p.Poll(kT0 + absl::Milliseconds(30)), 1);
+  EXPECT_EQ(p.grants(), 3);
 }
 
 TEST(SlotPlannerTest, SuccessiveGrantsAreAtLeastTheGapApart) {

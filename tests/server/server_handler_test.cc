@@ -49,6 +49,14 @@ class ServerHandlerTest : public ::testing::Test {
     handler_->HandleRequest(std::move(m), std::move(r));
   }
 
+  void PredictedPull(int rank, uint64_t key, float fraction, int updates) {
+    Message m = WorkerRequest(proto::PULL, rank, key);
+    m.header.mutable_pull()->set_predict_fraction(fraction);
+    m.header.mutable_pull()->set_predict_updates(updates);
+    Responder r(&sink_, "w" + std::to_string(rank), m.header);
+    handler_->HandleRequest(std::move(m), std::move(r));
+  }
+
   void Handle(Message m) {
     Responder r(&sink_, "x", m.header);
     handler_->HandleRequest(std::move(m), std::move(r));
@@ -248,6 +256,49 @@ TEST_F(ServerHandlerTest, AsyncPushesAreFractionsOfAStep) {
     // Two half steps from a cold buffer move less than two whole steps (0.5 * (1 + 1.9) * g).
     if (per_sample) EXPECT_GT(w[0], -0.5f * 2.9f);
     sink_.Take();
+  }
+}
+
+// A predicted pull answers with the weights after the updates it names, computed from the
+// momentum and the latest push's gradient; a plain pull still gets the current weights.
+TEST_F(ServerHandlerTest, PredictedPullAnswersWithWhereTheWeightsWillBe) {
+  const SgdOptions sgd{0.5f, 0.9f, 0.0f};
+  SetUpHandler(proto::R2SP, 4, 0.9f);
+  const std::vector<float> g = {1, 2, 3, 4};
+  Push(0, 0, {0, 0, 0, 0}, 0, true);
+  PredictedPull(0, 0, 0.75f, 3);  // starts keeping the gradient term; none yet
+  Push(0, 0, g, 0, false, 0.25f);
+  PredictedPull(0, 0, 0.75f, 3);
+  Pull(0, 0);
+  std::vector<std::pair<std::string, Message>> replies = sink_.Take();
+  ASSERT_EQ(replies.size(), 5u);
+  EXPECT_EQ(Values(replies[1].second), (std::vector<float>{0, 0, 0, 0}));
+  // Expected: one quarter step, then the three quarter steps the prediction stands for.
+  std::vector<float> w(4, 0.0f), m(4, 0.0f);
+  const FractionalStep step = StepForFraction(sgd, 0.25f);
+  SgdApply(step.options, step.grad_scale, g.data(), w.data(), w.data(), m.data(), 4);
+  EXPECT_EQ(Values(replies[4].second), w);
+  for (int j = 0; j < 3; ++j) {
+    SgdApply(step.options, step.grad_scale, g.data(), w.data(), w.data(), m.data(), 4);
+  }
+  const std::vector<float> predicted = Values(replies[3].second);
+  for (int i = 0; i < 4; ++i) EXPECT_NEAR(predicted[i], w[i], 1e-5) << i;
+  EXPECT_EQ(*handler_->Weights(0), Values(replies[4].second));  // the weights did not move
+}
+
+TEST_F(ServerHandlerTest, RejectsBadPredictedPulls) {
+  SetUpHandler(proto::R2SP, 2);
+  Push(0, 0, {0, 0, 0, 0}, 0, true);
+  PredictedPull(0, 0, 1.5f, 1);   // fraction above 1
+  PredictedPull(0, 0, 0.5f, 0);   // no updates
+  PredictedPull(0, 0, -0.5f, 1);  // negative
+  PredictedPull(0, 0, 0.5f, 1 << 20);
+  SetUpHandler(proto::BSP, 2);
+  PredictedPull(0, 0, 0.5f, 1);   // bsp has nothing to predict
+  std::vector<std::pair<std::string, Message>> replies = sink_.Take();
+  ASSERT_EQ(replies.size(), 6u);
+  for (size_t i = 1; i < replies.size(); ++i) {
+    EXPECT_EQ(replies[i].second.header.code(), proto::INVALID_ARGUMENT) << i;
   }
 }
 

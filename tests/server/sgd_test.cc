@@ -120,5 +120,54 @@ TEST(StepForFractionTest, ColdStartTracksWholeSteps) {
   EXPECT_GT(std::abs(w_naive - w_whole), 0.2 * std::abs(w_whole));
 }
 
+// SgdApplyKeepingStep updates exactly as SgdApply does and keeps the gradient term per unit of
+// scale: g + weight_decay / scale * w, with the weights before the update.
+TEST(SgdApplyKeepingStepTest, SameUpdateAndKeepsTheUnitStep) {
+  const FractionalStep step = StepForFraction({0.1f, 0.9f, 0.01f}, 0.25f);
+  const std::vector<float> g = {1.0f, -2.0f, 0.5f};
+  std::vector<float> w = {0.3f, -0.7f, 2.0f}, m = {0.2f, 0.1f, -0.4f};
+  std::vector<float> w2 = w, m2 = m, u(3);
+  SgdApply(step.options, step.grad_scale, g.data(), w.data(), w.data(), m.data(), 3);
+  const std::vector<float> before = w2;
+  SgdApplyKeepingStep(step.options, step.grad_scale, g.data(), w2.data(), w2.data(), m2.data(),
+                      u.data(), 3);
+  EXPECT_EQ(w, w2);
+  EXPECT_EQ(m, m2);
+  for (int i = 0; i < 3; ++i) EXPECT_NEAR(u[i], g[i] + 0.01f * before[i], 1e-6) << i;
+}
+
+// The prediction is exactly where `updates` fractional updates with the same gradient take the
+// weights, from any momentum buffer (no weight decay, so the gradient term stays constant).
+TEST(PredictionForTest, MatchesTheUpdatesItPredicts) {
+  for (float mu : {0.0f, 0.5f, 0.9f}) {
+    for (int updates : {1, 3, 7}) {
+      const SgdOptions options{0.05f, mu, 0.0f};
+      const float each = 0.75f / updates;
+      const std::vector<float> g = {1.0f, -3.0f};
+      std::vector<float> w = {0.5f, 1.5f}, m = {mu > 0 ? 2.0f : 0.0f, -1.0f};
+      std::vector<float> predicted(2);
+      PredictWeights(PredictionFor(options, each, updates), w.data(), m.data(), g.data(),
+                     predicted.data(), 2);
+      const FractionalStep step = StepForFraction(options, each);
+      for (int j = 0; j < updates; ++j) {
+        SgdApply(step.options, step.grad_scale, g.data(), w.data(), w.data(), m.data(), 2);
+      }
+      for (int i = 0; i < 2; ++i) {
+        EXPECT_NEAR(predicted[i], w[i], 1e-5) << "mu=" << mu << " updates=" << updates;
+      }
+    }
+  }
+}
+
+TEST(PredictionForTest, KnownValues) {
+  // Whole steps, mu 0.5, lr 0.1, 2 updates: momentum 0.1 * (0.5 + 0.25), step 0.1 * (1 + 1.5).
+  const Prediction p = PredictionFor({0.1f, 0.5f, 0.0f}, 1.0f, 2);
+  EXPECT_NEAR(p.momentum_coeff, 0.075f, 1e-7);
+  EXPECT_NEAR(p.step_coeff, 0.25f, 1e-7);
+  float w = 1.0f, m = 2.0f, u = 4.0f, x = 0.0f;
+  PredictWeights(p, &w, &m, &u, &x, 1);
+  EXPECT_NEAR(x, 1.0f - 0.15f - 1.0f, 1e-6);
+}
+
 }  // namespace
 }  // namespace r2sp

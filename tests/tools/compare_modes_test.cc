@@ -27,7 +27,9 @@ TEST(CompareModesTest, TinyLoopbackRunProducesTablePlotsAndResult) {
   EXPECT_NE(log.find("RESULT ssp_vs_bsp_throughput="), std::string::npos) << log;
   EXPECT_NE(log.find("r2sp_vs_bsp_throughput="), std::string::npos) << log;
   EXPECT_NE(log.find("r2sp_hetero_vs_bsp_throughput="), std::string::npos) << log;
+  EXPECT_NE(log.find("r2sp_vs_bsp_job_throughput="), std::string::npos) << log;
   const std::string table = testing::ReadFile(dir + "/out/results.md");
+  EXPECT_NE(table.find("| job samples/s |"), std::string::npos) << table;
   for (const char* mode : {"| bsp |", "| ssp |", "| asp |", "| r2sp |", "| r2sp_hetero |"}) {
     EXPECT_NE(table.find(mode), std::string::npos) << table;
   }
