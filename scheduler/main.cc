@@ -22,8 +22,9 @@ DEFINE_double(r2sp_headroom, 1.2, "r2sp: gap between slot grants = T / (headroom
 DEFINE_string(r2sp_slot, "push", "r2sp: what a slot covers: push (released once the push is "
               "acknowledged, so the next worker's push overlaps this one's pull) or push_pull "
               "(released after the pull too, as in the R2SP paper)");
-DEFINE_string(r2sp_order, "ring", "r2sp: who gets the free slot: ring (the next worker in rank "
-              "order, as in the R2SP paper) or first_come (whoever asked first)");
+DEFINE_string(r2sp_order, "auto", "r2sp: who gets the free slot: ring (the next worker in rank "
+              "order, as in the R2SP paper), first_come (whoever asked first), or auto "
+              "(first_come with --hetero_batching, else ring)");
 DEFINE_bool(hetero_batching, false, "tune each worker's batch size to its measured throughput");
 DEFINE_int32(global_batch, 256, "hetero batching: the sum of all workers' batch sizes");
 DEFINE_int32(min_batch, 8, "hetero batching: smallest batch a worker is given");
@@ -46,8 +47,9 @@ int main(int argc, char** argv) {
   r2sp::CheckFlag(FLAGS_r2sp_headroom > 0, "--r2sp_headroom must be > 0");
   r2sp::CheckFlag(FLAGS_r2sp_slot == "push" || FLAGS_r2sp_slot == "push_pull",
                   "--r2sp_slot must be push or push_pull");
-  r2sp::CheckFlag(FLAGS_r2sp_order == "ring" || FLAGS_r2sp_order == "first_come",
-                  "--r2sp_order must be ring or first_come");
+  r2sp::CheckFlag(FLAGS_r2sp_order == "ring" || FLAGS_r2sp_order == "first_come" ||
+                      FLAGS_r2sp_order == "auto",
+                  "--r2sp_order must be ring, first_come or auto");
   r2sp::CheckFlag(FLAGS_min_batch >= 1 && FLAGS_min_batch <= FLAGS_max_batch,
                   "need 1 <= --min_batch <= --max_batch");
   if (FLAGS_hetero_batching) {
@@ -71,8 +73,9 @@ int main(int argc, char** argv) {
   options.staleness = FLAGS_staleness;
   options.r2sp_headroom = FLAGS_r2sp_headroom;
   options.r2sp_slot_includes_pull = FLAGS_r2sp_slot == "push_pull";
-  options.r2sp_order =
-      FLAGS_r2sp_order == "first_come" ? r2sp::SlotOrder::kFirstCome : r2sp::SlotOrder::kRing;
+  const bool first_come = FLAGS_r2sp_order == "first_come" ||
+                          (FLAGS_r2sp_order == "auto" && FLAGS_hetero_batching);
+  options.r2sp_order = first_come ? r2sp::SlotOrder::kFirstCome : r2sp::SlotOrder::kRing;
   options.hetero_batching = FLAGS_hetero_batching;
   options.batching.global_batch = FLAGS_global_batch;
   options.batching.min_batch = FLAGS_min_batch;
