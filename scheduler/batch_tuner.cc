@@ -121,8 +121,8 @@ std::vector<int> BatchTuner::Ideal(bool include_departed) const {
   std::vector<int> split = ProportionalSplit(options_.global_batch, weights, options_.min_batch,
                                              options_.max_batch);
   std::vector<int> out(live_.size(), 0);
-  for (size_t i = 0, k = 0; i < live_.size(); ++i) {
-    if (live_[i] || include_departed) out[i] = split[k++];
+  for (size_t i = 0, next = 0; i < live_.size(); ++i) {
+    if (live_[i] || include_departed) out[i] = split[next++];
   }
   return out;
 }

@@ -7,8 +7,8 @@
 // [min_batch, max_batch]. A worker whose CPU is slower communicates slower too, so evening out
 // compute alone would still leave it the straggler of an r2sp ring. A new assignment is adopted
 // only when every live worker has reported a few iterations under the current one and some
-// size would change by more than the hysteresis, so sizes settle instead of flapping. Equal iteration times keep
-// the R2SP ring evenly gapped and stop BSP waiting for stragglers.
+// size would change by more than the hysteresis, so sizes settle instead of flapping. Equal
+// iteration times keep the R2SP ring evenly gapped and stop BSP waiting for stragglers.
 #ifndef R2SP_SCHEDULER_BATCH_TUNER_H_
 #define R2SP_SCHEDULER_BATCH_TUNER_H_
 

@@ -76,86 +76,82 @@ void SchedulerCore::HandleRequest(Message request, Responder responder) {
 }
 
 void SchedulerCore::HandleFromNode(const Message& request, Responder& responder, absl::Time now) {
-  {
-    const proto::Header& header = request.header;
-    absl::StatusOr<Node*> sender = Sender(header);
-    if (!sender.ok()) {
-      LOG(WARNING) << "rejected " << proto::MsgType_Name(header.type()) << ": "
-                   << sender.status();
-      responder.ReplyStatus(sender.status());
-      return;
+  const proto::Header& header = request.header;
+  absl::StatusOr<Node*> sender = Sender(header);
+  if (!sender.ok()) {
+    LOG(WARNING) << "rejected " << proto::MsgType_Name(header.type()) << ": "
+                 << sender.status();
+    responder.ReplyStatus(sender.status());
+    return;
+  }
+  Node& node = **sender;
+  node.last_seen = now;
+  switch (header.type()) {
+    case proto::HEARTBEAT: {
+      Message reply;
+      proto::HeartbeatReply* hb = reply.header.mutable_heartbeat_reply();
+      for (const Node& w : workers_) {
+        if (w.state == NodeState::kDead) hb->add_dead_workers(w.rank);
+        if (w.state == NodeState::kFinished) hb->add_finished_workers(w.rank);
+      }
+      for (const Node& s : servers_) {
+        if (s.state == NodeState::kDead) hb->add_dead_servers(s.rank);
+      }
+      hb->set_shutting_down(shutting_down_);
+      responder.Reply(std::move(reply));
+      break;
     }
-    Node& node = **sender;
-    node.last_seen = now;
-    switch (header.type()) {
-      case proto::HEARTBEAT: {
-        Message reply;
-        proto::HeartbeatReply* hb = reply.header.mutable_heartbeat_reply();
-        for (const Node& w : workers_) {
-          if (w.state == NodeState::kDead) hb->add_dead_workers(w.rank);
-        }
-        for (const Node& w : workers_) {
-          if (w.state == NodeState::kFinished) hb->add_finished_workers(w.rank);
-        }
-        for (const Node& s : servers_) {
-          if (s.state == NodeState::kDead) hb->add_dead_servers(s.rank);
-        }
-        hb->set_shutting_down(shutting_down_);
-        responder.Reply(std::move(reply));
+    case proto::BARRIER:
+      HandleBarrier(request, node, responder);
+      break;
+    case proto::FINISH:
+      if (node.role != proto::WORKER) {
+        responder.ReplyStatus(absl::InvalidArgumentError("only workers send FINISH"));
         break;
       }
-      case proto::BARRIER:
-        HandleBarrier(request, node, responder);
-        break;
-      case proto::FINISH:
-        if (node.role != proto::WORKER) {
-          responder.ReplyStatus(absl::InvalidArgumentError("only workers send FINISH"));
-          break;
-        }
-        node.counters = header.counters();
-        if (node.state == NodeState::kAlive) {
-          node.state = NodeState::kFinished;
-          WorkerLeft(node, now);
-        }
-        LOG(INFO) << "worker " << node.rank << " finished after "
-                  << node.counters.iterations() << " iterations";
-        responder.ReplyStatus(absl::OkStatus());
-        ReleaseBarriers();
-        MaybeEndJob();
-        break;
-      case proto::SLOT:
-        HandleSlot(request, node, responder, now);
-        break;
-      case proto::RELEASE: {
-        absl::Status released = node.role == proto::WORKER
-                                    ? planner_.Release(node.rank, now)
-                                    : absl::InvalidArgumentError("only workers hold slots");
-        if (released.ok() && header.report().leaving()) {
-          planner_.Remove(node.rank);  // done training: the ring closes over it
-          LOG(INFO) << "worker " << node.rank << " left the slot ring ("
-                    << planner_.ring().size() << " left in it)";
-        }
-        responder.ReplyStatus(released);
-        GrantSlots(now);
-        break;
+      node.counters = header.counters();
+      if (node.state == NodeState::kAlive) {
+        node.state = NodeState::kFinished;
+        WorkerLeft(node, now);
       }
-      case proto::REPORT: {
-        if (node.role != proto::WORKER || tuner_ == nullptr) {
-          responder.ReplyStatus(absl::FailedPreconditionError(
-              "REPORT needs a worker and a job with --hetero_batching"));
-          break;
-        }
-        const proto::IterationReport& r = header.report();
-        tuner_->Report(node.rank, r.samples(), r.compute_seconds(), r.comm_seconds());
-        Message reply;
-        *reply.header.mutable_batch() = Assignment(node.rank);
-        responder.Reply(std::move(reply));
-        break;
+      LOG(INFO) << "worker " << node.rank << " finished after "
+                << node.counters.iterations() << " iterations";
+      responder.ReplyStatus(absl::OkStatus());
+      ReleaseBarriers();
+      MaybeEndJob();
+      break;
+    case proto::SLOT:
+      HandleSlot(request, node, responder, now);
+      break;
+    case proto::RELEASE: {
+      absl::Status released = node.role == proto::WORKER
+                                  ? planner_.Release(node.rank, now)
+                                  : absl::InvalidArgumentError("only workers hold slots");
+      if (released.ok() && header.report().leaving()) {
+        planner_.Remove(node.rank);  // done training: the ring closes over it
+        LOG(INFO) << "worker " << node.rank << " left the slot ring ("
+                  << planner_.ring().size() << " left in it)";
       }
-      default:
-        responder.ReplyStatus(absl::InvalidArgumentError(absl::StrCat(
-            "the scheduler does not handle ", proto::MsgType_Name(header.type()))));
+      responder.ReplyStatus(released);
+      GrantSlots(now);
+      break;
     }
+    case proto::REPORT: {
+      if (node.role != proto::WORKER || tuner_ == nullptr) {
+        responder.ReplyStatus(absl::FailedPreconditionError(
+            "REPORT needs a worker and a job with --hetero_batching"));
+        break;
+      }
+      const proto::IterationReport& r = header.report();
+      tuner_->Report(node.rank, r.samples(), r.compute_seconds(), r.comm_seconds());
+      Message reply;
+      *reply.header.mutable_batch() = Assignment(node.rank);
+      responder.Reply(std::move(reply));
+      break;
+    }
+    default:
+      responder.ReplyStatus(absl::InvalidArgumentError(absl::StrCat(
+          "the scheduler does not handle ", proto::MsgType_Name(header.type()))));
   }
 }
 

@@ -1,7 +1,6 @@
 // See server_handler.h.
 #include "server/server_handler.h"
 
-#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <utility>
@@ -263,16 +262,16 @@ void ServerHandler::HandlePull(Message& request, Responder& responder) {
     }
   }
   ParkedPull pull{info.min_version(), info.min_clock(), info.predict_fraction(),
-                  info.predict_updates(), absl::Now(), std::move(responder)};
+                  info.predict_updates(), absl::Time(), std::move(responder)};
   if (PullReady(slot, pull.min_version, pull.min_clock)) {
-    AnswerPull(slot, pull, pull.responder, 0.0);
+    AnswerPull(slot, pull, 0.0);
   } else {
+    pull.since = absl::Now();
     slot.parked_pulls.push_back(std::move(pull));
   }
 }
 
-void ServerHandler::AnswerPull(Slot& slot, const ParkedPull& pull, Responder& responder,
-                               double waited) {
+void ServerHandler::AnswerPull(Slot& slot, ParkedPull& pull, double waited) {
   Message reply;
   reply.header.set_clock(slot.state.version());
   if (waited > 0) reply.header.mutable_pull_reply()->set_waited_seconds(waited);
@@ -288,7 +287,7 @@ void ServerHandler::AnswerPull(Slot& slot, const ParkedPull& pull, Responder& re
   }
   counters_.bytes_pulled += slot.state.bytes();
   ++counters_.pulls;
-  responder.Reply(std::move(reply));
+  pull.responder.Reply(std::move(reply));
 }
 
 void ServerHandler::ReleaseParkedPulls(Slot& slot) {
@@ -297,7 +296,7 @@ void ServerHandler::ReleaseParkedPulls(Slot& slot) {
   const absl::Time now = absl::Now();
   for (ParkedPull& pull : slot.parked_pulls) {
     if (PullReady(slot, pull.min_version, pull.min_clock)) {
-      AnswerPull(slot, pull, pull.responder, absl::ToDoubleSeconds(now - pull.since));
+      AnswerPull(slot, pull, absl::ToDoubleSeconds(now - pull.since));
     } else {
       still_waiting.push_back(std::move(pull));
     }

@@ -76,7 +76,8 @@ class ServerHandler : public RequestHandler {
   absl::StatusOr<Slot*> FindSlot(uint64_t key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void HandlePush(Message& request, Responder& responder) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void HandlePull(Message& request, Responder& responder) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void AnswerPull(Slot& slot, const ParkedPull& pull, Responder& responder, double waited)
+  // Answers `pull` (parked for `waited` seconds) with the current or predicted weights.
+  void AnswerPull(Slot& slot, ParkedPull& pull, double waited)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool PullReady(const Slot& slot, int64_t min_version, int64_t min_clock) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

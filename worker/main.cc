@@ -19,6 +19,7 @@
 #ifdef R2SP_WITH_CUDA
 #include "models/cuda/cuda_network.h"
 #endif
+#include "worker/exchange.h"
 #include "worker/ps_client.h"
 #include "worker/run_log.h"
 #include "worker/synthetic_workload.h"
@@ -187,6 +188,13 @@ int main(int argc, char** argv) {
   }
   ExitIfError(ps.Pull(params.data()).Wait(), "pulling initial parameters");
 
+  r2sp::ExchangeOptions mode;
+  mode.sync = book.sync();
+  mode.staleness = book.staleness();
+  mode.slot_includes_pull = book.r2sp_slot_includes_pull();
+  absl::StatusOr<std::unique_ptr<r2sp::RunLog>> log =
+      r2sp::RunLog::Open(FLAGS_metrics, FLAGS_timeline, rank);
+  ExitIfError(log.status(), "opening --metrics/--timeline");
   r2sp::proto::NodeCounters counters;
   int64_t clocks = 0;
   if (synthetic) {
@@ -196,13 +204,8 @@ int main(int argc, char** argv) {
     options.known_gradients = FLAGS_grad == "known";
     options.seed = FLAGS_seed;
     options.compute_ms = FLAGS_compute_ms;
-    options.sync = book.sync();
-    options.staleness = book.staleness();
-    options.r2sp_slot_includes_pull = book.r2sp_slot_includes_pull();
+    options.mode = mode;
     options.log_every = FLAGS_log_every > 0 ? FLAGS_log_every : 10;
-    absl::StatusOr<std::unique_ptr<r2sp::RunLog>> log =
-        r2sp::RunLog::Open(FLAGS_metrics, FLAGS_timeline, rank);
-    ExitIfError(log.status(), "opening --metrics/--timeline");
     absl::StatusOr<r2sp::SyntheticResult> result =
         r2sp::RunSynthetic(options, &ps, &scheduler, &params, log->get());
     log->reset();  // completes the timeline file
@@ -238,9 +241,7 @@ int main(int argc, char** argv) {
     options.rank = rank;
     options.epochs = FLAGS_epochs;
     options.max_steps = FLAGS_max_steps;
-    options.sync = book.sync();
-    options.staleness = book.staleness();
-    options.r2sp_slot_includes_pull = book.r2sp_slot_includes_pull();
+    options.mode = mode;
     options.hetero_batching = book.hetero_batching();
     options.compute_slowdown = FLAGS_compute_slowdown;
     options.lookahead = FLAGS_lookahead;
@@ -258,9 +259,6 @@ int main(int argc, char** argv) {
     }
     options.evaluate = rank == 0;
     options.log_every = FLAGS_log_every > 0 ? FLAGS_log_every : 50;
-    absl::StatusOr<std::unique_ptr<r2sp::RunLog>> log =
-        r2sp::RunLog::Open(FLAGS_metrics, FLAGS_timeline, rank);
-    ExitIfError(log.status(), "opening --metrics/--timeline");
     absl::StatusOr<r2sp::TrainResult> result = r2sp::Train(
         options, net->get(), &ps, &scheduler, &batcher, &data->test, &params, log->get());
     log->reset();  // completes the timeline file

@@ -54,8 +54,6 @@ struct PsClientCounters {
   uint64_t pulls = 0;
 };
 
-// Thread-safety: all methods may be called from any thread.
-// Borrowed: transport and layout outlive the client.
 struct PullOptions {
   int64_t min_version = 0;  // BSP: each partition at least at this many clocks applied
   int64_t min_clock = 0;    // SSP: once every live worker pushed it this many times
@@ -66,6 +64,8 @@ struct PullOptions {
   int predict_updates = 0;
 };
 
+// Thread-safety: all methods may be called from any thread.
+// Borrowed: transport and layout outlive the client.
 class PsClient {
  public:
   PsClient(Transport* transport, const ModelLayout* layout,

@@ -78,8 +78,7 @@ absl::StatusOr<SyntheticResult> RunSynthetic(const SyntheticOptions& options, Ps
     m.compute_seconds = absl::ToDoubleSeconds(computed - tc);
     if (log != nullptr) log->Span("compute", tc, computed);
     absl::StatusOr<int> exchanged =
-        Exchange({options.sync, options.staleness, options.r2sp_slot_includes_pull}, ps,
-                 scheduler, grads.data(), params->data(), /*scale=*/0.0f,
+        Exchange(options.mode, ps, scheduler, grads.data(), params->data(), /*scale=*/0.0f,
                  clock + 1 == options.iterations, computed, &m, log);
     if (!exchanged.ok()) return exchanged.status();
     if (log != nullptr) log->Metrics(m);

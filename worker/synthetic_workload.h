@@ -9,10 +9,11 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "proto/messages.pb.h"
 #include "common/scheduler_client.h"
-#include "worker/run_log.h"
+#include "proto/messages.pb.h"
+#include "worker/exchange.h"
 #include "worker/ps_client.h"
+#include "worker/run_log.h"
 
 namespace r2sp {
 
@@ -37,9 +38,7 @@ struct SyntheticOptions {
   bool known_gradients = false;  // else random (generated once)
   uint64_t seed = 1;
   int compute_ms = 0;            // sleep per iteration, standing in for compute
-  proto::SyncMode sync = proto::ASP;
-  int staleness = 0;             // ssp
-  bool r2sp_slot_includes_pull = false;
+  ExchangeOptions mode;           // the job's sync, staleness and slot coverage
   int log_every = 10;
 };
 

@@ -40,7 +40,7 @@ absl::StatusOr<TrainResult> Train(const TrainerOptions& options, models::Network
                                   models::Batcher* batcher, const models::Dataset* test,
                                   std::vector<float>* params, RunLog* log) {
   const models::Graph& g = net->graph();
-  const bool r2sp = options.sync == proto::R2SP;
+  const bool r2sp = options.mode.sync == proto::R2SP;
   const bool hetero = options.hetero_batching;
   // The batch size for the next iteration. Shared: a report's reply may arrive after we return.
   auto next_batch = std::make_shared<std::atomic<int>>(options.batch_size);
@@ -92,11 +92,11 @@ absl::StatusOr<TrainResult> Train(const TrainerOptions& options, models::Network
       const int64_t last = options.max_steps > 0 ? std::min(total, options.max_steps) : total;
       // b_i / B: BSP sums weighted gradients with hetero batching (else averages them);
       // asynchronous modes apply the push as that fraction of a global-batch step.
-      const bool weighted = hetero || options.sync != proto::BSP;
+      const bool weighted = hetero || options.mode.sync != proto::BSP;
       const float scale =
           weighted ? std::min(1.0f, static_cast<float>(n) / options.global_batch) : 0.0f;
-      ExchangeOptions exchange{options.sync, options.staleness, options.r2sp_slot_includes_pull,
-                               previous_comm_seconds};
+      ExchangeOptions exchange = options.mode;
+      exchange.previous_comm_seconds = previous_comm_seconds;
       const bool evaluate_next = options.evaluate && s + 1 == options.steps_per_epoch;
       if (options.lookahead && r2sp && options.workers > 1 && !evaluate_next) {
         // The other workers' pushes land before ours: (B - b_i) / B of a step, where b_i is

@@ -20,6 +20,7 @@
 #include "models/data/batcher.h"
 #include "models/data/dataset.h"
 #include "models/network.h"
+#include "worker/exchange.h"
 #include "worker/ps_client.h"
 #include "worker/run_log.h"
 
@@ -33,9 +34,8 @@ struct TrainerOptions {
   // whole batches (fixed batches), or data set size / global batch (hetero batching).
   int64_t steps_per_epoch = 1;
   int64_t max_steps = 0;  // stop after this many steps in all (0: no limit)
-  proto::SyncMode sync = proto::ASP;
-  int staleness = 0;      // ssp
-  bool r2sp_slot_includes_pull = false;
+  // The job's mode (sync, staleness, slot coverage); Train fills in the per-iteration fields.
+  ExchangeOptions mode;
   bool hetero_batching = false;
   int global_batch = 0;   // B: the samples of one step of all workers (b_i / B weights pushes)
   // Emulation of a slower machine: the compute phase is stretched to this many times its

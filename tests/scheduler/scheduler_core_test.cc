@@ -85,9 +85,15 @@ TEST_F(SchedulerCoreTest, RepliesToEveryoneOnceAllRegistered) {
     EXPECT_EQ(r.book().servers_size(), 1);
     EXPECT_EQ(r.book().workers_size(), 2);
     EXPECT_EQ(r.book().model_size(), 1);
-    if (who == "w0") EXPECT_EQ(r.rank(), 0);
-    if (who == "w1") EXPECT_EQ(r.rank(), 1);
-    if (who == "s0") EXPECT_EQ(r.rank(), 0);
+    if (who == "w0") {
+      EXPECT_EQ(r.rank(), 0);
+    }
+    if (who == "w1") {
+      EXPECT_EQ(r.rank(), 1);
+    }
+    if (who == "s0") {
+      EXPECT_EQ(r.rank(), 0);
+    }
   }
   Register(proto::SERVER, "s1");  // too late: servers never join a running job
   replies = sink_.Take();

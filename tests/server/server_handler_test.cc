@@ -254,7 +254,9 @@ TEST_F(ServerHandlerTest, AsyncPushesAreFractionsOfAStep) {
     }
     EXPECT_EQ(*handler_->Weights(0), w) << "per_sample=" << per_sample;
     // Two half steps from a cold buffer move less than two whole steps (0.5 * (1 + 1.9) * g).
-    if (per_sample) EXPECT_GT(w[0], -0.5f * 2.9f);
+    if (per_sample) {
+      EXPECT_GT(w[0], -0.5f * 2.9f);
+    }
     sink_.Take();
   }
 }
