@@ -33,10 +33,56 @@ TEST(CompareModesTest, TinyLoopbackRunProducesTablePlotsAndResult) {
   for (const char* mode : {"| bsp |", "| ssp |", "| asp |", "| r2sp |", "| r2sp_hetero |"}) {
     EXPECT_NE(table.find(mode), std::string::npos) << table;
   }
-  EXPECT_NE(table.find("0 of 60 |"), std::string::npos) << "r2sp pushes must not overlap\n" << table;
+  EXPECT_NE(table.find("0 of 60 |"), std::string::npos)
+      << "r2sp pushes must not overlap\n" << table;
+  // The launcher measured each process's CPU use and the machine's.
+  EXPECT_NE(table.find("| servers' CPU (cores) |"), std::string::npos) << table;
+  const std::string summary = testing::ReadFile(dir + "/out/bsp/summary.json");
+  for (const char* key : {"\"cpu_cores\"", "\"server0\"", "\"worker1\"", "\"scheduler\"",
+                          "\"machine_busy_cores\""}) {
+    EXPECT_NE(summary.find(key), std::string::npos) << key << "\n" << summary;
+  }
   for (const char* png : {"accuracy.png", "pushes.png", "link.png"}) {
     EXPECT_TRUE(NonEmpty(dir + "/out/" + png)) << png;
   }
+}
+
+// --repeats: every mode runs twice, interleaved, each in its own directory; the table gives
+// median (min-max) per figure, the JSON every run, the RESULT line the median ratios.
+TEST(CompareModesTest, RepeatsRunEveryModeAndReportMediansAndRanges) {
+  const std::string dir = testing::MakeTempDir("compare_modes_repeats");
+  testing::ChildProcess run({"/usr/bin/python3", "tools/compare_modes", "--bin_dir=.",
+                             "--out=" + dir + "/out", "--workers=2", "--repeats=2",
+                             "--modes=bsp,r2sp_hetero", "--global_batch=64",
+                             "--worker_flags=--model=mlp --max_steps=20 --threads=1",
+                             "--target_accuracy=0.5", "--timeout=120"},
+                            dir + "/log");
+  ASSERT_EQ(run.Wait(absl::Seconds(300)), 0) << run.Log();
+  const std::string log = run.Log();
+  // The rounds interleave: bsp, hetero, bsp, hetero.
+  const size_t b1 = log.find("compare_modes: bsp_run1"), h1 = log.find("r2sp_hetero_run1"),
+               b2 = log.find("compare_modes: bsp_run2"), h2 = log.find("r2sp_hetero_run2");
+  ASSERT_NE(h2, std::string::npos) << log;
+  EXPECT_TRUE(b1 < h1 && h1 < b2 && b2 < h2) << log;
+  EXPECT_NE(log.find("RESULT r2sp_hetero_vs_bsp_throughput="), std::string::npos) << log;
+  EXPECT_NE(log.find("r2sp_hetero_vs_bsp_job_throughput="), std::string::npos) << log;
+  for (const char* run_dir : {"bsp_run1", "bsp_run2", "r2sp_hetero_run1", "r2sp_hetero_run2"}) {
+    EXPECT_NE(testing::ReadFile(dir + "/out/" + run_dir + "/summary.json"), "") << run_dir;
+  }
+  const std::string table = testing::ReadFile(dir + "/out/results.md");
+  EXPECT_NE(table.find("Each mode ran 2 times"), std::string::npos) << table;
+  EXPECT_NE(table.find("| vs bsp (job) |"), std::string::npos) << table;
+  // bsp's own ratio is 1.00 in both rounds: median and range.
+  EXPECT_NE(table.find("1.00 (1.00-1.00)"), std::string::npos) << table;
+  EXPECT_NE(table.find("0 (0-0) of 40 |"), std::string::npos)
+      << "r2sp pushes must not overlap in either run\n" << table;
+  const std::string json = testing::ReadFile(dir + "/out/results.json");
+  size_t runs = 0;
+  for (size_t at = json.find("\"job_samples_per_s\""); at != std::string::npos;
+       at = json.find("\"job_samples_per_s\"", at + 1)) {
+    ++runs;
+  }
+  EXPECT_EQ(runs, 4u) << json;  // 2 rounds x 2 modes
 }
 
 }  // namespace

@@ -12,6 +12,8 @@ import sys
 import threading
 import time
 
+from cpu_meter import CpuMeter
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -160,6 +162,7 @@ def run_job(args, prefix=None, on_start=None, bind_flags=loopback_bind, during=N
         if os.path.exists(f):
             os.remove(f)
     start = time.time()
+    cpu = CpuMeter()
     scheduler = job.start("scheduler", [job.binary("scheduler")] + bind_flags("scheduler") + [
                                         "--endpoint_file=" + endpoint_file, "--stats_json=" + stats_file,
                                         f"--num_servers={args.servers}", f"--num_workers={args.workers}",
@@ -199,6 +202,7 @@ def run_job(args, prefix=None, on_start=None, bind_flags=loopback_bind, during=N
                 failed = f"{name} exited with status {code}; see {args.run_dir}/{name}.log"
         if failed or all(proc.poll() is not None for _, proc in procs):
             break
+        cpu.sample(procs)
         if time.time() - start > args.timeout:
             failed = f"the job ran past --timeout={args.timeout:g}s"
             break
@@ -233,6 +237,7 @@ def run_job(args, prefix=None, on_start=None, bind_flags=loopback_bind, during=N
         "run_dir": args.run_dir,
     }
     summary.update(metrics)
+    summary.update(cpu.summary())
     if stats.get("batching"):
         summary["batch_sizes"] = [w["batch"] for w in stats["batching"]["workers"]]
         summary["ideal_batch_sizes"] = [w["ideal"] for w in stats["batching"]["workers"]]
