@@ -86,12 +86,14 @@ absl::Status SchedulerClient::Finish(const proto::NodeCounters& counters) {
 
 absl::StatusOr<proto::SlotGrant> SchedulerClient::RequestSlot(int samples,
                                                               double compute_seconds,
-                                                              double comm_seconds) {
+                                                              double comm_seconds,
+                                                              int64_t iterations_left) {
   Message request;
   request.header = NewHeader(proto::SLOT);
   request.header.mutable_report()->set_samples(samples);
   request.header.mutable_report()->set_compute_seconds(compute_seconds);
   request.header.mutable_report()->set_comm_seconds(comm_seconds);
+  request.header.mutable_report()->set_iterations_left(iterations_left);
   absl::StatusOr<Message> reply = CallScheduler(std::move(request), options_.barrier_timeout);
   if (!reply.ok()) return reply.status();
   return reply->header.slot_grant();
@@ -105,12 +107,13 @@ void SchedulerClient::ReleaseSlot(bool leaving) {
 }
 
 void SchedulerClient::Report(int samples, double compute_seconds, double comm_seconds,
-                             std::function<void(int)> on_batch) {
+                             int64_t iterations_left, std::function<void(int)> on_batch) {
   Message request;
   request.header = NewHeader(proto::REPORT);
   request.header.mutable_report()->set_samples(samples);
   request.header.mutable_report()->set_compute_seconds(compute_seconds);
   request.header.mutable_report()->set_comm_seconds(comm_seconds);
+  request.header.mutable_report()->set_iterations_left(iterations_left);
   SendAsync(std::move(request), options_.request_timeout, "iteration report",
             [on_batch = std::move(on_batch)](const proto::Header& reply) {
               if (reply.batch().batch_size() > 0) on_batch(reply.batch().batch_size());

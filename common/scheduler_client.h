@@ -43,15 +43,18 @@ class SchedulerClient {
 
   // R2SP: asks for this worker's communication slot after an iteration's compute (reported
   // for the gap and, with hetero batching, the tuner) and waits for the grant.
-  // `comm_seconds`: the worker's own push + pull time in its previous exchange.
+  // `comm_seconds`: the worker's own push + pull time in its previous exchange;
+  // `iterations_left`: this iteration and those still to come (0: unknown; for the tuner).
   absl::StatusOr<proto::SlotGrant> RequestSlot(int samples, double compute_seconds,
-                                               double comm_seconds = 0);
+                                               double comm_seconds = 0,
+                                               int64_t iterations_left = 0);
   // R2SP: gives the slot back; `leaving` after the worker's last iteration takes it out of the
   // ring, so the others do not wait for its turn. Asynchronous; an error is logged.
   void ReleaseSlot(bool leaving = false);
-  // Hetero batching (other modes): reports an iteration; `on_batch` (on the transport's I/O
-  // thread) receives the batch size to use from the next iteration.
-  void Report(int samples, double compute_seconds, double comm_seconds,
+  // Hetero batching (other modes): reports an iteration (`iterations_left` as for
+  // RequestSlot); `on_batch` (on the transport's I/O thread) receives the batch size to use
+  // from the next iteration.
+  void Report(int samples, double compute_seconds, double comm_seconds, int64_t iterations_left,
               std::function<void(int)> on_batch);
 
   // Sends a heartbeat every heartbeat_period; `on_reply` (may be empty) sees each answer on

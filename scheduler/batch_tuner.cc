@@ -64,13 +64,16 @@ BatchTuner::BatchTuner(const BatchTunerOptions& options, int num_workers)
     : options_(options),
       throughput_(num_workers, 0.0),
       comm_(num_workers, 0.0),
+      left_(num_workers, 0),
       reports_since_change_(num_workers, 0),
       live_(num_workers, true) {
   batch_ = ProportionalSplit(options.global_batch, std::vector<double>(num_workers, 1.0),
                              options.min_batch, options.max_batch);
 }
 
-int BatchTuner::Report(int worker, int samples, double compute_seconds, double comm_seconds) {
+int BatchTuner::Report(int worker, int samples, double compute_seconds, double comm_seconds,
+                       int64_t iterations_left) {
+  left_[worker] = std::max<int64_t>(0, iterations_left);
   if (samples > 0 && compute_seconds > 0 && std::isfinite(compute_seconds)) {
     const double v = samples / compute_seconds;
     const bool first = throughput_[worker] == 0;
@@ -97,26 +100,35 @@ void BatchTuner::AddWorker() {
   batch_.push_back(std::clamp(options_.global_batch / live, options_.min_batch, options_.max_batch));
   throughput_.push_back(0.0);
   comm_.push_back(0.0);
+  left_.push_back(0);
   reports_since_change_.push_back(0);
   live_.push_back(true);
 }
 
 std::vector<int> BatchTuner::Ideal(bool include_departed) const {
-  // Equal iteration times: b_i = v_i (K - c_i), K = (B + sum v_j c_j) / sum v_j. Those real
-  // shares (a negative one, for a worker whose communication alone outlasts K, becomes 0 and
-  // min_batch) are the weights of the rounded, clamped split.
+  // Equal finish: b_i = v_i (F / r_i - c_i), F = (B + sum v_j c_j) / sum (v_j / r_j), where
+  // r_i = R_i + horizon if every member reported R_i, else r_i = 1 (equal iteration times,
+  // F = K). Those real shares (a negative one, for a worker whose communication alone outlasts
+  // its iteration, becomes 0 and min_batch) are the weights of the rounded, clamped split.
   std::vector<size_t> members;
-  double sum_v = 0, sum_vc = 0;
+  bool all_known = true;
   for (size_t i = 0; i < live_.size(); ++i) {
     if (!live_[i] && !include_departed) continue;
     members.push_back(i);
-    sum_v += throughput_[i];
+    all_known = all_known && left_[i] > 0;
+  }
+  auto r = [&](size_t i) {
+    return all_known ? static_cast<double>(left_[i]) + options_.finish_horizon : 1.0;
+  };
+  double sum_v_over_r = 0, sum_vc = 0;
+  for (size_t i : members) {
+    sum_v_over_r += throughput_[i] / r(i);
     sum_vc += throughput_[i] * comm_[i];
   }
-  const double k = sum_v > 0 ? (options_.global_batch + sum_vc) / sum_v : 0;
+  const double f = sum_v_over_r > 0 ? (options_.global_batch + sum_vc) / sum_v_over_r : 0;
   std::vector<double> weights;
   for (size_t i : members) {
-    weights.push_back(std::max(0.0, throughput_[i] * (k - comm_[i])));
+    weights.push_back(std::max(0.0, throughput_[i] * (f / r(i) - comm_[i])));
   }
   std::vector<int> split = ProportionalSplit(options_.global_batch, weights, options_.min_batch,
                                              options_.max_batch);

@@ -143,7 +143,8 @@ void SchedulerCore::HandleFromNode(const Message& request, Responder& responder,
         break;
       }
       const proto::IterationReport& r = header.report();
-      tuner_->Report(node.rank, r.samples(), r.compute_seconds(), r.comm_seconds());
+      tuner_->Report(node.rank, r.samples(), r.compute_seconds(), r.comm_seconds(),
+                     r.iterations_left());
       Message reply;
       *reply.header.mutable_batch() = Assignment(node.rank);
       responder.Reply(std::move(reply));
@@ -221,7 +222,8 @@ void SchedulerCore::HandleSlot(const Message& request, Node& node, Responder& re
     return;
   }
   if (tuner_ != nullptr) {
-    tuner_->Report(node.rank, r.samples(), r.compute_seconds(), r.comm_seconds());
+    tuner_->Report(node.rank, r.samples(), r.compute_seconds(), r.comm_seconds(),
+                   r.iterations_left());
   }
   slot_waiters_.insert_or_assign(node.rank, std::move(responder));
   GrantSlots(now);

@@ -24,7 +24,8 @@ absl::StatusOr<int> Exchange(const ExchangeOptions& options, PsClient* ps,
   absl::Time granted = computed;
   if (r2sp) {
     absl::StatusOr<proto::SlotGrant> grant =
-        scheduler->RequestSlot(m->batch, m->compute_seconds, options.previous_comm_seconds);
+        scheduler->RequestSlot(m->batch, m->compute_seconds, options.previous_comm_seconds,
+                               options.iterations_left);
     if (!grant.ok()) return Annotate(grant.status(), "waiting for a slot");
     granted = absl::Now();
     m->gap_seconds = grant->gap_seconds();

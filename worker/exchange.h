@@ -20,9 +20,10 @@ struct ExchangeOptions {
   // r2sp: release the slot after the pull (the R2SP paper) instead of once the push is
   // acknowledged (the default: the next worker's push then overlaps this one's pull).
   bool slot_includes_pull = false;
-  // The previous iteration's IterationMetrics::CommSeconds(), reported with the r2sp slot
-  // request (hetero batching).
+  // The previous iteration's IterationMetrics::CommSeconds(), and the iterations left, this
+  // one included (0: unknown), reported with the r2sp slot request (hetero batching).
   double previous_comm_seconds = 0;
+  int64_t iterations_left = 0;
   // Asynchronous modes: pull the weights the servers predict for when the next gradient lands
   // (PullOptions; r2sp delay compensation), not the current ones. 0 updates: current.
   float predict_fraction = 0.0f;

@@ -1,6 +1,7 @@
 // The heterogeneity-aware batch tuner: proportional sizes, the sum kept, bounds, hysteresis.
 #include "scheduler/batch_tuner.h"
 
+#include <cstdint>
 #include <numeric>
 
 #include "gtest/gtest.h"
@@ -110,6 +111,49 @@ TEST(BatchTunerTest, EvensOutComputePlusCommunication) {
   }
   EXPECT_EQ(u.batch(0), 100);
   EXPECT_EQ(u.batch(1), 50);
+}
+
+// Equal finish: a worker with more iterations left (behind) gets shorter iterations. v = 1000
+// samples/s and c = 10 ms for both, B = 200, R = 150 and 100 left, horizon 50: r = 200 and 150,
+// F = (200 + 20) / (1000/200 + 1000/150) = 18.857 s, b = 1000 (F/r - 0.01) = 84.3 and 115.7;
+// both then finish in 18.86 s of iterations (84 ms + 10 ms) x 200 = (116 + 10) x 150.
+TEST(BatchTunerTest, AWorkerBehindGetsShorterIterationsToFinishWithTheOthers) {
+  BatchTunerOptions o;
+  o.global_batch = 200;
+  o.hysteresis = 0.0;
+  ASSERT_EQ(o.finish_horizon, 50);
+  BatchTuner t(o, 2);
+  for (int round = 0; round < 30; ++round) {
+    t.Report(0, t.batch(0), t.batch(0) / 1000.0, 0.010, /*iterations_left=*/150);
+    t.Report(1, t.batch(1), t.batch(1) / 1000.0, 0.010, /*iterations_left=*/100);
+  }
+  EXPECT_EQ(t.batch(0), 84);
+  EXPECT_EQ(t.batch(1), 116);
+  // Equal counts left, or a worker that does not say: equal iteration times (100 / 100).
+  for (const int64_t left : {100, 0}) {
+    BatchTuner u(o, 2);
+    for (int round = 0; round < 30; ++round) {
+      u.Report(0, u.batch(0), u.batch(0) / 1000.0, 0.010, 150);
+      u.Report(1, u.batch(1), u.batch(1) / 1000.0, 0.010, left == 100 ? 150 : 0);
+    }
+    EXPECT_EQ(u.batch(0), 100) << left;
+    EXPECT_EQ(u.batch(1), 100) << left;
+  }
+  // Nonsense from the network: a count past any job's length gets the minimum, a negative
+  // one counts as unknown; the sizes still sum to B.
+  BatchTuner v(o, 2);
+  for (int round = 0; round < 30; ++round) {
+    v.Report(0, v.batch(0), v.batch(0) / 1000.0, 0.010, INT64_MAX);
+    v.Report(1, v.batch(1), v.batch(1) / 1000.0, 0.010, 100);
+  }
+  EXPECT_EQ(v.batch(0), o.min_batch);
+  EXPECT_EQ(v.batch(0) + v.batch(1), 200);
+  BatchTuner w(o, 2);
+  for (int round = 0; round < 30; ++round) {
+    w.Report(0, w.batch(0), w.batch(0) / 1000.0, 0.010, -5);
+    w.Report(1, w.batch(1), w.batch(1) / 1000.0, 0.010, 100);
+  }
+  EXPECT_EQ(w.batch(0), 100);
 }
 
 TEST(BatchTunerTest, CommunicationLongerThanAnIterationGetsTheMinimum) {

@@ -262,5 +262,35 @@ TEST_F(SchedulerCoreTest, RejectsUnknownSenders) {
   EXPECT_EQ(sink_.Take()[0].second.header.code(), proto::INVALID_ARGUMENT);
 }
 
+// Hetero batching through REPORT: the iterations each worker has left reach the tuner, and the
+// worker that is behind (more left) gets the smaller batch (figures as in batch_tuner_test's
+// AWorkerBehindGetsShorterIterationsToFinishWithTheOthers).
+TEST_F(SchedulerCoreTest, ReportsCarryIterationsLeftToTheTuner) {
+  options_.sync = proto::ASP;
+  options_.hetero_batching = true;
+  options_.batching.global_batch = 200;
+  options_.batching.hysteresis = 0.0;
+  options_.batching.reports_between_changes = 1;
+  core_ = std::make_unique<SchedulerCore>(options_, &requester_, [this] { return now_; });
+  RegisterAll();
+  int batch[2] = {100, 100};
+  for (int round = 0; round < 20; ++round) {
+    for (int rank = 0; rank < 2; ++rank) {
+      Message m = From(proto::WORKER, rank, proto::REPORT);
+      proto::IterationReport* r = m.header.mutable_report();
+      r->set_samples(batch[rank]);
+      r->set_compute_seconds(batch[rank] / 1000.0);
+      r->set_comm_seconds(0.010);
+      r->set_iterations_left(rank == 0 ? 150 : 100);
+      Send(std::move(m), "w");
+      auto replies = sink_.Take();
+      ASSERT_EQ(replies.size(), 1u);
+      batch[rank] = replies[0].second.header.batch().batch_size();
+    }
+  }
+  EXPECT_EQ(batch[0], 84);
+  EXPECT_EQ(batch[1], 116);
+}
+
 }  // namespace
 }  // namespace r2sp
