@@ -69,11 +69,12 @@ def main():
     p.add_argument("--window_seconds", type=float, default=1.5)
     p.add_argument("--windows", type=int, default=3)
     p.add_argument("--device", default="cpu", help="cpu or cuda")
+    p.add_argument("--lr", type=float, default=0.001, help="as train_benchmark's --lr")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(1)
     model = build(a.model).to(a.device)
-    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
     shape = (3, 32, 32) if a.model == "resnet20" else (1, 28, 28)
     x = torch.randn(a.batch, *shape, device=a.device)
@@ -86,8 +87,9 @@ def main():
         opt.step()
         return loss.item()  # synchronises with the GPU every step, as our backend does
 
-    for _ in range(3):
-        first = step()
+    first = step()  # at the initial parameters
+    for _ in range(2):
+        step()
     rates = []
     for _ in range(a.windows):
         t0 = time.perf_counter()

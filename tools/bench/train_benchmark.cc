@@ -24,6 +24,12 @@ DEFINE_int32(threads, 2, "oneDNN threads");
 DEFINE_string(device, "cpu", "cpu, or cuda (built with --config=cuda)");
 DEFINE_double(window_seconds, 1.5, "length of one timing window");
 DEFINE_int32(windows, 3, "timing windows (the median is reported)");
+// The benchmark memorises one random batch. At 0.01 this problem diverges for the cnn with our
+// He-normal convolutions: its loss falls from 2.35 to 0.13 in 40 steps, then jumps to 19 and
+// the network dies (a PyTorch replica with the same initialisation does the same, at step 43),
+// so whether the final check passed depended on how many steps fitted in the windows. At 0.001
+// it falls steadily; tools/bench/torch_train.py uses the same rate.
+DEFINE_double(lr, 0.001, "SGD learning rate (momentum 0.9)");
 
 int main(int argc, char** argv) {
   gflags::ParseCommandLineFlags(&argc, &argv, true);
@@ -52,7 +58,7 @@ int main(int argc, char** argv) {
 #endif
   }
   CHECK(net.ok()) << net.status();
-  const r2sp::SgdOptions sgd{0.01f, 0.9f, 0.0f};
+  const r2sp::SgdOptions sgd{static_cast<float>(FLAGS_lr), 0.9f, 0.0f};
   float first_loss = 0, last_loss = 0;
   auto step = [&] {
     absl::StatusOr<float> loss =
@@ -62,8 +68,9 @@ int main(int argc, char** argv) {
                    params.size());
     last_loss = *loss;
   };
-  for (int i = 0; i < 3; ++i) step();
-  first_loss = last_loss;
+  step();
+  first_loss = last_loss;  // at the initial parameters
+  for (int i = 0; i < 2; ++i) step();
   std::vector<double> rates;
   for (int w = 0; w < FLAGS_windows; ++w) {
     const auto t0 = std::chrono::steady_clock::now();
