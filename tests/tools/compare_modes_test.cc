@@ -48,7 +48,8 @@ TEST(CompareModesTest, TinyLoopbackRunProducesTablePlotsAndResult) {
 }
 
 // --repeats: every mode runs twice, interleaved, each in its own directory; the table gives
-// median (min-max) per figure, the JSON every run, the RESULT line the median ratios.
+// median (min-max) per figure, the JSON every run, the RESULT line the median ratios. Then
+// tools/run_report reads one of the run directories.
 TEST(CompareModesTest, RepeatsRunEveryModeAndReportMediansAndRanges) {
   const std::string dir = testing::MakeTempDir("compare_modes_repeats");
   testing::ChildProcess run({"/usr/bin/python3", "tools/compare_modes", "--bin_dir=.",
@@ -83,6 +84,21 @@ TEST(CompareModesTest, RepeatsRunEveryModeAndReportMediansAndRanges) {
     ++runs;
   }
   EXPECT_EQ(runs, 4u) << json;  // 2 rounds x 2 modes
+
+  // tools/run_report on one of the runs: each worker's phases, the slot analysis, the CPU use.
+  testing::ChildProcess report({"/usr/bin/python3", "tools/run_report",
+                                dir + "/out/r2sp_hetero_run1"},
+                               dir + "/report");
+  ASSERT_EQ(report.Wait(absl::Seconds(60)), 0) << report.Log();
+  const std::string text = report.Log();
+  for (const char* line : {"worker  0,     20 iterations:", "worker  1,     20 iterations:",
+                           "r2sp slot: ", "% of it while another worker pushed",
+                           "CPU cores used: ", "machine busy: "}) {
+    EXPECT_NE(text.find(line), std::string::npos) << line << "\n" << text;
+  }
+  testing::ChildProcess empty({"/usr/bin/python3", "tools/run_report", dir}, dir + "/empty");
+  EXPECT_EQ(empty.Wait(absl::Seconds(60)), 1);
+  EXPECT_NE(empty.Log().find("no metrics_workerN.jsonl"), std::string::npos) << empty.Log();
 }
 
 }  // namespace
