@@ -95,9 +95,10 @@ absl::StatusOr<TrainResult> Train(const TrainerOptions& options, models::Network
       const bool weighted = hetero || options.mode.sync != proto::BSP;
       const float scale =
           weighted ? std::min(1.0f, static_cast<float>(n) / options.global_batch) : 0.0f;
+      const int64_t iterations_left = last - result.steps;  // this one included
       ExchangeOptions exchange = options.mode;
       exchange.previous_comm_seconds = previous_comm_seconds;
-      exchange.iterations_left = last - result.steps;
+      exchange.iterations_left = iterations_left;
       const bool evaluate_next = options.evaluate && s + 1 == options.steps_per_epoch;
       if (options.lookahead && r2sp && options.workers > 1 && !evaluate_next) {
         // The other workers' pushes land before ours: (B - b_i) / B of a step, where b_i is
@@ -117,7 +118,7 @@ absl::StatusOr<TrainResult> Train(const TrainerOptions& options, models::Network
       // batch.
       previous_comm_seconds = m.CommSeconds();
       if (hetero && !r2sp) {
-        scheduler->Report(n, m.compute_seconds, previous_comm_seconds, last - result.steps,
+        scheduler->Report(n, m.compute_seconds, previous_comm_seconds, iterations_left,
                           [next_batch](int b) { *next_batch = b; });
       }
       if (log) log->Metrics(m);

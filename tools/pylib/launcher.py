@@ -13,6 +13,7 @@ import threading
 import time
 
 from cpu_meter import CpuMeter
+from run_files import worker_metrics
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -113,21 +114,12 @@ def merge_timelines(run_dir, workers):
             json.dump({"traceEvents": events, "displayTimeUnit": "ms"}, f)
 
 
-def read_metrics(run_dir, workers):
+def read_metrics(run_dir):
     """Mean iteration time and wait fraction from the workers' per-iteration metrics."""
-    iterations, compute, wait, total = 0, 0.0, 0.0, 0.0
-    for i in range(workers):
-        try:
-            lines = open(os.path.join(run_dir, f"metrics_worker{i}.jsonl")).read().splitlines()
-        except OSError:
-            continue
-        for line in lines:
-            try:
-                m = json.loads(line)
-            except ValueError:
-                continue
+    iterations, wait, total = 0, 0.0, 0.0
+    for rows in worker_metrics(run_dir).values():
+        for m in rows:
             iterations += 1
-            compute += m["compute_s"]
             wait += m["wait_s"]
             total += m["compute_s"] + m["push_s"] + m["pull_s"] + (m["wait_s"] if m["gap_s"] > 0 else 0)
     if not iterations:
@@ -210,13 +202,14 @@ def run_job(args, prefix=None, on_start=None, bind_flags=loopback_bind, during=N
             during()
         time.sleep(0.1)
     wall = time.time() - start
+    cpu_use = cpu.summary()  # over the job, before the timelines are merged
     if failed:
         job.stop_all()
         print(f"launch: error: {failed}", file=sys.stderr)
         return 1
 
     merge_timelines(args.run_dir, args.workers)
-    metrics = read_metrics(args.run_dir, args.workers)
+    metrics = read_metrics(args.run_dir)
     stats = json.load(open(stats_file)) if os.path.exists(stats_file) else {"workers": [], "servers": []}
     workers = stats.get("workers", [])
     accuracies = [w["test_accuracy"] for w in workers if w.get("test_accuracy", -1) >= 0]
@@ -237,7 +230,7 @@ def run_job(args, prefix=None, on_start=None, bind_flags=loopback_bind, during=N
         "run_dir": args.run_dir,
     }
     summary.update(metrics)
-    summary.update(cpu.summary())
+    summary.update(cpu_use)
     if stats.get("batching"):
         summary["batch_sizes"] = [w["batch"] for w in stats["batching"]["workers"]]
         summary["ideal_batch_sizes"] = [w["ideal"] for w in stats["batching"]["workers"]]
