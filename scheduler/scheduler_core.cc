@@ -4,13 +4,11 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "glog/logging.h"
 
 namespace r2sp {
-namespace {
 
-const char* RoleName(proto::Role role) {
+const char* SchedulerCore::RoleName(proto::Role role) {
   switch (role) {
     case proto::SERVER:
       return "server";
@@ -20,27 +18,6 @@ const char* RoleName(proto::Role role) {
       return "node";
   }
 }
-
-bool SameModel(const std::vector<proto::TensorSpec>& a,
-               const google::protobuf::RepeatedPtrField<proto::TensorSpec>& b) {
-  if (static_cast<int>(a.size()) != b.size()) return false;
-  for (int i = 0; i < b.size(); ++i) {
-    if (a[i].name() != b[i].name() || a[i].num_elements() != b[i].num_elements()) return false;
-  }
-  return true;
-}
-
-std::string JsonString(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) continue;
-    out += c;
-  }
-  return out + "\"";
-}
-
-}  // namespace
 
 SchedulerCore::SchedulerCore(const SchedulerOptions& options, Requester* requester,
                              Clock clock)
@@ -156,58 +133,6 @@ void SchedulerCore::HandleFromNode(const Message& request, Responder& responder,
   }
 }
 
-void SchedulerCore::JoinWorker(const proto::RegisterRequest& reg, Responder& responder,
-                               absl::Time now) {
-  for (const Node& w : workers_) {
-    if (w.instance_id == reg.instance_id()) {
-      responder.ReplyStatus(absl::AlreadyExistsError("this worker instance is registered already"));
-      return;
-    }
-  }
-  const int rank = static_cast<int>(workers_.size());
-  workers_.push_back(Node{proto::WORKER, rank, reg.endpoint(), reg.instance_id(), now});
-  int servers = 0;
-  for (const Node& s : servers_) {
-    if (s.state != NodeState::kAlive) continue;
-    memberships_to_send_.push_back({rank, s.endpoint, rank + 1});
-    ++servers;
-  }
-  LOG(INFO) << "worker joining from " << reg.endpoint() << " as worker " << rank
-            << "; telling " << servers << " servers";
-  pending_joins_.emplace(rank, PendingJoin{std::move(responder), servers});
-  if (servers == 0) FinishJoin(rank);
-}
-
-void SchedulerCore::ServerKnowsJoin(int rank, absl::StatusOr<Message> reply) {
-  absl::MutexLock lock(&mu_);
-  if (!reply.ok() || reply->header.code() != proto::OK) {
-    LOG(WARNING) << "a server did not take worker " << rank << ": "
-                 << (reply.ok() ? reply->header.error() : reply.status().ToString());
-  }
-  auto it = pending_joins_.find(rank);
-  if (it != pending_joins_.end() && --it->second.acks_outstanding == 0) FinishJoin(rank);
-}
-
-void SchedulerCore::FinishJoin(int rank) {
-  auto it = pending_joins_.find(rank);
-  if (it == pending_joins_.end()) return;
-  Node& node = workers_[rank];
-  node.last_seen = clock_();  // the servers' round trip counted against its heartbeats
-  planner_.Add(rank);
-  if (tuner_ != nullptr) tuner_->AddWorker();
-  Message reply;
-  proto::RegisterReply* r = reply.header.mutable_register_reply();
-  r->set_rank(rank);
-  *r->mutable_book() = Book();
-  r->set_joined_running_job(true);
-  r->set_next_workers_barrier(barriers_[proto::WORKERS].id);
-  r->set_next_all_barrier(barriers_[proto::ALL].id);
-  it->second.responder.Reply(std::move(reply));
-  pending_joins_.erase(it);
-  LOG(INFO) << "worker " << rank << " joined the running job (" << planner_.ring().size()
-            << " in the slot ring)";
-}
-
 void SchedulerCore::HandleSlot(const Message& request, Node& node, Responder& responder,
                                absl::Time now) {
   if (options_.sync != proto::R2SP || node.role != proto::WORKER) {
@@ -260,128 +185,6 @@ void SchedulerCore::WorkerLeft(const Node& node, absl::Time now) {
 absl::Time SchedulerCore::NextWakeup() {
   absl::MutexLock lock(&mu_);
   return planner_.NextWakeup();
-}
-
-void SchedulerCore::HandleRegister(const Message& request, Responder& responder,
-                                   absl::Time now) {
-  if (!request.header.has_register_request()) {
-    responder.ReplyStatus(absl::InvalidArgumentError("REGISTER without a register_request"));
-    return;
-  }
-  const proto::RegisterRequest& reg = request.header.register_request();
-  if (reg.role() != proto::SERVER && reg.role() != proto::WORKER) {
-    responder.ReplyStatus(absl::InvalidArgumentError("only servers and workers register"));
-    return;
-  }
-  if (reg.endpoint().empty() || reg.instance_id().empty()) {
-    responder.ReplyStatus(absl::InvalidArgumentError("REGISTER needs endpoint and instance_id"));
-    return;
-  }
-  if (rendezvous_done_) {
-    if (reg.role() == proto::WORKER && !shutting_down_ &&
-        (options_.sync == proto::ASP || options_.sync == proto::R2SP)) {
-      if (!SameModel(model_, reg.model())) {
-        responder.ReplyStatus(absl::InvalidArgumentError(
-            "this worker's model differs from the running job's"));
-        return;
-      }
-      JoinWorker(reg, responder, now);
-      return;
-    }
-    responder.ReplyStatus(absl::FailedPreconditionError(
-        "the job already has all its servers and workers (only asp and r2sp jobs take workers "
-        "that join later)"));
-    return;
-  }
-  if (reg.role() == proto::WORKER) {
-    if (reg.model_size() == 0) {
-      responder.ReplyStatus(absl::InvalidArgumentError("a worker must describe its model"));
-      return;
-    }
-    if (model_.empty()) {
-      model_.assign(reg.model().begin(), reg.model().end());
-    } else if (!SameModel(model_, reg.model())) {
-      LOG(WARNING) << "worker " << reg.instance_id() << " registered a different model";
-      responder.ReplyStatus(absl::InvalidArgumentError(
-          "this worker's model differs from the one the first worker registered"));
-      return;
-    }
-  }
-  for (PendingRegister& p : pending_) {
-    if (p.request.instance_id() == reg.instance_id()) {  // a retry: answer the newest
-      p = PendingRegister{reg, std::move(responder)};
-      return;
-    }
-  }
-  pending_.push_back(PendingRegister{reg, std::move(responder)});
-  int servers = 0, workers = 0;
-  for (const PendingRegister& p : pending_) {
-    (p.request.role() == proto::SERVER ? servers : workers)++;
-  }
-  LOG(INFO) << RoleName(reg.role()) << " registered from " << reg.endpoint() << " ("
-            << servers << "/" << options_.num_servers << " servers, " << workers << "/"
-            << options_.num_workers << " workers)";
-  if (servers > options_.num_servers || workers > options_.num_workers) {
-    PendingRegister extra = std::move(pending_.back());
-    pending_.pop_back();
-    extra.responder.ReplyStatus(absl::FailedPreconditionError(absl::StrCat(
-        "the job wants ", options_.num_servers, " servers and ", options_.num_workers,
-        " workers; this one is one too many")));
-    return;
-  }
-  if (servers == options_.num_servers && workers == options_.num_workers) {
-    CompleteRendezvous(now);
-  }
-}
-
-proto::AddressBook SchedulerCore::Book() const {
-  proto::AddressBook book;
-  for (const std::deque<Node>* nodes : {&servers_, &workers_}) {
-    for (const Node& n : *nodes) {
-      proto::NodeInfo* info = n.role == proto::SERVER ? book.add_servers() : book.add_workers();
-      info->set_role(n.role);
-      info->set_rank(n.rank);
-      info->set_endpoint(n.endpoint);
-    }
-  }
-  for (const proto::TensorSpec& t : model_) *book.add_model() = t;
-  book.set_partition_bytes(options_.partition_bytes);
-  book.set_sync(options_.sync);
-  book.set_staleness(options_.staleness);
-  book.set_r2sp_slot_includes_pull(options_.r2sp_slot_includes_pull);
-  if (tuner_ != nullptr) {
-    book.set_hetero_batching(true);
-    book.set_global_batch(options_.batching.global_batch);
-    book.set_initial_batch(tuner_->batch(0));
-  }
-  return book;
-}
-
-void SchedulerCore::CompleteRendezvous(absl::Time now) {
-  for (const PendingRegister& p : pending_) {
-    std::deque<Node>& nodes = p.request.role() == proto::SERVER ? servers_ : workers_;
-    nodes.push_back(Node{p.request.role(), static_cast<int>(nodes.size()), p.request.endpoint(),
-                         p.request.instance_id(), now});
-  }
-  if (options_.hetero_batching) {
-    tuner_ = std::make_unique<BatchTuner>(options_.batching, options_.num_workers);
-  }
-  const proto::AddressBook book = Book();
-  std::vector<int> ranks;
-  for (int r = 0; r < options_.num_workers; ++r) ranks.push_back(r);
-  planner_.SetMembers(ranks);
-  int server_rank = 0, worker_rank = 0;
-  for (PendingRegister& p : pending_) {
-    Message reply;
-    proto::RegisterReply* r = reply.header.mutable_register_reply();
-    r->set_rank(p.request.role() == proto::SERVER ? server_rank++ : worker_rank++);
-    *r->mutable_book() = book;
-    p.responder.Reply(std::move(reply));
-  }
-  pending_.clear();
-  rendezvous_done_ = true;
-  LOG(INFO) << "all " << servers_.size() << " servers and " << workers_.size()
-            << " workers registered; address book sent";
 }
 
 absl::StatusOr<SchedulerCore::Node*> SchedulerCore::Sender(const proto::Header& header) {
@@ -559,45 +362,6 @@ void SchedulerCore::OnTick(absl::Time now) {
     GrantSlots(now);
   }
   SendQueuedShutdowns();
-}
-
-std::string SchedulerCore::ReportJson() const {
-  absl::MutexLock lock(&mu_);
-  auto nodes_json = [](const std::deque<Node>& nodes) {
-    std::vector<std::string> items;
-    for (const Node& n : nodes) {
-      const proto::NodeCounters& c = n.counters;
-      const char* state = n.state == NodeState::kAlive      ? "alive"
-                          : n.state == NodeState::kFinished ? "finished"
-                                                            : "dead";
-      items.push_back(absl::StrCat(
-          "{\"rank\": ", n.rank, ", \"endpoint\": ", JsonString(n.endpoint),
-          ", \"state\": \"", state, "\", \"bytes_pushed\": ", c.bytes_pushed(),
-          ", \"bytes_pulled\": ", c.bytes_pulled(), ", \"pushes\": ", c.pushes(),
-          ", \"pulls\": ", c.pulls(), ", \"iterations\": ", c.iterations(),
-          ", \"dropped_messages\": ", c.dropped_messages(), ", \"seconds\": ", c.seconds(),
-          ", \"model\": ", JsonString(c.model()), ", \"samples\": ", c.samples(),
-          ", \"epochs\": ", c.epochs(), ", \"test_accuracy\": ", c.test_accuracy(),
-          ", \"final_loss\": ", c.final_loss(), "}"));
-    }
-    return absl::StrCat("[", absl::StrJoin(items, ", "), "]");
-  };
-  std::string batching = "null";
-  if (tuner_ != nullptr) {
-    std::vector<std::string> rows;
-    const std::vector<int> ideal = tuner_->Ideal(/*include_departed=*/true);
-    for (size_t w = 0; w < workers_.size(); ++w) {
-      rows.push_back(absl::StrCat("{\"worker\": ", w, ", \"batch\": ", tuner_->batch(w),
-                                  ", \"ideal\": ", ideal[w], ", \"throughput\": ",
-                                  tuner_->throughput(w), "}"));
-    }
-    batching = absl::StrCat("{\"changes\": ", tuner_->changes(), ", \"workers\": [",
-                            absl::StrJoin(rows, ", "), "]}");
-  }
-  return absl::StrCat("{\"sync\": \"", proto::SyncMode_Name(options_.sync), "\", ",
-                      "\"slot_grants\": ", planner_.grants(), ", \"batching\": ", batching, ", ",
-                      "\"failure\": ", JsonString(failure_), ", \"servers\": ",
-                      nodes_json(servers_), ", \"workers\": ", nodes_json(workers_), "}\n");
 }
 
 }  // namespace r2sp

@@ -1,6 +1,8 @@
 // The scheduler's protocol logic: registration and rank assignment, the address book,
 // heartbeats with failure detection, barriers, and the orderly end of the job (every worker
-// finished or dead -> SHUTDOWN to every live server).
+// finished or dead -> SHUTDOWN to every live server). Implemented in scheduler_core.cc
+// (requests, heartbeats, slots, barriers, the end of the job), scheduler_membership.cc
+// (registration, the address book, joining workers) and scheduler_report.cc (ReportJson).
 #ifndef R2SP_SCHEDULER_SCHEDULER_CORE_H_
 #define R2SP_SCHEDULER_SCHEDULER_CORE_H_
 
@@ -81,6 +83,9 @@ class SchedulerCore : public RequestHandler {
     std::vector<Node*> arrived;
     std::vector<Responder> waiting;
   };
+
+  // "server", "worker" or "node", for logs and errors.
+  static const char* RoleName(proto::Role role);
 
   void HandleRegister(const Message& request, Responder& responder, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

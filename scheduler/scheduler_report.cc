@@ -1,0 +1,65 @@
+// See scheduler_core.h. SchedulerCore's end-of-job report: every node's counters, the slot
+// grants and the batch tuner's state, as JSON (the scheduler's --stats_json).
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "scheduler/scheduler_core.h"
+
+namespace r2sp {
+namespace {
+
+std::string JsonString(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) continue;
+    out += c;
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+std::string SchedulerCore::ReportJson() const {
+  absl::MutexLock lock(&mu_);
+  auto nodes_json = [](const std::deque<Node>& nodes) {
+    std::vector<std::string> items;
+    for (const Node& n : nodes) {
+      const proto::NodeCounters& c = n.counters;
+      const char* state = n.state == NodeState::kAlive      ? "alive"
+                          : n.state == NodeState::kFinished ? "finished"
+                                                            : "dead";
+      items.push_back(absl::StrCat(
+          "{\"rank\": ", n.rank, ", \"endpoint\": ", JsonString(n.endpoint),
+          ", \"state\": \"", state, "\", \"bytes_pushed\": ", c.bytes_pushed(),
+          ", \"bytes_pulled\": ", c.bytes_pulled(), ", \"pushes\": ", c.pushes(),
+          ", \"pulls\": ", c.pulls(), ", \"iterations\": ", c.iterations(),
+          ", \"dropped_messages\": ", c.dropped_messages(), ", \"seconds\": ", c.seconds(),
+          ", \"model\": ", JsonString(c.model()), ", \"samples\": ", c.samples(),
+          ", \"epochs\": ", c.epochs(), ", \"test_accuracy\": ", c.test_accuracy(),
+          ", \"final_loss\": ", c.final_loss(), "}"));
+    }
+    return absl::StrCat("[", absl::StrJoin(items, ", "), "]");
+  };
+  std::string batching = "null";
+  if (tuner_ != nullptr) {
+    std::vector<std::string> rows;
+    const std::vector<int> ideal = tuner_->Ideal(/*include_departed=*/true);
+    for (size_t w = 0; w < workers_.size(); ++w) {
+      rows.push_back(absl::StrCat("{\"worker\": ", w, ", \"batch\": ", tuner_->batch(w),
+                                  ", \"ideal\": ", ideal[w], ", \"throughput\": ",
+                                  tuner_->throughput(w), "}"));
+    }
+    batching = absl::StrCat("{\"changes\": ", tuner_->changes(), ", \"workers\": [",
+                            absl::StrJoin(rows, ", "), "]}");
+  }
+  return absl::StrCat("{\"sync\": \"", proto::SyncMode_Name(options_.sync), "\", ",
+                      "\"slot_grants\": ", planner_.grants(), ", \"batching\": ", batching, ", ",
+                      "\"failure\": ", JsonString(failure_), ", \"servers\": ",
+                      nodes_json(servers_), ", \"workers\": ", nodes_json(workers_), "}\n");
+}
+
+}  // namespace r2sp
