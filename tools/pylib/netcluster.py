@@ -162,14 +162,20 @@ class Cluster:
             self.exec_prefix(receiver) + ["python3", "-c", RECEIVER, self.addresses[receiver],
                                           str(port)],
             stdout=subprocess.PIPE, text=True)
-        time.sleep(0.5)
+        # Connect only once the receiver listens (a fixed sleep raced it on a loaded machine:
+        # the sender was refused and the receiver waited forever).
+        if server.stdout.readline().strip() != "listening":
+            server.kill()
+            raise RuntimeError("self-check receiver did not start")
         client = subprocess.run(
             self.exec_prefix(sender) + ["python3", "-c", SENDER, self.addresses[receiver],
                                         str(port), str(seconds)],
             capture_output=True, text=True, timeout=seconds + 30)
-        out, _ = server.communicate(timeout=30)
         if client.returncode != 0:
+            server.kill()
+            server.wait()
             raise RuntimeError(f"self-check sender failed: {client.stderr.strip()}")
+        out, _ = server.communicate(timeout=30)
         received, elapsed = (float(x) for x in out.split())
         return received * 8 / elapsed
 
@@ -178,7 +184,9 @@ class Cluster:
 RECEIVER = r"""
 import socket, sys, time
 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind((sys.argv[1], int(sys.argv[2]))); s.listen(1); c, _ = s.accept()
+s.bind((sys.argv[1], int(sys.argv[2]))); s.listen(1)
+print("listening", flush=True)
+c, _ = s.accept()
 total, first = 0, None
 while True:
     b = c.recv(1 << 20)
