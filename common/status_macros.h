@@ -1,9 +1,23 @@
-// Propagation helpers for absl::Status / absl::StatusOr, in the style of Abseil's internal ones.
+// Propagation helpers for absl::Status / absl::StatusOr, in the style of Abseil's internal ones,
+// and WithContext, which says what was being done when an error happened.
 #ifndef R2SP_COMMON_STATUS_MACROS_H_
 #define R2SP_COMMON_STATUS_MACROS_H_
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include <utility>
+
+namespace r2sp {
+
+// `status` with "what: " before its message (same code); OK stays OK.
+inline absl::Status WithContext(const absl::Status& status, absl::string_view what) {
+  if (status.ok()) return status;
+  return absl::Status(status.code(), absl::StrCat(what, ": ", status.message()));
+}
+
+}  // namespace r2sp
 
 #define R2SP_CONCAT_INNER_(a, b) a##b
 #define R2SP_CONCAT_(a, b) R2SP_CONCAT_INNER_(a, b)
@@ -13,6 +27,13 @@
   do {                                            \
     ::absl::Status r2sp_status_ = (expr);         \
     if (!r2sp_status_.ok()) return r2sp_status_;  \
+  } while (0)
+
+// As R2SP_RETURN_IF_ERROR, with WithContext(status, what) returned.
+#define R2SP_RETURN_IF_ERROR_WITH(expr, what)                              \
+  do {                                                                     \
+    ::absl::Status r2sp_status_ = (expr);                                  \
+    if (!r2sp_status_.ok()) return ::r2sp::WithContext(r2sp_status_, what); \
   } while (0)
 
 // `lhs = value of rexpr`, or returns its error status from the enclosing function.
