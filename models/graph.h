@@ -13,6 +13,13 @@
 
 namespace r2sp::models {
 
+// Batch norm as PyTorch defines it, shared by every backend and the tests' reference network:
+// y = (x - mean) / sqrt(var + epsilon) * scale + shift, and after each training step
+// running = (1 - momentum) * running + momentum * batch statistic (the variance unbiased).
+// Doubles because cuDNN takes doubles; the CPU backend converts them to the same floats.
+inline constexpr double kBatchNormEpsilon = 1e-5;
+inline constexpr double kBatchNormMomentum = 0.1;
+
 // N is not part of a Shape: every shape is per sample, NCHW order without N.
 struct Shape {
   int c = 0, h = 1, w = 1;

@@ -19,15 +19,15 @@
 
 namespace r2sp::models::cpu_internal {
 
-
 using dnnl::memory;
 using Tag = memory::format_tag;
 using Dt = memory::data_type;
 using Dims = memory::dims;
 using Args = std::unordered_map<int, memory>;
 
-constexpr float kBnEpsilon = 1e-5f;
-constexpr float kBnMomentum = 0.1f;  // PyTorch's running-statistics momentum
+// models/graph.h's batch-norm constants as the floats oneDNN and our loops take.
+constexpr float kBnEpsilon = static_cast<float>(kBatchNormEpsilon);
+constexpr float kBnMomentum = static_cast<float>(kBatchNormMomentum);
 
 inline memory::desc Desc(const Dims& dims, Tag tag) { return memory::desc(dims, Dt::f32, tag); }
 

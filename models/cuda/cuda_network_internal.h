@@ -21,9 +21,6 @@
 
 namespace r2sp::models::cuda_internal {
 
-constexpr double kBnEpsilon = 1e-5;
-constexpr double kBnMomentum = 0.1;  // PyTorch's; cuDNN's running variance is unbiased too
-
 inline absl::Status CudaStatus(cudaError_t e, const char* what, const char* file, int line) {
   if (e == cudaSuccess) return absl::OkStatus();
   return absl::InternalError(absl::StrCat("CUDA error at ", file, ":", line, " (", what,

@@ -47,14 +47,14 @@ absl::Status CudaNetwork::Forward(PlanGpu& plan, bool training) {
         if (training) {
           CUDNN_OK(cudnnBatchNormalizationForwardTraining(
               cudnn_, CUDNN_BATCHNORM_SPATIAL, &one, &zero, in.out_desc, x, g.out_desc, g.out.ptr,
-              g.bn_desc, ParamPtr(node.first_param), ParamPtr(node.first_param + 1), kBnMomentum,
-              running_mean_[i].ptr, running_var_[i].ptr, kBnEpsilon, g.saved_mean.ptr,
-              g.saved_inv_var.ptr));
+              g.bn_desc, ParamPtr(node.first_param), ParamPtr(node.first_param + 1),
+              kBatchNormMomentum, running_mean_[i].ptr, running_var_[i].ptr, kBatchNormEpsilon,
+              g.saved_mean.ptr, g.saved_inv_var.ptr));
         } else {
           CUDNN_OK(cudnnBatchNormalizationForwardInference(
               cudnn_, CUDNN_BATCHNORM_SPATIAL, &one, &zero, in.out_desc, x, g.out_desc, g.out.ptr,
               g.bn_desc, ParamPtr(node.first_param), ParamPtr(node.first_param + 1),
-              running_mean_[i].ptr, running_var_[i].ptr, kBnEpsilon));
+              running_mean_[i].ptr, running_var_[i].ptr, kBatchNormEpsilon));
         }
         break;
       case Op::kDropout:
@@ -152,8 +152,8 @@ absl::Status CudaNetwork::Backward(PlanGpu& plan) {
         CUDNN_OK(cudnnBatchNormalizationBackward(
             cudnn_, CUDNN_BATCHNORM_SPATIAL, &one, bn_beta, &one, &zero, in.out_desc, x,
             g.out_desc, g.diff.ptr, in.out_desc, dx, g.bn_desc, ParamPtr(node.first_param),
-            GradPtr(node.first_param), GradPtr(node.first_param + 1), kBnEpsilon, g.saved_mean.ptr,
-            g.saved_inv_var.ptr));
+            GradPtr(node.first_param), GradPtr(node.first_param + 1), kBatchNormEpsilon,
+            g.saved_mean.ptr, g.saved_inv_var.ptr));
         break;
       }
       case Op::kDropout:

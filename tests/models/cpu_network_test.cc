@@ -180,7 +180,7 @@ TEST(CpuNetworkTest, EvaluationUsesRunningStatistics) {
       (*net)->Evaluate(params.data(), batch.images.data(), batch.labels.data(), 5);
   ASSERT_TRUE(eval.ok());
 
-  // Reference: one training pass gives the batch statistics; running = 0.9 * init + 0.1 * batch.
+  // Reference: one training pass gives the batch statistics; running = (1 - m) * init + m * batch.
   std::vector<double> p = ToDouble(params), images = ToDouble(batch.images), logits;
   std::vector<std::vector<double>> mean, var;
   ReferenceOptions ref;
@@ -191,8 +191,9 @@ TEST(CpuNetworkTest, EvaluationUsesRunningStatistics) {
   const double count = 5.0 * 4 * 4;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     for (size_t c = 0; c < mean[i].size(); ++c) {
-      ref.running_mean[i].push_back(0.1 * mean[i][c]);
-      ref.running_var[i].push_back(0.9 + 0.1 * var[i][c] * count / (count - 1));
+      const double m = kBatchNormMomentum;
+      ref.running_mean[i].push_back(m * mean[i][c]);
+      ref.running_var[i].push_back((1 - m) + m * var[i][c] * count / (count - 1));
     }
   }
   const double loss = ReferenceLoss(g, p, images, batch.labels, 5, ref, &logits);

@@ -112,7 +112,7 @@ double ReferenceLoss(const Graph& graph, const std::vector<double>& params,
             mean[c] = options.running_mean[i][c];
             var[c] = options.running_var[i][c];
           }
-          const double inv = 1.0 / std::sqrt(var[c] + 1e-5);
+          const double inv = 1.0 / std::sqrt(var[c] + kBatchNormEpsilon);
           for (int s = 0; s < n; ++s)
             for (int h = 0; h < is.h; ++h)
               for (int ww = 0; ww < is.w; ++ww)
