@@ -1,170 +1,218 @@
-// The CPU backend (models/cpu/cpu_network.cc): each node's forward primitives.
+// The CPU backend (models/cpu/cpu_network.cc): each node's forward primitives, one function
+// per op; BuildForward only dispatches.
 #include "models/cpu/cpu_network_internal.h"
 
 namespace r2sp::models::cpu_internal {
+namespace {
+
+Dims BatchDims(int64_t n, const Shape& s) { return {n, s.c, s.h, s.w}; }
+
+dnnl::prop_kind ForwardProp(const Plan& plan) {
+  return plan.training ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference;
+}
+
+}  // namespace
 
 void CpuNetwork::BuildForward(Plan& plan, int i) {
+  switch (graph_.nodes[i].op) {
+    case Op::kInput:
+      return ForwardInput(plan, i);
+    case Op::kConv:
+      return ForwardConv(plan, i);
+    case Op::kLinear:
+      return ForwardLinear(plan, i);
+    case Op::kRelu:
+      return ForwardRelu(plan, i);
+    case Op::kMaxPool:
+    case Op::kGlobalAvgPool:
+      return ForwardPool(plan, i);
+    case Op::kBatchNorm:
+      return ForwardBatchNorm(plan, i);
+    case Op::kDropout:
+      return ForwardDropout(plan, i);
+    case Op::kFlatten:
+      return ForwardFlatten(plan, i);
+    case Op::kAdd:
+      return ForwardAdd(plan, i);
+  }
+}
+
+void CpuNetwork::ForwardInput(Plan& plan, int i) {
+  plan.input = memory(Desc(BatchDims(plan.batch, graph_.nodes[i].out), Tag::nchw), engine_,
+                      DNNL_MEMORY_NONE);
+  plan.nodes[i].out = plan.input;
+}
+
+void CpuNetwork::ForwardConv(Plan& plan, int i) {
   const Node& node = graph_.nodes[i];
   NodePlan& np = plan.nodes[i];
-  const int64_t n = plan.batch;
-  const Dims out_dims = {n, node.out.c, node.out.h, node.out.w};
-  const auto prop = plan.training ? dnnl::prop_kind::forward_training
-                                  : dnnl::prop_kind::forward_inference;
-  auto& fwd = plan.forward;
-  if (node.op == Op::kInput) {
-    plan.input = memory(Desc(out_dims, Tag::nchw), engine_, DNNL_MEMORY_NONE);
-    np.out = plan.input;
-    return;
-  }
   NodePlan& in = plan.nodes[node.inputs[0]];
   const Shape& in_shape = graph_.nodes[node.inputs[0]].out;
-  const Dims in_dims = {n, in_shape.c, in_shape.h, in_shape.w};
-  switch (node.op) {
-    case Op::kConv: {
-      const Dims w_dims = {node.out.c, in_shape.c, node.kernel, node.kernel};
-      const Dims strides = {node.stride, node.stride}, pad = {node.pad, node.pad};
-      const memory::desc b_md = node.bias ? Desc({node.out.c}, Tag::x) : memory::desc();
-      dnnl::convolution_forward::primitive_desc pd(
-          dnnl::convolution_forward::desc(prop, dnnl::algorithm::convolution_direct,
-                                          Desc(in_dims, Tag::any), Desc(w_dims, Tag::any), b_md,
-                                          Desc(out_dims, Tag::any), strides, pad, pad),
-          engine_);
-      np.conv_pd = pd;
-      np.user_w = ParamMemory(plan, node.first_param, w_dims, Tag::oihw, false);
-      np.prim_w = Converted(plan, fwd, np.user_w, pd.weights_desc());
-      np.src = Converted(plan, fwd, in.out, pd.src_desc());
-      np.out = memory(pd.dst_desc(), engine_);
-      Args args = {{DNNL_ARG_SRC, np.src}, {DNNL_ARG_WEIGHTS, np.prim_w}, {DNNL_ARG_DST, np.out}};
-      if (node.bias) {
-        np.user_b = ParamMemory(plan, node.first_param + 1, {node.out.c}, Tag::x, false);
-        args[DNNL_ARG_BIAS] = np.user_b;
-      }
-      Exec(plan, fwd, dnnl::convolution_forward(pd), std::move(args));
-      return;
+  const Dims w_dims = {node.out.c, in_shape.c, node.kernel, node.kernel};
+  const Dims strides = {node.stride, node.stride}, pad = {node.pad, node.pad};
+  const memory::desc b_md = node.bias ? Desc({node.out.c}, Tag::x) : memory::desc();
+  dnnl::convolution_forward::primitive_desc pd(
+      dnnl::convolution_forward::desc(ForwardProp(plan), dnnl::algorithm::convolution_direct,
+                                      Desc(BatchDims(plan.batch, in_shape), Tag::any),
+                                      Desc(w_dims, Tag::any), b_md,
+                                      Desc(BatchDims(plan.batch, node.out), Tag::any), strides,
+                                      pad, pad),
+      engine_);
+  np.conv_pd = pd;
+  np.user_w = ParamMemory(plan, node.first_param, w_dims, Tag::oihw, false);
+  np.prim_w = Converted(plan, plan.forward, np.user_w, pd.weights_desc());
+  np.src = Converted(plan, plan.forward, in.out, pd.src_desc());
+  np.out = memory(pd.dst_desc(), engine_);
+  Args args = {{DNNL_ARG_SRC, np.src}, {DNNL_ARG_WEIGHTS, np.prim_w}, {DNNL_ARG_DST, np.out}};
+  if (node.bias) {
+    np.user_b = ParamMemory(plan, node.first_param + 1, {node.out.c}, Tag::x, false);
+    args[DNNL_ARG_BIAS] = np.user_b;
+  }
+  Exec(plan, plan.forward, dnnl::convolution_forward(pd), std::move(args));
+}
+
+void CpuNetwork::ForwardLinear(Plan& plan, int i) {
+  const Node& node = graph_.nodes[i];
+  NodePlan& np = plan.nodes[i];
+  auto& fwd = plan.forward;
+  const int64_t n = plan.batch;
+  // Through a Flatten, read the flattened node's 4-D output directly (no copy): oneDNN's
+  // inner product flattens in C,H,W order itself.
+  const int src_node = graph_.nodes[node.inputs[0]].op == Op::kFlatten
+                           ? graph_.nodes[node.inputs[0]].inputs[0]
+                           : node.inputs[0];
+  NodePlan& in = plan.nodes[src_node];
+  const Shape& in_shape = graph_.nodes[src_node].out;
+  const Dims in_dims = BatchDims(n, in_shape);
+  const bool flat =
+      in_shape.h == 1 && in_shape.w == 1 && graph_.nodes[src_node].op != Op::kInput;
+  const Dims src_dims = flat ? Dims{n, in_shape.c} : in_dims;
+  const Dims w_dims = flat ? Dims{node.out.c, in_shape.c}
+                           : Dims{node.out.c, in_shape.c, in_shape.h, in_shape.w};
+  const Tag w_tag = flat ? Tag::oi : Tag::oihw;
+  // A 1x1 spatial input (global pooling) is viewed as 2-D; plain layouts only then.
+  memory src = in.out;
+  if (flat && in.out.get_desc().dims().size() == 4) {
+    memory plain4 = Converted(plan, fwd, in.out, Desc(in_dims, Tag::nchw));
+    // A view of the same bytes; plain4 owns them (never the rebound input image).
+    src = memory(Desc(src_dims, Tag::nc), engine_, plain4.get_data_handle());
+  }
+  dnnl::inner_product_forward::primitive_desc pd(
+      dnnl::inner_product_forward::desc(ForwardProp(plan), src.get_desc(),
+                                        Desc(w_dims, Tag::any), Desc({node.out.c}, Tag::x),
+                                        Desc({n, node.out.c}, Tag::nc)),
+      engine_);
+  np.ip_pd = pd;
+  np.user_w = ParamMemory(plan, node.first_param, w_dims, w_tag, false);
+  np.user_b = ParamMemory(plan, node.first_param + 1, {node.out.c}, Tag::x, false);
+  np.prim_w = Converted(plan, fwd, np.user_w, pd.weights_desc());
+  np.src = Converted(plan, fwd, src, pd.src_desc());
+  np.out = memory(pd.dst_desc(), engine_);
+  Exec(plan, fwd, dnnl::inner_product_forward(pd),
+       {{DNNL_ARG_SRC, np.src}, {DNNL_ARG_WEIGHTS, np.prim_w},
+        {DNNL_ARG_BIAS, np.user_b}, {DNNL_ARG_DST, np.out}});
+}
+
+void CpuNetwork::ForwardRelu(Plan& plan, int i) {
+  NodePlan& np = plan.nodes[i];
+  NodePlan& in = plan.nodes[graph_.nodes[i].inputs[0]];
+  dnnl::eltwise_forward::primitive_desc pd(
+      dnnl::eltwise_forward::desc(ForwardProp(plan), dnnl::algorithm::eltwise_relu,
+                                  in.out.get_desc(), 0.0f),
+      engine_);
+  np.relu_pd = pd;
+  np.src = in.out;
+  np.out = memory(pd.dst_desc(), engine_);
+  Exec(plan, plan.forward, dnnl::eltwise_forward(pd),
+       {{DNNL_ARG_SRC, in.out}, {DNNL_ARG_DST, np.out}});
+}
+
+void CpuNetwork::ForwardPool(Plan& plan, int i) {
+  const Node& node = graph_.nodes[i];
+  NodePlan& np = plan.nodes[i];
+  NodePlan& in = plan.nodes[node.inputs[0]];
+  const Shape& in_shape = graph_.nodes[node.inputs[0]].out;
+  const bool max = node.op == Op::kMaxPool;
+  const int kh = max ? node.kernel : in_shape.h, kw = max ? node.kernel : in_shape.w;
+  const int stride = max ? node.stride : 1;
+  dnnl::pooling_forward::primitive_desc pd(
+      dnnl::pooling_forward::desc(
+          ForwardProp(plan),
+          max ? dnnl::algorithm::pooling_max : dnnl::algorithm::pooling_avg_exclude_padding,
+          in.out.get_desc(), Desc(BatchDims(plan.batch, node.out), Tag::any), {stride, stride},
+          {kh, kw}, {0, 0}, {0, 0}),
+      engine_);
+  np.pool_pd = pd;
+  np.src = in.out;
+  np.out = memory(pd.dst_desc(), engine_);
+  Args args = {{DNNL_ARG_SRC, in.out}, {DNNL_ARG_DST, np.out}};
+  if (max && plan.training) {
+    np.workspace = memory(pd.workspace_desc(), engine_);
+    args[DNNL_ARG_WORKSPACE] = np.workspace;
+  }
+  Exec(plan, plan.forward, dnnl::pooling_forward(pd), std::move(args));
+}
+
+void CpuNetwork::ForwardBatchNorm(Plan& plan, int i) {
+  const Node& node = graph_.nodes[i];
+  NodePlan& np = plan.nodes[i];
+  NodePlan& in = plan.nodes[node.inputs[0]];
+  auto& fwd = plan.forward;
+  const int c = node.out.c;
+  auto flags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
+  if (!plan.training) flags = flags | dnnl::normalization_flags::use_global_stats;
+  dnnl::batch_normalization_forward::primitive_desc pd(
+      dnnl::batch_normalization_forward::desc(ForwardProp(plan), in.out.get_desc(), kBnEpsilon,
+                                              flags),
+      engine_);
+  np.bn_pd = pd;
+  np.src = in.out;
+  np.out = memory(pd.dst_desc(), engine_);
+  np.user_w = ParamMemory(plan, node.first_param, {c}, Tag::x, false);
+  np.user_b = ParamMemory(plan, node.first_param + 1, {c}, Tag::x, false);
+  if (plan.training) {
+    np.mean = memory(pd.mean_desc(), engine_);
+    np.variance = memory(pd.variance_desc(), engine_);
+  } else {
+    np.mean = memory(pd.mean_desc(), engine_, running_mean_[i].data());
+    np.variance = memory(pd.variance_desc(), engine_, running_var_[i].data());
+  }
+  Exec(plan, fwd, dnnl::batch_normalization_forward(pd),
+       {{DNNL_ARG_SRC, in.out}, {DNNL_ARG_DST, np.out}, {DNNL_ARG_SCALE, np.user_w},
+        {DNNL_ARG_SHIFT, np.user_b}, {DNNL_ARG_MEAN, np.mean},
+        {DNNL_ARG_VARIANCE, np.variance}});
+  if (!plan.training) return;
+  // PyTorch's running statistics: unbiased variance (kBatchNormMomentum in models/graph.h).
+  const double count = static_cast<double>(plan.batch) * node.out.h * node.out.w;
+  const float unbias = count > 1 ? static_cast<float>(count / (count - 1)) : 1.0f;
+  fwd.push_back([this, i, c, unbias, mean = np.mean, var = np.variance] {
+    const float* m = static_cast<const float*>(mean.get_data_handle());
+    const float* v = static_cast<const float*>(var.get_data_handle());
+    for (int k = 0; k < c; ++k) {
+      running_mean_[i][k] = (1 - kBnMomentum) * running_mean_[i][k] + kBnMomentum * m[k];
+      running_var_[i][k] = (1 - kBnMomentum) * running_var_[i][k] + kBnMomentum * v[k] * unbias;
     }
-    case Op::kLinear: {
-      // Through a Flatten, read the flattened node's 4-D output directly (no copy): oneDNN's
-      // inner product flattens in C,H,W order itself.
-      const int src_node = graph_.nodes[node.inputs[0]].op == Op::kFlatten
-                               ? graph_.nodes[node.inputs[0]].inputs[0]
-                               : node.inputs[0];
-      NodePlan& in = plan.nodes[src_node];
-      const Shape& in_shape = graph_.nodes[src_node].out;
-      const Dims in_dims = {n, in_shape.c, in_shape.h, in_shape.w};
-      const bool flat = in_shape.h == 1 && in_shape.w == 1 && graph_.nodes[src_node].op != Op::kInput;
-      const Dims src_dims = flat ? Dims{n, in_shape.c} : in_dims;
-      const Dims w_dims = flat ? Dims{node.out.c, in_shape.c}
-                               : Dims{node.out.c, in_shape.c, in_shape.h, in_shape.w};
-      const Tag w_tag = flat ? Tag::oi : Tag::oihw;
-      // A 1x1 spatial input (global pooling) is viewed as 2-D; plain layouts only then.
-      memory src = in.out;
-      if (flat && in.out.get_desc().dims().size() == 4) {
-        memory plain4 = Converted(plan, fwd, in.out, Desc(in_dims, Tag::nchw));
-        // A view of the same bytes; plain4 owns them (never the rebound input image).
-        src = memory(Desc(src_dims, Tag::nc), engine_, plain4.get_data_handle());
-      }
-      dnnl::inner_product_forward::primitive_desc pd(
-          dnnl::inner_product_forward::desc(prop, src.get_desc(), Desc(w_dims, Tag::any),
-                                            Desc({node.out.c}, Tag::x),
-                                            Desc({n, node.out.c}, Tag::nc)),
-          engine_);
-      np.ip_pd = pd;
-      np.user_w = ParamMemory(plan, node.first_param, w_dims, w_tag, false);
-      np.user_b = ParamMemory(plan, node.first_param + 1, {node.out.c}, Tag::x, false);
-      np.prim_w = Converted(plan, fwd, np.user_w, pd.weights_desc());
-      np.src = Converted(plan, fwd, src, pd.src_desc());
-      np.out = memory(pd.dst_desc(), engine_);
-      Exec(plan, fwd, dnnl::inner_product_forward(pd),
-           {{DNNL_ARG_SRC, np.src}, {DNNL_ARG_WEIGHTS, np.prim_w},
-            {DNNL_ARG_BIAS, np.user_b}, {DNNL_ARG_DST, np.out}});
-      return;
-    }
-    case Op::kRelu: {
-      dnnl::eltwise_forward::primitive_desc pd(
-          dnnl::eltwise_forward::desc(prop, dnnl::algorithm::eltwise_relu, in.out.get_desc(),
-                                      0.0f),
-          engine_);
-      np.relu_pd = pd;
-      np.src = in.out;
-      np.out = memory(pd.dst_desc(), engine_);
-      Exec(plan, fwd, dnnl::eltwise_forward(pd), {{DNNL_ARG_SRC, in.out}, {DNNL_ARG_DST, np.out}});
-      return;
-    }
-    case Op::kMaxPool:
-    case Op::kGlobalAvgPool: {
-      const bool max = node.op == Op::kMaxPool;
-      const int kh = max ? node.kernel : in_shape.h, kw = max ? node.kernel : in_shape.w;
-      const int stride = max ? node.stride : 1;
-      dnnl::pooling_forward::primitive_desc pd(
-          dnnl::pooling_forward::desc(
-              prop, max ? dnnl::algorithm::pooling_max : dnnl::algorithm::pooling_avg_exclude_padding,
-              in.out.get_desc(), Desc(out_dims, Tag::any), {stride, stride}, {kh, kw}, {0, 0},
-              {0, 0}),
-          engine_);
-      np.pool_pd = pd;
-      np.src = in.out;
-      np.out = memory(pd.dst_desc(), engine_);
-      Args args = {{DNNL_ARG_SRC, in.out}, {DNNL_ARG_DST, np.out}};
-      if (max && plan.training) {
-        np.workspace = memory(pd.workspace_desc(), engine_);
-        args[DNNL_ARG_WORKSPACE] = np.workspace;
-      }
-      Exec(plan, fwd, dnnl::pooling_forward(pd), std::move(args));
-      return;
-    }
-    case Op::kBatchNorm: {
-      const int c = node.out.c;
-      auto flags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
-      if (!plan.training) flags = flags | dnnl::normalization_flags::use_global_stats;
-      dnnl::batch_normalization_forward::primitive_desc pd(
-          dnnl::batch_normalization_forward::desc(prop, in.out.get_desc(), kBnEpsilon, flags),
-          engine_);
-      np.bn_pd = pd;
-      np.src = in.out;
-      np.out = memory(pd.dst_desc(), engine_);
-      np.user_w = ParamMemory(plan, node.first_param, {c}, Tag::x, false);
-      np.user_b = ParamMemory(plan, node.first_param + 1, {c}, Tag::x, false);
-      if (plan.training) {
-        np.mean = memory(pd.mean_desc(), engine_);
-        np.variance = memory(pd.variance_desc(), engine_);
-      } else {
-        np.mean = memory(pd.mean_desc(), engine_, running_mean_[i].data());
-        np.variance = memory(pd.variance_desc(), engine_, running_var_[i].data());
-      }
-      Exec(plan, fwd, dnnl::batch_normalization_forward(pd),
-           {{DNNL_ARG_SRC, in.out}, {DNNL_ARG_DST, np.out}, {DNNL_ARG_SCALE, np.user_w},
-            {DNNL_ARG_SHIFT, np.user_b}, {DNNL_ARG_MEAN, np.mean},
-            {DNNL_ARG_VARIANCE, np.variance}});
-      if (plan.training) {
-        // PyTorch's running statistics: unbiased variance, momentum 0.1.
-        const double count = static_cast<double>(n) * node.out.h * node.out.w;
-        const float unbias = count > 1 ? static_cast<float>(count / (count - 1)) : 1.0f;
-        fwd.push_back([this, i, c, unbias, mean = np.mean, var = np.variance] {
-          const float* m = static_cast<const float*>(mean.get_data_handle());
-          const float* v = static_cast<const float*>(var.get_data_handle());
-          for (int k = 0; k < c; ++k) {
-            running_mean_[i][k] = (1 - kBnMomentum) * running_mean_[i][k] + kBnMomentum * m[k];
-            running_var_[i][k] =
-                (1 - kBnMomentum) * running_var_[i][k] + kBnMomentum * v[k] * unbias;
-          }
-        });
-      }
-      return;
-    }
-    case Op::kDropout: {
-      if (!plan.training || node.dropout == 0.0f) {
-        np.src = np.out = in.out;  // identity
-        return;
-      }
-      // Plain layout, so that mask element j is logical (NCHW) element j for every backend.
-      const Dims dims = in.out.get_desc().dims();
-      const memory::desc plain = Desc(dims, dims.size() == 2 ? Tag::nc : Tag::nchw);
-      np.src = Converted(plan, fwd, in.out, plain);
-      np.out = memory(plain, engine_);
-      np.workspace = memory(plain, engine_);  // the scaled mask
-      const int64_t count = plain.get_size() / sizeof(float);
-      const float p = node.dropout, scale = 1.0f / (1.0f - node.dropout);
-      fwd.push_back([this, i, count, p, scale, src = np.src, dst = np.out, mask = np.workspace] {
+  });
+}
+
+void CpuNetwork::ForwardDropout(Plan& plan, int i) {
+  const Node& node = graph_.nodes[i];
+  NodePlan& np = plan.nodes[i];
+  NodePlan& in = plan.nodes[node.inputs[0]];
+  if (!plan.training || node.dropout == 0.0f) {
+    np.src = np.out = in.out;  // identity
+    return;
+  }
+  // Plain layout, so that mask element j is logical (NCHW) element j for every backend.
+  const Dims dims = in.out.get_desc().dims();
+  const memory::desc plain = Desc(dims, dims.size() == 2 ? Tag::nc : Tag::nchw);
+  np.src = Converted(plan, plan.forward, in.out, plain);
+  np.out = memory(plain, engine_);
+  np.workspace = memory(plain, engine_);  // the scaled mask
+  const int64_t count = plain.get_size() / sizeof(float);
+  const float p = node.dropout, scale = 1.0f / (1.0f - node.dropout);
+  plan.forward.push_back(
+      [this, i, count, p, scale, src = np.src, dst = np.out, mask = np.workspace] {
         const float* x = static_cast<const float*>(src.get_data_handle());
         float* y = static_cast<float*>(dst.get_data_handle());
         float* k = static_cast<float*>(mask.get_data_handle());
@@ -173,44 +221,46 @@ void CpuNetwork::BuildForward(Plan& plan, int i) {
           y[j] = x[j] * k[j];
         }
       });
-      return;
-    }
-    case Op::kFlatten: {
-      // A plain (n, c*h*w) view of the input: free when the input is already plain. Linear
-      // layers read through a Flatten (see kLinear), so one that only feeds them does nothing.
-      bool only_linear = true;
-      for (const Node& other : graph_.nodes) {
-        for (int src : other.inputs) only_linear &= src != i || other.op == Op::kLinear;
-      }
-      if (only_linear) {
-        np.src = np.out = in.out;
-        return;
-      }
-      const Dims dims = in.out.get_desc().dims();
-      memory plain = Converted(plan, fwd, in.out, Desc(dims, dims.size() == 2 ? Tag::nc : Tag::nchw));
-      np.src = plain;
-      np.out = memory(Desc({n, node.out.c}, Tag::nc), engine_, plain.get_data_handle());
-      if (node.inputs[0] == 0) {  // the image's handle changes every step
-        fwd.push_back([out = np.out, src = plain]() mutable {
-          out.set_data_handle(src.get_data_handle());
-        });
-      }
-      return;
-    }
-    case Op::kAdd: {
-      NodePlan& other = plan.nodes[node.inputs[1]];
-      const memory::desc md = in.out.get_desc();
-      memory b = Converted(plan, fwd, other.out, md);
-      dnnl::binary::primitive_desc pd(
-          dnnl::binary::desc(dnnl::algorithm::binary_add, md, md, md), engine_);
-      np.out = memory(md, engine_);
-      Exec(plan, fwd, dnnl::binary(pd),
-           {{DNNL_ARG_SRC_0, in.out}, {DNNL_ARG_SRC_1, b}, {DNNL_ARG_DST, np.out}});
-      return;
-    }
-    case Op::kInput:
-      return;
+}
+
+void CpuNetwork::ForwardFlatten(Plan& plan, int i) {
+  const Node& node = graph_.nodes[i];
+  NodePlan& np = plan.nodes[i];
+  NodePlan& in = plan.nodes[node.inputs[0]];
+  // A plain (n, c*h*w) view of the input: free when the input is already plain. Linear
+  // layers read through a Flatten (see ForwardLinear), so one that only feeds them does nothing.
+  bool only_linear = true;
+  for (const Node& other : graph_.nodes) {
+    for (int src : other.inputs) only_linear &= src != i || other.op == Op::kLinear;
   }
+  if (only_linear) {
+    np.src = np.out = in.out;
+    return;
+  }
+  const Dims dims = in.out.get_desc().dims();
+  memory plain =
+      Converted(plan, plan.forward, in.out, Desc(dims, dims.size() == 2 ? Tag::nc : Tag::nchw));
+  np.src = plain;
+  np.out = memory(Desc({plan.batch, node.out.c}, Tag::nc), engine_, plain.get_data_handle());
+  if (node.inputs[0] == 0) {  // the image's handle changes every step
+    plan.forward.push_back([out = np.out, src = plain]() mutable {
+      out.set_data_handle(src.get_data_handle());
+    });
+  }
+}
+
+void CpuNetwork::ForwardAdd(Plan& plan, int i) {
+  const Node& node = graph_.nodes[i];
+  NodePlan& np = plan.nodes[i];
+  NodePlan& in = plan.nodes[node.inputs[0]];
+  NodePlan& other = plan.nodes[node.inputs[1]];
+  const memory::desc md = in.out.get_desc();
+  memory b = Converted(plan, plan.forward, other.out, md);
+  dnnl::binary::primitive_desc pd(
+      dnnl::binary::desc(dnnl::algorithm::binary_add, md, md, md), engine_);
+  np.out = memory(md, engine_);
+  Exec(plan, plan.forward, dnnl::binary(pd),
+       {{DNNL_ARG_SRC_0, in.out}, {DNNL_ARG_SRC_1, b}, {DNNL_ARG_DST, np.out}});
 }
 
 }  // namespace r2sp::models::cpu_internal

@@ -186,8 +186,28 @@ class CpuNetwork : public Network {
   }
 
   std::unique_ptr<Plan> BuildPlan(int batch, bool training);
+  // Node i's forward steps (cpu_forward.cc): a dispatch to one function per op.
   void BuildForward(Plan& plan, int i);
+  void ForwardInput(Plan& plan, int i);
+  void ForwardConv(Plan& plan, int i);
+  void ForwardLinear(Plan& plan, int i);
+  void ForwardRelu(Plan& plan, int i);
+  void ForwardPool(Plan& plan, int i);  // max and global average
+  void ForwardBatchNorm(Plan& plan, int i);
+  void ForwardDropout(Plan& plan, int i);
+  void ForwardFlatten(Plan& plan, int i);
+  void ForwardAdd(Plan& plan, int i);
+  // Node i's backward steps (cpu_backward.cc), in reverse node order; `written[k]`: node k's
+  // gradient has a writer already, so later ones accumulate (DiffTarget).
   void BuildBackward(Plan& plan, int i, std::vector<bool>& written);
+  void BackwardConv(Plan& plan, int i, std::vector<bool>& written);
+  void BackwardLinear(Plan& plan, int i, std::vector<bool>& written);
+  void BackwardRelu(Plan& plan, int i, std::vector<bool>& written);
+  void BackwardPool(Plan& plan, int i, std::vector<bool>& written);
+  void BackwardBatchNorm(Plan& plan, int i, std::vector<bool>& written);
+  void BackwardDropout(Plan& plan, int i, std::vector<bool>& written);
+  void BackwardFlatten(Plan& plan, int i, std::vector<bool>& written);
+  void BackwardAdd(Plan& plan, int i, std::vector<bool>& written);
 
   const CpuOptions options_;
   dnnl::engine engine_;
