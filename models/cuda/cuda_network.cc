@@ -10,10 +10,10 @@ absl::Status CudaNetwork::Build(PlanGpu& plan, int batch) {
   plan.batch = batch;
   plan.nodes.resize(graph_.nodes.size());
   const int n = batch;
-  R2SP_CUDA_RETURN(plan.images.Allocate(static_cast<size_t>(n) * graph_.input.size()));
-  R2SP_CUDA_RETURN(plan.labels.Allocate(n));
-  R2SP_CUDA_RETURN(plan.loss.Allocate(n));
-  R2SP_CUDA_RETURN(plan.correct.Allocate(n));
+  R2SP_RETURN_IF_ERROR(plan.images.Allocate(static_cast<size_t>(n) * graph_.input.size()));
+  R2SP_RETURN_IF_ERROR(plan.labels.Allocate(n));
+  R2SP_RETURN_IF_ERROR(plan.loss.Allocate(n));
+  R2SP_RETURN_IF_ERROR(plan.correct.Allocate(n));
   size_t workspace = 0;
   std::vector<bool> written(graph_.nodes.size(), false);
   for (size_t i = 0; i < graph_.nodes.size(); ++i) {
@@ -24,8 +24,8 @@ absl::Status CudaNetwork::Build(PlanGpu& plan, int batch) {
                                         node.out.c, node.out.h, node.out.w));
     const size_t count = static_cast<size_t>(n) * node.out.size();
     if (node.op != Op::kInput) {
-      R2SP_CUDA_RETURN(g.out.Allocate(count));
-      R2SP_CUDA_RETURN(g.diff.Allocate(count));
+      R2SP_RETURN_IF_ERROR(g.out.Allocate(count));
+      R2SP_RETURN_IF_ERROR(g.diff.Allocate(count));
     }
     if (node.op == Op::kConv) {
       const Shape& in = graph_.nodes[node.inputs[0]].out;
@@ -81,10 +81,10 @@ absl::Status CudaNetwork::Build(PlanGpu& plan, int batch) {
     if (node.op == Op::kBatchNorm) {
       CUDNN_OK(cudnnCreateTensorDescriptor(&g.bn_desc));
       CUDNN_OK(cudnnDeriveBNTensorDescriptor(g.bn_desc, g.out_desc, CUDNN_BATCHNORM_SPATIAL));
-      R2SP_CUDA_RETURN(g.saved_mean.Allocate(node.out.c));
-      R2SP_CUDA_RETURN(g.saved_inv_var.Allocate(node.out.c));
+      R2SP_RETURN_IF_ERROR(g.saved_mean.Allocate(node.out.c));
+      R2SP_RETURN_IF_ERROR(g.saved_inv_var.Allocate(node.out.c));
     }
-    if (node.op == Op::kDropout) R2SP_CUDA_RETURN(g.mask.Allocate(count));
+    if (node.op == Op::kDropout) R2SP_RETURN_IF_ERROR(g.mask.Allocate(count));
   }
   // Which backward writes initialise an input's gradient (the first in backward order).
   written.back() = true;
@@ -97,7 +97,7 @@ absl::Status CudaNetwork::Build(PlanGpu& plan, int batch) {
     }
   }
   plan.workspace_bytes = workspace;
-  R2SP_CUDA_RETURN(plan.workspace.Allocate((workspace + sizeof(float) - 1) / sizeof(float)));
+  R2SP_RETURN_IF_ERROR(plan.workspace.Allocate((workspace + sizeof(float) - 1) / sizeof(float)));
   return absl::OkStatus();
 }
 
@@ -158,8 +158,7 @@ absl::StatusOr<std::unique_ptr<Network>> CreateCudaNetwork(const Graph& graph,
     return absl::UnavailableError("no CUDA device is visible");
   }
   auto net = std::make_unique<cuda_internal::CudaNetwork>(graph, options);
-  absl::Status status = net->Init();
-  if (!status.ok()) return status;
+  R2SP_RETURN_IF_ERROR(net->Init());
   return std::unique_ptr<Network>(std::move(net));
 }
 

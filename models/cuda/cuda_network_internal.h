@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "glog/logging.h"
 #include "models/cuda/cuda_kernels.h"
 #include "models/cuda/cuda_network.h"
@@ -37,14 +38,10 @@ inline absl::Status CublasStatus(cublasStatus_t e, const char* what, const char*
                                           "): status ", static_cast<int>(e)));
 }
 
-#define CUDA_OK(expr) R2SP_CUDA_RETURN(CudaStatus((expr), #expr, __FILE__, __LINE__))
-#define CUDNN_OK(expr) R2SP_CUDA_RETURN(CudnnStatus((expr), #expr, __FILE__, __LINE__))
-#define CUBLAS_OK(expr) R2SP_CUDA_RETURN(CublasStatus((expr), #expr, __FILE__, __LINE__))
-#define R2SP_CUDA_RETURN(status_expr)      \
-  do {                                     \
-    absl::Status s_ = (status_expr);       \
-    if (!s_.ok()) return s_;               \
-  } while (0)
+// Return the failed call's error (naming the call, file and line) from the enclosing function.
+#define CUDA_OK(expr) R2SP_RETURN_IF_ERROR(CudaStatus((expr), #expr, __FILE__, __LINE__))
+#define CUDNN_OK(expr) R2SP_RETURN_IF_ERROR(CudnnStatus((expr), #expr, __FILE__, __LINE__))
+#define CUBLAS_OK(expr) R2SP_RETURN_IF_ERROR(CublasStatus((expr), #expr, __FILE__, __LINE__))
 
 // A device allocation of floats (or ints), freed with the plan.
 template <typename T>
@@ -127,15 +124,15 @@ class CudaNetwork : public Network {
       offsets_.push_back(offset);
       offset += p.size();
     }
-    R2SP_CUDA_RETURN(params_.Allocate(offset));
-    R2SP_CUDA_RETURN(grads_.Allocate(offset));
+    R2SP_RETURN_IF_ERROR(params_.Allocate(offset));
+    R2SP_RETURN_IF_ERROR(grads_.Allocate(offset));
     running_mean_.resize(graph_.nodes.size());
     running_var_.resize(graph_.nodes.size());
     for (size_t i = 0; i < graph_.nodes.size(); ++i) {
       if (graph_.nodes[i].op != Op::kBatchNorm) continue;
       const int c = graph_.nodes[i].out.c;
-      R2SP_CUDA_RETURN(running_mean_[i].Allocate(c));
-      R2SP_CUDA_RETURN(running_var_[i].Allocate(c));
+      R2SP_RETURN_IF_ERROR(running_mean_[i].Allocate(c));
+      R2SP_RETURN_IF_ERROR(running_var_[i].Allocate(c));
       std::vector<float> zeros(c, 0.0f), ones(c, 1.0f);
       CUDA_OK(cudaMemcpy(running_mean_[i].ptr, zeros.data(), c * sizeof(float), cudaMemcpyHostToDevice));
       CUDA_OK(cudaMemcpy(running_var_[i].ptr, ones.data(), c * sizeof(float), cudaMemcpyHostToDevice));
@@ -145,30 +142,26 @@ class CudaNetwork : public Network {
 
   absl::StatusOr<float> TrainStep(const float* params, const float* images,
                                   const int32_t* labels, int batch, float* grads) override {
-    absl::StatusOr<PlanGpu*> plan = PlanFor(batch);
-    if (!plan.ok()) return plan.status();
-    R2SP_CUDA_RETURN(Upload(**plan, params, images, labels));
-    R2SP_CUDA_RETURN(Forward(**plan, /*training=*/true));
-    absl::StatusOr<double> loss = Loss(**plan, /*grad=*/true, nullptr);
-    if (!loss.ok()) return loss.status();
-    R2SP_CUDA_RETURN(Backward(**plan));
+    R2SP_ASSIGN_OR_RETURN(PlanGpu* plan, PlanFor(batch));
+    R2SP_RETURN_IF_ERROR(Upload(*plan, params, images, labels));
+    R2SP_RETURN_IF_ERROR(Forward(*plan, /*training=*/true));
+    R2SP_ASSIGN_OR_RETURN(const double loss, Loss(*plan, /*grad=*/true, nullptr));
+    R2SP_RETURN_IF_ERROR(Backward(*plan));
     CUDA_OK(cudaMemcpyAsync(grads, grads_.ptr, grads_.count * sizeof(float), cudaMemcpyDeviceToHost,
                             stream_));
     CUDA_OK(cudaStreamSynchronize(stream_));
     ++step_;
-    return static_cast<float>(*loss / batch);
+    return static_cast<float>(loss / batch);
   }
 
   absl::StatusOr<EvalResult> Evaluate(const float* params, const float* images,
                                       const int32_t* labels, int batch) override {
-    absl::StatusOr<PlanGpu*> plan = PlanFor(batch);
-    if (!plan.ok()) return plan.status();
-    R2SP_CUDA_RETURN(Upload(**plan, params, images, labels));
-    R2SP_CUDA_RETURN(Forward(**plan, /*training=*/false));
+    R2SP_ASSIGN_OR_RETURN(PlanGpu* plan, PlanFor(batch));
+    R2SP_RETURN_IF_ERROR(Upload(*plan, params, images, labels));
+    R2SP_RETURN_IF_ERROR(Forward(*plan, /*training=*/false));
     int64_t correct = 0;
-    absl::StatusOr<double> loss = Loss(**plan, /*grad=*/false, &correct);
-    if (!loss.ok()) return loss.status();
-    return EvalResult{correct, *loss};
+    R2SP_ASSIGN_OR_RETURN(const double loss, Loss(*plan, /*grad=*/false, &correct));
+    return EvalResult{correct, loss};
   }
 
   const float* logits() const override { return host_logits_.data(); }
@@ -182,17 +175,47 @@ class CudaNetwork : public Network {
     auto it = plans_.find(batch);
     if (it != plans_.end()) return it->second.get();
     auto plan = std::make_unique<PlanGpu>();
-    absl::Status built = Build(*plan, batch);
-    if (!built.ok()) return built;
+    R2SP_RETURN_IF_ERROR(Build(*plan, batch));
     return plans_.emplace(batch, std::move(plan)).first->second.get();
   }
 
   absl::Status Build(PlanGpu& plan, int batch);
   absl::Status Upload(PlanGpu& plan, const float* params, const float* images,
                       const int32_t* labels);
-  absl::Status Forward(PlanGpu& plan, bool training);
   absl::StatusOr<double> Loss(PlanGpu& plan, bool grad, int64_t* correct);
+
+  // Node `index` of a plan as a pass sees it (cuda_passes.cc).
+  struct NodeArgs {
+    int index;
+    const Node& node;
+    NodeGpu& g;
+    int in_index;      // the first input
+    NodeGpu& in;       // its buffers
+    const float* x;    // its output (the images when it is the input node)
+    bool need_dx() const { return in_index > 0; }  // the images need no gradient
+  };
+  NodeArgs ArgsFor(PlanGpu& plan, int i);
+  // The passes: a loop over the nodes, a dispatch on the op, one function per op.
+  absl::Status Forward(PlanGpu& plan, bool training);
+  absl::Status ForwardNode(PlanGpu& plan, const NodeArgs& a, bool training);
+  absl::Status ForwardConv(PlanGpu& plan, const NodeArgs& a);
+  absl::Status ForwardLinear(PlanGpu& plan, const NodeArgs& a);
+  absl::Status ForwardRelu(const NodeArgs& a);
+  absl::Status ForwardPool(const NodeArgs& a);
+  absl::Status ForwardBatchNorm(const NodeArgs& a, bool training);
+  absl::Status ForwardDropout(const NodeArgs& a, bool training);
+  absl::Status ForwardFlatten(const NodeArgs& a);
+  absl::Status ForwardAdd(PlanGpu& plan, const NodeArgs& a);
   absl::Status Backward(PlanGpu& plan);
+  absl::Status BackwardNode(PlanGpu& plan, const NodeArgs& a);
+  absl::Status BackwardConv(PlanGpu& plan, const NodeArgs& a);
+  absl::Status BackwardLinear(PlanGpu& plan, const NodeArgs& a);
+  absl::Status BackwardRelu(const NodeArgs& a);
+  absl::Status BackwardPool(const NodeArgs& a);
+  absl::Status BackwardBatchNorm(const NodeArgs& a);
+  absl::Status BackwardDropout(const NodeArgs& a);
+  absl::Status BackwardFlatten(const NodeArgs& a);
+  absl::Status BackwardAdd(PlanGpu& plan, const NodeArgs& a);
 
   const CudaOptions options_;
   cudaStream_t stream_ = nullptr;
