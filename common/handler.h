@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "common/message.h"
 
@@ -33,6 +34,21 @@ class Requester {
   virtual void Request(const std::string& peer_endpoint, Message request,
                        absl::Duration timeout, ReplyCallback callback) = 0;
 };
+
+// Sends `request` and blocks until its reply (or the error that ended it) arrives.
+// REQUIRES: not called from the requester's reply thread (the transport's I/O thread).
+inline absl::StatusOr<Message> CallAndWait(Requester& requester, const std::string& peer_endpoint,
+                                           Message request, absl::Duration timeout) {
+  absl::Notification done;
+  absl::StatusOr<Message> result = absl::UnknownError("no reply");
+  requester.Request(peer_endpoint, std::move(request), timeout,
+                    [&done, &result](absl::StatusOr<Message> reply) {
+                      result = std::move(reply);
+                      done.Notify();
+                    });
+  done.WaitForNotification();
+  return result;
+}
 
 // Answers one received request, now or later (handlers may park it). Movable; cheap.
 class Responder {

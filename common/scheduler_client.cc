@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "glog/logging.h"
 
 namespace r2sp {
@@ -18,8 +19,8 @@ std::string MakeInstanceId() {
   return absl::StrCat(host, ":", getpid(), ":", rd());
 }
 
-SchedulerClient::SchedulerClient(Transport* transport, const SchedulerClientOptions& options)
-    : transport_(transport), options_(options) {}
+SchedulerClient::SchedulerClient(Requester* requester, const SchedulerClientOptions& options)
+    : requester_(requester), options_(options) {}
 
 SchedulerClient::~SchedulerClient() { StopHeartbeats(); }
 
@@ -33,10 +34,9 @@ proto::Header SchedulerClient::NewHeader(proto::MsgType type) const {
 
 absl::StatusOr<Message> SchedulerClient::CallScheduler(Message request,
                                                        absl::Duration timeout) {
-  absl::StatusOr<Message> reply = transport_->Call(options_.scheduler, std::move(request), timeout);
-  if (!reply.ok()) return reply.status();
-  absl::Status status = FromReplyHeader(reply->header);
-  if (!status.ok()) return status;
+  R2SP_ASSIGN_OR_RETURN(Message reply,
+                        CallAndWait(*requester_, options_.scheduler, std::move(request), timeout));
+  R2SP_RETURN_IF_ERROR(FromReplyHeader(reply.header));
   return reply;
 }
 
@@ -47,7 +47,7 @@ absl::StatusOr<proto::RegisterReply> SchedulerClient::Register(
   request.header = NewHeader(proto::REGISTER);
   proto::RegisterRequest* reg = request.header.mutable_register_request();
   reg->set_role(role);
-  reg->set_endpoint(transport_->endpoint());
+  reg->set_endpoint(options_.endpoint);
   reg->set_instance_id(MakeInstanceId());
   for (const proto::TensorSpec& t : model) *reg->add_model() = t;
   absl::StatusOr<Message> reply = CallScheduler(std::move(request), options_.register_timeout);
@@ -94,9 +94,8 @@ absl::StatusOr<proto::SlotGrant> SchedulerClient::RequestSlot(int samples,
   request.header.mutable_report()->set_compute_seconds(compute_seconds);
   request.header.mutable_report()->set_comm_seconds(comm_seconds);
   request.header.mutable_report()->set_iterations_left(iterations_left);
-  absl::StatusOr<Message> reply = CallScheduler(std::move(request), options_.barrier_timeout);
-  if (!reply.ok()) return reply.status();
-  return reply->header.slot_grant();
+  R2SP_ASSIGN_OR_RETURN(Message reply, CallScheduler(std::move(request), options_.barrier_timeout));
+  return reply.header.slot_grant();
 }
 
 void SchedulerClient::ReleaseSlot(bool leaving) {
@@ -122,7 +121,7 @@ void SchedulerClient::Report(int samples, double compute_seconds, double comm_se
 
 void SchedulerClient::SendAsync(Message request, absl::Duration timeout, const char* what,
                                 std::function<void(const proto::Header&)> on_ok) {
-  transport_->Request(options_.scheduler, std::move(request), timeout,
+  requester_->Request(options_.scheduler, std::move(request), timeout,
                       [what, on_ok = std::move(on_ok)](absl::StatusOr<Message> reply) {
                         const absl::Status s =
                             reply.ok() ? FromReplyHeader(reply->header) : reply.status();

@@ -12,12 +12,14 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
-#include "common/transport.h"
+#include "common/handler.h"
+#include "proto/messages.pb.h"
 
 namespace r2sp {
 
 struct SchedulerClientOptions {
   std::string scheduler;  // e.g. tcp://127.0.0.1:9000. REQUIRES: non-empty.
+  std::string endpoint;   // ours, as the other nodes reach us (sent with REGISTER)
   absl::Duration register_timeout = absl::Seconds(60);
   absl::Duration barrier_timeout = absl::Minutes(30);
   absl::Duration request_timeout = absl::Seconds(30);
@@ -25,10 +27,11 @@ struct SchedulerClientOptions {
 };
 
 // Thread-safety: Register, Barrier and Finish are for one thread (the node's main thread);
-// heartbeats run on their own thread. `transport` (borrowed) must outlive this object.
+// heartbeats run on their own thread. `requester` (borrowed; the node's transport, or a test's
+// in-process network) must outlive this object.
 class SchedulerClient {
  public:
-  SchedulerClient(Transport* transport, const SchedulerClientOptions& options);
+  SchedulerClient(Requester* requester, const SchedulerClientOptions& options);
   ~SchedulerClient();
 
   // Registers this node and waits for every other node; returns its rank and the book.
@@ -51,7 +54,7 @@ class SchedulerClient {
   // R2SP: gives the slot back; `leaving` after the worker's last iteration takes it out of the
   // ring, so the others do not wait for its turn. Asynchronous; an error is logged.
   void ReleaseSlot(bool leaving = false);
-  // Hetero batching (other modes): reports an iteration (`iterations_left` as for
+  // Hetero batching (bsp, ssp, asp): reports an iteration (`iterations_left` as for
   // RequestSlot); `on_batch` (on the transport's I/O thread) receives the batch size to use
   // from the next iteration.
   void Report(int samples, double compute_seconds, double comm_seconds, int64_t iterations_left,
@@ -73,7 +76,7 @@ class SchedulerClient {
   void SendAsync(Message request, absl::Duration timeout, const char* what,
                  std::function<void(const proto::Header&)> on_ok);
 
-  Transport* const transport_;
+  Requester* const requester_;
   const SchedulerClientOptions options_;
   proto::Role role_ = proto::ROLE_UNSPECIFIED;
   int rank_ = -1;

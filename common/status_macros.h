@@ -17,6 +17,13 @@ inline absl::Status WithContext(const absl::Status& status, absl::string_view wh
   return absl::Status(status.code(), absl::StrCat(what, ": ", status.message()));
 }
 
+// The same for a StatusOr: its value, or its error with context.
+template <typename T>
+absl::StatusOr<T> WithContext(absl::StatusOr<T> value, absl::string_view what) {
+  if (value.ok()) return value;
+  return WithContext(value.status(), what);
+}
+
 }  // namespace r2sp
 
 #define R2SP_CONCAT_INNER_(a, b) a##b

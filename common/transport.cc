@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/notification.h"
+#include "common/status_macros.h"
 #include "glog/logging.h"
 #include "zmq_addon.hpp"
 
@@ -36,8 +37,7 @@ std::string WithHost(const std::string& endpoint, const std::string& host) {
 
 absl::StatusOr<std::unique_ptr<Transport>> Transport::Create(const TransportOptions& options) {
   std::unique_ptr<Transport> transport(new Transport(options));
-  absl::Status status = transport->Bind();
-  if (!status.ok()) return status;
+  R2SP_RETURN_IF_ERROR(transport->Bind());
   return transport;
 }
 
@@ -115,15 +115,7 @@ void Transport::SendReply(const std::string& routing_id, Message reply) {
 absl::StatusOr<Message> Transport::Call(const std::string& peer_endpoint, Message request,
                                         absl::Duration timeout) {
   CHECK(std::this_thread::get_id() != thread_.get_id()) << "Call() on the I/O thread";
-  absl::Notification done;
-  absl::StatusOr<Message> result = absl::UnknownError("no reply");
-  Request(peer_endpoint, std::move(request), timeout,
-          [&done, &result](absl::StatusOr<Message> reply) {
-            result = std::move(reply);
-            done.Notify();
-          });
-  done.WaitForNotification();
-  return result;
+  return CallAndWait(*this, peer_endpoint, std::move(request), timeout);
 }
 
 TransportCounters Transport::counters() const {

@@ -56,6 +56,7 @@ int main(int argc, char** argv) {
   (*transport)->Start(nullptr);
   r2sp::SchedulerClientOptions client_options;
   client_options.scheduler = FLAGS_scheduler;
+  client_options.endpoint = (*transport)->endpoint();
   client_options.register_timeout = absl::Seconds(FLAGS_register_timeout_s);
   client_options.heartbeat_period = absl::Milliseconds(FLAGS_heartbeat_ms);
   r2sp::SchedulerClient scheduler(transport->get(), client_options);

@@ -38,9 +38,9 @@ void Ticket::Complete(State& state, const absl::Status& status, double waited) {
   --state.outstanding;
 }
 
-PsClient::PsClient(Transport* transport, const ModelLayout* layout,
+PsClient::PsClient(Requester* requester, const ModelLayout* layout,
                    std::vector<std::string> server_endpoints, const PsClientOptions& options)
-    : transport_(transport),
+    : requester_(requester),
       layout_(layout),
       servers_(std::move(server_endpoints)),
       options_(options) {
@@ -96,7 +96,7 @@ void PsClient::SendPush(const Partition& p, const float* data, int64_t clock, bo
   if (scale > 0.0f) request.header.mutable_push()->set_scale(scale);
   request.payload.push_back(BorrowedFrame(data, p.bytes()));
   const size_t bytes = p.bytes();
-  transport_->Request(servers_[p.server], std::move(request), options_.request_timeout,
+  requester_->Request(servers_[p.server], std::move(request), options_.request_timeout,
                       [this, bytes, state](absl::StatusOr<Message> reply) {
                         absl::Status status = reply.ok() ? FromReplyHeader(reply->header)
                                                          : reply.status();
@@ -124,7 +124,7 @@ void PsClient::SendPull(const Partition& p, float* data, const PullOptions& opti
   }
   const size_t bytes = p.bytes();
   const uint64_t key = p.key;
-  transport_->Request(
+  requester_->Request(
       servers_[p.server], std::move(request), options_.request_timeout,
       [this, bytes, key, data, state](absl::StatusOr<Message> reply) {
         absl::Status status = reply.ok() ? FromReplyHeader(reply->header) : reply.status();

@@ -13,7 +13,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/model_layout.h"
-#include "common/transport.h"
+#include "common/handler.h"
 
 namespace r2sp {
 
@@ -65,10 +65,11 @@ struct PullOptions {
 };
 
 // Thread-safety: all methods may be called from any thread.
-// Borrowed: transport and layout outlive the client.
+// Borrowed: requester (the worker's transport, or a test's in-process network) and layout
+// outlive the client.
 class PsClient {
  public:
-  PsClient(Transport* transport, const ModelLayout* layout,
+  PsClient(Requester* requester, const ModelLayout* layout,
            std::vector<std::string> server_endpoints, const PsClientOptions& options);
 
   // Pushes the gradient of every partition from the flat model `grads`
@@ -93,7 +94,7 @@ class PsClient {
   void SendPull(const Partition& p, float* data, const PullOptions& options,
                 std::shared_ptr<Ticket::State> state);
 
-  Transport* const transport_;
+  Requester* const requester_;
   const ModelLayout* const layout_;
   const std::vector<std::string> servers_;
   const PsClientOptions options_;
