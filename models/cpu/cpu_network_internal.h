@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/status_macros.h"
 #include "models/loss.h"
 #include "models/network.h"
 #include "oneapi/dnnl/dnnl.hpp"
@@ -89,14 +90,15 @@ class CpuNetwork : public Network {
     Bind(plan, params, images, grads);
     for (auto& step : plan.forward) step();
     const Node& last = graph_.nodes.back();
-    absl::StatusOr<LossResult> loss = SoftmaxCrossEntropy(
-        static_cast<const float*>(plan.nodes.back().out.get_data_handle()), labels, batch,
-        last.out.c, static_cast<float*>(plan.nodes.back().diff.get_data_handle()));
-    if (!loss.ok()) return loss.status();
+    R2SP_ASSIGN_OR_RETURN(
+        const LossResult loss,
+        SoftmaxCrossEntropy(static_cast<const float*>(plan.nodes.back().out.get_data_handle()),
+                            labels, batch, last.out.c,
+                            static_cast<float*>(plan.nodes.back().diff.get_data_handle())));
     for (auto& step : plan.backward) step();
     stream_.wait();
     ++step_;
-    return static_cast<float>(loss->loss_sum / batch);
+    return static_cast<float>(loss.loss_sum / batch);
   }
 
   absl::StatusOr<EvalResult> Evaluate(const float* params, const float* images,
@@ -106,11 +108,11 @@ class CpuNetwork : public Network {
     Bind(plan, params, images, nullptr);
     for (auto& step : plan.forward) step();
     stream_.wait();
-    absl::StatusOr<LossResult> loss = SoftmaxCrossEntropy(
-        static_cast<const float*>(plan.nodes.back().out.get_data_handle()), labels, batch,
-        graph_.nodes.back().out.c, nullptr);
-    if (!loss.ok()) return loss.status();
-    return EvalResult{loss->correct, loss->loss_sum};
+    R2SP_ASSIGN_OR_RETURN(
+        const LossResult loss,
+        SoftmaxCrossEntropy(static_cast<const float*>(plan.nodes.back().out.get_data_handle()),
+                            labels, batch, graph_.nodes.back().out.c, nullptr));
+    return EvalResult{loss.correct, loss.loss_sum};
   }
 
   const float* logits() const override {

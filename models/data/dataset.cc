@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace r2sp::models {
 namespace {
@@ -60,34 +61,32 @@ uint32_t BigEndian32(const std::string& s, size_t at) {
 }  // namespace
 
 absl::StatusOr<Dataset> LoadIdx(const std::string& images_path, const std::string& labels_path) {
-  absl::StatusOr<std::string> images = ReadMaybeGzip(images_path);
-  if (!images.ok()) return images.status();
-  absl::StatusOr<std::string> labels = ReadMaybeGzip(labels_path);
-  if (!labels.ok()) return labels.status();
-  if (images->size() < 16 || BigEndian32(*images, 0) != kIdxImages) {
+  R2SP_ASSIGN_OR_RETURN(const std::string images, ReadMaybeGzip(images_path));
+  R2SP_ASSIGN_OR_RETURN(const std::string labels, ReadMaybeGzip(labels_path));
+  if (images.size() < 16 || BigEndian32(images, 0) != kIdxImages) {
     return absl::InvalidArgumentError(absl::StrCat(
         images_path, ": not an idx image file (expected magic 0x00000803 and a 16-byte header)"));
   }
-  if (labels->size() < 8 || BigEndian32(*labels, 0) != kIdxLabels) {
+  if (labels.size() < 8 || BigEndian32(labels, 0) != kIdxLabels) {
     return absl::InvalidArgumentError(absl::StrCat(
         labels_path, ": not an idx label file (expected magic 0x00000801 and an 8-byte header)"));
   }
-  const uint32_t count = BigEndian32(*images, 4);
-  const uint32_t rows = BigEndian32(*images, 8), cols = BigEndian32(*images, 12);
+  const uint32_t count = BigEndian32(images, 4);
+  const uint32_t rows = BigEndian32(images, 8), cols = BigEndian32(images, 12);
   if (rows == 0 || cols == 0 || rows > 4096 || cols > 4096) {
     return absl::InvalidArgumentError(absl::StrCat(images_path, ": bad image size ", rows, "x", cols));
   }
   const uint64_t want = 16 + uint64_t{count} * rows * cols;
-  if (images->size() != want) {
+  if (images.size() != want) {
     return absl::InvalidArgumentError(absl::StrCat(
         images_path, ": header says ", count, " images of ", rows, "x", cols, " (", want,
-        " bytes) but the file has ", images->size(), " bytes"));
+        " bytes) but the file has ", images.size(), " bytes"));
   }
-  const uint32_t label_count = BigEndian32(*labels, 4);
-  if (labels->size() != 8 + uint64_t{label_count}) {
+  const uint32_t label_count = BigEndian32(labels, 4);
+  if (labels.size() != 8 + uint64_t{label_count}) {
     return absl::InvalidArgumentError(absl::StrCat(labels_path, ": header says ", label_count,
                                                    " labels but the file has ",
-                                                   labels->size() - 8, " label bytes"));
+                                                   labels.size() - 8, " label bytes"));
   }
   if (label_count != count) {
     return absl::InvalidArgumentError(absl::StrCat(labels_path, " has ", label_count,
@@ -96,10 +95,10 @@ absl::StatusOr<Dataset> LoadIdx(const std::string& images_path, const std::strin
   }
   Dataset d;
   d.shape = {1, static_cast<int>(rows), static_cast<int>(cols)};
-  d.pixels.assign(images->begin() + 16, images->end());
+  d.pixels.assign(images.begin() + 16, images.end());
   d.labels.resize(count);
   for (uint32_t i = 0; i < count; ++i) {
-    const int32_t label = static_cast<uint8_t>((*labels)[8 + i]);
+    const int32_t label = static_cast<uint8_t>(labels[8 + i]);
     if (label >= d.num_classes) {
       return absl::InvalidArgumentError(
           absl::StrCat(labels_path, ": label ", label, " of item ", i, " is not in 0..9"));
@@ -115,15 +114,14 @@ absl::StatusOr<Dataset> LoadCifarBatches(const std::vector<std::string>& paths) 
   d.name = "cifar10";
   d.shape = {3, 32, 32};
   for (const std::string& path : paths) {
-    absl::StatusOr<std::string> bytes = ReadMaybeGzip(path);
-    if (!bytes.ok()) return bytes.status();
-    if (bytes->empty() || bytes->size() % kRecord != 0) {
+    R2SP_ASSIGN_OR_RETURN(const std::string bytes, ReadMaybeGzip(path));
+    if (bytes.empty() || bytes.size() % kRecord != 0) {
       return absl::InvalidArgumentError(absl::StrCat(
-          path, ": ", bytes->size(), " bytes is not a whole number of 3073-byte CIFAR-10 records"));
+          path, ": ", bytes.size(), " bytes is not a whole number of 3073-byte CIFAR-10 records"));
     }
-    const size_t records = bytes->size() / kRecord;
+    const size_t records = bytes.size() / kRecord;
     for (size_t r = 0; r < records; ++r) {
-      const char* rec = bytes->data() + r * kRecord;
+      const char* rec = bytes.data() + r * kRecord;
       const int32_t label = static_cast<uint8_t>(rec[0]);
       if (label >= d.num_classes) {
         return absl::InvalidArgumentError(
@@ -145,14 +143,10 @@ absl::StatusOr<TrainTest> LoadDataset(const std::string& name, const std::string
       const std::string plain = absl::StrCat(dir, "/", stem);
       return Exists(plain) ? plain : plain + ".gz";
     };
-    absl::StatusOr<Dataset> train =
-        LoadIdx(path("train-images-idx3-ubyte"), path("train-labels-idx1-ubyte"));
-    if (!train.ok()) return train.status();
-    absl::StatusOr<Dataset> test =
-        LoadIdx(path("t10k-images-idx3-ubyte"), path("t10k-labels-idx1-ubyte"));
-    if (!test.ok()) return test.status();
-    tt.train = *std::move(train);
-    tt.test = *std::move(test);
+    R2SP_ASSIGN_OR_RETURN(
+        tt.train, LoadIdx(path("train-images-idx3-ubyte"), path("train-labels-idx1-ubyte")));
+    R2SP_ASSIGN_OR_RETURN(
+        tt.test, LoadIdx(path("t10k-images-idx3-ubyte"), path("t10k-labels-idx1-ubyte")));
     const bool fashion = name == "fashion-mnist";
     for (Dataset* d : {&tt.train, &tt.test}) {
       d->name = name;
@@ -162,12 +156,8 @@ absl::StatusOr<TrainTest> LoadDataset(const std::string& name, const std::string
   } else if (name == "cifar10") {
     std::vector<std::string> train_files;
     for (int i = 1; i <= 5; ++i) train_files.push_back(absl::StrCat(dir, "/data_batch_", i, ".bin"));
-    absl::StatusOr<Dataset> train = LoadCifarBatches(train_files);
-    if (!train.ok()) return train.status();
-    absl::StatusOr<Dataset> test = LoadCifarBatches({absl::StrCat(dir, "/test_batch.bin")});
-    if (!test.ok()) return test.status();
-    tt.train = *std::move(train);
-    tt.test = *std::move(test);
+    R2SP_ASSIGN_OR_RETURN(tt.train, LoadCifarBatches(train_files));
+    R2SP_ASSIGN_OR_RETURN(tt.test, LoadCifarBatches({absl::StrCat(dir, "/test_batch.bin")}));
   } else {
     return absl::InvalidArgumentError(
         absl::StrCat("unknown data set '", name, "' (fashion-mnist, mnist, cifar10)"));
