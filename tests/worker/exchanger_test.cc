@@ -1,0 +1,157 @@
+// The Exchanger against the real scheduler and server logic, in-process: each mode's exchange
+// gives the parameters that mode promises, every metric is filled in, and the batch-size
+// channel follows the scheduler (r2sp slot grants; REPORT replies in the other modes).
+#include "worker/exchanger.h"
+
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "common/status_macros.h"
+#include "gtest/gtest.h"
+#include "tests/worker/in_process_job.h"
+
+namespace r2sp {
+namespace {
+
+#define ASSERT_OK(expr)                  \
+  do {                                   \
+    const absl::Status s_ = (expr);      \
+    ASSERT_TRUE(s_.ok()) << s_;          \
+  } while (0)
+
+constexpr int kElements = 1000;
+
+std::vector<proto::TensorSpec> Model() {
+  proto::TensorSpec t;
+  t.set_name("w");
+  t.set_num_elements(kElements);
+  return {t};
+}
+
+SchedulerOptions Job(proto::SyncMode sync, int workers) {
+  SchedulerOptions options;
+  options.num_servers = 2;
+  options.num_workers = workers;
+  options.partition_bytes = 1024;  // 256 floats: 4 partitions over 2 servers
+  options.sync = sync;
+  options.heartbeat_timeout = absl::Minutes(5);  // no heartbeats here
+  return options;
+}
+
+ServerOptions PlainSgd() {
+  ServerOptions options;
+  options.sgd = {/*learning_rate=*/0.1f, /*momentum=*/0.0f, /*weight_decay=*/0.0f};
+  return options;
+}
+
+ExchangerOptions ModeOf(const testing::JobWorker& w) {
+  ExchangerOptions mode;
+  mode.sync = w.registration.book().sync();
+  mode.staleness = w.registration.book().staleness();
+  mode.hetero_batching = w.registration.book().hetero_batching();
+  mode.workers = w.registration.book().workers_size();
+  mode.global_batch = w.registration.book().global_batch();
+  mode.initial_batch = w.registration.book().initial_batch();
+  return mode;
+}
+
+TEST(ExchangerTest, BspExchangeGivesTheAverageStepOfEveryWorker) {
+  testing::InProcessJob job(Job(proto::BSP, 2), PlainSgd(), Model());
+  ASSERT_OK(job.Start(std::vector<float>(kElements, 1.0f)));
+  ASSERT_OK(job.OnEveryWorker([](testing::JobWorker& w) -> absl::Status {
+                   Exchanger exchanger(ModeOf(w), w.ps.get(), w.scheduler.get(), nullptr);
+                   for (int clock = 0; clock < 3; ++clock) {
+                     // Worker r pushes r + 1 everywhere: the mean step is 1.5 * lr.
+                     std::vector<float> grad(kElements, w.rank() + 1.0f);
+                     IterationMetrics m;
+                     m.clock = clock;
+                     ExchangeStep step;
+                     step.grads = grad.data();
+                     step.params = w.params.data();
+                     step.computed = absl::Now();
+                     step.iterations_left = 3 - clock;
+                     R2SP_RETURN_IF_ERROR(exchanger.Exchange(step, &m));
+                     if (m.push_bytes != kElements * sizeof(float) || m.push_seconds <= 0 ||
+                         m.pull_seconds <= 0) {
+                       return absl::InternalError("metrics not filled in");
+                     }
+                     // BSP: the pull waited for the other worker's push of this clock.
+                     const float want = 1.0f - 0.1f * 1.5f * (clock + 1);
+                     for (float p : w.params) {
+                       if (std::abs(p - want) > 1e-5) {
+                         return absl::InternalError(absl::StrCat("clock ", clock, ": ", p,
+                                                                 " != ", want));
+                       }
+                     }
+                   }
+                   return absl::OkStatus();
+                 }));
+}
+
+// Two workers whose compute rates differ 4x: the tuner gives the fast one the bigger batch,
+// through slot grants (r2sp) or REPORT replies (asp), and the batches sum to B.
+void ExpectBatchesFollowThroughput(proto::SyncMode sync) {
+  SchedulerOptions options = Job(sync, 2);
+  options.hetero_batching = true;
+  options.batching.global_batch = 64;
+  options.r2sp_order = SlotOrder::kFirstCome;
+  testing::InProcessJob job(options, PlainSgd(), Model());
+  ASSERT_OK(job.Start(std::vector<float>(kElements, 0.0f)));
+  std::vector<int> final_batch(2);
+  ASSERT_OK(job.OnEveryWorker([&final_batch](testing::JobWorker& w) -> absl::Status {
+                   Exchanger exchanger(ModeOf(w), w.ps.get(), w.scheduler.get(), nullptr);
+                   if (exchanger.next_batch() != 32) return absl::InternalError("initial batch");
+                   std::vector<float> grad(kElements, 0.0f);
+                   for (int clock = 0; clock < 20; ++clock) {
+                     IterationMetrics m;
+                     m.clock = clock;
+                     m.batch = exchanger.next_batch();
+                     // Worker 0 computes a sample in 1 ms, worker 1 in 4 ms.
+                     m.compute_seconds = m.batch * (w.rank() == 0 ? 0.001 : 0.004);
+                     ExchangeStep step;
+                     step.grads = grad.data();
+                     step.params = w.params.data();
+                     step.computed = absl::Now();
+                     step.iterations_left = 20 - clock;
+                     R2SP_RETURN_IF_ERROR(exchanger.Exchange(step, &m));
+                     absl::SleepFor(absl::Milliseconds(2));  // REPLY callbacks land
+                   }
+                   final_batch[w.rank()] = exchanger.next_batch();
+                   return absl::OkStatus();
+                 }));
+  EXPECT_GT(final_batch[0], final_batch[1] * 2) << final_batch[0] << " vs " << final_batch[1];
+  EXPECT_NEAR(final_batch[0] + final_batch[1], 64, 1);
+}
+
+TEST(ExchangerTest, R2spSlotGrantsCarryTheTunedBatch) {
+  ExpectBatchesFollowThroughput(proto::R2SP);
+}
+
+TEST(ExchangerTest, AspReportRepliesCarryTheTunedBatch) {
+  ExpectBatchesFollowThroughput(proto::ASP);
+}
+
+TEST(ExchangerTest, AspPushIsWeightedByItsShareOfTheGlobalBatch) {
+  // Per-sample updates (the default): a push of b_i = 16 of B = 64 samples moves the weights
+  // by lr * 16/64 * g without momentum.
+  testing::InProcessJob plain(Job(proto::ASP, 1), PlainSgd(), Model());
+  ASSERT_OK(plain.Start(std::vector<float>(kElements, 0.0f)));
+  testing::JobWorker& w = plain.workers()[0];
+  ExchangerOptions mode = ModeOf(w);
+  mode.global_batch = 64;
+  Exchanger exchanger(mode, w.ps.get(), w.scheduler.get(), nullptr);
+  std::vector<float> grad(kElements, 1.0f);
+  IterationMetrics m;
+  m.batch = 16;
+  ExchangeStep step;
+  step.grads = grad.data();
+  step.params = w.params.data();
+  step.computed = absl::Now();
+  step.iterations_left = 1;
+  ASSERT_OK(exchanger.Exchange(step, &m));
+  EXPECT_FLOAT_EQ(w.params[0], -0.1f * 0.25f);
+  EXPECT_EQ(m.wait_seconds, m.parked_seconds);  // no slot to wait for outside r2sp
+}
+
+}  // namespace
+}  // namespace r2sp

@@ -1,0 +1,91 @@
+// The parameter-server client against a real ServerHandler over the in-process network: whole-
+// model pushes and pulls across partitions, BSP pulls parked until their clock, and a request to
+// a server that never answers.
+#include "worker/ps_client.h"
+
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "server/server_handler.h"
+#include "tests/testing/in_process_network.h"
+
+namespace r2sp {
+namespace {
+
+std::vector<proto::TensorSpec> Model(int elements) {
+  proto::TensorSpec t;
+  t.set_name("w");
+  t.set_num_elements(elements);
+  return {t};
+}
+
+class PsClientTest : public ::testing::Test {
+ protected:
+  void SetUp(proto::SyncMode sync) {
+    // 10 floats in partitions of 4 floats: 3 partitions on the one server.
+    layout_.emplace(*ModelLayout::Create(Model(10), /*partition_bytes=*/16, /*num_servers=*/1));
+    ServerOptions options;
+    options.sync = sync;
+    options.sgd = {/*learning_rate=*/0.5f, /*momentum=*/0.0f, /*weight_decay=*/0.0f};
+    options.per_sample_updates = false;  // each push one whole SGD step
+    server_ = std::make_unique<ServerHandler>(options);
+    server_->Configure(/*rank=*/0, /*num_workers=*/1, *layout_);
+    network_.Serve("server0", server_.get());
+    PsClientOptions ps_options;
+    ps_options.request_timeout = absl::Seconds(10);
+    ps_ = std::make_unique<PsClient>(network_.Client("worker0"), &*layout_,
+                                     std::vector<std::string>{"server0"}, ps_options);
+  }
+
+  std::optional<ModelLayout> layout_;
+  std::unique_ptr<ServerHandler> server_;
+  std::unique_ptr<PsClient> ps_;
+  testing::InProcessNetwork network_;  // last: stops before the handler it calls goes
+};
+
+TEST_F(PsClientTest, PushedGradientIsAppliedToEveryPartition) {
+  SetUp(proto::ASP);
+  ASSERT_EQ(layout_->partitions().size(), 3u);
+  std::vector<float> init(10), grad(10, 2.0f), pulled(10, -1.0f);
+  for (int i = 0; i < 10; ++i) init[i] = static_cast<float>(i);
+  ASSERT_TRUE(ps_->Push(init.data(), 0, /*init=*/true).Wait().ok());
+  ASSERT_TRUE(ps_->Pull(pulled.data()).Wait().ok());
+  EXPECT_EQ(pulled, init);
+  ASSERT_TRUE(ps_->Push(grad.data(), 0).Wait().ok());
+  ASSERT_TRUE(ps_->Pull(pulled.data()).Wait().ok());
+  for (int i = 0; i < 10; ++i) EXPECT_FLOAT_EQ(pulled[i], i - 0.5f * 2.0f) << i;
+  const PsClientCounters c = ps_->counters();
+  EXPECT_EQ(c.pushes, 6u);  // two pushes of three partitions
+  EXPECT_EQ(c.pulls, 6u);
+  EXPECT_EQ(c.bytes_pushed, 2 * 10 * sizeof(float));
+}
+
+TEST_F(PsClientTest, BspPullWaitsForTheClockToComplete) {
+  SetUp(proto::BSP);
+  std::vector<float> init(10, 1.0f), grad(10, 1.0f), pulled(10);
+  ASSERT_TRUE(ps_->Push(init.data(), 0, /*init=*/true).Wait().ok());
+  PullOptions next_clock;
+  next_clock.min_version = 1;
+  Ticket pull = ps_->Pull(pulled.data(), next_clock);
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_FALSE(pull.Done());  // parked on the server: clock 0 has no push yet
+  ASSERT_TRUE(ps_->Push(grad.data(), 0).Wait().ok());
+  ASSERT_TRUE(pull.Wait().ok());
+  EXPECT_GT(pull.waited_seconds(), 0.0);
+  for (float p : pulled) EXPECT_FLOAT_EQ(p, 0.5f);
+}
+
+TEST_F(PsClientTest, ServerThatNeverAnswersEndsTheTicketWithDeadlineExceeded) {
+  SetUp(proto::ASP);
+  PsClientOptions options;
+  options.request_timeout = absl::Milliseconds(100);
+  PsClient lost(network_.Client("worker0"), &*layout_, std::vector<std::string>{"nobody"},
+                options);
+  std::vector<float> pulled(10);
+  const absl::Status s = lost.Pull(pulled.data()).Wait();
+  EXPECT_TRUE(absl::IsDeadlineExceeded(s)) << s;
+}
+
+}  // namespace
+}  // namespace r2sp

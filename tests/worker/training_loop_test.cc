@@ -1,0 +1,147 @@
+// The training loop over real exchanges (in-process scheduler and servers): the synthetic
+// workload's known gradients give exactly the parameters BSP promises; a workload with samples
+// and a test set gets its epochs, max_steps, the emulated compute time, and evaluation records
+// in the metrics file.
+#include "worker/training_loop.h"
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "common/status_macros.h"
+#include "gtest/gtest.h"
+#include "tests/worker/in_process_job.h"
+#include "worker/synthetic_workload.h"
+
+namespace r2sp {
+namespace {
+
+#define ASSERT_OK(expr)                  \
+  do {                                   \
+    const absl::Status s_ = (expr);      \
+    ASSERT_TRUE(s_.ok()) << s_;          \
+  } while (0)
+
+SchedulerOptions Job(proto::SyncMode sync, int workers) {
+  SchedulerOptions options;
+  options.num_workers = workers;
+  options.partition_bytes = 4096;
+  options.sync = sync;
+  options.heartbeat_timeout = absl::Minutes(5);
+  return options;
+}
+
+ServerOptions PlainSgd() {
+  ServerOptions options;
+  options.sgd = {/*learning_rate=*/0.01f, /*momentum=*/0.0f, /*weight_decay=*/0.0f};
+  return options;
+}
+
+TEST(TrainingLoopTest, SyntheticKnownGradientsGiveTheBspSum) {
+  const std::vector<proto::TensorSpec> model = SyntheticModel(4000, 2);
+  testing::InProcessJob job(Job(proto::BSP, 2), PlainSgd(), model);
+  ASSERT_OK(job.Start(std::vector<float>(4000, 0.0f)));
+  std::vector<LoopResult> results(2);
+  ASSERT_OK(job.OnEveryWorker([&results](testing::JobWorker& w) -> absl::Status {
+                   SyntheticOptions synthetic;
+                   synthetic.rank = w.rank();
+                   synthetic.known_gradients = true;
+                   SyntheticWorkload workload(synthetic, w.params.size());
+                   ExchangerOptions mode;
+                   mode.sync = proto::BSP;
+                   mode.workers = 2;
+                   Exchanger exchanger(mode, w.ps.get(), w.scheduler.get(), nullptr);
+                   LoopOptions loop;
+                   loop.rank = w.rank();
+                   loop.steps_per_epoch = 5;
+                   loop.log_every = 0;
+                   R2SP_ASSIGN_OR_RETURN(results[w.rank()],
+                                         RunTrainingLoop(loop, &workload, &exchanger, &w.params,
+                                                         nullptr));
+                   return absl::OkStatus();
+                 }));
+  for (const testing::JobWorker& w : job.workers()) {
+    EXPECT_EQ(results[w.rank()].steps, 5);
+    EXPECT_EQ(results[w.rank()].samples, 0);
+    // Clock c's mean known gradient is 1.5 + c + (i % 4); five clocks sum to 17.5 + 5 (i % 4).
+    for (size_t i = 0; i < w.params.size(); i += 97) {
+      EXPECT_NEAR(w.params[i], -0.01f * (17.5f + 5.0f * (i % 4)), 1e-5) << i;
+    }
+  }
+}
+
+// Batches of the asked-for size, a constant gradient, loss 1 / (epoch + 1), and a test set
+// whose accuracy is the first parameter.
+class CountingWorkload : public Workload {
+ public:
+  explicit CountingWorkload(size_t n) : grads_(n, 0.0f) {}
+  void StartEpoch(int epoch) override { epoch_ = epoch; }
+  absl::StatusOr<ComputedStep> ComputeGradient(int64_t, int batch, const float*) override {
+    ComputedStep step;
+    step.samples = batch;
+    step.loss = 1.0 / (epoch_ + 1);
+    step.grads = grads_.data();
+    return step;
+  }
+  bool EvaluatesAfterEpoch() const override { return true; }
+  absl::StatusOr<TestEvaluation> EvaluateTest(const float* params) override {
+    return TestEvaluation{params[0], 0.25};
+  }
+
+ private:
+  std::vector<float> grads_;
+  int epoch_ = 0;
+};
+
+TEST(TrainingLoopTest, EpochsEvaluationsAndEmulatedComputeAreRecorded) {
+  const std::vector<proto::TensorSpec> model = SyntheticModel(1000, 1);
+  testing::InProcessJob job(Job(proto::ASP, 1), PlainSgd(), model);
+  ASSERT_OK(job.Start(std::vector<float>(1000, 0.75f)));
+  testing::JobWorker& w = job.workers()[0];
+  const std::string metrics = ::testing::TempDir() + "/loop_metrics.jsonl";
+  auto log = RunLog::Open(metrics, "", 0);
+  ASSERT_TRUE(log.ok());
+  CountingWorkload workload(w.params.size());
+  ExchangerOptions mode;
+  mode.sync = proto::ASP;
+  mode.global_batch = 8;
+  mode.initial_batch = 8;
+  Exchanger exchanger(mode, w.ps.get(), w.scheduler.get(), log->get());
+  LoopOptions loop;
+  loop.epochs = 3;
+  loop.steps_per_epoch = 4;
+  loop.max_steps = 10;  // stops two steps into the third epoch
+  loop.emulate_ms_per_sample = 0.5;  // 8 samples: at least 4 ms per step
+  loop.log_every = 0;
+  absl::StatusOr<LoopResult> r = RunTrainingLoop(loop, &workload, &exchanger, &w.params,
+                                                 log->get());
+  ASSERT_TRUE(r.ok()) << r.status();
+  log->reset();
+  EXPECT_EQ(r->steps, 10);
+  EXPECT_EQ(r->samples, 80);
+  EXPECT_EQ(r->epochs, 3);  // the partial last epoch counts, as it did before the reshape
+  EXPECT_NEAR(r->last_epoch_loss, 1.0 / 3, 1e-9);
+  EXPECT_FLOAT_EQ(r->test_accuracy, 0.75f);
+  EXPECT_GE(r->compute_seconds, 10 * 0.004);
+
+  std::ifstream in(metrics);
+  std::string line;
+  int iterations = 0, evaluations = 0;
+  while (std::getline(in, line)) {
+    if (line.find("\"event\": \"eval\"") != std::string::npos) {
+      ++evaluations;
+      EXPECT_NE(line.find(absl::StrCat("\"epoch\": ", evaluations, ",")), std::string::npos)
+          << line;
+      EXPECT_NE(line.find("\"test_accuracy\": 0.750000"), std::string::npos) << line;
+    } else {
+      ++iterations;
+      EXPECT_NE(line.find("\"batch\": 8"), std::string::npos) << line;
+    }
+  }
+  EXPECT_EQ(iterations, 10);
+  EXPECT_EQ(evaluations, 3);
+}
+
+}  // namespace
+}  // namespace r2sp
