@@ -33,8 +33,10 @@ DEFINE_int32(heartbeat_timeout_ms, 3000, "declare a node dead after this much si
 DEFINE_int32(register_timeout_s, 120, "fail if the job is not complete within this time");
 DEFINE_string(stats_json, "", "if set, write every node's counters here at the end");
 
-int main(int argc, char** argv) {
-  r2sp::InitProcess(&argc, &argv, "R2SP scheduler: membership, barriers, job control");
+namespace {
+
+// Exits with a usage error unless the flags make a job; returns the sync mode.
+r2sp::proto::SyncMode CheckFlags() {
   r2sp::CheckFlag(FLAGS_num_servers >= 1, "--num_servers must be at least 1");
   r2sp::CheckFlag(FLAGS_num_workers >= 1, "--num_workers must be at least 1");
   r2sp::CheckFlag(FLAGS_partition_bytes >= 4 && FLAGS_partition_bytes % 4 == 0,
@@ -58,18 +60,15 @@ int main(int argc, char** argv) {
                     "--global_batch must lie between num_workers * min_batch and "
                     "num_workers * max_batch");
   }
+  return *sync;
+}
 
-  r2sp::TransportOptions transport_options;
-  transport_options.bind_endpoint = FLAGS_bind;
-  transport_options.advertise_host = FLAGS_advertise_host;
-  auto transport = r2sp::Transport::Create(transport_options);
-  if (!transport.ok()) r2sp::ExitWithError(transport.status());
-
+r2sp::SchedulerOptions OptionsFromFlags(r2sp::proto::SyncMode sync) {
   r2sp::SchedulerOptions options;
   options.num_servers = FLAGS_num_servers;
   options.num_workers = FLAGS_num_workers;
   options.partition_bytes = FLAGS_partition_bytes;
-  options.sync = *sync;
+  options.sync = sync;
   options.staleness = FLAGS_staleness;
   options.r2sp_headroom = FLAGS_r2sp_headroom;
   options.r2sp_slot_includes_pull = FLAGS_r2sp_slot == "push_pull";
@@ -82,11 +81,24 @@ int main(int argc, char** argv) {
   options.batching.max_batch = FLAGS_max_batch;
   options.heartbeat_timeout = absl::Milliseconds(FLAGS_heartbeat_timeout_ms);
   options.register_timeout = absl::Seconds(FLAGS_register_timeout_s);
+  return options;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  r2sp::InitProcess(&argc, &argv, "R2SP scheduler: membership, barriers, job control");
+  const r2sp::SchedulerOptions options = OptionsFromFlags(CheckFlags());
+  r2sp::TransportOptions transport_options;
+  transport_options.bind_endpoint = FLAGS_bind;
+  transport_options.advertise_host = FLAGS_advertise_host;
+  auto transport = r2sp::Transport::Create(transport_options);
+  if (!transport.ok()) r2sp::ExitWithError(transport.status());
   r2sp::SchedulerCore core(options, transport->get());
   (*transport)->Start(&core);
   LOG(INFO) << "scheduler listening at " << (*transport)->endpoint() << ", waiting for "
             << FLAGS_num_servers << " servers and " << FLAGS_num_workers << " workers ("
-            << r2sp::SyncModeName(*sync) << ")";
+            << r2sp::SyncModeName(options.sync) << ")";
   if (!FLAGS_endpoint_file.empty()) {
     absl::Status written =
         r2sp::WriteFileAtomically(FLAGS_endpoint_file, (*transport)->endpoint() + "\n");

@@ -7,6 +7,19 @@
 #include "glog/logging.h"
 
 namespace r2sp {
+namespace {
+
+SlotCoordinatorOptions SlotOptionsFrom(const SchedulerOptions& options) {
+  SlotCoordinatorOptions slots;
+  slots.r2sp = options.sync == proto::R2SP;
+  slots.headroom = options.r2sp_headroom;
+  slots.order = options.r2sp_order;
+  slots.hetero_batching = options.hetero_batching;
+  slots.batching = options.batching;
+  return slots;
+}
+
+}  // namespace
 
 const char* SchedulerCore::RoleName(proto::Role role) {
   switch (role) {
@@ -25,7 +38,7 @@ SchedulerCore::SchedulerCore(const SchedulerOptions& options, Requester* request
       requester_(requester),
       clock_(std::move(clock)),
       started_(clock_()),
-      planner_(options.r2sp_headroom, /*smoothing=*/0.2, options.r2sp_order) {}
+      slots_(SlotOptionsFrom(options)) {}
 
 std::string SchedulerCore::failure() const {
   absl::MutexLock lock(&mu_);
@@ -49,7 +62,7 @@ void SchedulerCore::HandleRequest(Message request, Responder responder) {
       HandleFromNode(request, responder, now);
     }
   }
-  SendQueuedShutdowns();
+  SendQueuedRequests();
 }
 
 void SchedulerCore::HandleFromNode(const Message& request, Responder& responder, absl::Time now) {
@@ -98,32 +111,32 @@ void SchedulerCore::HandleFromNode(const Message& request, Responder& responder,
       MaybeEndJob();
       break;
     case proto::SLOT:
-      HandleSlot(request, node, responder, now);
-      break;
-    case proto::RELEASE: {
-      absl::Status released = node.role == proto::WORKER
-                                  ? planner_.Release(node.rank, now)
-                                  : absl::InvalidArgumentError("only workers hold slots");
-      if (released.ok() && header.report().leaving()) {
-        planner_.Remove(node.rank);  // done training: the ring closes over it
-        LOG(INFO) << "worker " << node.rank << " left the slot ring ("
-                  << planner_.ring().size() << " left in it)";
-      }
-      responder.ReplyStatus(released);
-      GrantSlots(now);
-      break;
-    }
-    case proto::REPORT: {
-      if (node.role != proto::WORKER || tuner_ == nullptr) {
-        responder.ReplyStatus(absl::FailedPreconditionError(
-            "REPORT needs a worker and a job with --hetero_batching"));
+      if (node.role != proto::WORKER) {
+        responder.ReplyStatus(
+            absl::FailedPreconditionError("SLOT needs a worker and a job with --sync=r2sp"));
         break;
       }
-      const proto::IterationReport& r = header.report();
-      tuner_->Report(node.rank, r.samples(), r.compute_seconds(), r.comm_seconds(),
-                     r.iterations_left());
+      slots_.RequestSlot(node.rank, header.report(), std::move(responder), now);
+      break;
+    case proto::RELEASE:
+      if (node.role != proto::WORKER) {
+        responder.ReplyStatus(absl::InvalidArgumentError("only workers hold slots"));
+        break;
+      }
+      responder.ReplyStatus(slots_.Release(node.rank, header.report().leaving(), now));
+      break;
+    case proto::REPORT: {
+      absl::StatusOr<proto::BatchAssignment> batch =
+          node.role == proto::WORKER
+              ? slots_.Report(node.rank, header.report())
+              : absl::FailedPreconditionError(
+                    "REPORT needs a worker and a job with --hetero_batching");
+      if (!batch.ok()) {
+        responder.ReplyStatus(batch.status());
+        break;
+      }
       Message reply;
-      *reply.header.mutable_batch() = Assignment(node.rank);
+      *reply.header.mutable_batch() = *batch;
       responder.Reply(std::move(reply));
       break;
     }
@@ -133,58 +146,13 @@ void SchedulerCore::HandleFromNode(const Message& request, Responder& responder,
   }
 }
 
-void SchedulerCore::HandleSlot(const Message& request, Node& node, Responder& responder,
-                               absl::Time now) {
-  if (options_.sync != proto::R2SP || node.role != proto::WORKER) {
-    responder.ReplyStatus(
-        absl::FailedPreconditionError("SLOT needs a worker and a job with --sync=r2sp"));
-    return;
-  }
-  const proto::IterationReport& r = request.header.report();
-  absl::Status status = planner_.Request(node.rank, r.compute_seconds());
-  if (!status.ok()) {
-    responder.ReplyStatus(status);
-    return;
-  }
-  if (tuner_ != nullptr) {
-    tuner_->Report(node.rank, r.samples(), r.compute_seconds(), r.comm_seconds(),
-                   r.iterations_left());
-  }
-  slot_waiters_.insert_or_assign(node.rank, std::move(responder));
-  GrantSlots(now);
-}
-
-proto::BatchAssignment SchedulerCore::Assignment(int worker) const {
-  proto::BatchAssignment a;
-  a.set_batch_size(tuner_->batch(worker));
-  a.set_throughput(tuner_->throughput(worker));
-  return a;
-}
-
-void SchedulerCore::GrantSlots(absl::Time now) {
-  while (std::optional<int> w = planner_.Poll(now)) {
-    auto it = slot_waiters_.find(*w);
-    if (it == slot_waiters_.end()) continue;  // cannot happen: Poll grants requesters only
-    Message reply;
-    proto::SlotGrant* grant = reply.header.mutable_slot_grant();
-    grant->set_gap_seconds(absl::ToDoubleSeconds(planner_.gap()));
-    grant->set_grant_index(planner_.grants() - 1);
-    if (tuner_ != nullptr) *grant->mutable_batch() = Assignment(*w);
-    it->second.Reply(std::move(reply));
-    slot_waiters_.erase(it);
-  }
-}
-
 void SchedulerCore::WorkerLeft(const Node& node, absl::Time now) {
-  planner_.Remove(node.rank);
-  slot_waiters_.erase(node.rank);
-  if (tuner_ != nullptr) tuner_->Remove(node.rank);
-  GrantSlots(now);
+  slots_.WorkerLeft(node.rank, now);
 }
 
 absl::Time SchedulerCore::NextWakeup() {
   absl::MutexLock lock(&mu_);
-  return planner_.NextWakeup();
+  return slots_.NextWakeup();
 }
 
 absl::StatusOr<SchedulerCore::Node*> SchedulerCore::Sender(const proto::Header& header) {
@@ -208,65 +176,6 @@ absl::StatusOr<SchedulerCore::Node*> SchedulerCore::Sender(const proto::Header& 
   return &node;
 }
 
-bool SchedulerCore::InGroup(const Node& node, proto::Group group) const {
-  switch (group) {
-    case proto::ALL:
-      return true;
-    case proto::WORKERS:
-      return node.role == proto::WORKER;
-    case proto::SERVERS:
-      return node.role == proto::SERVER;
-    default:
-      return false;
-  }
-}
-
-void SchedulerCore::HandleBarrier(const Message& request, Node& node, Responder& responder) {
-  const proto::BarrierRequest& req = request.header.barrier();
-  if (!request.header.has_barrier() || !InGroup(node, req.group())) {
-    responder.ReplyStatus(absl::InvalidArgumentError("BARRIER for a group the sender is not in"));
-    return;
-  }
-  BarrierState& barrier = barriers_[req.group()];
-  if (req.barrier_id() != barrier.id) {
-    responder.ReplyStatus(absl::InvalidArgumentError(absl::StrCat(
-        "barrier ", req.barrier_id(), " of group ", proto::Group_Name(req.group()),
-        " but the group is at barrier ", barrier.id)));
-    return;
-  }
-  for (Node* n : barrier.arrived) {
-    if (n == &node) {
-      responder.ReplyStatus(absl::AlreadyExistsError("already waiting at this barrier"));
-      return;
-    }
-  }
-  barrier.arrived.push_back(&node);
-  barrier.waiting.push_back(std::move(responder));
-  ReleaseBarriers();
-}
-
-void SchedulerCore::ReleaseBarriers() {
-  for (auto& [group, barrier] : barriers_) {
-    if (barrier.waiting.empty()) continue;
-    bool complete = true;
-    for (std::deque<Node>* nodes : {&servers_, &workers_}) {
-      for (Node& n : *nodes) {
-        if (n.state != NodeState::kAlive || !InGroup(n, static_cast<proto::Group>(group))) {
-          continue;
-        }
-        bool arrived = false;
-        for (Node* a : barrier.arrived) arrived |= a == &n;
-        complete &= arrived;
-      }
-    }
-    if (!complete) continue;
-    for (Responder& r : barrier.waiting) r.ReplyStatus(absl::OkStatus());
-    barrier.waiting.clear();
-    barrier.arrived.clear();
-    ++barrier.id;
-  }
-}
-
 void SchedulerCore::MaybeEndJob() {
   if (shutting_down_ || !rendezvous_done_) return;
   for (const Node& w : workers_) {
@@ -282,7 +191,7 @@ void SchedulerCore::MaybeEndJob() {
   if (shutdown_acks_outstanding_ == 0 && !done_.HasBeenNotified()) done_.Notify();
 }
 
-void SchedulerCore::SendQueuedShutdowns() {
+void SchedulerCore::SendQueuedRequests() {
   std::vector<std::pair<int, std::string>> to_send;
   std::vector<MembershipNote> notes;
   {
@@ -359,9 +268,9 @@ void SchedulerCore::OnTick(absl::Time now) {
       ReleaseBarriers();
       MaybeEndJob();
     }
-    GrantSlots(now);
+    slots_.GrantDue(now);
   }
-  SendQueuedShutdowns();
+  SendQueuedRequests();
 }
 
 }  // namespace r2sp

@@ -1,8 +1,10 @@
 // The scheduler's protocol logic: registration and rank assignment, the address book,
 // heartbeats with failure detection, barriers, and the orderly end of the job (every worker
-// finished or dead -> SHUTDOWN to every live server). Implemented in scheduler_core.cc
-// (requests, heartbeats, slots, barriers, the end of the job), scheduler_membership.cc
-// (registration, the address book, joining workers) and scheduler_report.cc (ReportJson).
+// finished or dead -> SHUTDOWN to every live server). SchedulerCore dispatches; each part has
+// its own file: scheduler_core.cc (dispatch, failure detection, the end of the job),
+// scheduler_membership.cc (registration, the address book, joining workers),
+// scheduler_barriers.cc (barriers), slot_coordinator.h (r2sp slots and the batch tuner, a
+// class of its own) and scheduler_report.cc (the stats JSON, ReportJson).
 #ifndef R2SP_SCHEDULER_SCHEDULER_CORE_H_
 #define R2SP_SCHEDULER_SCHEDULER_CORE_H_
 
@@ -19,6 +21,7 @@
 #include "absl/time/time.h"
 #include "common/handler.h"
 #include "scheduler/batch_tuner.h"
+#include "scheduler/slot_coordinator.h"
 #include "scheduler/slot_planner.h"
 
 namespace r2sp {
@@ -106,17 +109,14 @@ class SchedulerCore : public RequestHandler {
   bool InGroup(const Node& node, proto::Group group) const;
   void ReleaseBarriers() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MaybeEndJob() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Sends the SHUTDOWN requests MaybeEndJob queued. Called without mu_ held, so a requester
-  // that answers synchronously (tests) cannot deadlock.
-  void SendQueuedShutdowns() ABSL_LOCKS_EXCLUDED(mu_);
+  // Sends the requests queued under mu_ for the servers: MEMBERSHIP (a worker joined) and
+  // SHUTDOWN (MaybeEndJob). Called without mu_ held, so a requester that answers synchronously
+  // (tests) cannot deadlock.
+  void SendQueuedRequests() ABSL_LOCKS_EXCLUDED(mu_);
   void ServerAcknowledged(int rank, absl::StatusOr<Message> reply);
   void Fail(const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void HandleSlot(const Message& request, Node& node, Responder& responder, absl::Time now)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void GrantSlots(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A worker died or finished: out of the ring and the tuner.
   void WorkerLeft(const Node& node, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  proto::BatchAssignment Assignment(int worker) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const SchedulerOptions options_;
   Requester* const requester_;
@@ -136,7 +136,7 @@ class SchedulerCore : public RequestHandler {
     int acks_outstanding;
   };
   absl::flat_hash_map<int, PendingJoin> pending_joins_ ABSL_GUARDED_BY(mu_);  // by new rank
-  // MEMBERSHIP requests queued for SendQueuedShutdowns: (joining rank, server endpoint, count).
+  // MEMBERSHIP requests queued for SendQueuedRequests: (joining rank, server endpoint, count).
   struct MembershipNote {
     int rank;
     std::string endpoint;
@@ -148,9 +148,7 @@ class SchedulerCore : public RequestHandler {
   int shutdown_acks_outstanding_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::pair<int, std::string>> shutdowns_to_send_ ABSL_GUARDED_BY(mu_);
   std::string failure_ ABSL_GUARDED_BY(mu_);
-  SlotPlanner planner_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<int, Responder> slot_waiters_ ABSL_GUARDED_BY(mu_);  // by worker rank
-  std::unique_ptr<BatchTuner> tuner_ ABSL_GUARDED_BY(mu_);
+  SlotCoordinator slots_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace r2sp

@@ -109,10 +109,10 @@ proto::AddressBook SchedulerCore::Book() const {
   book.set_sync(options_.sync);
   book.set_staleness(options_.staleness);
   book.set_r2sp_slot_includes_pull(options_.r2sp_slot_includes_pull);
-  if (tuner_ != nullptr) {
+  if (slots_.tuner() != nullptr) {
     book.set_hetero_batching(true);
     book.set_global_batch(options_.batching.global_batch);
-    book.set_initial_batch(tuner_->batch(0));
+    book.set_initial_batch(slots_.tuner()->batch(0));
   }
   return book;
 }
@@ -123,13 +123,8 @@ void SchedulerCore::CompleteRendezvous(absl::Time now) {
     nodes.push_back(Node{p.request.role(), static_cast<int>(nodes.size()), p.request.endpoint(),
                          p.request.instance_id(), now});
   }
-  if (options_.hetero_batching) {
-    tuner_ = std::make_unique<BatchTuner>(options_.batching, options_.num_workers);
-  }
+  slots_.SetMembers(options_.num_workers);
   const proto::AddressBook book = Book();
-  std::vector<int> ranks;
-  for (int r = 0; r < options_.num_workers; ++r) ranks.push_back(r);
-  planner_.SetMembers(ranks);
   int server_rank = 0, worker_rank = 0;
   for (PendingRegister& p : pending_) {
     Message reply;
@@ -181,8 +176,7 @@ void SchedulerCore::FinishJoin(int rank) {
   if (it == pending_joins_.end()) return;
   Node& node = workers_[rank];
   node.last_seen = clock_();  // the servers' round trip counted against its heartbeats
-  planner_.Add(rank);
-  if (tuner_ != nullptr) tuner_->AddWorker();
+  slots_.WorkerJoined(rank);
   Message reply;
   proto::RegisterReply* r = reply.header.mutable_register_reply();
   r->set_rank(rank);
@@ -192,7 +186,7 @@ void SchedulerCore::FinishJoin(int rank) {
   r->set_next_all_barrier(barriers_[proto::ALL].id);
   it->second.responder.Reply(std::move(reply));
   pending_joins_.erase(it);
-  LOG(INFO) << "worker " << rank << " joined the running job (" << planner_.ring().size()
+  LOG(INFO) << "worker " << rank << " joined the running job (" << slots_.planner().ring().size()
             << " in the slot ring)";
 }
 

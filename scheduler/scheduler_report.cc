@@ -45,19 +45,19 @@ std::string SchedulerCore::ReportJson() const {
     return absl::StrCat("[", absl::StrJoin(items, ", "), "]");
   };
   std::string batching = "null";
-  if (tuner_ != nullptr) {
+  if (const BatchTuner* tuner = slots_.tuner(); tuner != nullptr) {
     std::vector<std::string> rows;
-    const std::vector<int> ideal = tuner_->Ideal(/*include_departed=*/true);
+    const std::vector<int> ideal = tuner->Ideal(/*include_departed=*/true);
     for (size_t w = 0; w < workers_.size(); ++w) {
-      rows.push_back(absl::StrCat("{\"worker\": ", w, ", \"batch\": ", tuner_->batch(w),
+      rows.push_back(absl::StrCat("{\"worker\": ", w, ", \"batch\": ", tuner->batch(w),
                                   ", \"ideal\": ", ideal[w], ", \"throughput\": ",
-                                  tuner_->throughput(w), "}"));
+                                  tuner->throughput(w), "}"));
     }
-    batching = absl::StrCat("{\"changes\": ", tuner_->changes(), ", \"workers\": [",
+    batching = absl::StrCat("{\"changes\": ", tuner->changes(), ", \"workers\": [",
                             absl::StrJoin(rows, ", "), "]}");
   }
   return absl::StrCat("{\"sync\": \"", proto::SyncMode_Name(options_.sync), "\", ",
-                      "\"slot_grants\": ", planner_.grants(), ", \"batching\": ", batching, ", ",
+                      "\"slot_grants\": ", slots_.planner().grants(), ", \"batching\": ", batching, ", ",
                       "\"failure\": ", JsonString(failure_), ", \"servers\": ",
                       nodes_json(servers_), ", \"workers\": ", nodes_json(workers_), "}\n");
 }

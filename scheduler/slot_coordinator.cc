@@ -1,0 +1,98 @@
+// See slot_coordinator.h.
+#include "scheduler/slot_coordinator.h"
+
+#include <optional>
+#include <utility>
+
+#include "glog/logging.h"
+
+namespace r2sp {
+
+SlotCoordinator::SlotCoordinator(const SlotCoordinatorOptions& options)
+    : options_(options), planner_(options.headroom, /*smoothing=*/0.2, options.order) {}
+
+void SlotCoordinator::SetMembers(int num_workers) {
+  if (options_.hetero_batching) {
+    tuner_ = std::make_unique<BatchTuner>(options_.batching, num_workers);
+  }
+  std::vector<int> ranks;
+  for (int r = 0; r < num_workers; ++r) ranks.push_back(r);
+  planner_.SetMembers(ranks);
+}
+
+void SlotCoordinator::WorkerJoined(int rank) {
+  planner_.Add(rank);
+  if (tuner_ != nullptr) tuner_->AddWorker();
+}
+
+void SlotCoordinator::WorkerLeft(int rank, absl::Time now) {
+  planner_.Remove(rank);
+  waiting_.erase(rank);
+  if (tuner_ != nullptr) tuner_->Remove(rank);
+  GrantDue(now);
+}
+
+void SlotCoordinator::RequestSlot(int rank, const proto::IterationReport& report,
+                                  Responder responder, absl::Time now) {
+  if (!options_.r2sp) {
+    responder.ReplyStatus(
+        absl::FailedPreconditionError("SLOT needs a worker and a job with --sync=r2sp"));
+    return;
+  }
+  absl::Status status = planner_.Request(rank, report.compute_seconds());
+  if (!status.ok()) {
+    responder.ReplyStatus(status);
+    return;
+  }
+  if (tuner_ != nullptr) {
+    tuner_->Report(rank, report.samples(), report.compute_seconds(), report.comm_seconds(),
+                   report.iterations_left());
+  }
+  waiting_.insert_or_assign(rank, std::move(responder));
+  GrantDue(now);
+}
+
+absl::Status SlotCoordinator::Release(int rank, bool leaving, absl::Time now) {
+  absl::Status released = planner_.Release(rank, now);
+  if (released.ok() && leaving) {
+    planner_.Remove(rank);  // done training: the ring closes over it
+    LOG(INFO) << "worker " << rank << " left the slot ring (" << planner_.ring().size()
+              << " left in it)";
+  }
+  GrantDue(now);
+  return released;
+}
+
+absl::StatusOr<proto::BatchAssignment> SlotCoordinator::Report(
+    int rank, const proto::IterationReport& report) {
+  if (tuner_ == nullptr) {
+    return absl::FailedPreconditionError(
+        "REPORT needs a worker and a job with --hetero_batching");
+  }
+  tuner_->Report(rank, report.samples(), report.compute_seconds(), report.comm_seconds(),
+                 report.iterations_left());
+  return Assignment(rank);
+}
+
+proto::BatchAssignment SlotCoordinator::Assignment(int worker) const {
+  proto::BatchAssignment a;
+  a.set_batch_size(tuner_->batch(worker));
+  a.set_throughput(tuner_->throughput(worker));
+  return a;
+}
+
+void SlotCoordinator::GrantDue(absl::Time now) {
+  while (std::optional<int> w = planner_.Poll(now)) {
+    auto it = waiting_.find(*w);
+    if (it == waiting_.end()) continue;  // cannot happen: Poll grants requesters only
+    Message reply;
+    proto::SlotGrant* grant = reply.header.mutable_slot_grant();
+    grant->set_gap_seconds(absl::ToDoubleSeconds(planner_.gap()));
+    grant->set_grant_index(planner_.grants() - 1);
+    if (tuner_ != nullptr) *grant->mutable_batch() = Assignment(*w);
+    it->second.Reply(std::move(reply));
+    waiting_.erase(it);
+  }
+}
+
+}  // namespace r2sp

@@ -1,0 +1,66 @@
+// The scheduler's r2sp and tuning part: the slot ring (SlotPlanner) with the workers waiting
+// for their grant, and the batch tuner (BatchTuner) that SLOT and REPORT feed with each
+// iteration's samples and times and whose batch sizes go back in grants and REPORT replies.
+// Membership tells it who trains (SetMembers, WorkerJoined, WorkerLeft).
+#ifndef R2SP_SCHEDULER_SLOT_COORDINATOR_H_
+#define R2SP_SCHEDULER_SLOT_COORDINATOR_H_
+
+#include <memory>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/time/time.h"
+#include "common/handler.h"
+#include "scheduler/batch_tuner.h"
+#include "scheduler/slot_planner.h"
+
+namespace r2sp {
+
+struct SlotCoordinatorOptions {
+  bool r2sp = false;             // SLOT and RELEASE are accepted only in r2sp jobs
+  double headroom = 1.2;         // gap = T / (headroom * W)
+  SlotOrder order = SlotOrder::kRing;
+  bool hetero_batching = false;  // REPORT is accepted only with hetero batching
+  BatchTunerOptions batching;
+};
+
+// Not thread-safe: SchedulerCore calls it under its lock.
+class SlotCoordinator {
+ public:
+  explicit SlotCoordinator(const SlotCoordinatorOptions& options);
+
+  // The job's workers at rendezvous (ranks 0..n-1).
+  void SetMembers(int num_workers);
+  void WorkerJoined(int rank);
+  // Died or finished: out of the ring and the tuner; a slot it held or waited for is gone.
+  void WorkerLeft(int rank, absl::Time now);
+
+  // SLOT: the worker's report feeds the gap and the tuner; `responder` is answered with the
+  // grant (gap, index, batch) when the worker's turn comes, or now with an error.
+  void RequestSlot(int rank, const proto::IterationReport& report, Responder responder,
+                   absl::Time now);
+  // RELEASE; `leaving` takes the worker out of the ring after its last slot.
+  absl::Status Release(int rank, bool leaving, absl::Time now);
+  // REPORT (hetero batching outside r2sp): the batch size to use from the next iteration.
+  absl::StatusOr<proto::BatchAssignment> Report(int rank, const proto::IterationReport& report);
+
+  // Grants due by `now` (the gap has passed).
+  void GrantDue(absl::Time now);
+  absl::Time NextWakeup() const { return planner_.NextWakeup(); }
+
+  // For the address book and the job report; the tuner is null without hetero batching.
+  const BatchTuner* tuner() const { return tuner_.get(); }
+  const SlotPlanner& planner() const { return planner_; }
+
+ private:
+  proto::BatchAssignment Assignment(int worker) const;
+
+  const SlotCoordinatorOptions options_;
+  SlotPlanner planner_;
+  absl::flat_hash_map<int, Responder> waiting_;  // by worker rank
+  std::unique_ptr<BatchTuner> tuner_;
+};
+
+}  // namespace r2sp
+
+#endif  // R2SP_SCHEDULER_SLOT_COORDINATOR_H_
