@@ -60,4 +60,14 @@ void RunLog::Metrics(const IterationMetrics& m) {
                absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()));
 }
 
+void RunLog::Evaluation(const EvaluationRecord& e) {
+  if (metrics_ == nullptr) return;
+  std::fprintf(metrics_,
+               "{\"worker\": %d, \"event\": \"eval\", \"epoch\": %d, \"test_accuracy\": %.6f, "
+               "\"test_loss\": %.6f, \"train_loss\": %.6f, \"elapsed_s\": %.6f, \"t\": %.6f}\n",
+               rank_, e.epoch, e.test_accuracy, e.test_loss, e.train_loss, e.elapsed_seconds,
+               absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()));
+  std::fflush(metrics_);
+}
+
 }  // namespace r2sp

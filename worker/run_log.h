@@ -1,4 +1,5 @@
-// What one worker records about its run: per-iteration metrics as JSON lines, and a timeline in
+// What one worker records about its run: per-iteration metrics and evaluations as JSON lines
+// (evaluation lines carry "event": "eval"; iteration lines have no "event"), and a timeline in
 // the Chrome trace-event format (chrome://tracing, Perfetto) with one track per worker showing
 // its compute, wait, push and pull spans. Timestamps are Unix-epoch microseconds, so the
 // launcher can merge the timelines of all the workers of a job into one file.
@@ -33,6 +34,15 @@ struct IterationMetrics {
   double CommSeconds() const { return push_seconds + pull_seconds - parked_seconds; }
 };
 
+// One evaluation of the test set, after an epoch.
+struct EvaluationRecord {
+  int epoch = 0;               // 1-based: the epochs done
+  double test_accuracy = 0;
+  double test_loss = 0;        // mean per sample
+  double train_loss = 0;       // mean over the epoch's steps
+  double elapsed_seconds = 0;  // since the training loop started
+};
+
 // Not thread-safe: the worker's training thread writes it.
 class RunLog {
  public:
@@ -43,6 +53,7 @@ class RunLog {
 
   void Span(const char* name, absl::Time start, absl::Time end, const std::string& args_json = "");
   void Metrics(const IterationMetrics& m);
+  void Evaluation(const EvaluationRecord& e);
 
  private:
   RunLog(int rank) : rank_(rank) {}

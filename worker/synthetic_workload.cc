@@ -2,14 +2,11 @@
 #include "worker/synthetic_workload.h"
 
 #include <chrono>
-#include <cstdio>
 #include <random>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "glog/logging.h"
-#include "worker/exchange.h"
 
 namespace r2sp {
 
@@ -56,47 +53,24 @@ void FillKnownGradient(int rank, int64_t clock, float* grad, size_t n) {
   for (size_t i = 0; i < n; ++i) grad[i] = base + static_cast<float>(i % 4);
 }
 
-absl::StatusOr<SyntheticResult> RunSynthetic(const SyntheticOptions& options, PsClient* ps,
-                                             SchedulerClient* scheduler,
-                                             std::vector<float>* params, RunLog* log) {
-  std::vector<float> grads(params->size());
+SyntheticWorkload::SyntheticWorkload(const SyntheticOptions& options, size_t num_parameters)
+    : options_(options), gradient_(num_parameters) {
   if (!options.known_gradients) {
-    FillRandomGradient(options.seed + 1000 + options.rank, grads.data(), grads.size());
+    FillRandomGradient(options.seed + 1000 + options.rank, gradient_.data(), gradient_.size());
   }
-  SyntheticResult result;
-  const absl::Time start = absl::Now();
-  absl::Duration push_time, pull_time;
-  for (int clock = 0; clock < options.iterations; ++clock) {
-    const absl::Time tc = absl::Now();
-    if (options.compute_ms > 0) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(options.compute_ms));
-    }
-    if (options.known_gradients) FillKnownGradient(options.rank, clock, grads.data(), grads.size());
-    const absl::Time computed = absl::Now();
-    IterationMetrics m;
-    m.clock = clock;
-    m.compute_seconds = absl::ToDoubleSeconds(computed - tc);
-    if (log != nullptr) log->Span("compute", tc, computed);
-    absl::StatusOr<int> exchanged =
-        Exchange(options.mode, ps, scheduler, grads.data(), params->data(), /*scale=*/0.0f,
-                 clock + 1 == options.iterations, computed, &m, log);
-    if (!exchanged.ok()) return exchanged.status();
-    if (log != nullptr) log->Metrics(m);
-    push_time += absl::Seconds(m.push_seconds);
-    pull_time += absl::Seconds(m.pull_seconds);
-    if (options.log_every > 0 && (clock + 1) % options.log_every == 0) {
-      const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
-      std::printf("worker %d: iteration %d/%d  %.1f it/s  push %.2f ms  pull %.2f ms\n",
-                  options.rank, clock + 1, options.iterations, (clock + 1) / seconds,
-                  absl::ToDoubleMilliseconds(push_time) / (clock + 1),
-                  absl::ToDoubleMilliseconds(pull_time) / (clock + 1));
-      std::fflush(stdout);
-    }
+}
+
+absl::StatusOr<ComputedStep> SyntheticWorkload::ComputeGradient(int64_t clock, int /*batch*/,
+                                                                const float* /*params*/) {
+  if (options_.compute_ms > 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(options_.compute_ms));
   }
-  result.seconds = absl::ToDoubleSeconds(absl::Now() - start);
-  result.push_seconds = absl::ToDoubleSeconds(push_time);
-  result.pull_seconds = absl::ToDoubleSeconds(pull_time);
-  return result;
+  if (options_.known_gradients) {
+    FillKnownGradient(options_.rank, clock, gradient_.data(), gradient_.size());
+  }
+  ComputedStep step;
+  step.grads = gradient_.data();
+  return step;
 }
 
 }  // namespace r2sp

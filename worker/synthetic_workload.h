@@ -1,6 +1,6 @@
-// The synthetic workload the core worker runs before real models exist: a model of a given
-// size with CNN-like tensor shapes, deterministic initial values, and gradients that are
-// either random (bandwidth tests) or "known" (exactly checkable sums in the tests).
+// The synthetic workload, for transport tests and benchmarks: a model of a given size with
+// CNN-like tensor shapes, deterministic initial values, and gradients that are either random
+// (bandwidth tests) or "known" (exactly checkable sums in the tests).
 #ifndef R2SP_WORKER_SYNTHETIC_WORKLOAD_H_
 #define R2SP_WORKER_SYNTHETIC_WORKLOAD_H_
 
@@ -9,11 +9,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/scheduler_client.h"
 #include "proto/messages.pb.h"
-#include "worker/exchange.h"
-#include "worker/ps_client.h"
-#include "worker/run_log.h"
+#include "worker/workload.h"
 
 namespace r2sp {
 
@@ -34,25 +31,25 @@ void FillKnownGradient(int rank, int64_t clock, float* grad, size_t n);
 
 struct SyntheticOptions {
   int rank = 0;
-  int iterations = 100;
   bool known_gradients = false;  // else random (generated once)
   uint64_t seed = 1;
   int compute_ms = 0;            // sleep per iteration, standing in for compute
-  ExchangeOptions mode;           // the job's sync, staleness and slot coverage
-  int log_every = 10;
 };
 
-struct SyntheticResult {
-  double seconds = 0;
-  double push_seconds = 0, pull_seconds = 0;
-};
+// The synthetic model as a Workload: each iteration sleeps compute_ms, then gives the known or
+// the random gradient; it has no samples and no test set.
+class SyntheticWorkload : public Workload {
+ public:
+  SyntheticWorkload(const SyntheticOptions& options, size_t num_parameters);
 
-// Runs the synthetic iterations: (compute) -> (r2sp: slot) -> push the gradient -> pull the
-// parameters as the mode allows -> (r2sp: release). `scheduler` is used in r2sp; `log` (may be
-// null) gets the same per-iteration metrics and timeline spans as real training.
-absl::StatusOr<SyntheticResult> RunSynthetic(const SyntheticOptions& options, PsClient* ps,
-                                             SchedulerClient* scheduler,
-                                             std::vector<float>* params, RunLog* log = nullptr);
+  void StartEpoch(int /*epoch*/) override {}
+  absl::StatusOr<ComputedStep> ComputeGradient(int64_t clock, int batch,
+                                               const float* params) override;
+
+ private:
+  const SyntheticOptions options_;
+  std::vector<float> gradient_;  // random ones are generated once
+};
 
 }  // namespace r2sp
 

@@ -1,0 +1,97 @@
+// See exchanger.h.
+#include "worker/exchanger.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/status_macros.h"
+
+namespace r2sp {
+
+Exchanger::Exchanger(const ExchangerOptions& options, PsClient* ps, SchedulerClient* scheduler,
+                     RunLog* log)
+    : options_(options),
+      ps_(ps),
+      scheduler_(scheduler),
+      log_(log),
+      next_batch_(std::make_shared<std::atomic<int>>(options.initial_batch)) {}
+
+float Exchanger::PushScale(int batch) const {
+  // BSP sums weighted gradients with hetero batching (else averages them); asynchronous modes
+  // apply each push as its fraction of a global-batch step.
+  const bool weighted = options_.hetero_batching || options_.sync != proto::BSP;
+  if (!weighted || options_.global_batch <= 0) return 0.0f;
+  return std::min(1.0f, static_cast<float>(batch) / options_.global_batch);
+}
+
+PullOptions Exchanger::PullFor(const ExchangeStep& step, const IterationMetrics& m) const {
+  PullOptions pull;
+  pull.min_version = options_.sync == proto::BSP ? m.clock + 1 : 0;
+  pull.min_clock =
+      options_.sync == proto::SSP ? std::max<int64_t>(0, m.clock + 1 - options_.staleness) : 0;
+  if (options_.lookahead && options_.sync == proto::R2SP && options_.workers > 1 &&
+      !step.evaluation_next) {
+    // The other workers' pushes land before ours: (B - b_i) / B of a step, where b_i is this
+    // worker's next batch (known with fixed batches; the current one estimates it with hetero
+    // batching).
+    pull.predict_fraction =
+        1.0f - std::min(1.0f, static_cast<float>(m.batch) / std::max(1, options_.global_batch));
+    pull.predict_updates = pull.predict_fraction > 0.0f ? options_.workers - 1 : 0;
+  }
+  return pull;
+}
+
+absl::Status Exchanger::Exchange(const ExchangeStep& step, IterationMetrics* m) {
+  const bool r2sp = options_.sync == proto::R2SP;
+  const bool last = step.iterations_left == 1;
+  absl::Time granted = step.computed;
+  if (r2sp) {
+    R2SP_ASSIGN_OR_RETURN(
+        proto::SlotGrant grant,
+        WithContext(scheduler_->RequestSlot(m->batch, m->compute_seconds, previous_comm_seconds_,
+                                              step.iterations_left),
+                      "waiting for a slot"));
+    granted = absl::Now();
+    m->gap_seconds = grant.gap_seconds();
+    if (options_.hetero_batching && grant.batch().batch_size() > 0) {
+      *next_batch_ = grant.batch().batch_size();
+    }
+    if (log_ != nullptr) {
+      log_->Span("wait", step.computed, granted,
+                 absl::StrCat("{\"gap_ms\": ", m->gap_seconds * 1e3, ", \"grant\": ",
+                              grant.grant_index(), "}"));
+    }
+  }
+  R2SP_RETURN_IF_ERROR_WITH(
+      ps_->Push(step.grads, m->clock, /*init=*/false, PushScale(m->batch)).Wait(), "push");
+  const absl::Time after_push = absl::Now();
+  // The last slot takes the worker out of the ring, so workers with more steps to go (one that
+  // joined late, say) do not wait for its turn.
+  if (r2sp && !options_.slot_includes_pull) scheduler_->ReleaseSlot(/*leaving=*/last);
+  Ticket pull = ps_->Pull(step.params, PullFor(step, *m));
+  R2SP_RETURN_IF_ERROR_WITH(pull.Wait(), "pull");
+  const absl::Time after_pull = absl::Now();
+  if (r2sp && options_.slot_includes_pull) scheduler_->ReleaseSlot(/*leaving=*/last);
+
+  const uint64_t bytes = ps_->layout().total_bytes();
+  m->wait_seconds = absl::ToDoubleSeconds(granted - step.computed) + pull.waited_seconds();
+  m->push_seconds = absl::ToDoubleSeconds(after_push - granted);
+  m->pull_seconds = absl::ToDoubleSeconds(after_pull - after_push);
+  m->parked_seconds = pull.waited_seconds();
+  m->push_bytes = m->pull_bytes = bytes;
+  if (log_ != nullptr) {
+    log_->Span("push", granted, after_push);
+    log_->Span("pull", after_push, after_pull,
+               absl::StrCat("{\"parked_ms\": ", pull.waited_seconds() * 1e3, "}"));
+  }
+  // The tuner's fixed per-iteration cost: communication, which does not shrink with the batch.
+  previous_comm_seconds_ = m->CommSeconds();
+  if (options_.hetero_batching && !r2sp) {
+    scheduler_->Report(m->batch, m->compute_seconds, previous_comm_seconds_, step.iterations_left,
+                       [next = next_batch_](int b) { *next = b; });
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace r2sp

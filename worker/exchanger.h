@@ -1,0 +1,85 @@
+// One iteration's communication in the job's consistency mode, for every workload:
+//   r2sp: wait for this worker's slot (reporting the iteration for the gap and the tuner)
+//   -> push the gradient, weighted b_i / B where the mode sums or applies fractions
+//   -> r2sp: release the slot once the push is acknowledged (or, with slot_includes_pull,
+//      after the pull; the worker's last slot takes it out of the ring)
+//   -> pull the parameters as the mode allows (bsp: the next clock's; ssp: once the slowest live
+//      worker is within `staleness` clocks; r2sp with lookahead: those predicted for when the
+//      next gradient lands, docs/MODES.md)
+//   -> hetero batching outside r2sp: REPORT the iteration.
+// The Exchanger is the one owner of the batch-size channel: the first size comes from the
+// address book, later ones from r2sp slot grants or REPORT replies.
+#ifndef R2SP_WORKER_EXCHANGER_H_
+#define R2SP_WORKER_EXCHANGER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "common/scheduler_client.h"
+#include "worker/ps_client.h"
+#include "worker/run_log.h"
+
+namespace r2sp {
+
+// The job's mode, as the address book and the worker's flags set it. Fixed for the job.
+struct ExchangerOptions {
+  proto::SyncMode sync = proto::ASP;
+  int staleness = 0;  // ssp
+  // r2sp: release the slot after the pull (the R2SP paper) instead of once the push is
+  // acknowledged (the default: the next worker's push then overlaps this one's pull).
+  bool slot_includes_pull = false;
+  // The scheduler tunes every worker's batch size (scheduler/batch_tuner.h).
+  bool hetero_batching = false;
+  // B, the samples of one step of all workers; pushes carry b_i / B in asynchronous modes and
+  // with hetero batching. 0: pushes are not weighted (the synthetic workload).
+  int global_batch = 0;
+  int initial_batch = 0;  // the batch size until the scheduler says otherwise
+  // r2sp: pull the weights predicted for after the other `workers - 1` pushes.
+  bool lookahead = false;
+  int workers = 1;
+};
+
+// What one iteration hands over besides its metrics.
+struct ExchangeStep {
+  const float* grads = nullptr;  // REQUIRES: unchanged until Exchange returns
+  float* params = nullptr;       // overwritten with the pulled parameters
+  absl::Time computed;           // when the compute phase ended
+  int64_t iterations_left = 0;   // this one included; 1 marks the worker's last iteration
+  // The next compute is an evaluation, which must see the current weights (no lookahead).
+  bool evaluation_next = false;
+};
+
+// Thread-safety: one training thread calls Exchange and next_batch. Borrowed pointers outlive
+// the exchanger; `log` may be null.
+class Exchanger {
+ public:
+  Exchanger(const ExchangerOptions& options, PsClient* ps, SchedulerClient* scheduler,
+            RunLog* log);
+
+  // `m` holds the iteration's clock, batch and compute_seconds; Exchange fills in its wait,
+  // gap, push and pull fields and adds wait (r2sp), push and pull spans to the log.
+  absl::Status Exchange(const ExchangeStep& step, IterationMetrics* m);
+
+  // The batch size for the next iteration.
+  int next_batch() const { return next_batch_->load(); }
+
+ private:
+  // b_i / B, or 0 (unweighted: bsp averages, or the synthetic workload).
+  float PushScale(int batch) const;
+  PullOptions PullFor(const ExchangeStep& step, const IterationMetrics& m) const;
+
+  const ExchangerOptions options_;
+  PsClient* const ps_;
+  SchedulerClient* const scheduler_;
+  RunLog* const log_;
+  // Shared with REPORT callbacks, whose replies may arrive after the exchanger is gone.
+  const std::shared_ptr<std::atomic<int>> next_batch_;
+  double previous_comm_seconds_ = 0;  // the tuner's fixed per-iteration cost
+};
+
+}  // namespace r2sp
+
+#endif  // R2SP_WORKER_EXCHANGER_H_

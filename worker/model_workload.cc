@@ -1,0 +1,72 @@
+// See model_workload.h.
+#include "worker/model_workload.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace r2sp {
+
+ModelWorkload::ModelWorkload(const ModelWorkloadOptions& options, models::Network* net,
+                             models::Batcher* batcher, const models::Dataset* test)
+    : options_(options),
+      net_(net),
+      batcher_(batcher),
+      test_(test),
+      images_(static_cast<size_t>(options.largest_batch) * net->graph().input.size()),
+      labels_(options.largest_batch),
+      grads_(net->graph().num_parameters()) {}
+
+void ModelWorkload::StartEpoch(int epoch) {
+  // Wrapping batches reshuffle when the shard runs out, not at epoch boundaries.
+  if (!options_.wrapping_batches) batcher_->StartEpoch(epoch);
+}
+
+absl::StatusOr<ComputedStep> ModelWorkload::ComputeGradient(int64_t clock, int batch,
+                                                            const float* params) {
+  batch = std::clamp(batch, 1, options_.largest_batch);
+  const int n = options_.wrapping_batches
+                    ? batcher_->NextWrapping(batch, images_.data(), labels_.data())
+                    : batcher_->Next(batch, images_.data(), labels_.data());
+  if (n == 0) {
+    return absl::InternalError(
+        absl::StrCat("worker ", options_.rank, "'s shard ran out at iteration ", clock));
+  }
+  ComputedStep step;
+  step.samples = n;
+  R2SP_ASSIGN_OR_RETURN(step.loss,
+                        net_->TrainStep(params, images_.data(), labels_.data(), n, grads_.data()));
+  step.grads = grads_.data();
+  return step;
+}
+
+absl::StatusOr<TestEvaluation> ModelWorkload::EvaluateTest(const float* params) {
+  R2SP_ASSIGN_OR_RETURN(models::EvalResult r,
+                        EvaluateAll(net_, *test_, params, options_.eval_batch));
+  TestEvaluation e;
+  e.accuracy = static_cast<double>(r.correct) / test_->size();
+  e.loss = r.loss_sum / test_->size();
+  return e;
+}
+
+absl::StatusOr<models::EvalResult> EvaluateAll(models::Network* net, const models::Dataset& data,
+                                               const float* params, int eval_batch) {
+  models::EvalResult total;
+  std::vector<float> images(static_cast<size_t>(eval_batch) * data.shape.size());
+  std::vector<int32_t> labels(eval_batch);
+  for (int64_t start = 0; start < data.size(); start += eval_batch) {
+    const int n = static_cast<int>(std::min<int64_t>(eval_batch, data.size() - start));
+    for (int i = 0; i < n; ++i) {
+      models::Batcher::Normalise(data, start + i, nullptr, images.data() + i * data.shape.size());
+      labels[i] = data.labels[start + i];
+    }
+    R2SP_ASSIGN_OR_RETURN(models::EvalResult r,
+                          net->Evaluate(params, images.data(), labels.data(), n));
+    total.correct += r.correct;
+    total.loss_sum += r.loss_sum;
+  }
+  return total;
+}
+
+}  // namespace r2sp

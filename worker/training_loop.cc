@@ -1,0 +1,150 @@
+// See training_loop.h.
+#include "worker/training_loop.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/status_macros.h"
+
+namespace r2sp {
+namespace {
+
+// The workload's step, then the sleep that emulation asks for.
+absl::StatusOr<ComputedStep> Compute(const LoopOptions& options, Workload* workload,
+                                     int64_t clock, int batch, const float* params,
+                                     absl::Time start) {
+  R2SP_ASSIGN_OR_RETURN(ComputedStep step, workload->ComputeGradient(clock, batch, params));
+  if (options.emulate_ms_per_sample > 0) {
+    const absl::Duration target = absl::Milliseconds(options.emulate_ms_per_sample * step.samples);
+    const absl::Duration worked = absl::Now() - start;
+    if (worked < target) std::this_thread::sleep_for(absl::ToChronoNanoseconds(target - worked));
+  }
+  if (options.compute_slowdown > 1.0) {
+    const absl::Duration worked = absl::Now() - start;
+    std::this_thread::sleep_for(
+        absl::ToChronoNanoseconds(worked * (options.compute_slowdown - 1)));
+  }
+  return step;
+}
+
+// The progress line every log_every steps: samples/s over the window for workloads with
+// samples; iterations/s and mean push/pull times since the start for the synthetic one.
+class Progress {
+ public:
+  Progress(const LoopOptions& options, absl::Time start)
+      : options_(options), start_(start), window_start_(start) {}
+
+  void Step(const LoopResult& so_far, const IterationMetrics& m, int64_t step_in_epoch) {
+    window_samples_ += m.batch;
+    if (options_.log_every <= 0 || so_far.steps % options_.log_every != 0) return;
+    const absl::Time now = absl::Now();
+    if (m.batch > 0) {
+      std::printf("worker %d: epoch %d step %lld/%lld loss %.4f batch %d %.0f samples/s\n",
+                  options_.rank, m.epoch + 1, static_cast<long long>(step_in_epoch + 1),
+                  static_cast<long long>(options_.steps_per_epoch), m.loss, m.batch,
+                  window_samples_ / absl::ToDoubleSeconds(now - window_start_));
+    } else {
+      const double steps = static_cast<double>(so_far.steps);
+      std::printf("worker %d: iteration %lld/%lld  %.1f it/s  push %.2f ms  pull %.2f ms\n",
+                  options_.rank, static_cast<long long>(so_far.steps),
+                  static_cast<long long>(options_.steps_per_epoch * options_.epochs),
+                  steps / absl::ToDoubleSeconds(now - start_), so_far.push_seconds * 1e3 / steps,
+                  so_far.pull_seconds * 1e3 / steps);
+    }
+    std::fflush(stdout);
+    window_start_ = now;
+    window_samples_ = 0;
+  }
+
+ private:
+  const LoopOptions& options_;
+  const absl::Time start_;
+  absl::Time window_start_;
+  int64_t window_samples_ = 0;
+};
+
+absl::Status EvaluateEpoch(const LoopOptions& options, Workload* workload, int epoch,
+                           const float* params, absl::Time start, LoopResult* result,
+                           RunLog* log) {
+  R2SP_ASSIGN_OR_RETURN(TestEvaluation eval, workload->EvaluateTest(params));
+  result->test_accuracy = eval.accuracy;
+  EvaluationRecord record;
+  record.epoch = epoch + 1;
+  record.test_accuracy = eval.accuracy;
+  record.test_loss = eval.loss;
+  record.train_loss = result->last_epoch_loss;
+  record.elapsed_seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  if (log != nullptr) log->Evaluation(record);
+  std::printf("worker %d: epoch %d done: train loss %.4f, test accuracy %.4f (loss %.4f), %.1f s\n",
+              options.rank, record.epoch, record.train_loss, record.test_accuracy,
+              record.test_loss, record.elapsed_seconds);
+  std::fflush(stdout);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<LoopResult> RunTrainingLoop(const LoopOptions& options, Workload* workload,
+                                           Exchanger* exchanger, std::vector<float>* params,
+                                           RunLog* log) {
+  const int64_t total = options.epochs * options.steps_per_epoch;
+  const int64_t last = options.max_steps > 0 ? std::min(total, options.max_steps) : total;
+  LoopResult result;
+  const absl::Time start = absl::Now();
+  Progress progress(options, start);
+  for (int epoch = 0; epoch < options.epochs; ++epoch) {
+    workload->StartEpoch(epoch);
+    double epoch_loss = 0;
+    int64_t epoch_steps = 0;
+    for (int64_t s = 0; s < options.steps_per_epoch && result.steps < last; ++s) {
+      IterationMetrics m;
+      m.clock = result.steps;
+      m.epoch = epoch;
+      const absl::Time t0 = absl::Now();
+      R2SP_ASSIGN_OR_RETURN(ComputedStep step, Compute(options, workload, m.clock,
+                                                       exchanger->next_batch(),
+                                                       params->data(), t0));
+      const absl::Time t1 = absl::Now();
+      m.batch = step.samples;
+      m.loss = step.loss;
+      m.compute_seconds = absl::ToDoubleSeconds(t1 - t0);
+      if (log != nullptr) {
+        log->Span("compute", t0, t1,
+                  step.samples > 0 ? absl::StrCat("{\"batch\": ", step.samples, "}") : "");
+      }
+      ExchangeStep exchange;
+      exchange.grads = step.grads;
+      exchange.params = params->data();
+      exchange.computed = t1;
+      exchange.iterations_left = last - result.steps;
+      exchange.evaluation_next =
+          workload->EvaluatesAfterEpoch() && s + 1 == options.steps_per_epoch;
+      R2SP_RETURN_IF_ERROR(exchanger->Exchange(exchange, &m));
+      if (log != nullptr) log->Metrics(m);
+      result.compute_seconds += m.compute_seconds;
+      result.wait_seconds += m.wait_seconds;
+      result.push_seconds += m.push_seconds;
+      result.pull_seconds += m.pull_seconds;
+      ++result.steps;
+      result.samples += m.batch;
+      result.final_batch = m.batch;
+      epoch_loss += m.loss;
+      ++epoch_steps;
+      progress.Step(result, m, s);
+    }
+    if (epoch_steps == 0) break;
+    result.epochs = epoch + 1;
+    result.last_epoch_loss = epoch_loss / epoch_steps;
+    if (workload->EvaluatesAfterEpoch()) {
+      R2SP_RETURN_IF_ERROR(
+          EvaluateEpoch(options, workload, epoch, params->data(), start, &result, log));
+    }
+  }
+  result.seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  return result;
+}
+
+}  // namespace r2sp

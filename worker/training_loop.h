@@ -1,0 +1,56 @@
+// The worker's one training loop, for every workload and mode:
+//   compute (the workload's gradient; stretched when emulating a slower machine or an
+//   accelerator) -> exchange (exchanger.h: slot, push, pull, reports) -> metrics, timeline
+//   spans and a progress line; after every epoch, the workload's test evaluation if it has one.
+// The batch size of each iteration is the exchanger's (fixed, or tuned by the scheduler).
+#ifndef R2SP_WORKER_TRAINING_LOOP_H_
+#define R2SP_WORKER_TRAINING_LOOP_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "worker/exchanger.h"
+#include "worker/run_log.h"
+#include "worker/workload.h"
+
+namespace r2sp {
+
+struct LoopOptions {
+  int rank = 0;
+  int epochs = 1;
+  // The same on every worker, so that clocks line up.
+  int64_t steps_per_epoch = 1;
+  int64_t max_steps = 0;  // stop after this many steps in all (0: no limit)
+  // Emulation of a slower machine: the compute phase is stretched to this many times its
+  // length (by sleeping after it). 1 = off.
+  double compute_slowdown = 1.0;
+  // Emulation of an accelerator: the compute phase lasts at least this many milliseconds per
+  // sample of the batch (by sleeping after the real compute). 0 = off.
+  double emulate_ms_per_sample = 0.0;
+  int log_every = 50;  // progress line every this many steps (0: never)
+};
+
+struct LoopResult {
+  int64_t steps = 0;
+  int64_t samples = 0;
+  int epochs = 0;              // completed
+  double seconds = 0;          // wall time of the loop
+  double compute_seconds = 0;  // compute phases (with any emulated slowdown)
+  double wait_seconds = 0;     // slot waits and parked pulls
+  double push_seconds = 0;
+  double pull_seconds = 0;     // including parked time
+  double last_epoch_loss = 0;  // mean over the last epoch's steps
+  double test_accuracy = -1;   // after the last epoch, if evaluated
+  int final_batch = 0;
+};
+
+// Trains from `params` (the model's size; holds the last pulled parameters on return).
+// Borrowed pointers outlive the call; `log` may be null.
+absl::StatusOr<LoopResult> RunTrainingLoop(const LoopOptions& options, Workload* workload,
+                                           Exchanger* exchanger, std::vector<float>* params,
+                                           RunLog* log);
+
+}  // namespace r2sp
+
+#endif  // R2SP_WORKER_TRAINING_LOOP_H_

@@ -1,0 +1,231 @@
+// See worker_node.h.
+#include "worker/worker_node.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <utility>
+
+#include "common/cli.h"
+#include "common/status_macros.h"
+#include "glog/logging.h"
+#include "models/backend.h"
+#include "models/data/batcher.h"
+#include "worker/exchanger.h"
+#include "worker/model_workload.h"
+#include "worker/synthetic_workload.h"
+
+namespace r2sp {
+
+WorkerNode::WorkerNode(WorkerOptions options) : options_(std::move(options)) {}
+
+WorkerNode::~WorkerNode() {
+  if (scheduler_ != nullptr) scheduler_->StopHeartbeats();
+  if (transport_ != nullptr) transport_->Stop();
+}
+
+absl::Status WorkerNode::Run() {
+  R2SP_RETURN_IF_ERROR(LoadModel());
+  R2SP_RETURN_IF_ERROR(Join());
+  R2SP_RETURN_IF_ERROR(InitialiseParameters());
+  R2SP_ASSIGN_OR_RETURN(LoopResult result, WithContext(Train(), "training"));
+  R2SP_RETURN_IF_ERROR(Finish(result));
+  std::printf("worker %d: done\n", scheduler_->rank());
+  return absl::OkStatus();
+}
+
+absl::Status WorkerNode::LoadModel() {
+  if (synthetic()) {
+    tensors_ = SyntheticModel(static_cast<size_t>(options_.model_mb * 1024 * 1024 / 4),
+                              options_.layers);
+    return absl::OkStatus();
+  }
+  std::string dir = options_.data_dir;
+  if (dir.empty() && options_.data == "fashion-mnist") dir = models::kDebianFashionMnistDir;
+  if (dir.empty()) {
+    return absl::InvalidArgumentError("--data_dir is required for --data=" + options_.data);
+  }
+  R2SP_ASSIGN_OR_RETURN(data_, WithContext(models::LoadDataset(options_.data, dir),
+                                           "cannot load the data set"));
+  R2SP_ASSIGN_OR_RETURN(graph_, WithContext(models::BuildModel(options_.model, data_->train.shape,
+                                                               data_->train.num_classes),
+                                            "cannot build the model"));
+  tensors_ = graph_->TensorSpecs();
+  return absl::OkStatus();
+}
+
+absl::Status WorkerNode::Join() {
+  TransportOptions transport_options;
+  transport_options.bind_endpoint = options_.bind;
+  transport_options.advertise_host = options_.advertise_host;
+  R2SP_ASSIGN_OR_RETURN(transport_, Transport::Create(transport_options));
+  transport_->Start(nullptr);
+  SchedulerClientOptions client_options;
+  client_options.scheduler = options_.scheduler;
+  client_options.endpoint = transport_->endpoint();
+  client_options.register_timeout = options_.register_timeout;
+  client_options.heartbeat_period = options_.heartbeat_period;
+  scheduler_ = std::make_unique<SchedulerClient>(transport_.get(), client_options);
+  R2SP_ASSIGN_OR_RETURN(registration_, WithContext(scheduler_->Register(proto::WORKER, tensors_),
+                                                   "cannot join the job"));
+  const proto::AddressBook& book = registration_.book();
+  R2SP_ASSIGN_OR_RETURN(
+      layout_, WithContext(ModelLayout::Create(tensors_, book.partition_bytes(),
+                                               book.servers_size()),
+                           "bad model layout"));
+  std::vector<std::string> servers;
+  for (const proto::NodeInfo& s : book.servers()) servers.push_back(s.endpoint());
+  PsClientOptions ps_options;
+  ps_options.rank = registration_.rank();
+  ps_options.request_timeout = options_.request_timeout;
+  ps_ = std::make_unique<PsClient>(transport_.get(), &*layout_, servers, ps_options);
+  scheduler_->StartHeartbeats(nullptr);
+  LOG(INFO) << "worker " << registration_.rank() << "/" << book.workers_size() << ": "
+            << options_.model << ", " << layout_->total_bytes() << " bytes in "
+            << layout_->partitions().size() << " partitions over " << servers.size()
+            << " servers (" << SyncModeName(book.sync()) << ")";
+  return absl::OkStatus();
+}
+
+absl::Status WorkerNode::InitialiseParameters() {
+  params_.assign(layout_->total_elements(), 0.0f);
+  const int rank = registration_.rank();
+  if (registration_.joined_running_job()) {
+    // The servers hold the model already; the groups are past their first barriers.
+    scheduler_->SetNextBarrier(proto::WORKERS, registration_.next_workers_barrier());
+    scheduler_->SetNextBarrier(proto::ALL, registration_.next_all_barrier());
+    std::printf("worker %d: joined the running job (%d workers)\n", rank,
+                registration_.book().workers_size());
+  } else {
+    R2SP_RETURN_IF_ERROR_WITH(scheduler_->Barrier(proto::ALL), "waiting for the servers");
+    if (rank == 0) {
+      if (options_.random_init && synthetic()) {
+        FillInitialParams(options_.seed, params_.data(), params_.size());
+      } else if (options_.random_init) {
+        models::InitParams(*graph_, options_.seed, params_.data());
+      }
+      R2SP_RETURN_IF_ERROR_WITH(ps_->Push(params_.data(), 0, /*init=*/true).Wait(),
+                                "initialising the servers");
+    }
+    R2SP_RETURN_IF_ERROR_WITH(scheduler_->Barrier(proto::WORKERS),
+                              "waiting for initial parameters");
+  }
+  R2SP_RETURN_IF_ERROR_WITH(ps_->Pull(params_.data()).Wait(), "pulling initial parameters");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<LoopResult> WorkerNode::Train() {
+  const proto::AddressBook& book = registration_.book();
+  ExchangerOptions mode;
+  mode.sync = book.sync();
+  mode.staleness = book.staleness();
+  mode.slot_includes_pull = book.r2sp_slot_includes_pull();
+  mode.workers = book.workers_size();
+  LoopOptions loop;
+  loop.rank = registration_.rank();
+  loop.compute_slowdown = options_.compute_slowdown;
+  loop.emulate_ms_per_sample = options_.emulate_ms_per_sample;
+  R2SP_ASSIGN_OR_RETURN(std::unique_ptr<RunLog> log,
+                        WithContext(RunLog::Open(options_.metrics_path, options_.timeline_path,
+                                                 registration_.rank()),
+                                    "opening --metrics/--timeline"));
+  if (!synthetic()) return TrainModel(loop, mode, log.get());
+  loop.steps_per_epoch = options_.iterations;
+  loop.log_every = options_.log_every > 0 ? options_.log_every : 10;
+  SyntheticOptions synthetic;
+  synthetic.rank = registration_.rank();
+  synthetic.known_gradients = options_.known_gradients;
+  synthetic.seed = options_.seed;
+  synthetic.compute_ms = options_.compute_ms;
+  SyntheticWorkload workload(synthetic, params_.size());
+  Exchanger exchanger(mode, ps_.get(), scheduler_.get(), log.get());
+  return RunTrainingLoop(loop, &workload, &exchanger, &params_, log.get());
+}
+
+absl::StatusOr<LoopResult> WorkerNode::TrainModel(const LoopOptions& loop_in,
+                                                  ExchangerOptions mode, RunLog* log) {
+  const proto::AddressBook& book = registration_.book();
+  const int rank = registration_.rank();
+  const int world = book.workers_size();
+  models::BackendOptions backend;
+  backend.device = options_.device;
+  backend.threads = options_.threads;
+  backend.gpu = options_.gpu;
+  backend.seed = options_.seed + rank;
+  R2SP_ASSIGN_OR_RETURN(std::unique_ptr<models::Network> net,
+                        WithContext(models::CreateNetwork(*graph_, backend),
+                                    "cannot create the network"));
+  models::BatcherOptions batcher_options;
+  batcher_options.rank = rank;
+  batcher_options.world = world;
+  batcher_options.seed = options_.seed;
+  batcher_options.augment = options_.augment && options_.data == "cifar10";
+  models::Batcher batcher(&data_->train, batcher_options);
+
+  LoopOptions loop = loop_in;
+  loop.epochs = options_.epochs;
+  loop.max_steps = options_.max_steps;
+  loop.log_every = options_.log_every > 0 ? options_.log_every : 50;
+  mode.hetero_batching = book.hetero_batching();
+  mode.lookahead = options_.lookahead;
+  ModelWorkloadOptions workload_options;
+  workload_options.rank = rank;
+  workload_options.wrapping_batches = mode.hetero_batching;
+  workload_options.evaluate = rank == 0;
+  if (mode.hetero_batching) {
+    // The scheduler decides the batch sizes; an epoch is the data set in global batches.
+    mode.global_batch = book.global_batch();
+    mode.initial_batch = book.initial_batch();
+    workload_options.largest_batch = book.global_batch();
+    loop.steps_per_epoch = std::max<int64_t>(1, data_->train.size() / book.global_batch());
+  } else {
+    mode.global_batch = options_.batch_size * world;
+    mode.initial_batch = options_.batch_size;
+    workload_options.largest_batch = options_.batch_size;
+    loop.steps_per_epoch = std::max<int64_t>(1, data_->train.size() / world / options_.batch_size);
+  }
+  ModelWorkload workload(workload_options, net.get(), &batcher, &data_->test);
+  Exchanger exchanger(mode, ps_.get(), scheduler_.get(), log);
+  R2SP_ASSIGN_OR_RETURN(LoopResult r, RunTrainingLoop(loop, &workload, &exchanger, &params_, log));
+  std::printf("worker %d: %lld steps, %lld samples in %.1f s (%.0f samples/s; compute %.1f s, "
+              "push+pull %.1f s, of which waiting %.1f s; last batch %d)\n",
+              rank, static_cast<long long>(r.steps), static_cast<long long>(r.samples), r.seconds,
+              r.samples / std::max(r.seconds, 1e-9), r.compute_seconds,
+              r.push_seconds + r.pull_seconds, r.wait_seconds, r.final_batch);
+  return r;
+}
+
+absl::Status WorkerNode::Finish(const LoopResult& result) {
+  // Every worker's last push is applied once all have passed this barrier.
+  R2SP_RETURN_IF_ERROR_WITH(scheduler_->Barrier(proto::WORKERS), "final barrier");
+  PullOptions final_pull;
+  final_pull.min_version = registration_.book().sync() == proto::BSP ? result.steps : 0;
+  R2SP_RETURN_IF_ERROR_WITH(ps_->Pull(params_.data(), final_pull).Wait(), "final pull");
+  if (!options_.dump_params_path.empty()) {
+    std::string bytes(reinterpret_cast<const char*>(params_.data()),
+                      params_.size() * sizeof(float));
+    R2SP_RETURN_IF_ERROR_WITH(WriteFileAtomically(options_.dump_params_path, bytes),
+                              "writing --dump_params");
+  }
+  proto::NodeCounters counters;
+  counters.set_iterations(result.steps);
+  counters.set_seconds(result.seconds);
+  counters.set_model(options_.model);
+  counters.set_test_accuracy(result.test_accuracy);  // -1: nothing evaluated
+  if (!synthetic()) {
+    counters.set_samples(result.samples);
+    counters.set_epochs(result.epochs);
+    counters.set_final_loss(result.last_epoch_loss);
+  }
+  const PsClientCounters c = ps_->counters();
+  counters.set_bytes_pushed(c.bytes_pushed);
+  counters.set_bytes_pulled(c.bytes_pulled);
+  counters.set_pushes(c.pushes);
+  counters.set_pulls(c.pulls);
+  counters.set_dropped_messages(transport_->counters().dropped_messages);
+  R2SP_RETURN_IF_ERROR_WITH(scheduler_->Finish(counters), "reporting to the scheduler");
+  scheduler_->StopHeartbeats();
+  transport_->Stop();
+  return absl::OkStatus();
+}
+
+}  // namespace r2sp

@@ -1,0 +1,95 @@
+// A worker's life in the job: load what it trains (its tensors decide what it registers),
+// join (register, the model layout, the clients, heartbeats), initialise (rank 0 pushes the
+// initial parameters between the ALL and WORKERS barriers; every worker pulls them), train
+// (training_loop.h over a ModelWorkload or the SyntheticWorkload), and finish (the final
+// barrier, after which every push is applied; the final pull; FINISH with the counters).
+#ifndef R2SP_WORKER_WORKER_NODE_H_
+#define R2SP_WORKER_WORKER_NODE_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/model_layout.h"
+#include "common/scheduler_client.h"
+#include "common/transport.h"
+#include "models/data/dataset.h"
+#include "models/graph.h"
+#include "worker/ps_client.h"
+#include "worker/run_log.h"
+#include "worker/training_loop.h"
+
+namespace r2sp {
+
+// The worker's flags (worker/main.cc says what each means).
+struct WorkerOptions {
+  std::string scheduler;
+  std::string bind = "tcp://0.0.0.0:*";
+  std::string advertise_host;
+  std::string model = "synthetic";  // mlp, cnn, resnet20 or synthetic
+  std::string data = "fashion-mnist";
+  std::string data_dir;
+  int batch_size = 64;
+  int epochs = 1;
+  int64_t max_steps = 0;
+  std::string device = "cpu";
+  int gpu = 0;
+  int threads = 0;
+  bool augment = true;
+  bool lookahead = true;
+  double compute_slowdown = 1.0;
+  double emulate_ms_per_sample = 0.0;
+  std::string metrics_path;
+  std::string timeline_path;
+  double model_mb = 16;  // synthetic
+  int layers = 8;        // synthetic
+  int iterations = 100;  // synthetic
+  bool known_gradients = false;
+  int compute_ms = 0;    // synthetic
+  bool random_init = true;
+  uint64_t seed = 1;
+  std::string dump_params_path;
+  int log_every = 0;     // 0: 10 synthetic, 50 real
+  absl::Duration heartbeat_period = absl::Seconds(1);
+  absl::Duration register_timeout = absl::Seconds(60);
+  absl::Duration request_timeout = absl::Seconds(120);
+};
+
+class WorkerNode {
+ public:
+  explicit WorkerNode(WorkerOptions options);
+  ~WorkerNode();
+
+  // The whole life; an error says which phase failed.
+  absl::Status Run();
+
+ private:
+  bool synthetic() const { return options_.model == "synthetic"; }
+  absl::Status LoadModel();
+  absl::Status Join();
+  absl::Status InitialiseParameters();
+  absl::StatusOr<LoopResult> Train();
+  absl::StatusOr<LoopResult> TrainModel(const LoopOptions& loop, ExchangerOptions mode,
+                                        RunLog* log);
+  absl::Status Finish(const LoopResult& result);
+
+  const WorkerOptions options_;
+  std::vector<proto::TensorSpec> tensors_;
+  std::optional<models::TrainTest> data_;  // real models only
+  std::optional<models::Graph> graph_;
+  std::unique_ptr<Transport> transport_;
+  std::unique_ptr<SchedulerClient> scheduler_;
+  proto::RegisterReply registration_;
+  std::optional<ModelLayout> layout_;
+  std::unique_ptr<PsClient> ps_;
+  std::vector<float> params_;
+};
+
+}  // namespace r2sp
+
+#endif  // R2SP_WORKER_WORKER_NODE_H_

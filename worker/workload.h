@@ -1,0 +1,45 @@
+// What the worker trains, seen by the training loop (training_loop.h): a real network on its
+// shard of a data set (model_workload.h) or the synthetic model (synthetic_workload.h).
+#ifndef R2SP_WORKER_WORKLOAD_H_
+#define R2SP_WORKER_WORKLOAD_H_
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+
+namespace r2sp {
+
+struct ComputedStep {
+  int samples = 0;    // the batch actually computed (0: the workload has no samples)
+  double loss = 0.0;  // on that batch, before the update
+  // The gradient (the model's size), owned by the workload; valid until the next call.
+  const float* grads = nullptr;
+};
+
+struct TestEvaluation {
+  double accuracy = 0.0;
+  double loss = 0.0;  // mean per sample
+};
+
+// Called from the training thread only.
+class Workload {
+ public:
+  virtual ~Workload() = default;
+
+  // Before each epoch's first step (epochs count from 0).
+  virtual void StartEpoch(int epoch) = 0;
+
+  // The gradient of iteration `clock` on about `batch` samples at `params` (the model's size).
+  virtual absl::StatusOr<ComputedStep> ComputeGradient(int64_t clock, int batch,
+                                                       const float* params) = 0;
+
+  // Whether EvaluateTest runs after every epoch (on this worker).
+  virtual bool EvaluatesAfterEpoch() const { return false; }
+  virtual absl::StatusOr<TestEvaluation> EvaluateTest(const float* /*params*/) {
+    return absl::UnimplementedError("this workload has no test set");
+  }
+};
+
+}  // namespace r2sp
+
+#endif  // R2SP_WORKER_WORKLOAD_H_
