@@ -1,6 +1,7 @@
 // A Graph instantiated on a device: training steps (forward, softmax cross-entropy, backward)
 // and evaluation, reading parameters from and writing gradients to flat arrays laid out as
 // Graph::params (the parameter servers' layout), so pulled values are used without copies.
+// The interface only: CreateNetwork (models/backend.h) makes one for a device.
 #ifndef R2SP_MODELS_NETWORK_H_
 #define R2SP_MODELS_NETWORK_H_
 
@@ -51,15 +52,11 @@ class Network {
   int64_t step_ = 0;
 };
 
-struct CpuOptions {
-  int threads = 0;       // oneDNN/OpenMP threads; 0 keeps the default
-  uint64_t seed = 1;     // dropout masks
-};
-
-// The CPU backend (oneDNN).
-absl::StatusOr<std::unique_ptr<Network>> CreateCpuNetwork(const Graph& graph,
-                                                          const CpuOptions& options);
-
 }  // namespace r2sp::models
+
+// Transitional (issue 11): worker/main.cc still reaches CreateCpuNetwork through this header.
+// Remove this include, and cpu/cpu_network.h from //models:network, once it calls
+// CreateNetwork (models/backend.h).
+#include "models/cpu/cpu_network.h"  // IWYU pragma: export
 
 #endif  // R2SP_MODELS_NETWORK_H_

@@ -4,6 +4,8 @@
 // Activations stay in the layouts oneDNN prefers (blocked); parameters and gradients are
 // read from and written to the flat plain-layout arrays, with reorders only where a
 // primitive wants another layout.
+#include "models/cpu/cpu_network.h"
+
 #include <omp.h>
 
 #include "absl/strings/str_cat.h"

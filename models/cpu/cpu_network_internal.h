@@ -2,7 +2,7 @@
 // mode) execution plan and the network class that builds and runs it. The plan's construction
 // is split by job: cpu_network.cc (the plan and the entry point), cpu_forward.cc (each node's
 // forward primitives), cpu_backward.cc (each node's backward primitives). Not part of the
-// models API: include models/network.h and call CreateCpuNetwork.
+// models API: callers use CreateNetwork (models/backend.h).
 #ifndef R2SP_MODELS_CPU_CPU_NETWORK_INTERNAL_H_
 #define R2SP_MODELS_CPU_CPU_NETWORK_INTERNAL_H_
 
@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/status_macros.h"
+#include "models/cpu/cpu_network.h"
 #include "models/loss.h"
 #include "models/network.h"
 #include "oneapi/dnnl/dnnl.hpp"

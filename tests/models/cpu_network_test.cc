@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "models/network.h"
+#include "models/cpu/cpu_network.h"
 #include "tests/models/reference_network.h"
 
 namespace r2sp::models {

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "models/cpu/cpu_network.h"
 #include "models/cuda/cuda_network.h"
-#include "models/network.h"
 
 namespace r2sp::models {
 namespace {

@@ -12,10 +12,7 @@
 
 #include "gflags/gflags.h"
 #include "glog/logging.h"
-#include "models/network.h"
-#ifdef R2SP_WITH_CUDA
-#include "models/cuda/cuda_network.h"
-#endif
+#include "models/backend.h"
 #include "server/sgd.h"
 
 DEFINE_string(model, "cnn", "mlp, cnn or resnet20");
@@ -47,17 +44,10 @@ int main(int argc, char** argv) {
   for (float& x : images) x = normal(rng);
   std::vector<int32_t> labels(FLAGS_batch);
   for (int32_t& l : labels) l = static_cast<int32_t>(rng() % 10);
-  absl::StatusOr<std::unique_ptr<Network>> net =
-      absl::InvalidArgumentError("--device=cuda needs a build with --config=cuda");
-  if (FLAGS_device == "cpu") {
-    CpuOptions options;
-    options.threads = FLAGS_threads;
-    net = CreateCpuNetwork(*g, options);
-  } else {
-#ifdef R2SP_WITH_CUDA
-    net = CreateCudaNetwork(*g, CudaOptions());
-#endif
-  }
+  BackendOptions backend;
+  backend.device = FLAGS_device;
+  backend.threads = FLAGS_threads;
+  absl::StatusOr<std::unique_ptr<Network>> net = CreateNetwork(*g, backend);
   CHECK(net.ok()) << net.status();
   const r2sp::SgdOptions sgd{static_cast<float>(FLAGS_lr), 0.9f, 0.0f};
   float first_loss = 0, last_loss = 0;
