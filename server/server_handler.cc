@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "glog/logging.h"
 
 namespace r2sp {
@@ -20,7 +21,8 @@ bool IsFloatAligned(const void* p) {
 
 }  // namespace
 
-ServerHandler::ServerHandler(const ServerOptions& options) : options_(options) {}
+ServerHandler::ServerHandler(const ServerOptions& options, Clock clock)
+    : options_(options), clock_(std::move(clock)) {}
 
 void ServerHandler::Configure(int rank, int num_workers, const ModelLayout& layout) {
   absl::MutexLock lock(&mu_);
@@ -30,14 +32,14 @@ void ServerHandler::Configure(int rank, int num_workers, const ModelLayout& layo
   live_workers_.assign(num_workers, true);
   for (uint64_t key : layout.KeysOf(rank)) {
     const Partition& p = *layout.Find(key);
-    auto slot = std::make_unique<Slot>(p.num_elements, num_workers);
+    auto held = std::make_unique<HeldPartition>(p.num_elements, num_workers);
     if (options_.sync == proto::BSP) {
-      slot->aggregator = std::make_unique<ClockAggregator>(p.num_elements, num_workers);
+      held->aggregator = std::make_unique<ClockAggregator>(p.num_elements, num_workers);
     }
-    slots_.emplace(key, std::move(slot));
+    partitions_.emplace(key, std::move(held));
   }
   configured_ = true;
-  LOG(INFO) << "server " << rank << " holds " << slots_.size() << " partitions, "
+  LOG(INFO) << "server " << rank << " holds " << partitions_.size() << " partitions, "
             << layout.BytesOf(rank) << " bytes";
 }
 
@@ -58,51 +60,58 @@ proto::NodeCounters ServerHandler::CountersLocked() const {
 
 std::optional<std::vector<float>> ServerHandler::Weights(uint64_t key) const {
   absl::MutexLock lock(&mu_);
-  auto it = slots_.find(key);
-  if (it == slots_.end()) return std::nullopt;
+  auto it = partitions_.find(key);
+  if (it == partitions_.end()) return std::nullopt;
   const PartitionState& state = it->second->state;
   return std::vector<float>(state.weights(), state.weights() + state.num_elements());
 }
 
 void ServerHandler::HandleRequest(Message request, Responder responder) {
   absl::MutexLock lock(&mu_);
+  absl::Status status;
   switch (request.header.type()) {
     case proto::PUSH:
-      HandlePush(request, responder);
-      return;
+      status = HandlePush(request, responder);
+      break;
     case proto::PULL:
-      HandlePull(request, responder);
-      return;
-    case proto::MEMBERSHIP: {
-      if (request.header.sender_role() != proto::SCHEDULER) {
-        Reject(responder, absl::InvalidArgumentError("only the scheduler changes membership"));
-        return;
-      }
-      absl::Status grown = GrowWorkers(request.header.membership().num_workers());
-      if (!grown.ok()) return Reject(responder, grown);
-      responder.ReplyStatus(absl::OkStatus());
-      return;
-    }
-    case proto::SHUTDOWN: {
-      if (request.header.sender_role() != proto::SCHEDULER) {
-        Reject(responder, absl::InvalidArgumentError("only the scheduler may shut a server down"));
-        return;
-      }
-      Message reply;
-      *reply.header.mutable_counters() = CountersLocked();
-      responder.Reply(std::move(reply));
-      if (!shutdown_requested_.HasBeenNotified()) shutdown_requested_.Notify();
-      return;
-    }
+      status = HandlePull(request, responder);
+      break;
+    case proto::MEMBERSHIP:
+      status = HandleMembership(request, responder);
+      break;
+    case proto::SHUTDOWN:
+      status = HandleShutdown(request, responder);
+      break;
     default:
-      Reject(responder, absl::InvalidArgumentError(absl::StrCat(
-                            "a server does not handle ", proto::MsgType_Name(request.header.type()))));
+      status = absl::InvalidArgumentError(
+          absl::StrCat("a server does not handle ", proto::MsgType_Name(request.header.type())));
   }
+  if (!status.ok()) Reject(responder, status);
 }
 
-SgdOptions ServerHandler::SgdFor(const Slot& slot) const {
+absl::Status ServerHandler::HandleMembership(const Message& request, Responder& responder) {
+  if (request.header.sender_role() != proto::SCHEDULER) {
+    return absl::InvalidArgumentError("only the scheduler changes membership");
+  }
+  R2SP_RETURN_IF_ERROR(GrowWorkers(request.header.membership().num_workers()));
+  responder.ReplyStatus(absl::OkStatus());
+  return absl::OkStatus();
+}
+
+absl::Status ServerHandler::HandleShutdown(const Message& request, Responder& responder) {
+  if (request.header.sender_role() != proto::SCHEDULER) {
+    return absl::InvalidArgumentError("only the scheduler may shut a server down");
+  }
+  Message reply;
+  *reply.header.mutable_counters() = CountersLocked();
+  responder.Reply(std::move(reply));
+  if (!shutdown_requested_.HasBeenNotified()) shutdown_requested_.Notify();
+  return absl::OkStatus();
+}
+
+SgdOptions ServerHandler::SgdFor(const HeldPartition& held) const {
   SgdOptions sgd = options_.sgd;
-  sgd.learning_rate *= options_.schedule.Factor(static_cast<int64_t>(slot.steps + 1e-6));
+  sgd.learning_rate *= options_.schedule.Factor(static_cast<int64_t>(held.steps + 1e-6));
   return sgd;
 }
 
@@ -124,72 +133,71 @@ absl::Status ServerHandler::CheckSender(const proto::Header& header) const {
   return absl::OkStatus();
 }
 
-absl::StatusOr<ServerHandler::Slot*> ServerHandler::FindSlot(uint64_t key) {
-  auto it = slots_.find(key);
-  if (it == slots_.end()) {
+absl::StatusOr<ServerHandler::HeldPartition*> ServerHandler::FindPartition(
+    const proto::Header& header) {
+  R2SP_RETURN_IF_ERROR(CheckSender(header));
+  auto it = partitions_.find(header.key());
+  if (it == partitions_.end()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("key ", key, " is not held by server ", rank_));
+        absl::StrCat("key ", header.key(), " is not held by server ", rank_));
   }
   return it->second.get();
 }
 
-void ServerHandler::HandlePush(Message& request, Responder& responder) {
+absl::Status ServerHandler::HandlePush(Message& request, Responder& responder) {
   const proto::Header& header = request.header;
-  absl::Status status = CheckSender(header);
-  if (!status.ok()) return Reject(responder, status);
-  absl::StatusOr<Slot*> found = FindSlot(header.key());
-  if (!found.ok()) return Reject(responder, found.status());
-  Slot& slot = **found;
-  if (request.payload.size() != 1 || request.payload[0].size() != slot.state.bytes()) {
-    return Reject(responder, absl::InvalidArgumentError(absl::StrCat(
-                                 "PUSH for key ", header.key(), " must carry one frame of ",
-                                 slot.state.bytes(), " bytes, got ", PayloadBytes(request),
-                                 " bytes in ", request.payload.size(), " frames")));
+  R2SP_ASSIGN_OR_RETURN(HeldPartition* const found, FindPartition(header));
+  HeldPartition& held = *found;
+  if (request.payload.size() != 1 || request.payload[0].size() != held.state.bytes()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "PUSH for key ", header.key(), " must carry one frame of ", held.state.bytes(),
+        " bytes, got ", PayloadBytes(request), " bytes in ", request.payload.size(), " frames"));
   }
   const float* grad = static_cast<const float*>(request.payload[0].data());
   if (!IsFloatAligned(grad)) {
-    scratch_.resize(slot.state.num_elements());
-    std::memcpy(scratch_.data(), grad, slot.state.bytes());
+    scratch_.resize(held.state.num_elements());
+    std::memcpy(scratch_.data(), grad, held.state.bytes());
     grad = scratch_.data();
   }
-  counters_.bytes_pushed += slot.state.bytes();
+  counters_.bytes_pushed += held.state.bytes();
   ++counters_.pushes;
 
   if (header.push().init()) {
-    if (slot.state.Init(grad)) ReleaseParkedPulls(slot);
+    if (held.state.Init(grad)) ReleaseParkedPulls(held);
     responder.ReplyStatus(absl::OkStatus());
-    return;
+    return absl::OkStatus();
   }
-  if (!slot.state.initialized()) {
-    return Reject(responder, absl::FailedPreconditionError(absl::StrCat(
-                                 "partition ", header.key(), " has no initial value yet")));
+  if (!held.state.initialized()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("partition ", header.key(), " has no initial value yet"));
   }
   const float weight = header.push().scale();
   if (!(weight >= 0.0f && weight <= 1.0f)) {
-    return Reject(responder, absl::InvalidArgumentError(
-                                 absl::StrCat("push scale must be in [0, 1], got ", weight)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("push scale must be in [0, 1], got ", weight));
   }
   if (options_.sync == proto::BSP) {
-    status = slot.aggregator->Add(header.sender_rank(), header.clock(), grad, weight);
-    if (!status.ok()) return Reject(responder, status);
+    R2SP_RETURN_IF_ERROR(
+        held.aggregator->Add(header.sender_rank(), header.clock(), grad, weight));
   } else {
     // A push is its fraction b_i / B of a step, or a whole one (unweighted, or classic ASP).
     const float fraction = options_.per_sample_updates && weight > 0.0f ? weight : 1.0f;
-    const FractionalStep step = StepForFraction(SgdFor(slot), fraction);
-    slot.state.Apply(step.options, step.grad_scale, grad);
-    slot.steps += fraction;
+    const FractionalStep step = StepForFraction(SgdFor(held), fraction);
+    held.state.Apply(step.options, step.grad_scale, grad);
+    held.steps += fraction;
   }
-  ++slot.pushed[header.sender_rank()];
+  ++held.pushed[header.sender_rank()];
   responder.ReplyStatus(absl::OkStatus());
-  MaybeCompleteClock(slot);
-  ReleaseParkedPulls(slot);
+  MaybeCompleteClock(held);
+  ReleaseParkedPulls(held);
+  return absl::OkStatus();
 }
 
-void ServerHandler::MaybeCompleteClock(Slot& slot) {
-  if (slot.aggregator != nullptr && slot.aggregator->Complete(live_workers_)) {
-    slot.state.Apply(SgdFor(slot), slot.aggregator->scale(), slot.aggregator->sum());
-    slot.steps += 1;
-    slot.aggregator->Advance();
+void ServerHandler::MaybeCompleteClock(HeldPartition& held) {
+  if (held.aggregator != nullptr && held.aggregator->Complete(live_workers_)) {
+    held.state.Apply(SgdFor(held), held.aggregator->scale(), held.aggregator->sum());
+    held.steps += 1;
+    held.aggregator->Advance();
   }
 }
 
@@ -202,7 +210,7 @@ absl::Status ServerHandler::GrowWorkers(int num_workers) {
   if (options_.sync == proto::BSP || options_.sync == proto::SSP) {
     return absl::FailedPreconditionError("bsp and ssp jobs do not take workers that join late");
   }
-  for (auto& [key, slot] : slots_) slot->pushed.resize(num_workers, 0);
+  for (auto& [key, held] : partitions_) held->pushed.resize(num_workers, 0);
   live_workers_.resize(num_workers, true);
   LOG(INFO) << "server " << rank_ << ": " << num_workers - num_workers_ << " worker(s) joined, "
             << num_workers << " in all";
@@ -221,87 +229,82 @@ void ServerHandler::SetDepartedWorkers(const std::vector<int>& departed) {
     }
   }
   if (!changed) return;
-  for (auto& [key, slot] : slots_) {
-    MaybeCompleteClock(*slot);
-    ReleaseParkedPulls(*slot);
+  for (auto& [key, held] : partitions_) {
+    MaybeCompleteClock(*held);
+    ReleaseParkedPulls(*held);
   }
 }
 
-bool ServerHandler::PullReady(const Slot& slot, int64_t min_version, int64_t min_clock) const {
-  if (!slot.state.initialized() || slot.state.version() < min_version) return false;
+bool ServerHandler::PullReady(const HeldPartition& held, int64_t min_version,
+                              int64_t min_clock) const {
+  if (!held.state.initialized() || held.state.version() < min_version) return false;
   if (min_clock > 0) {
     for (int w = 0; w < num_workers_; ++w) {
-      if (live_workers_[w] && slot.pushed[w] < min_clock) return false;
+      if (live_workers_[w] && held.pushed[w] < min_clock) return false;
     }
   }
   return true;
 }
 
-void ServerHandler::HandlePull(Message& request, Responder& responder) {
+absl::Status ServerHandler::HandlePull(Message& request, Responder& responder) {
   const proto::Header& header = request.header;
-  absl::Status status = CheckSender(header);
-  if (!status.ok()) return Reject(responder, status);
-  absl::StatusOr<Slot*> found = FindSlot(header.key());
-  if (!found.ok()) return Reject(responder, found.status());
-  if (!request.payload.empty()) {
-    return Reject(responder, absl::InvalidArgumentError("PULL carries no payload"));
-  }
-  Slot& slot = **found;
+  R2SP_ASSIGN_OR_RETURN(HeldPartition* const found, FindPartition(header));
+  HeldPartition& held = *found;
+  if (!request.payload.empty()) return absl::InvalidArgumentError("PULL carries no payload");
   const proto::PullInfo& info = header.pull();
   if (info.predict_fraction() != 0.0f || info.predict_updates() != 0) {
     if (options_.sync == proto::BSP) {
-      return Reject(responder, absl::InvalidArgumentError(
-                                   "predicted pulls are for asynchronous modes, not bsp"));
+      return absl::InvalidArgumentError("predicted pulls are for asynchronous modes, not bsp");
     }
     if (!(info.predict_fraction() > 0.0f && info.predict_fraction() <= 1.0f) ||
         info.predict_updates() < 1 || info.predict_updates() > kMaxPredictedUpdates) {
-      return Reject(responder, absl::InvalidArgumentError(absl::StrCat(
-                                   "a predicted pull needs a fraction in (0, 1] and 1 to ",
-                                   kMaxPredictedUpdates, " updates, got ",
-                                   info.predict_fraction(), " and ", info.predict_updates())));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "a predicted pull needs a fraction in (0, 1] and 1 to ", kMaxPredictedUpdates,
+          " updates, got ", info.predict_fraction(), " and ", info.predict_updates()));
     }
   }
   ParkedPull pull{info.min_version(), info.min_clock(), info.predict_fraction(),
                   info.predict_updates(), absl::Time(), std::move(responder)};
-  if (PullReady(slot, pull.min_version, pull.min_clock)) {
-    AnswerPull(slot, pull, 0.0);
+  if (PullReady(held, pull.min_version, pull.min_clock)) {
+    AnswerPull(held, pull, 0.0);
   } else {
-    pull.since = absl::Now();
-    slot.parked_pulls.push_back(std::move(pull));
+    pull.since = clock_();
+    held.parked_pulls.push_back(std::move(pull));
   }
+  return absl::OkStatus();
 }
 
-void ServerHandler::AnswerPull(Slot& slot, ParkedPull& pull, double waited) {
+void ServerHandler::AnswerPull(HeldPartition& held, ParkedPull& pull, double waited) {
   Message reply;
-  reply.header.set_clock(slot.state.version());
+  reply.header.set_clock(held.state.version());
   if (waited > 0) reply.header.mutable_pull_reply()->set_waited_seconds(waited);
   if (pull.predict_updates > 0) {
     // The updates to come carry the fraction between them (or are whole steps each).
     const float each = options_.per_sample_updates
                            ? pull.predict_fraction / static_cast<float>(pull.predict_updates)
                            : 1.0f;
-    reply.payload.push_back(slot.state.PredictedPullFrame(
-        PredictionFor(SgdFor(slot), each, pull.predict_updates)));
+    reply.payload.push_back(held.state.PredictedPullFrame(
+        PredictionFor(SgdFor(held), each, pull.predict_updates)));
   } else {
-    reply.payload.push_back(slot.state.PullFrame());
+    reply.payload.push_back(held.state.PullFrame());
   }
-  counters_.bytes_pulled += slot.state.bytes();
+  counters_.bytes_pulled += held.state.bytes();
   ++counters_.pulls;
   pull.responder.Reply(std::move(reply));
 }
 
-void ServerHandler::ReleaseParkedPulls(Slot& slot) {
-  if (slot.parked_pulls.empty() || !slot.state.initialized()) return;
+void ServerHandler::ReleaseParkedPulls(HeldPartition& held) {
+  if (held.parked_pulls.empty() || !held.state.initialized()) return;
   std::vector<ParkedPull> still_waiting;
-  const absl::Time now = absl::Now();
-  for (ParkedPull& pull : slot.parked_pulls) {
-    if (PullReady(slot, pull.min_version, pull.min_clock)) {
-      AnswerPull(slot, pull, absl::ToDoubleSeconds(now - pull.since));
+  const absl::Time now = clock_();
+  for (ParkedPull& pull : held.parked_pulls) {
+    if (PullReady(held, pull.min_version, pull.min_clock)) {
+      AnswerPull(held, pull, absl::ToDoubleSeconds(now - pull.since));
     } else {
       still_waiting.push_back(std::move(pull));
     }
   }
-  slot.parked_pulls = std::move(still_waiting);
+  held.parked_pulls = std::move(still_waiting);
 }
 
 }  // namespace r2sp

@@ -3,6 +3,7 @@
 #ifndef R2SP_SERVER_SERVER_HANDLER_H_
 #define R2SP_SERVER_SERVER_HANDLER_H_
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -11,6 +12,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/handler.h"
 #include "common/model_layout.h"
 #include "server/clock_aggregator.h"
@@ -35,7 +38,9 @@ struct ServerOptions {
 // RequestHandler methods run on the transport's I/O thread.
 class ServerHandler : public RequestHandler {
  public:
-  explicit ServerHandler(const ServerOptions& options);
+  using Clock = std::function<absl::Time()>;
+  // `clock` tells the time for how long pulls were parked (tests pass a fake one).
+  explicit ServerHandler(const ServerOptions& options, Clock clock = &absl::Now);
 
   // Installs the layout once registration told us our rank; requests before this get
   // NOT_READY. REQUIRES: called once.
@@ -63,8 +68,9 @@ class ServerHandler : public RequestHandler {
     absl::Time since;
     Responder responder;
   };
-  struct Slot {
-    Slot(size_t n, int workers) : state(n), pushed(workers, 0) {}
+  // One partition this server holds, with what its mode keeps about it.
+  struct HeldPartition {
+    HeldPartition(size_t n, int workers) : state(n), pushed(workers, 0) {}
     PartitionState state;
     std::unique_ptr<ClockAggregator> aggregator;  // BSP only
     std::vector<int64_t> pushed;                   // gradients received per worker (SSP)
@@ -73,23 +79,34 @@ class ServerHandler : public RequestHandler {
   };
 
   absl::Status CheckSender(const proto::Header& header) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<Slot*> FindSlot(uint64_t key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void HandlePush(Message& request, Responder& responder) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void HandlePull(Message& request, Responder& responder) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The partition a worker's PUSH or PULL is for, once its sender checked out.
+  absl::StatusOr<HeldPartition*> FindPartition(const proto::Header& header)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Each request type. OK: `responder` has been answered or parked. An error: it has not
+  // (HandleRequest rejects the request with that error).
+  absl::Status HandlePush(Message& request, Responder& responder)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status HandlePull(Message& request, Responder& responder)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status HandleMembership(const Message& request, Responder& responder)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status HandleShutdown(const Message& request, Responder& responder)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Answers `pull` (parked for `waited` seconds) with the current or predicted weights.
-  void AnswerPull(Slot& slot, ParkedPull& pull, double waited)
+  void AnswerPull(HeldPartition& held, ParkedPull& pull, double waited)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool PullReady(const Slot& slot, int64_t min_version, int64_t min_clock) const
+  bool PullReady(const HeldPartition& held, int64_t min_version, int64_t min_clock) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void MaybeCompleteClock(Slot& slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ReleaseParkedPulls(Slot& slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  SgdOptions SgdFor(const Slot& slot) const;
+  void MaybeCompleteClock(HeldPartition& held) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReleaseParkedPulls(HeldPartition& held) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  SgdOptions SgdFor(const HeldPartition& held) const;
   // A worker joined (MEMBERSHIP from the scheduler): ranks up to num_workers - 1 exist now.
   absl::Status GrowWorkers(int num_workers) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Reject(Responder& responder, const absl::Status& status)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const ServerOptions options_;
+  const Clock clock_;
   absl::Notification shutdown_requested_;
 
   mutable absl::Mutex mu_;
@@ -97,7 +114,7 @@ class ServerHandler : public RequestHandler {
   int rank_ ABSL_GUARDED_BY(mu_) = -1;
   int num_workers_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<bool> live_workers_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<uint64_t, std::unique_ptr<Slot>> slots_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, std::unique_ptr<HeldPartition>> partitions_ ABSL_GUARDED_BY(mu_);
   struct Counters {
     uint64_t bytes_pushed = 0, bytes_pulled = 0, pushes = 0, pulls = 0, rejected = 0;
   };

@@ -26,7 +26,8 @@ class ServerHandlerTest : public ::testing::Test {
     options.sgd = {0.5f, momentum, 0.0f};
     options.sync = sync;
     options.per_sample_updates = per_sample_updates;
-    handler_ = std::make_unique<ServerHandler>(options);
+    // The handler's time is the test's: how long a pull was parked is exact.
+    handler_ = std::make_unique<ServerHandler>(options, [this] { return now_; });
     handler_->Configure(0, num_workers, *layout_);
   }
 
@@ -67,6 +68,7 @@ class ServerHandlerTest : public ::testing::Test {
     return std::vector<float>(p, p + reply.payload[0].size() / sizeof(float));
   }
 
+  absl::Time now_ = absl::FromUnixSeconds(1000);
   RecordingSink sink_;
   std::unique_ptr<ModelLayout> layout_;
   std::unique_ptr<ServerHandler> handler_;
@@ -160,7 +162,8 @@ TEST_F(ServerHandlerTest, PulledFrameIsNotTornByLaterUpdates) {
 }
 
 // SSP with staleness 2: worker 0 runs ahead; its pull after its 4th push (min_clock = 4 - 2)
-// parks until the slowest live worker has pushed twice, and is answered the moment it has.
+// parks until the slowest live worker has pushed twice, and is answered the moment it has,
+// saying how long it waited.
 TEST_F(ServerHandlerTest, SspBlocksAWorkerMoreThanStalenessAheadUntilTheSlowestAdvances) {
   SetUpHandler(proto::SSP, 2);
   Push(0, 0, {0, 0, 0, 0}, 0, true);
@@ -173,14 +176,17 @@ TEST_F(ServerHandlerTest, SspBlocksAWorkerMoreThanStalenessAheadUntilTheSlowestA
   // Clocks 0 and 1 (min_clock <= 0) pass at once; at c = 2 and 3 worker 0 is more than s ahead.
   auto replies = sink_.Take();
   ASSERT_EQ(replies.size(), 6u);  // 4 push acks + 2 pulls
+  now_ += absl::Milliseconds(1500);
   Push(1, 0, {1, 1, 1, 1}, 0);
   replies = sink_.Take();
   ASSERT_EQ(replies.size(), 2u);  // the push ack and the pull that needed min_clock 1
-  EXPECT_GE(replies[1].second.header.pull_reply().waited_seconds(), 0.0);
+  EXPECT_DOUBLE_EQ(replies[1].second.header.pull_reply().waited_seconds(), 1.5);
+  now_ += absl::Milliseconds(500);
   Push(1, 0, {1, 1, 1, 1}, 1);
   replies = sink_.Take();
   ASSERT_EQ(replies.size(), 2u);  // and now the one that needed 2
   EXPECT_EQ(replies[1].second.header.clock(), 6);  // every update applied on arrival
+  EXPECT_DOUBLE_EQ(replies[1].second.header.pull_reply().waited_seconds(), 2.0);
 }
 
 TEST_F(ServerHandlerTest, SspStopsWaitingForADepartedWorker) {
