@@ -42,6 +42,10 @@ absl::StatusOr<Message> SchedulerClient::CallScheduler(Message request,
 
 absl::StatusOr<proto::RegisterReply> SchedulerClient::Register(
     proto::Role role, const std::vector<proto::TensorSpec>& model) {
+  if (options_.endpoint.empty()) {
+    return absl::InvalidArgumentError("SchedulerClientOptions.endpoint is empty: other nodes "
+                                      "could not reach this one");
+  }
   role_ = role;
   Message request;
   request.header = NewHeader(proto::REGISTER);

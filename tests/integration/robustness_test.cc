@@ -129,6 +129,7 @@ TEST(RobustnessTest, LiveProcessesSurviveBadInputAndKeepServing) {
   (*transport)->Start(nullptr);
   SchedulerClientOptions client_options;
   client_options.scheduler = scheduler_ep;
+  client_options.endpoint = (*transport)->endpoint();
   client_options.heartbeat_period = absl::Milliseconds(200);
   SchedulerClient client(transport->get(), client_options);
   proto::TensorSpec tensor;

@@ -1,0 +1,101 @@
+// The scheduler's r2sp and tuning part on its own: SLOT parks the responder until the turn
+// comes, grants carry the tuned batch, RELEASE with leaving closes the ring, REPORT needs
+// hetero batching, and a worker that leaves drops its pending request.
+#include "scheduler/slot_coordinator.h"
+
+#include "gtest/gtest.h"
+#include "tests/testing/fakes.h"
+
+namespace r2sp {
+namespace {
+
+using testing::RecordingSink;
+
+proto::IterationReport Iteration(int samples, double compute_seconds) {
+  proto::IterationReport r;
+  r.set_samples(samples);
+  r.set_compute_seconds(compute_seconds);
+  return r;
+}
+
+Responder ResponderFor(RecordingSink* sink, int rank) {
+  proto::Header request;
+  request.set_type(proto::SLOT);
+  request.set_request_id(rank + 1);
+  return Responder(sink, "worker" + std::to_string(rank), request);
+}
+
+TEST(SlotCoordinatorTest, GrantsOneAtATimeWithTheTunedBatch) {
+  SlotCoordinatorOptions options;
+  options.r2sp = true;
+  options.order = SlotOrder::kFirstCome;
+  options.hetero_batching = true;
+  options.batching.global_batch = 64;
+  SlotCoordinator slots(options);
+  slots.SetMembers(2);
+  ASSERT_NE(slots.tuner(), nullptr);
+  RecordingSink sink;
+  const absl::Time t0 = absl::UnixEpoch();
+  slots.RequestSlot(0, Iteration(32, 0.032), ResponderFor(&sink, 0), t0);
+  slots.RequestSlot(1, Iteration(32, 0.128), ResponderFor(&sink, 1), t0);
+  auto replies = sink.Take();
+  ASSERT_EQ(replies.size(), 1u);  // the slot is held: worker 1 waits
+  EXPECT_EQ(replies[0].first, "worker0");
+  EXPECT_EQ(replies[0].second.header.slot_grant().batch().batch_size(), 32);  // one report
+  ASSERT_TRUE(slots.Release(0, /*leaving=*/true, t0 + absl::Seconds(1)).ok());
+  replies = sink.Take();
+  ASSERT_EQ(replies.size(), 1u);
+  EXPECT_EQ(replies[0].first, "worker1");
+  EXPECT_GT(replies[0].second.header.slot_grant().batch().throughput(), 0);  // measured
+  EXPECT_EQ(slots.planner().ring().size(), 1u);  // worker 0 left the ring
+}
+
+TEST(SlotCoordinatorTest, ReportsMoveSamplesToTheFasterWorker) {
+  SlotCoordinatorOptions options;
+  options.hetero_batching = true;
+  options.batching.global_batch = 64;
+  SlotCoordinator slots(options);
+  slots.SetMembers(2);
+  int fast = 0, slow = 0;
+  for (int round = 0; round < 20; ++round) {
+    absl::StatusOr<proto::BatchAssignment> a = slots.Report(0, Iteration(32, 0.032));
+    absl::StatusOr<proto::BatchAssignment> b = slots.Report(1, Iteration(32, 0.128));
+    ASSERT_TRUE(a.ok() && b.ok());
+    fast = a->batch_size();
+    slow = b->batch_size();
+  }
+  EXPECT_GT(fast, 2 * slow) << fast << " vs " << slow;
+  EXPECT_NEAR(fast + slow, 64, 1);
+}
+
+TEST(SlotCoordinatorTest, ReportNeedsHeteroBatchingAndSlotNeedsR2sp) {
+  SlotCoordinator plain(SlotCoordinatorOptions{});
+  plain.SetMembers(2);
+  EXPECT_EQ(plain.Report(0, Iteration(8, 0.01)).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  RecordingSink sink;
+  plain.RequestSlot(0, Iteration(8, 0.01), ResponderFor(&sink, 0), absl::UnixEpoch());
+  auto replies = sink.Take();
+  ASSERT_EQ(replies.size(), 1u);
+  EXPECT_NE(replies[0].second.header.code(), proto::OK);
+}
+
+TEST(SlotCoordinatorTest, AWorkerThatLeavesIsNotGranted) {
+  SlotCoordinatorOptions options;
+  options.r2sp = true;
+  SlotCoordinator slots(options);
+  slots.SetMembers(2);
+  RecordingSink sink;
+  const absl::Time t0 = absl::UnixEpoch();
+  slots.RequestSlot(0, Iteration(8, 0.01), ResponderFor(&sink, 0), t0);
+  slots.RequestSlot(1, Iteration(8, 0.01), ResponderFor(&sink, 1), t0);
+  ASSERT_EQ(sink.Take().size(), 1u);  // worker 0 holds the slot
+  slots.WorkerLeft(1, t0);            // worker 1 died while waiting
+  ASSERT_TRUE(slots.Release(0, /*leaving=*/false, t0 + absl::Seconds(1)).ok());
+  slots.GrantDue(t0 + absl::Seconds(10));
+  EXPECT_TRUE(sink.Take().empty());
+  EXPECT_EQ(slots.planner().ring().size(), 1u);
+}
+
+}  // namespace
+}  // namespace r2sp
