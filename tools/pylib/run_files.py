@@ -1,25 +1,44 @@
-"""Reading a run directory of tools/launch or tools/netcluster: the workers' per-iteration
-metrics; and the median that figures over repeated runs are quoted as."""
+"""Reading a run directory of tools/launch or tools/netcluster: the workers' metrics files (one
+JSON line per iteration, plus one {"event": "eval", ...} line per evaluation); and the median
+that figures over repeated runs are quoted as."""
 
 import json
 import os
 
 
-def worker_metrics(run_dir):
-    """{worker rank: [metrics rows in time order]} from RUN_DIR/metrics_workerN.jsonl. A torn
-    line (a worker killed while writing it) is skipped; a missing directory gives {}."""
-    by_worker = {}
+def _records(run_dir):
+    """Every JSON object in RUN_DIR/metrics_workerN.jsonl, file by file. A torn line (a worker
+    killed while writing it) is skipped; a missing directory gives nothing."""
     names = sorted(os.listdir(run_dir)) if os.path.isdir(run_dir) else []
     for name in names:
         if not (name.startswith("metrics_worker") and name.endswith(".jsonl")):
             continue
-        for line in open(os.path.join(run_dir, name)):
-            try:
-                row = json.loads(line)
-            except ValueError:
-                continue
+        with open(os.path.join(run_dir, name)) as f:
+            for line in f:
+                try:
+                    row = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(row, dict):
+                    yield row
+
+
+def worker_metrics(run_dir):
+    """{worker rank: [iteration rows in time order]}; evaluation records (rows with an "event"
+    key) are left out. A missing directory gives {}."""
+    by_worker = {}
+    for row in _records(run_dir):
+        if "event" not in row:
             by_worker.setdefault(row["worker"], []).append(row)
     return {w: sorted(rows, key=lambda r: r["t"]) for w, rows in by_worker.items()}
+
+
+def evaluations(run_dir):
+    """The workers' evaluation records in time order: {"worker", "event": "eval", "epoch",
+    "test_accuracy", "test_loss", "train_loss", "elapsed_s" (since the worker's training loop
+    started), "t" (Unix time)}."""
+    return sorted((row for row in _records(run_dir) if row.get("event") == "eval"),
+                  key=lambda r: r["t"])
 
 
 def median(values):
