@@ -1,6 +1,9 @@
-"""Running an R2SP job's processes: start, echo progress, stop everything on failure or signal,
-and summarise the run (summary.json, merged timeline). Used by tools/launch (local processes)
-and tools/netcluster (processes inside network namespaces)."""
+"""Running an R2SP job's processes: start them, echo progress, supervise them, stop everything on
+failure, and summarise the run (job_summary). Used by tools/launch (local processes) and
+tools/netcluster (processes inside network namespaces).
+
+Failures are raised as JobError; whatever the exception, run_job stops every process it started
+before passing it on. Signal handlers belong to the entry scripts: theirs raise Interrupted."""
 
 import argparse
 import json
@@ -13,9 +16,23 @@ import threading
 import time
 
 from cpu_meter import CpuMeter
-from run_files import worker_metrics
+from job_summary import write_summary
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROLES = ("scheduler", "server", "worker")
+
+
+class JobError(Exception):
+    """The job could not start or did not finish; the message says why (the scripts print it
+    after "launch: error: " and exit with status 1)."""
+
+
+class Interrupted(Exception):
+    """A signal asked the job to stop (raised by an entry script's handler; exit status 130)."""
+
+    def __init__(self, signum):
+        super().__init__(f"signal {signum}")
+        self.signum = signum
 
 
 def parse_args(argv, description, parser=None):
@@ -44,47 +61,78 @@ def parse_args(argv, description, parser=None):
     return args
 
 
+def per_worker_flags(items):
+    """{rank: [flags]} from --worker_flags_for values 'RANK:FLAGS' (repeats accumulate)."""
+    flags = {}
+    for item in items:
+        rank, _, text = item.partition(":")
+        flags.setdefault(int(rank), []).extend(shlex.split(text))
+    return flags
+
+
 class Job:
     """The processes of one job. `prefix(name)` gives the argv prefix a process runs under
-    (e.g. ip netns exec NS), `on_start(name, pid)` sees each new process."""
+    (e.g. ip netns exec NS), `on_start(name, pid)` sees each new process. Processes are added
+    from the main thread; the echo threads only read their own process's output."""
 
     def __init__(self, args, prefix=None, on_start=None):
         self.args = args
-        self.procs = []  # (name, Popen)
-        self.lock = threading.Lock()
+        self._procs = []  # (name, Popen), guarded by _lock
+        self._lock = threading.Lock()
         self.prefix = prefix or (lambda name: [])
         self.on_start = on_start
 
     def binary(self, role):
         path = os.path.join(self.args.bin_dir, role, role)
         if not os.access(path, os.X_OK):
-            sys.exit(f"launch: error: {path} not found; build first: bazel build -c opt //scheduler //server //worker")
+            raise JobError(f"{path} not found; build first: bazel build -c opt //scheduler //server //worker")
         return path
 
+    def procs(self):
+        """[(name, Popen)] started so far."""
+        with self._lock:
+            return list(self._procs)
+
     def start(self, name, argv, echo):
-        log = open(os.path.join(self.args.run_dir, name + ".log"), "wb")
-        stdout = subprocess.PIPE if echo else log
-        proc = subprocess.Popen(self.prefix(name) + argv, stdout=stdout, stderr=log,
-                                start_new_session=True)
-        with self.lock:
-            self.procs.append((name, proc))
+        """Starts `argv` as process `name`, stdout and stderr into RUN_DIR/NAME.log; with `echo`
+        its stdout also goes to ours (unless --quiet)."""
+        with open(os.path.join(self.args.run_dir, name + ".log"), "wb") as log:
+            proc = subprocess.Popen(self.prefix(name) + argv, stdout=subprocess.PIPE if echo else log,
+                                    stderr=log, start_new_session=True)
+            # The echo thread writes through a duplicate: one file offset with the child's stderr.
+            echo_fd = os.dup(log.fileno()) if echo else None
+        if echo:
+            threading.Thread(target=self._echo, args=(proc, echo_fd), daemon=True).start()
+        with self._lock:
+            self._procs.append((name, proc))
         if self.on_start:
             self.on_start(name, proc.pid)
-        if echo:
-            threading.Thread(target=self.echo, args=(proc, log), daemon=True).start()
         return proc
 
-    def echo(self, proc, log):
-        for line in iter(proc.stdout.readline, b""):
-            log.write(line)
-            log.flush()
-            if not self.args.quiet:
-                sys.stdout.write(line.decode(errors="replace"))
-                sys.stdout.flush()
+    def _echo(self, proc, log_fd):
+        with open(log_fd, "wb") as log:
+            for line in iter(proc.stdout.readline, b""):
+                log.write(line)
+                log.flush()
+                if not self.args.quiet:
+                    sys.stdout.write(line.decode(errors="replace"))
+                    sys.stdout.flush()
+
+    def failure(self):
+        """Why the job failed (a process exited with a non-zero status), or None."""
+        failed = None
+        for name, proc in self.procs():
+            code = proc.poll()
+            if code not in (None, 0):
+                failed = f"{name} exited with status {code}; see {self.args.run_dir}/{name}.log"
+        return failed
+
+    def finished(self):
+        return all(proc.poll() is not None for _, proc in self.procs())
 
     def stop_all(self):
-        with self.lock:
-            procs = list(self.procs)
+        """SIGTERM to every process group still running; SIGKILL to those left after 5 s."""
+        procs = self.procs()
         for _, proc in procs:
             if proc.poll() is None:
                 try:
@@ -100,145 +148,96 @@ class Job:
                 proc.wait()
 
 
-def merge_timelines(run_dir, workers):
-    """Concatenates the workers' Chrome traces into RUN_DIR/timeline.json."""
-    events = []
-    for i in range(workers):
-        path = os.path.join(run_dir, f"timeline_worker{i}.json")
-        try:
-            events.extend(json.load(open(path)))
-        except (OSError, ValueError):
-            pass  # a worker that died leaves an unfinished file
-    if events:
-        with open(os.path.join(run_dir, "timeline.json"), "w") as f:
-            json.dump({"traceEvents": events, "displayTimeUnit": "ms"}, f)
-
-
-def read_metrics(run_dir):
-    """Mean iteration time and wait fraction from the workers' per-iteration metrics."""
-    iterations, wait, total = 0, 0.0, 0.0
-    for rows in worker_metrics(run_dir).values():
-        for m in rows:
-            iterations += 1
-            wait += m["wait_s"]
-            total += m["compute_s"] + m["push_s"] + m["pull_s"] + (m["wait_s"] if m["gap_s"] > 0 else 0)
-    if not iterations:
-        return {}
-    return {"mean_iteration_seconds": round(total / iterations, 5),
-            "wait_fraction": round(wait / total, 4) if total else 0.0}
-
-
 def loopback_bind(name):
     return ["--bind=tcp://127.0.0.1:*"]
 
 
-def run_job(args, prefix=None, on_start=None, bind_flags=loopback_bind, during=None):
-    """Runs the job `args` describes (see tools/launch); returns the exit status.
-    bind_flags(name): where a process listens; during(): called every 0.1 s while it runs."""
+def wait_for_endpoint(scheduler, endpoint_file, run_dir):
+    """The endpoint the scheduler wrote to `endpoint_file`; JobError if it exits first."""
+    while True:
+        if scheduler.poll() is not None:
+            raise JobError(f"the scheduler exited ({scheduler.returncode}); see {run_dir}/scheduler.log")
+        if os.path.exists(endpoint_file):
+            with open(endpoint_file) as f:
+                endpoint = f.read().strip()
+            if endpoint:
+                return endpoint
+        time.sleep(0.05)
+
+
+def start_processes(job, bind_flags, endpoint_file, stats_file):
+    """Starts the scheduler, waits for its endpoint, then starts the servers and the workers."""
+    args = job.args
+    binaries = {role: job.binary(role) for role in ROLES}  # all found before anything starts
+    scheduler = job.start("scheduler", [binaries["scheduler"]] + bind_flags("scheduler") + [
+        "--endpoint_file=" + endpoint_file, "--stats_json=" + stats_file,
+        f"--num_servers={args.servers}", f"--num_workers={args.workers}",
+        "--sync=" + args.sync] + shlex.split(args.scheduler_flags), echo=False)
+    endpoint = wait_for_endpoint(scheduler, endpoint_file, args.run_dir)
+
+    def common(name):
+        return ["--scheduler=" + endpoint] + bind_flags(name)
+
+    for i in range(args.servers):
+        job.start(f"server{i}", [binaries["server"]] + common(f"server{i}")
+                  + shlex.split(args.server_flags), echo=False)
+    extra = per_worker_flags(args.worker_flags_for)
+    for i in range(args.workers):
+        trace = [f"--metrics={args.run_dir}/metrics_worker{i}.jsonl",
+                 f"--timeline={args.run_dir}/timeline_worker{i}.json"]
+        job.start(f"worker{i}", [binaries["worker"]] + common(f"worker{i}") + trace
+                  + shlex.split(args.worker_flags) + extra.get(i, []), echo=True)
+    print(f"launch: {args.servers} servers, {args.workers} workers, sync={args.sync}; logs in {args.run_dir}")
+
+
+def supervise(job, cpu, start, during=None):
+    """Returns once every process exited with status 0, sampling their CPU use and calling
+    during() every 0.1 s meanwhile; JobError when one fails or the job runs past --timeout."""
+    while True:
+        failed = job.failure()
+        if failed:
+            raise JobError(failed)
+        if job.finished():
+            return
+        cpu.sample(job.procs())
+        if time.time() - start > job.args.timeout:
+            raise JobError(f"the job ran past --timeout={job.args.timeout:g}s")
+        if during:
+            during()
+        time.sleep(0.1)
+
+
+def prepare_run_dir(args):
+    """Creates the run directory (runs/TIMESTAMP unless --run_dir) and removes a previous run's
+    endpoint and stats files; returns their paths."""
     if not args.run_dir:
         args.run_dir = os.path.join(ROOT, "runs", time.strftime("%Y%m%d-%H%M%S"))
     os.makedirs(args.run_dir, exist_ok=True)
-    job = Job(args, prefix, on_start)
-
-    def on_signal(signum, _frame):
-        print(f"\nlaunch: signal {signum}: stopping every process", file=sys.stderr)
-        job.stop_all()
-        sys.exit(130)
-
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGTERM, on_signal)
-
     endpoint_file = os.path.join(args.run_dir, "scheduler.endpoint")
     stats_file = os.path.join(args.run_dir, "stats.json")
     for f in (endpoint_file, stats_file):
         if os.path.exists(f):
             os.remove(f)
+    return endpoint_file, stats_file
+
+
+def run_job(args, prefix=None, on_start=None, bind_flags=loopback_bind, during=None):
+    """Runs the job `args` describes (see tools/launch) and returns its summary (also written to
+    RUN_DIR/summary.json). bind_flags(name): where a process listens; during(): called every
+    0.1 s while it runs. Raises JobError if it fails; on any exception (Interrupted included)
+    every process is stopped first."""
+    endpoint_file, stats_file = prepare_run_dir(args)
+    job = Job(args, prefix, on_start)
     start = time.time()
     cpu = CpuMeter()
-    scheduler = job.start("scheduler", [job.binary("scheduler")] + bind_flags("scheduler") + [
-                                        "--endpoint_file=" + endpoint_file, "--stats_json=" + stats_file,
-                                        f"--num_servers={args.servers}", f"--num_workers={args.workers}",
-                                        "--sync=" + args.sync] + shlex.split(args.scheduler_flags), echo=False)
-    endpoint = ""
-    while not endpoint:
-        if scheduler.poll() is not None:
-            job.stop_all()
-            sys.exit(f"launch: error: the scheduler exited ({scheduler.returncode}); see {args.run_dir}/scheduler.log")
-        if os.path.exists(endpoint_file):
-            endpoint = open(endpoint_file).read().strip()
-        time.sleep(0.05)
-    def common(name):
-        return ["--scheduler=" + endpoint] + bind_flags(name)
-
-    for i in range(args.servers):
-        job.start(f"server{i}", [job.binary("server")] + common(f"server{i}") + shlex.split(args.server_flags),
-                  echo=False)
-    per_worker = {}
-    for item in args.worker_flags_for:
-        rank, _, flags = item.partition(":")
-        per_worker.setdefault(int(rank), []).extend(shlex.split(flags))
-    for i in range(args.workers):
-        trace = [f"--metrics={args.run_dir}/metrics_worker{i}.jsonl",
-                 f"--timeline={args.run_dir}/timeline_worker{i}.json"]
-        job.start(f"worker{i}", [job.binary("worker")] + common(f"worker{i}") + trace
-                  + shlex.split(args.worker_flags) + per_worker.get(i, []), echo=True)
-    print(f"launch: {args.servers} servers, {args.workers} workers, sync={args.sync}; logs in {args.run_dir}")
-
-    failed = None
-    while True:
-        with job.lock:
-            procs = list(job.procs)
-        for name, proc in procs:
-            code = proc.poll()
-            if code not in (None, 0):
-                failed = f"{name} exited with status {code}; see {args.run_dir}/{name}.log"
-        if failed or all(proc.poll() is not None for _, proc in procs):
-            break
-        cpu.sample(procs)
-        if time.time() - start > args.timeout:
-            failed = f"the job ran past --timeout={args.timeout:g}s"
-            break
-        if during:
-            during()
-        time.sleep(0.1)
+    try:
+        start_processes(job, bind_flags, endpoint_file, stats_file)
+        supervise(job, cpu, start, during)
+    except BaseException:
+        job.stop_all()
+        raise
     wall = time.time() - start
     cpu_use = cpu.summary()  # over the job, before the timelines are merged
-    if failed:
-        job.stop_all()
-        print(f"launch: error: {failed}", file=sys.stderr)
-        return 1
-
-    merge_timelines(args.run_dir, args.workers)
-    metrics = read_metrics(args.run_dir)
-    stats = json.load(open(stats_file)) if os.path.exists(stats_file) else {"workers": [], "servers": []}
-    workers = stats.get("workers", [])
-    accuracies = [w["test_accuracy"] for w in workers if w.get("test_accuracy", -1) >= 0]
-    samples = sum(w.get("samples", 0) for w in workers)
-    summary = {
-        "model": next((w.get("model") for w in workers if w.get("model")), ""),
-        "epochs": max([w.get("epochs", 0) for w in workers] or [0]),
-        "final_test_accuracy": accuracies[0] if accuracies else None,
-        "samples_per_second": round(samples / wall, 1) if samples else None,
-        "mode": args.sync,
-        "workers": args.workers,
-        "servers": args.servers,
-        "iterations": max([w.get("iterations", 0) for w in workers] or [0]),
-        "wall_seconds": round(wall, 3),
-        "bytes_pushed": sum(w.get("bytes_pushed", 0) for w in workers),
-        "bytes_pulled": sum(w.get("bytes_pulled", 0) for w in workers),
-        "dead_workers": sum(1 for w in workers if w.get("state") == "dead"),
-        "run_dir": args.run_dir,
-    }
-    summary.update(metrics)
-    summary.update(cpu_use)
-    if stats.get("batching"):
-        summary["batch_sizes"] = [w["batch"] for w in stats["batching"]["workers"]]
-        summary["ideal_batch_sizes"] = [w["ideal"] for w in stats["batching"]["workers"]]
-        summary["throughputs"] = [round(w["throughput"], 1) for w in stats["batching"]["workers"]]
-    with open(os.path.join(args.run_dir, "summary.json"), "w") as f:
-        json.dump(summary, f, indent=2)
-        f.write("\n")
+    summary = write_summary(args, wall, cpu_use, stats_file)
     print("launch: summary " + json.dumps(summary))
-    return 0
-
-
+    return summary

@@ -1,10 +1,13 @@
 """An emulated multi-host cluster on one machine: one network namespace per host (scheduler,
 each server, each worker), each joined by a veth pair to a bridge that lives in a namespace of
-its own (the machine's own network is never touched). Links are shaped in both directions with
-tc netem (token-bucket rate; optional netem delay); hosts get addresses in 198.18.0.0/15, the range reserved for
-network benchmarking. Workers can be given a CPU quota (cgroup cpu controller). Everything is
-torn down on exit, on failure and on SIGINT/SIGTERM. Needs root."""
+its own (the machine's own network is never touched). Links are rate-shaped in both directions
+with tc tbf (token bucket), with an optional delay from a netem qdisc where the kernel has one;
+hosts get addresses in 198.18.0.0/15, the range reserved for network benchmarking. Workers can
+be given a CPU quota (cgroup cpu controller). Cluster.down() tears everything down; the entry
+script calls it on exit, on failure and on SIGINT/SIGTERM. Needs root. Failures of the ip and
+tc commands are raised as ClusterError."""
 
+import math
 import os
 import subprocess
 import time
@@ -12,20 +15,30 @@ import time
 PREFIX = "r2sp"
 
 
+class ClusterError(RuntimeError):
+    """A command that builds or checks the cluster failed; the message says which and why."""
+
+
 def run(cmd, check=True):
     r = subprocess.run(cmd, capture_output=True, text=True)
     if check and r.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)}: {r.stderr.strip() or r.stdout.strip()}")
+        raise ClusterError(f"{' '.join(cmd)}: {r.stderr.strip() or r.stdout.strip()}")
     return r
 
 
+RATE_UNITS = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "bit": 1}  # tc's names, longest first
+
+
 def parse_rate(text):
-    """'50mbit', '1gbit', '800kbit' -> bits per second."""
-    units = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "bit": 1}
-    for unit, factor in units.items():
+    """'50mbit', '1gbit', '800kbit', '1.5Mbit' -> bits per second; ValueError unless a positive
+    number followed by one of tc's bit units."""
+    for unit, factor in RATE_UNITS.items():
         if text.lower().endswith(unit):
-            value = float(text[: -len(unit)])
-            if value <= 0:
+            try:
+                value = float(text[: -len(unit)])
+            except ValueError:
+                break
+            if not (value > 0 and math.isfinite(value)):
                 break
             return value * factor
     raise ValueError(f"bad rate '{text}' (use e.g. 50mbit, 1gbit)")
@@ -39,6 +52,20 @@ def can_run():
         if run(["sh", "-c", f"command -v {tool}"], check=False).returncode != 0:
             return f"netcluster needs '{tool}' (Debian package iproute2)"
     return None
+
+
+def _cgroup_v2_cpu():
+    """Whether the unified cgroup hierarchy (v2) offers the cpu controller."""
+    path = "/sys/fs/cgroup/cgroup.controllers"
+    if not os.path.exists(path):
+        return False
+    with open(path) as f:
+        return "cpu" in f.read().split()
+
+
+def _write(path, text):
+    with open(path, "w") as f:
+        f.write(text)
 
 
 class Cluster:
@@ -96,7 +123,7 @@ class Cluster:
             r = run(cmd + ["root", "handle", "1:", "netem", "delay", f"{self.delay_ms}ms",
                            "limit", "10000"], check=False)
             if r.returncode != 0:
-                raise RuntimeError("--delay_ms needs the kernel's netem qdisc (sch_netem), which "
+                raise ClusterError("--delay_ms needs the kernel's netem qdisc (sch_netem), which "
                                    f"this kernel does not offer: {r.stderr.strip()}")
             parent = ["parent", "1:1", "handle", "10:"]
         if rate:
@@ -113,17 +140,16 @@ class Cluster:
         throughput through throttling overhead (docs/RESULTS.md, study 2)."""
         period = 10000
         quota = max(1000, int(period * fraction))
-        v2 = "/sys/fs/cgroup/cgroup.controllers"
-        if os.path.exists(v2) and "cpu" in open(v2).read().split():
+        if _cgroup_v2_cpu():
             path = f"/sys/fs/cgroup/{self.tag}-{name}"
             os.makedirs(path, exist_ok=True)
-            open(os.path.join(path, "cpu.max"), "w").write(f"{quota} {period}")
+            _write(os.path.join(path, "cpu.max"), f"{quota} {period}")
         else:
             path = f"/sys/fs/cgroup/cpu/{self.tag}-{name}"
             os.makedirs(path, exist_ok=True)
-            open(os.path.join(path, "cpu.cfs_period_us"), "w").write(str(period))
-            open(os.path.join(path, "cpu.cfs_quota_us"), "w").write(str(quota))
-        open(os.path.join(path, "cgroup.procs"), "w").write(str(pid))
+            _write(os.path.join(path, "cpu.cfs_period_us"), str(period))
+            _write(os.path.join(path, "cpu.cfs_quota_us"), str(quota))
+        _write(os.path.join(path, "cgroup.procs"), str(pid))
         self.cgroups.append(path)
 
     def link_bytes(self, host):
@@ -166,7 +192,7 @@ class Cluster:
         # the sender was refused and the receiver waited forever).
         if server.stdout.readline().strip() != "listening":
             server.kill()
-            raise RuntimeError("self-check receiver did not start")
+            raise ClusterError("self-check receiver did not start")
         client = subprocess.run(
             self.exec_prefix(sender) + ["python3", "-c", SENDER, self.addresses[receiver],
                                         str(port), str(seconds)],
@@ -174,7 +200,7 @@ class Cluster:
         if client.returncode != 0:
             server.kill()
             server.wait()
-            raise RuntimeError(f"self-check sender failed: {client.stderr.strip()}")
+            raise ClusterError(f"self-check sender failed: {client.stderr.strip()}")
         out, _ = server.communicate(timeout=30)
         received, elapsed = (float(x) for x in out.split())
         return received * 8 / elapsed

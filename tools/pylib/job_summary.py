@@ -1,0 +1,90 @@
+"""The end of a job: the workers' Chrome traces merged into RUN_DIR/timeline.json, and
+RUN_DIR/summary.json from the scheduler's stats, the workers' metrics and the processes' CPU
+use. Used by launcher.run_job once every process has exited."""
+
+import json
+import os
+
+from run_files import worker_metrics
+
+def merge_timelines(run_dir, workers):
+    """Concatenates the workers' Chrome traces into RUN_DIR/timeline.json (if any)."""
+    events = []
+    for i in range(workers):
+        try:
+            with open(os.path.join(run_dir, f"timeline_worker{i}.json")) as f:
+                events.extend(json.load(f))
+        except (OSError, ValueError):
+            pass  # a worker that died leaves an unfinished file
+    if events:
+        with open(os.path.join(run_dir, "timeline.json"), "w") as f:
+            json.dump({"traceEvents": events, "displayTimeUnit": "ms"}, f)
+
+
+def read_stats(path):
+    """The scheduler's stats.json, or empty lists of workers and servers if it wrote none."""
+    if not os.path.exists(path):
+        return {"workers": [], "servers": []}
+    with open(path) as f:
+        return json.load(f)
+
+
+def iteration_summary(by_worker):
+    """Mean iteration time and wait fraction from worker_metrics() rows ({} without rows). The
+    wait adds to an iteration's time only under r2sp (gap_s > 0: a slot wait before the push);
+    otherwise it is the time a pull was parked, already part of pull_s."""
+    iterations, wait, total = 0, 0.0, 0.0
+    for rows in by_worker.values():
+        for m in rows:
+            iterations += 1
+            wait += m["wait_s"]
+            total += m["compute_s"] + m["push_s"] + m["pull_s"] + (m["wait_s"] if m["gap_s"] > 0 else 0)
+    if not iterations:
+        return {}
+    return {"mean_iteration_seconds": round(total / iterations, 5),
+            "wait_fraction": round(wait / total, 4) if total else 0.0}
+
+
+def summarise(stats, *, mode, workers, servers, run_dir, wall, iterations=None, cpu_use=None):
+    """summary.json's contents: the job's shape and outcome from the scheduler's stats, then the
+    iteration summary and the CPU use (tools/launch documents the keys)."""
+    nodes = stats.get("workers", [])
+    accuracies = [w["test_accuracy"] for w in nodes if w.get("test_accuracy", -1) >= 0]
+    samples = sum(w.get("samples", 0) for w in nodes)
+    summary = {
+        "model": next((w.get("model") for w in nodes if w.get("model")), ""),
+        "epochs": max([w.get("epochs", 0) for w in nodes] or [0]),
+        "final_test_accuracy": accuracies[0] if accuracies else None,
+        "samples_per_second": round(samples / wall, 1) if samples else None,
+        "mode": mode,
+        "workers": workers,
+        "servers": servers,
+        "iterations": max([w.get("iterations", 0) for w in nodes] or [0]),
+        "wall_seconds": round(wall, 3),
+        "bytes_pushed": sum(w.get("bytes_pushed", 0) for w in nodes),
+        "bytes_pulled": sum(w.get("bytes_pulled", 0) for w in nodes),
+        "dead_workers": sum(1 for w in nodes if w.get("state") == "dead"),
+        "run_dir": run_dir,
+    }
+    summary.update(iterations or {})
+    summary.update(cpu_use or {})
+    batching = stats.get("batching")
+    if batching:
+        summary["batch_sizes"] = [w["batch"] for w in batching["workers"]]
+        summary["ideal_batch_sizes"] = [w["ideal"] for w in batching["workers"]]
+        summary["throughputs"] = [round(w["throughput"], 1) for w in batching["workers"]]
+    return summary
+
+
+def write_summary(args, wall, cpu_use, stats_file):
+    """Merges the timelines and writes RUN_DIR/summary.json for the finished job `args`
+    describes (tools/launch options); returns the summary."""
+    merge_timelines(args.run_dir, args.workers)
+    summary = summarise(read_stats(stats_file), mode=args.sync, workers=args.workers,
+                        servers=args.servers, run_dir=args.run_dir, wall=wall,
+                        iterations=iteration_summary(worker_metrics(args.run_dir)),
+                        cpu_use=cpu_use)
+    with open(os.path.join(args.run_dir, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=2)
+        f.write("\n")
+    return summary
