@@ -1,0 +1,137 @@
+"""tools/pylib/job_summary.py: the iteration summary, summary.json's contents from the
+scheduler's stats, and the merged timeline."""
+
+import json
+import os
+import tempfile
+import types
+import unittest
+
+import job_summary
+import junit_main
+
+
+def row(compute, wait, push, pull, gap):
+    return {"compute_s": compute, "wait_s": wait, "push_s": push, "pull_s": pull, "gap_s": gap}
+
+
+class IterationSummaryTest(unittest.TestCase):
+    def test_no_iterations(self):
+        self.assertEqual(job_summary.iteration_summary({}), {})
+        self.assertEqual(job_summary.iteration_summary({0: []}), {})
+
+    def test_wait_adds_to_the_iteration_only_as_an_r2sp_slot_wait(self):
+        by_worker = {0: [row(0.010, 0.004, 0.002, 0.002, 0.0)],   # 14 ms: parked in the pull
+                     1: [row(0.010, 0.004, 0.002, 0.002, 0.001)]}  # 18 ms: waited for a slot
+        got = job_summary.iteration_summary(by_worker)
+        self.assertEqual(got["mean_iteration_seconds"], 0.016)
+        self.assertEqual(got["wait_fraction"], round(0.008 / 0.032, 4))
+
+    def test_zero_time(self):
+        got = job_summary.iteration_summary({0: [row(0, 0, 0, 0, 0)]})
+        self.assertEqual(got, {"mean_iteration_seconds": 0.0, "wait_fraction": 0.0})
+
+
+STATS = {
+    "workers": [
+        {"model": "cnn", "epochs": 2, "test_accuracy": -1, "samples": 600, "iterations": 10,
+         "bytes_pushed": 100, "bytes_pulled": 200, "state": "done"},
+        {"model": "cnn", "epochs": 2, "test_accuracy": 0.875, "samples": 400, "iterations": 12,
+         "bytes_pushed": 50, "bytes_pulled": 70, "state": "dead"},
+    ],
+    "servers": [{}],
+}
+
+
+class SummariseTest(unittest.TestCase):
+    def summarise(self, stats, **more):
+        return job_summary.summarise(stats, mode="bsp", workers=2, servers=1, run_dir="/r",
+                                     wall=4.0, **more)
+
+    def test_from_the_schedulers_stats(self):
+        s = self.summarise(STATS)
+        self.assertEqual(list(s)[:13], ["model", "epochs", "final_test_accuracy",
+                                        "samples_per_second", "mode", "workers", "servers",
+                                        "iterations", "wall_seconds", "bytes_pushed",
+                                        "bytes_pulled", "dead_workers", "run_dir"])
+        self.assertEqual(s["model"], "cnn")
+        self.assertEqual(s["epochs"], 2)
+        self.assertEqual(s["final_test_accuracy"], 0.875)  # -1: the worker did not evaluate
+        self.assertEqual(s["samples_per_second"], 250.0)
+        self.assertEqual(s["iterations"], 12)
+        self.assertEqual((s["bytes_pushed"], s["bytes_pulled"]), (150, 270))
+        self.assertEqual(s["dead_workers"], 1)
+        self.assertEqual((s["mode"], s["workers"], s["servers"], s["run_dir"]), ("bsp", 2, 1, "/r"))
+
+    def test_without_stats(self):
+        s = self.summarise({"workers": [], "servers": []})
+        self.assertEqual(s["model"], "")
+        self.assertIsNone(s["final_test_accuracy"])
+        self.assertIsNone(s["samples_per_second"])
+        self.assertEqual((s["epochs"], s["iterations"], s["dead_workers"]), (0, 0, 0))
+
+    def test_iterations_cpu_and_batching_follow(self):
+        stats = dict(STATS, batching={"workers": [
+            {"batch": 48, "ideal": 47.6, "throughput": 1234.56},
+            {"batch": 16, "ideal": 16.4, "throughput": 400.04}]})
+        s = self.summarise(stats, iterations={"mean_iteration_seconds": 0.1},
+                           cpu_use={"cpu_cores": {"worker0": 1.0}, "machine_cores": 2})
+        self.assertEqual(list(s)[13:], ["mean_iteration_seconds", "cpu_cores", "machine_cores",
+                                        "batch_sizes", "ideal_batch_sizes", "throughputs"])
+        self.assertEqual(s["batch_sizes"], [48, 16])
+        self.assertEqual(s["ideal_batch_sizes"], [47.6, 16.4])
+        self.assertEqual(s["throughputs"], [1234.6, 400.0])
+
+
+class RunDirectoryTest(unittest.TestCase):
+    def setUp(self):
+        self._tmp = tempfile.TemporaryDirectory()
+        self.dir = self._tmp.name
+
+    def tearDown(self):
+        self._tmp.cleanup()
+
+    def write(self, name, text):
+        with open(os.path.join(self.dir, name), "w") as f:
+            f.write(text)
+
+    def read_json(self, name):
+        with open(os.path.join(self.dir, name)) as f:
+            return json.load(f)
+
+    def test_merge_timelines_skips_unfinished_files(self):
+        self.write("timeline_worker0.json", json.dumps([{"name": "push", "tid": 0}]))
+        self.write("timeline_worker1.json", '[{"name": "push", "tid": 1},')  # died mid-run
+        self.write("timeline_worker2.json", json.dumps([{"name": "pull", "tid": 2}]))
+        job_summary.merge_timelines(self.dir, 4)
+        merged = self.read_json("timeline.json")
+        self.assertEqual([e["tid"] for e in merged["traceEvents"]], [0, 2])
+        self.assertEqual(merged["displayTimeUnit"], "ms")
+
+    def test_no_timelines_no_file(self):
+        job_summary.merge_timelines(self.dir, 2)
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "timeline.json")))
+
+    def test_read_stats(self):
+        self.assertEqual(job_summary.read_stats(os.path.join(self.dir, "stats.json")),
+                         {"workers": [], "servers": []})
+        self.write("stats.json", json.dumps(STATS))
+        self.assertEqual(job_summary.read_stats(os.path.join(self.dir, "stats.json")), STATS)
+
+    def test_write_summary(self):
+        self.write("stats.json", json.dumps(STATS))
+        self.write("metrics_worker0.jsonl", json.dumps(dict(row(0.01, 0, 0, 0, 0), worker=0, t=1.0))
+                   + "\n" + json.dumps({"worker": 0, "event": "eval", "t": 2.0}) + "\n")
+        self.write("timeline_worker0.json", "[]")
+        args = types.SimpleNamespace(run_dir=self.dir, workers=2, servers=1, sync="r2sp")
+        summary = job_summary.write_summary(args, 2.0, {"machine_cores": 2},
+                                            os.path.join(self.dir, "stats.json"))
+        self.assertEqual(self.read_json("summary.json"), summary)
+        self.assertEqual(summary["mode"], "r2sp")
+        self.assertEqual(summary["samples_per_second"], 500.0)
+        self.assertEqual(summary["mean_iteration_seconds"], 0.01)  # the eval record is no iteration
+        self.assertEqual(summary["machine_cores"], 2)
+
+
+if __name__ == "__main__":
+    junit_main.main()
