@@ -1,13 +1,13 @@
-// The `server` binary: registers with the scheduler, holds its share of the model's
-// partitions and applies the optimizer to pushed gradients until the scheduler stops it.
-#include "absl/strings/str_cat.h"
+// The `server` binary: turns its flags into ServerNodeOptions and runs the server's life in
+// the job (server/server_node.h) until the scheduler stops it.
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
 #include "common/cli.h"
-#include "common/model_layout.h"
-#include "common/scheduler_client.h"
-#include "common/transport.h"
 #include "gflags/gflags.h"
-#include "glog/logging.h"
-#include "server/server_handler.h"
+#include "server/lr_schedule.h"
+#include "server/server_node.h"
 
 DEFINE_string(scheduler, "tcp://127.0.0.1:9000", "the scheduler's endpoint");
 DEFINE_string(bind, "tcp://0.0.0.0:*", "ZeroMQ endpoint to listen on (* = any free port)");
@@ -38,56 +38,20 @@ int main(int argc, char** argv) {
   r2sp::CheckFlag(FLAGS_heartbeat_ms >= 10, "--heartbeat_ms must be >= 10");
   r2sp::CheckFlag(FLAGS_register_timeout_s >= 1, "--register_timeout_s must be >= 1");
 
-  r2sp::TransportOptions transport_options;
-  transport_options.bind_endpoint = FLAGS_bind;
-  transport_options.advertise_host = FLAGS_advertise_host;
-  auto transport = r2sp::Transport::Create(transport_options);
-  if (!transport.ok()) r2sp::ExitWithError(transport.status());
-
-  r2sp::ServerOptions options;
-  options.sgd = {static_cast<float>(FLAGS_lr), static_cast<float>(FLAGS_momentum),
-                 static_cast<float>(FLAGS_weight_decay)};
-  options.schedule.warmup_updates = FLAGS_warmup_updates;
-  options.schedule.milestones = *milestones;
-  options.schedule.gamma = static_cast<float>(FLAGS_lr_gamma);
-  options.per_sample_updates = FLAGS_per_sample_updates;
-  // The consistency mode comes from the scheduler's address book; the handler is built after
-  // registration, so until then the transport answers requests with NOT_READY.
-  (*transport)->Start(nullptr);
-  r2sp::SchedulerClientOptions client_options;
-  client_options.scheduler = FLAGS_scheduler;
-  client_options.endpoint = (*transport)->endpoint();
-  client_options.register_timeout = absl::Seconds(FLAGS_register_timeout_s);
-  client_options.heartbeat_period = absl::Milliseconds(FLAGS_heartbeat_ms);
-  r2sp::SchedulerClient scheduler(transport->get(), client_options);
-  absl::StatusOr<r2sp::proto::RegisterReply> reg = scheduler.Register(r2sp::proto::SERVER, {});
-  if (!reg.ok()) r2sp::ExitWithError(reg.status());
-  const r2sp::proto::AddressBook& book = reg->book();
-  std::vector<r2sp::proto::TensorSpec> model(book.model().begin(), book.model().end());
-  absl::StatusOr<r2sp::ModelLayout> layout =
-      r2sp::ModelLayout::Create(model, book.partition_bytes(), book.servers_size());
-  if (!layout.ok()) r2sp::ExitWithError(layout.status());
-  options.sync = book.sync();
-  r2sp::ServerHandler handler(options);
-  handler.Configure(reg->rank(), book.workers_size(), *layout);
-  (*transport)->SetHandler(&handler);
-  // Dead and finished workers: BSP clocks and SSP bounds stop waiting for them.
-  scheduler.StartHeartbeats([&handler](const r2sp::proto::HeartbeatReply& beat) {
-    std::vector<int> departed(beat.dead_workers().begin(), beat.dead_workers().end());
-    departed.insert(departed.end(), beat.finished_workers().begin(), beat.finished_workers().end());
-    if (!departed.empty()) handler.SetDepartedWorkers(departed);
-  });
-  LOG(INFO) << "server " << reg->rank() << " serving at " << (*transport)->endpoint() << " ("
-            << r2sp::SyncModeName(options.sync) << ")";
-  absl::Status ready = scheduler.Barrier(r2sp::proto::ALL);
-  if (!ready.ok()) r2sp::ExitWithError(ready);
-
-  handler.shutdown_requested().WaitForNotification();
-  scheduler.StopHeartbeats();
-  (*transport)->Stop();
-  const r2sp::proto::NodeCounters c = handler.counters();
-  LOG(INFO) << "server " << reg->rank() << " stopping: " << c.pushes() << " pushes ("
-            << c.bytes_pushed() << " bytes), " << c.pulls() << " pulls (" << c.bytes_pulled()
-            << " bytes), " << c.dropped_messages() << " rejected";
+  r2sp::ServerNodeOptions options;
+  options.scheduler = FLAGS_scheduler;
+  options.bind = FLAGS_bind;
+  options.advertise_host = FLAGS_advertise_host;
+  options.server.sgd = {static_cast<float>(FLAGS_lr), static_cast<float>(FLAGS_momentum),
+                        static_cast<float>(FLAGS_weight_decay)};
+  options.server.schedule.warmup_updates = FLAGS_warmup_updates;
+  options.server.schedule.milestones = *milestones;
+  options.server.schedule.gamma = static_cast<float>(FLAGS_lr_gamma);
+  options.server.per_sample_updates = FLAGS_per_sample_updates;
+  options.heartbeat_period = absl::Milliseconds(FLAGS_heartbeat_ms);
+  options.register_timeout = absl::Seconds(FLAGS_register_timeout_s);
+  r2sp::ServerNode node(options);
+  const absl::Status status = node.Run();
+  if (!status.ok()) r2sp::ExitWithError(status);
   return 0;
 }
