@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 
 #include "absl/status/statusor.h"
 #include "models/graph.h"
@@ -53,10 +54,5 @@ class Network {
 };
 
 }  // namespace r2sp::models
-
-// Transitional (issue 11): worker/main.cc still reaches CreateCpuNetwork through this header.
-// Remove this include, and cpu/cpu_network.h from //models:network, once it calls
-// CreateNetwork (models/backend.h).
-#include "models/cpu/cpu_network.h"  // IWYU pragma: export
 
 #endif  // R2SP_MODELS_NETWORK_H_
