@@ -39,17 +39,17 @@ int main(int argc, char** argv) {
   r2sp::CheckFlag(FLAGS_register_timeout_s >= 1, "--register_timeout_s must be >= 1");
 
   r2sp::ServerNodeOptions options;
-  options.scheduler = FLAGS_scheduler;
-  options.bind = FLAGS_bind;
-  options.advertise_host = FLAGS_advertise_host;
+  options.connection.scheduler = FLAGS_scheduler;
+  options.connection.bind = FLAGS_bind;
+  options.connection.advertise_host = FLAGS_advertise_host;
+  options.connection.heartbeat_period = absl::Milliseconds(FLAGS_heartbeat_ms);
+  options.connection.register_timeout = absl::Seconds(FLAGS_register_timeout_s);
   options.server.sgd = {static_cast<float>(FLAGS_lr), static_cast<float>(FLAGS_momentum),
                         static_cast<float>(FLAGS_weight_decay)};
   options.server.schedule.warmup_updates = FLAGS_warmup_updates;
   options.server.schedule.milestones = *milestones;
   options.server.schedule.gamma = static_cast<float>(FLAGS_lr_gamma);
   options.server.per_sample_updates = FLAGS_per_sample_updates;
-  options.heartbeat_period = absl::Milliseconds(FLAGS_heartbeat_ms);
-  options.register_timeout = absl::Seconds(FLAGS_register_timeout_s);
   r2sp::ServerNode node(options);
   const absl::Status status = node.Run();
   if (!status.ok()) r2sp::ExitWithError(status);

@@ -29,19 +29,11 @@ proto::NodeCounters ServerNode::counters() const {
 }
 
 absl::Status ServerNode::Join() {
-  TransportOptions transport_options;
-  transport_options.bind_endpoint = options_.bind;
-  transport_options.advertise_host = options_.advertise_host;
-  R2SP_ASSIGN_OR_RETURN(transport_, Transport::Create(transport_options));
   // The consistency mode comes from the scheduler's address book; the handler is built after
   // registration, so until then the transport answers requests with NOT_READY.
-  transport_->Start(nullptr);
-  SchedulerClientOptions client_options;
-  client_options.scheduler = options_.scheduler;
-  client_options.endpoint = transport_->endpoint();
-  client_options.register_timeout = options_.register_timeout;
-  client_options.heartbeat_period = options_.heartbeat_period;
-  scheduler_ = std::make_unique<SchedulerClient>(transport_.get(), client_options);
+  R2SP_ASSIGN_OR_RETURN(NodeConnection node, ConnectNode(options_.connection));
+  transport_ = std::move(node.transport);
+  scheduler_ = std::move(node.scheduler);
   R2SP_ASSIGN_OR_RETURN(const proto::RegisterReply reg,
                         scheduler_->Register(proto::SERVER, {}));
   rank_ = reg.rank();

@@ -12,20 +12,17 @@
 #include "common/scheduler_client.h"
 #include "common/transport.h"
 #include "proto/messages.pb.h"
+#include "common/node_connection.h"
 #include "server/server_handler.h"
 
 namespace r2sp {
 
 // The server's flags (server/main.cc says what each means).
 struct ServerNodeOptions {
-  std::string scheduler = "tcp://127.0.0.1:9000";  // REQUIRES: non-empty
-  std::string bind = "tcp://0.0.0.0:*";
-  std::string advertise_host;  // empty: the bound address (127.0.0.1 for 0.0.0.0)
+  NodeConnectionOptions connection;
   // Optimizer, schedule and per-sample updates; `sync` is ignored: the job's mode comes from
   // the scheduler's address book.
   ServerOptions server;
-  absl::Duration heartbeat_period = absl::Seconds(1);
-  absl::Duration register_timeout = absl::Seconds(60);
 };
 
 // Thread-compatible: one thread calls Run(); the transport's I/O thread and the heartbeat

@@ -82,9 +82,11 @@ void CheckFlags() {
 
 r2sp::WorkerOptions OptionsFromFlags() {
   r2sp::WorkerOptions o;
-  o.scheduler = FLAGS_scheduler;
-  o.bind = FLAGS_bind;
-  o.advertise_host = FLAGS_advertise_host;
+  o.connection.scheduler = FLAGS_scheduler;
+  o.connection.bind = FLAGS_bind;
+  o.connection.advertise_host = FLAGS_advertise_host;
+  o.connection.heartbeat_period = absl::Milliseconds(FLAGS_heartbeat_ms);
+  o.connection.register_timeout = absl::Seconds(FLAGS_register_timeout_s);
   o.model = FLAGS_model;
   o.data = FLAGS_data;
   o.data_dir = FLAGS_data_dir;
@@ -109,8 +111,6 @@ r2sp::WorkerOptions OptionsFromFlags() {
   o.seed = FLAGS_seed;
   o.dump_params_path = FLAGS_dump_params;
   o.log_every = FLAGS_log_every;
-  o.heartbeat_period = absl::Milliseconds(FLAGS_heartbeat_ms);
-  o.register_timeout = absl::Seconds(FLAGS_register_timeout_s);
   o.request_timeout = absl::Seconds(FLAGS_request_timeout_s);
   return o;
 }

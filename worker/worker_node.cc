@@ -54,17 +54,9 @@ absl::Status WorkerNode::LoadModel() {
 }
 
 absl::Status WorkerNode::Join() {
-  TransportOptions transport_options;
-  transport_options.bind_endpoint = options_.bind;
-  transport_options.advertise_host = options_.advertise_host;
-  R2SP_ASSIGN_OR_RETURN(transport_, Transport::Create(transport_options));
-  transport_->Start(nullptr);
-  SchedulerClientOptions client_options;
-  client_options.scheduler = options_.scheduler;
-  client_options.endpoint = transport_->endpoint();
-  client_options.register_timeout = options_.register_timeout;
-  client_options.heartbeat_period = options_.heartbeat_period;
-  scheduler_ = std::make_unique<SchedulerClient>(transport_.get(), client_options);
+  R2SP_ASSIGN_OR_RETURN(NodeConnection node, ConnectNode(options_.connection));
+  transport_ = std::move(node.transport);
+  scheduler_ = std::move(node.scheduler);
   R2SP_ASSIGN_OR_RETURN(registration_, WithContext(scheduler_->Register(proto::WORKER, tensors_),
                                                    "cannot join the job"));
   const proto::AddressBook& book = registration_.book();

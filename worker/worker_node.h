@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/model_layout.h"
+#include "common/node_connection.h"
 #include "common/scheduler_client.h"
 #include "common/transport.h"
 #include "models/data/dataset.h"
@@ -28,9 +29,7 @@ namespace r2sp {
 
 // The worker's flags (worker/main.cc says what each means).
 struct WorkerOptions {
-  std::string scheduler;
-  std::string bind = "tcp://0.0.0.0:*";
-  std::string advertise_host;
+  NodeConnectionOptions connection;
   std::string model = "synthetic";  // mlp, cnn, resnet20 or synthetic
   std::string data = "fashion-mnist";
   std::string data_dir;
@@ -55,8 +54,6 @@ struct WorkerOptions {
   uint64_t seed = 1;
   std::string dump_params_path;
   int log_every = 0;     // 0: 10 synthetic, 50 real
-  absl::Duration heartbeat_period = absl::Seconds(1);
-  absl::Duration register_timeout = absl::Seconds(60);
   absl::Duration request_timeout = absl::Seconds(120);
 };
 

@@ -10,7 +10,7 @@ namespace {
 
 TEST(ServerNodeTest, AnEndpointItCannotBindIsInvalidArgument) {
   ServerNodeOptions options;
-  options.bind = "tcp://no-such-interface-r2sp:*";
+  options.connection.bind = "tcp://no-such-interface-r2sp:*";
   ServerNode node(options);
   const absl::Status status = node.Run();
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
@@ -20,9 +20,9 @@ TEST(ServerNodeTest, AnEndpointItCannotBindIsInvalidArgument) {
 
 TEST(ServerNodeTest, ASilentSchedulerEndsRunAfterTheRegisterTimeout) {
   ServerNodeOptions options;
-  options.scheduler = "tcp://127.0.0.1:1";  // nothing listens there
-  options.bind = "tcp://127.0.0.1:*";
-  options.register_timeout = absl::Seconds(1);
+  options.connection.scheduler = "tcp://127.0.0.1:1";  // nothing listens there
+  options.connection.bind = "tcp://127.0.0.1:*";
+  options.connection.register_timeout = absl::Seconds(1);
   ServerNode node(options);
   const absl::Time start = absl::Now();
   const absl::Status status = node.Run();

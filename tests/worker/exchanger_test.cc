@@ -8,16 +8,12 @@
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
 #include "gtest/gtest.h"
+#include "tests/testing/status_assert.h"
 #include "tests/worker/in_process_job.h"
 
 namespace r2sp {
 namespace {
 
-#define ASSERT_OK(expr)                  \
-  do {                                   \
-    const absl::Status s_ = (expr);      \
-    ASSERT_TRUE(s_.ok()) << s_;          \
-  } while (0)
 
 constexpr int kElements = 1000;
 

@@ -11,17 +11,13 @@
 
 #include "common/status_macros.h"
 #include "gtest/gtest.h"
+#include "tests/testing/status_assert.h"
 #include "tests/worker/in_process_job.h"
 #include "worker/synthetic_workload.h"
 
 namespace r2sp {
 namespace {
 
-#define ASSERT_OK(expr)                  \
-  do {                                   \
-    const absl::Status s_ = (expr);      \
-    ASSERT_TRUE(s_.ok()) << s_;          \
-  } while (0)
 
 SchedulerOptions Job(proto::SyncMode sync, int workers) {
   SchedulerOptions options;

@@ -1,0 +1,24 @@
+// See node_connection.h.
+#include "common/node_connection.h"
+
+#include "common/status_macros.h"
+
+namespace r2sp {
+
+absl::StatusOr<NodeConnection> ConnectNode(const NodeConnectionOptions& options) {
+  TransportOptions transport_options;
+  transport_options.bind_endpoint = options.bind;
+  transport_options.advertise_host = options.advertise_host;
+  NodeConnection node;
+  R2SP_ASSIGN_OR_RETURN(node.transport, Transport::Create(transport_options));
+  node.transport->Start(nullptr);
+  SchedulerClientOptions client_options;
+  client_options.scheduler = options.scheduler;
+  client_options.endpoint = node.transport->endpoint();
+  client_options.register_timeout = options.register_timeout;
+  client_options.heartbeat_period = options.heartbeat_period;
+  node.scheduler = std::make_unique<SchedulerClient>(node.transport.get(), client_options);
+  return node;
+}
+
+}  // namespace r2sp
