@@ -40,7 +40,8 @@ std::string SchedulerCore::ReportJson() const {
           ", \"dropped_messages\": ", c.dropped_messages(), ", \"seconds\": ", c.seconds(),
           ", \"model\": ", JsonString(c.model()), ", \"samples\": ", c.samples(),
           ", \"epochs\": ", c.epochs(), ", \"test_accuracy\": ", c.test_accuracy(),
-          ", \"final_loss\": ", c.final_loss(), "}"));
+          ", \"final_loss\": ", c.final_loss(), ", \"push_codec\": ", JsonString(c.push_codec()),
+          ", \"pull_codec\": ", JsonString(c.pull_codec()), "}"));
     }
     return absl::StrCat("[", absl::StrJoin(items, ", "), "]");
   };

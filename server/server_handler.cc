@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/codec/fp16.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 
@@ -148,18 +149,8 @@ absl::Status ServerHandler::HandlePush(Message& request, Responder& responder) {
   const proto::Header& header = request.header;
   R2SP_ASSIGN_OR_RETURN(HeldPartition* const found, FindPartition(header));
   HeldPartition& held = *found;
-  if (request.payload.size() != 1 || request.payload[0].size() != held.state.bytes()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "PUSH for key ", header.key(), " must carry one frame of ", held.state.bytes(),
-        " bytes, got ", PayloadBytes(request), " bytes in ", request.payload.size(), " frames"));
-  }
-  const float* grad = static_cast<const float*>(request.payload[0].data());
-  if (!IsFloatAligned(grad)) {
-    scratch_.resize(held.state.num_elements());
-    std::memcpy(scratch_.data(), grad, held.state.bytes());
-    grad = scratch_.data();
-  }
-  counters_.bytes_pushed += held.state.bytes();
+  R2SP_ASSIGN_OR_RETURN(const float* grad, DecodedPush(request, held));
+  counters_.bytes_pushed += request.payload[0].size();
   ++counters_.pushes;
 
   if (header.push().init()) {
@@ -191,6 +182,38 @@ absl::Status ServerHandler::HandlePush(Message& request, Responder& responder) {
   MaybeCompleteClock(held);
   ReleaseParkedPulls(held);
   return absl::OkStatus();
+}
+
+absl::StatusOr<const float*> ServerHandler::DecodedPush(const Message& request,
+                                                       const HeldPartition& held) {
+  const proto::Codec codec = request.header.codec();
+  if (codec != proto::FP32 && codec != proto::FP16) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("PUSH for key ", request.header.key(), ": unknown codec ",
+                     static_cast<int>(codec)));
+  }
+  const size_t n = held.state.num_elements();
+  const size_t want = n * (codec == proto::FP16 ? sizeof(uint16_t) : sizeof(float));
+  if (request.payload.size() != 1 || request.payload[0].size() != want) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "PUSH for key ", request.header.key(), " (", proto::Codec_Name(codec),
+        ") must carry one frame of ", want, " bytes, got ", PayloadBytes(request),
+        " bytes in ", request.payload.size(), " frames"));
+  }
+  const void* data = request.payload[0].data();
+  if (codec == proto::FP16) {
+    // Decoded into fp32 here; zmq frames are at least 2-byte aligned in practice, but the
+    // decoder reads unaligned anyway.
+    scratch_.resize(n);
+    codec::DecodeFp16(static_cast<const uint16_t*>(data), n, scratch_.data());
+    return scratch_.data();
+  }
+  if (!IsFloatAligned(data)) {
+    scratch_.resize(n);
+    std::memcpy(scratch_.data(), data, held.state.bytes());
+    return scratch_.data();
+  }
+  return static_cast<const float*>(data);
 }
 
 void ServerHandler::MaybeCompleteClock(HeldPartition& held) {
@@ -263,8 +286,13 @@ absl::Status ServerHandler::HandlePull(Message& request, Responder& responder) {
           " updates, got ", info.predict_fraction(), " and ", info.predict_updates()));
     }
   }
+  if (header.codec() != proto::FP32 && header.codec() != proto::FP16) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("PULL: unknown codec ", static_cast<int>(header.codec())));
+  }
   ParkedPull pull{info.min_version(), info.min_clock(), info.predict_fraction(),
-                  info.predict_updates(), absl::Time(), std::move(responder)};
+                  info.predict_updates(), header.codec(), absl::Time(),
+                  std::move(responder)};
   if (PullReady(held, pull.min_version, pull.min_clock)) {
     AnswerPull(held, pull, 0.0);
   } else {
@@ -288,7 +316,17 @@ void ServerHandler::AnswerPull(HeldPartition& held, ParkedPull& pull, double wai
   } else {
     reply.payload.push_back(held.state.PullFrame());
   }
-  counters_.bytes_pulled += held.state.bytes();
+  if (pull.codec == proto::FP16) {
+    // fp16 weights (not deltas): a worker's pull stands alone, whatever it pulled before.
+    const zmq::message_t& weights = reply.payload[0];
+    const size_t n = weights.size() / sizeof(float);
+    zmq::message_t half(n * sizeof(uint16_t));
+    codec::EncodeFp16(static_cast<const float*>(weights.data()), n,
+                      static_cast<uint16_t*>(half.data()));
+    reply.payload[0] = std::move(half);
+    reply.header.set_codec(proto::FP16);
+  }
+  counters_.bytes_pulled += reply.payload[0].size();
   ++counters_.pulls;
   pull.responder.Reply(std::move(reply));
 }

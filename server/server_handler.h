@@ -65,6 +65,7 @@ class ServerHandler : public RequestHandler {
     int64_t min_clock;
     float predict_fraction;  // 0: the current weights, else predicted ones (proto PullInfo)
     int predict_updates;
+    proto::Codec codec;  // of the reply's payload
     absl::Time since;
     Responder responder;
   };
@@ -96,6 +97,9 @@ class ServerHandler : public RequestHandler {
   void AnswerPull(HeldPartition& held, ParkedPull& pull, double waited)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool PullReady(const HeldPartition& held, int64_t min_version, int64_t min_clock) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The push's gradient as fp32: the payload itself, or decoded or aligned into scratch_.
+  absl::StatusOr<const float*> DecodedPush(const Message& request, const HeldPartition& held)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MaybeCompleteClock(HeldPartition& held) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReleaseParkedPulls(HeldPartition& held) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -27,6 +27,7 @@ float Exchanger::PushScale(int batch) const {
 
 PullOptions Exchanger::PullFor(const ExchangeStep& step, const IterationMetrics& m) const {
   PullOptions pull;
+  pull.codec = options_.pull_codec;
   pull.min_version = options_.sync == proto::BSP ? m.clock + 1 : 0;
   pull.min_clock =
       options_.sync == proto::SSP ? std::max<int64_t>(0, m.clock + 1 - options_.staleness) : 0;

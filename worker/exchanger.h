@@ -40,6 +40,8 @@ struct ExchangerOptions {
   // r2sp: pull the weights predicted for after the other `workers - 1` pushes.
   bool lookahead = false;
   int workers = 1;
+  // The encoding of the training pulls' replies (pushes: PsClientOptions::push_codec).
+  proto::Codec pull_codec = proto::FP32;
 };
 
 // What one iteration hands over besides its metrics.

@@ -39,6 +39,9 @@ DEFINE_string(grad, "random", "synthetic gradients: random or known (exactly che
 DEFINE_int32(compute_ms, 0, "synthetic compute time per iteration, milliseconds");
 DEFINE_string(init, "random", "initial parameters: random (from --seed) or zero");
 DEFINE_uint64(seed, 1, "seed for initial parameters, shuffling, dropout and random gradients");
+DEFINE_string(push_codec, "fp32", "how gradients travel to the servers: fp32 or fp16");
+DEFINE_string(pull_codec, "fp32", "how parameters travel back: fp32 or fp16 (the first and "
+              "the final pull are always fp32)");
 DEFINE_string(dump_params, "", "after training, write the final parameters (raw fp32) here");
 DEFINE_int32(log_every, 0, "print progress every this many steps (0: 10 synthetic, 50 real)");
 DEFINE_int32(heartbeat_ms, 1000, "heartbeat period");
@@ -80,6 +83,12 @@ void CheckFlags() {
   }
 }
 
+template <typename T>
+T Parsed(absl::StatusOr<T> value) {
+  if (!value.ok()) r2sp::ExitWithError(value.status());
+  return *value;
+}
+
 r2sp::WorkerOptions OptionsFromFlags() {
   r2sp::WorkerOptions o;
   o.connection.scheduler = FLAGS_scheduler;
@@ -110,6 +119,8 @@ r2sp::WorkerOptions OptionsFromFlags() {
   o.random_init = FLAGS_init == "random";
   o.seed = FLAGS_seed;
   o.dump_params_path = FLAGS_dump_params;
+  o.push_codec = Parsed(r2sp::ParseCodec("push_codec", FLAGS_push_codec));
+  o.pull_codec = Parsed(r2sp::ParseCodec("pull_codec", FLAGS_pull_codec));
   o.log_every = FLAGS_log_every;
   o.request_timeout = absl::Seconds(FLAGS_request_timeout_s);
   return o;

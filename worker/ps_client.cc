@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/codec/fp16.h"
 #include "glog/logging.h"
 
 namespace r2sp {
@@ -94,8 +95,15 @@ void PsClient::SendPush(const Partition& p, const float* data, int64_t clock, bo
   request.header.set_clock(clock);
   if (init) request.header.mutable_push()->set_init(true);
   if (scale > 0.0f) request.header.mutable_push()->set_scale(scale);
-  request.payload.push_back(BorrowedFrame(data, p.bytes()));
-  const size_t bytes = p.bytes();
+  if (!init && options_.push_codec == proto::FP16) {
+    zmq::message_t half(p.num_elements * sizeof(uint16_t));
+    codec::EncodeFp16(data, p.num_elements, static_cast<uint16_t*>(half.data()));
+    request.header.set_codec(proto::FP16);
+    request.payload.push_back(std::move(half));
+  } else {
+    request.payload.push_back(BorrowedFrame(data, p.bytes()));
+  }
+  const size_t bytes = request.payload.back().size();
   requester_->Request(servers_[p.server], std::move(request), options_.request_timeout,
                       [this, bytes, state](absl::StatusOr<Message> reply) {
                         absl::Status status = reply.ok() ? FromReplyHeader(reply->header)
@@ -122,20 +130,31 @@ void PsClient::SendPull(const Partition& p, float* data, const PullOptions& opti
     info->set_predict_fraction(options.predict_fraction);
     info->set_predict_updates(options.predict_updates);
   }
-  const size_t bytes = p.bytes();
+  if (options.codec != proto::FP32) request.header.set_codec(options.codec);
+  const size_t n = p.num_elements;
   const uint64_t key = p.key;
   requester_->Request(
       servers_[p.server], std::move(request), options_.request_timeout,
-      [this, bytes, key, data, state](absl::StatusOr<Message> reply) {
+      [this, n, key, data, state](absl::StatusOr<Message> reply) {
         absl::Status status = reply.ok() ? FromReplyHeader(reply->header) : reply.status();
-        if (status.ok() && (reply->payload.size() != 1 || reply->payload[0].size() != bytes)) {
+        const bool half = status.ok() && reply->header.codec() == proto::FP16;
+        const size_t bytes = n * (half ? sizeof(uint16_t) : sizeof(float));
+        if (status.ok() && reply->header.codec() != proto::FP32 && !half) {
+          status = absl::InternalError(absl::StrCat("PULL reply for key ", key,
+                                                    " in an unknown codec"));
+        } else if (status.ok() &&
+                   (reply->payload.size() != 1 || reply->payload[0].size() != bytes)) {
           status = absl::InternalError(absl::StrCat("PULL reply for key ", key, " carries ",
                                                     PayloadBytes(*reply), " bytes, expected ",
                                                     bytes));
         }
         double waited = 0;
         if (status.ok()) {
-          std::memcpy(data, reply->payload[0].data(), bytes);
+          if (half) {
+            codec::DecodeFp16(static_cast<const uint16_t*>(reply->payload[0].data()), n, data);
+          } else {
+            std::memcpy(data, reply->payload[0].data(), bytes);
+          }
           bytes_pulled_ += bytes;
           ++pulls_;
           waited = reply->header.pull_reply().waited_seconds();

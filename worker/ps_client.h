@@ -45,9 +45,11 @@ class Ticket {
 struct PsClientOptions {
   int rank = 0;  // this worker's rank
   absl::Duration request_timeout = absl::Seconds(120);
+  // How gradient pushes travel (initial values always go as fp32).
+  proto::Codec push_codec = proto::FP32;
 };
 
-struct PsClientCounters {
+struct PsClientCounters {  // bytes as they travelled (encoded)
   uint64_t bytes_pushed = 0;
   uint64_t bytes_pulled = 0;
   uint64_t pushes = 0;
@@ -62,6 +64,8 @@ struct PullOptions {
   // proto PullInfo). 0: the current weights.
   float predict_fraction = 0.0f;
   int predict_updates = 0;
+  // The encoding the server answers with (fp16: weights rounded to binary16).
+  proto::Codec codec = proto::FP32;
 };
 
 // Thread-safety: all methods may be called from any thread.
@@ -75,7 +79,8 @@ class PsClient {
   // Pushes the gradient of every partition from the flat model `grads`
   // (layout.total_elements() floats), tagged with `clock`. `init` sets initial values instead.
   // `scale` > 0 weights the gradient on the server (heterogeneity-aware batching: b_i / B).
-  // REQUIRES: grads stays valid and unchanged until the ticket is done (sent zero-copy).
+  // Gradients go in options.push_codec. REQUIRES: grads stays valid and unchanged until the
+  // ticket is done (fp32 is sent zero-copy; other codecs encode before Push returns).
   Ticket Push(const float* grads, int64_t clock, bool init = false, float scale = 0.0f);
   Ticket PushPartition(uint64_t key, const float* data, int64_t clock, bool init = false,
                        float scale = 0.0f);

@@ -53,6 +53,8 @@ struct WorkerOptions {
   bool random_init = true;
   uint64_t seed = 1;
   std::string dump_params_path;
+  proto::Codec push_codec = proto::FP32;  // training pushes (initial values go as fp32)
+  proto::Codec pull_codec = proto::FP32;  // training pulls (the first and final ones: fp32)
   int log_every = 0;     // 0: 10 synthetic, 50 real
   absl::Duration request_timeout = absl::Seconds(120);
 };

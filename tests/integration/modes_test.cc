@@ -109,6 +109,30 @@ TEST_P(ModesTest, FourWorkersTrainTheMlpTo80Percent) {
 
 INSTANTIATE_TEST_SUITE_P(Modes, ModesTest, ::testing::Values("bsp", "ssp", "asp", "r2sp"));
 
+// fp16 on the wire both ways (issue 12's first codec): every mode still trains the mlp to 80%,
+// the workers report the codecs, and the gradient bytes pushed are half of fp32's.
+class Fp16ModesTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Fp16ModesTest, FourWorkersTrainTheMlpTo80PercentWithFp16BothWays) {
+  JobSpec spec = MlpJob(GetParam(), 2);
+  spec.name = "fp16_" + GetParam();
+  spec.trace = false;
+  spec.worker_flags.push_back("--push_codec=fp16");
+  spec.worker_flags.push_back("--pull_codec=fp16");
+  LocalJob job(spec);
+  ASSERT_TRUE(job.WaitAll(absl::Seconds(180)));
+  const std::string stats = job.Stats();
+  EXPECT_GE(testing::ReportedAccuracy(stats), 0.80) << stats;
+  EXPECT_NE(stats.find("\"push_codec\": \"fp16\", \"pull_codec\": \"fp16\""),
+            std::string::npos) << stats;
+  // 4 workers x 2 epochs x 234 steps of 235,146 fp16 values, plus rank 0's fp32 initial values.
+  const double pushed = Field(stats.substr(stats.find("\"workers\": [")), "bytes_pushed");
+  EXPECT_GT(pushed, 0);
+  EXPECT_LT(pushed, 2 * 234 * 235146 * 2.0 + 4 * 235146 + 1) << stats;
+}
+
+INSTANTIATE_TEST_SUITE_P(Codecs, Fp16ModesTest, ::testing::Values("bsp", "asp", "r2sp"));
+
 // What an r2sp slot covers: by default the push only, so the next holder's push overlaps this
 // one's pull (both directions of the server's link busy); with --r2sp_slot=push_pull, as in the
 // R2SP paper, no push starts before the previous holder's pull has ended.

@@ -7,6 +7,7 @@
 
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "common/codec/fp16.h"
 #include "server/server_handler.h"
 #include "tests/testing/in_process_network.h"
 
@@ -22,7 +23,7 @@ std::vector<proto::TensorSpec> Model(int elements) {
 
 class PsClientTest : public ::testing::Test {
  protected:
-  void SetUp(proto::SyncMode sync) {
+  void SetUp(proto::SyncMode sync, proto::Codec push_codec = proto::FP32) {
     // 10 floats in partitions of 4 floats: 3 partitions on the one server.
     layout_.emplace(*ModelLayout::Create(Model(10), /*partition_bytes=*/16, /*num_servers=*/1));
     ServerOptions options;
@@ -34,6 +35,7 @@ class PsClientTest : public ::testing::Test {
     network_.Serve("server0", server_.get());
     PsClientOptions ps_options;
     ps_options.request_timeout = absl::Seconds(10);
+    ps_options.push_codec = push_codec;
     ps_ = std::make_unique<PsClient>(network_.Client("worker0"), &*layout_,
                                      std::vector<std::string>{"server0"}, ps_options);
   }
@@ -74,6 +76,30 @@ TEST_F(PsClientTest, BspPullWaitsForTheClockToComplete) {
   ASSERT_TRUE(pull.Wait().ok());
   EXPECT_GT(pull.waited_seconds(), 0.0);
   for (float p : pulled) EXPECT_FLOAT_EQ(p, 0.5f);
+}
+
+TEST_F(PsClientTest, Fp16PushesAndPullsTravelInHalfTheBytes) {
+  SetUp(proto::ASP, proto::FP16);
+  std::vector<float> init(10), grad(10), pulled(10);
+  for (int i = 0; i < 10; ++i) {
+    init[i] = 1.0f / (i + 1);  // not representable in fp16: the init must still be exact
+    grad[i] = 0.25f * i;       // representable: the step is exact
+  }
+  ASSERT_TRUE(ps_->Push(init.data(), 0, /*init=*/true).Wait().ok());
+  ASSERT_TRUE(ps_->Push(grad.data(), 0).Wait().ok());
+  const std::optional<std::vector<float>> held = server_->Weights(0);
+  ASSERT_TRUE(held.has_value());
+  EXPECT_EQ((*held)[1], 0.5f - 0.5f * 0.25f);
+  PullOptions half;
+  half.codec = proto::FP16;
+  ASSERT_TRUE(ps_->Pull(pulled.data(), half).Wait().ok());
+  for (int i = 0; i < 10; ++i) {
+    const float exact = init[i] - 0.5f * grad[i];
+    EXPECT_EQ(pulled[i], codec::HalfToFloat(codec::FloatToHalf(exact))) << i;
+  }
+  const PsClientCounters c = ps_->counters();
+  EXPECT_EQ(c.bytes_pushed, 10 * sizeof(float) + 10 * sizeof(uint16_t));  // init fp32, grad fp16
+  EXPECT_EQ(c.bytes_pulled, 10 * sizeof(uint16_t));
 }
 
 TEST_F(PsClientTest, ServerThatNeverAnswersEndsTheTicketWithDeadlineExceeded) {

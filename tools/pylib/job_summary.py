@@ -64,6 +64,9 @@ def summarise(stats, *, mode, workers, servers, run_dir, wall, iterations=None, 
         "bytes_pushed": sum(w.get("bytes_pushed", 0) for w in nodes),
         "bytes_pulled": sum(w.get("bytes_pulled", 0) for w in nodes),
         "dead_workers": sum(1 for w in nodes if w.get("state") == "dead"),
+        # The codecs the workers used, e.g. ["fp16"] (several if workers differed).
+        "push_codecs": sorted({w["push_codec"] for w in nodes if w.get("push_codec")}),
+        "pull_codecs": sorted({w["pull_codec"] for w in nodes if w.get("pull_codec")}),
         "run_dir": run_dir,
     }
     summary.update(iterations or {})

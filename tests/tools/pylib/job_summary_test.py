@@ -35,9 +35,11 @@ class IterationSummaryTest(unittest.TestCase):
 STATS = {
     "workers": [
         {"model": "cnn", "epochs": 2, "test_accuracy": -1, "samples": 600, "iterations": 10,
-         "bytes_pushed": 100, "bytes_pulled": 200, "state": "done"},
+         "bytes_pushed": 100, "bytes_pulled": 200, "state": "done", "push_codec": "fp16",
+         "pull_codec": "fp32"},
         {"model": "cnn", "epochs": 2, "test_accuracy": 0.875, "samples": 400, "iterations": 12,
-         "bytes_pushed": 50, "bytes_pulled": 70, "state": "dead"},
+         "bytes_pushed": 50, "bytes_pulled": 70, "state": "dead", "push_codec": "fp32",
+         "pull_codec": "fp32"},
     ],
     "servers": [{}],
 }
@@ -50,10 +52,13 @@ class SummariseTest(unittest.TestCase):
 
     def test_from_the_schedulers_stats(self):
         s = self.summarise(STATS)
-        self.assertEqual(list(s)[:13], ["model", "epochs", "final_test_accuracy",
+        self.assertEqual(list(s)[:15], ["model", "epochs", "final_test_accuracy",
                                         "samples_per_second", "mode", "workers", "servers",
                                         "iterations", "wall_seconds", "bytes_pushed",
-                                        "bytes_pulled", "dead_workers", "run_dir"])
+                                        "bytes_pulled", "dead_workers", "push_codecs",
+                                        "pull_codecs", "run_dir"])
+        self.assertEqual(s["push_codecs"], ["fp16", "fp32"])  # workers may differ
+        self.assertEqual(s["pull_codecs"], ["fp32"])
         self.assertEqual(s["model"], "cnn")
         self.assertEqual(s["epochs"], 2)
         self.assertEqual(s["final_test_accuracy"], 0.875)  # -1: the worker did not evaluate
@@ -69,6 +74,7 @@ class SummariseTest(unittest.TestCase):
         self.assertIsNone(s["final_test_accuracy"])
         self.assertIsNone(s["samples_per_second"])
         self.assertEqual((s["epochs"], s["iterations"], s["dead_workers"]), (0, 0, 0))
+        self.assertEqual((s["push_codecs"], s["pull_codecs"]), ([], []))
 
     def test_iterations_cpu_and_batching_follow(self):
         stats = dict(STATS, batching={"workers": [
@@ -76,7 +82,7 @@ class SummariseTest(unittest.TestCase):
             {"batch": 16, "ideal": 16.4, "throughput": 400.04}]})
         s = self.summarise(stats, iterations={"mean_iteration_seconds": 0.1},
                            cpu_use={"cpu_cores": {"worker0": 1.0}, "machine_cores": 2})
-        self.assertEqual(list(s)[13:], ["mean_iteration_seconds", "cpu_cores", "machine_cores",
+        self.assertEqual(list(s)[15:], ["mean_iteration_seconds", "cpu_cores", "machine_cores",
                                         "batch_sizes", "ideal_batch_sizes", "throughputs"])
         self.assertEqual(s["batch_sizes"], [48, 16])
         self.assertEqual(s["ideal_batch_sizes"], [47.6, 16.4])

@@ -1,0 +1,132 @@
+// The server's side of the wire codecs: fp16 pushes are decoded before they are applied (in
+// asynchronous modes and in BSP's per-clock sums), fp16 pulls answer with the weights rounded to
+// binary16, and malformed encoded pushes (wrong size, unknown codec) are refused and counted
+// with the weights left bit-identical.
+#include <cstring>
+#include <vector>
+
+#include "common/codec/fp16.h"
+#include "gtest/gtest.h"
+#include "server/server_handler.h"
+#include "tests/testing/fakes.h"
+
+namespace r2sp {
+namespace {
+
+using testing::RecordingSink;
+using testing::WorkerRequest;
+
+class ServerHandlerCodecTest : public ::testing::Test {
+ protected:
+  void SetUpHandler(proto::SyncMode sync, int num_workers) {
+    proto::TensorSpec t;
+    t.set_name("w");
+    t.set_num_elements(4);
+    layout_ = std::make_unique<ModelLayout>(*ModelLayout::Create({t}, 16, 1));  // one partition
+    ServerOptions options;
+    options.sgd = {0.5f, 0.0f, 0.0f};
+    options.sync = sync;
+    handler_ = std::make_unique<ServerHandler>(options);
+    handler_->Configure(0, num_workers, *layout_);
+  }
+
+  absl::Status Send(Message m) {
+    Responder r(&sink_, "w", m.header);
+    handler_->HandleRequest(std::move(m), std::move(r));
+    std::vector<std::pair<std::string, Message>> replies = sink_.Take();
+    if (replies.empty()) return absl::OkStatus();  // parked
+    last_reply_ = std::move(replies.back().second);
+    return FromReplyHeader(last_reply_.header);
+  }
+
+  absl::Status PushFp32(int rank, std::vector<float> values, bool init = false, int64_t clock = 0) {
+    Message m = WorkerRequest(proto::PUSH, rank, 0);
+    m.header.set_clock(clock);
+    if (init) m.header.mutable_push()->set_init(true);
+    m.payload.push_back(CopiedFrame(values.data(), values.size() * sizeof(float)));
+    return Send(std::move(m));
+  }
+
+  absl::Status PushFp16(int rank, const std::vector<float>& values, int64_t clock = 0,
+                        int codec = proto::FP16) {
+    std::vector<uint16_t> half(values.size());
+    codec::EncodeFp16(values.data(), values.size(), half.data());
+    Message m = WorkerRequest(proto::PUSH, rank, 0);
+    m.header.set_clock(clock);
+    m.header.set_codec(static_cast<proto::Codec>(codec));
+    m.payload.push_back(CopiedFrame(half.data(), half.size() * sizeof(uint16_t)));
+    return Send(std::move(m));
+  }
+
+  std::vector<float> Weights() { return *handler_->Weights(0); }
+
+  RecordingSink sink_;
+  Message last_reply_;
+  std::unique_ptr<ModelLayout> layout_;
+  std::unique_ptr<ServerHandler> handler_;
+};
+
+TEST_F(ServerHandlerCodecTest, AsyncFp16PushIsDecodedAndApplied) {
+  SetUpHandler(proto::ASP, 1);
+  ASSERT_TRUE(PushFp32(0, {1, 2, 3, 4}, /*init=*/true).ok());
+  ASSERT_TRUE(PushFp16(0, {2, -2, 0.5f, 1e-3f}).ok());  // a whole step at lr 0.5
+  const std::vector<float> w = Weights();
+  EXPECT_EQ(w[0], 0.0f);
+  EXPECT_EQ(w[1], 3.0f);
+  EXPECT_EQ(w[2], 2.75f);
+  EXPECT_EQ(w[3], 4.0f - 0.5f * codec::HalfToFloat(codec::FloatToHalf(1e-3f)));
+  EXPECT_EQ(handler_->counters().bytes_pushed(), 4 * 4 + 4 * 2);  // as they travelled
+}
+
+TEST_F(ServerHandlerCodecTest, BspSumsMixedCodecsPerClock) {
+  SetUpHandler(proto::BSP, 2);
+  ASSERT_TRUE(PushFp32(0, {0, 0, 0, 0}, /*init=*/true).ok());
+  ASSERT_TRUE(PushFp16(0, {1, 1, 1, 1}).ok());
+  ASSERT_TRUE(PushFp32(1, {3, 3, 3, 3}).ok());  // workers may use different codecs
+  for (float v : Weights()) EXPECT_EQ(v, -0.5f * 2.0f);  // the average, 2, at lr 0.5
+}
+
+TEST_F(ServerHandlerCodecTest, Fp16PullCarriesTheRoundedWeights) {
+  SetUpHandler(proto::ASP, 1);
+  ASSERT_TRUE(PushFp32(0, {1.0f, 1.0f / 3, -65504.0f, 1e6f}, /*init=*/true).ok());
+  Message pull = WorkerRequest(proto::PULL, 0, 0);
+  pull.header.set_codec(proto::FP16);
+  ASSERT_TRUE(Send(std::move(pull)).ok());
+  EXPECT_EQ(last_reply_.header.codec(), proto::FP16);
+  ASSERT_EQ(last_reply_.payload.size(), 1u);
+  ASSERT_EQ(last_reply_.payload[0].size(), 4 * sizeof(uint16_t));
+  uint16_t half[4];
+  std::memcpy(half, last_reply_.payload[0].data(), sizeof(half));
+  EXPECT_EQ(half[0], 0x3c00);
+  EXPECT_EQ(half[1], codec::FloatToHalf(1.0f / 3));
+  EXPECT_EQ(half[2], 0xfbff);
+  EXPECT_EQ(half[3], 0x7c00);  // beyond fp16's range: Inf, as the format defines
+  EXPECT_EQ(handler_->counters().bytes_pulled(), 4 * sizeof(uint16_t));
+}
+
+TEST_F(ServerHandlerCodecTest, MalformedEncodedPushesAreRefusedAndChangeNothing) {
+  SetUpHandler(proto::ASP, 1);
+  ASSERT_TRUE(PushFp32(0, {1, 2, 3, 4}, /*init=*/true).ok());
+  const std::vector<float> before = Weights();
+  // An fp16 push whose frame has fp32's size, and one cut short.
+  Message wrong_size = WorkerRequest(proto::PUSH, 0, 0);
+  wrong_size.header.set_codec(proto::FP16);
+  const std::vector<float> four(4, 1.0f);
+  wrong_size.payload.push_back(CopiedFrame(four.data(), 16));
+  EXPECT_TRUE(absl::IsInvalidArgument(Send(std::move(wrong_size))));
+  Message truncated = WorkerRequest(proto::PUSH, 0, 0);
+  truncated.header.set_codec(proto::FP16);
+  truncated.payload.push_back(CopiedFrame(four.data(), 7));
+  EXPECT_TRUE(absl::IsInvalidArgument(Send(std::move(truncated))));
+  // A codec this server does not know, for a push and for a pull.
+  EXPECT_TRUE(absl::IsInvalidArgument(PushFp16(0, {1, 1, 1, 1}, 0, /*codec=*/7)));
+  Message pull = WorkerRequest(proto::PULL, 0, 0);
+  pull.header.set_codec(static_cast<proto::Codec>(9));
+  EXPECT_TRUE(absl::IsInvalidArgument(Send(std::move(pull))));
+  const std::vector<float> after = Weights();
+  EXPECT_EQ(std::memcmp(before.data(), after.data(), before.size() * sizeof(float)), 0);
+  EXPECT_EQ(handler_->counters().dropped_messages(), 4u);
+}
+
+}  // namespace
+}  // namespace r2sp
