@@ -1,6 +1,8 @@
 // See cli.h.
 #include "common/cli.h"
 
+#include <malloc.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -21,10 +23,16 @@ void InitProcess(int* argc, char*** argv, const char* usage) {
     const size_t slash = program_name.rfind('/');
     if (slash != std::string::npos) program_name = program_name.substr(slash + 1);
   }
+  KeepFreedMemoryForReuse();
   FLAGS_logtostderr = true;
   gflags::SetUsageMessage(usage);
   gflags::ParseCommandLineFlags(argc, argv, true);
   google::InitGoogleLogging((*argv)[0]);
+}
+
+void KeepFreedMemoryForReuse() {
+  mallopt(M_MMAP_THRESHOLD, 64 << 20);   // larger blocks still get their own mapping
+  mallopt(M_TRIM_THRESHOLD, 512 << 20);  // give memory back only above this much free at the top
 }
 
 void ExitWithError(const absl::Status& status) {

@@ -20,6 +20,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/cli.h"
+#include "common/codec/fp16.h"
 #include "common/model_layout.h"
 #include "common/transport.h"
 #include "gflags/gflags.h"
@@ -153,7 +155,9 @@ class TransportOnly {
 // weight decay applied to every pushed partition on arrival).
 class Ours {
  public:
-  explicit Ours(size_t bytes) : n_(bytes / sizeof(float)), grads_(n_, 0.001f), params_(n_, 0.5f) {
+  // `codec`: how pushes and pulls travel (fp32: zero-copy; fp16: encoded and decoded).
+  explicit Ours(size_t bytes, proto::Codec codec = proto::FP32)
+      : n_(bytes / sizeof(float)), codec_(codec), grads_(n_, 0.001f), params_(n_, 0.5f) {
     proto::TensorSpec tensor;
     tensor.set_name("model");
     tensor.set_num_elements(n_);
@@ -172,9 +176,10 @@ class Ours {
     client_ = *std::move(client);
     server_->Start(handler_.get());
     client_->Start(nullptr);
+    PsClientOptions ps_options;
+    ps_options.push_codec = codec;
     ps_ = std::make_unique<PsClient>(client_.get(), layout_.get(),
-                                     std::vector<std::string>{server_->endpoint()},
-                                     PsClientOptions());
+                                     std::vector<std::string>{server_->endpoint()}, ps_options);
     CheckOk(ps_->Push(params_.data(), 0, /*init=*/true).Wait());
   }
   ~Ours() {
@@ -182,13 +187,23 @@ class Ours {
     const Partition& last = layout_->partitions().back();
     std::optional<std::vector<float>> held = handler_->Weights(last.key);
     CHECK(held.has_value());
-    CHECK_EQ(std::memcmp(held->data(), params_.data() + last.offset, last.bytes()), 0);
+    if (codec_ == proto::FP16) {  // pulled rounded to fp16
+      for (size_t i = 0; i < last.num_elements; ++i) {
+        CHECK_EQ(codec::HalfToFloat(codec::FloatToHalf((*held)[i])), params_[last.offset + i]);
+      }
+    } else {
+      CHECK_EQ(std::memcmp(held->data(), params_.data() + last.offset, last.bytes()), 0);
+    }
     CHECK_NE(params_[0], 0.5f) << "updates were not applied";
     client_->Stop();
     server_->Stop();
   }
   void Push() { CheckOk(ps_->Push(grads_.data(), 0).Wait()); }
-  void Pull() { CheckOk(ps_->Pull(params_.data()).Wait()); }
+  void Pull() {
+    PullOptions options;
+    options.codec = codec_;
+    CheckOk(ps_->Pull(params_.data(), options).Wait());
+  }
   void PushPull() {
     Push();
     Pull();
@@ -196,6 +211,7 @@ class Ours {
 
  private:
   const size_t n_;
+  const proto::Codec codec_;
   std::vector<float> grads_, params_;
   std::unique_ptr<ModelLayout> layout_;
   std::unique_ptr<ServerHandler> handler_;
@@ -206,24 +222,28 @@ class Ours {
 // One payload size: all five measurements interleaved round by round (bench::InterleavedSeconds),
 // so that ratios compare runs taken at the same moments of a noisy machine.
 struct SizeResult {
-  double raw, transport, push, pull, pushpull;  // median seconds
+  double raw, transport, push, pull, pushpull, pushpull_fp16;  // median seconds
   double push_vs_raw, pull_vs_raw, transport_vs_raw;  // median per-round throughput ratios
+  double fp16_vs_fp32;  // push+pull of the same gradient: time fp32 / time fp16, per round
 };
 
 SizeResult MeasureSize(size_t bytes) {
   RawZmq raw(bytes);
   TransportOnly transport(bytes);
   Ours ours(bytes);
+  Ours fp16(bytes, proto::FP16);
   const std::vector<std::vector<double>> t = bench::InterleavedSeconds(
       2, Reps(bytes),
       {[&] { raw.Once(); }, [&] { transport.Once(); }, [&] { ours.Push(); },
-       [&] { ours.Pull(); }, [&] { ours.PushPull(); }});
+       [&] { ours.Pull(); }, [&] { ours.PushPull(); }, [&] { fp16.PushPull(); }});
   SizeResult r;
   r.raw = bench::Median(t[0]);
   r.transport = bench::Median(t[1]);
   r.push = bench::Median(t[2]);
   r.pull = bench::Median(t[3]);
   r.pushpull = bench::Median(t[4]);
+  r.pushpull_fp16 = bench::Median(t[5]);
+  r.fp16_vs_fp32 = bench::MedianRatio(t[4], t[5]);
   // Throughput ratio ours/raw = time raw / time ours.
   r.transport_vs_raw = bench::MedianRatio(t[0], t[1]);
   r.push_vs_raw = bench::MedianRatio(t[0], t[2]);
@@ -260,25 +280,33 @@ int main(int argc, char** argv) {
   FLAGS_minloglevel = 1;
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   google::InitGoogleLogging(argv[0]);
+  r2sp::KeepFreedMemoryForReuse();  // as the server and worker binaries do
   using namespace r2sp;
   const size_t kMB = 1000 * 1000;
   const std::vector<size_t> sizes = {1 * kMB, 16 * kMB, 100 * kMB};
-  std::printf("%-8s %9s %11s %9s %9s %14s %9s %9s %11s\n", "payload", "raw_zmq",
-              "transport", "our_push", "our_pull", "our_push+pull", "push/zmq", "pull/zmq",
-              "trans/zmq");
-  std::printf("%-8s %9s %11s %9s %9s %14s\n", "", "GB/s", "GB/s", "GB/s", "GB/s",
-              "GB/s (2 dirs)");
+  std::printf("%-8s %9s %11s %9s %9s %14s %14s %9s %9s %11s %10s\n", "payload", "raw_zmq",
+              "transport", "our_push", "our_pull", "our_push+pull", "fp16 push+pull",
+              "push/zmq", "pull/zmq", "trans/zmq", "fp16/fp32");
+  std::printf("%-8s %9s %11s %9s %9s %14s %14s\n", "", "GB/s", "GB/s", "GB/s", "GB/s",
+              "GB/s (2 dirs)", "fp32-equiv GB/s");
   double push16 = 0, push100 = 0, pull100 = 0, pp16 = 0, pp100 = 0, trans16 = 0;
+  double fp16_16 = 0, fp16_100 = 0;
   for (size_t bytes : sizes) {
     const SizeResult r = MeasureSize(bytes);
     const double pp = GBps(2.0 * bytes, r.pushpull);
-    std::printf("%-8s %9.2f %11.2f %9.2f %9.2f %14.2f %9.2f %9.2f %11.2f\n",
+    // fp16's column counts the fp32 gradient and weight bytes moved: what the job gets.
+    std::printf("%-8s %9.2f %11.2f %9.2f %9.2f %14.2f %14.2f %9.2f %9.2f %11.2f %10.2f\n",
                 absl::StrCat(bytes / kMB, "MB").c_str(), GBps(bytes, r.raw),
                 GBps(bytes, r.transport), GBps(bytes, r.push), GBps(bytes, r.pull), pp,
-                r.push_vs_raw, r.pull_vs_raw, r.transport_vs_raw);
+                GBps(2.0 * bytes, r.pushpull_fp16), r.push_vs_raw, r.pull_vs_raw,
+                r.transport_vs_raw, r.fp16_vs_fp32);
     std::fflush(stdout);
-    if (bytes == 16 * kMB) push16 = r.push_vs_raw, pp16 = pp, trans16 = r.transport_vs_raw;
-    if (bytes == 100 * kMB) push100 = r.push_vs_raw, pull100 = r.pull_vs_raw, pp100 = pp;
+    if (bytes == 16 * kMB) {
+      push16 = r.push_vs_raw, pp16 = pp, trans16 = r.transport_vs_raw, fp16_16 = r.fp16_vs_fp32;
+    }
+    if (bytes == 100 * kMB) {
+      push100 = r.push_vs_raw, pull100 = r.pull_vs_raw, pp100 = pp, fp16_100 = r.fp16_vs_fp32;
+    }
   }
   const ApplyResult apply = ApplyVsMemcpy();
   const double n_bytes = static_cast<double>(FLAGS_apply_floats) * sizeof(float);
@@ -292,7 +320,9 @@ int main(int argc, char** argv) {
               memcpy_bw);
   std::printf("RESULT push_vs_zmq_16MB=%.2f push_vs_zmq_100MB=%.2f pull_vs_zmq_100MB=%.2f "
               "pushpull_GBps_16MB=%.2f pushpull_GBps_100MB=%.2f apply_vs_memcpy=%.2f "
-              "transport_vs_zmq_16MB=%.2f\n",
-              push16, push100, pull100, pp16, pp100, apply_bw / memcpy_bw, trans16);
+              "transport_vs_zmq_16MB=%.2f fp16_vs_fp32_pushpull_16MB=%.2f "
+              "fp16_vs_fp32_pushpull_100MB=%.2f\n",
+              push16, push100, pull100, pp16, pp100, apply_bw / memcpy_bw, trans16, fp16_16,
+              fp16_100);
   return 0;
 }
