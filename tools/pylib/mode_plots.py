@@ -20,6 +20,15 @@ def plot_all(out, workers, modes, rounds):
     plot_link(plt, os.path.join(out, "link.png"), modes, rounds[0])
 
 
+def finish(plt, fig, ax, path):
+    """Grid, legend, layout; writes the figure to `path` and frees it."""
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def plot_accuracy(plt, path, modes, rounds):
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for i, mode in enumerate(modes):
@@ -32,11 +41,7 @@ def plot_accuracy(plt, path, modes, rounds):
     ax.set_xlabel("wall time (s)")
     ax.set_ylabel("test accuracy")
     ax.set_title("Test accuracy against wall time")
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    finish(plt, fig, ax, path)
 
 
 def plot_pushes(plt, path, workers, modes, data):
@@ -88,8 +93,4 @@ def plot_link(plt, path, modes, data):
             ax.set_ylabel("Mbit/s pushed (100 ms bins)")
     ax.set_xlabel("wall time (s)")
     ax.set_title("Traffic into the servers over time")
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    finish(plt, fig, ax, path)
