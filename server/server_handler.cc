@@ -201,19 +201,23 @@ absl::StatusOr<const float*> ServerHandler::DecodedPush(const Message& request,
         " bytes in ", request.payload.size(), " frames"));
   }
   const void* data = request.payload[0].data();
+  const float* grad = static_cast<const float*>(data);
   if (codec == proto::FP16) {
-    // Decoded into fp32 here; zmq frames are at least 2-byte aligned in practice, but the
-    // decoder reads unaligned anyway.
+    // Decoded into fp32 here (the decoder reads unaligned input).
     scratch_.resize(n);
     codec::DecodeFp16(static_cast<const uint16_t*>(data), n, scratch_.data());
-    return scratch_.data();
-  }
-  if (!IsFloatAligned(data)) {
+    grad = scratch_.data();
+  } else if (!IsFloatAligned(data)) {
     scratch_.resize(n);
     std::memcpy(scratch_.data(), data, held.state.bytes());
-    return scratch_.data();
+    grad = scratch_.data();
   }
-  return static_cast<const float*>(data);
+  // A NaN or Inf would spread through the weights (and, in BSP, the whole clock's sum).
+  if (!AllFinite(grad, n)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "PUSH for key ", request.header.key(), " carries a non-finite value (NaN or Inf)"));
+  }
+  return grad;
 }
 
 void ServerHandler::MaybeCompleteClock(HeldPartition& held) {

@@ -61,6 +61,9 @@ void SgdApplyKeepingStep(const SgdOptions& options, float scale, const float* gr
                          const float* weight_in, float* weight_out, float* momentum_buffer,
                          float* step_out, size_t n);
 
+// Whether no value is NaN or ±Inf (a gradient or initial value the server will accept).
+bool AllFinite(const float* values, size_t n);
+
 }  // namespace r2sp
 
 #endif  // R2SP_SERVER_SGD_H_

@@ -1,8 +1,10 @@
 // The server's side of the wire codecs: fp16 pushes are decoded before they are applied (in
 // asynchronous modes and in BSP's per-clock sums), fp16 pulls answer with the weights rounded to
 // binary16, and malformed encoded pushes (wrong size, unknown codec) are refused and counted
-// with the weights left bit-identical.
+// with the weights left bit-identical; so are NaN and Inf values, whatever the codec.
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "common/codec/fp16.h"
@@ -125,6 +127,22 @@ TEST_F(ServerHandlerCodecTest, MalformedEncodedPushesAreRefusedAndChangeNothing)
   EXPECT_TRUE(absl::IsInvalidArgument(Send(std::move(pull))));
   const std::vector<float> after = Weights();
   EXPECT_EQ(std::memcmp(before.data(), after.data(), before.size() * sizeof(float)), 0);
+  EXPECT_EQ(handler_->counters().dropped_messages(), 4u);
+}
+
+TEST_F(ServerHandlerCodecTest, NonFiniteValuesAreRefusedInEveryCodec) {
+  SetUpHandler(proto::BSP, 1);
+  const float inf = std::numeric_limits<float>::infinity();
+  EXPECT_TRUE(absl::IsInvalidArgument(PushFp32(0, {1, inf, 3, 4}, /*init=*/true)));
+  ASSERT_TRUE(PushFp32(0, {1, 2, 3, 4}, /*init=*/true).ok());
+  const std::vector<float> before = Weights();
+  EXPECT_TRUE(absl::IsInvalidArgument(PushFp32(0, {0, std::nanf(""), 0, 0})));
+  EXPECT_TRUE(absl::IsInvalidArgument(PushFp16(0, {0, 0, 1e6f, 0})));  // Inf once in fp16
+  EXPECT_TRUE(absl::IsInvalidArgument(PushFp16(0, {-inf, 0, 0, 0})));
+  ASSERT_TRUE(PushFp16(0, {0, 0, 0, 65504.0f}).ok());  // the largest finite half is fine
+  const std::vector<float> after = Weights();
+  EXPECT_EQ(std::memcmp(before.data(), after.data(), 3 * sizeof(float)), 0);
+  EXPECT_EQ(after[3], 4.0f - 0.5f * 65504.0f);  // the clock completed with the one good push
   EXPECT_EQ(handler_->counters().dropped_messages(), 4u);
 }
 
