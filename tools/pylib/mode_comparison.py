@@ -28,6 +28,22 @@ MODES = {
 }
 
 
+# Wire codecs a compared configuration may name after its mode: "r2sp+fp16" is r2sp with
+# gradients and training pulls in fp16 (worker --push_codec/--pull_codec); no suffix is fp32.
+CODECS = ("fp32", "fp16")
+
+
+def split_mode(name):
+    """(mode, codec or None) of a configuration name such as "r2sp+fp16"; ValueError if either
+    part is unknown."""
+    mode, _, codec = name.partition("+")
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode}")
+    if codec and codec not in CODECS:
+        raise ValueError(f"unknown codec {codec} (one of {', '.join(CODECS)})")
+    return mode, codec or None
+
+
 @dataclasses.dataclass
 class RunData:
     """What one run directory holds, as read by load()."""
@@ -42,12 +58,16 @@ def job_command(args, mode, run_dir):
     """The tools/launch or tools/netcluster command line that runs `mode` into `run_dir`, from
     tools/compare_modes' options `args`."""
     tool = ["tools/netcluster"] + shlex.split(args.net) if args.net else ["tools/launch"]
-    sync, mode_flags = MODES[mode]
+    base, codec = split_mode(mode)
+    sync, mode_flags = MODES[base]
     sched = " ".join(f for f in (args.scheduler_flags,
                                  mode_flags.format(global_batch=args.global_batch)) if f)
+    worker_flags = args.worker_flags
+    if codec:
+        worker_flags += f" --push_codec={codec} --pull_codec={codec}"
     cmd = [sys.executable, os.path.join(ROOT, tool[0])] + tool[1:] + [f"--sync={sync}"] + [
         f"--run_dir={run_dir}", f"--servers={args.servers}", f"--workers={args.workers}",
-        f"--server_flags={args.server_flags}", f"--worker_flags={args.worker_flags}",
+        f"--server_flags={args.server_flags}", f"--worker_flags={worker_flags}",
         f"--timeout={args.timeout}", "--quiet"]
     if sched:
         cmd.append(f"--scheduler_flags={sched}")

@@ -296,6 +296,20 @@ class JobCommandTest(unittest.TestCase):
         self.assertIn("--scheduler_flags=--partition_bytes=4096 --hetero_batching --global_batch=64", cmd)
         self.assertIn("--scheduler_flags=--staleness=3", self.command("ssp"))
 
+    def test_codec_suffix_adds_the_worker_codec_flags(self):
+        cmd = self.command("r2sp+fp16")
+        self.assertIn("--sync=r2sp", cmd)
+        self.assertIn("--worker_flags=--model=mlp --push_codec=fp16 --pull_codec=fp16", cmd)
+        self.assertIn("--worker_flags=--model=mlp", self.command("r2sp"))
+
+    def test_split_mode(self):
+        self.assertEqual(mc.split_mode("bsp"), ("bsp", None))
+        self.assertEqual(mc.split_mode("r2sp_hetero+fp16"), ("r2sp_hetero", "fp16"))
+        with self.assertRaises(ValueError):
+            mc.split_mode("r2sp+topk")
+        with self.assertRaises(ValueError):
+            mc.split_mode("fast+fp16")
+
     def test_per_worker_flags_and_binaries(self):
         cmd = self.command("bsp", worker_flags_for=["3:--compute_slowdown=2"], bin_dir="/b")
         self.assertIn("--worker_flags_for=3:--compute_slowdown=2", cmd)
