@@ -5,13 +5,11 @@
 
 #include "absl/status/statusor.h"
 #include "common/cli.h"
+#include "common/node_flags.h"
 #include "gflags/gflags.h"
 #include "server/lr_schedule.h"
 #include "server/server_node.h"
 
-DEFINE_string(scheduler, "tcp://127.0.0.1:9000", "the scheduler's endpoint");
-DEFINE_string(bind, "tcp://0.0.0.0:*", "ZeroMQ endpoint to listen on (* = any free port)");
-DEFINE_string(advertise_host, "", "host name or address workers reach us at");
 DEFINE_double(lr, 0.01, "learning rate");
 DEFINE_double(momentum, 0.9, "SGD momentum (0 disables it)");
 DEFINE_double(weight_decay, 0.0, "L2 weight decay");
@@ -23,8 +21,6 @@ DEFINE_bool(per_sample_updates, true, "asp/ssp/r2sp: apply a push of b_i samples
             "global-batch step (momentum decays per sample), so every mode shares one set of "
             "hyperparameters; false: every push is a whole SGD step (classic ASP)");
 DEFINE_double(lr_gamma, 0.1, "learning-rate decay factor at each milestone");
-DEFINE_int32(heartbeat_ms, 1000, "heartbeat period");
-DEFINE_int32(register_timeout_s, 60, "give up if the scheduler does not answer in this time");
 
 int main(int argc, char** argv) {
   r2sp::InitProcess(&argc, &argv, "R2SP parameter server");
@@ -35,15 +31,9 @@ int main(int argc, char** argv) {
   r2sp::CheckFlag(FLAGS_lr_gamma > 0 && FLAGS_lr_gamma <= 1, "--lr_gamma must be in (0, 1]");
   absl::StatusOr<std::vector<int64_t>> milestones = r2sp::ParseMilestones(FLAGS_lr_milestones);
   if (!milestones.ok()) r2sp::ExitWithError(milestones.status());
-  r2sp::CheckFlag(FLAGS_heartbeat_ms >= 10, "--heartbeat_ms must be >= 10");
-  r2sp::CheckFlag(FLAGS_register_timeout_s >= 1, "--register_timeout_s must be >= 1");
 
   r2sp::ServerNodeOptions options;
-  options.connection.scheduler = FLAGS_scheduler;
-  options.connection.bind = FLAGS_bind;
-  options.connection.advertise_host = FLAGS_advertise_host;
-  options.connection.heartbeat_period = absl::Milliseconds(FLAGS_heartbeat_ms);
-  options.connection.register_timeout = absl::Seconds(FLAGS_register_timeout_s);
+  options.connection = r2sp::ConnectionFromFlags();
   options.server.sgd = {static_cast<float>(FLAGS_lr), static_cast<float>(FLAGS_momentum),
                         static_cast<float>(FLAGS_weight_decay)};
   options.server.schedule.warmup_updates = FLAGS_warmup_updates;

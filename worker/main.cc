@@ -5,13 +5,11 @@
 #include <string>
 
 #include "common/cli.h"
+#include "common/node_flags.h"
 #include "gflags/gflags.h"
 #include "models/backend.h"
 #include "worker/worker_node.h"
 
-DEFINE_string(scheduler, "tcp://127.0.0.1:9000", "the scheduler's endpoint");
-DEFINE_string(bind, "tcp://0.0.0.0:*", "ZeroMQ endpoint to listen on (* = any free port)");
-DEFINE_string(advertise_host, "", "host name or address other nodes reach us at");
 DEFINE_string(model, "synthetic", "mlp, cnn, resnet20, or synthetic (no data; see --model_mb)");
 DEFINE_string(data, "fashion-mnist", "fashion-mnist, mnist or cifar10");
 DEFINE_string(data_dir, "", "directory of the data set's files (default for fashion-mnist: "
@@ -44,8 +42,6 @@ DEFINE_string(pull_codec, "fp32", "how parameters travel back: fp32 or fp16 (the
               "the final pull are always fp32)");
 DEFINE_string(dump_params, "", "after training, write the final parameters (raw fp32) here");
 DEFINE_int32(log_every, 0, "print progress every this many steps (0: 10 synthetic, 50 real)");
-DEFINE_int32(heartbeat_ms, 1000, "heartbeat period");
-DEFINE_int32(register_timeout_s, 60, "give up if the scheduler does not answer in this time");
 DEFINE_int32(request_timeout_s, 120, "give up on a push or pull after this time");
 
 namespace {
@@ -74,8 +70,6 @@ void CheckFlags() {
   CheckFlag(FLAGS_init == "random" || FLAGS_init == "zero", "--init must be random or zero");
   CheckFlag(FLAGS_compute_ms >= 0, "--compute_ms must be >= 0");
   CheckFlag(FLAGS_log_every >= 0, "--log_every must be >= 0");
-  CheckFlag(FLAGS_heartbeat_ms >= 10, "--heartbeat_ms must be >= 10");
-  CheckFlag(FLAGS_register_timeout_s >= 1, "--register_timeout_s must be >= 1");
   CheckFlag(FLAGS_request_timeout_s >= 1, "--request_timeout_s must be >= 1");
   if (FLAGS_model == "synthetic") {
     CheckFlag(static_cast<size_t>(FLAGS_model_mb * 1024 * 1024 / 4) >= 65u * FLAGS_layers,
@@ -91,11 +85,7 @@ T Parsed(absl::StatusOr<T> value) {
 
 r2sp::WorkerOptions OptionsFromFlags() {
   r2sp::WorkerOptions o;
-  o.connection.scheduler = FLAGS_scheduler;
-  o.connection.bind = FLAGS_bind;
-  o.connection.advertise_host = FLAGS_advertise_host;
-  o.connection.heartbeat_period = absl::Milliseconds(FLAGS_heartbeat_ms);
-  o.connection.register_timeout = absl::Seconds(FLAGS_register_timeout_s);
+  o.connection = r2sp::ConnectionFromFlags();
   o.model = FLAGS_model;
   o.data = FLAGS_data;
   o.data_dir = FLAGS_data_dir;

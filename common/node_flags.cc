@@ -1,0 +1,28 @@
+// See node_flags.h.
+#include "common/node_flags.h"
+
+#include "common/cli.h"
+#include "gflags/gflags.h"
+
+DEFINE_string(scheduler, "tcp://127.0.0.1:9000", "the scheduler's endpoint");
+DEFINE_string(bind, "tcp://0.0.0.0:*", "ZeroMQ endpoint to listen on (* = any free port)");
+DEFINE_string(advertise_host, "", "host name or address the other nodes reach us at");
+DEFINE_int32(heartbeat_ms, 1000, "heartbeat period");
+DEFINE_int32(register_timeout_s, 60, "give up if the scheduler does not answer in this time");
+
+namespace r2sp {
+
+NodeConnectionOptions ConnectionFromFlags() {
+  CheckFlag(!FLAGS_scheduler.empty(), "--scheduler must not be empty");
+  CheckFlag(FLAGS_heartbeat_ms >= 10, "--heartbeat_ms must be >= 10");
+  CheckFlag(FLAGS_register_timeout_s >= 1, "--register_timeout_s must be >= 1");
+  NodeConnectionOptions options;
+  options.scheduler = FLAGS_scheduler;
+  options.bind = FLAGS_bind;
+  options.advertise_host = FLAGS_advertise_host;
+  options.heartbeat_period = absl::Milliseconds(FLAGS_heartbeat_ms);
+  options.register_timeout = absl::Seconds(FLAGS_register_timeout_s);
+  return options;
+}
+
+}  // namespace r2sp

@@ -1,0 +1,15 @@
+// The flags every server and worker takes to reach its job (--scheduler, --bind,
+// --advertise_host, --heartbeat_ms, --register_timeout_s), defined once for both binaries.
+#ifndef R2SP_COMMON_NODE_FLAGS_H_
+#define R2SP_COMMON_NODE_FLAGS_H_
+
+#include "common/node_connection.h"
+
+namespace r2sp {
+
+// The connection those flags describe; exits with a usage error if one is out of range.
+NodeConnectionOptions ConnectionFromFlags();
+
+}  // namespace r2sp
+
+#endif  // R2SP_COMMON_NODE_FLAGS_H_
