@@ -4,6 +4,7 @@
 #define R2SP_COMMON_CLI_H_
 
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -23,6 +24,12 @@ void KeepFreedMemoryForReuse();
 
 // Prints "NAME: error: MESSAGE" to stderr and exits with status 2 (bad usage) or 1.
 [[noreturn]] void ExitWithError(const absl::Status& status);
+// The value, or exits printing the error (status 2 for InvalidArgument, as ExitWithError).
+template <typename T>
+T ValueOrExit(absl::StatusOr<T> value) {
+  if (!value.ok()) ExitWithError(value.status());
+  return *std::move(value);
+}
 // Exits with InvalidArgument(message) unless `ok`.
 void CheckFlag(bool ok, const std::string& message);
 

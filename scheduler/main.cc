@@ -1,6 +1,7 @@
 // The `scheduler` binary: one per job. Wires the transport to SchedulerCore and waits for the
 // job to end; writes the job's counters as JSON if asked.
 #include <cstdio>
+#include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "common/cli.h"
@@ -43,8 +44,7 @@ r2sp::proto::SyncMode CheckFlags() {
                   "--partition_bytes must be a positive multiple of 4");
   r2sp::CheckFlag(FLAGS_heartbeat_timeout_ms >= 100, "--heartbeat_timeout_ms must be >= 100");
   r2sp::CheckFlag(FLAGS_register_timeout_s >= 1, "--register_timeout_s must be >= 1");
-  absl::StatusOr<r2sp::proto::SyncMode> sync = r2sp::ParseSyncMode(FLAGS_sync);
-  if (!sync.ok()) r2sp::ExitWithError(sync.status());
+  const r2sp::proto::SyncMode sync = r2sp::ValueOrExit(r2sp::ParseSyncMode(FLAGS_sync));
   r2sp::CheckFlag(FLAGS_staleness >= 0, "--staleness must be >= 0");
   r2sp::CheckFlag(FLAGS_r2sp_headroom > 0, "--r2sp_headroom must be > 0");
   r2sp::CheckFlag(FLAGS_r2sp_slot == "push" || FLAGS_r2sp_slot == "push_pull",
@@ -60,7 +60,7 @@ r2sp::proto::SyncMode CheckFlags() {
                     "--global_batch must lie between num_workers * min_batch and "
                     "num_workers * max_batch");
   }
-  return *sync;
+  return sync;
 }
 
 r2sp::SchedulerOptions OptionsFromFlags(r2sp::proto::SyncMode sync) {
@@ -92,21 +92,21 @@ int main(int argc, char** argv) {
   r2sp::TransportOptions transport_options;
   transport_options.bind_endpoint = FLAGS_bind;
   transport_options.advertise_host = FLAGS_advertise_host;
-  auto transport = r2sp::Transport::Create(transport_options);
-  if (!transport.ok()) r2sp::ExitWithError(transport.status());
-  r2sp::SchedulerCore core(options, transport->get());
-  (*transport)->Start(&core);
-  LOG(INFO) << "scheduler listening at " << (*transport)->endpoint() << ", waiting for "
+  std::unique_ptr<r2sp::Transport> transport =
+      r2sp::ValueOrExit(r2sp::Transport::Create(transport_options));
+  r2sp::SchedulerCore core(options, transport.get());
+  transport->Start(&core);
+  LOG(INFO) << "scheduler listening at " << transport->endpoint() << ", waiting for "
             << FLAGS_num_servers << " servers and " << FLAGS_num_workers << " workers ("
             << r2sp::SyncModeName(options.sync) << ")";
   if (!FLAGS_endpoint_file.empty()) {
     absl::Status written =
-        r2sp::WriteFileAtomically(FLAGS_endpoint_file, (*transport)->endpoint() + "\n");
+        r2sp::WriteFileAtomically(FLAGS_endpoint_file, transport->endpoint() + "\n");
     if (!written.ok()) r2sp::ExitWithError(written);
   }
 
   core.done().WaitForNotification();
-  (*transport)->Stop();
+  transport->Stop();
   if (!FLAGS_stats_json.empty()) {
     absl::Status written = r2sp::WriteFileAtomically(FLAGS_stats_json, core.ReportJson());
     if (!written.ok()) LOG(ERROR) << written;

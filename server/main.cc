@@ -29,15 +29,15 @@ int main(int argc, char** argv) {
   r2sp::CheckFlag(FLAGS_weight_decay >= 0, "--weight_decay must be >= 0");
   r2sp::CheckFlag(FLAGS_warmup_updates >= 0, "--warmup_updates must be >= 0");
   r2sp::CheckFlag(FLAGS_lr_gamma > 0 && FLAGS_lr_gamma <= 1, "--lr_gamma must be in (0, 1]");
-  absl::StatusOr<std::vector<int64_t>> milestones = r2sp::ParseMilestones(FLAGS_lr_milestones);
-  if (!milestones.ok()) r2sp::ExitWithError(milestones.status());
+  const std::vector<int64_t> milestones =
+      r2sp::ValueOrExit(r2sp::ParseMilestones(FLAGS_lr_milestones));
 
   r2sp::ServerNodeOptions options;
   options.connection = r2sp::ConnectionFromFlags();
   options.server.sgd = {static_cast<float>(FLAGS_lr), static_cast<float>(FLAGS_momentum),
                         static_cast<float>(FLAGS_weight_decay)};
   options.server.schedule.warmup_updates = FLAGS_warmup_updates;
-  options.server.schedule.milestones = *milestones;
+  options.server.schedule.milestones = milestones;
   options.server.schedule.gamma = static_cast<float>(FLAGS_lr_gamma);
   options.server.per_sample_updates = FLAGS_per_sample_updates;
   r2sp::ServerNode node(options);

@@ -77,12 +77,6 @@ void CheckFlags() {
   }
 }
 
-template <typename T>
-T Parsed(absl::StatusOr<T> value) {
-  if (!value.ok()) r2sp::ExitWithError(value.status());
-  return *value;
-}
-
 r2sp::WorkerOptions OptionsFromFlags() {
   r2sp::WorkerOptions o;
   o.connection = r2sp::ConnectionFromFlags();
@@ -109,8 +103,8 @@ r2sp::WorkerOptions OptionsFromFlags() {
   o.random_init = FLAGS_init == "random";
   o.seed = FLAGS_seed;
   o.dump_params_path = FLAGS_dump_params;
-  o.push_codec = Parsed(r2sp::ParseCodec("push_codec", FLAGS_push_codec));
-  o.pull_codec = Parsed(r2sp::ParseCodec("pull_codec", FLAGS_pull_codec));
+  o.push_codec = r2sp::ValueOrExit(r2sp::ParseCodec("push_codec", FLAGS_push_codec));
+  o.pull_codec = r2sp::ValueOrExit(r2sp::ParseCodec("pull_codec", FLAGS_pull_codec));
   o.log_every = FLAGS_log_every;
   o.request_timeout = absl::Seconds(FLAGS_request_timeout_s);
   return o;
