@@ -7,6 +7,29 @@
 #include "common/status_macros.h"
 
 namespace r2sp {
+namespace {
+
+// Accuracy and mean loss of `params` on all of `data`, `eval_batch` samples at a time.
+absl::StatusOr<models::EvalResult> EvaluateAll(models::Network* net, const models::Dataset& data,
+                                               const float* params, int eval_batch) {
+  models::EvalResult total;
+  std::vector<float> images(static_cast<size_t>(eval_batch) * data.shape.size());
+  std::vector<int32_t> labels(eval_batch);
+  for (int64_t start = 0; start < data.size(); start += eval_batch) {
+    const int n = static_cast<int>(std::min<int64_t>(eval_batch, data.size() - start));
+    for (int i = 0; i < n; ++i) {
+      models::Batcher::Normalise(data, start + i, nullptr, images.data() + i * data.shape.size());
+      labels[i] = data.labels[start + i];
+    }
+    R2SP_ASSIGN_OR_RETURN(models::EvalResult r,
+                          net->Evaluate(params, images.data(), labels.data(), n));
+    total.correct += r.correct;
+    total.loss_sum += r.loss_sum;
+  }
+  return total;
+}
+
+}  // namespace
 
 ModelWorkload::ModelWorkload(const ModelWorkloadOptions& options, models::Network* net,
                              models::Batcher* batcher, const models::Dataset* test)
@@ -48,25 +71,6 @@ absl::StatusOr<TestEvaluation> ModelWorkload::EvaluateTest(const float* params) 
   e.accuracy = static_cast<double>(r.correct) / test_->size();
   e.loss = r.loss_sum / test_->size();
   return e;
-}
-
-absl::StatusOr<models::EvalResult> EvaluateAll(models::Network* net, const models::Dataset& data,
-                                               const float* params, int eval_batch) {
-  models::EvalResult total;
-  std::vector<float> images(static_cast<size_t>(eval_batch) * data.shape.size());
-  std::vector<int32_t> labels(eval_batch);
-  for (int64_t start = 0; start < data.size(); start += eval_batch) {
-    const int n = static_cast<int>(std::min<int64_t>(eval_batch, data.size() - start));
-    for (int i = 0; i < n; ++i) {
-      models::Batcher::Normalise(data, start + i, nullptr, images.data() + i * data.shape.size());
-      labels[i] = data.labels[start + i];
-    }
-    R2SP_ASSIGN_OR_RETURN(models::EvalResult r,
-                          net->Evaluate(params, images.data(), labels.data(), n));
-    total.correct += r.correct;
-    total.loss_sum += r.loss_sum;
-  }
-  return total;
 }
 
 }  // namespace r2sp

@@ -48,10 +48,6 @@ class ModelWorkload : public Workload {
   std::vector<float> grads_;
 };
 
-// Accuracy and mean loss of `params` on all of `data`, `eval_batch` samples at a time.
-absl::StatusOr<models::EvalResult> EvaluateAll(models::Network* net, const models::Dataset& data,
-                                               const float* params, int eval_batch);
-
 }  // namespace r2sp
 
 #endif  // R2SP_WORKER_MODEL_WORKLOAD_H_

@@ -45,11 +45,6 @@ Requester* InProcessNetwork::Client(const std::string& name) {
   return client.get();
 }
 
-int InProcessNetwork::replies_delivered() const {
-  absl::MutexLock lock(&mu_);
-  return replies_delivered_;
-}
-
 void InProcessNetwork::Post(std::function<void()> task) {
   absl::MutexLock lock(&mu_);
   tasks_.push_back(std::move(task));
@@ -77,10 +72,6 @@ void InProcessNetwork::SendReply(const std::string& /*routing_id*/, Message repl
     if (it == pending_.end()) return;  // timed out already: dropped, as the transport does
     ReplyCallback callback = std::move(it->second.callback);
     pending_.erase(it);
-    {
-      absl::MutexLock lock(&mu_);
-      ++replies_delivered_;
-    }
     callback(std::move(*message));
   });
 }

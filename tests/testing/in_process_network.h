@@ -34,9 +34,6 @@ class InProcessNetwork : public ReplySink {
 
   void SendReply(const std::string& routing_id, Message reply) override;
 
-  // Requests answered so far (for tests that count traffic).
-  int replies_delivered() const;
-
  private:
   class Endpoint;
   struct Pending {
@@ -54,7 +51,6 @@ class InProcessNetwork : public ReplySink {
   mutable absl::Mutex mu_;
   std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  int replies_delivered_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<std::string, std::unique_ptr<Endpoint>> clients_ ABSL_GUARDED_BY(mu_);
 
   // Touched only by the network's thread (after construction).

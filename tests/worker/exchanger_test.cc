@@ -40,6 +40,16 @@ ServerOptions PlainSgd() {
   return options;
 }
 
+// An iteration that has just computed `grad` and has `left` iterations to go, this one included.
+ExchangeStep StepOf(const std::vector<float>& grad, testing::JobWorker& w, int64_t left) {
+  ExchangeStep step;
+  step.grads = grad.data();
+  step.params = w.params.data();
+  step.computed = absl::Now();
+  step.iterations_left = left;
+  return step;
+}
+
 ExchangerOptions ModeOf(const testing::JobWorker& w) {
   ExchangerOptions mode;
   mode.sync = w.registration.book().sync();
@@ -61,11 +71,7 @@ TEST(ExchangerTest, BspExchangeGivesTheAverageStepOfEveryWorker) {
                      std::vector<float> grad(kElements, w.rank() + 1.0f);
                      IterationMetrics m;
                      m.clock = clock;
-                     ExchangeStep step;
-                     step.grads = grad.data();
-                     step.params = w.params.data();
-                     step.computed = absl::Now();
-                     step.iterations_left = 3 - clock;
+                     const ExchangeStep step = StepOf(grad, w, 3 - clock);
                      R2SP_RETURN_IF_ERROR(exchanger.Exchange(step, &m));
                      if (m.push_bytes != kElements * sizeof(float) || m.push_seconds <= 0 ||
                          m.pull_seconds <= 0) {
@@ -104,11 +110,7 @@ void ExpectBatchesFollowThroughput(proto::SyncMode sync) {
                      m.batch = exchanger.next_batch();
                      // Worker 0 computes a sample in 1 ms, worker 1 in 4 ms.
                      m.compute_seconds = m.batch * (w.rank() == 0 ? 0.001 : 0.004);
-                     ExchangeStep step;
-                     step.grads = grad.data();
-                     step.params = w.params.data();
-                     step.computed = absl::Now();
-                     step.iterations_left = 20 - clock;
+                     const ExchangeStep step = StepOf(grad, w, 20 - clock);
                      R2SP_RETURN_IF_ERROR(exchanger.Exchange(step, &m));
                      absl::SleepFor(absl::Milliseconds(2));  // REPLY callbacks land
                    }
@@ -139,11 +141,7 @@ TEST(ExchangerTest, AspPushIsWeightedByItsShareOfTheGlobalBatch) {
   std::vector<float> grad(kElements, 1.0f);
   IterationMetrics m;
   m.batch = 16;
-  ExchangeStep step;
-  step.grads = grad.data();
-  step.params = w.params.data();
-  step.computed = absl::Now();
-  step.iterations_left = 1;
+  const ExchangeStep step = StepOf(grad, w, 1);
   ASSERT_OK(exchanger.Exchange(step, &m));
   EXPECT_FLOAT_EQ(w.params[0], -0.1f * 0.25f);
   EXPECT_EQ(m.wait_seconds, m.parked_seconds);  // no slot to wait for outside r2sp

@@ -52,7 +52,7 @@ absl::Status InProcessJob::Start(const std::vector<float>& initial) {
   const int num_workers = scheduler_options_.num_workers;
   // Every node registers at once: the rendezvous answers when all have.
   std::vector<absl::StatusOr<proto::RegisterReply>> server_regs(num_servers);
-  workers_.resize(num_workers);
+  std::vector<std::unique_ptr<SchedulerClient>> worker_clients(num_workers);
   std::vector<absl::StatusOr<proto::RegisterReply>> worker_regs(num_workers);
   std::vector<std::thread> registering;
   for (int s = 0; s < num_servers; ++s) {
@@ -65,10 +65,10 @@ absl::Status InProcessJob::Start(const std::vector<float>& initial) {
   }
   for (int w = 0; w < num_workers; ++w) {
     const std::string name = absl::StrCat("worker", w);
-    workers_[w].scheduler =
+    worker_clients[w] =
         std::make_unique<SchedulerClient>(network_.Client(name), ClientOptions(name));
-    registering.emplace_back([this, w, &worker_regs] {
-      worker_regs[w] = workers_[w].scheduler->Register(proto::WORKER, model_);
+    registering.emplace_back([this, w, &worker_clients, &worker_regs] {
+      worker_regs[w] = worker_clients[w]->Register(proto::WORKER, model_);
     });
   }
   for (std::thread& t : registering) t.join();
@@ -91,12 +91,12 @@ absl::Status InProcessJob::Start(const std::vector<float>& initial) {
       if (client->Barrier(proto::ALL).ok()) handler->shutdown_requested().WaitForNotification();
     });
   }
-  // In rank order; the layout stays where the PsClient points to.
-  std::vector<JobWorker> by_rank(num_workers);
+  // In rank order; the vector is sized once, so each layout stays where its PsClient points.
+  workers_.resize(num_workers);
   for (int w = 0; w < num_workers; ++w) {
     R2SP_RETURN_IF_ERROR_WITH(worker_regs[w].status(), "worker registration");
-    JobWorker& worker = by_rank[worker_regs[w]->rank()];
-    worker.scheduler = std::move(workers_[w].scheduler);
+    JobWorker& worker = workers_[worker_regs[w]->rank()];
+    worker.scheduler = std::move(worker_clients[w]);
     worker.registration = *worker_regs[w];
     const proto::AddressBook& book = worker.registration.book();
     R2SP_ASSIGN_OR_RETURN(worker.layout,
@@ -109,7 +109,6 @@ absl::Status InProcessJob::Start(const std::vector<float>& initial) {
     worker.ps = std::make_unique<PsClient>(network_.Client(absl::StrCat("worker", w)),
                                            &*worker.layout, endpoints, ps_options);
   }
-  workers_ = std::move(by_rank);  // moves the vector's buffer: the elements stay put
   return OnEveryWorker([&initial](JobWorker& w) -> absl::Status {
     w.params.assign(w.layout->total_elements(), 0.0f);
     R2SP_RETURN_IF_ERROR(w.scheduler->Barrier(proto::ALL));

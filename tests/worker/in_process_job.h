@@ -43,8 +43,6 @@ class InProcessJob {
   absl::Status Start(const std::vector<float>& initial);
 
   std::vector<JobWorker>& workers() { return workers_; }
-  ServerHandler& server(int rank) { return *servers_[rank]; }
-  SchedulerCore& scheduler() { return *core_; }
 
   // Runs fn(worker) on one thread per worker and returns the first error.
   absl::Status OnEveryWorker(const std::function<absl::Status(JobWorker&)>& fn);
