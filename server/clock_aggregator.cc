@@ -5,13 +5,14 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace r2sp {
 
 ClockAggregator::ClockAggregator(size_t num_elements, int num_workers)
     : sum_(num_elements, 0.0f), arrived_(num_workers, false) {}
 
-absl::Status ClockAggregator::Add(int worker, int64_t clock, const float* grad, float weight) {
+absl::Status ClockAggregator::CheckArrival(int worker, int64_t clock) const {
   if (worker < 0 || worker >= static_cast<int>(arrived_.size())) {
     return absl::InvalidArgumentError(absl::StrCat("worker rank ", worker, " out of range"));
   }
@@ -23,6 +24,17 @@ absl::Status ClockAggregator::Add(int worker, int64_t clock, const float* grad, 
     return absl::AlreadyExistsError(
         absl::StrCat("worker ", worker, " already pushed clock ", clock));
   }
+  return absl::OkStatus();
+}
+
+void ClockAggregator::Arrived(int worker, float weight) {
+  if (weight > 0.0f) weighted_ = true;
+  arrived_[worker] = true;
+  ++contributors_;
+}
+
+absl::Status ClockAggregator::Add(int worker, int64_t clock, const float* grad, float weight) {
+  R2SP_RETURN_IF_ERROR(CheckArrival(worker, clock));
   float* __restrict out = sum_.data();
   const size_t n = sum_.size();
   if (weight > 0.0f) {
@@ -31,14 +43,31 @@ absl::Status ClockAggregator::Add(int worker, int64_t clock, const float* grad, 
     } else {
       for (size_t i = 0; i < n; ++i) out[i] += weight * grad[i];
     }
-    weighted_ = true;
   } else if (contributors_ == 0) {
     std::memcpy(out, grad, n * sizeof(float));
   } else {
     for (size_t i = 0; i < n; ++i) out[i] += grad[i];
   }
-  arrived_[worker] = true;
-  ++contributors_;
+  Arrived(worker, weight);
+  return absl::OkStatus();
+}
+
+absl::Status ClockAggregator::Add(int worker, int64_t clock, const GradientView& grad,
+                                  float weight) {
+  if (grad.kind == GradientView::Kind::kDense) return Add(worker, clock, grad.dense, weight);
+  R2SP_RETURN_IF_ERROR(CheckArrival(worker, clock));
+  float* __restrict out = sum_.data();
+  if (contributors_ == 0) std::memset(out, 0, sum_.size() * sizeof(float));
+  const float w = weight > 0.0f ? weight : 1.0f;
+  if (grad.kind == GradientView::Kind::kSparse) {
+    for (size_t j = 0; j < grad.count; ++j) out[grad.ids[j]] += w * grad.values[j];
+  } else {
+    grad.ForEachChunk([&](size_t begin, size_t length, const float* values) {
+      float* __restrict o = out + begin;
+      for (size_t i = 0; i < length; ++i) o[i] += w * values[i];
+    });
+  }
+  Arrived(worker, weight);
   return absl::OkStatus();
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "server/gradient_view.h"
 
 namespace r2sp {
 
@@ -22,6 +23,8 @@ class ClockAggregator {
   // second gradient from the same worker for this clock (AlreadyExists), a worker rank out of
   // range (InvalidArgument).
   absl::Status Add(int worker, int64_t clock, const float* grad, float weight = 0.0f);
+  // The same for a gradient of any kind (sparse ones are added where they have values).
+  absl::Status Add(int worker, int64_t clock, const GradientView& grad, float weight = 0.0f);
 
   // The factor to apply sum() with: 1 for weighted gradients (their weights already make the
   // global-batch average), else 1 / contributors.
@@ -38,6 +41,9 @@ class ClockAggregator {
   void Advance();
 
  private:
+  absl::Status CheckArrival(int worker, int64_t clock) const;
+  void Arrived(int worker, float weight);
+
   std::vector<float> sum_;
   std::vector<bool> arrived_;
   int contributors_ = 0;

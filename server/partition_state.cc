@@ -19,25 +19,67 @@ bool PartitionState::Init(const float* values) {
   return true;
 }
 
-void PartitionState::Apply(const SgdOptions& options, float scale, const float* grad) {
+PartitionState::Buffer* PartitionState::OutputBuffer() {
   DCHECK(initialized_);
-  Buffer* in = current_.get();
-  Buffer* out = in;
-  if (in->in_flight.load(std::memory_order_acquire) != 0) {
-    if (spare_ == nullptr || spare_->in_flight.load(std::memory_order_acquire) != 0) {
-      spare_ = std::make_shared<Buffer>(num_elements_);
-    }
-    out = spare_.get();
+  if (current_->in_flight.load(std::memory_order_acquire) == 0) return current_.get();
+  if (spare_ == nullptr || spare_->in_flight.load(std::memory_order_acquire) != 0) {
+    spare_ = std::make_shared<Buffer>(num_elements_);
   }
-  if (step_.empty()) {
-    SgdApply(options, scale, grad, in->values.data(), out->values.data(), momentum_.data(),
-             num_elements_);
-  } else {
-    SgdApplyKeepingStep(options, scale, grad, in->values.data(), out->values.data(),
-                        momentum_.data(), step_.data(), num_elements_);
-  }
-  if (out != in) std::swap(current_, spare_);
+  return spare_.get();
+}
+
+void PartitionState::Commit(Buffer* out) {
+  if (out != current_.get()) std::swap(current_, spare_);
   ++version_;
+}
+
+void PartitionState::Apply(const SgdOptions& options, float scale, const float* grad) {
+  Buffer* out = OutputBuffer();
+  const float* in = current_->values.data();
+  if (step_.empty()) {
+    SgdApply(options, scale, grad, in, out->values.data(), momentum_.data(), num_elements_);
+  } else {
+    SgdApplyKeepingStep(options, scale, grad, in, out->values.data(), momentum_.data(),
+                        step_.data(), num_elements_);
+  }
+  Commit(out);
+}
+
+void PartitionState::Apply(const SgdOptions& options, float scale, const GradientView& grad) {
+  DCHECK_EQ(grad.num_elements, num_elements_);
+  if (grad.kind == GradientView::Kind::kDense) {
+    Apply(options, scale, grad.dense);
+    return;
+  }
+  Buffer* out_buffer = OutputBuffer();
+  const float* in = current_->values.data();
+  float* out = out_buffer->values.data();
+  float* m = momentum_.data();
+  float* step = step_.empty() ? nullptr : step_.data();
+  if (grad.kind == GradientView::Kind::kSparse) {
+    SgdApplyNoGradient(options, scale, in, out, m, step, num_elements_);
+    SgdAddSparse(options, scale, grad.ids, grad.values, grad.count, out, m, step);
+  } else {
+    // Dense runs: the chunks get the ordinary update, the gaps between them the zero-gradient one.
+    size_t done = 0;
+    auto decay_to = [&](size_t end) {
+      const size_t at = done;
+      SgdApplyNoGradient(options, scale, in + at, out + at, m + at,
+                         step == nullptr ? nullptr : step + at, end - at);
+    };
+    grad.ForEachChunk([&](size_t begin, size_t length, const float* values) {
+      decay_to(begin);
+      if (step == nullptr) {
+        SgdApply(options, scale, values, in + begin, out + begin, m + begin, length);
+      } else {
+        SgdApplyKeepingStep(options, scale, values, in + begin, out + begin, m + begin,
+                            step + begin, length);
+      }
+      done = begin + length;
+    });
+    decay_to(num_elements_);
+  }
+  Commit(out_buffer);
 }
 
 zmq::message_t PartitionState::PullFrame() { return FrameOver(current_); }

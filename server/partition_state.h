@@ -13,6 +13,7 @@
 #include <memory>
 #include <vector>
 
+#include "server/gradient_view.h"
 #include "server/sgd.h"
 #include "zmq.hpp"
 
@@ -34,6 +35,9 @@ class PartitionState {
   // Applies one update with `grad` (scaled by `scale`); version += 1.
   // REQUIRES: initialized().
   void Apply(const SgdOptions& options, float scale, const float* grad);
+  // The same for a gradient of any kind: sparse ones without a dense copy (the untouched
+  // weights get the zero-gradient update, see SgdApplyNoGradient).
+  void Apply(const SgdOptions& options, float scale, const GradientView& grad);
   // A frame over the current weights, valid even while later updates run.
   zmq::message_t PullFrame();
   // A frame of the weights predicted by `p` (server/sgd.h PredictWeights) from the current
@@ -50,6 +54,9 @@ class PartitionState {
     std::vector<float> values;
     std::atomic<int> in_flight{0};  // frames libzmq has not released yet
   };
+  // The buffer an update writes: the current one, or a spare while the current is being sent.
+  Buffer* OutputBuffer();
+  void Commit(Buffer* out);  // makes `out` current after an update
   static void ReleaseFrame(void* data, void* hint);
   static zmq::message_t FrameOver(const std::shared_ptr<Buffer>& buffer);
 

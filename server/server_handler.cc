@@ -16,10 +16,6 @@ namespace {
 // Bounds a predicted pull's update count (a worker asks for W - 1).
 constexpr int kMaxPredictedUpdates = 1 << 16;
 
-bool IsFloatAligned(const void* p) {
-  return reinterpret_cast<uintptr_t>(p) % alignof(float) == 0;
-}
-
 }  // namespace
 
 ServerHandler::ServerHandler(const ServerOptions& options, Clock clock)
@@ -149,12 +145,13 @@ absl::Status ServerHandler::HandlePush(Message& request, Responder& responder) {
   const proto::Header& header = request.header;
   R2SP_ASSIGN_OR_RETURN(HeldPartition* const found, FindPartition(header));
   HeldPartition& held = *found;
-  R2SP_ASSIGN_OR_RETURN(const float* grad, DecodedPush(request, held));
-  counters_.bytes_pushed += request.payload[0].size();
+  R2SP_ASSIGN_OR_RETURN(const GradientView grad,
+                        decoder_.Decode(request, held.state.num_elements()));
+  counters_.bytes_pushed += PayloadBytes(request);
   ++counters_.pushes;
 
   if (header.push().init()) {
-    if (held.state.Init(grad)) ReleaseParkedPulls(held);
+    if (held.state.Init(grad.dense)) ReleaseParkedPulls(held);
     responder.ReplyStatus(absl::OkStatus());
     return absl::OkStatus();
   }
@@ -182,42 +179,6 @@ absl::Status ServerHandler::HandlePush(Message& request, Responder& responder) {
   MaybeCompleteClock(held);
   ReleaseParkedPulls(held);
   return absl::OkStatus();
-}
-
-absl::StatusOr<const float*> ServerHandler::DecodedPush(const Message& request,
-                                                       const HeldPartition& held) {
-  const proto::Codec codec = request.header.codec();
-  if (codec != proto::FP32 && codec != proto::FP16) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("PUSH for key ", request.header.key(), ": unknown codec ",
-                     static_cast<int>(codec)));
-  }
-  const size_t n = held.state.num_elements();
-  const size_t want = n * (codec == proto::FP16 ? sizeof(uint16_t) : sizeof(float));
-  if (request.payload.size() != 1 || request.payload[0].size() != want) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "PUSH for key ", request.header.key(), " (", proto::Codec_Name(codec),
-        ") must carry one frame of ", want, " bytes, got ", PayloadBytes(request),
-        " bytes in ", request.payload.size(), " frames"));
-  }
-  const void* data = request.payload[0].data();
-  const float* grad = static_cast<const float*>(data);
-  if (codec == proto::FP16) {
-    // Decoded into fp32 here (the decoder reads unaligned input).
-    scratch_.resize(n);
-    codec::DecodeFp16(static_cast<const uint16_t*>(data), n, scratch_.data());
-    grad = scratch_.data();
-  } else if (!IsFloatAligned(data)) {
-    scratch_.resize(n);
-    std::memcpy(scratch_.data(), data, held.state.bytes());
-    grad = scratch_.data();
-  }
-  // A NaN or Inf would spread through the weights (and, in BSP, the whole clock's sum).
-  if (!AllFinite(grad, n)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "PUSH for key ", request.header.key(), " carries a non-finite value (NaN or Inf)"));
-  }
-  return grad;
 }
 
 void ServerHandler::MaybeCompleteClock(HeldPartition& held) {

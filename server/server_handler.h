@@ -18,6 +18,7 @@
 #include "common/model_layout.h"
 #include "server/clock_aggregator.h"
 #include "server/partition_state.h"
+#include "server/push_decoder.h"
 #include "server/lr_schedule.h"
 #include "server/sgd.h"
 
@@ -98,9 +99,6 @@ class ServerHandler : public RequestHandler {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool PullReady(const HeldPartition& held, int64_t min_version, int64_t min_clock) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The push's gradient as fp32: the payload itself, or decoded or aligned into scratch_.
-  absl::StatusOr<const float*> DecodedPush(const Message& request, const HeldPartition& held)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MaybeCompleteClock(HeldPartition& held) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReleaseParkedPulls(HeldPartition& held) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   SgdOptions SgdFor(const HeldPartition& held) const;
@@ -124,7 +122,7 @@ class ServerHandler : public RequestHandler {
   };
   Counters counters_ ABSL_GUARDED_BY(mu_);
   proto::NodeCounters CountersLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  std::vector<float> scratch_ ABSL_GUARDED_BY(mu_);  // aligned copy of a misaligned payload
+  PushDecoder decoder_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace r2sp

@@ -83,7 +83,43 @@ void Predict(float a, float c, const float* __restrict w, const float* __restric
   for (size_t i = 0; i < n; ++i) out[i] = w[i] - a * m[i] - c * u[i];
 }
 
+// The zero-gradient update. Weights may be updated in place, so they are not __restrict.
+R2SP_TARGET_CLONES
+void DecayOnly(float lr, float mu, float wd, float inv_scale, const float* weight_in,
+               float* weight_out, float* __restrict m, float* __restrict step, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    const float w = weight_in[i];
+    const float d = wd * w;
+    const float v = m == nullptr ? d : mu * m[i] + d;
+    if (m != nullptr) m[i] = v;
+    if (step != nullptr) step[i] = d * inv_scale;
+    weight_out[i] = w - lr * v;
+  }
+}
+
 }  // namespace
+
+void SgdApplyNoGradient(const SgdOptions& options, float scale, const float* weight_in,
+                        float* weight_out, float* momentum_buffer, float* step_out, size_t n) {
+  float* m = options.momentum != 0.0f ? momentum_buffer : nullptr;
+  const float inv_scale = step_out != nullptr ? 1.0f / scale : 0.0f;
+  DecayOnly(options.learning_rate, options.momentum, options.weight_decay, inv_scale, weight_in,
+            weight_out, m, step_out, n);
+}
+
+void SgdAddSparse(const SgdOptions& options, float scale, const uint32_t* indices,
+                  const float* values, size_t count, float* weights, float* momentum_buffer,
+                  float* step_out) {
+  const float lr = options.learning_rate;
+  const bool momentum = options.momentum != 0.0f;
+  for (size_t j = 0; j < count; ++j) {
+    const uint32_t i = indices[j];
+    const float d = scale * values[j];
+    if (momentum) momentum_buffer[i] += d;
+    weights[i] -= lr * d;
+    if (step_out != nullptr) step_out[i] += values[j];
+  }
+}
 
 Prediction PredictionFor(const SgdOptions& options, float update_fraction, int updates) {
   const FractionalStep step = StepForFraction(options, update_fraction);

@@ -5,6 +5,7 @@
 #define R2SP_SERVER_SGD_H_
 
 #include <cstddef>
+#include <cstdint>
 
 namespace r2sp {
 
@@ -60,6 +61,18 @@ void SgdApply(const SgdOptions& options, float scale, const float* grad,
 void SgdApplyKeepingStep(const SgdOptions& options, float scale, const float* grad,
                          const float* weight_in, float* weight_out, float* momentum_buffer,
                          float* step_out, size_t n);
+
+// Sparse gradients (top-k and csc pushes) as two steps that together equal SgdApply on the
+// dense gradient (up to float rounding order): first the update with a zero gradient, where
+// momentum decays and weight decay applies to every weight; then each sent value's term,
+//   m[i] += scale * g;  w[i] -= lr * scale * g;  step[i] += g.
+// `step_out` (SgdApplyKeepingStep's buffer) may be null. SgdAddSparse updates `weights` in
+// place (the first step's output). REQUIRES: scale > 0 when step_out is given.
+void SgdApplyNoGradient(const SgdOptions& options, float scale, const float* weight_in,
+                        float* weight_out, float* momentum_buffer, float* step_out, size_t n);
+void SgdAddSparse(const SgdOptions& options, float scale, const uint32_t* indices,
+                  const float* values, size_t count, float* weights, float* momentum_buffer,
+                  float* step_out);
 
 // Whether no value is NaN or ±Inf (a gradient or initial value the server will accept).
 bool AllFinite(const float* values, size_t n);

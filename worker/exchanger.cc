@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/codec/codec_spec.h"
 #include "common/status_macros.h"
 
 namespace r2sp {
@@ -63,6 +64,10 @@ absl::Status Exchanger::Exchange(const ExchangeStep& step, IterationMetrics* m) 
                  absl::StrCat("{\"gap_ms\": ", m->gap_seconds * 1e3, ", \"grant\": ",
                               grant.grant_index(), "}"));
     }
+  }
+  if (options_.density_warmup_epochs > 0) {
+    ps_->set_push_density(codec::WarmupDensity(options_.push_density, step.epochs_done,
+                                               options_.density_warmup_epochs));
   }
   R2SP_RETURN_IF_ERROR_WITH(
       ps_->Push(step.grads, m->clock, /*init=*/false, PushScale(m->batch)).Wait(), "push");

@@ -42,6 +42,10 @@ struct ExchangerOptions {
   int workers = 1;
   // The encoding of the training pulls' replies (pushes: PsClientOptions::push_codec).
   proto::Codec pull_codec = proto::FP32;
+  // Sparse push codecs: the density the pushes reach (the codec's ratio), from dense pushes at
+  // the start over this many epochs (0: the target from the first push); see WarmupDensity.
+  double push_density = 1.0;
+  double density_warmup_epochs = 0.0;
 };
 
 // What one iteration hands over besides its metrics.
@@ -52,6 +56,7 @@ struct ExchangeStep {
   int64_t iterations_left = 0;   // this one included; 1 marks the worker's last iteration
   // The next compute is an evaluation, which must see the current weights (no lookahead).
   bool evaluation_next = false;
+  double epochs_done = 0.0;  // fractional: epochs finished plus this epoch's share so far
 };
 
 // Thread-safety: one training thread calls Exchange and next_batch. Borrowed pointers outlive

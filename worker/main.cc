@@ -37,7 +37,15 @@ DEFINE_string(grad, "random", "synthetic gradients: random or known (exactly che
 DEFINE_int32(compute_ms, 0, "synthetic compute time per iteration, milliseconds");
 DEFINE_string(init, "random", "initial parameters: random (from --seed) or zero");
 DEFINE_uint64(seed, 1, "seed for initial parameters, shuffling, dropout and random gradients");
-DEFINE_string(push_codec, "fp32", "how gradients travel to the servers: fp32 or fp16");
+DEFINE_string(push_codec, "fp32", "how gradients travel to the servers: fp32, fp16, "
+              "topk:RATIO[,fp16][,exact] (the largest RATIO of the values) or "
+              "csc:RATIO[,fp16][,chunk=N] (the RATIO of N-value chunks with the largest norms; "
+              "N = 32768 by default)");
+DEFINE_bool(error_feedback, true, "topk/csc: add what a push did not send to the next gradient");
+DEFINE_double(momentum_correction, 0, "topk/csc: DGC momentum correction with this momentum "
+              "(0 = off); run the servers with --momentum=0 then");
+DEFINE_double(density_warmup_epochs, 0, "topk/csc: start dense and lower the density "
+              "geometrically to the codec's ratio over this many epochs (0 = off)");
 DEFINE_string(pull_codec, "fp32", "how parameters travel back: fp32 or fp16 (the first and "
               "the final pull are always fp32)");
 DEFINE_string(dump_params, "", "after training, write the final parameters (raw fp32) here");
@@ -71,6 +79,9 @@ void CheckFlags() {
   CheckFlag(FLAGS_compute_ms >= 0, "--compute_ms must be >= 0");
   CheckFlag(FLAGS_log_every >= 0, "--log_every must be >= 0");
   CheckFlag(FLAGS_request_timeout_s >= 1, "--request_timeout_s must be >= 1");
+  CheckFlag(FLAGS_momentum_correction >= 0 && FLAGS_momentum_correction < 1,
+            "--momentum_correction must be in [0, 1)");
+  CheckFlag(FLAGS_density_warmup_epochs >= 0, "--density_warmup_epochs must be >= 0");
   if (FLAGS_model == "synthetic") {
     CheckFlag(static_cast<size_t>(FLAGS_model_mb * 1024 * 1024 / 4) >= 65u * FLAGS_layers,
               "--model_mb is too small for --layers (each layer has a 64-float bias)");
@@ -103,7 +114,11 @@ r2sp::WorkerOptions OptionsFromFlags() {
   o.random_init = FLAGS_init == "random";
   o.seed = FLAGS_seed;
   o.dump_params_path = FLAGS_dump_params;
-  o.push_codec = r2sp::ValueOrExit(r2sp::ParseCodec("push_codec", FLAGS_push_codec));
+  o.push_codec =
+      r2sp::ValueOrExit(r2sp::codec::ParseCodecSpec("push_codec", FLAGS_push_codec));
+  o.error_feedback = FLAGS_error_feedback;
+  o.momentum_correction = static_cast<float>(FLAGS_momentum_correction);
+  o.density_warmup_epochs = FLAGS_density_warmup_epochs;
   o.pull_codec = r2sp::ValueOrExit(r2sp::ParseCodec("pull_codec", FLAGS_pull_codec));
   o.log_every = FLAGS_log_every;
   o.request_timeout = absl::Seconds(FLAGS_request_timeout_s);

@@ -44,8 +44,23 @@ PsClient::PsClient(Requester* requester, const ModelLayout* layout,
     : requester_(requester),
       layout_(layout),
       servers_(std::move(server_endpoints)),
-      options_(options) {
+      options_(options),
+      push_density_(options.push_codec.ratio) {
   CHECK_EQ(static_cast<int>(servers_.size()), layout_->num_servers());
+  if (options.push_codec.sparse()) {
+    codec::SparseEncoderOptions encoder;
+    encoder.spec = options.push_codec;
+    encoder.error_feedback = options.error_feedback;
+    encoder.momentum_correction = options.momentum_correction;
+    for (const Partition& p : layout_->partitions()) {
+      encoders_[p.key] = std::make_unique<codec::SparseEncoder>(p.num_elements, encoder);
+    }
+  }
+}
+
+void PsClient::set_push_density(double density) {
+  CHECK(density > 0.0 && density <= 1.0) << density;
+  push_density_.store(density);
 }
 
 PsClientCounters PsClient::counters() const {
@@ -95,15 +110,18 @@ void PsClient::SendPush(const Partition& p, const float* data, int64_t clock, bo
   request.header.set_clock(clock);
   if (init) request.header.mutable_push()->set_init(true);
   if (scale > 0.0f) request.header.mutable_push()->set_scale(scale);
-  if (!init && options_.push_codec == proto::FP16) {
+  const proto::Codec codec = init ? proto::FP32 : options_.push_codec.codec;
+  if (codec == proto::FP16) {
     zmq::message_t half(p.num_elements * sizeof(uint16_t));
     codec::EncodeFp16(data, p.num_elements, static_cast<uint16_t*>(half.data()));
     request.header.set_codec(proto::FP16);
     request.payload.push_back(std::move(half));
-  } else {
+  } else if (codec == proto::FP32) {
     request.payload.push_back(BorrowedFrame(data, p.bytes()));
+  } else {
+    request.payload = EncodeSparse(p, data, &request.header);
   }
-  const size_t bytes = request.payload.back().size();
+  const size_t bytes = PayloadBytes(request);
   requester_->Request(servers_[p.server], std::move(request), options_.request_timeout,
                       [this, bytes, state](absl::StatusOr<Message> reply) {
                         absl::Status status = reply.ok() ? FromReplyHeader(reply->header)
@@ -114,6 +132,26 @@ void PsClient::SendPush(const Partition& p, const float* data, int64_t clock, bo
                         }
                         Ticket::Complete(*state, status);
                       });
+}
+
+std::vector<zmq::message_t> PsClient::EncodeSparse(const Partition& p, const float* data,
+                                                   proto::Header* header) {
+  codec::SparseGradient encoded;
+  encoders_.at(p.key)->Encode(data, push_density_.load(), &encoded);
+  header->set_codec(options_.push_codec.codec);
+  proto::PushInfo* info = header->mutable_push();
+  if (options_.push_codec.fp16_values) info->set_values(proto::FP16);
+  if (options_.push_codec.codec == proto::CSC) {
+    info->set_chunk_elements(options_.push_codec.chunk_elements);
+  }
+  std::vector<zmq::message_t> frames;
+  frames.emplace_back(encoded.ids.data(), encoded.ids.size() * sizeof(uint32_t));
+  if (options_.push_codec.fp16_values) {
+    frames.emplace_back(encoded.half_values.data(), encoded.half_values.size() * sizeof(uint16_t));
+  } else {
+    frames.emplace_back(encoded.values.data(), encoded.values.size() * sizeof(float));
+  }
+  return frames;
 }
 
 void PsClient::SendPull(const Partition& p, float* data, const PullOptions& options,

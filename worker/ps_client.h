@@ -9,9 +9,12 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/codec/codec_spec.h"
+#include "common/codec/sparse_encoder.h"
 #include "common/model_layout.h"
 #include "common/handler.h"
 
@@ -46,7 +49,11 @@ struct PsClientOptions {
   int rank = 0;  // this worker's rank
   absl::Duration request_timeout = absl::Seconds(120);
   // How gradient pushes travel (initial values always go as fp32).
-  proto::Codec push_codec = proto::FP32;
+  codec::CodecSpec push_codec;
+  // Sparse push codecs (topk, csc): keep what was not sent for the next push (error feedback),
+  // and DGC momentum correction (0 = off); see common/codec/sparse_encoder.h.
+  bool error_feedback = true;
+  float momentum_correction = 0.0f;
 };
 
 struct PsClientCounters {  // bytes as they travelled (encoded)
@@ -81,6 +88,7 @@ class PsClient {
   // `scale` > 0 weights the gradient on the server (heterogeneity-aware batching: b_i / B).
   // Gradients go in options.push_codec. REQUIRES: grads stays valid and unchanged until the
   // ticket is done (fp32 is sent zero-copy; other codecs encode before Push returns).
+  // Pushes of one partition must not run concurrently.
   Ticket Push(const float* grads, int64_t clock, bool init = false, float scale = 0.0f);
   Ticket PushPartition(uint64_t key, const float* data, int64_t clock, bool init = false,
                        float scale = 0.0f);
@@ -90,12 +98,19 @@ class PsClient {
   Ticket Pull(float* params, const PullOptions& options = {});
   Ticket PullPartition(uint64_t key, float* data, const PullOptions& options = {});
 
+  // Sparse push codecs: the fraction of values (topk) or chunks (csc) the next pushes send,
+  // in (0, 1] (a density warm-up lowers it to the codec's ratio). Starts at the codec's ratio.
+  void set_push_density(double density);
+
   PsClientCounters counters() const;
   const ModelLayout& layout() const { return *layout_; }
 
  private:
   void SendPush(const Partition& p, const float* data, int64_t clock, bool init, float scale,
                 std::shared_ptr<Ticket::State> state);
+  // The encoded frames of a sparse push of partition `p`; sets the header's codec fields.
+  std::vector<zmq::message_t> EncodeSparse(const Partition& p, const float* data,
+                                           proto::Header* header);
   void SendPull(const Partition& p, float* data, const PullOptions& options,
                 std::shared_ptr<Ticket::State> state);
 
@@ -103,6 +118,9 @@ class PsClient {
   const ModelLayout* const layout_;
   const std::vector<std::string> servers_;
   const PsClientOptions options_;
+  // Sparse codecs: one encoder (with its residual) per partition key.
+  absl::flat_hash_map<uint64_t, std::unique_ptr<codec::SparseEncoder>> encoders_;
+  std::atomic<double> push_density_;
   std::atomic<uint64_t> bytes_pushed_{0}, bytes_pulled_{0}, pushes_{0}, pulls_{0};
 };
 

@@ -120,6 +120,7 @@ absl::StatusOr<LoopResult> RunTrainingLoop(const LoopOptions& options, Workload*
       exchange.params = params->data();
       exchange.computed = t1;
       exchange.iterations_left = last - result.steps;
+      exchange.epochs_done = epoch + static_cast<double>(s) / options.steps_per_epoch;
       exchange.evaluation_next =
           workload->EvaluatesAfterEpoch() && s + 1 == options.steps_per_epoch;
       R2SP_RETURN_IF_ERROR(exchanger->Exchange(exchange, &m));

@@ -70,12 +70,14 @@ absl::Status WorkerNode::Join() {
   ps_options.rank = registration_.rank();
   ps_options.request_timeout = options_.request_timeout;
   ps_options.push_codec = options_.push_codec;
+  ps_options.error_feedback = options_.error_feedback;
+  ps_options.momentum_correction = options_.momentum_correction;
   ps_ = std::make_unique<PsClient>(transport_.get(), &*layout_, servers, ps_options);
   scheduler_->StartHeartbeats(nullptr);
   LOG(INFO) << "worker " << registration_.rank() << "/" << book.workers_size() << ": "
             << options_.model << ", " << layout_->total_bytes() << " bytes in "
             << layout_->partitions().size() << " partitions over " << servers.size()
-            << " servers (" << SyncModeName(book.sync()) << "; push " << CodecName(options_.push_codec)
+            << " servers (" << SyncModeName(book.sync()) << "; push " << codec::CodecSpecName(options_.push_codec)
             << ", pull " << CodecName(options_.pull_codec) << ")";
   return absl::OkStatus();
 }
@@ -115,6 +117,10 @@ absl::StatusOr<LoopResult> WorkerNode::Train() {
   mode.slot_includes_pull = book.r2sp_slot_includes_pull();
   mode.workers = book.workers_size();
   mode.pull_codec = options_.pull_codec;
+  if (options_.push_codec.sparse()) {
+    mode.push_density = options_.push_codec.ratio;
+    mode.density_warmup_epochs = options_.density_warmup_epochs;
+  }
   LoopOptions loop;
   loop.rank = registration_.rank();
   loop.compute_slowdown = options_.compute_slowdown;
@@ -205,7 +211,7 @@ absl::Status WorkerNode::Finish(const LoopResult& result) {
   counters.set_iterations(result.steps);
   counters.set_seconds(result.seconds);
   counters.set_model(options_.model);
-  counters.set_push_codec(CodecName(options_.push_codec));
+  counters.set_push_codec(codec::CodecSpecName(options_.push_codec));
   counters.set_pull_codec(CodecName(options_.pull_codec));
   counters.set_test_accuracy(result.test_accuracy);  // -1: nothing evaluated
   if (!synthetic()) {

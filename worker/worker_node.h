@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/codec/codec_spec.h"
 #include "common/model_layout.h"
 #include "common/node_connection.h"
 #include "common/scheduler_client.h"
@@ -53,7 +54,10 @@ struct WorkerOptions {
   bool random_init = true;
   uint64_t seed = 1;
   std::string dump_params_path;
-  proto::Codec push_codec = proto::FP32;  // training pushes (initial values go as fp32)
+  codec::CodecSpec push_codec;  // training pushes (initial values go as fp32)
+  bool error_feedback = true;   // sparse push codecs
+  float momentum_correction = 0.0f;
+  double density_warmup_epochs = 0.0;
   proto::Codec pull_codec = proto::FP32;  // training pulls (the first and final ones: fp32)
   int log_every = 0;     // 0: 10 synthetic, 50 real
   absl::Duration request_timeout = absl::Seconds(120);

@@ -133,6 +133,39 @@ TEST_P(Fp16ModesTest, FourWorkersTrainTheMlpTo80PercentWithFp16BothWays) {
 
 INSTANTIATE_TEST_SUITE_P(Codecs, Fp16ModesTest, ::testing::Values("bsp", "asp", "r2sp"));
 
+// Sparse gradients with error feedback (top-k at 1%, csc at 5% in chunks of 4096 values): every
+// mode still trains the mlp to 80%, and the pushed bytes shrink with the density.
+class SparseModesTest
+    : public ::testing::TestWithParam<std::tuple<const char*, const char*>> {};
+
+TEST_P(SparseModesTest, FourWorkersTrainTheMlpTo80Percent) {
+  const std::string mode = std::get<0>(GetParam()), codec = std::get<1>(GetParam());
+  // Bytes per value pushed, at most: (id + value) x 1% x 1.25 (the sampled count's bound) for
+  // top-k; for csc 5% of fp32 rounded up to whole chunks per partition, so twice that.
+  const double max_bytes_per_value = absl::StartsWith(codec, "topk") ? 0.1 : 0.4;
+  JobSpec spec = MlpJob(mode, 2);
+  spec.name = absl::StrCat("sparse_", mode, "_", codec.substr(0, 4));
+  spec.trace = false;
+  spec.worker_flags.push_back("--push_codec=" + codec);
+  LocalJob job(spec);
+  ASSERT_TRUE(job.WaitAll(absl::Seconds(180)));
+  const std::string stats = job.Stats();
+  EXPECT_GE(testing::ReportedAccuracy(stats), 0.80) << stats;
+  EXPECT_NE(stats.find("\"push_codec\": \"" + codec + "\""), std::string::npos) << stats;
+  // 4 workers x 2 epochs x 234 steps of 235,146 values, plus rank 0's fp32 initial values.
+  const double pushed = Field(stats.substr(stats.find("\"workers\": [")), "bytes_pushed");
+  EXPECT_GT(pushed, 0);
+  EXPECT_LT(pushed, 4 * 2 * 234 * 235146 * max_bytes_per_value + 4 * 235146 + 1) << stats;
+}
+
+INSTANTIATE_TEST_SUITE_P(Codecs, SparseModesTest,
+                         ::testing::Combine(::testing::Values("bsp", "asp", "r2sp"),
+                                            ::testing::Values("topk:0.01", "csc:0.05,chunk=4096")),
+                         [](const auto& info) {
+                           return absl::StrCat(std::get<0>(info.param), "_",
+                                               std::string(std::get<1>(info.param)).substr(0, 3));
+                         });
+
 // What an r2sp slot covers: by default the push only, so the next holder's push overlaps this
 // one's pull (both directions of the server's link busy); with --r2sp_slot=push_pull, as in the
 // R2SP paper, no push starts before the previous holder's pull has ended.

@@ -24,6 +24,11 @@ std::vector<proto::TensorSpec> Model(int elements) {
 class PsClientTest : public ::testing::Test {
  protected:
   void SetUp(proto::SyncMode sync, proto::Codec push_codec = proto::FP32) {
+    codec::CodecSpec spec;
+    spec.codec = push_codec;
+    SetUp(sync, spec);
+  }
+  void SetUp(proto::SyncMode sync, const codec::CodecSpec& push_codec) {
     // 10 floats in partitions of 4 floats: 3 partitions on the one server.
     layout_.emplace(*ModelLayout::Create(Model(10), /*partition_bytes=*/16, /*num_servers=*/1));
     ServerOptions options;
@@ -100,6 +105,42 @@ TEST_F(PsClientTest, Fp16PushesAndPullsTravelInHalfTheBytes) {
   const PsClientCounters c = ps_->counters();
   EXPECT_EQ(c.bytes_pushed, 10 * sizeof(float) + 10 * sizeof(uint16_t));  // init fp32, grad fp16
   EXPECT_EQ(c.bytes_pulled, 10 * sizeof(uint16_t));
+}
+
+TEST_F(PsClientTest, TopKPushesSendTheLargestValuesAndKeepTheRestForLater) {
+  // 10 floats in partitions of 4, 3 and 3; topk 0.5 exact sends 2 values of each.
+  SetUp(proto::ASP, *codec::ParseCodecSpec("push_codec", "topk:0.5,exact"));
+  std::vector<float> zero(10, 0.0f), pulled(10);
+  ASSERT_TRUE(ps_->Push(zero.data(), 0, /*init=*/true).Wait().ok());
+  const std::vector<float> grad = {1, -8, 2, 4, 0, 0, 6, -2, 3, 1};
+  ASSERT_TRUE(ps_->Push(grad.data(), 0).Wait().ok());
+  ASSERT_TRUE(ps_->Pull(pulled.data()).Wait().ok());
+  // Sent: -8 and 4; 6 and the first 0 (ties go to the lower index); 3 and -2 (at lr 0.5).
+  EXPECT_EQ(pulled, (std::vector<float>{0, 4, 0, -2, 0, 0, -3, 1, -1.5f, 0}));
+  EXPECT_EQ(ps_->counters().bytes_pushed, 10 * sizeof(float) + 6 * 8);  // init + (id, value)s
+  // Error feedback: a zero gradient next sends what was held back (2 and 1; 0s; 1 and a 0).
+  ASSERT_TRUE(ps_->Push(zero.data(), 1).Wait().ok());
+  ASSERT_TRUE(ps_->Pull(pulled.data()).Wait().ok());
+  EXPECT_EQ(pulled, (std::vector<float>{-0.5f, 4, -1, -2, 0, 0, -3, 1, -1.5f, -0.5f}));
+}
+
+TEST_F(PsClientTest, CscPushesSendWholeChunksAndTheDensityCanChange) {
+  // Partitions of 4, 3 and 3 values in chunks of 2 (the last of each of the 3-value ones
+  // short): csc 0.5 sends the larger chunk of each. Then density 1 sends everything held back.
+  SetUp(proto::BSP, *codec::ParseCodecSpec("push_codec", "csc:0.5,chunk=2,fp16"));
+  std::vector<float> zero(10, 0.0f), pulled(10);
+  ASSERT_TRUE(ps_->Push(zero.data(), 0, /*init=*/true).Wait().ok());
+  const std::vector<float> grad = {1, 1, 2, -2, 3, 0, 0, 1, 2, 2};
+  ASSERT_TRUE(ps_->Push(grad.data(), 0).Wait().ok());
+  PullOptions clock1;
+  clock1.min_version = 1;
+  ASSERT_TRUE(ps_->Pull(pulled.data(), clock1).Wait().ok());
+  EXPECT_EQ(pulled, (std::vector<float>{0, 0, -1, 1, -1.5f, 0, 0, -0.5f, -1, 0}));
+  ps_->set_push_density(1.0);
+  ASSERT_TRUE(ps_->Push(zero.data(), 1).Wait().ok());
+  clock1.min_version = 2;
+  ASSERT_TRUE(ps_->Pull(pulled.data(), clock1).Wait().ok());
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(pulled[i], -0.5f * grad[i]) << i;
 }
 
 TEST_F(PsClientTest, ServerThatNeverAnswersEndsTheTicketWithDeadlineExceeded) {

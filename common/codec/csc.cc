@@ -1,0 +1,66 @@
+// See csc.h.
+#include "common/codec/csc.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+namespace r2sp::codec {
+namespace {
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define R2SP_TARGET_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define R2SP_TARGET_CLONES
+#endif
+
+// Sum of squares; eight partial sums so the loop vectorises without -ffast-math.
+R2SP_TARGET_CLONES
+float SquaredNorm(const float* __restrict v, size_t n) {
+  float part[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int j = 0; j < 8; ++j) part[j] += v[i + j] * v[i + j];
+  }
+  float sum = 0;
+  for (; i < n; ++i) sum += v[i] * v[i];
+  for (float p : part) sum += p;
+  return sum;
+}
+
+}  // namespace
+
+size_t NumChunks(size_t n, uint32_t chunk) { return (n + chunk - 1) / chunk; }
+
+size_t ChunkLength(size_t n, uint32_t chunk, size_t id) {
+  return std::min<size_t>(chunk, n - id * static_cast<size_t>(chunk));
+}
+
+size_t ChunkCount(size_t n, uint32_t chunk, double ratio) {
+  const size_t chunks = NumChunks(n, chunk);
+  if (chunks == 0) return 0;
+  const double count = std::round(ratio * static_cast<double>(chunks));
+  return std::clamp<size_t>(static_cast<size_t>(count), 1, chunks);
+}
+
+void SelectChunks(const float* v, size_t n, uint32_t chunk, size_t count,
+                  std::vector<uint32_t>* ids) {
+  const size_t chunks = NumChunks(n, chunk);
+  ids->resize(chunks);
+  std::iota(ids->begin(), ids->end(), 0u);
+  if (count >= chunks) return;
+  std::vector<float> norms(chunks);
+  for (size_t c = 0; c < chunks; ++c) {
+    const float norm = SquaredNorm(v + c * static_cast<size_t>(chunk), ChunkLength(n, chunk, c));
+    norms[c] = std::isnan(norm) ? std::numeric_limits<float>::infinity() : norm;
+  }
+  auto larger = [&norms](uint32_t a, uint32_t b) {
+    return norms[a] > norms[b] || (norms[a] == norms[b] && a < b);
+  };
+  std::nth_element(ids->begin(), ids->begin() + count, ids->end(), larger);
+  ids->resize(count);
+  std::sort(ids->begin(), ids->end());
+}
+
+}  // namespace r2sp::codec

@@ -1,0 +1,63 @@
+// A worker's sparse encoder for one partition (top-k or csc), with the state that makes
+// sparsification converge:
+//  - error feedback: what was not sent stays in a residual and is added to the next gradient,
+//    so every gradient is sent eventually (sent + residual == the gradients summed; with fp16
+//    values the rounding error stays in the residual too);
+//  - optional DGC momentum correction: the worker accumulates velocity u = mu * u + g and
+//    sends from the accumulated velocity; sent coordinates clear both (momentum factor
+//    masking). The server then applies plain SGD (run it with --momentum=0).
+// The density of each push is the caller's (a warm-up schedule lowers it over the first epochs).
+#ifndef R2SP_COMMON_CODEC_SPARSE_ENCODER_H_
+#define R2SP_COMMON_CODEC_SPARSE_ENCODER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "common/codec/codec_spec.h"
+#include "common/codec/topk.h"
+
+namespace r2sp::codec {
+
+struct SparseEncoderOptions {
+  CodecSpec spec;              // TOPK or CSC
+  bool error_feedback = true;  // false: what is not sent is dropped
+  float momentum_correction = 0.0f;  // DGC's mu; 0 = off
+  TopKOptions topk;
+};
+
+// One encoded push: ids (element indices or chunk ids, increasing) and the values they carry,
+// as fp32 or fp16 (spec.fp16_values).
+struct SparseGradient {
+  std::vector<uint32_t> ids;
+  std::vector<float> values;         // fp32 values (empty when fp16)
+  std::vector<uint16_t> half_values; // fp16 values (empty when fp32)
+  TopKStats topk;                    // how the top-k selection went
+  size_t value_count() const { return values.size() + half_values.size(); }
+};
+
+// Not thread-safe: one partition's pushes are encoded one at a time.
+class SparseEncoder {
+ public:
+  SparseEncoder(size_t num_elements, const SparseEncoderOptions& options);
+
+  // Encodes `grad` (num_elements values) at `density` (the fraction of values or chunks sent,
+  // in (0, 1]) into `out`.
+  void Encode(const float* grad, double density, SparseGradient* out);
+
+  // What error feedback holds back (all zeros before the first push).
+  const std::vector<float>& residual() const { return residual_; }
+
+ private:
+  void Select(double density, SparseGradient* out);
+  void TakeValues(SparseGradient* out);
+
+  const size_t n_;
+  const SparseEncoderOptions options_;
+  std::vector<float> residual_;  // the gradients (or velocities) accumulated and not yet sent
+  std::vector<float> velocity_;  // momentum correction's u
+};
+
+}  // namespace r2sp::codec
+
+#endif  // R2SP_COMMON_CODEC_SPARSE_ENCODER_H_

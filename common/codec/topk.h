@@ -1,0 +1,48 @@
+// Top-k selection of a gradient's largest magnitudes, for sparse pushes. Two modes:
+//  - exact: precisely the k largest |v| (ties at the k-th magnitude go to the lowest indices);
+//    a full selection over a copy, for tests and as the fallback.
+//  - sampled (Deep Gradient Compression's way): the threshold is the matching order statistic
+//    of a strided sample of at least 1% of the values; one pass counts (and collects) what
+//    clears it; when the count is off by more than the tolerance the threshold is re-read from
+//    the sample at a corrected rank, at most `refinements` times, then exact selection runs.
+// Bounds of the sampled mode, for k <= n (tests/common/codec/topk_test.cc checks both):
+//  - size: the result has between ceil(k * (1 - tolerance)) and floor(k * (1 + tolerance))
+//    indices (exactly k when it fell back to exact selection), and never more than n;
+//  - order: every selected |v| is >= every unselected |v| (it is a threshold cut).
+// Magnitudes compare as the bit patterns of |v|, so NaN ranks above Inf above every finite
+// value: a non-finite gradient is always sent, and the server refuses it (never hidden in a
+// residual). Results list indices in increasing order.
+#ifndef R2SP_COMMON_CODEC_TOPK_H_
+#define R2SP_COMMON_CODEC_TOPK_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace r2sp::codec {
+
+struct TopKOptions {
+  double sample_ratio = 0.01;  // sample at least this fraction of the values ...
+  size_t min_samples = 4096;   // ... and at least this many (all of them when n is smaller)
+  int refinements = 3;         // threshold corrections before exact selection
+  double tolerance = 0.25;     // accepted counts: k * (1 -/+ tolerance)
+};
+
+struct TopKStats {
+  uint64_t passes = 0;  // full passes over the values (1 when the first threshold held)
+  bool exact = false;   // fell back to (or asked for) exact selection
+};
+
+// The k largest |v| exactly; `indices` is overwritten. k >= n selects everything.
+void SelectTopKExact(const float* v, size_t n, size_t k, std::vector<uint32_t>* indices);
+
+// The sampled selection described above; `indices` is overwritten. REQUIRES: n < 2^32.
+TopKStats SelectTopK(const float* v, size_t n, size_t k, const TopKOptions& options,
+                     std::vector<uint32_t>* indices);
+
+// k for a density: round(ratio * n), at least 1 when n > 0.
+size_t TopKCount(size_t n, double ratio);
+
+}  // namespace r2sp::codec
+
+#endif  // R2SP_COMMON_CODEC_TOPK_H_

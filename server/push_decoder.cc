@@ -1,0 +1,147 @@
+// See push_decoder.h.
+#include "server/push_decoder.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "common/codec/fp16.h"
+#include "common/status_macros.h"
+#include "server/sgd.h"
+
+namespace r2sp {
+namespace {
+
+bool IsAligned(const void* p, size_t alignment) {
+  return reinterpret_cast<uintptr_t>(p) % alignment == 0;
+}
+
+absl::Status Bad(const Message& request, const std::string& why) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("PUSH for key ", request.header.key(), " (",
+                   proto::Codec_IsValid(request.header.codec())
+                       ? proto::Codec_Name(request.header.codec())
+                       : absl::StrCat("codec ", static_cast<int>(request.header.codec())),
+                   "): ", why));
+}
+
+absl::Status CheckFinite(const Message& request, const float* values, size_t count) {
+  // A NaN or Inf would spread through the weights (and, in BSP, the whole clock's sum).
+  if (AllFinite(values, count)) return absl::OkStatus();
+  return Bad(request, "carries a non-finite value (NaN or Inf)");
+}
+
+// Ids must rise strictly and stay below `limit`.
+absl::Status CheckIds(const Message& request, const uint32_t* ids, size_t count, size_t limit,
+                      const char* what) {
+  for (size_t j = 0; j < count; ++j) {
+    if (ids[j] >= limit) {
+      return Bad(request, absl::StrCat(what, " ", ids[j], " at position ", j,
+                                       " is out of range (", limit, ")"));
+    }
+    if (j > 0 && ids[j] <= ids[j - 1]) {
+      return Bad(request, absl::StrCat(what, "s must rise strictly: ", ids[j - 1], " then ",
+                                       ids[j], " at position ", j));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<GradientView> PushDecoder::Decode(const Message& request, size_t n) {
+  switch (request.header.codec()) {
+    case proto::FP32:
+    case proto::FP16:
+      return DecodeDense(request, n);
+    case proto::TOPK:
+    case proto::CSC:
+      if (request.header.push().init()) {
+        return Bad(request, "initial values must be dense (fp32 or fp16)");
+      }
+      return DecodeSparse(request, n);
+    default:
+      return Bad(request, "unknown codec");
+  }
+}
+
+const float* PushDecoder::Values(const zmq::message_t& frame, bool half, size_t count,
+                                 std::vector<float>* scratch) {
+  if (half) {
+    scratch->resize(count);
+    codec::DecodeFp16(static_cast<const uint16_t*>(frame.data()), count, scratch->data());
+    return scratch->data();
+  }
+  if (!IsAligned(frame.data(), alignof(float))) {
+    scratch->resize(count);
+    std::memcpy(scratch->data(), frame.data(), count * sizeof(float));
+    return scratch->data();
+  }
+  return static_cast<const float*>(frame.data());
+}
+
+absl::StatusOr<GradientView> PushDecoder::DecodeDense(const Message& request, size_t n) {
+  const bool half = request.header.codec() == proto::FP16;
+  const size_t want = n * (half ? sizeof(uint16_t) : sizeof(float));
+  if (request.payload.size() != 1 || request.payload[0].size() != want) {
+    return Bad(request, absl::StrCat("must carry one frame of ", want, " bytes, got ",
+                                     PayloadBytes(request), " bytes in ",
+                                     request.payload.size(), " frames"));
+  }
+  const float* values = Values(request.payload[0], half, n, &dense_scratch_);
+  R2SP_RETURN_IF_ERROR(CheckFinite(request, values, n));
+  return GradientView::Dense(values, n);
+}
+
+absl::StatusOr<GradientView> PushDecoder::DecodeSparse(const Message& request, size_t n) {
+  const bool topk = request.header.codec() == proto::TOPK;
+  const proto::PushInfo& info = request.header.push();
+  if (info.values() != proto::FP32 && info.values() != proto::FP16) {
+    return Bad(request, absl::StrCat("values must be FP32 or FP16, got codec ",
+                                     static_cast<int>(info.values())));
+  }
+  if (request.payload.size() != 2) {
+    return Bad(request, absl::StrCat("must carry 2 frames (ids, values), got ",
+                                     request.payload.size()));
+  }
+  const zmq::message_t& id_frame = request.payload[0];
+  if (id_frame.size() % sizeof(uint32_t) != 0) {
+    return Bad(request, absl::StrCat("the id frame's ", id_frame.size(),
+                                     " bytes are not a whole number of u32"));
+  }
+  GradientView g;
+  g.kind = topk ? GradientView::Kind::kSparse : GradientView::Kind::kChunks;
+  g.num_elements = n;
+  g.count = id_frame.size() / sizeof(uint32_t);
+  const uint32_t* ids = static_cast<const uint32_t*>(id_frame.data());
+  if (!IsAligned(ids, alignof(uint32_t))) {
+    id_scratch_.resize(g.count);
+    std::memcpy(id_scratch_.data(), ids, id_frame.size());
+    ids = id_scratch_.data();
+  }
+  g.ids = ids;
+  size_t values = g.count;
+  if (topk) {
+    R2SP_RETURN_IF_ERROR(CheckIds(request, ids, g.count, n, "index"));
+  } else {
+    g.chunk_elements = info.chunk_elements();
+    if (g.chunk_elements == 0) return Bad(request, "chunk_elements must be > 0");
+    const size_t chunks = (n + g.chunk_elements - 1) / g.chunk_elements;
+    R2SP_RETURN_IF_ERROR(CheckIds(request, ids, g.count, chunks, "chunk id"));
+    values = g.count * static_cast<size_t>(g.chunk_elements);
+    // Only the last chunk may be short (ids are sorted, so it can only be the last id).
+    if (g.count > 0 && ids[g.count - 1] == chunks - 1) {
+      values -= chunks * static_cast<size_t>(g.chunk_elements) - n;
+    }
+  }
+  const bool half = info.values() == proto::FP16;
+  const size_t want = values * (half ? sizeof(uint16_t) : sizeof(float));
+  if (request.payload[1].size() != want) {
+    return Bad(request, absl::StrCat("the value frame must hold ", want, " bytes for ", g.count,
+                                     " ids, got ", request.payload[1].size()));
+  }
+  g.values = Values(request.payload[1], half, values, &value_scratch_);
+  R2SP_RETURN_IF_ERROR(CheckFinite(request, g.values, values));
+  return g;
+}
+
+}  // namespace r2sp

@@ -1,0 +1,183 @@
+// PushDecoder (server/push_decoder.h): every codec decodes to the view the optimizer consumes,
+// and every malformed push is refused with InvalidArgument before anything is applied: wrong
+// frame counts and sizes, unknown codecs and value codecs, ids unsorted, duplicated or out of
+// range, bad chunk sizes, values that do not match the ids, non-finite values, sparse initial
+// values.
+#include "server/push_decoder.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "common/codec/fp16.h"
+#include "gtest/gtest.h"
+#include "tests/testing/fakes.h"
+
+namespace r2sp {
+namespace {
+
+using testing::WorkerRequest;
+
+template <typename T>
+zmq::message_t Frame(const std::vector<T>& v) {
+  return CopiedFrame(v.data(), v.size() * sizeof(T));
+}
+
+std::vector<uint16_t> Half(const std::vector<float>& v) {
+  std::vector<uint16_t> h(v.size());
+  codec::EncodeFp16(v.data(), v.size(), h.data());
+  return h;
+}
+
+// A TOPK push of (ids, fp32 values), or a CSC push with chunk `chunk` when chunk > 0.
+Message Sparse(const std::vector<uint32_t>& ids, const std::vector<float>& values,
+               uint32_t chunk = 0) {
+  Message m = WorkerRequest(proto::PUSH, 0, 0);
+  m.header.set_codec(chunk > 0 ? proto::CSC : proto::TOPK);
+  if (chunk > 0) m.header.mutable_push()->set_chunk_elements(chunk);
+  m.payload.push_back(Frame(ids));
+  m.payload.push_back(Frame(values));
+  return m;
+}
+
+class PushDecoderTest : public ::testing::Test {
+ protected:
+  // Expects InvalidArgument whose message contains `what`.
+  void ExpectRefused(const Message& m, size_t n, const std::string& what) {
+    absl::StatusOr<GradientView> g = decoder_.Decode(m, n);
+    ASSERT_FALSE(g.ok()) << what;
+    EXPECT_TRUE(absl::IsInvalidArgument(g.status())) << g.status();
+    EXPECT_NE(std::string(g.status().message()).find(what), std::string::npos) << g.status();
+  }
+  PushDecoder decoder_;
+};
+
+TEST_F(PushDecoderTest, DenseFp32AndFp16) {
+  const std::vector<float> v = {1, -2, 0.5f, 3};
+  Message fp32 = WorkerRequest(proto::PUSH, 0, 0);
+  fp32.payload.push_back(Frame(v));
+  absl::StatusOr<GradientView> g = decoder_.Decode(fp32, 4);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->kind, GradientView::Kind::kDense);
+  EXPECT_EQ(g->dense, fp32.payload[0].data());  // zero-copy
+  Message fp16 = WorkerRequest(proto::PUSH, 0, 0);
+  fp16.header.set_codec(proto::FP16);
+  fp16.payload.push_back(Frame(Half(v)));
+  g = decoder_.Decode(fp16, 4);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(std::vector<float>(g->dense, g->dense + 4), v);
+}
+
+TEST_F(PushDecoderTest, TopKKeepsPairsAndDecodesFp16Values) {
+  Message m = Sparse({0, 5, 9}, {});
+  m.header.mutable_push()->set_values(proto::FP16);
+  m.payload[1] = Frame(Half({1.5f, -2, 0.25f}));
+  absl::StatusOr<GradientView> g = decoder_.Decode(m, 10);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->kind, GradientView::Kind::kSparse);
+  ASSERT_EQ(g->count, 3u);
+  EXPECT_EQ(std::vector<uint32_t>(g->ids, g->ids + 3), (std::vector<uint32_t>{0, 5, 9}));
+  EXPECT_EQ(std::vector<float>(g->values, g->values + 3), (std::vector<float>{1.5f, -2, 0.25f}));
+}
+
+TEST_F(PushDecoderTest, CscChunksIncludingAShortLastOne) {
+  // 10 values in chunks of 4: chunks 0 (4 values), 1 (4), 2 (2). Send chunks 0 and 2.
+  Message m = Sparse({0, 2}, {1, 2, 3, 4, 9, 10}, /*chunk=*/4);
+  absl::StatusOr<GradientView> g = decoder_.Decode(m, 10);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->kind, GradientView::Kind::kChunks);
+  std::vector<float> dense(10, 0.0f);
+  g->ForEachChunk([&](size_t begin, size_t length, const float* values) {
+    for (size_t i = 0; i < length; ++i) dense[begin + i] = values[i];
+  });
+  EXPECT_EQ(dense, (std::vector<float>{1, 2, 3, 4, 0, 0, 0, 0, 9, 10}));
+  // Without the short chunk, two whole ones.
+  ASSERT_TRUE(decoder_.Decode(Sparse({0, 1}, std::vector<float>(8, 1.0f), 4), 10).ok());
+  // An empty push (nothing cleared the cut) is valid for both.
+  ASSERT_TRUE(decoder_.Decode(Sparse({}, {}, 4), 10).ok());
+  ASSERT_TRUE(decoder_.Decode(Sparse({}, {}), 10).ok());
+}
+
+TEST_F(PushDecoderTest, RefusesMalformedDensePushes) {
+  Message wrong = WorkerRequest(proto::PUSH, 0, 0);
+  wrong.payload.push_back(Frame(std::vector<float>(3)));
+  ExpectRefused(wrong, 4, "must carry one frame of 16 bytes");
+  Message two = WorkerRequest(proto::PUSH, 0, 0);
+  two.payload.push_back(Frame(std::vector<float>(2)));
+  two.payload.push_back(Frame(std::vector<float>(2)));
+  ExpectRefused(two, 4, "in 2 frames");
+  Message unknown = WorkerRequest(proto::PUSH, 0, 0);
+  unknown.header.set_codec(static_cast<proto::Codec>(42));
+  unknown.payload.push_back(Frame(std::vector<float>(4)));
+  ExpectRefused(unknown, 4, "unknown codec");
+  Message nan = WorkerRequest(proto::PUSH, 0, 0);
+  nan.payload.push_back(Frame(std::vector<float>{0, std::nanf(""), 0, 0}));
+  ExpectRefused(nan, 4, "non-finite");
+}
+
+TEST_F(PushDecoderTest, RefusesMalformedTopK) {
+  ExpectRefused(Sparse({1, 1}, {1, 2}), 10, "must rise strictly");      // duplicate
+  ExpectRefused(Sparse({3, 1}, {1, 2}), 10, "must rise strictly");      // unsorted
+  ExpectRefused(Sparse({1, 10}, {1, 2}), 10, "out of range");           // index == n
+  ExpectRefused(Sparse({0xffffffffu}, {1}), 10, "out of range");
+  ExpectRefused(Sparse({1, 2}, {1}), 10, "value frame must hold 8 bytes");  // count mismatch
+  ExpectRefused(Sparse({1, 2}, {1, 2, 3}), 10, "value frame must hold 8 bytes");
+  ExpectRefused(Sparse({1, 2}, {1, std::numeric_limits<float>::infinity()}), 10, "non-finite");
+  Message ragged = Sparse({1, 2}, {1, 2});
+  ragged.payload[0] = CopiedFrame(ragged.payload[0].data(), 7);  // truncated id frame
+  ExpectRefused(ragged, 10, "not a whole number of u32");
+  Message one_frame = Sparse({1}, {1});
+  one_frame.payload.pop_back();
+  ExpectRefused(one_frame, 10, "must carry 2 frames");
+  Message bad_values = Sparse({1}, {1});
+  bad_values.header.mutable_push()->set_values(proto::TOPK);
+  ExpectRefused(bad_values, 10, "values must be FP32 or FP16");
+  Message half_mismatch = Sparse({1, 2}, {1, 2});  // fp32-sized frame declared fp16
+  half_mismatch.header.mutable_push()->set_values(proto::FP16);
+  ExpectRefused(half_mismatch, 10, "value frame must hold 4 bytes");
+  Message init = Sparse({1}, {1});
+  init.header.mutable_push()->set_init(true);
+  ExpectRefused(init, 10, "initial values must be dense");
+  Message half_inf = Sparse({1}, {});
+  half_inf.header.mutable_push()->set_values(proto::FP16);
+  half_inf.payload[1] = Frame(std::vector<uint16_t>{0x7c00});  // +Inf in binary16
+  ExpectRefused(half_inf, 10, "non-finite");
+}
+
+TEST_F(PushDecoderTest, RefusesMalformedCsc) {
+  ExpectRefused(Sparse({0}, {1, 2, 3, 4}, 0), 10, "");  // chunk 0 reads as topk: size wrong
+  Message zero_chunk = Sparse({0}, {1, 2, 3, 4}, 4);
+  zero_chunk.header.mutable_push()->set_chunk_elements(0);
+  ExpectRefused(zero_chunk, 10, "chunk_elements must be > 0");
+  ExpectRefused(Sparse({3}, {1, 2}, 4), 10, "out of range");            // only chunks 0..2
+  ExpectRefused(Sparse({1, 1}, std::vector<float>(8), 4), 10, "must rise strictly");
+  ExpectRefused(Sparse({2, 0}, std::vector<float>(6), 4), 10, "must rise strictly");
+  ExpectRefused(Sparse({0, 2}, std::vector<float>(8), 4), 10, "must hold 24 bytes");  // short last
+  ExpectRefused(Sparse({0}, std::vector<float>(3), 4), 10, "must hold 16 bytes");
+  ExpectRefused(Sparse({0}, {1, 2, std::nanf(""), 4}, 4), 10, "non-finite");
+}
+
+TEST_F(PushDecoderTest, MisalignedFramesAreCopiedNotMisread) {
+  // Frames that start at an odd address (zero-copy frames over a buffer, as a transport may
+  // hand them over): ids and values must be read through aligned copies.
+  alignas(8) uint8_t id_bytes[1 + 2 * sizeof(uint32_t)];
+  alignas(8) uint8_t value_bytes[1 + 2 * sizeof(float)];
+  const uint32_t ids[2] = {2, 7};
+  const float values[2] = {0.5f, -0.5f};
+  std::memcpy(id_bytes + 1, ids, sizeof(ids));
+  std::memcpy(value_bytes + 1, values, sizeof(values));
+  Message m = Sparse({}, {});
+  m.payload[0] = zmq::message_t(id_bytes + 1, sizeof(ids), nullptr, nullptr);
+  m.payload[1] = zmq::message_t(value_bytes + 1, sizeof(values), nullptr, nullptr);
+  absl::StatusOr<GradientView> g = decoder_.Decode(m, 8);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(g->ids) % alignof(uint32_t), 0u);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(g->values) % alignof(float), 0u);
+  EXPECT_EQ(g->ids[1], 7u);
+  EXPECT_EQ(g->values[1], -0.5f);
+}
+
+}  // namespace
+}  // namespace r2sp
