@@ -47,20 +47,40 @@ size_t ChunkCount(size_t n, uint32_t chunk, double ratio) {
 void SelectChunks(const float* v, size_t n, uint32_t chunk, size_t count,
                   std::vector<uint32_t>* ids) {
   const size_t chunks = NumChunks(n, chunk);
+  std::vector<float> norms(count == 0 || count >= chunks ? 0 : chunks);
+  for (size_t c = 0; c < norms.size(); ++c) {
+    norms[c] = SquaredNorm(v + c * static_cast<size_t>(chunk), ChunkLength(n, chunk, c));
+  }
+  if (norms.empty()) {  // none or all: no need to rank
+    ids->resize(count == 0 ? 0 : chunks);
+    std::iota(ids->begin(), ids->end(), 0u);
+    return;
+  }
+  SelectChunksByNorm(norms, count, ids);
+}
+
+void SelectChunksByNorm(const std::vector<float>& norms, size_t count,
+                        std::vector<uint32_t>* ids) {
+  const size_t chunks = norms.size();
   ids->resize(chunks);
   std::iota(ids->begin(), ids->end(), 0u);
   if (count >= chunks) return;
-  std::vector<float> norms(chunks);
-  for (size_t c = 0; c < chunks; ++c) {
-    const float norm = SquaredNorm(v + c * static_cast<size_t>(chunk), ChunkLength(n, chunk, c));
-    norms[c] = std::isnan(norm) ? std::numeric_limits<float>::infinity() : norm;
-  }
-  auto larger = [&norms](uint32_t a, uint32_t b) {
-    return norms[a] > norms[b] || (norms[a] == norms[b] && a < b);
+  auto rank = [&norms](uint32_t c) {
+    return std::isnan(norms[c]) ? std::numeric_limits<float>::infinity() : norms[c];
+  };
+  auto larger = [&rank](uint32_t a, uint32_t b) {
+    return rank(a) > rank(b) || (rank(a) == rank(b) && a < b);
   };
   std::nth_element(ids->begin(), ids->begin() + count, ids->end(), larger);
   ids->resize(count);
   std::sort(ids->begin(), ids->end());
+}
+
+size_t ChunkCredit::Take(double density, size_t chunks) {
+  credit_ += density * static_cast<double>(chunks);
+  const size_t count = std::min(chunks, static_cast<size_t>(credit_ + 1e-9));
+  credit_ = std::max(0.0, credit_ - static_cast<double>(count));
+  return count;
 }
 
 }  // namespace r2sp::codec

@@ -15,13 +15,30 @@ namespace r2sp::codec {
 size_t NumChunks(size_t n, uint32_t chunk);
 // The values in chunk `id`: chunk, or what is left for the last one.
 size_t ChunkLength(size_t n, uint32_t chunk, size_t id);
-// How many chunks a ratio sends: round(ratio * chunks), at least 1 when there are chunks.
+// How many chunks one push at `ratio` sends on its own: round(ratio * chunks), at least 1 when
+// there are chunks. (SparseEncoder carries the fraction from push to push instead.)
 size_t ChunkCount(size_t n, uint32_t chunk, double ratio);
 
 // The `count` chunks of `v` with the largest norms (ties to the lowest ids), in increasing id
 // order; `ids` is overwritten. count >= NumChunks selects them all.
 void SelectChunks(const float* v, size_t n, uint32_t chunk, size_t count,
                   std::vector<uint32_t>* ids);
+
+// The same from the chunks' squared norms (the GPU encoder computes them on the device); a NaN
+// norm ranks as +Inf. `ids` is overwritten.
+void SelectChunksByNorm(const std::vector<float>& norms, size_t count,
+                        std::vector<uint32_t>* ids);
+
+// How many chunks each push of a partition sends when density x chunks is not whole: the
+// fraction is carried as credit from push to push, so the count averages density x chunks.
+class ChunkCredit {
+ public:
+  // The chunks this push sends, of `chunks`, at `density` in [0, 1].
+  size_t Take(double density, size_t chunks);
+
+ private:
+  double credit_ = 0;
+};
 
 }  // namespace r2sp::codec
 

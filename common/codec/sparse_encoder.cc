@@ -1,6 +1,7 @@
 // See sparse_encoder.h.
 #include "common/codec/sparse_encoder.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "common/codec/csc.h"
@@ -56,8 +57,8 @@ void SparseEncoder::Select(double density, SparseGradient* out) {
   const CodecSpec& spec = options_.spec;
   out->topk = TopKStats();
   if (spec.codec == proto::CSC) {
-    SelectChunks(residual_.data(), n_, spec.chunk_elements,
-                 ChunkCount(n_, spec.chunk_elements, density), &out->ids);
+    const size_t count = chunk_credit_.Take(density, NumChunks(n_, spec.chunk_elements));
+    SelectChunks(residual_.data(), n_, spec.chunk_elements, count, &out->ids);
   } else if (spec.exact) {
     SelectTopKExact(residual_.data(), n_, TopKCount(n_, density), &out->ids);
     out->topk.exact = true;

@@ -7,6 +7,10 @@
 //    sends from the accumulated velocity; sent coordinates clear both (momentum factor
 //    masking). The server then applies plain SGD (run it with --momentum=0).
 // The density of each push is the caller's (a warm-up schedule lowers it over the first epochs).
+// csc sends whole chunks, and a partition may hold only a few (a 1 MiB partition has 8 chunks of
+// 32K values: 5% of them is 0.4 chunks). The encoder keeps the fraction as credit: each push adds
+// density x chunks to it and sends its whole part, so the chunks sent per push average the
+// density (0.4: one chunk on 2 pushes of 5, none on the others; error feedback keeps the rest).
 #ifndef R2SP_COMMON_CODEC_SPARSE_ENCODER_H_
 #define R2SP_COMMON_CODEC_SPARSE_ENCODER_H_
 
@@ -15,6 +19,7 @@
 #include <vector>
 
 #include "common/codec/codec_spec.h"
+#include "common/codec/csc.h"
 #include "common/codec/topk.h"
 
 namespace r2sp::codec {
@@ -56,6 +61,7 @@ class SparseEncoder {
   const SparseEncoderOptions options_;
   std::vector<float> residual_;  // the gradients (or velocities) accumulated and not yet sent
   std::vector<float> velocity_;  // momentum correction's u
+  ChunkCredit chunk_credit_;     // csc
 };
 
 }  // namespace r2sp::codec

@@ -93,45 +93,75 @@ void SelectTopKExact(const float* v, size_t n, size_t k, std::vector<uint32_t>* 
   DCHECK_EQ(indices->size(), k);
 }
 
+TopKThresholdSearch::TopKThresholdSearch(size_t n, size_t k, const TopKOptions& options)
+    : n_(n), k_(k), options_(options) {
+  const size_t wanted = std::max(options.min_samples,
+                                 static_cast<size_t>(std::ceil(options.sample_ratio * n)));
+  if (k == 0 || k >= n || wanted >= n) return;  // exact selection
+  stride_ = n / wanted;
+  sample_size_ = n / stride_;
+  low_ = static_cast<size_t>(std::ceil(k * (1.0 - options.tolerance)));
+  high_ = static_cast<size_t>(std::floor(k * (1.0 + options.tolerance)));
+  // The sample's rank that matches k: k * m / n values of the sample should clear it.
+  rank_ = std::min(sample_size_ - 1,
+                   static_cast<size_t>(std::ceil(double(k) * sample_size_ / n)) - 1);
+}
+
+void TopKThresholdSearch::SetSample(std::vector<uint32_t> keys) {
+  CHECK_EQ(keys.size(), sample_size_);
+  sample_ = std::move(keys);
+}
+
+uint32_t TopKThresholdSearch::threshold() {
+  DCHECK(!sample_.empty());
+  return RankedKey(sample_, rank_);
+}
+
+bool TopKThresholdSearch::Accept(size_t count) {
+  ++attempts_;
+  if (count >= low_ && count <= high_) return true;
+  if (attempts_ > options_.refinements) {
+    exhausted_ = true;
+    return false;
+  }
+  // Too many or too few cleared it: read the threshold at the rank that, were the sample's
+  // proportion right, gives k (always moving at least one rank).
+  const size_t m = sample_size_;
+  const double corrected = std::round((rank_ + 1.0) * double(k_) / std::max<size_t>(count, 1)) - 1;
+  size_t next = static_cast<size_t>(std::clamp(corrected, 0.0, double(m - 1)));
+  if (next == rank_) {
+    next = count > high_ ? (rank_ > 0 ? rank_ - 1 : rank_) : std::min(m - 1, rank_ + 1);
+  }
+  if (next == rank_) exhausted_ = true;  // the sample has nothing finer to offer
+  rank_ = next;
+  return false;
+}
+
 TopKStats SelectTopK(const float* v, size_t n, size_t k, const TopKOptions& options,
                      std::vector<uint32_t>* indices) {
   TopKStats stats;
-  const size_t wanted = std::max(options.min_samples,
-                                 static_cast<size_t>(std::ceil(options.sample_ratio * n)));
-  if (k == 0 || k >= n || wanted >= n) {
+  TopKThresholdSearch search(n, k, options);
+  if (search.exact()) {
     SelectTopKExact(v, n, k, indices);
     stats.passes = k == 0 || k >= n ? 0 : 1;
     stats.exact = true;
     return stats;
   }
-  // A strided sample, starting half a stride in.
-  const size_t stride = n / wanted;
-  const size_t m = n / stride;
-  std::vector<uint32_t> sample(m);
-  for (size_t j = 0; j < m; ++j) sample[j] = Key(v[j * stride + stride / 2]);
-
-  const size_t low = static_cast<size_t>(std::ceil(k * (1.0 - options.tolerance)));
-  const size_t high = static_cast<size_t>(std::floor(k * (1.0 + options.tolerance)));
-  // The sample's rank that matches k: k * m / n values of the sample should clear it.
-  size_t rank = std::min(m - 1, static_cast<size_t>(std::ceil(double(k) * m / n)) - 1);
-  indices->resize(high + 1);
-  for (int attempt = 0; attempt <= options.refinements; ++attempt) {
-    const uint32_t threshold = RankedKey(sample, rank);
-    const size_t count = threshold == 0 ? n : CollectAtLeast(v, n, threshold, high, indices->data());
+  std::vector<uint32_t> sample(search.sample_size());
+  for (size_t j = 0; j < sample.size(); ++j) sample[j] = Key(v[search.SamplePosition(j)]);
+  search.SetSample(std::move(sample));
+  indices->resize(search.high() + 1);
+  while (!search.exhausted()) {
+    const uint32_t threshold = search.threshold();
+    const size_t count =
+        threshold == 0 ? n : CollectAtLeast(v, n, threshold, search.high(), indices->data());
     ++stats.passes;
-    if (count >= low && count <= high) {
+    if (search.Accept(count)) {
       indices->resize(count);
       // A zero threshold skipped the collecting pass: every index clears it.
       if (threshold == 0) std::iota(indices->begin(), indices->end(), 0u);
       return stats;
     }
-    // Too many or too few cleared it: read the threshold at the rank that, were the sample's
-    // proportion right, gives k (always moving at least one rank).
-    const double corrected = std::round((rank + 1.0) * double(k) / std::max<size_t>(count, 1)) - 1;
-    size_t next = static_cast<size_t>(std::clamp(corrected, 0.0, double(m - 1)));
-    if (next == rank) next = count > high ? (rank > 0 ? rank - 1 : rank) : std::min(m - 1, rank + 1);
-    if (next == rank) break;  // the sample has nothing finer to offer
-    rank = next;
   }
   SelectTopKExact(v, n, k, indices);
   ++stats.passes;

@@ -40,6 +40,36 @@ void SelectTopKExact(const float* v, size_t n, size_t k, std::vector<uint32_t>* 
 TopKStats SelectTopK(const float* v, size_t n, size_t k, const TopKOptions& options,
                      std::vector<uint32_t>* indices);
 
+// The sampled mode's threshold search, apart from the passes over the values, so that the CPU
+// (SelectTopK) and the GPU encoder (cuda/) make the same choices from the same sample:
+//   search(n, k, options); if exact(): select exactly. Else SetSample(the keys at
+//   SamplePosition(0 .. sample_size()-1)); then until exhausted(): count the keys >= threshold()
+//   and stop if Accept(count). Exhausted: select exactly.
+// Keys are |v|'s bit patterns (sign cleared), compared as unsigned integers.
+class TopKThresholdSearch {
+ public:
+  TopKThresholdSearch(size_t n, size_t k, const TopKOptions& options);
+  bool exact() const { return sample_size_ == 0; }
+  size_t sample_size() const { return sample_size_; }
+  // A strided sample, starting half a stride in.
+  size_t SamplePosition(size_t j) const { return j * stride_ + stride_ / 2; }
+  void SetSample(std::vector<uint32_t> keys);
+  uint32_t threshold();  // reorders the sample
+  // Whether `count` keys clearing threshold() is within the tolerance; if not, moves the
+  // threshold (or marks the search exhausted).
+  bool Accept(size_t count);
+  bool exhausted() const { return exhausted_; }
+  size_t high() const { return high_; }  // the largest count accepted
+
+ private:
+  const size_t n_, k_;
+  const TopKOptions options_;
+  size_t stride_ = 0, sample_size_ = 0, low_ = 0, high_ = 0, rank_ = 0;
+  std::vector<uint32_t> sample_;
+  int attempts_ = 0;
+  bool exhausted_ = false;
+};
+
 // k for a density: round(ratio * n), at least 1 when n > 0.
 size_t TopKCount(size_t n, double ratio);
 

@@ -1,0 +1,297 @@
+// SparseEncoder: error feedback conserves every gradient bit-exactly (sent + residual == sum of
+// the gradients, on dyadic values whose sums are exact) for top-k and csc with fp32 and fp16
+// values; what each push carries; dropping without error feedback; DGC momentum correction
+// with momentum factor masking; and the density each push is given (csc: as chunk credit).
+#include "common/codec/sparse_encoder.h"
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/codec/csc.h"
+#include "common/codec/fp16.h"
+#include "gtest/gtest.h"
+
+namespace r2sp::codec {
+namespace {
+
+struct Config {
+  proto::Codec codec;
+  bool fp16_values;
+  bool exact;  // top-k only
+  std::string Name() const {
+    return std::string(codec == proto::TOPK ? "topk" : "csc") + (fp16_values ? " fp16" : " fp32") +
+           (exact ? " exact" : "");
+  }
+};
+
+const Config kConfigs[] = {
+    {proto::TOPK, false, false}, {proto::TOPK, true, false}, {proto::TOPK, false, true},
+    {proto::TOPK, true, true},   {proto::CSC, false, false}, {proto::CSC, true, false},
+};
+
+constexpr size_t kN = 10000;     // above TopKOptions::min_samples, so top-k samples
+constexpr uint32_t kChunk = 64;  // 157 chunks, the last one of 16 values
+
+SparseEncoderOptions OptionsFor(const Config& c) {
+  SparseEncoderOptions options;
+  options.spec.codec = c.codec;
+  options.spec.fp16_values = c.fp16_values;
+  options.spec.exact = c.exact;
+  options.spec.chunk_elements = kChunk;
+  return options;
+}
+
+// Multiples of 1/256 below 16 in magnitude: many need 12 significant bits, so fp16 rounds them,
+// and sums of a few dozen stay exact in fp32.
+std::vector<float> DyadicGradient(std::mt19937& rng) {
+  std::uniform_int_distribution<int> steps(-4095, 4095);
+  std::vector<float> g(kN);
+  for (float& x : g) x = static_cast<float>(steps(rng)) / 256.0f;
+  return g;
+}
+
+std::vector<float> Values(const SparseGradient& out) {
+  if (out.half_values.empty()) return out.values;
+  std::vector<float> values(out.half_values.size());
+  for (size_t j = 0; j < values.size(); ++j) values[j] = HalfToFloat(out.half_values[j]);
+  return values;
+}
+
+// The element indices a push covers, in the order of its values.
+std::vector<size_t> Elements(const SparseGradient& out, const CodecSpec& spec, size_t n) {
+  std::vector<size_t> elements;
+  for (uint32_t id : out.ids) {
+    if (spec.codec == proto::TOPK) {
+      elements.push_back(id);
+    } else {
+      const size_t begin = size_t{id} * spec.chunk_elements;
+      for (size_t i = 0; i < ChunkLength(n, spec.chunk_elements, id); ++i) {
+        elements.push_back(begin + i);
+      }
+    }
+  }
+  return elements;
+}
+
+// csc's chunks owed: after any push, the chunks sent so far are the whole part of the sum of
+// density x chunks over the pushes.
+class ChunkLedger {
+ public:
+  explicit ChunkLedger(size_t chunks) : chunks_(chunks) {}
+  size_t Due(double density) {
+    owed_ += density * static_cast<double>(chunks_);
+    const size_t due = static_cast<size_t>(std::floor(owed_ + 1e-9)) - sent_;
+    sent_ += due;
+    return due;
+  }
+
+ private:
+  const size_t chunks_;
+  double owed_ = 0;
+  size_t sent_ = 0;
+};
+
+// Checks one push against the accumulation it was taken from, and the residual it left unless
+// `residual` is null (no error feedback). csc sends `chunks_due` chunks.
+void CheckPush(const SparseEncoderOptions& options, const std::vector<float>& acc,
+               const SparseGradient& out, const std::vector<float>* residual, double density,
+               size_t chunks_due) {
+  const CodecSpec& spec = options.spec;
+  for (size_t j = 1; j < out.ids.size(); ++j) ASSERT_LT(out.ids[j - 1], out.ids[j]);
+  if (spec.codec == proto::CSC) {
+    ASSERT_EQ(out.ids.size(), chunks_due);
+  } else if (spec.exact || out.topk.exact) {
+    ASSERT_TRUE(out.topk.exact);
+    ASSERT_EQ(out.ids.size(), TopKCount(kN, density));
+  } else {
+    const size_t k = TopKCount(kN, density);
+    ASSERT_GE(out.ids.size(), size_t(std::ceil(k * (1.0 - options.topk.tolerance))));
+    ASSERT_LE(out.ids.size(), size_t(std::floor(k * (1.0 + options.topk.tolerance))));
+  }
+  const std::vector<size_t> elements = Elements(out, spec, kN);
+  ASSERT_EQ(out.value_count(), elements.size());
+  ASSERT_EQ(spec.fp16_values ? out.values.size() : out.half_values.size(), 0u);
+  std::vector<char> sent(kN, 0);
+  for (size_t j = 0; j < elements.size(); ++j) {
+    const size_t i = elements[j];
+    sent[i] = 1;
+    if (spec.fp16_values) {
+      ASSERT_EQ(out.half_values[j], FloatToHalf(acc[i])) << "element " << i;
+    } else {
+      ASSERT_EQ(out.values[j], acc[i]) << "element " << i;
+    }
+    if (residual == nullptr) continue;
+    const float kept = spec.fp16_values ? acc[i] - HalfToFloat(FloatToHalf(acc[i])) : 0.0f;
+    ASSERT_EQ((*residual)[i], kept) << "element " << i;
+  }
+  for (size_t i = 0; i < kN && residual != nullptr; ++i) {
+    if (!sent[i]) {
+      ASSERT_EQ((*residual)[i], acc[i]) << "unsent element " << i;
+    }
+  }
+}
+
+TEST(SparseEncoderTest, ErrorFeedbackConservesEveryGradientExactly) {
+  const double densities[] = {0.5, 0.1, 0.02, 1.0, 0.01, 0.3, 0.05, 0.001};
+  for (const Config& config : kConfigs) {
+    SCOPED_TRACE(config.Name());
+    const SparseEncoderOptions options = OptionsFor(config);
+    SparseEncoder encoder(kN, options);
+    ChunkLedger ledger(NumChunks(kN, kChunk));
+    for (float r : encoder.residual()) ASSERT_EQ(r, 0.0f);
+    std::mt19937 rng(31);
+    std::vector<float> gradients(kN, 0.0f);  // summed
+    std::vector<float> delivered(kN, 0.0f);  // what the pushes carried, decoded and summed
+    SparseGradient out;
+    for (double density : densities) {
+      SCOPED_TRACE("density " + std::to_string(density));
+      const std::vector<float> g = DyadicGradient(rng);
+      std::vector<float> acc = encoder.residual();
+      for (size_t i = 0; i < kN; ++i) {
+        acc[i] += g[i];
+        gradients[i] += g[i];
+      }
+      encoder.Encode(g.data(), density, &out);
+      ASSERT_NO_FATAL_FAILURE(
+          CheckPush(options, acc, out, &encoder.residual(), density, ledger.Due(density)));
+      const std::vector<size_t> elements = Elements(out, options.spec, kN);
+      const std::vector<float> values = Values(out);
+      for (size_t j = 0; j < elements.size(); ++j) delivered[elements[j]] += values[j];
+
+      size_t held_back = 0;
+      for (size_t i = 0; i < kN; ++i) {
+        ASSERT_EQ(delivered[i] + encoder.residual()[i], gradients[i]) << "element " << i;
+        held_back += encoder.residual()[i] != 0.0f;
+      }
+      // The check above is not vacuous: much is held back, and all but fp16's rounding errors
+      // when everything is sent.
+      if (density < 0.9) {
+        EXPECT_GT(held_back, kN / 3);
+      } else if (config.fp16_values) {
+        EXPECT_GT(held_back, 0u);
+      } else {
+        EXPECT_EQ(held_back, 0u);
+      }
+    }
+  }
+}
+
+TEST(SparseEncoderTest, WithoutErrorFeedbackTheRestIsDropped) {
+  for (const Config& config : kConfigs) {
+    SCOPED_TRACE(config.Name());
+    SparseEncoderOptions options = OptionsFor(config);
+    options.error_feedback = false;
+    SparseEncoder encoder(kN, options);
+    ChunkLedger ledger(NumChunks(kN, kChunk));
+    std::mt19937 rng(4);
+    SparseGradient out;
+    for (double density : {0.1, 0.01, 0.05}) {
+      const std::vector<float> g = DyadicGradient(rng);
+      encoder.Encode(g.data(), density, &out);
+      ASSERT_NO_FATAL_FAILURE(CheckPush(options, g, out, nullptr, density, ledger.Due(density)));
+      for (size_t i = 0; i < kN; ++i) ASSERT_EQ(encoder.residual()[i], 0.0f) << i;
+    }
+  }
+}
+
+// DGC momentum correction on 4 values, k = 1, mu = 0.5 (u = mu u + g; acc += u; a sent
+// coordinate clears both u and acc):
+//   push 1: g = (4 1 0 2)  u = (4 1 0 2)        acc = (4 1 0 2)        sends #0 = 4
+//   push 2: g = (1 1 3 1)  u = (1 1.5 3 2)      acc = (1 2.5 3 4)      sends #3 = 4
+//   push 3: g = 0          u = (.5 .75 1.5 0)   acc = (1.5 3.25 4.5 0) sends all (density 1)
+// Without masking, push 2 would carry u0 = 3 (acc0 = 3) and push 3 acc3 = 1.
+TEST(SparseEncoderTest, MomentumCorrectionAccumulatesVelocityAndMasksSentValues) {
+  SparseEncoderOptions options;
+  options.spec.codec = proto::TOPK;
+  options.spec.exact = true;
+  options.momentum_correction = 0.5f;
+  SparseEncoder encoder(4, options);
+  SparseGradient out;
+
+  const std::vector<float> g1 = {4, 1, 0, 2};
+  encoder.Encode(g1.data(), 0.25, &out);
+  EXPECT_EQ(out.ids, (std::vector<uint32_t>{0}));
+  EXPECT_EQ(out.values, (std::vector<float>{4}));
+  EXPECT_EQ(encoder.residual(), (std::vector<float>{0, 1, 0, 2}));
+
+  const std::vector<float> g2 = {1, 1, 3, 1};
+  encoder.Encode(g2.data(), 0.25, &out);
+  EXPECT_EQ(out.ids, (std::vector<uint32_t>{3}));
+  EXPECT_EQ(out.values, (std::vector<float>{4}));
+  EXPECT_EQ(encoder.residual(), (std::vector<float>{1, 2.5, 3, 0}));
+
+  const std::vector<float> g3 = {0, 0, 0, 0};
+  encoder.Encode(g3.data(), 1.0, &out);
+  EXPECT_EQ(out.ids, (std::vector<uint32_t>{0, 1, 2, 3}));
+  EXPECT_EQ(out.values, (std::vector<float>{1.5, 3.25, 4.5, 0}));
+  EXPECT_EQ(encoder.residual(), (std::vector<float>{0, 0, 0, 0}));
+}
+
+TEST(SparseEncoderTest, MomentumCorrectionMasksWholeChunks) {
+  SparseEncoderOptions options;
+  options.spec.codec = proto::CSC;
+  options.spec.chunk_elements = 2;
+  options.momentum_correction = 0.5f;
+  SparseEncoder encoder(4, options);
+  SparseGradient out;
+  const std::vector<float> g1 = {4, 2, 1, 1};  // chunk 0 sent; u = (0 0 1 1)
+  encoder.Encode(g1.data(), 0.5, &out);
+  EXPECT_EQ(out.ids, (std::vector<uint32_t>{0}));
+  EXPECT_EQ(out.values, (std::vector<float>{4, 2}));
+  const std::vector<float> g2 = {2, 2, 0, 0};  // u = (2 2 .5 .5), acc = (2 2 1.5 1.5)
+  encoder.Encode(g2.data(), 0.5, &out);
+  EXPECT_EQ(out.ids, (std::vector<uint32_t>{0}));
+  EXPECT_EQ(out.values, (std::vector<float>{2, 2}));
+  EXPECT_EQ(encoder.residual(), (std::vector<float>{0, 0, 1.5, 1.5}));
+}
+
+// sparse_encoder.h's example: 8 chunks at 5% owe 0.4 chunks a push, so one chunk goes on 2
+// pushes of 5; the pushes in between carry nothing and hold their gradients back.
+TEST(SparseEncoderTest, CscCarriesFractionalChunksAsCredit) {
+  SparseEncoderOptions options;
+  options.spec.codec = proto::CSC;
+  options.spec.chunk_elements = 4;
+  SparseEncoder encoder(32, options);
+  SparseGradient out;
+  std::vector<size_t> chunks_sent;
+  float sent = 0;
+  for (int push = 0; push < 10; ++push) {
+    std::vector<float> g(32, 0.0f);
+    g[4 * (push % 8) + 1] = static_cast<float>(push + 1);  // one chunk stands out each time
+    encoder.Encode(g.data(), 0.05, &out);
+    chunks_sent.push_back(out.ids.size());
+    EXPECT_EQ(out.values.size(), 4 * out.ids.size());
+    for (float x : out.values) sent += x;
+  }
+  EXPECT_EQ(chunks_sent, (std::vector<size_t>{0, 0, 1, 0, 1, 0, 0, 1, 0, 1}));
+  float held = 0;
+  for (float r : encoder.residual()) held += r;
+  EXPECT_EQ(sent + held, 55.0f);  // 1 + ... + 10
+  EXPECT_GT(sent, 0.0f);
+}
+
+TEST(SparseEncoderTest, TopKSamplesUnlessExactIsAsked) {
+  std::mt19937 rng(77);
+  std::normal_distribution<float> normal;
+  std::vector<float> g(200000);
+  for (float& x : g) x = normal(rng);
+  SparseEncoderOptions options;
+  options.spec.codec = proto::TOPK;
+  SparseGradient out;
+  SparseEncoder sampled(g.size(), options);
+  sampled.Encode(g.data(), 0.01, &out);
+  EXPECT_FALSE(out.topk.exact);
+  EXPECT_GE(out.topk.passes, 1u);
+  EXPECT_NE(out.ids.size(), 0u);
+
+  options.spec.exact = true;
+  SparseEncoder exact(g.size(), options);
+  exact.Encode(g.data(), 0.01, &out);
+  EXPECT_TRUE(out.topk.exact);
+  EXPECT_EQ(out.ids.size(), 2000u);
+}
+
+}  // namespace
+}  // namespace r2sp::codec
