@@ -6,6 +6,7 @@
 #define R2SP_MODELS_NETWORK_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <utility>
 
@@ -42,6 +43,14 @@ class Network {
   void set_step(int64_t step) { step_ = step; }
   int64_t step() const { return step_; }
 
+  // Called during TrainStep as backward finishes parameter gradients: [offset, offset + count)
+  // of `grads` is final. Every parameter is reported exactly once per step, from the last layer
+  // to the first where the backend can (the CPU backend after each layer's backward; the CUDA
+  // backend once, for everything, after its copy to the host). Lets the worker push partitions
+  // while backward goes on. Empty: not called.
+  using GradientReady = std::function<void(int64_t offset, int64_t count)>;
+  void set_gradient_ready(GradientReady fn) { gradient_ready_ = std::move(fn); }
+
   // The logits of the last forward pass (batch x num_classes), for tests.
   virtual const float* logits() const = 0;
 
@@ -51,6 +60,7 @@ class Network {
   explicit Network(Graph graph) : graph_(std::move(graph)) {}
   const Graph graph_;
   int64_t step_ = 0;
+  GradientReady gradient_ready_;
 };
 
 }  // namespace r2sp::models

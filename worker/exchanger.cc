@@ -16,7 +16,43 @@ Exchanger::Exchanger(const ExchangerOptions& options, PsClient* ps, SchedulerCli
       ps_(ps),
       scheduler_(scheduler),
       log_(log),
-      next_batch_(std::make_shared<std::atomic<int>>(options.initial_batch)) {}
+      next_batch_(std::make_shared<std::atomic<int>>(options.initial_batch)) {
+  if (options.overlap && options.sync != proto::R2SP) {
+    pusher_ = std::make_unique<BucketPusher>(ps, options.bucket_bytes);
+  }
+}
+
+void Exchanger::SetPushDensity(double epochs_done) {
+  if (options_.density_warmup_epochs > 0) {
+    ps_->set_push_density(codec::WarmupDensity(options_.push_density, epochs_done,
+                                               options_.density_warmup_epochs));
+  }
+}
+
+void Exchanger::BeginCompute(int64_t clock, double epochs_done) {
+  if (pusher_ == nullptr) return;
+  SetPushDensity(epochs_done);
+  // The batch asked for; the workload computes exactly that many samples (hetero batching
+  // wraps its shard; fixed batches divide it).
+  pusher_->Start(clock, PushScale(next_batch()));
+}
+
+void Exchanger::GradientReady(const float* grads, int64_t offset, int64_t count) {
+  if (pusher_ != nullptr) pusher_->Ready(grads, offset, count);
+}
+
+absl::Status Exchanger::Push(const ExchangeStep& step, const IterationMetrics& m, absl::Time now,
+                             absl::Time* started) {
+  *started = now;
+  if (pusher_ != nullptr && pusher_->started()) {
+    const absl::Status status = pusher_->Finish(step.grads);
+    if (pusher_->early_partitions() > 0) *started = pusher_->first_push();
+    early_partitions_ = pusher_->early_partitions();
+    return status;
+  }
+  SetPushDensity(step.epochs_done);
+  return ps_->Push(step.grads, m.clock, /*init=*/false, PushScale(m.batch)).Wait();
+}
 
 float Exchanger::PushScale(int batch) const {
   // BSP sums weighted gradients with hetero batching (else averages them); asynchronous modes
@@ -65,12 +101,10 @@ absl::Status Exchanger::Exchange(const ExchangeStep& step, IterationMetrics* m) 
                               grant.grant_index(), "}"));
     }
   }
-  if (options_.density_warmup_epochs > 0) {
-    ps_->set_push_density(codec::WarmupDensity(options_.push_density, step.epochs_done,
-                                               options_.density_warmup_epochs));
-  }
-  R2SP_RETURN_IF_ERROR_WITH(
-      ps_->Push(step.grads, m->clock, /*init=*/false, PushScale(m->batch)).Wait(), "push");
+  absl::Time push_started;
+  early_partitions_ = 0;
+  R2SP_RETURN_IF_ERROR_WITH(Push(step, *m, granted, &push_started), "push");
+  m->early_partitions = early_partitions_;
   const absl::Time after_push = absl::Now();
   // The last slot takes the worker out of the ring, so workers with more steps to go (one that
   // joined late, say) do not wait for its turn.
@@ -87,7 +121,8 @@ absl::Status Exchanger::Exchange(const ExchangeStep& step, IterationMetrics* m) 
   m->parked_seconds = pull.waited_seconds();
   m->push_bytes = m->pull_bytes = bytes;
   if (log_ != nullptr) {
-    log_->Span("push", granted, after_push);
+    log_->Span("push", push_started, after_push,
+               push_started < granted ? "{\"overlapped\": true}" : "");
     log_->Span("pull", after_push, after_pull,
                absl::StrCat("{\"parked_ms\": ", pull.waited_seconds() * 1e3, "}"));
   }

@@ -19,6 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "common/scheduler_client.h"
+#include "worker/bucket_pusher.h"
 #include "worker/ps_client.h"
 #include "worker/run_log.h"
 
@@ -46,6 +47,10 @@ struct ExchangerOptions {
   // the start over this many epochs (0: the target from the first push); see WarmupDensity.
   double push_density = 1.0;
   double density_warmup_epochs = 0.0;
+  // Push partitions while backward runs (bucket_pusher.h), in buckets of this many fp32 bytes.
+  // bsp, ssp and asp; r2sp's push waits for its slot after backward (docs/ARCHITECTURE.md).
+  bool overlap = false;
+  size_t bucket_bytes = 4 << 20;
 };
 
 // What one iteration hands over besides its metrics.
@@ -66,8 +71,15 @@ class Exchanger {
   Exchanger(const ExchangerOptions& options, PsClient* ps, SchedulerClient* scheduler,
             RunLog* log);
 
+  // Whether pushes start during backward: then the training loop calls BeginCompute before each
+  // compute and forwards the workload's GradientReady reports to GradientReady.
+  bool overlaps_backward() const { return pusher_ != nullptr; }
+  void BeginCompute(int64_t clock, double epochs_done);
+  void GradientReady(const float* grads, int64_t offset, int64_t count);
+
   // `m` holds the iteration's clock, batch and compute_seconds; Exchange fills in its wait,
-  // gap, push and pull fields and adds wait (r2sp), push and pull spans to the log.
+  // gap, push and pull fields and adds wait (r2sp), push and pull spans to the log. Pushes
+  // begun during backward are finished here.
   absl::Status Exchange(const ExchangeStep& step, IterationMetrics* m);
 
   // The batch size for the next iteration.
@@ -77,6 +89,11 @@ class Exchanger {
   // b_i / B, or 0 (unweighted: bsp averages, or the synthetic workload).
   float PushScale(int batch) const;
   PullOptions PullFor(const ExchangeStep& step, const IterationMetrics& m) const;
+  void SetPushDensity(double epochs_done);
+  // The iteration's push: finishing the early one, or the whole gradient now. Sets *started to
+  // when the push began (before `now` when it overlapped backward).
+  absl::Status Push(const ExchangeStep& step, const IterationMetrics& m, absl::Time now,
+                    absl::Time* started);
 
   const ExchangerOptions options_;
   PsClient* const ps_;
@@ -85,6 +102,8 @@ class Exchanger {
   // Shared with REPORT callbacks, whose replies may arrive after the exchanger is gone.
   const std::shared_ptr<std::atomic<int>> next_batch_;
   double previous_comm_seconds_ = 0;  // the tuner's fixed per-iteration cost
+  std::unique_ptr<BucketPusher> pusher_;  // with overlap
+  int early_partitions_ = 0;              // of the current iteration's push
 };
 
 }  // namespace r2sp

@@ -48,6 +48,10 @@ DEFINE_double(density_warmup_epochs, 0, "topk/csc: start dense and lower the den
               "geometrically to the codec's ratio over this many epochs (0 = off)");
 DEFINE_string(pull_codec, "fp32", "how parameters travel back: fp32 or fp16 (the first and "
               "the final pull are always fp32)");
+DEFINE_bool(overlap, false, "bsp/ssp/asp: push each partition while backward still runs, as soon "
+            "as its gradient is complete, in buckets of --bucket_bytes (r2sp pushes in its slot)");
+DEFINE_uint64(bucket_bytes, 4 << 20, "--overlap: push complete partitions once this many fp32 "
+              "bytes of them are waiting (0: each partition at once)");
 DEFINE_string(dump_params, "", "after training, write the final parameters (raw fp32) here");
 DEFINE_int32(log_every, 0, "print progress every this many steps (0: 10 synthetic, 50 real)");
 DEFINE_int32(request_timeout_s, 120, "give up on a push or pull after this time");
@@ -119,6 +123,8 @@ r2sp::WorkerOptions OptionsFromFlags() {
   o.error_feedback = FLAGS_error_feedback;
   o.momentum_correction = static_cast<float>(FLAGS_momentum_correction);
   o.density_warmup_epochs = FLAGS_density_warmup_epochs;
+  o.overlap = FLAGS_overlap;
+  o.bucket_bytes = FLAGS_bucket_bytes;
   o.pull_codec = r2sp::ValueOrExit(r2sp::ParseCodec("pull_codec", FLAGS_pull_codec));
   o.log_every = FLAGS_log_every;
   o.request_timeout = absl::Seconds(FLAGS_request_timeout_s);

@@ -41,6 +41,17 @@ ModelWorkload::ModelWorkload(const ModelWorkloadOptions& options, models::Networ
       labels_(options.largest_batch),
       grads_(net->graph().num_parameters()) {}
 
+void ModelWorkload::set_gradient_ready(GradientReady fn) {
+  if (!fn) {
+    net_->set_gradient_ready(nullptr);
+    return;
+  }
+  net_->set_gradient_ready([fn = std::move(fn), grads = grads_.data()](int64_t offset,
+                                                                       int64_t count) {
+    fn(grads, offset, count);
+  });
+}
+
 void ModelWorkload::StartEpoch(int epoch) {
   // Wrapping batches reshuffle when the shard runs out, not at epoch boundaries.
   if (!options_.wrapping_batches) batcher_->StartEpoch(epoch);

@@ -29,6 +29,7 @@ struct IterationMetrics {
   double loss = 0;
   double gap_seconds = 0;      // r2sp: the slot gap in force
   double parked_seconds = 0;   // of pull_seconds, the time the pull was parked on a server
+  int early_partitions = 0;    // --overlap: partitions whose push began during backward
 
   // The worker's own communication time: push and pull, parked time excluded.
   double CommSeconds() const { return push_seconds + pull_seconds - parked_seconds; }

@@ -62,11 +62,24 @@ SyntheticWorkload::SyntheticWorkload(const SyntheticOptions& options, size_t num
 
 absl::StatusOr<ComputedStep> SyntheticWorkload::ComputeGradient(int64_t clock, int /*batch*/,
                                                                 const float* /*params*/) {
-  if (options_.compute_ms > 0) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(options_.compute_ms));
-  }
   if (options_.known_gradients) {
     FillKnownGradient(options_.rank, clock, gradient_.data(), gradient_.size());
+  }
+  if (!gradient_ready_) {
+    if (options_.compute_ms > 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(options_.compute_ms));
+    }
+  } else {
+    // Forward, then backward: slices of the gradient ready from the last to the first.
+    const auto third = std::chrono::microseconds(options_.compute_ms * 1000 / 3);
+    const auto slice = std::chrono::microseconds(options_.compute_ms * 2000 / 3 / kBackwardSteps);
+    std::this_thread::sleep_for(third);
+    const int64_t n = static_cast<int64_t>(gradient_.size());
+    for (int k = kBackwardSteps - 1; k >= 0; --k) {
+      std::this_thread::sleep_for(slice);
+      const int64_t begin = n * k / kBackwardSteps, end = n * (k + 1) / kBackwardSteps;
+      if (end > begin) gradient_ready_(gradient_.data(), begin, end - begin);
+    }
   }
   ComputedStep step;
   step.grads = gradient_.data();

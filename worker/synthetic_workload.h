@@ -37,18 +37,24 @@ struct SyntheticOptions {
 };
 
 // The synthetic model as a Workload: each iteration sleeps compute_ms, then gives the known or
-// the random gradient; it has no samples and no test set.
+// the random gradient; it has no samples and no test set. With a gradient-ready callback the
+// sleep stands for forward and backward: a third of it, then the gradient is reported ready
+// from the end to the start in kBackwardSteps equal slices over the rest.
 class SyntheticWorkload : public Workload {
  public:
   SyntheticWorkload(const SyntheticOptions& options, size_t num_parameters);
 
+  static constexpr int kBackwardSteps = 16;
+
   void StartEpoch(int /*epoch*/) override {}
+  void set_gradient_ready(GradientReady fn) override { gradient_ready_ = std::move(fn); }
   absl::StatusOr<ComputedStep> ComputeGradient(int64_t clock, int batch,
                                                const float* params) override;
 
  private:
   const SyntheticOptions options_;
   std::vector<float> gradient_;  // random ones are generated once
+  GradientReady gradient_ready_;
 };
 
 }  // namespace r2sp

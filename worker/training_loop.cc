@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <memory>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -12,21 +14,66 @@
 namespace r2sp {
 namespace {
 
-// The workload's step, then the sleep that emulation asks for.
+// Backward's gradient-ready reports on their way to the exchanger. Without emulation they go
+// straight on. With emulated compute (a slower machine, an accelerator), backward really ends
+// early and the sleep after it stands for the rest: the reports are held and replayed over the
+// stretched compute at the same fractions of it, so that pushes start when that machine's
+// backward would have produced the gradients, not all at once during the sleep.
+class ReadyRelay {
+ public:
+  ReadyRelay(const LoopOptions& options, Exchanger* exchanger)
+      : exchanger_(exchanger),
+        hold_(options.emulate_ms_per_sample > 0 || options.compute_slowdown > 1.0) {}
+
+  void Begin(absl::Time start) {
+    start_ = start;
+    held_.clear();
+  }
+  void Report(const float* grads, int64_t offset, int64_t count) {
+    if (!hold_) {
+      exchanger_->GradientReady(grads, offset, count);
+      return;
+    }
+    held_.push_back({absl::Now() - start_, grads, offset, count});
+  }
+  // Replays the held reports over [start, start + stretch x their times), sleeping between.
+  void Replay(double stretch) {
+    for (const Held& h : held_) {
+      const absl::Time due = start_ + h.at * stretch;
+      const absl::Duration wait = due - absl::Now();
+      if (wait > absl::ZeroDuration()) std::this_thread::sleep_for(absl::ToChronoNanoseconds(wait));
+      exchanger_->GradientReady(h.grads, h.offset, h.count);
+    }
+    held_.clear();
+  }
+
+ private:
+  struct Held {
+    absl::Duration at;  // since the compute began
+    const float* grads;
+    int64_t offset, count;
+  };
+  Exchanger* const exchanger_;
+  const bool hold_;
+  absl::Time start_;
+  std::vector<Held> held_;
+};
+
+// The workload's step, then the sleep that emulation asks for (replaying held gradient-ready
+// reports through it).
 absl::StatusOr<ComputedStep> Compute(const LoopOptions& options, Workload* workload,
                                      int64_t clock, int batch, const float* params,
-                                     absl::Time start) {
+                                     absl::Time start, ReadyRelay* relay) {
   R2SP_ASSIGN_OR_RETURN(ComputedStep step, workload->ComputeGradient(clock, batch, params));
+  const absl::Duration worked = absl::Now() - start;
+  absl::Duration target = worked;
   if (options.emulate_ms_per_sample > 0) {
-    const absl::Duration target = absl::Milliseconds(options.emulate_ms_per_sample * step.samples);
-    const absl::Duration worked = absl::Now() - start;
-    if (worked < target) std::this_thread::sleep_for(absl::ToChronoNanoseconds(target - worked));
+    target = std::max(target, absl::Milliseconds(options.emulate_ms_per_sample * step.samples));
   }
-  if (options.compute_slowdown > 1.0) {
-    const absl::Duration worked = absl::Now() - start;
-    std::this_thread::sleep_for(
-        absl::ToChronoNanoseconds(worked * (options.compute_slowdown - 1)));
-  }
+  if (options.compute_slowdown > 1.0) target = target * options.compute_slowdown;
+  if (relay != nullptr) relay->Replay(absl::FDivDuration(target, std::max(worked, absl::Nanoseconds(1))));
+  const absl::Duration left = start + target - absl::Now();
+  if (left > absl::ZeroDuration()) std::this_thread::sleep_for(absl::ToChronoNanoseconds(left));
   return step;
 }
 
@@ -95,6 +142,14 @@ absl::StatusOr<LoopResult> RunTrainingLoop(const LoopOptions& options, Workload*
   LoopResult result;
   const absl::Time start = absl::Now();
   Progress progress(options, start);
+  std::unique_ptr<ReadyRelay> relay;
+  if (exchanger->overlaps_backward()) {
+    relay = std::make_unique<ReadyRelay>(options, exchanger);
+    workload->set_gradient_ready([r = relay.get()](const float* grads, int64_t offset,
+                                                    int64_t count) {
+      r->Report(grads, offset, count);
+    });
+  }
   for (int epoch = 0; epoch < options.epochs; ++epoch) {
     workload->StartEpoch(epoch);
     double epoch_loss = 0;
@@ -103,10 +158,15 @@ absl::StatusOr<LoopResult> RunTrainingLoop(const LoopOptions& options, Workload*
       IterationMetrics m;
       m.clock = result.steps;
       m.epoch = epoch;
+      const double epochs_done = epoch + static_cast<double>(s) / options.steps_per_epoch;
       const absl::Time t0 = absl::Now();
-      R2SP_ASSIGN_OR_RETURN(ComputedStep step, Compute(options, workload, m.clock,
-                                                       exchanger->next_batch(),
-                                                       params->data(), t0));
+      if (relay != nullptr) {
+        relay->Begin(t0);
+        exchanger->BeginCompute(m.clock, epochs_done);
+      }
+      R2SP_ASSIGN_OR_RETURN(ComputedStep step,
+                            Compute(options, workload, m.clock, exchanger->next_batch(),
+                                    params->data(), t0, relay.get()));
       const absl::Time t1 = absl::Now();
       m.batch = step.samples;
       m.loss = step.loss;
@@ -120,7 +180,7 @@ absl::StatusOr<LoopResult> RunTrainingLoop(const LoopOptions& options, Workload*
       exchange.params = params->data();
       exchange.computed = t1;
       exchange.iterations_left = last - result.steps;
-      exchange.epochs_done = epoch + static_cast<double>(s) / options.steps_per_epoch;
+      exchange.epochs_done = epochs_done;
       exchange.evaluation_next =
           workload->EvaluatesAfterEpoch() && s + 1 == options.steps_per_epoch;
       R2SP_RETURN_IF_ERROR(exchanger->Exchange(exchange, &m));
@@ -129,6 +189,7 @@ absl::StatusOr<LoopResult> RunTrainingLoop(const LoopOptions& options, Workload*
       result.wait_seconds += m.wait_seconds;
       result.push_seconds += m.push_seconds;
       result.pull_seconds += m.pull_seconds;
+      result.early_partitions += m.early_partitions;
       ++result.steps;
       result.samples += m.batch;
       result.final_batch = m.batch;
@@ -144,6 +205,7 @@ absl::StatusOr<LoopResult> RunTrainingLoop(const LoopOptions& options, Workload*
           EvaluateEpoch(options, workload, epoch, params->data(), start, &result, log));
     }
   }
+  if (relay != nullptr) workload->set_gradient_ready(nullptr);
   result.seconds = absl::ToDoubleSeconds(absl::Now() - start);
   return result;
 }

@@ -43,6 +43,7 @@ struct LoopResult {
   double last_epoch_loss = 0;  // mean over the last epoch's steps
   double test_accuracy = -1;   // after the last epoch, if evaluated
   int final_batch = 0;
+  int64_t early_partitions = 0;  // --overlap: partition pushes begun during backward, in all
 };
 
 // Trains from `params` (the model's size; holds the last pulled parameters on return).

@@ -117,6 +117,8 @@ absl::StatusOr<LoopResult> WorkerNode::Train() {
   mode.slot_includes_pull = book.r2sp_slot_includes_pull();
   mode.workers = book.workers_size();
   mode.pull_codec = options_.pull_codec;
+  mode.overlap = options_.overlap;
+  mode.bucket_bytes = options_.bucket_bytes;
   if (options_.push_codec.sparse()) {
     mode.push_density = options_.push_codec.ratio;
     mode.density_warmup_epochs = options_.density_warmup_epochs;

@@ -58,6 +58,8 @@ struct WorkerOptions {
   bool error_feedback = true;   // sparse push codecs
   float momentum_correction = 0.0f;
   double density_warmup_epochs = 0.0;
+  bool overlap = false;  // push during backward (bsp, ssp, asp)
+  size_t bucket_bytes = 4 << 20;
   proto::Codec pull_codec = proto::FP32;  // training pulls (the first and final ones: fp32)
   int log_every = 0;     // 0: 10 synthetic, 50 real
   absl::Duration request_timeout = absl::Seconds(120);

@@ -4,6 +4,7 @@
 #define R2SP_WORKER_WORKLOAD_H_
 
 #include <cstdint>
+#include <functional>
 
 #include "absl/status/statusor.h"
 
@@ -21,10 +22,19 @@ struct TestEvaluation {
   double loss = 0.0;  // mean per sample
 };
 
+// Backward has finished [offset, offset + count) of the gradient `grads` (the model's size, the
+// buffer ComputeGradient will return): those values are final. For overlapping communication
+// with backward (worker/bucket_pusher.h).
+using GradientReady = std::function<void(const float* grads, int64_t offset, int64_t count)>;
+
 // Called from the training thread only.
 class Workload {
  public:
   virtual ~Workload() = default;
+
+  // Once set, every ComputeGradient reports each gradient value exactly once through `fn`
+  // before it returns (as backward produces them where the workload can, else all at the end).
+  virtual void set_gradient_ready(GradientReady fn) = 0;
 
   // Before each epoch's first step (epochs count from 0).
   virtual void StartEpoch(int epoch) = 0;

@@ -77,8 +77,10 @@ void SelectChunksByNorm(const std::vector<float>& norms, size_t count,
 }
 
 size_t ChunkCredit::Take(double density, size_t chunks) {
+  if (chunks == 0 || density <= 0) return 0;
   credit_ += density * static_cast<double>(chunks);
-  const size_t count = std::min(chunks, static_cast<size_t>(credit_ + 1e-9));
+  const size_t count =
+      std::clamp<size_t>(static_cast<size_t>(credit_ + 1e-9), 1, chunks);
   credit_ = std::max(0.0, credit_ - static_cast<double>(count));
   return count;
 }

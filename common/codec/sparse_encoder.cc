@@ -73,6 +73,12 @@ void SparseEncoder::TakeValues(SparseGradient* out) {
   const bool half = options_.spec.fp16_values;
   out->values.clear();
   out->half_values.clear();
+  size_t count = out->ids.size();
+  if (options_.spec.codec == proto::CSC) {
+    count = 0;
+    for (uint32_t id : out->ids) count += ChunkLength(n_, options_.spec.chunk_elements, id);
+  }
+  (half ? out->half_values.reserve(count) : out->values.reserve(count));
   float* r = residual_.data();
   auto take = [&](size_t i) {
     if (half) {

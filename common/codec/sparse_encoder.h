@@ -7,10 +7,10 @@
 //    sends from the accumulated velocity; sent coordinates clear both (momentum factor
 //    masking). The server then applies plain SGD (run it with --momentum=0).
 // The density of each push is the caller's (a warm-up schedule lowers it over the first epochs).
-// csc sends whole chunks, and a partition may hold only a few (a 1 MiB partition has 8 chunks of
-// 32K values: 5% of them is 0.4 chunks). The encoder keeps the fraction as credit: each push adds
-// density x chunks to it and sends its whole part, so the chunks sent per push average the
-// density (0.4: one chunk on 2 pushes of 5, none on the others; error feedback keeps the rest).
+// csc sends whole chunks, at least one a push, and a partition may hold only a few (a 1 MiB
+// partition has 8 chunks of 32K values: 5% of them is 0.4 chunks, so it sends one, 12.5%). Where
+// density x chunks is above one, the fraction is carried as credit from push to push, so the
+// chunks sent average it (3.2: three chunks on 4 pushes of 5, four on the fifth).
 #ifndef R2SP_COMMON_CODEC_SPARSE_ENCODER_H_
 #define R2SP_COMMON_CODEC_SPARSE_ENCODER_H_
 

@@ -29,10 +29,33 @@ std::unique_ptr<Plan> CpuNetwork::BuildPlan(int batch, bool training) {
     written.back() = true;  // the loss writes the logits' gradient
     for (int i = static_cast<int>(graph_.nodes.size()) - 1; i > 0; --i) {
       BuildBackward(*plan, i, written);
+      AddGradientReadyStep(*plan, i);
     }
   }
   VLOG(1) << "built " << (training ? "training" : "inference") << " plan for batch " << batch;
   return plan;
+}
+
+void CpuNetwork::AddGradientReadyStep(Plan& plan, int i) {
+  const int first = graph_.nodes[i].first_param;
+  if (first < 0) return;
+  // The node's parameters run up to the next node's first one (parameters are laid out in node
+  // order), or to the end.
+  int end = static_cast<int>(graph_.params.size());
+  for (size_t j = i + 1; j < graph_.nodes.size(); ++j) {
+    if (graph_.nodes[j].first_param >= 0) {
+      end = graph_.nodes[j].first_param;
+      break;
+    }
+  }
+  const int64_t offset = param_offsets_[first];
+  int64_t count = 0;
+  for (int p = first; p < end; ++p) count += graph_.params[p].size();
+  plan.backward.push_back([this, offset, count] {
+    if (!gradient_ready_) return;
+    stream_.wait();  // the layer's gradients are in `grads`
+    gradient_ready_(offset, count);
+  });
 }
 
 }  // namespace cpu_internal

@@ -150,6 +150,7 @@ class CudaNetwork : public Network {
     CUDA_OK(cudaMemcpyAsync(grads, grads_.ptr, grads_.count * sizeof(float), cudaMemcpyDeviceToHost,
                             stream_));
     CUDA_OK(cudaStreamSynchronize(stream_));
+    if (gradient_ready_) gradient_ready_(0, static_cast<int64_t>(grads_.count));
     ++step_;
     return static_cast<float>(loss / batch);
   }

@@ -34,19 +34,27 @@ ServerOptions PlainSgd() {
   return options;
 }
 
-TEST(TrainingLoopTest, SyntheticKnownGradientsGiveTheBspSum) {
+// With --overlap the partitions go out while the synthetic backward reports them (buckets of one
+// 4 KiB partition): the same sums arrive, and most pushes began before backward ended.
+class KnownGradientsTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(KnownGradientsTest, SyntheticKnownGradientsGiveTheBspSum) {
+  const bool overlap = GetParam();
   const std::vector<proto::TensorSpec> model = SyntheticModel(4000, 2);
   testing::InProcessJob job(Job(proto::BSP, 2), PlainSgd(), model);
   ASSERT_OK(job.Start(std::vector<float>(4000, 0.0f)));
   std::vector<LoopResult> results(2);
-  ASSERT_OK(job.OnEveryWorker([&results](testing::JobWorker& w) -> absl::Status {
+  ASSERT_OK(job.OnEveryWorker([&results, overlap](testing::JobWorker& w) -> absl::Status {
                    SyntheticOptions synthetic;
                    synthetic.rank = w.rank();
                    synthetic.known_gradients = true;
+                   synthetic.compute_ms = overlap ? 16 : 0;
                    SyntheticWorkload workload(synthetic, w.params.size());
                    ExchangerOptions mode;
                    mode.sync = proto::BSP;
                    mode.workers = 2;
+                   mode.overlap = overlap;
+                   mode.bucket_bytes = 4096;
                    Exchanger exchanger(mode, w.ps.get(), w.scheduler.get(), nullptr);
                    LoopOptions loop;
                    loop.rank = w.rank();
@@ -60,6 +68,12 @@ TEST(TrainingLoopTest, SyntheticKnownGradientsGiveTheBspSum) {
   for (const testing::JobWorker& w : job.workers()) {
     EXPECT_EQ(results[w.rank()].steps, 5);
     EXPECT_EQ(results[w.rank()].samples, 0);
+    // 4 partitions, each complete before backward's end but the first: 3 or 4 early a step.
+    if (overlap) {
+      EXPECT_GE(results[w.rank()].early_partitions, 3 * 5);
+    } else {
+      EXPECT_EQ(results[w.rank()].early_partitions, 0);
+    }
     // Clock c's mean known gradient is 1.5 + c + (i % 4); five clocks sum to 17.5 + 5 (i % 4).
     for (size_t i = 0; i < w.params.size(); i += 97) {
       EXPECT_NEAR(w.params[i], -0.01f * (17.5f + 5.0f * (i % 4)), 1e-5) << i;
@@ -67,13 +81,17 @@ TEST(TrainingLoopTest, SyntheticKnownGradientsGiveTheBspSum) {
   }
 }
 
+INSTANTIATE_TEST_SUITE_P(Overlap, KnownGradientsTest, ::testing::Bool());
+
 // Batches of the asked-for size, a constant gradient, loss 1 / (epoch + 1), and a test set
 // whose accuracy is the first parameter.
 class CountingWorkload : public Workload {
  public:
   explicit CountingWorkload(size_t n) : grads_(n, 0.0f) {}
   void StartEpoch(int epoch) override { epoch_ = epoch; }
+  void set_gradient_ready(GradientReady fn) override { ready_ = std::move(fn); }
   absl::StatusOr<ComputedStep> ComputeGradient(int64_t, int batch, const float*) override {
+    if (ready_) ready_(grads_.data(), 0, static_cast<int64_t>(grads_.size()));
     ComputedStep step;
     step.samples = batch;
     step.loss = 1.0 / (epoch_ + 1);
@@ -88,6 +106,7 @@ class CountingWorkload : public Workload {
  private:
   std::vector<float> grads_;
   int epoch_ = 0;
+  GradientReady ready_;
 };
 
 TEST(TrainingLoopTest, EpochsEvaluationsAndEmulatedComputeAreRecorded) {

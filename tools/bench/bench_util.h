@@ -1,10 +1,12 @@
-// Small timing helpers for the benchmark programs: warm-up, repetitions, medians.
+// Small helpers for the benchmark programs: warm-up, repetitions, medians, and test data.
 #ifndef R2SP_TOOLS_BENCH_BENCH_UTIL_H_
 #define R2SP_TOOLS_BENCH_BENCH_UTIL_H_
 
 #include <algorithm>
 #include <chrono>
+#include <cstddef>
 #include <functional>
+#include <random>
 #include <vector>
 
 namespace r2sp::bench {
@@ -61,6 +63,17 @@ inline double MedianRatio(const std::vector<double>& numerator,
     ratios.push_back(numerator[r] / denominator[r]);
   }
   return Median(ratios);
+}
+
+// n gradient-like values: normal, sigma 1e-3, the same for every call (seeded). Top-k's sampled
+// threshold needs a spread of magnitudes: a constant gradient would make it fall back to exact
+// selection on every push.
+inline std::vector<float> GradientLike(size_t n) {
+  std::vector<float> grads(n);
+  std::mt19937 rng(1);
+  std::normal_distribution<float> normal(0.0f, 1e-3f);
+  for (float& g : grads) g = normal(rng);
+  return grads;
 }
 
 }  // namespace r2sp::bench

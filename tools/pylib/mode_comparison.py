@@ -28,20 +28,112 @@ MODES = {
 }
 
 
-# Wire codecs a compared configuration may name after its mode: "r2sp+fp16" is r2sp with
-# gradients and training pulls in fp16 (worker --push_codec/--pull_codec); no suffix is fp32.
-CODECS = ("fp32", "fp16")
+# Wire codecs a compared configuration may name after its mode ("r2sp+fp16", "bsp+topk:0.01"):
+# any worker --push_codec, checked as common/codec/codec_spec.cc's ParseCodecSpec does. fp16
+# also pulls in fp16 during training, the others pull fp32; no suffix is fp32.
+CODEC_FORMS = "fp32, fp16, topk:RATIO[,fp16][,exact] or csc:RATIO[,fp16][,chunk=N]"
+MAX_CHUNK_ELEMENTS = 1 << 22  # codec_spec.cc's kMaxChunkElements
+# The numbers absl::SimpleAtod reads (no inf or nan: never a ratio), decimal or hexadecimal.
+_DECIMAL = re.compile(r"\+?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+_HEX = re.compile(r"\+?0[xX]([0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)([pP][+-]?\d+)?")
+_CODEC_OPTION = re.compile(r"fp16|exact|chunk=.*")
+
+
+def parse_codec(text):
+    """The worker --push_codec value `text` as this tool passes it on: in lower case (as the
+    worker reads it) and without the spaces the worker ignores; ValueError, saying why, if the
+    worker would refuse it."""
+    codec = text.strip().lower()
+    if codec in ("fp32", "fp16"):
+        return codec
+    head, *options = codec.split(",")
+    kind, colon, ratio = head.partition(":")
+    if not colon or kind not in ("topk", "csc"):
+        raise ValueError(f"unknown codec {text!r} (want {CODEC_FORMS})")
+    ratio = ratio.strip()
+    value = (float(ratio) if _DECIMAL.fullmatch(ratio) else
+             float.fromhex(ratio) if _HEX.fullmatch(ratio) else None)
+    if value is None or not 0.0 < value <= 1.0:
+        raise ValueError(f"codec {text!r}: the ratio must be a number in (0, 1]")
+    parts = [f"{kind}:{ratio}"]
+    for option in options:
+        if option == "fp16" or (option == "exact" and kind == "topk"):
+            parts.append(option)
+        elif option.startswith("chunk=") and kind == "csc":
+            chunk = option[len("chunk="):].strip()
+            if not re.fullmatch(r"\+?\d+", chunk) or not 1 <= int(chunk) <= MAX_CHUNK_ELEMENTS:
+                raise ValueError(f"codec {text!r}: chunk must be an integer in "
+                                 f"[1, {MAX_CHUNK_ELEMENTS}]")
+            parts.append(f"chunk={chunk}")
+        else:
+            raise ValueError(f"codec {text!r}: unknown option {option!r} (want {CODEC_FORMS})")
+    return ",".join(parts)
 
 
 def split_mode(name):
-    """(mode, codec or None) of a configuration name such as "r2sp+fp16"; ValueError if either
-    part is unknown."""
+    """(mode, codec or None) of a configuration name such as "r2sp+fp16" or "bsp+topk:0.01"
+    (the codec as parse_codec gives it); ValueError if either part is unknown."""
     mode, _, codec = name.partition("+")
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode}")
-    if codec and codec not in CODECS:
-        raise ValueError(f"unknown codec {codec} (one of {', '.join(CODECS)})")
-    return mode, codec or None
+    return mode, parse_codec(codec) if codec else None
+
+
+def _sparse(codec):
+    return codec.split(":")[0].strip().lower() in ("topk", "csc")
+
+
+def split_modes(text):
+    """The configuration names in a --modes value: separated by commas, or by semicolons when
+    it has any. A sparse codec's own options stay with it: "bsp,r2sp+topk:0.01,fp16,asp" is bsp,
+    r2sp+topk:0.01,fp16 and asp. Each codec is spelt as parse_codec gives it. ValueError for an
+    unknown name."""
+    if ";" in text:
+        names = text.split(";")
+    else:
+        names = []
+        for item in text.split(","):
+            if (names and _CODEC_OPTION.fullmatch(item.lower())
+                    and _sparse(names[-1].partition("+")[2])):
+                names[-1] += "," + item
+            else:
+                names.append(item)
+    return [mode if codec is None else f"{mode}+{codec}"
+            for mode, codec in (split_mode(name) for name in names)]
+
+
+def split_codecs(text):
+    """The codecs in a --codecs value, as parse_codec gives them: separated by commas, or by
+    semicolons when it has any. After a sparse codec, "exact" and "chunk=N" are its options;
+    "fp16" there could be either, so it is refused (say "topk:0.01,fp16;fp16" with semicolons).
+    ValueError for an unknown or ambiguous codec."""
+    if ";" in text:
+        return [parse_codec(c) for c in text.split(";")]
+    codecs = []
+    for item in text.split(","):
+        after_sparse = codecs and _sparse(codecs[-1])
+        if after_sparse and item.lower() == "fp16":
+            raise ValueError(f"--codecs={text}: is fp16 after {codecs[-1]} its value encoding "
+                             "or a codec of its own? Separate the codecs with ';' instead "
+                             f"(e.g. {codecs[-1]},fp16;fp16)")
+        if after_sparse and _CODEC_OPTION.fullmatch(item.lower()):
+            codecs[-1] += "," + item
+        else:
+            codecs.append(item)
+    return [parse_codec(c) for c in codecs]
+
+
+def mode_codec_names(modes, codecs):
+    """Every mode with every codec, mode by mode ("bsp", "bsp+fp16", "r2sp", ...); fp32 is the
+    plain mode."""
+    return [mode if codec == "fp32" else f"{mode}+{codec}" for mode in modes for codec in codecs]
+
+
+def result_key(name):
+    """A configuration name as RESULT keys and run directories spell it: a codec's ':', ',' and
+    '=' read '_' (r2sp+csc:0.05,chunk=4096 -> r2sp+csc_0.05_chunk_4096), so that a RESULT
+    key=value splits at its one '=' and a path holds no ':'."""
+    return re.sub(r"[:,=]", "_", name)
 
 
 @dataclasses.dataclass
@@ -63,8 +155,9 @@ def job_command(args, mode, run_dir):
     sched = " ".join(f for f in (args.scheduler_flags,
                                  mode_flags.format(global_batch=args.global_batch)) if f)
     worker_flags = args.worker_flags
-    if codec:
-        worker_flags += f" --push_codec={codec} --pull_codec={codec}"
+    if codec:  # training pulls in fp16 only with fp16 pushes (sparse codecs are push-only)
+        pull = "fp16" if codec == "fp16" else "fp32"
+        worker_flags += f" --push_codec={codec} --pull_codec={pull}"
     cmd = [sys.executable, os.path.join(ROOT, tool[0])] + tool[1:] + [f"--sync={sync}"] + [
         f"--run_dir={run_dir}", f"--servers={args.servers}", f"--workers={args.workers}",
         f"--server_flags={args.server_flags}", f"--worker_flags={worker_flags}",
@@ -79,8 +172,9 @@ def job_command(args, mode, run_dir):
 
 
 def run_mode(args, mode, suffix=""):
-    """Runs `mode` into OUT/MODE+SUFFIX; returns that directory. JobError if the job failed."""
-    run_dir = os.path.join(args.out, mode + suffix)
+    """Runs `mode` into OUT/KEY+SUFFIX (KEY: result_key(mode)); returns that directory.
+    JobError if the job failed."""
+    run_dir = os.path.join(args.out, result_key(mode) + suffix)
     print(f"compare_modes: {mode}{suffix} ...", flush=True)
     r = subprocess.run(job_command(args, mode, run_dir), cwd=ROOT, capture_output=True, text=True)
     if r.returncode != 0:
@@ -258,7 +352,8 @@ def table(target_accuracy, modes, runs):
 
 
 def result_line(modes, runs):
-    """RESULT MODE_vs_bsp_throughput=... MODE_vs_bsp_job_throughput=...: medians over rounds."""
+    """RESULT MODE_vs_bsp_throughput=... MODE_vs_bsp_job_throughput=...: medians over rounds
+    (MODE as result_key spells it). The baseline is plain (fp32) bsp."""
     parts = []
     if "bsp" not in modes:
         return "RESULT"
@@ -266,7 +361,7 @@ def result_line(modes, runs):
         for mode in modes:
             ratio = median(vs_bsp(runs, mode, key)) if mode != "bsp" else None
             if ratio is not None:
-                parts.append(f"{mode}_vs_bsp_{suffix}={ratio:.2f}")
+                parts.append(f"{result_key(mode)}_vs_bsp_{suffix}={ratio:.2f}")
     return "RESULT " + " ".join(parts)
 
 

@@ -1,7 +1,7 @@
 """tools/pylib/mode_comparison.py: overlapping pushes, steady and job throughput, time to a
 target accuracy from evaluation records, a run's figures, ratios to bsp and their medians over
-rounds, the table, the RESULT line, the job command; and tools/compare_modes end to end on
-fabricated run directories (the jobs themselves are not run)."""
+rounds, the table, the RESULT line, the codec names and the job command; and tools/compare_modes
+end to end on fabricated run directories (the jobs themselves are not run)."""
 
 import contextlib
 import importlib.util
@@ -219,6 +219,18 @@ class RatiosTest(unittest.TestCase):
     def test_result_line_without_bsp(self):
         self.assertEqual(mc.result_line(["r2sp"], self.RUNS), "RESULT")
 
+    def test_result_keys_spell_codecs_with_underscores_and_compare_to_plain_bsp(self):
+        runs = [{"bsp": figures(100), "bsp+fp16": figures(120), "r2sp+topk:0.01": figures(150),
+                 "r2sp+csc:0.05,fp16,chunk=4096": figures(300)}]
+        self.assertEqual(mc.result_line(list(runs[0]), runs),
+                         "RESULT bsp+fp16_vs_bsp_throughput=1.20 "
+                         "r2sp+topk_0.01_vs_bsp_throughput=1.50 "
+                         "r2sp+csc_0.05_fp16_chunk_4096_vs_bsp_throughput=3.00")
+
+    def test_a_codec_of_bsp_is_no_baseline(self):
+        runs = [{"bsp+fp16": figures(100), "r2sp": figures(150)}]
+        self.assertEqual(mc.result_line(["bsp+fp16", "r2sp"], runs), "RESULT")
+
 
 class CellTest(unittest.TestCase):
     def test_single_run(self):
@@ -267,6 +279,15 @@ class TableTest(unittest.TestCase):
         text = mc.table(0.5, ["asp"], [{"asp": figures(100)}])
         self.assertNotIn("vs bsp", text)
 
+    def test_codec_rows_keep_their_names_and_compare_to_plain_bsp(self):
+        runs = [{"bsp": figures(100, 50), "r2sp+topk:0.01,fp16": figures(250, 100)}]
+        lines = mc.table(0.85, ["bsp", "r2sp+topk:0.01,fp16"], runs).splitlines()
+        headers = [h.strip() for h in lines[0].strip("|").split("|")]
+        row = dict(zip(headers, (c.strip() for c in lines[3].strip("|").split("|"))))
+        self.assertEqual(row["mode"], "r2sp+topk:0.01,fp16")
+        self.assertEqual(row["vs bsp (samples/s)"], "2.50")
+        self.assertEqual(row["vs bsp (job)"], "2.00")
+
 
 class JobCommandTest(unittest.TestCase):
     ARGS = dict(net="", scheduler_flags="", global_batch=256, servers=1, workers=4,
@@ -301,19 +322,138 @@ class JobCommandTest(unittest.TestCase):
         self.assertIn("--sync=r2sp", cmd)
         self.assertIn("--worker_flags=--model=mlp --push_codec=fp16 --pull_codec=fp16", cmd)
         self.assertIn("--worker_flags=--model=mlp", self.command("r2sp"))
+        self.assertIn("--worker_flags=--model=mlp --push_codec=fp32 --pull_codec=fp32",
+                      self.command("bsp+fp32"))
+
+    def test_sparse_codecs_push_sparse_and_pull_fp32(self):
+        cmd = self.command("r2sp+topk:0.01")
+        self.assertIn("--sync=r2sp", cmd)
+        self.assertIn("--worker_flags=--model=mlp --push_codec=topk:0.01 --pull_codec=fp32", cmd)
+        self.assertIn("--worker_flags=--model=mlp --push_codec=csc:0.05,fp16,chunk=4096 "
+                      "--pull_codec=fp32", self.command("bsp+CSC:0.05,fp16,chunk=4096"))
+        self.assertIn("--scheduler_flags=--staleness=3", self.command("ssp+topk:0.01,exact"))
 
     def test_split_mode(self):
         self.assertEqual(mc.split_mode("bsp"), ("bsp", None))
         self.assertEqual(mc.split_mode("r2sp_hetero+fp16"), ("r2sp_hetero", "fp16"))
+        self.assertEqual(mc.split_mode("r2sp+topk:0.01,fp16"), ("r2sp", "topk:0.01,fp16"))
+        self.assertEqual(mc.split_mode("bsp+CSC:0.05,Chunk=4096"), ("bsp", "csc:0.05,chunk=4096"))
         with self.assertRaises(ValueError):
             mc.split_mode("r2sp+topk")
         with self.assertRaises(ValueError):
             mc.split_mode("fast+fp16")
+        with self.assertRaisesRegex(ValueError, "unknown option 'exact'"):
+            mc.split_mode("r2sp+csc:0.05,exact")
 
     def test_per_worker_flags_and_binaries(self):
         cmd = self.command("bsp", worker_flags_for=["3:--compute_slowdown=2"], bin_dir="/b")
         self.assertIn("--worker_flags_for=3:--compute_slowdown=2", cmd)
         self.assertIn("--bin_dir=/b", cmd)
+
+
+class ParseCodecTest(unittest.TestCase):
+    """parse_codec accepts what the worker's ParseCodecSpec (common/codec/codec_spec.cc) does."""
+
+    def test_accepted(self):
+        for text, parsed in [
+                ("fp32", "fp32"), ("FP16", "fp16"), (" fp16 ", "fp16"),
+                ("topk:0.01", "topk:0.01"), ("TopK:0.01,FP16,Exact", "topk:0.01,fp16,exact"),
+                ("topk:1", "topk:1"), ("topk:1e-2", "topk:1e-2"), ("topk:.5", "topk:.5"),
+                ("topk:1.", "topk:1."),
+                ("topk:+0.25", "topk:+0.25"), ("topk: 0.25 ,fp16", "topk:0.25,fp16"),
+                ("topk:0x.8", "topk:0x.8"), ("topk:0X1p-1", "topk:0x1p-1"),
+                ("topk:0.01,exact,fp16,fp16", "topk:0.01,exact,fp16,fp16"),
+                ("csc:0.05", "csc:0.05"), ("csc:0.05,chunk=4096", "csc:0.05,chunk=4096"),
+                ("csc:1,fp16,chunk=1", "csc:1,fp16,chunk=1"),
+                ("csc:0.05,chunk=4194304", "csc:0.05,chunk=4194304"),
+                ("csc:0.05,chunk= 16 ", "csc:0.05,chunk=16")]:
+            with self.subTest(text=text):
+                self.assertEqual(mc.parse_codec(text), parsed)
+
+    def test_refused(self):
+        for text, why in [
+                ("", "unknown codec"), ("fp8", "unknown codec"), ("topk", "unknown codec"),
+                ("topk0.01", "unknown codec"), ("dgc:0.01", "unknown codec"),
+                ("topk:", "ratio"), ("topk:0", "ratio"), ("topk:1.5", "ratio"),
+                ("topk:-0.1", "ratio"), ("topk:nan", "ratio"), ("topk:inf", "ratio"),
+                ("topk:0.0_1", "ratio"), ("topk:0x", "ratio"), ("topk:0x2", "ratio"),
+                ("topk:1e", "ratio"), ("topk:-0", "ratio"), ("topk:1e-400", "ratio"),
+                ("topk:0.01,", "unknown option ''"), ("topk:0.01, fp16", "unknown option ' fp16'"),
+                ("topk:0.01,chunk=8", "unknown option"), ("topk:0.01,fp32", "unknown option"),
+                ("csc:0.05,exact", "unknown option 'exact'"), ("csc:0.05,chunk=0", "chunk"),
+                ("csc:0.05,chunk=4194305", "chunk"), ("csc:0.05,chunk=-1", "chunk"),
+                ("csc:0.05,chunk=1.5", "chunk"), ("csc:0.05,chunk=", "chunk"),
+                ("csc:0.05,chunk=0x10", "chunk")]:
+            with self.subTest(text=text):
+                with self.assertRaisesRegex(ValueError, why):
+                    mc.parse_codec(text)
+
+
+class ModeListsTest(unittest.TestCase):
+    def test_modes_keep_a_sparse_codecs_options(self):
+        self.assertEqual(mc.split_modes("bsp,r2sp+topk:0.01,fp16,exact,asp"),
+                         ["bsp", "r2sp+topk:0.01,fp16,exact", "asp"])
+        self.assertEqual(mc.split_modes("r2sp+csc:0.05,chunk=4096,bsp+fp16"),
+                         ["r2sp+csc:0.05,chunk=4096", "bsp+fp16"])
+        self.assertEqual(mc.split_modes("bsp"), ["bsp"])
+
+    def test_semicolons_separate_modes(self):
+        self.assertEqual(mc.split_modes("bsp;r2sp+topk:0.01,fp16"), ["bsp", "r2sp+topk:0.01,fp16"])
+
+    def test_codecs_are_spelt_as_the_worker_gets_them(self):
+        self.assertEqual(mc.split_modes("bsp+FP16,r2sp+TopK: 0.01,Exact,asp+"),
+                         ["bsp+fp16", "r2sp+topk:0.01,exact", "asp"])
+
+    def test_an_option_after_no_sparse_codec_is_an_unknown_mode(self):
+        for text in ("bsp,fp16", "r2sp+fp16,fp16", "fp16,bsp", "bsp,fast"):
+            with self.subTest(text=text):
+                with self.assertRaisesRegex(ValueError, "unknown mode"):
+                    mc.split_modes(text)
+
+    def test_a_bad_codec_in_a_mode(self):
+        with self.assertRaisesRegex(ValueError, "unknown option 'exact'"):
+            mc.split_modes("bsp,r2sp+csc:0.05,exact")
+
+    def test_codecs(self):
+        self.assertEqual(mc.split_codecs("fp32,fp16,topk:0.01"), ["fp32", "fp16", "topk:0.01"])
+        self.assertEqual(mc.split_codecs("topk:0.01,exact,csc:0.05,chunk=4096"),
+                         ["topk:0.01,exact", "csc:0.05,chunk=4096"])
+        self.assertEqual(mc.split_codecs("fp16,CSC:0.05"), ["fp16", "csc:0.05"])
+        self.assertEqual(mc.split_codecs("topk:0.01,fp16;fp16;fp32"),
+                         ["topk:0.01,fp16", "fp16", "fp32"])
+
+    def test_fp16_after_a_sparse_codec_is_ambiguous(self):
+        with self.assertRaisesRegex(ValueError, "Separate the codecs with ';'"):
+            mc.split_codecs("fp32,topk:0.01,fp16")
+
+    def test_unknown_codec(self):
+        with self.assertRaisesRegex(ValueError, "unknown codec 'int8'"):
+            mc.split_codecs("fp32,int8")
+        with self.assertRaisesRegex(ValueError, "unknown codec 'exact'"):
+            mc.split_codecs("fp16,exact")
+
+    def test_every_mode_with_every_codec_mode_by_mode(self):
+        self.assertEqual(mc.mode_codec_names(["bsp", "r2sp"], ["fp32", "fp16", "topk:0.01"]),
+                         ["bsp", "bsp+fp16", "bsp+topk:0.01", "r2sp", "r2sp+fp16",
+                          "r2sp+topk:0.01"])
+
+    def test_result_key(self):
+        self.assertEqual(mc.result_key("r2sp_hetero+fp16"), "r2sp_hetero+fp16")
+        self.assertEqual(mc.result_key("r2sp+topk:0.01"), "r2sp+topk_0.01")
+        self.assertEqual(mc.result_key("bsp+csc:0.05,fp16,chunk=4096"),
+                         "bsp+csc_0.05_fp16_chunk_4096")
+
+
+class RunModeTest(unittest.TestCase):
+    def test_run_directory_spells_the_codec_with_underscores(self):
+        args = types.SimpleNamespace(**dict(JobCommandTest.ARGS, out="/tmp/out"))
+        done = types.SimpleNamespace(returncode=0, stdout="", stderr="")
+        with mock.patch.object(mc.subprocess, "run", return_value=done) as run, \
+                contextlib.redirect_stdout(io.StringIO()) as printed:
+            run_dir = mc.run_mode(args, "r2sp+csc:0.05,chunk=4096", "_run2")
+        self.assertEqual(run_dir, "/tmp/out/r2sp+csc_0.05_chunk_4096_run2")
+        self.assertIn("--run_dir=/tmp/out/r2sp+csc_0.05_chunk_4096_run2", run.call_args[0][0])
+        self.assertIn("compare_modes: r2sp+csc:0.05,chunk=4096_run2 ...", printed.getvalue())
 
 
 def write_run_dir(run_dir, workers=2, iterations=5, interval=0.1, batch=32, evals=(),
@@ -374,9 +514,10 @@ class CompareModesScriptTest(unittest.TestCase):
                  "r2sp": [{"epoch": 1, "test_accuracy": 0.7, "elapsed_s": 3.0}]}
 
         def fake_run_mode(args, mode, suffix=""):
-            run_dir = os.path.join(args.out, mode + suffix)
+            run_dir = os.path.join(args.out, mc.result_key(mode) + suffix)
+            base = mc.split_mode(mode)[0]
             write_run_dir(run_dir, interval=0.1 if mode == "bsp" else 0.05,
-                          evals=evals[mode], overlap=mode == "bsp")
+                          evals=evals[base], overlap=base == "bsp")
             return run_dir
 
         stdout = io.StringIO()
@@ -412,6 +553,62 @@ class CompareModesScriptTest(unittest.TestCase):
         self.assertIn("Each mode ran 2 times", table)
         self.assertIn("| time to 0.65 (s) |", table)
         self.assertIn("0 (0-0) of 10", table)
+
+    def test_codecs_run_every_mode_with_every_codec(self):
+        with tempfile.TemporaryDirectory() as out:
+            status, printed = self.run_script(
+                out, ["--modes=bsp,r2sp", "--codecs=fp32,topk:0.01,exact,csc:0.05,chunk=4096",
+                      "--workers=2"])
+            with open(os.path.join(out, "results.json")) as f:
+                results = json.load(f)
+            with open(os.path.join(out, "results.md")) as f:
+                table = f.read()
+            written = sorted(os.listdir(out))
+        self.assertEqual(status, 0)
+        names = ["bsp", "bsp+topk:0.01,exact", "bsp+csc:0.05,chunk=4096", "r2sp",
+                 "r2sp+topk:0.01,exact", "r2sp+csc:0.05,chunk=4096"]
+        self.assertEqual(list(results["runs"][0]), names)
+        for name in names:
+            self.assertIn(f"| {name} |", table)
+            self.assertIn(mc.result_key(name), written)
+        result = printed.splitlines()[-1]
+        self.assertTrue(result.startswith("RESULT bsp+topk_0.01_exact_vs_bsp_throughput=2.00 "),
+                        result)
+        self.assertIn(" r2sp+csc_0.05_chunk_4096_vs_bsp_job_throughput=2.00", result)
+        self.assertNotIn(" bsp_vs_bsp", result)
+
+    def test_without_codecs_the_modes_run_as_named(self):
+        with tempfile.TemporaryDirectory() as out:
+            status, _ = self.run_script(out, ["--modes=bsp;r2sp+topk:0.01,fp16", "--workers=2"])
+            with open(os.path.join(out, "results.json")) as f:
+                results = json.load(f)
+        self.assertEqual(status, 0)
+        self.assertEqual(list(results["runs"][0]), ["bsp", "r2sp+topk:0.01,fp16"])
+
+    def test_bad_mode_and_codec_lists_are_usage_errors(self):
+        for argv, why in [
+                (["--modes=r2sp+fp16", "--codecs=fp32,fp16"], "--codecs takes plain modes"),
+                (["--modes=bsp", "--codecs=fp32,topk:0.01,fp16"], "Separate the codecs"),
+                (["--modes=bsp", "--codecs=fp32,topk:2"], "ratio"),
+                (["--modes=bsp,r2sp+csc:0.05,exact"], "unknown option 'exact'"),
+                (["--modes=bsp,bsp"], "listed twice"),
+                (["--modes=bsp", "--codecs=fp16,FP16"], "listed twice")]:
+            with self.subTest(argv=argv):
+                stderr = io.StringIO()
+                with tempfile.TemporaryDirectory() as out, contextlib.redirect_stderr(stderr):
+                    with self.assertRaises(SystemExit) as exit:
+                        self.run_script(out, argv)
+                self.assertEqual(exit.exception.code, 2)
+                self.assertIn(why, stderr.getvalue())
+
+    def test_no_plain_bsp_no_ratios_and_a_note(self):
+        stderr = io.StringIO()
+        with tempfile.TemporaryDirectory() as out, contextlib.redirect_stderr(stderr):
+            status, printed = self.run_script(out, ["--modes=bsp,r2sp", "--codecs=fp16",
+                                                    "--workers=2"])
+        self.assertEqual(status, 0)
+        self.assertEqual(printed.splitlines()[-1], "RESULT")
+        self.assertIn("no plain (fp32) bsp run", stderr.getvalue())
 
     def test_plots(self):
         if importlib.util.find_spec("matplotlib") is None:

@@ -1,0 +1,115 @@
+// Lazy bucketing (worker/bucket_pusher.h) against a real ServerHandler over the in-process
+// network: a partition goes out once every value of it was reported ready, complete partitions
+// wait until the bucket holds the threshold, ranges may cut across partitions, Finish pushes
+// whatever backward did not report, and the server ends up where a whole-model push leaves it.
+#include "worker/bucket_pusher.h"
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "server/server_handler.h"
+#include "tests/testing/in_process_network.h"
+
+namespace r2sp {
+namespace {
+
+class BucketPusherTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // 10 floats in partitions of 4, 3 and 3 (offsets 0, 4, 7) on one server.
+    proto::TensorSpec t;
+    t.set_name("w");
+    t.set_num_elements(10);
+    layout_.emplace(*ModelLayout::Create({t}, /*partition_bytes=*/16, /*num_servers=*/1));
+    ServerOptions options;
+    options.sync = proto::ASP;
+    options.sgd = {/*learning_rate=*/1.0f, /*momentum=*/0.0f, /*weight_decay=*/0.0f};
+    options.per_sample_updates = false;
+    server_ = std::make_unique<ServerHandler>(options);
+    server_->Configure(0, 1, *layout_);
+    network_.Serve("server0", server_.get());
+    PsClientOptions ps_options;
+    ps_options.request_timeout = absl::Seconds(10);
+    ps_ = std::make_unique<PsClient>(network_.Client("worker0"), &*layout_,
+                                     std::vector<std::string>{"server0"}, ps_options);
+    std::vector<float> zero(10, 0.0f);
+    ASSERT_TRUE(ps_->Push(zero.data(), 0, /*init=*/true).Wait().ok());
+  }
+
+  // Waits until the server has seen `pushes` pushes (initial values included), or 5 s.
+  uint64_t ServerPushesAfterWaiting(uint64_t pushes) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(5);
+    while (server_->counters().pushes() < pushes && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+    absl::SleepFor(absl::Milliseconds(20));  // and nothing more arrives
+    return server_->counters().pushes();
+  }
+
+  // The whole model as the server holds it, partition after partition.
+  std::vector<float> Weights() {
+    std::vector<float> all;
+    for (const Partition& p : layout_->partitions()) {
+      const std::vector<float> w = *server_->Weights(p.key);
+      all.insert(all.end(), w.begin(), w.end());
+    }
+    return all;
+  }
+
+  std::optional<ModelLayout> layout_;
+  std::unique_ptr<ServerHandler> server_;
+  std::unique_ptr<PsClient> ps_;
+  testing::InProcessNetwork network_;  // last: stops before the handler it calls goes
+};
+
+TEST_F(BucketPusherTest, PartitionsGoOutAsTheyCompleteAndFinishSendsTheRest) {
+  BucketPusher pusher(ps_.get(), /*bucket_bytes=*/0);
+  std::vector<float> grad = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+  pusher.Start(/*clock=*/0, /*scale=*/0);
+  pusher.Ready(grad.data(), 8, 2);  // the last partition is 7..9: not complete yet
+  EXPECT_EQ(ServerPushesAfterWaiting(3), 3u);  // 3 initial values only
+  pusher.Ready(grad.data(), 5, 3);  // completes 7..9; 4..6 still lacks 4
+  EXPECT_EQ(ServerPushesAfterWaiting(4), 4u);
+  pusher.Ready(grad.data(), 3, 2);  // completes 4..6 (and part of 0..3)
+  EXPECT_EQ(ServerPushesAfterWaiting(5), 5u);
+  EXPECT_EQ(pusher.early_partitions(), 2);
+  ASSERT_TRUE(pusher.Finish(grad.data()).ok());  // 0..3, never completely reported
+  EXPECT_EQ(server_->counters().pushes(), 6u);
+  const std::vector<float> w = Weights();
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(w[i], -grad[i]) << i;
+}
+
+TEST_F(BucketPusherTest, CompletePartitionsWaitForTheBucketThreshold) {
+  BucketPusher pusher(ps_.get(), /*bucket_bytes=*/24);  // two 3-float partitions
+  std::vector<float> grad(10, 1.0f);
+  pusher.Start(0, 0);
+  pusher.Ready(grad.data(), 7, 3);
+  EXPECT_EQ(ServerPushesAfterWaiting(3), 3u);  // 12 bytes waiting
+  pusher.Ready(grad.data(), 0, 7);             // everything else: 40 bytes, all three go
+  EXPECT_EQ(ServerPushesAfterWaiting(6), 6u);
+  EXPECT_EQ(pusher.early_partitions(), 3);
+  ASSERT_TRUE(pusher.Finish(grad.data()).ok());
+  EXPECT_EQ(server_->counters().pushes(), 6u);  // nothing twice
+  for (float v : Weights()) EXPECT_EQ(v, -1.0f);
+}
+
+TEST_F(BucketPusherTest, WithoutReportsFinishPushesTheWholeGradient) {
+  BucketPusher pusher(ps_.get(), 0);
+  std::vector<float> grad(10, 2.0f);
+  pusher.Start(0, 0);
+  ASSERT_TRUE(pusher.Finish(grad.data()).ok());
+  EXPECT_EQ(pusher.early_partitions(), 0);
+  for (float v : Weights()) EXPECT_EQ(v, -2.0f);
+  // The next iteration starts afresh.
+  pusher.Start(1, 0);
+  pusher.Ready(grad.data(), 0, 10);
+  EXPECT_EQ(pusher.early_partitions(), 3);
+  ASSERT_TRUE(pusher.Finish(grad.data()).ok());
+  for (float v : Weights()) EXPECT_EQ(v, -4.0f);
+}
+
+}  // namespace
+}  // namespace r2sp

@@ -1,0 +1,86 @@
+// See bucket_pusher.h.
+#include "worker/bucket_pusher.h"
+
+#include <algorithm>
+
+#include "absl/time/clock.h"
+#include "glog/logging.h"
+
+namespace r2sp {
+
+BucketPusher::BucketPusher(PsClient* ps, size_t bucket_bytes)
+    : ps_(ps), bucket_bytes_(bucket_bytes) {
+  const std::vector<Partition>& parts = ps->layout().partitions();
+  for (size_t i = 1; i < parts.size(); ++i) {
+    CHECK_EQ(parts[i].offset, parts[i - 1].offset + parts[i - 1].num_elements)
+        << "partitions must tile the flat model in order";
+  }
+}
+
+void BucketPusher::Start(int64_t clock, float scale) {
+  const std::vector<Partition>& parts = ps_->layout().partitions();
+  remaining_.resize(parts.size());
+  for (size_t i = 0; i < parts.size(); ++i) remaining_[i] = parts[i].num_elements;
+  sent_.assign(parts.size(), false);
+  bucket_.clear();
+  bucket_size_ = 0;
+  tickets_.clear();
+  started_ = true;
+  clock_ = clock;
+  scale_ = scale;
+  early_ = 0;
+  first_push_ = absl::InfinitePast();
+}
+
+void BucketPusher::Ready(const float* grads, int64_t offset, int64_t count) {
+  if (!started_ || count <= 0) return;
+  const std::vector<Partition>& parts = ps_->layout().partitions();
+  const size_t begin = static_cast<size_t>(offset), end = begin + static_cast<size_t>(count);
+  // The first partition that ends after `begin`.
+  size_t i = std::upper_bound(parts.begin(), parts.end(), begin,
+                              [](size_t at, const Partition& p) {
+                                return at < p.offset + p.num_elements;
+                              }) -
+             parts.begin();
+  for (; i < parts.size() && parts[i].offset < end; ++i) {
+    const size_t lo = std::max(begin, parts[i].offset);
+    const size_t hi = std::min(end, parts[i].offset + parts[i].num_elements);
+    DCHECK_LE(hi - lo, remaining_[i]) << "a gradient value reported twice";
+    remaining_[i] -= std::min(remaining_[i], hi - lo);
+    if (remaining_[i] == 0 && !sent_[i]) {
+      sent_[i] = true;
+      bucket_.push_back(i);
+      bucket_size_ += parts[i].bytes();
+    }
+  }
+  if (!bucket_.empty() && bucket_size_ >= bucket_bytes_) {
+    early_ += static_cast<int>(bucket_.size());
+    Flush(grads);
+  }
+}
+
+void BucketPusher::Flush(const float* grads) {
+  for (size_t index : bucket_) PushPartition(grads, index);
+  bucket_.clear();
+  bucket_size_ = 0;
+}
+
+void BucketPusher::PushPartition(const float* grads, size_t index) {
+  if (first_push_ == absl::InfinitePast()) first_push_ = absl::Now();
+  const Partition& p = ps_->layout().partitions()[index];
+  tickets_.push_back(ps_->PushPartition(p.key, grads + p.offset, clock_, /*init=*/false, scale_));
+}
+
+absl::Status BucketPusher::Finish(const float* grads) {
+  CHECK(started_) << "BucketPusher::Finish without Start";
+  started_ = false;
+  Flush(grads);
+  for (size_t i = 0; i < sent_.size(); ++i) {
+    if (!sent_[i]) PushPartition(grads, i);
+  }
+  absl::Status status;
+  for (const Ticket& t : tickets_) status.Update(t.Wait());
+  return status;
+}
+
+}  // namespace r2sp
