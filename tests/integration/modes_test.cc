@@ -166,6 +166,30 @@ INSTANTIATE_TEST_SUITE_P(Codecs, SparseModesTest,
                                                std::string(std::get<1>(info.param)).substr(0, 3));
                          });
 
+// Pushes overlapped with backward (--overlap, 64 KiB partitions in 128 KiB buckets): bsp and asp
+// still train the mlp to 80%, and the metrics show partitions pushed before backward ended.
+class OverlapModesTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(OverlapModesTest, FourWorkersTrainTheMlpTo80PercentPushingDuringBackward) {
+  JobSpec spec = MlpJob(GetParam(), 2);
+  spec.name = "overlap_" + GetParam();
+  spec.scheduler_flags.push_back("--partition_bytes=65536");
+  spec.worker_flags.push_back("--overlap");
+  spec.worker_flags.push_back("--bucket_bytes=131072");
+  LocalJob job(spec);
+  ASSERT_TRUE(job.WaitAll(absl::Seconds(180)));
+  const std::string stats = job.Stats();
+  EXPECT_GE(testing::ReportedAccuracy(stats), 0.80) << stats;
+  double early = 0;
+  for (absl::string_view line : absl::StrSplit(testing::ReadFile(job.WorkerFile(0, ".jsonl")),
+                                               '\n')) {
+    if (absl::StrContains(line, "\"clock\"")) early += Field(std::string(line), "early_partitions");
+  }
+  EXPECT_GT(early, 234) << "at least one partition a step went out during backward";
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, OverlapModesTest, ::testing::Values("bsp", "asp"));
+
 // What an r2sp slot covers: by default the push only, so the next holder's push overlaps this
 // one's pull (both directions of the server's link busy); with --r2sp_slot=push_pull, as in the
 // R2SP paper, no push starts before the previous holder's pull has ended.
