@@ -6,14 +6,10 @@
 #include <cstdint>
 #include <cstring>
 
+#include "common/target_clones.h"
+
 namespace r2sp {
 namespace {
-
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define R2SP_TARGET_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define R2SP_TARGET_CLONES
-#endif
 
 R2SP_TARGET_CLONES
 uint32_t NonFiniteCount(const float* __restrict v, size_t n) {

@@ -6,14 +6,10 @@
 #include <limits>
 #include <numeric>
 
+#include "common/target_clones.h"
+
 namespace r2sp::codec {
 namespace {
-
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define R2SP_TARGET_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define R2SP_TARGET_CLONES
-#endif
 
 // Sum of squares; eight partial sums so the loop vectorises without -ffast-math.
 R2SP_TARGET_CLONES

@@ -6,16 +6,11 @@
 
 #include "common/codec/csc.h"
 #include "common/codec/fp16.h"
+#include "common/target_clones.h"
 #include "glog/logging.h"
 
 namespace r2sp::codec {
 namespace {
-
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define R2SP_TARGET_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define R2SP_TARGET_CLONES
-#endif
 
 R2SP_TARGET_CLONES
 void AddInto(const float* __restrict g, float* __restrict acc, size_t n) {

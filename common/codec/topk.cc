@@ -8,16 +8,11 @@
 #include <cstring>
 #include <numeric>
 
+#include "common/target_clones.h"
 #include "glog/logging.h"
 
 namespace r2sp::codec {
 namespace {
-
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define R2SP_TARGET_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define R2SP_TARGET_CLONES
-#endif
 
 inline uint32_t Key(float x) {
   uint32_t bits;
