@@ -7,6 +7,7 @@
 #include "absl/time/clock.h"
 #include "common/codec/codec_spec.h"
 #include "common/status_macros.h"
+#include "glog/logging.h"
 
 namespace r2sp {
 
@@ -17,7 +18,9 @@ Exchanger::Exchanger(const ExchangerOptions& options, PsClient* ps, SchedulerCli
       scheduler_(scheduler),
       log_(log),
       next_batch_(std::make_shared<std::atomic<int>>(options.initial_batch)) {
-  if (options.overlap && options.sync != proto::R2SP) {
+  if (options.overlap && options.sync == proto::R2SP) {
+    LOG(WARNING) << "--overlap: r2sp pushes in its slot, after backward (docs/ARCHITECTURE.md)";
+  } else if (options.overlap) {
     pusher_ = std::make_unique<BucketPusher>(ps, options.bucket_bytes);
   }
 }

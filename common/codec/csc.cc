@@ -13,7 +13,7 @@ namespace {
 
 // Sum of squares; eight partial sums so the loop vectorises without -ffast-math.
 R2SP_TARGET_CLONES
-float SquaredNorm(const float* __restrict v, size_t n) {
+float SquaredNormLanes(const float* __restrict v, size_t n) {
   float part[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
@@ -26,6 +26,8 @@ float SquaredNorm(const float* __restrict v, size_t n) {
 }
 
 }  // namespace
+
+float ChunkSquaredNorm(const float* v, size_t n) { return SquaredNormLanes(v, n); }
 
 size_t NumChunks(size_t n, uint32_t chunk) { return (n + chunk - 1) / chunk; }
 
@@ -45,7 +47,7 @@ void SelectChunks(const float* v, size_t n, uint32_t chunk, size_t count,
   const size_t chunks = NumChunks(n, chunk);
   std::vector<float> norms(count == 0 || count >= chunks ? 0 : chunks);
   for (size_t c = 0; c < norms.size(); ++c) {
-    norms[c] = SquaredNorm(v + c * static_cast<size_t>(chunk), ChunkLength(n, chunk, c));
+    norms[c] = ChunkSquaredNorm(v + c * static_cast<size_t>(chunk), ChunkLength(n, chunk, c));
   }
   if (norms.empty()) {  // none or all: no need to rank
     ids->resize(count == 0 ? 0 : chunks);

@@ -24,6 +24,9 @@ size_t ChunkCount(size_t n, uint32_t chunk, double ratio);
 void SelectChunks(const float* v, size_t n, uint32_t chunk, size_t count,
                   std::vector<uint32_t>* ids);
 
+// The squared L2 norm of n values (a chunk's rank), summed in eight lanes.
+float ChunkSquaredNorm(const float* v, size_t n);
+
 // The same from the chunks' squared norms (the GPU encoder computes them on the device); a NaN
 // norm ranks as +Inf. `ids` is overwritten.
 void SelectChunksByNorm(const std::vector<float>& norms, size_t count,

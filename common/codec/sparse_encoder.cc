@@ -35,31 +35,79 @@ SparseEncoder::SparseEncoder(size_t num_elements, const SparseEncoderOptions& op
   if (options.momentum_correction > 0.0f) velocity_.assign(num_elements, 0.0f);
 }
 
-void SparseEncoder::Encode(const float* grad, double density, SparseGradient* out) {
+// Blocks of 16K values (64 KiB): the second look at a block finds it in L2.
+constexpr size_t kBlock = 16 * 1024;
+
+void SparseEncoder::Accumulate(const float* grad, size_t begin, size_t end) {
+  const size_t n = end - begin;
   if (!velocity_.empty()) {
-    AccumulateVelocity(options_.momentum_correction, grad, velocity_.data(), residual_.data(),
-                       n_);
+    AccumulateVelocity(options_.momentum_correction, grad + begin, velocity_.data() + begin,
+                       residual_.data() + begin, n);
   } else if (options_.error_feedback) {
-    AddInto(grad, residual_.data(), n_);
+    AddInto(grad + begin, residual_.data() + begin, n);
   } else {
-    std::memcpy(residual_.data(), grad, n_ * sizeof(float));
+    std::memcpy(residual_.data() + begin, grad + begin, n * sizeof(float));
   }
-  Select(density, out);
-  TakeValues(out);
 }
 
-void SparseEncoder::Select(double density, SparseGradient* out) {
+void SparseEncoder::Encode(const float* grad, double density, SparseGradient* out) {
   const CodecSpec& spec = options_.spec;
   out->topk = TopKStats();
   if (spec.codec == proto::CSC) {
-    const size_t count = chunk_credit_.Take(density, NumChunks(n_, spec.chunk_elements));
-    SelectChunks(residual_.data(), n_, spec.chunk_elements, count, &out->ids);
+    SelectChunksInOnePass(grad, density, out);
   } else if (spec.exact) {
+    Accumulate(grad, 0, n_);
     SelectTopKExact(residual_.data(), n_, TopKCount(n_, density), &out->ids);
     out->topk.exact = true;
   } else {
-    out->topk = SelectTopK(residual_.data(), n_, TopKCount(n_, density), options_.topk, &out->ids);
+    SelectTopKBlocked(grad, TopKCount(n_, density), out);
   }
+  TakeValues(out);
+}
+
+void SparseEncoder::SelectTopKBlocked(const float* grad, size_t k, SparseGradient* out) {
+  TopKThresholdSearch search(n_, k, options_.topk);
+  if (search.exact()) {
+    Accumulate(grad, 0, n_);
+    out->topk = SelectTopK(residual_.data(), n_, k, options_.topk, &out->ids, 0, &topk_threshold_);
+    return;
+  }
+  // One pass, block by block: accumulate, take the block's sample keys, and collect against the
+  // last push's threshold, all while the block is in cache.
+  out->ids.resize(search.high() + 1);
+  ThresholdCollector guess(topk_threshold_, search.high(), out->ids.data());
+  std::vector<uint32_t> sample(search.sample_size());
+  size_t j = 0;
+  for (size_t begin = 0; begin < n_; begin += kBlock) {
+    const size_t end = std::min(n_, begin + kBlock);
+    Accumulate(grad, begin, end);
+    for (; j < sample.size() && search.SamplePosition(j) < end; ++j) {
+      sample[j] = MagnitudeKey(residual_[search.SamplePosition(j)]);
+    }
+    if (topk_threshold_ != 0) guess.Scan(residual_.data() + begin, end - begin, begin);
+  }
+  if (topk_threshold_ != 0 && search.within(guess.count())) {
+    out->ids.resize(guess.count());
+    out->topk.passes = 1;
+    return;
+  }
+  search.SetSample(std::move(sample));
+  out->topk = FinishTopK(residual_.data(), n_, k, search, &out->ids, &topk_threshold_);
+  ++out->topk.passes;  // the blocked pass
+}
+
+void SparseEncoder::SelectChunksInOnePass(const float* grad, double density,
+                                          SparseGradient* out) {
+  const uint32_t chunk = options_.spec.chunk_elements;
+  const size_t chunks = NumChunks(n_, chunk);
+  std::vector<float> norms(chunks);
+  for (size_t c = 0; c < chunks; ++c) {
+    const size_t begin = c * static_cast<size_t>(chunk);
+    const size_t end = begin + ChunkLength(n_, chunk, c);
+    Accumulate(grad, begin, end);
+    norms[c] = ChunkSquaredNorm(residual_.data() + begin, end - begin);
+  }
+  SelectChunksByNorm(norms, chunk_credit_.Take(density, chunks), &out->ids);
 }
 
 // Moves the selected values out of the residual into `out`: the residual keeps only what was

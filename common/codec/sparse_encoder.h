@@ -54,7 +54,15 @@ class SparseEncoder {
   const std::vector<float>& residual() const { return residual_; }
 
  private:
-  void Select(double density, SparseGradient* out);
+  // Adds grad[begin, end) into the residual as the options say (error feedback, velocity, or
+  // replacing it).
+  void Accumulate(const float* grad, size_t begin, size_t end);
+  // Top-k: one blocked pass accumulates, samples and collects against the last push's
+  // threshold; if that threshold's count is within the tolerance it is the result, else the
+  // sampled search goes on from the sample (FinishTopK): a second pass in the usual case.
+  void SelectTopKBlocked(const float* grad, size_t k, SparseGradient* out);
+  // csc: accumulating block by block, each chunk's norm taken while it is in cache.
+  void SelectChunksInOnePass(const float* grad, double density, SparseGradient* out);
   void TakeValues(SparseGradient* out);
 
   const size_t n_;
@@ -62,6 +70,7 @@ class SparseEncoder {
   std::vector<float> residual_;  // the gradients (or velocities) accumulated and not yet sent
   std::vector<float> velocity_;  // momentum correction's u
   ChunkCredit chunk_credit_;     // csc
+  uint32_t topk_threshold_ = 0;  // the last push's cut (MagnitudeKey), 0 before the first
 };
 
 }  // namespace r2sp::codec

@@ -8,34 +8,64 @@
 #include <cstring>
 #include <numeric>
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
+
 #include "common/target_clones.h"
 #include "glog/logging.h"
 
 namespace r2sp::codec {
 namespace {
 
-inline uint32_t Key(float x) {
-  uint32_t bits;
-  std::memcpy(&bits, &x, sizeof(bits));
-  return bits & 0x7fffffffu;
-}
+inline uint32_t Key(float x) { return MagnitudeKey(x); }
 
-// Counts the keys >= threshold and writes the first `capacity` of their indices to `out`
-// (which has room for capacity + 1: the slot past the end takes the writes that do not count).
-// Branch-free: every index is stored, the cursor moves only for a hit.
+// Branch-free scalar collection: every index is stored, the cursor moves only for a hit (the
+// slot at `capacity` takes the writes that do not count).
 R2SP_TARGET_CLONES
-size_t CollectAtLeast(const float* __restrict v, size_t n, uint32_t threshold, size_t capacity,
-                      uint32_t* __restrict out) {
-  size_t count = 0;
+size_t CollectScalar(const float* __restrict v, size_t n, uint32_t threshold, size_t base,
+                     size_t count, size_t capacity, uint32_t* __restrict out) {
   for (size_t i = 0; i < n; ++i) {
     uint32_t bits;
     std::memcpy(&bits, &v[i], sizeof(bits));
     const size_t hit = (bits & 0x7fffffffu) >= threshold;
-    out[count < capacity ? count : capacity] = static_cast<uint32_t>(i);
+    out[count < capacity ? count : capacity] = static_cast<uint32_t>(base + i);
     count += hit;
   }
   return count;
 }
+
+#if defined(__x86_64__) && defined(__GNUC__)
+// 16 values a step: compare the keys, compress-store the hits' indices.
+__attribute__((target("avx512f"))) size_t CollectAvx512(const float* v, size_t n,
+                                                        uint32_t threshold, size_t base,
+                                                        size_t count, size_t capacity,
+                                                        uint32_t* out) {
+  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
+  const __m512i limit = _mm512_set1_epi32(static_cast<int>(threshold));
+  const __m512i step = _mm512_set1_epi32(16);
+  __m512i index = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(base)),
+                                   _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12,
+                                                     13, 14, 15));
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512i key = _mm512_and_si512(_mm512_loadu_si512(v + i), abs_mask);
+    const __mmask16 hit = _mm512_cmpge_epu32_mask(key, limit);
+    if (hit != 0) {
+      const size_t hits = static_cast<size_t>(__builtin_popcount(hit));
+      if (count + hits <= capacity) _mm512_mask_compressstoreu_epi32(out + count, hit, index);
+      count += hits;
+    }
+    index = _mm512_add_epi32(index, step);
+  }
+  return CollectScalar(v + i, n - i, threshold, base + i, count, capacity, out);
+}
+
+bool HaveAvx512() {
+  static const bool have = __builtin_cpu_supports("avx512f");
+  return have;
+}
+#endif
 
 R2SP_TARGET_CLONES
 size_t CountAtLeast(const float* __restrict v, size_t n, uint32_t threshold) {
@@ -55,6 +85,22 @@ uint32_t RankedKey(std::vector<uint32_t>& keys, size_t r) {
 }
 
 }  // namespace
+
+uint32_t MagnitudeKey(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof(bits));
+  return bits & 0x7fffffffu;
+}
+
+void ThresholdCollector::Scan(const float* v, size_t n, size_t base) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (HaveAvx512()) {
+    count_ = CollectAvx512(v, n, threshold_, base, count_, capacity_, out_);
+    return;
+  }
+#endif
+  count_ = CollectScalar(v, n, threshold_, base, count_, capacity_, out_);
+}
 
 size_t TopKCount(size_t n, double ratio) {
   if (n == 0) return 0;
@@ -132,35 +178,76 @@ bool TopKThresholdSearch::Accept(size_t count) {
   return false;
 }
 
-TopKStats SelectTopK(const float* v, size_t n, size_t k, const TopKOptions& options,
-                     std::vector<uint32_t>* indices) {
+namespace {
+
+// Exact selection, with the smallest key taken as the cut.
+TopKStats Exact(const float* v, size_t n, size_t k, std::vector<uint32_t>* indices,
+                uint32_t* chosen, TopKStats stats) {
+  SelectTopKExact(v, n, k, indices);
+  stats.exact = true;
+  if (chosen != nullptr) {
+    uint32_t smallest = 0xffffffffu;
+    for (uint32_t i : *indices) smallest = std::min(smallest, Key(v[i]));
+    *chosen = indices->empty() ? 0 : smallest;
+  }
+  return stats;
+}
+
+// Counts and collects the keys at or above `threshold` in one pass.
+size_t Collect(const float* v, size_t n, uint32_t threshold, size_t capacity,
+               std::vector<uint32_t>* indices) {
+  ThresholdCollector collector(threshold, capacity, indices->data());
+  collector.Scan(v, n, 0);
+  return collector.count();
+}
+
+}  // namespace
+
+TopKStats FinishTopK(const float* v, size_t n, size_t k, TopKThresholdSearch& search,
+                     std::vector<uint32_t>* indices, uint32_t* chosen) {
   TopKStats stats;
+  while (!search.exhausted()) {
+    const uint32_t threshold = search.threshold();
+    ++stats.passes;
+    // A zero threshold takes everything: no pass needed to count.
+    const size_t count = threshold == 0 ? n : Collect(v, n, threshold, search.high(), indices);
+    if (search.Accept(count)) {
+      indices->resize(count);
+      if (threshold == 0) std::iota(indices->begin(), indices->end(), 0u);
+      if (chosen != nullptr) *chosen = threshold;
+      return stats;
+    }
+  }
+  ++stats.passes;
+  return Exact(v, n, k, indices, chosen, stats);
+}
+
+TopKStats SelectTopK(const float* v, size_t n, size_t k, const TopKOptions& options,
+                     std::vector<uint32_t>* indices, uint32_t first_guess, uint32_t* chosen) {
   TopKThresholdSearch search(n, k, options);
   if (search.exact()) {
-    SelectTopKExact(v, n, k, indices);
+    TopKStats stats;
     stats.passes = k == 0 || k >= n ? 0 : 1;
-    stats.exact = true;
-    return stats;
+    return Exact(v, n, k, indices, chosen, stats);
+  }
+  indices->resize(search.high() + 1);
+  uint64_t guessed = 0;
+  if (first_guess != 0) {
+    const size_t count = Collect(v, n, first_guess, search.high(), indices);
+    ++guessed;
+    if (search.within(count)) {
+      indices->resize(count);
+      if (chosen != nullptr) *chosen = first_guess;
+      TopKStats stats;
+      stats.passes = 1;
+      return stats;
+    }
   }
   std::vector<uint32_t> sample(search.sample_size());
   for (size_t j = 0; j < sample.size(); ++j) sample[j] = Key(v[search.SamplePosition(j)]);
   search.SetSample(std::move(sample));
-  indices->resize(search.high() + 1);
-  while (!search.exhausted()) {
-    const uint32_t threshold = search.threshold();
-    const size_t count =
-        threshold == 0 ? n : CollectAtLeast(v, n, threshold, search.high(), indices->data());
-    ++stats.passes;
-    if (search.Accept(count)) {
-      indices->resize(count);
-      // A zero threshold skipped the collecting pass: every index clears it.
-      if (threshold == 0) std::iota(indices->begin(), indices->end(), 0u);
-      return stats;
-    }
-  }
-  SelectTopKExact(v, n, k, indices);
-  ++stats.passes;
-  stats.exact = true;
+  TopKStats stats = FinishTopK(v, n, k, search, indices, chosen);
+  stats.passes += guessed;
   return stats;
 }
 

@@ -37,8 +37,42 @@ struct TopKStats {
 void SelectTopKExact(const float* v, size_t n, size_t k, std::vector<uint32_t>* indices);
 
 // The sampled selection described above; `indices` is overwritten. REQUIRES: n < 2^32.
+// `first_guess` (0: none) is tried before sampling: a pass that counts and collects the values
+// at or above it, accepted if the count is within the tolerance (an encoder passes the last
+// push's threshold: gradients change little from one push to the next). `chosen`, if not null,
+// receives the threshold the result was cut at (for exact selection, the smallest key taken).
 TopKStats SelectTopK(const float* v, size_t n, size_t k, const TopKOptions& options,
-                     std::vector<uint32_t>* indices);
+                     std::vector<uint32_t>* indices, uint32_t first_guess = 0,
+                     uint32_t* chosen = nullptr);
+
+class TopKThresholdSearch;
+// SelectTopK's part after sampling, for callers that took the sample themselves (the encoder
+// takes it while accumulating): the refinement passes, then exact selection if they fail.
+// REQUIRES: !search.exact() and its sample set; `indices` has room for search.high() + 1.
+TopKStats FinishTopK(const float* v, size_t n, size_t k, TopKThresholdSearch& search,
+                     std::vector<uint32_t>* indices, uint32_t* chosen);
+
+// The indices, in increasing order, of the values whose key is at or above `threshold`, over
+// one or more consecutive scans: all are counted, the first `capacity` stored in `out` (which
+// has room for capacity + 1). A count above capacity means "too many": the stored ones are then
+// not all of them. AVX-512 compress-stores where the CPU has them, else branch-free scalar.
+class ThresholdCollector {
+ public:
+  ThresholdCollector(uint32_t threshold, size_t capacity, uint32_t* out)
+      : threshold_(threshold), capacity_(capacity), out_(out) {}
+  // Scans v[0, n), which is element `base` on of the whole vector. REQUIRES: base + n < 2^32.
+  void Scan(const float* v, size_t n, size_t base);
+  size_t count() const { return count_; }
+
+ private:
+  const uint32_t threshold_;
+  const size_t capacity_;
+  uint32_t* const out_;
+  size_t count_ = 0;
+};
+
+// The key of |x| (see above).
+uint32_t MagnitudeKey(float x);
 
 // The sampled mode's threshold search, apart from the passes over the values, so that the CPU
 // (SelectTopK) and the GPU encoder (cuda/) make the same choices from the same sample:
@@ -60,6 +94,8 @@ class TopKThresholdSearch {
   bool Accept(size_t count);
   bool exhausted() const { return exhausted_; }
   size_t high() const { return high_; }  // the largest count accepted
+  // Whether `count` is within the tolerance (without moving the threshold).
+  bool within(size_t count) const { return count >= low_ && count <= high_; }
 
  private:
   const size_t n_, k_;

@@ -77,11 +77,37 @@ absl::Status CudaSparseEncoder::Encode(const float* grad, double density, Sparse
   return Check(cudaStreamSynchronize(stream_), "encode");
 }
 
+absl::StatusOr<size_t> CudaSparseEncoder::Count(uint32_t threshold) {
+  unsigned long long count = n_;
+  if (threshold == 0) return count;  // as on the CPU: a zero threshold clears everything
+  R2SP_RETURN_IF_ERROR(Check(CountAtLeast(residual_, n_, threshold, count_, stream_), "count"));
+  R2SP_RETURN_IF_ERROR(Check(
+      cudaMemcpyAsync(&count, count_, sizeof(count), cudaMemcpyDeviceToHost, stream_),
+      "count copy"));
+  R2SP_RETURN_IF_ERROR(Check(cudaStreamSynchronize(stream_), "count"));
+  return count;
+}
+
+absl::Status CudaSparseEncoder::CollectAndTake(uint32_t threshold, size_t count,
+                                               SparseGradient* out) {
+  R2SP_RETURN_IF_ERROR(Check(
+      CollectAtLeast(residual_, n_, threshold, ids_, count_, temp_, temp_bytes_, stream_),
+      "collect"));
+  topk_threshold_ = threshold;
+  return TakeSelected(count, /*chunks=*/false, out);
+}
+
+// SparseEncoder's choices: the last push's threshold first, then the sampled search, then
+// exact selection.
 absl::Status CudaSparseEncoder::SelectTopK(double density, SparseGradient* out) {
   const size_t k = TopKCount(n_, density);
   TopKThresholdSearch search(n_, k, options_.topk);
-  bool exact = options_.spec.exact || search.exact();
-  if (!exact) {
+  if (!options_.spec.exact && !search.exact()) {
+    if (topk_threshold_ != 0) {
+      R2SP_ASSIGN_OR_RETURN(const size_t count, Count(topk_threshold_));
+      ++out->topk.passes;
+      if (search.within(count)) return CollectAndTake(topk_threshold_, count, out);
+    }
     const size_t m = search.sample_size();
     const size_t stride = search.SamplePosition(1) - search.SamplePosition(0);
     R2SP_RETURN_IF_ERROR(Check(GatherKeys(residual_, stride, m, sample_, stream_), "sample"));
@@ -93,30 +119,20 @@ absl::Status CudaSparseEncoder::SelectTopK(double density, SparseGradient* out) 
     search.SetSample(std::move(keys));
     while (!search.exhausted()) {
       const uint32_t threshold = search.threshold();
-      unsigned long long count = n_;
-      if (threshold != 0) {  // as on the CPU: a zero threshold clears everything
-        R2SP_RETURN_IF_ERROR(
-            Check(CountAtLeast(residual_, n_, threshold, count_, stream_), "count"));
-        R2SP_RETURN_IF_ERROR(Check(cudaMemcpyAsync(&count, count_, sizeof(count),
-                                                   cudaMemcpyDeviceToHost, stream_),
-                                   "count copy"));
-        R2SP_RETURN_IF_ERROR(Check(cudaStreamSynchronize(stream_), "count"));
-      }
+      R2SP_ASSIGN_OR_RETURN(const size_t count, Count(threshold));
       ++out->topk.passes;
-      if (search.Accept(count)) {
-        R2SP_RETURN_IF_ERROR(Check(CollectAtLeast(residual_, n_, threshold, ids_, count_, temp_,
-                                                  temp_bytes_, stream_),
-                                   "collect"));
-        return TakeSelected(count, /*chunks=*/false, out);
-      }
+      // (A zero threshold takes every value, as on the CPU.)
+      if (search.Accept(count)) return CollectAndTake(threshold, count, out);
     }
-    exact = true;
   }
   // Exact selection on the host, from a copy of the residual.
   R2SP_ASSIGN_OR_RETURN(const std::vector<float> residual, Residual());
   SelectTopKExact(residual.data(), n_, k, &out->ids);
   out->topk.exact = true;
-  ++out->topk.passes;
+  if (!options_.spec.exact) ++out->topk.passes;
+  uint32_t smallest = 0xffffffffu;
+  for (uint32_t i : out->ids) smallest = std::min(smallest, MagnitudeKey(residual[i]));
+  topk_threshold_ = out->ids.empty() ? 0 : smallest;
   R2SP_RETURN_IF_ERROR(Check(cudaMemcpyAsync(ids_, out->ids.data(),
                                              out->ids.size() * sizeof(uint32_t),
                                              cudaMemcpyHostToDevice, stream_),

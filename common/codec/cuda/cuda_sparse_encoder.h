@@ -37,6 +37,10 @@ class CudaSparseEncoder {
 
  private:
   absl::Status SelectTopK(double density, SparseGradient* out);
+  // How many residual values' keys are at or above `threshold` (a pass on the device).
+  absl::StatusOr<size_t> Count(uint32_t threshold);
+  // Collects them (ids, increasing) and takes their values.
+  absl::Status CollectAndTake(uint32_t threshold, size_t count, SparseGradient* out);
   absl::Status SelectChunks(double density, SparseGradient* out);
   // Copies the `count` selected ids (on the device) to out->ids and their values out.
   absl::Status TakeSelected(size_t count, bool chunks, SparseGradient* out);
@@ -54,6 +58,7 @@ class CudaSparseEncoder {
   size_t temp_bytes_ = 0;
   float* norms_ = nullptr;       // csc's chunk norms
   ChunkCredit chunk_credit_;
+  uint32_t topk_threshold_ = 0;  // the last push's cut, tried first (as SparseEncoder does)
 };
 
 }  // namespace r2sp::codec::cuda

@@ -298,5 +298,41 @@ TEST(SparseEncoderTest, TopKSamplesUnlessExactIsAsked) {
   EXPECT_EQ(out.ids.size(), 2000u);
 }
 
+// The encoder tries the last push's threshold in its blocked pass (accumulate, sample, collect);
+// what it sends is exactly SelectTopK's choice on the accumulated residual with that guess, and
+// the residual keeps the rest. Early on the residual grows push after push and the guess fails
+// (the sampled search takes over); once error feedback reaches its steady state (each value sent
+// about every 1 / density pushes) the last threshold usually holds and a push is one pass.
+TEST(SparseEncoderTest, TopKReusesTheLastThresholdInOnePass) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal(0.0f, 1e-3f);
+  const size_t n = 40000;  // two 16K blocks and a short one
+  SparseEncoderOptions options;
+  options.spec.codec = proto::TOPK;
+  options.spec.ratio = 0.01;
+  SparseEncoder encoder(n, options);
+  std::vector<float> grad(n), accumulated(n, 0.0f);
+  uint32_t last = 0;
+  int one_pass_late = 0;
+  for (int push = 0; push < 400; ++push) {
+    for (float& g : grad) g = normal(rng);
+    for (size_t i = 0; i < n; ++i) accumulated[i] += grad[i];
+    std::vector<uint32_t> want;
+    uint32_t chosen = 0;
+    SelectTopK(accumulated.data(), n, 400, options.topk, &want, last, &chosen);
+    SparseGradient out;
+    encoder.Encode(grad.data(), 0.01, &out);
+    ASSERT_EQ(out.ids, want) << "push " << push;
+    for (size_t j = 0; j < want.size(); ++j) {
+      ASSERT_EQ(out.values[j], accumulated[want[j]]);
+      accumulated[want[j]] = 0.0f;
+    }
+    ASSERT_EQ(encoder.residual(), accumulated) << "push " << push;
+    one_pass_late += push >= 300 && out.topk.passes == 1;
+    last = chosen;
+  }
+  EXPECT_GE(one_pass_late, 60) << "in the steady state the last threshold usually holds";
+}
+
 }  // namespace
 }  // namespace r2sp::codec

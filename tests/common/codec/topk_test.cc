@@ -249,5 +249,61 @@ TEST(TopKTest, TopKCountRoundsWithAMinimumOfOne) {
   EXPECT_EQ(TopKCount(2000000, 0.001), 2000u);
 }
 
+// ThresholdCollector against a plain loop: every size around the 16-value vector width, any
+// base offset, consecutive scans, and the capacity cut (all counted, the first `capacity` kept).
+TEST(TopKTest, ThresholdCollectorMatchesAPlainLoop) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal;
+  for (size_t n : {0, 1, 15, 16, 17, 31, 33, 1000, 4099}) {
+    std::vector<float> v(n);
+    for (float& x : v) x = normal(rng);
+    if (n > 3) v[3] = kNaN;
+    const uint32_t threshold = MagnitudeKey(1.0f);
+    std::vector<uint32_t> want;
+    for (size_t i = 0; i < n; ++i) {
+      if (MagnitudeKey(v[i]) >= threshold) want.push_back(static_cast<uint32_t>(i + 100));
+    }
+    for (size_t capacity : {want.size(), want.size() + 5, want.size() / 2}) {
+      std::vector<uint32_t> out(capacity + 1, 0xdeadbeef);
+      ThresholdCollector collector(threshold, capacity, out.data());
+      const size_t half = n / 2;  // two scans, as a blocked pass makes them
+      collector.Scan(v.data(), half, 100);
+      collector.Scan(v.data() + half, n - half, 100 + half);
+      ASSERT_EQ(collector.count(), want.size()) << n;
+      if (capacity >= want.size()) {
+        EXPECT_EQ(std::vector<uint32_t>(out.begin(), out.begin() + want.size()), want) << n;
+      }
+    }
+  }
+}
+
+// A first guess within the tolerance is taken in one pass and cut exactly at the guess; a guess
+// far off falls back to sampling and still keeps the bounds; `chosen` says where the cut was.
+TEST(TopKTest, FirstGuessIsTakenWhenWithinTheTolerance) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal;
+  std::vector<float> v(200000);
+  for (float& x : v) x = normal(rng);
+  const size_t k = 2000;
+  const std::vector<uint32_t> exact = Exact(v, k);
+  uint32_t kth = 0xffffffffu;
+  for (uint32_t i : exact) kth = std::min(kth, MagnitudeKey(v[i]));
+  std::vector<uint32_t> indices;
+  uint32_t chosen = 0;
+  TopKStats stats = SelectTopK(v.data(), v.size(), k, TopKOptions(), &indices, kth, &chosen);
+  EXPECT_EQ(stats.passes, 1u);
+  EXPECT_FALSE(stats.exact);
+  EXPECT_EQ(chosen, kth);
+  EXPECT_EQ(indices, exact);  // cut at the k-th magnitude: exactly the k largest (no ties here)
+
+  const uint32_t far_off = MagnitudeKey(0.01f);  // most values clear it
+  stats = SelectTopK(v.data(), v.size(), k, TopKOptions(), &indices, far_off, &chosen);
+  EXPECT_GE(stats.passes, 2u);
+  EXPECT_NE(chosen, far_off);
+  EXPECT_GE(indices.size(), 1500u);
+  EXPECT_LE(indices.size(), 2500u);
+  for (uint32_t i : indices) EXPECT_GE(MagnitudeKey(v[i]), chosen);
+}
+
 }  // namespace
 }  // namespace r2sp::codec
