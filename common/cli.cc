@@ -56,18 +56,6 @@ absl::StatusOr<proto::SyncMode> ParseSyncMode(const std::string& name) {
       absl::StrCat("--sync must be one of bsp, ssp, asp, r2sp; got '", name, "'"));
 }
 
-absl::StatusOr<proto::Codec> ParseCodec(const std::string& flag, const std::string& name) {
-  const std::string lower = absl::AsciiStrToLower(name);
-  if (lower == "fp32") return proto::FP32;
-  if (lower == "fp16") return proto::FP16;
-  return absl::InvalidArgumentError(
-      absl::StrCat("--", flag, " must be fp32 or fp16; got '", name, "'"));
-}
-
-std::string CodecName(proto::Codec codec) {
-  return absl::AsciiStrToLower(proto::Codec_Name(codec));
-}
-
 std::string SyncModeName(proto::SyncMode mode) {
   return absl::AsciiStrToLower(proto::SyncMode_Name(mode));
 }

@@ -35,9 +35,6 @@ void CheckFlag(bool ok, const std::string& message);
 
 absl::StatusOr<proto::SyncMode> ParseSyncMode(const std::string& name);
 std::string SyncModeName(proto::SyncMode mode);
-// "fp32" or "fp16" (any case) for the codec flag named `flag`.
-absl::StatusOr<proto::Codec> ParseCodec(const std::string& flag, const std::string& name);
-std::string CodecName(proto::Codec codec);
 
 // Writes `contents` to `path` atomically (temporary file + rename).
 absl::Status WriteFileAtomically(const std::string& path, const std::string& contents);

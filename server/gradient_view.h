@@ -5,9 +5,10 @@
 #ifndef R2SP_SERVER_GRADIENT_VIEW_H_
 #define R2SP_SERVER_GRADIENT_VIEW_H_
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+
+#include "common/codec/csc.h"
 
 namespace r2sp {
 
@@ -36,7 +37,7 @@ struct GradientView {
     const float* v = values;
     for (size_t j = 0; j < count; ++j) {
       const size_t begin = static_cast<size_t>(ids[j]) * chunk_elements;
-      const size_t length = std::min<size_t>(chunk_elements, num_elements - begin);
+      const size_t length = codec::ChunkLength(num_elements, chunk_elements, ids[j]);
       fn(begin, length, v);
       v += length;
     }

@@ -33,15 +33,21 @@ void PartitionState::Commit(Buffer* out) {
   ++version_;
 }
 
+void PartitionState::ApplyDense(const SgdOptions& options, float scale, const float* grad,
+                                size_t begin, size_t length, Buffer* out) {
+  const float* in = current_->values.data() + begin;
+  float* w = out->values.data() + begin;
+  if (step_.empty()) {
+    SgdApply(options, scale, grad, in, w, momentum_.data() + begin, length);
+  } else {
+    SgdApplyKeepingStep(options, scale, grad, in, w, momentum_.data() + begin,
+                        step_.data() + begin, length);
+  }
+}
+
 void PartitionState::Apply(const SgdOptions& options, float scale, const float* grad) {
   Buffer* out = OutputBuffer();
-  const float* in = current_->values.data();
-  if (step_.empty()) {
-    SgdApply(options, scale, grad, in, out->values.data(), momentum_.data(), num_elements_);
-  } else {
-    SgdApplyKeepingStep(options, scale, grad, in, out->values.data(), momentum_.data(),
-                        step_.data(), num_elements_);
-  }
+  ApplyDense(options, scale, grad, 0, num_elements_, out);
   Commit(out);
 }
 
@@ -63,18 +69,12 @@ void PartitionState::Apply(const SgdOptions& options, float scale, const Gradien
     // Dense runs: the chunks get the ordinary update, the gaps between them the zero-gradient one.
     size_t done = 0;
     auto decay_to = [&](size_t end) {
-      const size_t at = done;
-      SgdApplyNoGradient(options, scale, in + at, out + at, m + at,
-                         step == nullptr ? nullptr : step + at, end - at);
+      SgdApplyNoGradient(options, scale, in + done, out + done, m + done,
+                         step == nullptr ? nullptr : step + done, end - done);
     };
     grad.ForEachChunk([&](size_t begin, size_t length, const float* values) {
       decay_to(begin);
-      if (step == nullptr) {
-        SgdApply(options, scale, values, in + begin, out + begin, m + begin, length);
-      } else {
-        SgdApplyKeepingStep(options, scale, values, in + begin, out + begin, m + begin,
-                            step + begin, length);
-      }
+      ApplyDense(options, scale, values, begin, length, out_buffer);
       done = begin + length;
     });
     decay_to(num_elements_);

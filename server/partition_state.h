@@ -57,6 +57,9 @@ class PartitionState {
   // The buffer an update writes: the current one, or a spare while the current is being sent.
   Buffer* OutputBuffer();
   void Commit(Buffer* out);  // makes `out` current after an update
+  // The ordinary update of [begin, begin + length) with `grad` (that range's values) into `out`.
+  void ApplyDense(const SgdOptions& options, float scale, const float* grad, size_t begin,
+                  size_t length, Buffer* out);
   static void ReleaseFrame(void* data, void* hint);
   static zmq::message_t FrameOver(const std::shared_ptr<Buffer>& buffer);
 

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/codec/csc.h"
 #include "common/codec/fp16.h"
 #include "common/status_macros.h"
 #include "server/sgd.h"
@@ -87,7 +88,7 @@ absl::StatusOr<GradientView> PushDecoder::DecodeDense(const Message& request, si
                                      PayloadBytes(request), " bytes in ",
                                      request.payload.size(), " frames"));
   }
-  const float* values = Values(request.payload[0], half, n, &dense_scratch_);
+  const float* values = Values(request.payload[0], half, n, &scratch_);
   R2SP_RETURN_IF_ERROR(CheckFinite(request, values, n));
   return GradientView::Dense(values, n);
 }
@@ -125,13 +126,10 @@ absl::StatusOr<GradientView> PushDecoder::DecodeSparse(const Message& request, s
   } else {
     g.chunk_elements = info.chunk_elements();
     if (g.chunk_elements == 0) return Bad(request, "chunk_elements must be > 0");
-    const size_t chunks = (n + g.chunk_elements - 1) / g.chunk_elements;
+    const size_t chunks = codec::NumChunks(n, g.chunk_elements);
     R2SP_RETURN_IF_ERROR(CheckIds(request, ids, g.count, chunks, "chunk id"));
-    values = g.count * static_cast<size_t>(g.chunk_elements);
-    // Only the last chunk may be short (ids are sorted, so it can only be the last id).
-    if (g.count > 0 && ids[g.count - 1] == chunks - 1) {
-      values -= chunks * static_cast<size_t>(g.chunk_elements) - n;
-    }
+    values = 0;
+    for (size_t j = 0; j < g.count; ++j) values += codec::ChunkLength(n, g.chunk_elements, ids[j]);
   }
   const bool half = info.values() == proto::FP16;
   const size_t want = values * (half ? sizeof(uint16_t) : sizeof(float));
@@ -139,7 +137,7 @@ absl::StatusOr<GradientView> PushDecoder::DecodeSparse(const Message& request, s
     return Bad(request, absl::StrCat("the value frame must hold ", want, " bytes for ", g.count,
                                      " ids, got ", request.payload[1].size()));
   }
-  g.values = Values(request.payload[1], half, values, &value_scratch_);
+  g.values = Values(request.payload[1], half, values, &scratch_);
   R2SP_RETURN_IF_ERROR(CheckFinite(request, g.values, values));
   return g;
 }

@@ -1,6 +1,7 @@
 // Validates and decodes a PUSH's payload for one partition, whatever its codec (proto Codec):
 // fp32 (zero-copy when aligned), fp16 (decoded into scratch), top-k index/value pairs and csc
-// chunks (kept sparse; only fp16 values are decoded, into a small scratch). Every check runs
+// chunks (kept sparse; fp16 values are decoded, and misaligned values or ids copied, into
+// scratch). Every check runs
 // before anything is applied, so a bad push leaves the server's state untouched: wrong frame
 // count or size, an unknown codec or value codec, ids unsorted, duplicated or out of range, a
 // chunk size of 0, values that do not match the ids, and NaN or Inf values.
@@ -27,12 +28,12 @@ class PushDecoder {
  private:
   absl::StatusOr<GradientView> DecodeDense(const Message& request, size_t n);
   absl::StatusOr<GradientView> DecodeSparse(const Message& request, size_t n);
-  // The frame's values as fp32 (aligned), decoding fp16 into value_scratch_.
+  // The frame's values as fp32 and aligned: the frame itself, or decoded or copied into
+  // `scratch`.
   const float* Values(const zmq::message_t& frame, bool half, size_t count,
                       std::vector<float>* scratch);
 
-  std::vector<float> dense_scratch_;
-  std::vector<float> value_scratch_;
+  std::vector<float> scratch_;  // decoded or aligned values (one Decode uses it once)
   std::vector<uint32_t> id_scratch_;  // aligned copy of misaligned ids
 };
 

@@ -125,7 +125,11 @@ r2sp::WorkerOptions OptionsFromFlags() {
   o.density_warmup_epochs = FLAGS_density_warmup_epochs;
   o.overlap = FLAGS_overlap;
   o.bucket_bytes = FLAGS_bucket_bytes;
-  o.pull_codec = r2sp::ValueOrExit(r2sp::ParseCodec("pull_codec", FLAGS_pull_codec));
+  const absl::StatusOr<r2sp::codec::CodecSpec> pull =
+      r2sp::codec::ParseCodecSpec("pull_codec", FLAGS_pull_codec);
+  r2sp::CheckFlag(pull.ok() && !pull->sparse(),
+                  "--pull_codec must be fp32 or fp16; got '" + FLAGS_pull_codec + "'");
+  o.pull_codec = pull->codec;
   o.log_every = FLAGS_log_every;
   o.request_timeout = absl::Seconds(FLAGS_request_timeout_s);
   return o;

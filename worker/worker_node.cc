@@ -78,7 +78,7 @@ absl::Status WorkerNode::Join() {
             << options_.model << ", " << layout_->total_bytes() << " bytes in "
             << layout_->partitions().size() << " partitions over " << servers.size()
             << " servers (" << SyncModeName(book.sync()) << "; push " << codec::CodecSpecName(options_.push_codec)
-            << ", pull " << CodecName(options_.pull_codec) << ")";
+            << ", pull " << codec::CodecSpecName({options_.pull_codec}) << ")";
   return absl::OkStatus();
 }
 
@@ -214,7 +214,7 @@ absl::Status WorkerNode::Finish(const LoopResult& result) {
   counters.set_seconds(result.seconds);
   counters.set_model(options_.model);
   counters.set_push_codec(codec::CodecSpecName(options_.push_codec));
-  counters.set_pull_codec(CodecName(options_.pull_codec));
+  counters.set_pull_codec(codec::CodecSpecName({options_.pull_codec}));
   counters.set_test_accuracy(result.test_accuracy);  // -1: nothing evaluated
   if (!synthetic()) {
     counters.set_samples(result.samples);

@@ -9,11 +9,10 @@
 #include "common/target_clones.h"
 
 namespace r2sp::codec {
-namespace {
 
 // Sum of squares; eight partial sums so the loop vectorises without -ffast-math.
 R2SP_TARGET_CLONES
-float SquaredNormLanes(const float* __restrict v, size_t n) {
+float ChunkSquaredNorm(const float* __restrict v, size_t n) {
   float part[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
@@ -25,21 +24,10 @@ float SquaredNormLanes(const float* __restrict v, size_t n) {
   return sum;
 }
 
-}  // namespace
-
-float ChunkSquaredNorm(const float* v, size_t n) { return SquaredNormLanes(v, n); }
-
 size_t NumChunks(size_t n, uint32_t chunk) { return (n + chunk - 1) / chunk; }
 
 size_t ChunkLength(size_t n, uint32_t chunk, size_t id) {
   return std::min<size_t>(chunk, n - id * static_cast<size_t>(chunk));
-}
-
-size_t ChunkCount(size_t n, uint32_t chunk, double ratio) {
-  const size_t chunks = NumChunks(n, chunk);
-  if (chunks == 0) return 0;
-  const double count = std::round(ratio * static_cast<double>(chunks));
-  return std::clamp<size_t>(static_cast<size_t>(count), 1, chunks);
 }
 
 void SelectChunks(const float* v, size_t n, uint32_t chunk, size_t count,

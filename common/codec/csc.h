@@ -15,16 +15,13 @@ namespace r2sp::codec {
 size_t NumChunks(size_t n, uint32_t chunk);
 // The values in chunk `id`: chunk, or what is left for the last one.
 size_t ChunkLength(size_t n, uint32_t chunk, size_t id);
-// How many chunks one push at `ratio` sends on its own: round(ratio * chunks), at least 1 when
-// there are chunks. (SparseEncoder carries the fraction from push to push instead.)
-size_t ChunkCount(size_t n, uint32_t chunk, double ratio);
 
 // The `count` chunks of `v` with the largest norms (ties to the lowest ids), in increasing id
 // order; `ids` is overwritten. count >= NumChunks selects them all.
 void SelectChunks(const float* v, size_t n, uint32_t chunk, size_t count,
                   std::vector<uint32_t>* ids);
 
-// The squared L2 norm of n values (a chunk's rank), summed in eight lanes.
+// The squared L2 norm of n values (a chunk's rank), summed in eight lanes (vectorised).
 float ChunkSquaredNorm(const float* v, size_t n);
 
 // The same from the chunks' squared norms (the GPU encoder computes them on the device); a NaN

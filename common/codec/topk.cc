@@ -18,8 +18,6 @@
 namespace r2sp::codec {
 namespace {
 
-inline uint32_t Key(float x) { return MagnitudeKey(x); }
-
 // Branch-free scalar collection: every index is stored, the cursor moves only for a hit (the
 // slot at `capacity` takes the writes that do not count).
 R2SP_TARGET_CLONES
@@ -78,6 +76,13 @@ size_t CountAtLeast(const float* __restrict v, size_t n, uint32_t threshold) {
   return count;
 }
 
+void SelectExactly(const float* v, size_t n, size_t k, std::vector<uint32_t>* indices);
+
+// The sample size asked for: the larger of the ratio's and the minimum.
+size_t WantedSamples(size_t n, const TopKOptions& options) {
+  return std::max(options.min_samples, static_cast<size_t>(std::ceil(options.sample_ratio * n)));
+}
+
 // The r-th largest (0-based) of `keys`, reordering them.
 uint32_t RankedKey(std::vector<uint32_t>& keys, size_t r) {
   std::nth_element(keys.begin(), keys.begin() + r, keys.end(), std::greater<uint32_t>());
@@ -108,7 +113,18 @@ size_t TopKCount(size_t n, double ratio) {
   return std::clamp<size_t>(static_cast<size_t>(k), 1, n);
 }
 
-void SelectTopKExact(const float* v, size_t n, size_t k, std::vector<uint32_t>* indices) {
+void SelectTopKExact(const float* v, size_t n, size_t k, std::vector<uint32_t>* indices,
+                     uint32_t* cut) {
+  SelectExactly(v, n, k, indices);
+  if (cut != nullptr) {
+    uint32_t smallest = 0xffffffffu;
+    for (uint32_t i : *indices) smallest = std::min(smallest, MagnitudeKey(v[i]));
+    *cut = indices->empty() ? 0 : smallest;
+  }
+}
+
+namespace {
+void SelectExactly(const float* v, size_t n, size_t k, std::vector<uint32_t>* indices) {
   indices->clear();
   if (k == 0) return;
   if (k >= n) {
@@ -117,13 +133,13 @@ void SelectTopKExact(const float* v, size_t n, size_t k, std::vector<uint32_t>* 
     return;
   }
   std::vector<uint32_t> keys(n);
-  for (size_t i = 0; i < n; ++i) keys[i] = Key(v[i]);
+  for (size_t i = 0; i < n; ++i) keys[i] = MagnitudeKey(v[i]);
   const uint32_t kth = RankedKey(keys, k - 1);
   // Everything above the k-th magnitude, then the lowest-indexed ties up to k in all.
   size_t ties = k - CountAtLeast(v, n, kth + 1);  // keys are at most 0x7fffffff
   indices->reserve(k);
   for (size_t i = 0; i < n; ++i) {
-    const uint32_t key = Key(v[i]);
+    const uint32_t key = MagnitudeKey(v[i]);
     if (key > kth) {
       indices->push_back(static_cast<uint32_t>(i));
     } else if (key == kth && ties > 0) {
@@ -133,11 +149,11 @@ void SelectTopKExact(const float* v, size_t n, size_t k, std::vector<uint32_t>* 
   }
   DCHECK_EQ(indices->size(), k);
 }
+}  // namespace
 
 TopKThresholdSearch::TopKThresholdSearch(size_t n, size_t k, const TopKOptions& options)
     : n_(n), k_(k), options_(options) {
-  const size_t wanted = std::max(options.min_samples,
-                                 static_cast<size_t>(std::ceil(options.sample_ratio * n)));
+  const size_t wanted = WantedSamples(n, options);
   if (k == 0 || k >= n || wanted >= n) return;  // exact selection
   stride_ = n / wanted;
   sample_size_ = n / stride_;
@@ -146,6 +162,10 @@ TopKThresholdSearch::TopKThresholdSearch(size_t n, size_t k, const TopKOptions& 
   // The sample's rank that matches k: k * m / n values of the sample should clear it.
   rank_ = std::min(sample_size_ - 1,
                    static_cast<size_t>(std::ceil(double(k) * sample_size_ / n)) - 1);
+}
+
+size_t TopKThresholdSearch::MaxSampleSize(size_t n, const TopKOptions& options) {
+  return 2 * WantedSamples(n, options) + 1;  // n / (n / wanted) < 2 * wanted
 }
 
 void TopKThresholdSearch::SetSample(std::vector<uint32_t> keys) {
@@ -180,16 +200,10 @@ bool TopKThresholdSearch::Accept(size_t count) {
 
 namespace {
 
-// Exact selection, with the smallest key taken as the cut.
 TopKStats Exact(const float* v, size_t n, size_t k, std::vector<uint32_t>* indices,
                 uint32_t* chosen, TopKStats stats) {
-  SelectTopKExact(v, n, k, indices);
+  SelectTopKExact(v, n, k, indices, chosen);
   stats.exact = true;
-  if (chosen != nullptr) {
-    uint32_t smallest = 0xffffffffu;
-    for (uint32_t i : *indices) smallest = std::min(smallest, Key(v[i]));
-    *chosen = indices->empty() ? 0 : smallest;
-  }
   return stats;
 }
 
@@ -244,7 +258,7 @@ TopKStats SelectTopK(const float* v, size_t n, size_t k, const TopKOptions& opti
     }
   }
   std::vector<uint32_t> sample(search.sample_size());
-  for (size_t j = 0; j < sample.size(); ++j) sample[j] = Key(v[search.SamplePosition(j)]);
+  for (size_t j = 0; j < sample.size(); ++j) sample[j] = MagnitudeKey(v[search.SamplePosition(j)]);
   search.SetSample(std::move(sample));
   TopKStats stats = FinishTopK(v, n, k, search, indices, chosen);
   stats.passes += guessed;

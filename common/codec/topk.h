@@ -33,8 +33,10 @@ struct TopKStats {
   bool exact = false;   // fell back to (or asked for) exact selection
 };
 
-// The k largest |v| exactly; `indices` is overwritten. k >= n selects everything.
-void SelectTopKExact(const float* v, size_t n, size_t k, std::vector<uint32_t>* indices);
+// The k largest |v| exactly; `indices` is overwritten. k >= n selects everything. `cut`, if not
+// null, receives the smallest key taken (0 when none).
+void SelectTopKExact(const float* v, size_t n, size_t k, std::vector<uint32_t>* indices,
+                     uint32_t* cut = nullptr);
 
 // The sampled selection described above; `indices` is overwritten. REQUIRES: n < 2^32.
 // `first_guess` (0: none) is tried before sampling: a pass that counts and collects the values
@@ -87,6 +89,9 @@ class TopKThresholdSearch {
   size_t sample_size() const { return sample_size_; }
   // A strided sample, starting half a stride in.
   size_t SamplePosition(size_t j) const { return j * stride_ + stride_ / 2; }
+  size_t stride() const { return stride_; }
+  // The largest sample_size() for n values and these options, whatever k.
+  static size_t MaxSampleSize(size_t n, const TopKOptions& options);
   void SetSample(std::vector<uint32_t> keys);
   uint32_t threshold();  // reorders the sample
   // Whether `count` keys clearing threshold() is within the tolerance; if not, moves the

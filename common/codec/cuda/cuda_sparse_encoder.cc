@@ -43,11 +43,8 @@ absl::Status CudaSparseEncoder::Init() {
   R2SP_RETURN_IF_ERROR(Check(cudaMalloc(&values_, bytes), "values"));
   R2SP_RETURN_IF_ERROR(Check(cudaMalloc(&count_, sizeof(*count_)), "count"));
   if (options_.spec.codec == proto::TOPK) {
-    // TopKThresholdSearch samples n / (n / wanted) <= 2 * wanted keys.
-    const size_t wanted = std::max(options_.topk.min_samples,
-                                   static_cast<size_t>(options_.topk.sample_ratio * n_) + 1);
-    R2SP_RETURN_IF_ERROR(
-        Check(cudaMalloc(&sample_, (2 * wanted + 1) * sizeof(uint32_t)), "sample"));
+    const size_t samples = TopKThresholdSearch::MaxSampleSize(n_, options_.topk);
+    R2SP_RETURN_IF_ERROR(Check(cudaMalloc(&sample_, samples * sizeof(uint32_t)), "sample"));
     temp_bytes_ = CollectAtLeastTempBytes(n_);
     R2SP_RETURN_IF_ERROR(Check(cudaMalloc(&temp_, temp_bytes_ + 1), "temp"));
   } else {
@@ -109,8 +106,8 @@ absl::Status CudaSparseEncoder::SelectTopK(double density, SparseGradient* out) 
       if (search.within(count)) return CollectAndTake(topk_threshold_, count, out);
     }
     const size_t m = search.sample_size();
-    const size_t stride = search.SamplePosition(1) - search.SamplePosition(0);
-    R2SP_RETURN_IF_ERROR(Check(GatherKeys(residual_, stride, m, sample_, stream_), "sample"));
+    R2SP_RETURN_IF_ERROR(
+        Check(GatherKeys(residual_, search.stride(), m, sample_, stream_), "sample"));
     std::vector<uint32_t> keys(m);
     R2SP_RETURN_IF_ERROR(Check(cudaMemcpyAsync(keys.data(), sample_, m * sizeof(uint32_t),
                                                cudaMemcpyDeviceToHost, stream_),
@@ -127,12 +124,9 @@ absl::Status CudaSparseEncoder::SelectTopK(double density, SparseGradient* out) 
   }
   // Exact selection on the host, from a copy of the residual.
   R2SP_ASSIGN_OR_RETURN(const std::vector<float> residual, Residual());
-  SelectTopKExact(residual.data(), n_, k, &out->ids);
+  SelectTopKExact(residual.data(), n_, k, &out->ids, &topk_threshold_);
   out->topk.exact = true;
   if (!options_.spec.exact) ++out->topk.passes;
-  uint32_t smallest = 0xffffffffu;
-  for (uint32_t i : out->ids) smallest = std::min(smallest, MagnitudeKey(residual[i]));
-  topk_threshold_ = out->ids.empty() ? 0 : smallest;
   R2SP_RETURN_IF_ERROR(Check(cudaMemcpyAsync(ids_, out->ids.data(),
                                              out->ids.size() * sizeof(uint32_t),
                                              cudaMemcpyHostToDevice, stream_),

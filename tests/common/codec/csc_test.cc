@@ -66,17 +66,6 @@ TEST(CscTest, ChunkGeometry) {
   }
 }
 
-TEST(CscTest, ChunkCountRoundsWithAMinimumOfOne) {
-  EXPECT_EQ(ChunkCount(0, 4, 0.5), 0u);
-  EXPECT_EQ(ChunkCount(9, 4, 1.0), 3u);
-  EXPECT_EQ(ChunkCount(9, 4, 0.5), 2u);      // 1.5 rounds up
-  EXPECT_EQ(ChunkCount(9, 4, 0.01), 1u);     // at least one
-  EXPECT_EQ(ChunkCount(32, 4, 0.3125), 3u);  // 2.5 rounds away from zero
-  EXPECT_EQ(ChunkCount(32, 4, 0.25), 2u);
-  EXPECT_EQ(ChunkCount(1000, 10, 0.05), 5u);
-  EXPECT_EQ(ChunkCount(1000, 10, 0.051), 5u);  // 5.1
-}
-
 TEST(CscTest, SelectsLargestNormsLikeTheReference) {
   std::mt19937 rng(5);
   std::uniform_int_distribution<int> small(-3, 3);  // exact norms, many ties
