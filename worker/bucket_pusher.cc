@@ -21,7 +21,6 @@ void BucketPusher::Start(int64_t clock, float scale) {
   const std::vector<Partition>& parts = ps_->layout().partitions();
   remaining_.resize(parts.size());
   for (size_t i = 0; i < parts.size(); ++i) remaining_[i] = parts[i].num_elements;
-  sent_.assign(parts.size(), false);
   bucket_.clear();
   bucket_size_ = 0;
   tickets_.clear();
@@ -46,9 +45,9 @@ void BucketPusher::Ready(const float* grads, int64_t offset, int64_t count) {
     const size_t lo = std::max(begin, parts[i].offset);
     const size_t hi = std::min(end, parts[i].offset + parts[i].num_elements);
     DCHECK_LE(hi - lo, remaining_[i]) << "a gradient value reported twice";
+    if (remaining_[i] == 0) continue;  // complete already (a value reported twice)
     remaining_[i] -= std::min(remaining_[i], hi - lo);
-    if (remaining_[i] == 0 && !sent_[i]) {
-      sent_[i] = true;
+    if (remaining_[i] == 0) {
       bucket_.push_back(i);
       bucket_size_ += parts[i].bytes();
     }
@@ -75,8 +74,8 @@ absl::Status BucketPusher::Finish(const float* grads) {
   CHECK(started_) << "BucketPusher::Finish without Start";
   started_ = false;
   Flush(grads);
-  for (size_t i = 0; i < sent_.size(); ++i) {
-    if (!sent_[i]) PushPartition(grads, i);
+  for (size_t i = 0; i < remaining_.size(); ++i) {
+    if (remaining_[i] != 0) PushPartition(grads, i);  // backward never reported all of it
   }
   absl::Status status;
   for (const Ticket& t : tickets_) status.Update(t.Wait());

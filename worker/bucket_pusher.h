@@ -45,8 +45,8 @@ class BucketPusher {
 
   PsClient* const ps_;
   const size_t bucket_bytes_;
-  std::vector<size_t> remaining_;  // values not yet ready, per partition (layout order)
-  std::vector<bool> sent_;
+  // Values not yet ready, per partition (layout order); 0: complete, in the bucket or pushed.
+  std::vector<size_t> remaining_;
   std::vector<size_t> bucket_;     // complete partitions waiting for the threshold
   size_t bucket_size_ = 0;         // their fp32 bytes
   std::vector<Ticket> tickets_;

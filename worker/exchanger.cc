@@ -25,36 +25,30 @@ Exchanger::Exchanger(const ExchangerOptions& options, PsClient* ps, SchedulerCli
   }
 }
 
-void Exchanger::SetPushDensity(double epochs_done) {
+void Exchanger::BeginCompute(int64_t clock, int batch, double epochs_done) {
   if (options_.density_warmup_epochs > 0) {
     ps_->set_push_density(codec::WarmupDensity(options_.push_density, epochs_done,
                                                options_.density_warmup_epochs));
   }
-}
-
-void Exchanger::BeginCompute(int64_t clock, double epochs_done) {
-  if (pusher_ == nullptr) return;
-  SetPushDensity(epochs_done);
-  // The batch asked for; the workload computes exactly that many samples (hetero batching
-  // wraps its shard; fixed batches divide it).
-  pusher_->Start(clock, PushScale(next_batch()));
+  // Early pushes carry the batch asked for (a workload computes fewer samples only when a
+  // fixed-batch shard runs out, which steps_per_epoch prevents).
+  if (pusher_ != nullptr) pusher_->Start(clock, PushScale(batch));
 }
 
 void Exchanger::GradientReady(const float* grads, int64_t offset, int64_t count) {
-  if (pusher_ != nullptr) pusher_->Ready(grads, offset, count);
+  pusher_->Ready(grads, offset, count);
 }
 
-absl::Status Exchanger::Push(const ExchangeStep& step, const IterationMetrics& m, absl::Time now,
+absl::Status Exchanger::Push(const ExchangeStep& step, IterationMetrics* m, absl::Time now,
                              absl::Time* started) {
   *started = now;
   if (pusher_ != nullptr && pusher_->started()) {
     const absl::Status status = pusher_->Finish(step.grads);
-    if (pusher_->early_partitions() > 0) *started = pusher_->first_push();
-    early_partitions_ = pusher_->early_partitions();
+    m->early_partitions = pusher_->early_partitions();
+    if (m->early_partitions > 0) *started = pusher_->first_push();
     return status;
   }
-  SetPushDensity(step.epochs_done);
-  return ps_->Push(step.grads, m.clock, /*init=*/false, PushScale(m.batch)).Wait();
+  return ps_->Push(step.grads, m->clock, /*init=*/false, PushScale(m->batch)).Wait();
 }
 
 float Exchanger::PushScale(int batch) const {
@@ -105,9 +99,7 @@ absl::Status Exchanger::Exchange(const ExchangeStep& step, IterationMetrics* m) 
     }
   }
   absl::Time push_started;
-  early_partitions_ = 0;
-  R2SP_RETURN_IF_ERROR_WITH(Push(step, *m, granted, &push_started), "push");
-  m->early_partitions = early_partitions_;
+  R2SP_RETURN_IF_ERROR_WITH(Push(step, m, granted, &push_started), "push");
   const absl::Time after_push = absl::Now();
   // The last slot takes the worker out of the ring, so workers with more steps to go (one that
   // joined late, say) do not wait for its turn.

@@ -61,7 +61,6 @@ struct ExchangeStep {
   int64_t iterations_left = 0;   // this one included; 1 marks the worker's last iteration
   // The next compute is an evaluation, which must see the current weights (no lookahead).
   bool evaluation_next = false;
-  double epochs_done = 0.0;  // fractional: epochs finished plus this epoch's share so far
 };
 
 // Thread-safety: one training thread calls Exchange and next_batch. Borrowed pointers outlive
@@ -71,10 +70,12 @@ class Exchanger {
   Exchanger(const ExchangerOptions& options, PsClient* ps, SchedulerClient* scheduler,
             RunLog* log);
 
-  // Whether pushes start during backward: then the training loop calls BeginCompute before each
-  // compute and forwards the workload's GradientReady reports to GradientReady.
+  // Before each compute of `batch` samples for `clock`, `epochs_done` (fractional) into
+  // training: sets the push density (warm-up) and, with overlap, readies the early pushes.
+  void BeginCompute(int64_t clock, int batch, double epochs_done);
+  // Whether pushes start during backward: then the training loop forwards the workload's
+  // GradientReady reports to GradientReady (REQUIRES: overlaps_backward()).
   bool overlaps_backward() const { return pusher_ != nullptr; }
-  void BeginCompute(int64_t clock, double epochs_done);
   void GradientReady(const float* grads, int64_t offset, int64_t count);
 
   // `m` holds the iteration's clock, batch and compute_seconds; Exchange fills in its wait,
@@ -89,10 +90,9 @@ class Exchanger {
   // b_i / B, or 0 (unweighted: bsp averages, or the synthetic workload).
   float PushScale(int batch) const;
   PullOptions PullFor(const ExchangeStep& step, const IterationMetrics& m) const;
-  void SetPushDensity(double epochs_done);
-  // The iteration's push: finishing the early one, or the whole gradient now. Sets *started to
-  // when the push began (before `now` when it overlapped backward).
-  absl::Status Push(const ExchangeStep& step, const IterationMetrics& m, absl::Time now,
+  // The iteration's push: finishing the early one (setting m->early_partitions), or the whole
+  // gradient now. Sets *started to when the push began (before `now` when it overlapped).
+  absl::Status Push(const ExchangeStep& step, IterationMetrics* m, absl::Time now,
                     absl::Time* started);
 
   const ExchangerOptions options_;
@@ -103,7 +103,6 @@ class Exchanger {
   const std::shared_ptr<std::atomic<int>> next_batch_;
   double previous_comm_seconds_ = 0;  // the tuner's fixed per-iteration cost
   std::unique_ptr<BucketPusher> pusher_;  // with overlap
-  int early_partitions_ = 0;              // of the current iteration's push
 };
 
 }  // namespace r2sp

@@ -53,7 +53,7 @@ PsClient::PsClient(Requester* requester, const ModelLayout* layout,
     encoder.error_feedback = options.error_feedback;
     encoder.momentum_correction = options.momentum_correction;
     for (const Partition& p : layout_->partitions()) {
-      encoders_[p.key] = std::make_unique<codec::SparseEncoder>(p.num_elements, encoder);
+      encoders_.push_back(std::make_unique<SparsePartition>(p.num_elements, encoder));
     }
   }
 }
@@ -136,8 +136,9 @@ void PsClient::SendPush(const Partition& p, const float* data, int64_t clock, bo
 
 std::vector<zmq::message_t> PsClient::EncodeSparse(const Partition& p, const float* data,
                                                    proto::Header* header) {
-  codec::SparseGradient encoded;
-  encoders_.at(p.key)->Encode(data, push_density_.load(), &encoded);
+  SparsePartition& partition = *encoders_[p.key];  // key == index in the layout
+  codec::SparseGradient& encoded = partition.scratch;
+  partition.encoder.Encode(data, push_density_.load(), &encoded);
   header->set_codec(options_.push_codec.codec);
   proto::PushInfo* info = header->mutable_push();
   if (options_.push_codec.fp16_values) info->set_values(proto::FP16);

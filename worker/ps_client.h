@@ -9,7 +9,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -118,8 +117,14 @@ class PsClient {
   const ModelLayout* const layout_;
   const std::vector<std::string> servers_;
   const PsClientOptions options_;
-  // Sparse codecs: one encoder (with its residual) per partition key.
-  absl::flat_hash_map<uint64_t, std::unique_ptr<codec::SparseEncoder>> encoders_;
+  // Sparse codecs, per partition (indexed by key): the encoder with its residual, and the
+  // encoded push, reused (the frames are copies of it).
+  struct SparsePartition {
+    SparsePartition(size_t n, const codec::SparseEncoderOptions& options) : encoder(n, options) {}
+    codec::SparseEncoder encoder;
+    codec::SparseGradient scratch;
+  };
+  std::vector<std::unique_ptr<SparsePartition>> encoders_;
   std::atomic<double> push_density_;
   std::atomic<uint64_t> bytes_pushed_{0}, bytes_pulled_{0}, pushes_{0}, pulls_{0};
 };

@@ -24,7 +24,7 @@ struct IterationMetrics {
   double wait_seconds = 0;     // slot wait (r2sp) + time pulls were parked (bsp, ssp)
   double push_seconds = 0;
   double pull_seconds = 0;     // including the parked time
-  uint64_t push_bytes = 0;
+  uint64_t push_bytes = 0;     // the model's fp32 bytes (what travelled: PsClient's counters)
   uint64_t pull_bytes = 0;
   double loss = 0;
   double gap_seconds = 0;      // r2sp: the slot gap in force

@@ -42,16 +42,22 @@ void FillInitialParams(uint64_t seed, float* params, size_t n) {
   for (size_t i = 0; i < n; ++i) params[i] = dist(rng);
 }
 
+
+void FillKnownGradient(int rank, int64_t clock, float* grad, size_t n) {
+  const float base = static_cast<float>(rank + 1 + clock);
+  for (size_t i = 0; i < n; ++i) grad[i] = base + static_cast<float>(i % 4);
+}
+
+namespace {
+
+// Random gradients in [-1, 1) from `seed`.
 void FillRandomGradient(uint64_t seed, float* grad, size_t n) {
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   for (size_t i = 0; i < n; ++i) grad[i] = dist(rng);
 }
 
-void FillKnownGradient(int rank, int64_t clock, float* grad, size_t n) {
-  const float base = static_cast<float>(rank + 1 + clock);
-  for (size_t i = 0; i < n; ++i) grad[i] = base + static_cast<float>(i % 4);
-}
+}  // namespace
 
 SyntheticWorkload::SyntheticWorkload(const SyntheticOptions& options, size_t num_parameters)
     : options_(options), gradient_(num_parameters) {

@@ -22,9 +22,6 @@ std::vector<proto::TensorSpec> SyntheticModel(size_t total_floats, int layers);
 // Initial parameters: uniform in [-0.05, 0.05) from `seed`.
 void FillInitialParams(uint64_t seed, float* params, size_t n);
 
-// Random gradients in [-1, 1) from `seed`.
-void FillRandomGradient(uint64_t seed, float* grad, size_t n);
-
 // The known gradient of worker `rank` at `clock`: element i is (rank + 1) + clock + (i % 4),
 // small integers whose fp32 sums are exact in any order.
 void FillKnownGradient(int rank, int64_t clock, float* grad, size_t n);

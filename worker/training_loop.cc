@@ -7,12 +7,17 @@
 #include <thread>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
 
 namespace r2sp {
 namespace {
+
+bool Emulates(const LoopOptions& options) {
+  return options.emulate_ms_per_sample > 0 || options.compute_slowdown > 1.0;
+}
 
 // Backward's gradient-ready reports on their way to the exchanger. Without emulation they go
 // straight on. With emulated compute (a slower machine, an accelerator), backward really ends
@@ -22,13 +27,9 @@ namespace {
 class ReadyRelay {
  public:
   ReadyRelay(const LoopOptions& options, Exchanger* exchanger)
-      : exchanger_(exchanger),
-        hold_(options.emulate_ms_per_sample > 0 || options.compute_slowdown > 1.0) {}
+      : exchanger_(exchanger), hold_(Emulates(options)) {}
 
-  void Begin(absl::Time start) {
-    start_ = start;
-    held_.clear();
-  }
+  void Begin(absl::Time start) { start_ = start; }
   void Report(const float* grads, int64_t offset, int64_t count) {
     if (!hold_) {
       exchanger_->GradientReady(grads, offset, count);
@@ -150,6 +151,10 @@ absl::StatusOr<LoopResult> RunTrainingLoop(const LoopOptions& options, Workload*
       r->Report(grads, offset, count);
     });
   }
+  // The workload must not keep calling the relay once the loop returns, error or not.
+  absl::Cleanup detach = [&relay, workload] {
+    if (relay != nullptr) workload->set_gradient_ready(nullptr);
+  };
   for (int epoch = 0; epoch < options.epochs; ++epoch) {
     workload->StartEpoch(epoch);
     double epoch_loss = 0;
@@ -158,15 +163,13 @@ absl::StatusOr<LoopResult> RunTrainingLoop(const LoopOptions& options, Workload*
       IterationMetrics m;
       m.clock = result.steps;
       m.epoch = epoch;
-      const double epochs_done = epoch + static_cast<double>(s) / options.steps_per_epoch;
+      const int batch = exchanger->next_batch();
+      exchanger->BeginCompute(m.clock, batch,
+                              epoch + static_cast<double>(s) / options.steps_per_epoch);
       const absl::Time t0 = absl::Now();
-      if (relay != nullptr) {
-        relay->Begin(t0);
-        exchanger->BeginCompute(m.clock, epochs_done);
-      }
-      R2SP_ASSIGN_OR_RETURN(ComputedStep step,
-                            Compute(options, workload, m.clock, exchanger->next_batch(),
-                                    params->data(), t0, relay.get()));
+      if (relay != nullptr) relay->Begin(t0);
+      R2SP_ASSIGN_OR_RETURN(ComputedStep step, Compute(options, workload, m.clock, batch,
+                                                       params->data(), t0, relay.get()));
       const absl::Time t1 = absl::Now();
       m.batch = step.samples;
       m.loss = step.loss;
@@ -180,7 +183,6 @@ absl::StatusOr<LoopResult> RunTrainingLoop(const LoopOptions& options, Workload*
       exchange.params = params->data();
       exchange.computed = t1;
       exchange.iterations_left = last - result.steps;
-      exchange.epochs_done = epochs_done;
       exchange.evaluation_next =
           workload->EvaluatesAfterEpoch() && s + 1 == options.steps_per_epoch;
       R2SP_RETURN_IF_ERROR(exchanger->Exchange(exchange, &m));
@@ -205,7 +207,6 @@ absl::StatusOr<LoopResult> RunTrainingLoop(const LoopOptions& options, Workload*
           EvaluateEpoch(options, workload, epoch, params->data(), start, &result, log));
     }
   }
-  if (relay != nullptr) workload->set_gradient_ready(nullptr);
   result.seconds = absl::ToDoubleSeconds(absl::Now() - start);
   return result;
 }

@@ -2,7 +2,9 @@
 //   compute (the workload's gradient; stretched when emulating a slower machine or an
 //   accelerator) -> exchange (exchanger.h: slot, push, pull, reports) -> metrics, timeline
 //   spans and a progress line; after every epoch, the workload's test evaluation if it has one.
-// The batch size of each iteration is the exchanger's (fixed, or tuned by the scheduler).
+// The batch size of each iteration is the exchanger's (fixed, or tuned by the scheduler). With
+// --overlap the workload's gradient-ready reports go to the exchanger during compute (held and
+// replayed over the stretched time when emulating), so pushes start during backward.
 #ifndef R2SP_WORKER_TRAINING_LOOP_H_
 #define R2SP_WORKER_TRAINING_LOOP_H_
 

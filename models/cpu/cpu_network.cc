@@ -27,27 +27,22 @@ std::unique_ptr<Plan> CpuNetwork::BuildPlan(int batch, bool training) {
     }
     std::vector<bool> written(graph_.nodes.size(), false);
     written.back() = true;  // the loss writes the logits' gradient
+    // Parameters are laid out in node order: a node's run up to the next one's first parameter.
+    int params_end = static_cast<int>(graph_.params.size());
     for (int i = static_cast<int>(graph_.nodes.size()) - 1; i > 0; --i) {
       BuildBackward(*plan, i, written);
-      AddGradientReadyStep(*plan, i);
+      const int first = graph_.nodes[i].first_param;
+      if (first >= 0) {
+        AddGradientReadyStep(*plan, first, params_end);
+        params_end = first;
+      }
     }
   }
   VLOG(1) << "built " << (training ? "training" : "inference") << " plan for batch " << batch;
   return plan;
 }
 
-void CpuNetwork::AddGradientReadyStep(Plan& plan, int i) {
-  const int first = graph_.nodes[i].first_param;
-  if (first < 0) return;
-  // The node's parameters run up to the next node's first one (parameters are laid out in node
-  // order), or to the end.
-  int end = static_cast<int>(graph_.params.size());
-  for (size_t j = i + 1; j < graph_.nodes.size(); ++j) {
-    if (graph_.nodes[j].first_param >= 0) {
-      end = graph_.nodes[j].first_param;
-      break;
-    }
-  }
+void CpuNetwork::AddGradientReadyStep(Plan& plan, int first, int end) {
   const int64_t offset = param_offsets_[first];
   int64_t count = 0;
   for (int p = first; p < end; ++p) count += graph_.params[p].size();
