@@ -88,16 +88,7 @@ def split_modes(text):
     it has any. A sparse codec's own options stay with it: "bsp,r2sp+topk:0.01,fp16,asp" is bsp,
     r2sp+topk:0.01,fp16 and asp. Each codec is spelt as parse_codec gives it. ValueError for an
     unknown name."""
-    if ";" in text:
-        names = text.split(";")
-    else:
-        names = []
-        for item in text.split(","):
-            if (names and _CODEC_OPTION.fullmatch(item.lower())
-                    and _sparse(names[-1].partition("+")[2])):
-                names[-1] += "," + item
-            else:
-                names.append(item)
+    names = _split_list(text, lambda name: _sparse(name.partition("+")[2]))
     return [mode if codec is None else f"{mode}+{codec}"
             for mode, codec in (split_mode(name) for name in names)]
 
@@ -107,20 +98,30 @@ def split_codecs(text):
     semicolons when it has any. After a sparse codec, "exact" and "chunk=N" are its options;
     "fp16" there could be either, so it is refused (say "topk:0.01,fp16;fp16" with semicolons).
     ValueError for an unknown or ambiguous codec."""
-    if ";" in text:
-        return [parse_codec(c) for c in text.split(";")]
-    codecs = []
-    for item in text.split(","):
-        after_sparse = codecs and _sparse(codecs[-1])
-        if after_sparse and item.lower() == "fp16":
-            raise ValueError(f"--codecs={text}: is fp16 after {codecs[-1]} its value encoding "
+    def ambiguous(codec, item):
+        if item.lower() == "fp16":
+            raise ValueError(f"--codecs={text}: is fp16 after {codec} its value encoding "
                              "or a codec of its own? Separate the codecs with ';' instead "
-                             f"(e.g. {codecs[-1]},fp16;fp16)")
-        if after_sparse and _CODEC_OPTION.fullmatch(item.lower()):
-            codecs[-1] += "," + item
+                             f"(e.g. {codec},fp16;fp16)")
+    return [parse_codec(c) for c in _split_list(text, _sparse, ambiguous)]
+
+
+def _split_list(text, takes_options, check=None):
+    """The items of a --modes or --codecs value: separated by semicolons when it has any, else
+    by commas, where an item that reads as a sparse codec's option (fp16, exact, chunk=N) joins
+    the item before it if takes_options(that item). check(previous, option), if given, may
+    refuse such an option with ValueError."""
+    if ";" in text:
+        return text.split(";")
+    items = []
+    for item in text.split(","):
+        if items and takes_options(items[-1]) and _CODEC_OPTION.fullmatch(item.lower()):
+            if check is not None:
+                check(items[-1], item)
+            items[-1] += "," + item
         else:
-            codecs.append(item)
-    return [parse_codec(c) for c in codecs]
+            items.append(item)
+    return items
 
 
 def mode_codec_names(modes, codecs):
