@@ -251,13 +251,17 @@ absl::Status ServerHandler::HandlePull(Message& request, Responder& responder) {
           " updates, got ", info.predict_fraction(), " and ", info.predict_updates()));
     }
   }
-  if (header.codec() != proto::FP32 && header.codec() != proto::FP16) {
+  if (header.codec() != proto::FP32 && header.codec() != proto::FP16 &&
+      header.codec() != proto::FP16_DELTA) {
     return absl::InvalidArgumentError(
         absl::StrCat("PULL: unknown codec ", static_cast<int>(header.codec())));
   }
+  if (info.delta_base() != 0 && header.codec() != proto::FP16_DELTA) {
+    return absl::InvalidArgumentError("PULL: a delta_base is for FP16_DELTA pulls only");
+  }
   ParkedPull pull{info.min_version(), info.min_clock(), info.predict_fraction(),
-                  info.predict_updates(), header.codec(), absl::Time(),
-                  std::move(responder)};
+                  info.predict_updates(), header.codec(), header.sender_rank(),
+                  info.delta_base(), absl::Time(), std::move(responder)};
   if (PullReady(held, pull.min_version, pull.min_clock)) {
     AnswerPull(held, pull, 0.0);
   } else {
@@ -281,8 +285,17 @@ void ServerHandler::AnswerPull(HeldPartition& held, ParkedPull& pull, double wai
   } else {
     reply.payload.push_back(held.state.PullFrame());
   }
-  if (pull.codec == proto::FP16) {
-    // fp16 weights (not deltas): a worker's pull stands alone, whatever it pulled before.
+  if (pull.codec == proto::FP16_DELTA) {
+    if (held.shadows == nullptr) {
+      held.shadows = std::make_unique<PullShadows>(held.state.num_elements(), num_workers_);
+    }
+    PullShadows::Reply delta =
+        held.shadows->Answer(pull.rank, pull.delta_base, std::move(reply.payload[0]));
+    reply.payload[0] = std::move(delta.frame);
+    reply.header.set_codec(delta.codec);
+    reply.header.mutable_pull_reply()->set_delta_seq(delta.seq);
+  } else if (pull.codec == proto::FP16) {
+    // fp16 weights: a worker's pull stands alone, whatever it pulled before.
     const zmq::message_t& weights = reply.payload[0];
     const size_t n = weights.size() / sizeof(float);
     zmq::message_t half(n * sizeof(uint16_t));

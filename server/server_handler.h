@@ -18,6 +18,7 @@
 #include "common/model_layout.h"
 #include "server/clock_aggregator.h"
 #include "server/partition_state.h"
+#include "server/pull_shadows.h"
 #include "server/push_decoder.h"
 #include "server/lr_schedule.h"
 #include "server/sgd.h"
@@ -67,6 +68,8 @@ class ServerHandler : public RequestHandler {
     float predict_fraction;  // 0: the current weights, else predicted ones (proto PullInfo)
     int predict_updates;
     proto::Codec codec;  // of the reply's payload
+    int rank;            // the worker's
+    uint64_t delta_base;  // FP16_DELTA: PullInfo.delta_base
     absl::Time since;
     Responder responder;
   };
@@ -77,6 +80,7 @@ class ServerHandler : public RequestHandler {
     std::unique_ptr<ClockAggregator> aggregator;  // BSP only
     std::vector<int64_t> pushed;                   // gradients received per worker (SSP)
     std::vector<ParkedPull> parked_pulls;
+    std::unique_ptr<PullShadows> shadows;  // once a worker pulls FP16_DELTA
     double steps = 0;  // global-batch steps applied (fractions in asynchronous modes)
   };
 

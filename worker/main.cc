@@ -46,13 +46,17 @@ DEFINE_double(momentum_correction, 0, "topk/csc: DGC momentum correction with th
               "(0 = off); run the servers with --momentum=0 then");
 DEFINE_double(density_warmup_epochs, 0, "topk/csc: start dense and lower the density "
               "geometrically to the codec's ratio over this many epochs (0 = off)");
-DEFINE_string(pull_codec, "fp32", "how parameters travel back: fp32 or fp16 (the first and "
-              "the final pull are always fp32)");
+DEFINE_string(pull_codec, "fp32", "how parameters travel back: fp32, fp16 (the weights "
+              "rounded) or fp16_delta (binary16 differences to the worker's copy, the rounding "
+              "error carried to the next pull; servers keep a copy per worker); the first and "
+              "the final pull are always fp32");
 DEFINE_bool(overlap, false, "bsp/ssp/asp: push each partition while backward still runs, as soon "
             "as its gradient is complete, in buckets of --bucket_bytes (r2sp pushes in its slot)");
 DEFINE_uint64(bucket_bytes, 4 << 20, "--overlap: push complete partitions once this many fp32 "
               "bytes of them are waiting (0: each partition at once)");
 DEFINE_string(dump_params, "", "after training, write the final parameters (raw fp32) here");
+DEFINE_int32(eval_every, 0, "real models: also evaluate the test set every this many steps "
+             "(0: after each epoch only)");
 DEFINE_int32(log_every, 0, "print progress every this many steps (0: 10 synthetic, 50 real)");
 DEFINE_int32(request_timeout_s, 120, "give up on a push or pull after this time");
 
@@ -82,6 +86,7 @@ void CheckFlags() {
   CheckFlag(FLAGS_init == "random" || FLAGS_init == "zero", "--init must be random or zero");
   CheckFlag(FLAGS_compute_ms >= 0, "--compute_ms must be >= 0");
   CheckFlag(FLAGS_log_every >= 0, "--log_every must be >= 0");
+  CheckFlag(FLAGS_eval_every >= 0, "--eval_every must be >= 0");
   CheckFlag(FLAGS_request_timeout_s >= 1, "--request_timeout_s must be >= 1");
   CheckFlag(FLAGS_momentum_correction >= 0 && FLAGS_momentum_correction < 1,
             "--momentum_correction must be in [0, 1)");
@@ -120,6 +125,8 @@ r2sp::WorkerOptions OptionsFromFlags() {
   o.dump_params_path = FLAGS_dump_params;
   o.push_codec =
       r2sp::ValueOrExit(r2sp::codec::ParseCodecSpec("push_codec", FLAGS_push_codec));
+  r2sp::CheckFlag(o.push_codec.codec != r2sp::proto::FP16_DELTA,
+                  "--push_codec: fp16_delta is for pulls (--pull_codec)");
   o.error_feedback = FLAGS_error_feedback;
   o.momentum_correction = static_cast<float>(FLAGS_momentum_correction);
   o.density_warmup_epochs = FLAGS_density_warmup_epochs;
@@ -128,9 +135,10 @@ r2sp::WorkerOptions OptionsFromFlags() {
   const absl::StatusOr<r2sp::codec::CodecSpec> pull =
       r2sp::codec::ParseCodecSpec("pull_codec", FLAGS_pull_codec);
   r2sp::CheckFlag(pull.ok() && !pull->sparse(),
-                  "--pull_codec must be fp32 or fp16; got '" + FLAGS_pull_codec + "'");
+                  "--pull_codec must be fp32, fp16 or fp16_delta; got '" + FLAGS_pull_codec + "'");
   o.pull_codec = pull->codec;
   o.log_every = FLAGS_log_every;
+  o.eval_every = FLAGS_eval_every;
   o.request_timeout = absl::Seconds(FLAGS_request_timeout_s);
   return o;
 }

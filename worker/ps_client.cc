@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/codec/fp16.h"
+#include "worker/pull_decoder.h"
 #include "glog/logging.h"
 
 namespace r2sp {
@@ -45,7 +46,8 @@ PsClient::PsClient(Requester* requester, const ModelLayout* layout,
       layout_(layout),
       servers_(std::move(server_endpoints)),
       options_(options),
-      push_density_(options.push_codec.ratio) {
+      push_density_(options.push_codec.ratio),
+      delta_seq_(std::make_unique<std::atomic<uint64_t>[]>(layout->partitions().size())) {
   CHECK_EQ(static_cast<int>(servers_.size()), layout_->num_servers());
   if (options.push_codec.sparse()) {
     codec::SparseEncoderOptions encoder;
@@ -170,35 +172,29 @@ void PsClient::SendPull(const Partition& p, float* data, const PullOptions& opti
     info->set_predict_updates(options.predict_updates);
   }
   if (options.codec != proto::FP32) request.header.set_codec(options.codec);
-  const size_t n = p.num_elements;
-  const uint64_t key = p.key;
+  PullAsked asked;
+  asked.key = p.key;
+  asked.num_elements = p.num_elements;
+  asked.codec = options.codec;
+  std::atomic<uint64_t>& copy_seq = delta_seq_[p.key];
+  if (options.codec == proto::FP16_DELTA) {
+    asked.delta_base = copy_seq.load();
+    info->set_delta_base(asked.delta_base);
+  }
+  copy_seq = 0;  // until the reply says which copy `data` holds
   requester_->Request(
       servers_[p.server], std::move(request), options_.request_timeout,
-      [this, n, key, data, state](absl::StatusOr<Message> reply) {
-        absl::Status status = reply.ok() ? FromReplyHeader(reply->header) : reply.status();
-        const bool half = status.ok() && reply->header.codec() == proto::FP16;
-        const size_t bytes = n * (half ? sizeof(uint16_t) : sizeof(float));
-        if (status.ok() && reply->header.codec() != proto::FP32 && !half) {
-          status = absl::InternalError(absl::StrCat("PULL reply for key ", key,
-                                                    " in an unknown codec"));
-        } else if (status.ok() &&
-                   (reply->payload.size() != 1 || reply->payload[0].size() != bytes)) {
-          status = absl::InternalError(absl::StrCat("PULL reply for key ", key, " carries ",
-                                                    PayloadBytes(*reply), " bytes, expected ",
-                                                    bytes));
+      [this, asked, data, state, &copy_seq](absl::StatusOr<Message> reply) {
+        absl::StatusOr<PulledPartition> pulled =
+            reply.ok() ? DecodePullReply(*reply, asked, data) : reply.status();
+        if (!pulled.ok()) {
+          Ticket::Complete(*state, pulled.status());
+          return;
         }
-        double waited = 0;
-        if (status.ok()) {
-          if (half) {
-            codec::DecodeFp16(static_cast<const uint16_t*>(reply->payload[0].data()), n, data);
-          } else {
-            std::memcpy(data, reply->payload[0].data(), bytes);
-          }
-          bytes_pulled_ += bytes;
-          ++pulls_;
-          waited = reply->header.pull_reply().waited_seconds();
-        }
-        Ticket::Complete(*state, status, waited);
+        copy_seq = pulled->delta_seq;
+        bytes_pulled_ += pulled->bytes;
+        ++pulls_;
+        Ticket::Complete(*state, absl::OkStatus(), pulled->waited_seconds);
       });
 }
 

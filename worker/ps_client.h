@@ -70,7 +70,11 @@ struct PullOptions {
   // proto PullInfo). 0: the current weights.
   float predict_fraction = 0.0f;
   int predict_updates = 0;
-  // The encoding the server answers with (fp16: weights rounded to binary16).
+  // The encoding the server answers with: FP32, FP16 (the weights rounded to binary16) or
+  // FP16_DELTA (binary16 differences to the copy the previous FP16_DELTA pull of the partition
+  // left in the buffer; the first such pull, and any the server cannot answer that way, get the
+  // whole weights in fp32). REQUIRES for FP16_DELTA: every pull of a partition lands in the same
+  // buffer, which nothing else writes.
   proto::Codec codec = proto::FP32;
 };
 
@@ -126,6 +130,9 @@ class PsClient {
   };
   std::vector<std::unique_ptr<SparsePartition>> encoders_;
   std::atomic<double> push_density_;
+  // FP16_DELTA pulls, per partition (by key): the sequence of the copy the last pull of that
+  // partition left in its buffer (0: none; any other pull resets it).
+  std::unique_ptr<std::atomic<uint64_t>[]> delta_seq_;
   std::atomic<uint64_t> bytes_pushed_{0}, bytes_pulled_{0}, pushes_{0}, pulls_{0};
 };
 

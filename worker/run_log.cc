@@ -63,9 +63,9 @@ void RunLog::Metrics(const IterationMetrics& m) {
 void RunLog::Evaluation(const EvaluationRecord& e) {
   if (metrics_ == nullptr) return;
   std::fprintf(metrics_,
-               "{\"worker\": %d, \"event\": \"eval\", \"epoch\": %d, \"test_accuracy\": %.6f, "
+               "{\"worker\": %d, \"event\": \"eval\", \"epoch\": %d, \"step\": %lld, \"test_accuracy\": %.6f, "
                "\"test_loss\": %.6f, \"train_loss\": %.6f, \"elapsed_s\": %.6f, \"t\": %.6f}\n",
-               rank_, e.epoch, e.test_accuracy, e.test_loss, e.train_loss, e.elapsed_seconds,
+               rank_, e.epoch, static_cast<long long>(e.step), e.test_accuracy, e.test_loss, e.train_loss, e.elapsed_seconds,
                absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()));
   std::fflush(metrics_);
 }

@@ -37,10 +37,11 @@ struct IterationMetrics {
 
 // One evaluation of the test set, after an epoch.
 struct EvaluationRecord {
-  int epoch = 0;               // 1-based: the epochs done
+  int epoch = 0;               // 1-based: the epoch evaluated in (done, if at its end)
+  int64_t step = 0;            // steps done in all
   double test_accuracy = 0;
   double test_loss = 0;        // mean per sample
-  double train_loss = 0;       // mean over the epoch's steps
+  double train_loss = 0;       // mean over the epoch's steps so far
   double elapsed_seconds = 0;  // since the training loop started
 };
 

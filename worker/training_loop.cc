@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -114,23 +115,33 @@ class Progress {
   int64_t window_samples_ = 0;
 };
 
-absl::Status EvaluateEpoch(const LoopOptions& options, Workload* workload, int epoch,
-                           const float* params, absl::Time start, LoopResult* result,
-                           RunLog* log) {
+// Evaluates the test set at `params` after `steps` steps in all, in (0-based) `epoch`, with
+// `train_loss` the epoch's mean loss so far; `epoch_end` when the epoch is done.
+absl::Status Evaluate(const LoopOptions& options, Workload* workload, int epoch, int64_t steps,
+                      bool epoch_end, double train_loss, const float* params, absl::Time start,
+                      LoopResult* result, RunLog* log) {
   R2SP_ASSIGN_OR_RETURN(TestEvaluation eval, workload->EvaluateTest(params));
   result->test_accuracy = eval.accuracy;
   EvaluationRecord record;
   record.epoch = epoch + 1;
+  record.step = steps;
   record.test_accuracy = eval.accuracy;
   record.test_loss = eval.loss;
-  record.train_loss = result->last_epoch_loss;
+  record.train_loss = train_loss;
   record.elapsed_seconds = absl::ToDoubleSeconds(absl::Now() - start);
   if (log != nullptr) log->Evaluation(record);
-  std::printf("worker %d: epoch %d done: train loss %.4f, test accuracy %.4f (loss %.4f), %.1f s\n",
-              options.rank, record.epoch, record.train_loss, record.test_accuracy,
+  const std::string when = epoch_end ? absl::StrCat("epoch ", record.epoch, " done")
+                                     : absl::StrCat("step ", steps);
+  std::printf("worker %d: %s: train loss %.4f, test accuracy %.4f (loss %.4f), %.1f s\n",
+              options.rank, when.c_str(), record.train_loss, record.test_accuracy,
               record.test_loss, record.elapsed_seconds);
   std::fflush(stdout);
   return absl::OkStatus();
+}
+
+// Whether the step that makes `steps_done` steps in all ends with a mid-epoch evaluation.
+bool EvaluatesMidEpoch(const LoopOptions& options, int64_t steps_done) {
+  return options.eval_every > 0 && steps_done % options.eval_every == 0;
 }
 
 }  // namespace
@@ -183,8 +194,10 @@ absl::StatusOr<LoopResult> RunTrainingLoop(const LoopOptions& options, Workload*
       exchange.params = params->data();
       exchange.computed = t1;
       exchange.iterations_left = last - result.steps;
-      exchange.evaluation_next =
-          workload->EvaluatesAfterEpoch() && s + 1 == options.steps_per_epoch;
+      const bool epoch_end = s + 1 == options.steps_per_epoch;
+      const bool evaluate_now = workload->EvaluatesAfterEpoch() && !epoch_end &&
+                                EvaluatesMidEpoch(options, result.steps + 1);
+      exchange.evaluation_next = workload->EvaluatesAfterEpoch() && (epoch_end || evaluate_now);
       R2SP_RETURN_IF_ERROR(exchanger->Exchange(exchange, &m));
       if (log != nullptr) log->Metrics(m);
       result.compute_seconds += m.compute_seconds;
@@ -198,13 +211,18 @@ absl::StatusOr<LoopResult> RunTrainingLoop(const LoopOptions& options, Workload*
       epoch_loss += m.loss;
       ++epoch_steps;
       progress.Step(result, m, s);
+      if (evaluate_now) {
+        R2SP_RETURN_IF_ERROR(Evaluate(options, workload, epoch, result.steps, false,
+                                      epoch_loss / epoch_steps, params->data(), start, &result,
+                                      log));
+      }
     }
     if (epoch_steps == 0) break;
     result.epochs = epoch + 1;
     result.last_epoch_loss = epoch_loss / epoch_steps;
     if (workload->EvaluatesAfterEpoch()) {
-      R2SP_RETURN_IF_ERROR(
-          EvaluateEpoch(options, workload, epoch, params->data(), start, &result, log));
+      R2SP_RETURN_IF_ERROR(Evaluate(options, workload, epoch, result.steps, true,
+                                    result.last_epoch_loss, params->data(), start, &result, log));
     }
   }
   result.seconds = absl::ToDoubleSeconds(absl::Now() - start);

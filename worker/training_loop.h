@@ -31,6 +31,9 @@ struct LoopOptions {
   // sample of the batch (by sleeping after the real compute). 0 = off.
   double emulate_ms_per_sample = 0.0;
   int log_every = 50;  // progress line every this many steps (0: never)
+  // Workloads that evaluate: also every this many steps (counted over the whole run), besides
+  // after each epoch (0: after each epoch only).
+  int64_t eval_every = 0;
 };
 
 struct LoopResult {

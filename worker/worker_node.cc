@@ -168,6 +168,7 @@ absl::StatusOr<LoopResult> WorkerNode::TrainModel(const LoopOptions& loop_in,
   loop.epochs = options_.epochs;
   loop.max_steps = options_.max_steps;
   loop.log_every = options_.log_every > 0 ? options_.log_every : 50;
+  loop.eval_every = options_.eval_every;
   mode.hetero_batching = book.hetero_batching();
   mode.lookahead = options_.lookahead;
   ModelWorkloadOptions workload_options;

@@ -62,6 +62,7 @@ struct WorkerOptions {
   size_t bucket_bytes = 4 << 20;
   proto::Codec pull_codec = proto::FP32;  // training pulls (the first and final ones: fp32)
   int log_every = 0;     // 0: 10 synthetic, 50 real
+  int eval_every = 0;    // real models: test evaluation every this many steps too (0: epochs)
   absl::Duration request_timeout = absl::Seconds(120);
 };
 

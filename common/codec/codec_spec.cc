@@ -21,7 +21,8 @@ constexpr uint32_t kMaxChunkElements = 1u << 22;
 absl::Status BadSpec(const std::string& flag, const std::string& text, const std::string& why) {
   return absl::InvalidArgumentError(absl::StrCat(
       "--", flag, "=", text, ": ", why,
-      " (want fp32, fp16, topk:RATIO[,fp16][,exact] or csc:RATIO[,fp16][,chunk=N])"));
+      " (want fp32, fp16, topk:RATIO[,fp16][,exact], csc:RATIO[,fp16][,chunk=N] or, for pulls, "
+      "fp16_delta)"));
 }
 
 // The shortest %g text (6 significant digits at least, as StrCat writes) that reads back to
@@ -45,6 +46,10 @@ absl::StatusOr<CodecSpec> ParseCodecSpec(const std::string& flag, const std::str
   if (lower == "fp32") return spec;
   if (lower == "fp16") {
     spec.codec = proto::FP16;
+    return spec;
+  }
+  if (lower == "fp16_delta") {
+    spec.codec = proto::FP16_DELTA;
     return spec;
   }
   std::vector<std::string> parts = absl::StrSplit(lower, ',');
@@ -89,6 +94,8 @@ std::string CodecSpecName(const CodecSpec& spec) {
       return "fp32";
     case proto::FP16:
       return "fp16";
+    case proto::FP16_DELTA:
+      return "fp16_delta";
     default:
       break;
   }

@@ -16,7 +16,7 @@ namespace r2sp::codec {
 inline constexpr uint32_t kDefaultChunkElements = 32 * 1024;
 
 struct CodecSpec {
-  proto::Codec codec = proto::FP32;  // FP32, FP16, TOPK or CSC
+  proto::Codec codec = proto::FP32;  // FP32, FP16, TOPK, CSC, or FP16_DELTA (pulls only)
   // TOPK and CSC: the fraction of values (top-k) or of chunks (csc) sent, in (0, 1].
   double ratio = 1.0;
   // TOPK and CSC: the sent values travel as fp16 (the rounding error stays in the residual).
@@ -29,8 +29,8 @@ struct CodecSpec {
   bool sparse() const { return codec == proto::TOPK || codec == proto::CSC; }
 };
 
-// "fp32", "fp16", "topk:RATIO[,fp16][,exact]" or "csc:RATIO[,fp16][,chunk=N]", any case.
-// `flag` names the flag in errors.
+// "fp32", "fp16", "topk:RATIO[,fp16][,exact]", "csc:RATIO[,fp16][,chunk=N]" or "fp16_delta"
+// (pulls only: the caller refuses it for pushes), any case. `flag` names the flag in errors.
 absl::StatusOr<CodecSpec> ParseCodecSpec(const std::string& flag, const std::string& text);
 // The canonical text of a spec (ParseCodecSpec reads it back to the same spec).
 std::string CodecSpecName(const CodecSpec& spec);

@@ -1,6 +1,7 @@
 // The server's side of the wire codecs: fp16 pushes are decoded before they are applied (in
 // asynchronous modes and in BSP's per-clock sums), fp16 pulls answer with the weights rounded to
-// binary16, and malformed encoded pushes (wrong size, unknown codec) are refused and counted
+// binary16 (or, for FP16_DELTA pulls, the differences to each worker's copy), and malformed
+// encoded pushes (wrong size, unknown codec) are refused and counted
 // with the weights left bit-identical; so are NaN and Inf values, whatever the codec.
 #include <cmath>
 #include <cstring>
@@ -106,6 +107,38 @@ TEST_F(ServerHandlerCodecTest, Fp16PullCarriesTheRoundedWeights) {
   EXPECT_EQ(handler_->counters().bytes_pulled(), 4 * sizeof(uint16_t));
 }
 
+TEST_F(ServerHandlerCodecTest, Fp16DeltaPullsAnswerWholeWeightsThenDeltasPerWorker) {
+  SetUpHandler(proto::ASP, 2);
+  ASSERT_TRUE(PushFp32(0, {1, 2, 3, 4}, /*init=*/true).ok());
+  auto pull = [this](int rank, uint64_t base) {
+    Message m = WorkerRequest(proto::PULL, rank, 0);
+    m.header.set_codec(proto::FP16_DELTA);
+    m.header.mutable_pull()->set_delta_base(base);
+    return Send(std::move(m));
+  };
+  ASSERT_TRUE(pull(0, 0).ok());
+  EXPECT_EQ(last_reply_.header.codec(), proto::FP32);
+  EXPECT_EQ(last_reply_.header.pull_reply().delta_seq(), 1u);
+  ASSERT_EQ(last_reply_.payload[0].size(), 4 * sizeof(float));
+  ASSERT_TRUE(PushFp32(0, {0.5f, 0, 0, -1}).ok());  // lr 0.5: {0.75, 2, 3, 4.5}
+  ASSERT_TRUE(pull(0, 1).ok());
+  EXPECT_EQ(last_reply_.header.codec(), proto::FP16_DELTA);
+  EXPECT_EQ(last_reply_.header.pull_reply().delta_seq(), 2u);
+  ASSERT_EQ(last_reply_.payload[0].size(), 4 * sizeof(uint16_t));
+  uint16_t half[4];
+  std::memcpy(half, last_reply_.payload[0].data(), sizeof(half));
+  EXPECT_EQ(codec::HalfToFloat(half[0]), -0.25f);
+  EXPECT_EQ(codec::HalfToFloat(half[1]), 0.0f);
+  EXPECT_EQ(codec::HalfToFloat(half[3]), 0.5f);
+  ASSERT_TRUE(pull(1, 1).ok());  // worker 1 has no copy: whole weights
+  EXPECT_EQ(last_reply_.header.codec(), proto::FP32);
+  EXPECT_EQ(handler_->counters().bytes_pulled(), 2 * 4 * sizeof(float) + 4 * sizeof(uint16_t));
+  // A delta base on a pull of another codec is refused.
+  Message wrong = WorkerRequest(proto::PULL, 0, 0);
+  wrong.header.mutable_pull()->set_delta_base(2);
+  EXPECT_TRUE(absl::IsInvalidArgument(Send(std::move(wrong))));
+}
+
 TEST_F(ServerHandlerCodecTest, MalformedEncodedPushesAreRefusedAndChangeNothing) {
   SetUpHandler(proto::ASP, 1);
   ASSERT_TRUE(PushFp32(0, {1, 2, 3, 4}, /*init=*/true).ok());
@@ -120,14 +153,15 @@ TEST_F(ServerHandlerCodecTest, MalformedEncodedPushesAreRefusedAndChangeNothing)
   truncated.header.set_codec(proto::FP16);
   truncated.payload.push_back(CopiedFrame(four.data(), 7));
   EXPECT_TRUE(absl::IsInvalidArgument(Send(std::move(truncated))));
-  // A codec this server does not know, for a push and for a pull.
+  // A codec this server does not know, for a push and for a pull, and a pull-only codec pushed.
   EXPECT_TRUE(absl::IsInvalidArgument(PushFp16(0, {1, 1, 1, 1}, 0, /*codec=*/7)));
+  EXPECT_TRUE(absl::IsInvalidArgument(PushFp16(0, {1, 1, 1, 1}, 0, proto::FP16_DELTA)));
   Message pull = WorkerRequest(proto::PULL, 0, 0);
   pull.header.set_codec(static_cast<proto::Codec>(9));
   EXPECT_TRUE(absl::IsInvalidArgument(Send(std::move(pull))));
   const std::vector<float> after = Weights();
   EXPECT_EQ(std::memcmp(before.data(), after.data(), before.size() * sizeof(float)), 0);
-  EXPECT_EQ(handler_->counters().dropped_messages(), 4u);
+  EXPECT_EQ(handler_->counters().dropped_messages(), 5u);
 }
 
 TEST_F(ServerHandlerCodecTest, NonFiniteValuesAreRefusedInEveryCodec) {

@@ -45,6 +45,16 @@ class PsClientTest : public ::testing::Test {
                                      std::vector<std::string>{"server0"}, ps_options);
   }
 
+  // The whole model as the server holds it, partition after partition.
+  std::vector<float> ServerWeights() {
+    std::vector<float> all;
+    for (const Partition& p : layout_->partitions()) {
+      const std::vector<float> w = *server_->Weights(p.key);
+      all.insert(all.end(), w.begin(), w.end());
+    }
+    return all;
+  }
+
   std::optional<ModelLayout> layout_;
   std::unique_ptr<ServerHandler> server_;
   std::unique_ptr<PsClient> ps_;
@@ -105,6 +115,32 @@ TEST_F(PsClientTest, Fp16PushesAndPullsTravelInHalfTheBytes) {
   const PsClientCounters c = ps_->counters();
   EXPECT_EQ(c.bytes_pushed, 10 * sizeof(float) + 10 * sizeof(uint16_t));  // init fp32, grad fp16
   EXPECT_EQ(c.bytes_pulled, 10 * sizeof(uint16_t));
+}
+
+// fp16 deltas: the first pull brings whole fp32 weights, later ones half the bytes with the
+// weights within binary16's rounding of each change; a pull of another codec in between makes
+// the next delta pull whole again.
+TEST_F(PsClientTest, Fp16DeltaPullsSendWholeWeightsFirstThenDeltas) {
+  SetUp(proto::ASP);
+  std::vector<float> init(10), grad(10, 0.001f), pulled(10);
+  for (int i = 0; i < 10; ++i) init[i] = 1.0f / (i + 1);
+  ASSERT_TRUE(ps_->Push(init.data(), 0, /*init=*/true).Wait().ok());
+  PullOptions delta;
+  delta.codec = proto::FP16_DELTA;
+  ASSERT_TRUE(ps_->Pull(pulled.data(), delta).Wait().ok());
+  EXPECT_EQ(pulled, init);
+  EXPECT_EQ(ps_->counters().bytes_pulled, 10 * sizeof(float));
+  for (int step = 1; step <= 3; ++step) {
+    ASSERT_TRUE(ps_->Push(grad.data(), step).Wait().ok());
+    ASSERT_TRUE(ps_->Pull(pulled.data(), delta).Wait().ok());
+    const std::vector<float> held = ServerWeights();
+    for (int i = 0; i < 10; ++i) EXPECT_NEAR(pulled[i], held[i], 1e-6f) << step << " " << i;
+  }
+  EXPECT_EQ(ps_->counters().bytes_pulled, 10 * sizeof(float) + 3 * 10 * sizeof(uint16_t));
+  ASSERT_TRUE(ps_->Pull(pulled.data()).Wait().ok());  // fp32, as a final pull
+  ASSERT_TRUE(ps_->Pull(pulled.data(), delta).Wait().ok());
+  EXPECT_EQ(ps_->counters().bytes_pulled, 3 * 10 * sizeof(float) + 3 * 10 * sizeof(uint16_t));
+  EXPECT_EQ(pulled, ServerWeights());
 }
 
 TEST_F(PsClientTest, TopKPushesSendTheLargestValuesAndKeepTheRestForLater) {

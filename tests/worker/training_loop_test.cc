@@ -158,5 +158,43 @@ TEST(TrainingLoopTest, EpochsEvaluationsAndEmulatedComputeAreRecorded) {
   EXPECT_EQ(evaluations, 3);
 }
 
+// --eval_every: evaluations every 3 steps counted over the run, plus each epoch's end (once
+// where the two fall on the same step), each with its epoch and step.
+TEST(TrainingLoopTest, EvaluatesEveryFewStepsAndAfterEachEpoch) {
+  const std::vector<proto::TensorSpec> model = SyntheticModel(1000, 1);
+  testing::InProcessJob job(Job(proto::ASP, 1), PlainSgd(), model);
+  ASSERT_OK(job.Start(std::vector<float>(1000, 0.5f)));
+  testing::JobWorker& w = job.workers()[0];
+  const std::string metrics = ::testing::TempDir() + "/loop_eval_every.jsonl";
+  auto log = RunLog::Open(metrics, "", 0);
+  ASSERT_TRUE(log.ok());
+  CountingWorkload workload(w.params.size());
+  ExchangerOptions mode;
+  mode.sync = proto::ASP;
+  mode.global_batch = 8;
+  mode.initial_batch = 8;
+  Exchanger exchanger(mode, w.ps.get(), w.scheduler.get(), log->get());
+  LoopOptions loop;
+  loop.epochs = 2;
+  loop.steps_per_epoch = 6;
+  loop.eval_every = 3;
+  loop.log_every = 0;
+  ASSERT_TRUE(RunTrainingLoop(loop, &workload, &exchanger, &w.params, log->get()).ok());
+  log->reset();
+
+  std::ifstream in(metrics);
+  std::string line;
+  std::vector<std::string> evaluations;
+  while (std::getline(in, line)) {
+    if (line.find("\"event\": \"eval\"") == std::string::npos) continue;
+    const size_t at = line.find("\"epoch\": ");
+    ASSERT_NE(at, std::string::npos) << line;
+    evaluations.push_back(line.substr(at, line.find(", \"test_accuracy") - at));
+  }
+  EXPECT_EQ(evaluations, (std::vector<std::string>{
+                             "\"epoch\": 1, \"step\": 3", "\"epoch\": 1, \"step\": 6",
+                             "\"epoch\": 2, \"step\": 9", "\"epoch\": 2, \"step\": 12"}));
+}
+
 }  // namespace
 }  // namespace r2sp

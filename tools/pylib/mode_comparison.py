@@ -156,8 +156,9 @@ def job_command(args, mode, run_dir):
     sched = " ".join(f for f in (args.scheduler_flags,
                                  mode_flags.format(global_batch=args.global_batch)) if f)
     worker_flags = args.worker_flags
-    if codec:  # training pulls in fp16 only with fp16 pushes (sparse codecs are push-only)
-        pull = "fp16" if codec == "fp16" else "fp32"
+    if codec:  # by default training pulls in fp16 only with fp16 pushes (sparse codecs push)
+        pull = args.pull_codec if args.pull_codec != "auto" else (
+            "fp16" if codec == "fp16" else "fp32")
         worker_flags += f" --push_codec={codec} --pull_codec={pull}"
     cmd = [sys.executable, os.path.join(ROOT, tool[0])] + tool[1:] + [f"--sync={sync}"] + [
         f"--run_dir={run_dir}", f"--servers={args.servers}", f"--workers={args.workers}",

@@ -35,6 +35,9 @@ TEST(CodecSpecTest, ParsesDenseCodecs) {
   EXPECT_EQ(fp16.codec, proto::FP16);
   EXPECT_FALSE(fp16.sparse());
   EXPECT_FALSE(fp16.fp16_values);  // fp16 is a dense codec, not a sparse one's option
+  const CodecSpec delta = Parse("FP16_Delta");
+  EXPECT_EQ(delta.codec, proto::FP16_DELTA);
+  EXPECT_FALSE(delta.sparse());
 }
 
 TEST(CodecSpecTest, ParsesTopK) {
@@ -94,7 +97,7 @@ TEST(CodecSpecTest, IgnoresCaseAndSurroundingWhitespace) {
 
 TEST(CodecSpecTest, NameRoundTrips) {
   for (const std::string text :
-       {"fp32", "fp16", "topk:0.01", "topk:0.01,fp16", "topk:0.01,exact", "topk:0.001,fp16,exact",
+       {"fp32", "fp16", "fp16_delta", "topk:0.01", "topk:0.01,fp16", "topk:0.01,exact", "topk:0.001,fp16,exact",
         "topk:1", "csc:0.05", "csc:0.05,fp16,chunk=1024", "csc:0.5,chunk=32768",
         "csc:0.125,chunk=4194304", "topk:1e-05"}) {
     const CodecSpec spec = Parse(text);

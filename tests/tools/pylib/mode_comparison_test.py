@@ -292,7 +292,7 @@ class TableTest(unittest.TestCase):
 class JobCommandTest(unittest.TestCase):
     ARGS = dict(net="", scheduler_flags="", global_batch=256, servers=1, workers=4,
                 server_flags="--lr=0.01", worker_flags="--model=mlp", timeout=60.0,
-                worker_flags_for=[], bin_dir="", out="/tmp/out")
+                worker_flags_for=[], bin_dir="", out="/tmp/out", pull_codec="auto")
 
     def command(self, mode, **more):
         return mc.job_command(types.SimpleNamespace(**dict(self.ARGS, **more)), mode, "/tmp/out/x")
@@ -332,6 +332,13 @@ class JobCommandTest(unittest.TestCase):
         self.assertIn("--worker_flags=--model=mlp --push_codec=csc:0.05,fp16,chunk=4096 "
                       "--pull_codec=fp32", self.command("bsp+CSC:0.05,fp16,chunk=4096"))
         self.assertIn("--scheduler_flags=--staleness=3", self.command("ssp+topk:0.01,exact"))
+
+    def test_pull_codec_overrides_the_codec_runs_pulls_only(self):
+        self.assertIn("--worker_flags=--model=mlp --push_codec=topk:0.01 --pull_codec=fp16",
+                      self.command("bsp+topk:0.01", pull_codec="fp16"))
+        self.assertIn("--worker_flags=--model=mlp --push_codec=fp16 --pull_codec=fp32",
+                      self.command("bsp+fp16", pull_codec="fp32"))
+        self.assertIn("--worker_flags=--model=mlp", self.command("bsp", pull_codec="fp16"))
 
     def test_split_mode(self):
         self.assertEqual(mc.split_mode("bsp"), ("bsp", None))
