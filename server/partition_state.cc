@@ -3,6 +3,7 @@
 
 #include <cstring>
 
+#include "common/codec/fp16.h"
 #include "glog/logging.h"
 
 namespace r2sp {
@@ -16,6 +17,7 @@ bool PartitionState::Init(const float* values) {
   if (initialized_) return false;
   std::memcpy(current_->values.data(), values, bytes());
   initialized_ = true;
+  half_version_ = -1;
   return true;
 }
 
@@ -84,6 +86,17 @@ void PartitionState::Apply(const SgdOptions& options, float scale, const Gradien
 
 zmq::message_t PartitionState::PullFrame() { return FrameOver(current_); }
 
+zmq::message_t PartitionState::Fp16PullFrame() {
+  if (half_version_ != version_ || half_ == nullptr) {
+    if (half_ == nullptr || half_->in_flight.load(std::memory_order_acquire) != 0) {
+      half_ = std::make_shared<HalfBuffer>(num_elements_);
+    }
+    codec::EncodeFp16(current_->values.data(), num_elements_, half_->values.data());
+    half_version_ = version_;
+  }
+  return FrameOver(half_);
+}
+
 zmq::message_t PartitionState::PredictedPullFrame(const Prediction& p) {
   if (step_.empty()) step_.assign(num_elements_, 0.0f);
   std::shared_ptr<Buffer> out;
@@ -102,15 +115,17 @@ zmq::message_t PartitionState::PredictedPullFrame(const Prediction& p) {
   return FrameOver(out);
 }
 
-zmq::message_t PartitionState::FrameOver(const std::shared_ptr<Buffer>& buffer) {
+template <typename T>
+zmq::message_t PartitionState::FrameOver(const std::shared_ptr<BufferOf<T>>& buffer) {
   buffer->in_flight.fetch_add(1, std::memory_order_relaxed);
-  auto* hold = new std::shared_ptr<Buffer>(buffer);
-  return zmq::message_t(buffer->values.data(), buffer->values.size() * sizeof(float),
-                        &PartitionState::ReleaseFrame, hold);
+  auto* hold = new std::shared_ptr<BufferOf<T>>(buffer);
+  return zmq::message_t(buffer->values.data(), buffer->values.size() * sizeof(T),
+                        &PartitionState::ReleaseFrame<T>, hold);
 }
 
+template <typename T>
 void PartitionState::ReleaseFrame(void* /*data*/, void* hint) {
-  auto* hold = static_cast<std::shared_ptr<Buffer>*>(hint);
+  auto* hold = static_cast<std::shared_ptr<BufferOf<T>>*>(hint);
   (*hold)->in_flight.fetch_sub(1, std::memory_order_release);
   delete hold;
 }

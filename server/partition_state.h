@@ -40,6 +40,9 @@ class PartitionState {
   void Apply(const SgdOptions& options, float scale, const GradientView& grad);
   // A frame over the current weights, valid even while later updates run.
   zmq::message_t PullFrame();
+  // The same rounded to binary16 (fp16 pulls): encoded once per version, shared by every pull
+  // of that version.
+  zmq::message_t Fp16PullFrame();
   // A frame of the weights predicted by `p` (server/sgd.h PredictWeights) from the current
   // weights, momentum and the latest update's gradient term. The first call starts keeping
   // that term (until then it counts as zero): one more buffer and pass per update, only for
@@ -49,19 +52,24 @@ class PartitionState {
   const float* weights() const { return current_->values.data(); }
 
  private:
-  struct Buffer {
-    explicit Buffer(size_t n) : values(n) {}
-    std::vector<float> values;
+  template <typename T>
+  struct BufferOf {
+    explicit BufferOf(size_t n) : values(n) {}
+    std::vector<T> values;
     std::atomic<int> in_flight{0};  // frames libzmq has not released yet
   };
+  using Buffer = BufferOf<float>;
+  using HalfBuffer = BufferOf<uint16_t>;
   // The buffer an update writes: the current one, or a spare while the current is being sent.
   Buffer* OutputBuffer();
   void Commit(Buffer* out);  // makes `out` current after an update
   // The ordinary update of [begin, begin + length) with `grad` (that range's values) into `out`.
   void ApplyDense(const SgdOptions& options, float scale, const float* grad, size_t begin,
                   size_t length, Buffer* out);
+  template <typename T>
   static void ReleaseFrame(void* data, void* hint);
-  static zmq::message_t FrameOver(const std::shared_ptr<Buffer>& buffer);
+  template <typename T>
+  static zmq::message_t FrameOver(const std::shared_ptr<BufferOf<T>>& buffer);
 
   const size_t num_elements_;
   std::shared_ptr<Buffer> current_;
@@ -69,6 +77,8 @@ class PartitionState {
   std::vector<float> momentum_;
   std::vector<float> step_;  // the latest update's gradient term; empty until a prediction
   std::vector<std::shared_ptr<Buffer>> predicted_;  // frames of predicted weights, reused
+  std::shared_ptr<HalfBuffer> half_;  // the binary16 weights of version half_version_
+  int64_t half_version_ = -1;
   bool initialized_ = false;
   int64_t version_ = 0;
 };

@@ -16,6 +16,15 @@ namespace {
 // Bounds a predicted pull's update count (a worker asks for W - 1).
 constexpr int kMaxPredictedUpdates = 1 << 16;
 
+// `weights` (fp32) rounded to binary16, in a frame of its own.
+zmq::message_t Fp16Frame(const zmq::message_t& weights) {
+  const size_t n = weights.size() / sizeof(float);
+  zmq::message_t half(n * sizeof(uint16_t));
+  codec::EncodeFp16(static_cast<const float*>(weights.data()), n,
+                    static_cast<uint16_t*>(half.data()));
+  return half;
+}
+
 }  // namespace
 
 ServerHandler::ServerHandler(const ServerOptions& options, Clock clock)
@@ -275,35 +284,34 @@ void ServerHandler::AnswerPull(HeldPartition& held, ParkedPull& pull, double wai
   Message reply;
   reply.header.set_clock(held.state.version());
   if (waited > 0) reply.header.mutable_pull_reply()->set_waited_seconds(waited);
+  zmq::message_t frame;
+  proto::Codec codec = proto::FP32;
   if (pull.predict_updates > 0) {
     // The updates to come carry the fraction between them (or are whole steps each).
     const float each = options_.per_sample_updates
                            ? pull.predict_fraction / static_cast<float>(pull.predict_updates)
                            : 1.0f;
-    reply.payload.push_back(held.state.PredictedPullFrame(
-        PredictionFor(SgdFor(held), each, pull.predict_updates)));
+    frame = held.state.PredictedPullFrame(PredictionFor(SgdFor(held), each, pull.predict_updates));
+  } else if (pull.codec == proto::FP16) {
+    frame = held.state.Fp16PullFrame();  // encoded once per version
+    codec = proto::FP16;
   } else {
-    reply.payload.push_back(held.state.PullFrame());
+    frame = held.state.PullFrame();
   }
   if (pull.codec == proto::FP16_DELTA) {
     if (held.shadows == nullptr) {
       held.shadows = std::make_unique<PullShadows>(held.state.num_elements(), num_workers_);
     }
-    PullShadows::Reply delta =
-        held.shadows->Answer(pull.rank, pull.delta_base, std::move(reply.payload[0]));
-    reply.payload[0] = std::move(delta.frame);
-    reply.header.set_codec(delta.codec);
+    PullShadows::Reply delta = held.shadows->Answer(pull.rank, pull.delta_base, std::move(frame));
+    frame = std::move(delta.frame);
+    codec = delta.codec;
     reply.header.mutable_pull_reply()->set_delta_seq(delta.seq);
-  } else if (pull.codec == proto::FP16) {
-    // fp16 weights: a worker's pull stands alone, whatever it pulled before.
-    const zmq::message_t& weights = reply.payload[0];
-    const size_t n = weights.size() / sizeof(float);
-    zmq::message_t half(n * sizeof(uint16_t));
-    codec::EncodeFp16(static_cast<const float*>(weights.data()), n,
-                      static_cast<uint16_t*>(half.data()));
-    reply.payload[0] = std::move(half);
-    reply.header.set_codec(proto::FP16);
+  } else if (pull.codec == proto::FP16 && codec != proto::FP16) {
+    frame = Fp16Frame(frame);  // predicted weights, for this pull alone
+    codec = proto::FP16;
   }
+  if (codec != proto::FP32) reply.header.set_codec(codec);
+  reply.payload.push_back(std::move(frame));
   counters_.bytes_pulled += reply.payload[0].size();
   ++counters_.pulls;
   pull.responder.Reply(std::move(reply));

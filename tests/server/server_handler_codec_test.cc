@@ -107,6 +107,39 @@ TEST_F(ServerHandlerCodecTest, Fp16PullCarriesTheRoundedWeights) {
   EXPECT_EQ(handler_->counters().bytes_pulled(), 4 * sizeof(uint16_t));
 }
 
+// fp16 pulls of one version share one encoding; a frame still held keeps its values when an
+// update makes a new version, and the next pull sends the new weights.
+TEST_F(ServerHandlerCodecTest, Fp16PullsOfAVersionShareOneEncodingThatUpdatesDoNotTear) {
+  SetUpHandler(proto::ASP, 2);
+  ASSERT_TRUE(PushFp32(0, {1, 2, 3, 4}, /*init=*/true).ok());
+  auto pull = [this](int rank) {
+    Message m = WorkerRequest(proto::PULL, rank, 0);
+    m.header.set_codec(proto::FP16);
+    EXPECT_TRUE(Send(std::move(m)).ok());
+    EXPECT_EQ(last_reply_.header.codec(), proto::FP16);
+    return std::move(last_reply_.payload.at(0));
+  };
+  auto floats = [](const zmq::message_t& frame) {
+    std::vector<float> v(frame.size() / sizeof(uint16_t));
+    codec::DecodeFp16(static_cast<const uint16_t*>(frame.data()), v.size(), v.data());
+    return v;
+  };
+  zmq::message_t first = pull(0);
+  zmq::message_t second = pull(1);
+  EXPECT_EQ(first.data(), second.data());  // one encoding for the version
+  ASSERT_TRUE(PushFp32(0, {2, 2, 2, 2}).ok());  // lr 0.5: {0, 1, 2, 3}
+  zmq::message_t third = pull(0);
+  EXPECT_NE(third.data(), first.data());
+  EXPECT_EQ(floats(first), (std::vector<float>{1, 2, 3, 4}));
+  EXPECT_EQ(floats(third), (std::vector<float>{0, 1, 2, 3}));
+  first = zmq::message_t();
+  second = zmq::message_t();
+  ASSERT_TRUE(PushFp32(0, {2, 2, 2, 2}).ok());  // {-1, 0, 1, 2}
+  EXPECT_EQ(floats(pull(1)), (std::vector<float>{-1, 0, 1, 2}));
+  EXPECT_EQ(floats(third), (std::vector<float>{0, 1, 2, 3}));  // still held: untouched
+  EXPECT_EQ(handler_->counters().bytes_pulled(), 4 * 4 * sizeof(uint16_t));
+}
+
 TEST_F(ServerHandlerCodecTest, Fp16DeltaPullsAnswerWholeWeightsThenDeltasPerWorker) {
   SetUpHandler(proto::ASP, 2);
   ASSERT_TRUE(PushFp32(0, {1, 2, 3, 4}, /*init=*/true).ok());
