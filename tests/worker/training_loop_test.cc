@@ -1,7 +1,7 @@
 // The training loop over real exchanges (in-process scheduler and servers): the synthetic
 // workload's known gradients give exactly the parameters BSP promises; a workload with samples
 // and a test set gets its epochs, max_steps, the emulated compute time, and evaluation records
-// in the metrics file.
+// (after each epoch, and every --eval_every steps) in the metrics file.
 #include "worker/training_loop.h"
 
 #include <cstdio>
@@ -109,30 +109,34 @@ class CountingWorkload : public Workload {
   GradientReady ready_;
 };
 
-TEST(TrainingLoopTest, EpochsEvaluationsAndEmulatedComputeAreRecorded) {
+// Runs `loop` for one asp worker (batches of 8) over CountingWorkload, its test accuracy the
+// first parameter (`accuracy`), with the metrics written to `metrics`.
+absl::StatusOr<LoopResult> RunCounting(const LoopOptions& loop, float accuracy,
+                                       const std::string& metrics) {
   const std::vector<proto::TensorSpec> model = SyntheticModel(1000, 1);
   testing::InProcessJob job(Job(proto::ASP, 1), PlainSgd(), model);
-  ASSERT_OK(job.Start(std::vector<float>(1000, 0.75f)));
+  R2SP_RETURN_IF_ERROR(job.Start(std::vector<float>(1000, accuracy)));
   testing::JobWorker& w = job.workers()[0];
-  const std::string metrics = ::testing::TempDir() + "/loop_metrics.jsonl";
-  auto log = RunLog::Open(metrics, "", 0);
-  ASSERT_TRUE(log.ok());
+  R2SP_ASSIGN_OR_RETURN(std::unique_ptr<RunLog> log, RunLog::Open(metrics, "", 0));
   CountingWorkload workload(w.params.size());
   ExchangerOptions mode;
   mode.sync = proto::ASP;
   mode.global_batch = 8;
   mode.initial_batch = 8;
-  Exchanger exchanger(mode, w.ps.get(), w.scheduler.get(), log->get());
+  Exchanger exchanger(mode, w.ps.get(), w.scheduler.get(), log.get());
+  return RunTrainingLoop(loop, &workload, &exchanger, &w.params, log.get());
+}
+
+TEST(TrainingLoopTest, EpochsEvaluationsAndEmulatedComputeAreRecorded) {
+  const std::string metrics = ::testing::TempDir() + "/loop_metrics.jsonl";
   LoopOptions loop;
   loop.epochs = 3;
   loop.steps_per_epoch = 4;
   loop.max_steps = 10;  // stops two steps into the third epoch
   loop.emulate_ms_per_sample = 0.5;  // 8 samples: at least 4 ms per step
   loop.log_every = 0;
-  absl::StatusOr<LoopResult> r = RunTrainingLoop(loop, &workload, &exchanger, &w.params,
-                                                 log->get());
+  absl::StatusOr<LoopResult> r = RunCounting(loop, 0.75f, metrics);
   ASSERT_TRUE(r.ok()) << r.status();
-  log->reset();
   EXPECT_EQ(r->steps, 10);
   EXPECT_EQ(r->samples, 80);
   EXPECT_EQ(r->epochs, 3);  // the partial last epoch counts, as it did before the reshape
@@ -161,26 +165,13 @@ TEST(TrainingLoopTest, EpochsEvaluationsAndEmulatedComputeAreRecorded) {
 // --eval_every: evaluations every 3 steps counted over the run, plus each epoch's end (once
 // where the two fall on the same step), each with its epoch and step.
 TEST(TrainingLoopTest, EvaluatesEveryFewStepsAndAfterEachEpoch) {
-  const std::vector<proto::TensorSpec> model = SyntheticModel(1000, 1);
-  testing::InProcessJob job(Job(proto::ASP, 1), PlainSgd(), model);
-  ASSERT_OK(job.Start(std::vector<float>(1000, 0.5f)));
-  testing::JobWorker& w = job.workers()[0];
   const std::string metrics = ::testing::TempDir() + "/loop_eval_every.jsonl";
-  auto log = RunLog::Open(metrics, "", 0);
-  ASSERT_TRUE(log.ok());
-  CountingWorkload workload(w.params.size());
-  ExchangerOptions mode;
-  mode.sync = proto::ASP;
-  mode.global_batch = 8;
-  mode.initial_batch = 8;
-  Exchanger exchanger(mode, w.ps.get(), w.scheduler.get(), log->get());
   LoopOptions loop;
   loop.epochs = 2;
   loop.steps_per_epoch = 6;
   loop.eval_every = 3;
   loop.log_every = 0;
-  ASSERT_TRUE(RunTrainingLoop(loop, &workload, &exchanger, &w.params, log->get()).ok());
-  log->reset();
+  ASSERT_TRUE(RunCounting(loop, 0.5f, metrics).ok());
 
   std::ifstream in(metrics);
   std::string line;
