@@ -40,12 +40,21 @@ void Exchanger::GradientReady(const float* grads, int64_t offset, int64_t count)
 }
 
 absl::Status Exchanger::Push(const ExchangeStep& step, IterationMetrics* m, absl::Time now,
-                             absl::Time* started) {
+                             absl::Time* started, std::optional<Ticket>* pull) {
   *started = now;
   if (pusher_ != nullptr && pusher_->started()) {
     const absl::Status status = pusher_->Finish(step.grads);
     m->early_partitions = pusher_->early_partitions();
     if (m->early_partitions > 0) *started = pusher_->first_push();
+    return status;
+  }
+  if (options_.early_pulls) {
+    PsClient::Exchange exchange = ps_->PushThenPull(step.grads, m->clock, PushScale(m->batch),
+                                                    step.params, PullFor(step, *m));
+    const absl::Status status = exchange.push.Wait();
+    // On failure the caller returns: no pull may still be writing the parameters then.
+    if (!status.ok()) exchange.pull.Wait().IgnoreError();
+    *pull = std::move(exchange.pull);
     return status;
   }
   return ps_->Push(step.grads, m->clock, /*init=*/false, PushScale(m->batch)).Wait();
@@ -99,12 +108,13 @@ absl::Status Exchanger::Exchange(const ExchangeStep& step, IterationMetrics* m) 
     }
   }
   absl::Time push_started;
-  R2SP_RETURN_IF_ERROR_WITH(Push(step, m, granted, &push_started), "push");
+  std::optional<Ticket> early_pull;
+  R2SP_RETURN_IF_ERROR_WITH(Push(step, m, granted, &push_started, &early_pull), "push");
   const absl::Time after_push = absl::Now();
   // The last slot takes the worker out of the ring, so workers with more steps to go (one that
   // joined late, say) do not wait for its turn.
   if (r2sp && !options_.slot_includes_pull) scheduler_->ReleaseSlot(/*leaving=*/last);
-  Ticket pull = ps_->Pull(step.params, PullFor(step, *m));
+  Ticket pull = early_pull.has_value() ? *early_pull : ps_->Pull(step.params, PullFor(step, *m));
   R2SP_RETURN_IF_ERROR_WITH(pull.Wait(), "pull");
   const absl::Time after_pull = absl::Now();
   if (r2sp && options_.slot_includes_pull) scheduler_->ReleaseSlot(/*leaving=*/last);

@@ -15,6 +15,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -51,6 +52,10 @@ struct ExchangerOptions {
   // bsp, ssp and asp; r2sp's push waits for its slot after backward (docs/ARCHITECTURE.md).
   bool overlap = false;
   size_t bucket_bytes = 4 << 20;
+  // Pull each partition as soon as its push is acknowledged (PsClient::PushThenPull) instead
+  // of after all the pushes. Without --overlap (whose early pushes run during backward, which
+  // still reads the parameters the pulls would overwrite).
+  bool early_pulls = false;
 };
 
 // What one iteration hands over besides its metrics.
@@ -91,9 +96,10 @@ class Exchanger {
   float PushScale(int batch) const;
   PullOptions PullFor(const ExchangeStep& step, const IterationMetrics& m) const;
   // The iteration's push: finishing the early one (setting m->early_partitions), or the whole
-  // gradient now. Sets *started to when the push began (before `now` when it overlapped).
+  // gradient now. Sets *started to when the push began (before `now` when it overlapped). With
+  // early pulls, sets *pull to the pulls it started (each as its partition's push is done).
   absl::Status Push(const ExchangeStep& step, IterationMetrics* m, absl::Time now,
-                    absl::Time* started);
+                    absl::Time* started, std::optional<Ticket>* pull);
 
   const ExchangerOptions options_;
   PsClient* const ps_;

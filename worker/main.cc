@@ -52,6 +52,8 @@ DEFINE_string(pull_codec, "fp32", "how parameters travel back: fp32, fp16 (the w
               "the final pull are always fp32");
 DEFINE_bool(overlap, false, "bsp/ssp/asp: push each partition while backward still runs, as soon "
             "as its gradient is complete, in buckets of --bucket_bytes (r2sp pushes in its slot)");
+DEFINE_bool(early_pulls, false, "pull each partition as soon as its push is acknowledged, "
+            "while the next partitions are still being pushed (not with --overlap)");
 DEFINE_uint64(bucket_bytes, 4 << 20, "--overlap: push complete partitions once this many fp32 "
               "bytes of them are waiting (0: each partition at once)");
 DEFINE_string(dump_params, "", "after training, write the final parameters (raw fp32) here");
@@ -91,6 +93,9 @@ void CheckFlags() {
   CheckFlag(FLAGS_momentum_correction >= 0 && FLAGS_momentum_correction < 1,
             "--momentum_correction must be in [0, 1)");
   CheckFlag(FLAGS_density_warmup_epochs >= 0, "--density_warmup_epochs must be >= 0");
+  CheckFlag(!(FLAGS_early_pulls && FLAGS_overlap),
+            "--early_pulls and --overlap do not go together (backward still reads the "
+            "parameters while --overlap pushes)");
   if (FLAGS_model == "synthetic") {
     CheckFlag(static_cast<size_t>(FLAGS_model_mb * 1024 * 1024 / 4) >= 65u * FLAGS_layers,
               "--model_mb is too small for --layers (each layer has a 64-float bias)");
@@ -132,6 +137,7 @@ r2sp::WorkerOptions OptionsFromFlags() {
   o.density_warmup_epochs = FLAGS_density_warmup_epochs;
   o.overlap = FLAGS_overlap;
   o.bucket_bytes = FLAGS_bucket_bytes;
+  o.early_pulls = FLAGS_early_pulls;
   const absl::StatusOr<r2sp::codec::CodecSpec> pull =
       r2sp::codec::ParseCodecSpec("pull_codec", FLAGS_pull_codec);
   r2sp::CheckFlag(pull.ok() && !pull->sparse(),

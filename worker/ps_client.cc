@@ -72,9 +72,37 @@ PsClientCounters PsClient::counters() const {
 Ticket PsClient::Push(const float* grads, int64_t clock, bool init, float scale) {
   auto state = std::make_shared<Ticket::State>(static_cast<int>(layout_->partitions().size()));
   for (const Partition& p : layout_->partitions()) {
-    SendPush(p, grads + p.offset, clock, init, scale, state);
+    SendPush(p, grads + p.offset, clock, init, scale, CompleteOn(state));
   }
   return Ticket(std::move(state));
+}
+
+PsClient::Exchange PsClient::PushThenPull(const float* grads, int64_t clock, float scale,
+                                          float* params, const PullOptions& pull) {
+  const int n = static_cast<int>(layout_->partitions().size());
+  auto pushed = std::make_shared<Ticket::State>(n);
+  auto pulled = std::make_shared<Ticket::State>(n);
+  for (const Partition& p : layout_->partitions()) {
+    SendPush(p, grads + p.offset, clock, /*init=*/false, scale,
+             [this, partition = &p, params, pull, pushed, pulled](const absl::Status& status) {
+               Ticket::Complete(*pushed, status);
+               if (status.ok()) {
+                 SendPull(*partition, params + partition->offset, pull, pulled);
+               } else {
+                 Ticket::Complete(*pulled, absl::AbortedError(absl::StrCat(
+                                               "not pulled: the push of key ", partition->key,
+                                               " failed")));
+               }
+             });
+  }
+  return Exchange{Ticket(std::move(pushed)), Ticket(std::move(pulled))};
+}
+
+std::function<void(const absl::Status&)> PsClient::CompleteOn(
+    std::shared_ptr<Ticket::State> state) {
+  return [state = std::move(state)](const absl::Status& status) {
+    Ticket::Complete(*state, status);
+  };
 }
 
 Ticket PsClient::PushPartition(uint64_t key, const float* data, int64_t clock, bool init,
@@ -82,7 +110,7 @@ Ticket PsClient::PushPartition(uint64_t key, const float* data, int64_t clock, b
   const Partition* p = layout_->Find(key);
   CHECK(p != nullptr) << "unknown key " << key;
   auto state = std::make_shared<Ticket::State>(1);
-  SendPush(*p, data, clock, init, scale, state);
+  SendPush(*p, data, clock, init, scale, CompleteOn(state));
   return Ticket(std::move(state));
 }
 
@@ -103,7 +131,7 @@ Ticket PsClient::PullPartition(uint64_t key, float* data, const PullOptions& opt
 }
 
 void PsClient::SendPush(const Partition& p, const float* data, int64_t clock, bool init,
-                        float scale, std::shared_ptr<Ticket::State> state) {
+                        float scale, std::function<void(const absl::Status&)> done) {
   Message request;
   request.header.set_type(proto::PUSH);
   request.header.set_sender_role(proto::WORKER);
@@ -125,14 +153,14 @@ void PsClient::SendPush(const Partition& p, const float* data, int64_t clock, bo
   }
   const size_t bytes = PayloadBytes(request);
   requester_->Request(servers_[p.server], std::move(request), options_.request_timeout,
-                      [this, bytes, state](absl::StatusOr<Message> reply) {
+                      [this, bytes, done = std::move(done)](absl::StatusOr<Message> reply) {
                         absl::Status status = reply.ok() ? FromReplyHeader(reply->header)
                                                          : reply.status();
                         if (status.ok()) {
                           bytes_pushed_ += bytes;
                           ++pushes_;
                         }
-                        Ticket::Complete(*state, status);
+                        done(status);
                       });
 }
 

@@ -5,6 +5,7 @@
 #define R2SP_WORKER_PS_CLIENT_H_
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -96,6 +97,19 @@ class PsClient {
   Ticket PushPartition(uint64_t key, const float* data, int64_t clock, bool init = false,
                        float scale = 0.0f);
 
+  // A training step's exchange: pushes every partition's gradient (as Push, not init) and
+  // pulls each partition into `params` (as Pull) as soon as its push is acknowledged, so one
+  // partition's pull overlaps the pushes of the next ones (and on a full-duplex link the two
+  // directions carry traffic at once). `push` completes with the pushes, `pull` with the pulls;
+  // a partition whose push fails is not pulled (`pull` carries an error for it).
+  // REQUIRES: as Push for `grads`, as Pull for `params`; grads and params do not overlap.
+  struct Exchange {
+    Ticket push;
+    Ticket pull;
+  };
+  Exchange PushThenPull(const float* grads, int64_t clock, float scale, float* params,
+                        const PullOptions& pull);
+
   // Pulls every partition into the flat model `params` (see PullOptions).
   // REQUIRES: params stays valid and is not read until the ticket is done.
   Ticket Pull(float* params, const PullOptions& options = {});
@@ -109,8 +123,11 @@ class PsClient {
   const ModelLayout& layout() const { return *layout_; }
 
  private:
+  // Sends partition `p`'s push; `done` gets its outcome (on the requester's reply thread).
   void SendPush(const Partition& p, const float* data, int64_t clock, bool init, float scale,
-                std::shared_ptr<Ticket::State> state);
+                std::function<void(const absl::Status&)> done);
+  static std::function<void(const absl::Status&)> CompleteOn(
+      std::shared_ptr<Ticket::State> state);
   // The encoded frames of a sparse push of partition `p`; sets the header's codec fields.
   std::vector<zmq::message_t> EncodeSparse(const Partition& p, const float* data,
                                            proto::Header* header);

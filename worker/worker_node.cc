@@ -119,6 +119,7 @@ absl::StatusOr<LoopResult> WorkerNode::Train() {
   mode.pull_codec = options_.pull_codec;
   mode.overlap = options_.overlap;
   mode.bucket_bytes = options_.bucket_bytes;
+  mode.early_pulls = options_.early_pulls;
   if (options_.push_codec.sparse()) {
     mode.push_density = options_.push_codec.ratio;
     mode.density_warmup_epochs = options_.density_warmup_epochs;

@@ -60,6 +60,7 @@ struct WorkerOptions {
   double density_warmup_epochs = 0.0;
   bool overlap = false;  // push during backward (bsp, ssp, asp)
   size_t bucket_bytes = 4 << 20;
+  bool early_pulls = false;  // pull each partition once its push is acknowledged
   proto::Codec pull_codec = proto::FP32;  // training pulls (the first and final ones: fp32)
   int log_every = 0;     // 0: 10 synthetic, 50 real
   int eval_every = 0;    // real models: test evaluation every this many steps too (0: epochs)

@@ -190,6 +190,23 @@ TEST_P(OverlapModesTest, FourWorkersTrainTheMlpTo80PercentPushingDuringBackward)
 
 INSTANTIATE_TEST_SUITE_P(Modes, OverlapModesTest, ::testing::Values("bsp", "asp"));
 
+// Pulls of each partition as soon as its push is done (--early_pulls, 64 KiB partitions): bsp
+// and r2sp (with its predicted pulls) still train the mlp to 80%.
+class EarlyPullsModesTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(EarlyPullsModesTest, FourWorkersTrainTheMlpTo80PercentPullingEachPartitionEarly) {
+  JobSpec spec = MlpJob(GetParam(), 2);
+  spec.name = "early_pulls_" + GetParam();
+  spec.scheduler_flags.push_back("--partition_bytes=65536");
+  spec.worker_flags.push_back("--early_pulls");
+  LocalJob job(spec);
+  ASSERT_TRUE(job.WaitAll(absl::Seconds(180)));
+  const std::string stats = job.Stats();
+  EXPECT_GE(testing::ReportedAccuracy(stats), 0.80) << stats;
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, EarlyPullsModesTest, ::testing::Values("bsp", "r2sp"));
+
 // What an r2sp slot covers: by default the push only, so the next holder's push overlaps this
 // one's pull (both directions of the server's link busy); with --r2sp_slot=push_pull, as in the
 // R2SP paper, no push starts before the previous holder's pull has ended.

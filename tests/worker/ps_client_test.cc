@@ -143,6 +143,29 @@ TEST_F(PsClientTest, Fp16DeltaPullsSendWholeWeightsFirstThenDeltas) {
   EXPECT_EQ(pulled, ServerWeights());
 }
 
+// PushThenPull: each partition is pulled once its own push is done, so in bsp every pull sees
+// its clock applied, and the push ticket ends before (or with) the pull ticket.
+TEST_F(PsClientTest, PushThenPullPullsEachPartitionAfterItsPush) {
+  SetUp(proto::BSP);
+  std::vector<float> init(10, 1.0f), grad(10), pulled(10, -1.0f);
+  for (int i = 0; i < 10; ++i) grad[i] = 0.5f * i;
+  ASSERT_TRUE(ps_->Push(init.data(), 0, /*init=*/true).Wait().ok());
+  for (int clock = 0; clock < 3; ++clock) {
+    PullOptions next;
+    next.min_version = clock + 1;
+    PsClient::Exchange exchange =
+        ps_->PushThenPull(grad.data(), clock, /*scale=*/0.0f, pulled.data(), next);
+    ASSERT_TRUE(exchange.push.Wait().ok());
+    ASSERT_TRUE(exchange.pull.Wait().ok());
+    for (int i = 0; i < 10; ++i) {
+      EXPECT_FLOAT_EQ(pulled[i], 1.0f - 0.5f * (clock + 1) * grad[i]) << clock << " " << i;
+    }
+  }
+  const PsClientCounters c = ps_->counters();
+  EXPECT_EQ(c.pushes, 3u + 3 * 3);
+  EXPECT_EQ(c.pulls, 3u * 3);
+}
+
 TEST_F(PsClientTest, TopKPushesSendTheLargestValuesAndKeepTheRestForLater) {
   // 10 floats in partitions of 4, 3 and 3; topk 0.5 exact sends 2 values of each.
   SetUp(proto::ASP, *codec::ParseCodecSpec("push_codec", "topk:0.5,exact"));
@@ -188,6 +211,13 @@ TEST_F(PsClientTest, ServerThatNeverAnswersEndsTheTicketWithDeadlineExceeded) {
   std::vector<float> pulled(10);
   const absl::Status s = lost.Pull(pulled.data()).Wait();
   EXPECT_TRUE(absl::IsDeadlineExceeded(s)) << s;
+  // A push that is never answered: its partition is not pulled, and both tickets end.
+  std::vector<float> grad(10, 1.0f);
+  PsClient::Exchange exchange = lost.PushThenPull(grad.data(), 0, 0.0f, pulled.data(), {});
+  EXPECT_TRUE(absl::IsDeadlineExceeded(exchange.push.Wait()));
+  EXPECT_TRUE(absl::IsAborted(exchange.pull.Wait()));
+  EXPECT_EQ(pulled, std::vector<float>(10, 0.0f));
+  EXPECT_EQ(lost.counters().pulls, 0u);
 }
 
 }  // namespace

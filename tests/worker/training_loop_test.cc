@@ -35,16 +35,20 @@ ServerOptions PlainSgd() {
 }
 
 // With --overlap the partitions go out while the synthetic backward reports them (buckets of one
-// 4 KiB partition): the same sums arrive, and most pushes began before backward ended.
-class KnownGradientsTest : public ::testing::TestWithParam<bool> {};
+// 4 KiB partition): the same sums arrive, and most pushes began before backward ended. With
+// early pulls each partition is pulled once its push is done: the same sums again.
+enum class Exchange { kPlain, kOverlap, kEarlyPulls };
+class KnownGradientsTest : public ::testing::TestWithParam<Exchange> {};
 
 TEST_P(KnownGradientsTest, SyntheticKnownGradientsGiveTheBspSum) {
-  const bool overlap = GetParam();
+  const bool overlap = GetParam() == Exchange::kOverlap;
+  const bool early_pulls = GetParam() == Exchange::kEarlyPulls;
   const std::vector<proto::TensorSpec> model = SyntheticModel(4000, 2);
   testing::InProcessJob job(Job(proto::BSP, 2), PlainSgd(), model);
   ASSERT_OK(job.Start(std::vector<float>(4000, 0.0f)));
   std::vector<LoopResult> results(2);
-  ASSERT_OK(job.OnEveryWorker([&results, overlap](testing::JobWorker& w) -> absl::Status {
+  ASSERT_OK(job.OnEveryWorker([&results, overlap,
+                               early_pulls](testing::JobWorker& w) -> absl::Status {
                    SyntheticOptions synthetic;
                    synthetic.rank = w.rank();
                    synthetic.known_gradients = true;
@@ -55,6 +59,7 @@ TEST_P(KnownGradientsTest, SyntheticKnownGradientsGiveTheBspSum) {
                    mode.workers = 2;
                    mode.overlap = overlap;
                    mode.bucket_bytes = 4096;
+                   mode.early_pulls = early_pulls;
                    Exchanger exchanger(mode, w.ps.get(), w.scheduler.get(), nullptr);
                    LoopOptions loop;
                    loop.rank = w.rank();
@@ -81,7 +86,9 @@ TEST_P(KnownGradientsTest, SyntheticKnownGradientsGiveTheBspSum) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Overlap, KnownGradientsTest, ::testing::Bool());
+INSTANTIATE_TEST_SUITE_P(Exchanges, KnownGradientsTest,
+                         ::testing::Values(Exchange::kPlain, Exchange::kOverlap,
+                                           Exchange::kEarlyPulls));
 
 // Batches of the asked-for size, a constant gradient, loss 1 / (epoch + 1), and a test set
 // whose accuracy is the first parameter.

@@ -70,6 +70,19 @@ def parse_codec(text):
     return ",".join(parts)
 
 
+_VARIANT = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def split_variant(name):
+    """(configuration, variant or None) of a name that may end in @VARIANT ("r2sp@early",
+    "bsp+fp16@early"): a variant adds the worker flags compare_modes' --variant gives it.
+    ValueError for a variant name that is not letters, digits, '_' or '-'."""
+    base, at, variant = name.partition("@")
+    if at and not _VARIANT.fullmatch(variant):
+        raise ValueError(f"bad variant name {variant!r} in {name!r} (letters, digits, _ and -)")
+    return base, (variant if at else None)
+
+
 def split_mode(name):
     """(mode, codec or None) of a configuration name such as "r2sp+fp16" or "bsp+topk:0.01"
     (the codec as parse_codec gives it); ValueError if either part is unknown."""
@@ -88,9 +101,13 @@ def split_modes(text):
     it has any. A sparse codec's own options stay with it: "bsp,r2sp+topk:0.01,fp16,asp" is bsp,
     r2sp+topk:0.01,fp16 and asp. Each codec is spelt as parse_codec gives it. ValueError for an
     unknown name."""
-    names = _split_list(text, lambda name: _sparse(name.partition("+")[2]))
-    return [mode if codec is None else f"{mode}+{codec}"
-            for mode, codec in (split_mode(name) for name in names)]
+    names = []
+    for item in _split_list(text, lambda name: _sparse(name.partition("+")[2])):
+        base, variant = split_variant(item)
+        mode, codec = split_mode(base)
+        names.append((mode if codec is None else f"{mode}+{codec}") +
+                     (f"@{variant}" if variant else ""))
+    return names
 
 
 def split_codecs(text):
@@ -151,7 +168,8 @@ def job_command(args, mode, run_dir):
     """The tools/launch or tools/netcluster command line that runs `mode` into `run_dir`, from
     tools/compare_modes' options `args`."""
     tool = ["tools/netcluster"] + shlex.split(args.net) if args.net else ["tools/launch"]
-    base, codec = split_mode(mode)
+    configuration, variant = split_variant(mode)
+    base, codec = split_mode(configuration)
     sync, mode_flags = MODES[base]
     sched = " ".join(f for f in (args.scheduler_flags,
                                  mode_flags.format(global_batch=args.global_batch)) if f)
@@ -160,6 +178,8 @@ def job_command(args, mode, run_dir):
         pull = args.pull_codec if args.pull_codec != "auto" else (
             "fp16" if codec == "fp16" else "fp32")
         worker_flags += f" --push_codec={codec} --pull_codec={pull}"
+    if variant:
+        worker_flags += " " + args.variants[variant]
     cmd = [sys.executable, os.path.join(ROOT, tool[0])] + tool[1:] + [f"--sync={sync}"] + [
         f"--run_dir={run_dir}", f"--servers={args.servers}", f"--workers={args.workers}",
         f"--server_flags={args.server_flags}", f"--worker_flags={worker_flags}",

@@ -292,7 +292,8 @@ class TableTest(unittest.TestCase):
 class JobCommandTest(unittest.TestCase):
     ARGS = dict(net="", scheduler_flags="", global_batch=256, servers=1, workers=4,
                 server_flags="--lr=0.01", worker_flags="--model=mlp", timeout=60.0,
-                worker_flags_for=[], bin_dir="", out="/tmp/out", pull_codec="auto")
+                worker_flags_for=[], bin_dir="", out="/tmp/out", pull_codec="auto",
+                variants={"early": "--early_pulls"})
 
     def command(self, mode, **more):
         return mc.job_command(types.SimpleNamespace(**dict(self.ARGS, **more)), mode, "/tmp/out/x")
@@ -339,6 +340,17 @@ class JobCommandTest(unittest.TestCase):
         self.assertIn("--worker_flags=--model=mlp --push_codec=fp16 --pull_codec=fp32",
                       self.command("bsp+fp16", pull_codec="fp32"))
         self.assertIn("--worker_flags=--model=mlp", self.command("bsp", pull_codec="fp16"))
+
+    def test_variant_adds_its_worker_flags(self):
+        self.assertIn("--worker_flags=--model=mlp --early_pulls", self.command("r2sp@early"))
+        self.assertIn("--sync=r2sp", self.command("r2sp@early"))
+        self.assertIn("--worker_flags=--model=mlp --push_codec=fp16 --pull_codec=fp16 "
+                      "--early_pulls", self.command("bsp+fp16@early"))
+        self.assertEqual(mc.split_modes("bsp,r2sp@early"), ["bsp", "r2sp@early"])
+        self.assertEqual(mc.split_modes("bsp;bsp+topk:0.01,fp16@early"),
+                         ["bsp", "bsp+topk:0.01,fp16@early"])
+        with self.assertRaises(ValueError):
+            mc.split_variant("r2sp@bad name")
 
     def test_split_mode(self):
         self.assertEqual(mc.split_mode("bsp"), ("bsp", None))
