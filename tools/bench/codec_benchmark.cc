@@ -19,6 +19,7 @@
 #include "common/codec/codec_spec.h"
 #include "common/codec/csc.h"
 #include "common/codec/fp16.h"
+#include "common/codec/fp16_delta.h"
 #include "common/codec/sparse_encoder.h"
 #include "common/codec/topk.h"
 #include "gflags/gflags.h"
@@ -39,7 +40,7 @@ namespace {
 using codec::SparseGradient;
 
 // The interleaved bodies, in order; the fp16 paths' encode/decode pairs follow kFirstPath.
-enum Body { kMemcpy, kFp16Encode, kFp16Decode, kTopK, kCsc, kFirstPath };
+enum Body { kMemcpy, kFp16Encode, kFp16Decode, kTopK, kCsc, kFp16Delta, kFirstPath };
 
 // A push codec's encoders over the buffer (one per partition, as PsClient keeps them) and what
 // the calls so far selected.
@@ -195,6 +196,8 @@ int Run() {
   std::vector<float> copy(n), decoded(n);
   std::vector<uint16_t> half(n);
   SparseBench topk(topk_spec, n, partition), csc(csc_spec, n, partition);
+  std::vector<float> shadow(n);  // an fp16-delta pull's copy, a little behind the weights
+  for (size_t i = 0; i < n; ++i) shadow[i] = 0.99f * grads[i];
 
   std::vector<std::function<void()>> bodies = {
       [&] { std::memcpy(copy.data(), grads.data(), n * sizeof(float)); },
@@ -202,6 +205,7 @@ int Run() {
       [&] { codec::DecodeFp16(half.data(), n, decoded.data()); },
       [&] { topk.Encode(grads.data()); },
       [&] { csc.Encode(grads.data()); },
+      [&] { CHECK(codec::EncodeFp16Deltas(grads.data(), n, shadow.data(), half.data())); },
   };
   const std::vector<codec::Fp16Path> paths = codec::AvailableFp16Paths();
   for (codec::Fp16Path p : paths) {
@@ -220,12 +224,15 @@ int Run() {
   PrintFp16(t, paths, n);
   PrintSparse(t, kTopK, codec::CodecSpecName(topk_spec), topk);
   PrintSparse(t, kCsc, codec::CodecSpecName(csc_spec), csc);
+  std::printf("fp16 delta pull encode %6.2f GB/s in  (%.2fx memcpy; the server's side of "
+              "--pull_codec=fp16_delta, its copy updated too)\n",
+              t.GBps(kFp16Delta, t.fp32_bytes), t.VsMemcpy(kFp16Delta, t.fp32_bytes));
   std::printf(
       "RESULT fp16_enc_vs_memcpy=%.2f fp16_dec_vs_memcpy=%.2f topk_vs_memcpy=%.2f "
-      "csc_vs_memcpy=%.2f fp16_path=%s\n",
+      "csc_vs_memcpy=%.2f fp16_delta_enc_vs_memcpy=%.2f fp16_path=%s\n",
       t.VsMemcpy(kFp16Encode, t.fp32_bytes), t.VsMemcpy(kFp16Decode, fp16_bytes),
       t.VsMemcpy(kTopK, t.fp32_bytes), t.VsMemcpy(kCsc, t.fp32_bytes),
-      codec::Fp16PathName(paths.back()));
+      t.VsMemcpy(kFp16Delta, t.fp32_bytes), codec::Fp16PathName(paths.back()));
   return 0;
 }
 
