@@ -194,7 +194,8 @@ absl::StatusOr<LoopResult> RunTrainingLoop(const LoopOptions& options, Workload*
       exchange.params = params->data();
       exchange.computed = t1;
       exchange.iterations_left = last - result.steps;
-      const bool epoch_end = s + 1 == options.steps_per_epoch;
+      // The epoch's evaluation follows its last step, or the run's (--max_steps mid-epoch).
+      const bool epoch_end = s + 1 == options.steps_per_epoch || exchange.iterations_left == 1;
       const bool evaluate_now = workload->EvaluatesAfterEpoch() && !epoch_end &&
                                 EvaluatesMidEpoch(options, result.steps + 1);
       exchange.evaluation_next = workload->EvaluatesAfterEpoch() && (epoch_end || evaluate_now);

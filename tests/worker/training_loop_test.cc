@@ -169,6 +169,21 @@ TEST(TrainingLoopTest, EpochsEvaluationsAndEmulatedComputeAreRecorded) {
   EXPECT_EQ(evaluations, 3);
 }
 
+// Each evaluation record's text from `from` up to its test accuracy.
+std::vector<std::string> EvaluationFields(const std::string& metrics, const std::string& from) {
+  std::ifstream in(metrics);
+  std::string line;
+  std::vector<std::string> fields;
+  while (std::getline(in, line)) {
+    if (line.find("\"event\": \"eval\"") == std::string::npos) continue;
+    const size_t at = line.find(from);
+    fields.push_back(at == std::string::npos
+                         ? line
+                         : line.substr(at, line.find(", \"test_accuracy") - at));
+  }
+  return fields;
+}
+
 // --eval_every: evaluations every 3 steps counted over the run, plus each epoch's end (once
 // where the two fall on the same step), each with its epoch and step.
 TEST(TrainingLoopTest, EvaluatesEveryFewStepsAndAfterEachEpoch) {
@@ -179,19 +194,15 @@ TEST(TrainingLoopTest, EvaluatesEveryFewStepsAndAfterEachEpoch) {
   loop.eval_every = 3;
   loop.log_every = 0;
   ASSERT_TRUE(RunCounting(loop, 0.5f, metrics).ok());
-
-  std::ifstream in(metrics);
-  std::string line;
-  std::vector<std::string> evaluations;
-  while (std::getline(in, line)) {
-    if (line.find("\"event\": \"eval\"") == std::string::npos) continue;
-    const size_t at = line.find("\"epoch\": ");
-    ASSERT_NE(at, std::string::npos) << line;
-    evaluations.push_back(line.substr(at, line.find(", \"test_accuracy") - at));
-  }
-  EXPECT_EQ(evaluations, (std::vector<std::string>{
+  EXPECT_EQ(EvaluationFields(metrics, "\"epoch\": "), (std::vector<std::string>{
                              "\"epoch\": 1, \"step\": 3", "\"epoch\": 1, \"step\": 6",
                              "\"epoch\": 2, \"step\": 9", "\"epoch\": 2, \"step\": 12"}));
+
+  // A run that --max_steps ends on an evaluation step mid-epoch evaluates there once.
+  loop.max_steps = 9;
+  ASSERT_TRUE(RunCounting(loop, 0.5f, metrics).ok());
+  EXPECT_EQ(EvaluationFields(metrics, "\"step\": "), (std::vector<std::string>{"\"step\": 3", "\"step\": 6",
+                                                   "\"step\": 9"}));
 }
 
 }  // namespace
