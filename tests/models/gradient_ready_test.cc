@@ -38,7 +38,9 @@ TEST_P(GradientReadyTest, EveryGradientIsReportedOnceFinalAndLastLayerFirst) {
     std::vector<int> covered(params.size(), 0);
     for (size_t k = 0; k < ranges.size(); ++k) {
       for (int64_t i = ranges[k].first; i < ranges[k].first + ranges[k].second; ++i) ++covered[i];
-      if (k > 0) EXPECT_LT(ranges[k].first, ranges[k - 1].first) << "last layer first";
+      if (k > 0) {
+        EXPECT_LT(ranges[k].first, ranges[k - 1].first) << "last layer first";
+      }
     }
     EXPECT_EQ(covered, std::vector<int>(params.size(), 1));
     EXPECT_EQ(seen, grads);
