@@ -5,13 +5,11 @@
 #include "worker/bucket_pusher.h"
 
 #include <memory>
-#include <optional>
 #include <vector>
 
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
-#include "server/server_handler.h"
-#include "tests/testing/in_process_network.h"
+#include "tests/worker/one_server.h"
 
 namespace r2sp {
 namespace {
@@ -19,22 +17,10 @@ namespace {
 class BucketPusherTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    // 10 floats in partitions of 4, 3 and 3 (offsets 0, 4, 7) on one server.
-    proto::TensorSpec t;
-    t.set_name("w");
-    t.set_num_elements(10);
-    layout_.emplace(*ModelLayout::Create({t}, /*partition_bytes=*/16, /*num_servers=*/1));
-    ServerOptions options;
-    options.sync = proto::ASP;
-    options.sgd = {/*learning_rate=*/1.0f, /*momentum=*/0.0f, /*weight_decay=*/0.0f};
-    options.per_sample_updates = false;
-    server_ = std::make_unique<ServerHandler>(options);
-    server_->Configure(0, 1, *layout_);
-    network_.Serve("server0", server_.get());
-    PsClientOptions ps_options;
-    ps_options.request_timeout = absl::Seconds(10);
-    ps_ = std::make_unique<PsClient>(network_.Client("worker0"), &*layout_,
-                                     std::vector<std::string>{"server0"}, ps_options);
+    // 10 floats in partitions of 4, 3 and 3 (offsets 0, 4, 7) on one server; lr 1.
+    job_ = std::make_unique<testing::OneServer>(proto::ASP, /*learning_rate=*/1.0f);
+    server_ = &job_->server();
+    ps_ = &job_->ps();
     std::vector<float> zero(10, 0.0f);
     ASSERT_TRUE(ps_->Push(zero.data(), 0, /*init=*/true).Wait().ok());
   }
@@ -49,24 +35,15 @@ class BucketPusherTest : public ::testing::Test {
     return server_->counters().pushes();
   }
 
-  // The whole model as the server holds it, partition after partition.
-  std::vector<float> Weights() {
-    std::vector<float> all;
-    for (const Partition& p : layout_->partitions()) {
-      const std::vector<float> w = *server_->Weights(p.key);
-      all.insert(all.end(), w.begin(), w.end());
-    }
-    return all;
-  }
+  std::vector<float> Weights() const { return job_->Weights(); }
 
-  std::optional<ModelLayout> layout_;
-  std::unique_ptr<ServerHandler> server_;
-  std::unique_ptr<PsClient> ps_;
-  testing::InProcessNetwork network_;  // last: stops before the handler it calls goes
+  std::unique_ptr<testing::OneServer> job_;
+  ServerHandler* server_ = nullptr;
+  PsClient* ps_ = nullptr;
 };
 
 TEST_F(BucketPusherTest, PartitionsGoOutAsTheyCompleteAndFinishSendsTheRest) {
-  BucketPusher pusher(ps_.get(), /*bucket_bytes=*/0);
+  BucketPusher pusher(ps_, /*bucket_bytes=*/0);
   std::vector<float> grad = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
   pusher.Start(/*clock=*/0, /*scale=*/0);
   pusher.Ready(grad.data(), 8, 2);  // the last partition is 7..9: not complete yet
@@ -83,7 +60,7 @@ TEST_F(BucketPusherTest, PartitionsGoOutAsTheyCompleteAndFinishSendsTheRest) {
 }
 
 TEST_F(BucketPusherTest, CompletePartitionsWaitForTheBucketThreshold) {
-  BucketPusher pusher(ps_.get(), /*bucket_bytes=*/24);  // two 3-float partitions
+  BucketPusher pusher(ps_, /*bucket_bytes=*/24);  // two 3-float partitions
   std::vector<float> grad(10, 1.0f);
   pusher.Start(0, 0);
   pusher.Ready(grad.data(), 7, 3);
@@ -97,7 +74,7 @@ TEST_F(BucketPusherTest, CompletePartitionsWaitForTheBucketThreshold) {
 }
 
 TEST_F(BucketPusherTest, WithoutReportsFinishPushesTheWholeGradient) {
-  BucketPusher pusher(ps_.get(), 0);
+  BucketPusher pusher(ps_, 0);
   std::vector<float> grad(10, 2.0f);
   pusher.Start(0, 0);
   ASSERT_TRUE(pusher.Finish(grad.data()).ok());

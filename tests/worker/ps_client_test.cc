@@ -8,18 +8,10 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "common/codec/fp16.h"
-#include "server/server_handler.h"
-#include "tests/testing/in_process_network.h"
+#include "tests/worker/one_server.h"
 
 namespace r2sp {
 namespace {
-
-std::vector<proto::TensorSpec> Model(int elements) {
-  proto::TensorSpec t;
-  t.set_name("w");
-  t.set_num_elements(elements);
-  return {t};
-}
 
 class PsClientTest : public ::testing::Test {
  protected:
@@ -29,36 +21,18 @@ class PsClientTest : public ::testing::Test {
     SetUp(sync, spec);
   }
   void SetUp(proto::SyncMode sync, const codec::CodecSpec& push_codec) {
-    // 10 floats in partitions of 4 floats: 3 partitions on the one server.
-    layout_.emplace(*ModelLayout::Create(Model(10), /*partition_bytes=*/16, /*num_servers=*/1));
-    ServerOptions options;
-    options.sync = sync;
-    options.sgd = {/*learning_rate=*/0.5f, /*momentum=*/0.0f, /*weight_decay=*/0.0f};
-    options.per_sample_updates = false;  // each push one whole SGD step
-    server_ = std::make_unique<ServerHandler>(options);
-    server_->Configure(/*rank=*/0, /*num_workers=*/1, *layout_);
-    network_.Serve("server0", server_.get());
-    PsClientOptions ps_options;
-    ps_options.request_timeout = absl::Seconds(10);
-    ps_options.push_codec = push_codec;
-    ps_ = std::make_unique<PsClient>(network_.Client("worker0"), &*layout_,
-                                     std::vector<std::string>{"server0"}, ps_options);
+    // 10 floats in partitions of 4, 3 and 3 floats on the one server; lr 0.5.
+    job_ = std::make_unique<testing::OneServer>(sync, /*learning_rate=*/0.5f, push_codec);
+    layout_ = &job_->layout();
+    server_ = &job_->server();
+    ps_ = &job_->ps();
   }
+  std::vector<float> ServerWeights() const { return job_->Weights(); }
 
-  // The whole model as the server holds it, partition after partition.
-  std::vector<float> ServerWeights() {
-    std::vector<float> all;
-    for (const Partition& p : layout_->partitions()) {
-      const std::vector<float> w = *server_->Weights(p.key);
-      all.insert(all.end(), w.begin(), w.end());
-    }
-    return all;
-  }
-
-  std::optional<ModelLayout> layout_;
-  std::unique_ptr<ServerHandler> server_;
-  std::unique_ptr<PsClient> ps_;
-  testing::InProcessNetwork network_;  // last: stops before the handler it calls goes
+  std::unique_ptr<testing::OneServer> job_;
+  const ModelLayout* layout_ = nullptr;
+  ServerHandler* server_ = nullptr;
+  PsClient* ps_ = nullptr;
 };
 
 TEST_F(PsClientTest, PushedGradientIsAppliedToEveryPartition) {
@@ -206,7 +180,7 @@ TEST_F(PsClientTest, ServerThatNeverAnswersEndsTheTicketWithDeadlineExceeded) {
   SetUp(proto::ASP);
   PsClientOptions options;
   options.request_timeout = absl::Milliseconds(100);
-  PsClient lost(network_.Client("worker0"), &*layout_, std::vector<std::string>{"nobody"},
+  PsClient lost(job_->network().Client("worker0"), layout_, std::vector<std::string>{"nobody"},
                 options);
   std::vector<float> pulled(10);
   const absl::Status s = lost.Pull(pulled.data()).Wait();
