@@ -87,7 +87,7 @@ void PartitionState::Apply(const SgdOptions& options, float scale, const Gradien
 zmq::message_t PartitionState::PullFrame() { return FrameOver(current_); }
 
 zmq::message_t PartitionState::Fp16PullFrame() {
-  if (half_version_ != version_ || half_ == nullptr) {
+  if (half_version_ != version_) {  // -1 until the first fp16 pull, and again after Init
     if (half_ == nullptr || half_->in_flight.load(std::memory_order_acquire) != 0) {
       half_ = std::make_shared<HalfBuffer>(num_elements_);
     }

@@ -83,6 +83,15 @@ def split_variant(name):
     return base, (variant if at else None)
 
 
+def parse_variant(text):
+    """(name, worker flags) of a compare_modes --variant=NAME=FLAGS value; ValueError if it is
+    not NAME=FLAGS with NAME of letters, digits, '_' and '-'."""
+    name, eq, flags = text.partition("=")
+    if not eq or not _VARIANT.fullmatch(name):
+        raise ValueError(f"--variant={text}: want NAME=FLAGS, NAME of letters, digits, _ and -")
+    return name, flags
+
+
 def split_mode(name):
     """(mode, codec or None) of a configuration name such as "r2sp+fp16" or "bsp+topk:0.01"
     (the codec as parse_codec gives it); ValueError if either part is unknown."""
@@ -143,8 +152,14 @@ def _split_list(text, takes_options, check=None):
 
 def mode_codec_names(modes, codecs):
     """Every mode with every codec, mode by mode ("bsp", "bsp+fp16", "r2sp", ...); fp32 is the
-    plain mode."""
-    return [mode if codec == "fp32" else f"{mode}+{codec}" for mode in modes for codec in codecs]
+    plain mode. A mode's @VARIANT stays last ("r2sp@early+fp16" is spelt r2sp+fp16@early)."""
+    names = []
+    for mode in modes:
+        base, variant = split_variant(mode)
+        suffix = f"@{variant}" if variant else ""
+        names += [base + suffix if codec == "fp32" else f"{base}+{codec}{suffix}"
+                  for codec in codecs]
+    return names
 
 
 def result_key(name):

@@ -351,6 +351,12 @@ class JobCommandTest(unittest.TestCase):
                          ["bsp", "bsp+topk:0.01,fp16@early"])
         with self.assertRaises(ValueError):
             mc.split_variant("r2sp@bad name")
+        self.assertEqual(mc.mode_codec_names(["r2sp@early"], ["fp32", "fp16"]),
+                         ["r2sp@early", "r2sp+fp16@early"])
+        self.assertEqual(mc.parse_variant("early=--early_pulls --threads=1"),
+                         ("early", "--early_pulls --threads=1"))
+        with self.assertRaises(ValueError):
+            mc.parse_variant("no flags")
 
     def test_split_mode(self):
         self.assertEqual(mc.split_mode("bsp"), ("bsp", None))
