@@ -1,6 +1,6 @@
 """tools/pylib/mode_comparison.py: overlapping pushes, steady and job throughput, time to a
 target accuracy from evaluation records, a run's figures, ratios to bsp and their medians over
-rounds, the table, the RESULT line, the codec names and the job command; and tools/compare_modes
+rounds, the table, the RESULT line and the job command; and tools/compare_modes
 end to end on fabricated run directories (the jobs themselves are not run)."""
 
 import contextlib
@@ -14,6 +14,7 @@ import types
 import unittest
 from unittest import mock
 
+import configurations as cfg
 import junit_main
 import mode_comparison as mc
 import mode_plots
@@ -346,127 +347,34 @@ class JobCommandTest(unittest.TestCase):
         self.assertIn("--sync=r2sp", self.command("r2sp@early"))
         self.assertIn("--worker_flags=--model=mlp --push_codec=fp16 --pull_codec=fp16 "
                       "--early_pulls", self.command("bsp+fp16@early"))
-        self.assertEqual(mc.split_modes("bsp,r2sp@early"), ["bsp", "r2sp@early"])
-        self.assertEqual(mc.split_modes("bsp;bsp+topk:0.01,fp16@early"),
+        self.assertEqual(cfg.split_modes("bsp,r2sp@early"), ["bsp", "r2sp@early"])
+        self.assertEqual(cfg.split_modes("bsp;bsp+topk:0.01,fp16@early"),
                          ["bsp", "bsp+topk:0.01,fp16@early"])
         with self.assertRaises(ValueError):
-            mc.split_variant("r2sp@bad name")
-        self.assertEqual(mc.mode_codec_names(["r2sp@early"], ["fp32", "fp16"]),
+            cfg.split_variant("r2sp@bad name")
+        self.assertEqual(cfg.mode_codec_names(["r2sp@early"], ["fp32", "fp16"]),
                          ["r2sp@early", "r2sp+fp16@early"])
-        self.assertEqual(mc.parse_variant("early=--early_pulls --threads=1"),
+        self.assertEqual(cfg.parse_variant("early=--early_pulls --threads=1"),
                          ("early", "--early_pulls --threads=1"))
         with self.assertRaises(ValueError):
-            mc.parse_variant("no flags")
+            cfg.parse_variant("no flags")
 
     def test_split_mode(self):
-        self.assertEqual(mc.split_mode("bsp"), ("bsp", None))
-        self.assertEqual(mc.split_mode("r2sp_hetero+fp16"), ("r2sp_hetero", "fp16"))
-        self.assertEqual(mc.split_mode("r2sp+topk:0.01,fp16"), ("r2sp", "topk:0.01,fp16"))
-        self.assertEqual(mc.split_mode("bsp+CSC:0.05,Chunk=4096"), ("bsp", "csc:0.05,chunk=4096"))
+        self.assertEqual(cfg.split_mode("bsp"), ("bsp", None))
+        self.assertEqual(cfg.split_mode("r2sp_hetero+fp16"), ("r2sp_hetero", "fp16"))
+        self.assertEqual(cfg.split_mode("r2sp+topk:0.01,fp16"), ("r2sp", "topk:0.01,fp16"))
+        self.assertEqual(cfg.split_mode("bsp+CSC:0.05,Chunk=4096"), ("bsp", "csc:0.05,chunk=4096"))
         with self.assertRaises(ValueError):
-            mc.split_mode("r2sp+topk")
+            cfg.split_mode("r2sp+topk")
         with self.assertRaises(ValueError):
-            mc.split_mode("fast+fp16")
+            cfg.split_mode("fast+fp16")
         with self.assertRaisesRegex(ValueError, "unknown option 'exact'"):
-            mc.split_mode("r2sp+csc:0.05,exact")
+            cfg.split_mode("r2sp+csc:0.05,exact")
 
     def test_per_worker_flags_and_binaries(self):
         cmd = self.command("bsp", worker_flags_for=["3:--compute_slowdown=2"], bin_dir="/b")
         self.assertIn("--worker_flags_for=3:--compute_slowdown=2", cmd)
         self.assertIn("--bin_dir=/b", cmd)
-
-
-class ParseCodecTest(unittest.TestCase):
-    """parse_codec accepts what the worker's ParseCodecSpec (common/codec/codec_spec.cc) does."""
-
-    def test_accepted(self):
-        for text, parsed in [
-                ("fp32", "fp32"), ("FP16", "fp16"), (" fp16 ", "fp16"),
-                ("topk:0.01", "topk:0.01"), ("TopK:0.01,FP16,Exact", "topk:0.01,fp16,exact"),
-                ("topk:1", "topk:1"), ("topk:1e-2", "topk:1e-2"), ("topk:.5", "topk:.5"),
-                ("topk:1.", "topk:1."),
-                ("topk:+0.25", "topk:+0.25"), ("topk: 0.25 ,fp16", "topk:0.25,fp16"),
-                ("topk:0x.8", "topk:0x.8"), ("topk:0X1p-1", "topk:0x1p-1"),
-                ("topk:0.01,exact,fp16,fp16", "topk:0.01,exact,fp16,fp16"),
-                ("csc:0.05", "csc:0.05"), ("csc:0.05,chunk=4096", "csc:0.05,chunk=4096"),
-                ("csc:1,fp16,chunk=1", "csc:1,fp16,chunk=1"),
-                ("csc:0.05,chunk=4194304", "csc:0.05,chunk=4194304"),
-                ("csc:0.05,chunk= 16 ", "csc:0.05,chunk=16")]:
-            with self.subTest(text=text):
-                self.assertEqual(mc.parse_codec(text), parsed)
-
-    def test_refused(self):
-        for text, why in [
-                ("", "unknown codec"), ("fp8", "unknown codec"), ("topk", "unknown codec"),
-                ("topk0.01", "unknown codec"), ("dgc:0.01", "unknown codec"),
-                ("topk:", "ratio"), ("topk:0", "ratio"), ("topk:1.5", "ratio"),
-                ("topk:-0.1", "ratio"), ("topk:nan", "ratio"), ("topk:inf", "ratio"),
-                ("topk:0.0_1", "ratio"), ("topk:0x", "ratio"), ("topk:0x2", "ratio"),
-                ("topk:1e", "ratio"), ("topk:-0", "ratio"), ("topk:1e-400", "ratio"),
-                ("topk:0.01,", "unknown option ''"), ("topk:0.01, fp16", "unknown option ' fp16'"),
-                ("topk:0.01,chunk=8", "unknown option"), ("topk:0.01,fp32", "unknown option"),
-                ("csc:0.05,exact", "unknown option 'exact'"), ("csc:0.05,chunk=0", "chunk"),
-                ("csc:0.05,chunk=4194305", "chunk"), ("csc:0.05,chunk=-1", "chunk"),
-                ("csc:0.05,chunk=1.5", "chunk"), ("csc:0.05,chunk=", "chunk"),
-                ("csc:0.05,chunk=0x10", "chunk")]:
-            with self.subTest(text=text):
-                with self.assertRaisesRegex(ValueError, why):
-                    mc.parse_codec(text)
-
-
-class ModeListsTest(unittest.TestCase):
-    def test_modes_keep_a_sparse_codecs_options(self):
-        self.assertEqual(mc.split_modes("bsp,r2sp+topk:0.01,fp16,exact,asp"),
-                         ["bsp", "r2sp+topk:0.01,fp16,exact", "asp"])
-        self.assertEqual(mc.split_modes("r2sp+csc:0.05,chunk=4096,bsp+fp16"),
-                         ["r2sp+csc:0.05,chunk=4096", "bsp+fp16"])
-        self.assertEqual(mc.split_modes("bsp"), ["bsp"])
-
-    def test_semicolons_separate_modes(self):
-        self.assertEqual(mc.split_modes("bsp;r2sp+topk:0.01,fp16"), ["bsp", "r2sp+topk:0.01,fp16"])
-
-    def test_codecs_are_spelt_as_the_worker_gets_them(self):
-        self.assertEqual(mc.split_modes("bsp+FP16,r2sp+TopK: 0.01,Exact,asp+"),
-                         ["bsp+fp16", "r2sp+topk:0.01,exact", "asp"])
-
-    def test_an_option_after_no_sparse_codec_is_an_unknown_mode(self):
-        for text in ("bsp,fp16", "r2sp+fp16,fp16", "fp16,bsp", "bsp,fast"):
-            with self.subTest(text=text):
-                with self.assertRaisesRegex(ValueError, "unknown mode"):
-                    mc.split_modes(text)
-
-    def test_a_bad_codec_in_a_mode(self):
-        with self.assertRaisesRegex(ValueError, "unknown option 'exact'"):
-            mc.split_modes("bsp,r2sp+csc:0.05,exact")
-
-    def test_codecs(self):
-        self.assertEqual(mc.split_codecs("fp32,fp16,topk:0.01"), ["fp32", "fp16", "topk:0.01"])
-        self.assertEqual(mc.split_codecs("topk:0.01,exact,csc:0.05,chunk=4096"),
-                         ["topk:0.01,exact", "csc:0.05,chunk=4096"])
-        self.assertEqual(mc.split_codecs("fp16,CSC:0.05"), ["fp16", "csc:0.05"])
-        self.assertEqual(mc.split_codecs("topk:0.01,fp16;fp16;fp32"),
-                         ["topk:0.01,fp16", "fp16", "fp32"])
-
-    def test_fp16_after_a_sparse_codec_is_ambiguous(self):
-        with self.assertRaisesRegex(ValueError, "Separate the codecs with ';'"):
-            mc.split_codecs("fp32,topk:0.01,fp16")
-
-    def test_unknown_codec(self):
-        with self.assertRaisesRegex(ValueError, "unknown codec 'int8'"):
-            mc.split_codecs("fp32,int8")
-        with self.assertRaisesRegex(ValueError, "unknown codec 'exact'"):
-            mc.split_codecs("fp16,exact")
-
-    def test_every_mode_with_every_codec_mode_by_mode(self):
-        self.assertEqual(mc.mode_codec_names(["bsp", "r2sp"], ["fp32", "fp16", "topk:0.01"]),
-                         ["bsp", "bsp+fp16", "bsp+topk:0.01", "r2sp", "r2sp+fp16",
-                          "r2sp+topk:0.01"])
-
-    def test_result_key(self):
-        self.assertEqual(mc.result_key("r2sp_hetero+fp16"), "r2sp_hetero+fp16")
-        self.assertEqual(mc.result_key("r2sp+topk:0.01"), "r2sp+topk_0.01")
-        self.assertEqual(mc.result_key("bsp+csc:0.05,fp16,chunk=4096"),
-                         "bsp+csc_0.05_fp16_chunk_4096")
 
 
 class RunModeTest(unittest.TestCase):
@@ -539,8 +447,8 @@ class CompareModesScriptTest(unittest.TestCase):
                  "r2sp": [{"epoch": 1, "test_accuracy": 0.7, "elapsed_s": 3.0}]}
 
         def fake_run_mode(args, mode, suffix=""):
-            run_dir = os.path.join(args.out, mc.result_key(mode) + suffix)
-            base = mc.split_mode(mode)[0]
+            run_dir = os.path.join(args.out, cfg.result_key(mode) + suffix)
+            base = cfg.split_mode(mode)[0]
             write_run_dir(run_dir, interval=0.1 if mode == "bsp" else 0.05,
                           evals=evals[base], overlap=base == "bsp")
             return run_dir
@@ -595,7 +503,7 @@ class CompareModesScriptTest(unittest.TestCase):
         self.assertEqual(list(results["runs"][0]), names)
         for name in names:
             self.assertIn(f"| {name} |", table)
-            self.assertIn(mc.result_key(name), written)
+            self.assertIn(cfg.result_key(name), written)
         result = printed.splitlines()[-1]
         self.assertTrue(result.startswith("RESULT bsp+topk_0.01_exact_vs_bsp_throughput=2.00 "),
                         result)
