@@ -9,6 +9,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "common/version.h"
 #include "gflags/gflags.h"
 #include "glog/logging.h"
 
@@ -26,6 +27,7 @@ void InitProcess(int* argc, char*** argv, const char* usage) {
   KeepFreedMemoryForReuse();
   FLAGS_logtostderr = true;
   gflags::SetUsageMessage(usage);
+  gflags::SetVersionString(R2spVersion());  // --version prints it and exits
   gflags::ParseCommandLineFlags(argc, argv, true);
   google::InitGoogleLogging((*argv)[0]);
 }

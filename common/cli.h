@@ -12,7 +12,8 @@
 
 namespace r2sp {
 
-// Parses flags (gflags) and sets up glog to log to stderr; calls KeepFreedMemoryForReuse.
+// Parses flags (gflags; --version prints R2spVersion() and exits) and sets up glog to log to
+// stderr; calls KeepFreedMemoryForReuse.
 void InitProcess(int* argc, char*** argv, const char* usage);
 
 // Tells glibc's malloc to keep freed buffers of up to 64 MiB in the heap instead of returning

@@ -53,7 +53,21 @@ def parse_args(argv, description, parser=None):
     p.add_argument("--worker_flags_for", action="append", default=[], metavar="RANK:FLAGS",
                    help="extra flags for the RANK-th worker started (0-based), e.g. "
                         "'3:--compute_slowdown=2'; repeatable")
+    p.add_argument("--cluster", default="", metavar="FILE",
+                   help="a cluster file (TOML; examples/cluster/): hosts, roles, ports, flags. Its "
+                        "counts and mode replace --servers, --workers and --sync; the *_flags "
+                        "options add to its flags")
+    p.add_argument("--backend", default="local", choices=["local", "ssh"],
+                   help="where the processes run: local (this machine) or ssh (the cluster "
+                        "file's hosts; needs --cluster)")
+    p.add_argument("--bundle", default="", metavar="TARBALL",
+                   help="ssh: the release bundle to ship (default dist/r2sp-VERSION-VARIANT.tar.gz "
+                        "from tools/package)")
+    p.add_argument("--dry_run", action="store_true",
+                   help="print every command that would run, and run nothing")
     args = p.parse_args(argv)
+    if args.backend != "local" and not args.cluster:
+        p.error(f"--backend={args.backend} needs --cluster")
     if args.servers < 1 or args.workers < 1:
         p.error("--servers and --workers must be at least 1")
     if args.timeout <= 0:
@@ -75,8 +89,11 @@ class Job:
     (e.g. ip netns exec NS), `on_start(name, pid)` sees each new process. Processes are added
     from the main thread; the echo threads only read their own process's output."""
 
-    def __init__(self, args, prefix=None, on_start=None):
+    def __init__(self, args, prefix=None, on_start=None, hold_stdin=False):
         self.args = args
+        # With hold_stdin each process gets a pipe as stdin that stays open while it runs (the
+        # ssh backend: its end of file stops the remote process).
+        self.hold_stdin = hold_stdin
         self._procs = []  # (name, Popen), guarded by _lock
         self._lock = threading.Lock()
         self.prefix = prefix or (lambda name: [])
@@ -98,7 +115,8 @@ class Job:
         its stdout also goes to ours (unless --quiet)."""
         with open(os.path.join(self.args.run_dir, name + ".log"), "wb") as log:
             proc = subprocess.Popen(self.prefix(name) + argv, stdout=subprocess.PIPE if echo else log,
-                                    stderr=log, start_new_session=True)
+                                    stderr=log, start_new_session=True,
+                                    stdin=subprocess.PIPE if self.hold_stdin else None)
             # The echo thread writes through a duplicate: one file offset with the child's stderr.
             echo_fd = os.dup(log.fileno()) if echo else None
         if echo:
@@ -165,29 +183,54 @@ def wait_for_endpoint(scheduler, endpoint_file, run_dir):
         time.sleep(0.05)
 
 
-def start_processes(job, bind_flags, endpoint_file, stats_file):
-    """Starts the scheduler, waits for its endpoint, then starts the servers and the workers."""
-    args = job.args
-    binaries = {role: job.binary(role) for role in ROLES}  # all found before anything starts
-    scheduler = job.start("scheduler", [binaries["scheduler"]] + bind_flags("scheduler") + [
+def scheduler_command(args, binary, bind_flags, endpoint_file, stats_file):
+    return [binary] + bind_flags("scheduler") + [
         "--endpoint_file=" + endpoint_file, "--stats_json=" + stats_file,
         f"--num_servers={args.servers}", f"--num_workers={args.workers}",
-        "--sync=" + args.sync] + shlex.split(args.scheduler_flags), echo=False)
-    endpoint = wait_for_endpoint(scheduler, endpoint_file, args.run_dir)
+        "--sync=" + args.sync] + shlex.split(args.scheduler_flags)
 
+
+def node_commands(args, binaries, bind_flags, endpoint):
+    """[(name, argv, echo)] of the servers and the workers, which find the scheduler at
+    `endpoint`."""
     def common(name):
         return ["--scheduler=" + endpoint] + bind_flags(name)
 
-    for i in range(args.servers):
-        job.start(f"server{i}", [binaries["server"]] + common(f"server{i}")
-                  + shlex.split(args.server_flags), echo=False)
+    commands = [(f"server{i}", [binaries["server"]] + common(f"server{i}") + shlex.split(args.server_flags),
+                 False) for i in range(args.servers)]
     extra = per_worker_flags(args.worker_flags_for)
     for i in range(args.workers):
         trace = [f"--metrics={args.run_dir}/metrics_worker{i}.jsonl",
                  f"--timeline={args.run_dir}/timeline_worker{i}.json"]
-        job.start(f"worker{i}", [binaries["worker"]] + common(f"worker{i}") + trace
-                  + shlex.split(args.worker_flags) + extra.get(i, []), echo=True)
+        commands.append((f"worker{i}", [binaries["worker"]] + common(f"worker{i}") + trace
+                         + shlex.split(args.worker_flags) + extra.get(i, []), True))
+    return commands
+
+
+def start_processes(job, bind_flags, endpoint_file, stats_file):
+    """Starts the scheduler, waits for its endpoint, then starts the servers and the workers."""
+    args = job.args
+    binaries = {role: job.binary(role) for role in ROLES}  # all found before anything starts
+    scheduler = job.start("scheduler", scheduler_command(args, binaries["scheduler"], bind_flags,
+                                                         endpoint_file, stats_file), echo=False)
+    endpoint = wait_for_endpoint(scheduler, endpoint_file, args.run_dir)
+    for name, argv, echo in node_commands(args, binaries, bind_flags, endpoint):
+        job.start(name, argv, echo=echo)
     print(f"launch: {args.servers} servers, {args.workers} workers, sync={args.sync}; logs in {args.run_dir}")
+
+
+def describe_local(args, bind_flags=loopback_bind):
+    """The commands run_job would run, as shell lines (--dry_run); runs nothing."""
+    run_dir = args.run_dir or os.path.join(ROOT, "runs", "TIMESTAMP")
+    args = argparse.Namespace(**{**vars(args), "run_dir": run_dir})
+    binaries = {role: os.path.join(args.bin_dir, role, role) for role in ROLES}
+    endpoint_file, stats_file = (os.path.join(run_dir, n) for n in ("scheduler.endpoint", "stats.json"))
+    lines = ["# scheduler; the others start once it has written " + endpoint_file,
+             shlex.join(scheduler_command(args, binaries["scheduler"], bind_flags, endpoint_file,
+                                          stats_file)) + " > " + os.path.join(run_dir, "scheduler.log")]
+    for name, argv, _ in node_commands(args, binaries, bind_flags, "ENDPOINT"):
+        lines.append(shlex.join(argv) + " > " + os.path.join(run_dir, name + ".log"))
+    return "\n".join(lines)
 
 
 def supervise(job, cpu, start, during=None):

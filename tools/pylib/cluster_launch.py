@@ -1,0 +1,85 @@
+"""tools/launch --cluster=FILE: runs the job a cluster file describes (cluster_file.py) with the
+chosen backend. The cluster's mode and process counts replace --sync, --servers and --workers;
+the launcher's --scheduler_flags, --server_flags and --worker_flags come after the file's own.
+
+  local  every process on this machine, on loopback: the file's roles, flags and GPU indices,
+         not its hosts and ports (try a cluster file here before deploying it)
+  ssh    the file's hosts over ssh (ssh_backend.py), shipping a release bundle
+
+Every backend leaves the same run directory: logs, stats.json, metrics, timelines, summary.json."""
+
+import os
+import shlex
+
+import cluster_file
+import launcher
+import ssh_backend
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def load(path):
+    """The Cluster in `path`; JobError (with the file and line) if it is malformed."""
+    try:
+        return cluster_file.load(path)
+    except OSError as e:
+        raise launcher.JobError(f"cannot read the cluster file: {e}")
+    except cluster_file.ClusterFileError as e:
+        raise launcher.JobError(str(e))
+
+
+def adopt(args, cluster):
+    """Puts the cluster's mode and process counts into tools/launch's options `args`."""
+    args.sync = cluster.mode
+    args.servers = cluster.num_servers
+    args.workers = cluster.num_workers
+
+
+def merge_flags(args, cluster):
+    """Puts the file's flags before the command line's in `args` (gflags keeps the last value)."""
+    for role in ("scheduler", "server", "worker"):
+        own = getattr(args, role + "_flags")
+        setattr(args, role + "_flags", shlex.join(cluster.flags.get(role, [])) + (" " + own if own else ""))
+
+
+def local_worker_flags(cluster):
+    """tools/launch --worker_flags_for items for the cluster's per-host worker flags and GPUs."""
+    items = []
+    for host in cluster.hosts:
+        for p in host.processes:
+            if p.role != "worker":
+                continue
+            rank = int(p.name[len("worker"):])
+            flags = ([f"--gpu={p.gpu}"] if p.gpu is not None else []) + shlex.split(host.worker_flags or "")
+            if flags:
+                items.append(f"{rank}:{shlex.join(flags)}")
+    return items
+
+
+def default_bundle(cluster):
+    """dist/r2sp-VERSION-VARIANT.tar.gz; cuda when any worker has a GPU or --device=cuda."""
+    with open(os.path.join(ROOT, "VERSION")) as f:
+        version = f.read().strip()
+    cuda = any(p.gpu is not None for p in cluster.processes()) or "--device=cuda" in cluster.flags.get("worker", [])
+    variant = "cuda" if cuda else "cpu"
+    path = os.path.join(ROOT, "dist", f"r2sp-{version}-{variant}.tar.gz")
+    if not os.path.exists(path):
+        raise launcher.JobError(f"no release bundle at {path}: make it with tools/package"
+                                f"{' --variant=cuda' if cuda else ''}, or name one with --bundle")
+    return path
+
+
+def run(args):
+    """Runs (or with --dry_run prints) the cluster-file job `args` names; returns its summary."""
+    cluster = load(args.cluster)
+    adopt(args, cluster)
+    if args.backend == "local":
+        merge_flags(args, cluster)
+        args.worker_flags_for = local_worker_flags(cluster) + list(args.worker_flags_for)
+        if args.dry_run:
+            print(launcher.describe_local(args))
+            return None
+        return launcher.run_job(args)
+    if args.backend == "ssh":
+        return ssh_backend.run(args, cluster, args.bundle or default_bundle(cluster))
+    raise launcher.JobError(f"unknown backend {args.backend}")

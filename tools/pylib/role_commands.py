@@ -1,0 +1,62 @@
+"""What each process of a cluster-file job runs on its host: the arguments of the bundle's
+share/r2sp/deploy/run_role (options, role, flags), the same for every remote backend (ssh,
+Slurm, Kubernetes, EC2). The scheduler listens on its fixed port and the others find it at
+cluster.scheduler_endpoint(); every process binds all interfaces on its own port and advertises
+its host's address (or the address of the host's interface, looked up by run_role)."""
+
+import shlex
+
+RUN_ROLE = "share/r2sp/deploy/run_role"
+
+
+def remote_path(path):
+    """`path` for a POSIX shell on the host: quoted, but a leading ~ still means $HOME."""
+    if path == "~":
+        return '"$HOME"'
+    if path.startswith("~/"):
+        return '"$HOME"/' + shlex.quote(path[2:])
+    return shlex.quote(path)
+
+
+def bundle_dir(host, bundle_name):
+    """Where the bundle unpacks on `host` (unexpanded; see remote_path)."""
+    return f"{host.workdir.rstrip('/')}/{bundle_name}"
+
+
+def run_dir(host, job_dir):
+    """The host's directory for this run's stats, metrics and timelines (unexpanded)."""
+    return f"{host.workdir.rstrip('/')}/runs/{job_dir}"
+
+
+def run_role_args(cluster, host, process, out_dir, extra_flags=None):
+    """run_role's arguments for `process` on `host`, writing its files under `out_dir` (a path
+    on the host, already expanded or relative to the bundle; the caller quotes). extra_flags:
+    {role: [flags]} appended after the cluster file's (the launcher's command-line flags)."""
+    args = []
+    if host.interface:
+        args.append("--advertise_interface=" + host.interface)
+    args.append(process.role)
+    args += [f"--bind=tcp://0.0.0.0:{process.port}"]
+    if host.address:
+        args.append("--advertise_host=" + host.address)
+    if process.role == "scheduler":
+        args += [f"--num_servers={cluster.num_servers}", f"--num_workers={cluster.num_workers}",
+                 "--sync=" + cluster.mode, f"--stats_json={out_dir}/stats.json"]
+    else:
+        args.append("--scheduler=" + cluster.scheduler_endpoint())
+    if process.role == "worker":
+        args += [f"--metrics={out_dir}/metrics_{process.name}.jsonl",
+                 f"--timeline={out_dir}/timeline_{process.name}.json"]
+        if process.gpu is not None:
+            args.append(f"--gpu={process.gpu}")
+    args += cluster.flags.get(process.role, [])
+    if process.role == "worker":
+        args += shlex.split(host.worker_flags or "")
+    args += (extra_flags or {}).get(process.role, [])
+    return args
+
+
+def extra_flags_from(args):
+    """{role: [flags]} from tools/launch's --scheduler_flags, --server_flags, --worker_flags."""
+    return {role: shlex.split(getattr(args, role + "_flags", "") or "")
+            for role in ("scheduler", "server", "worker")}

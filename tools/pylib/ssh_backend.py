@@ -1,0 +1,213 @@
+"""tools/launch --backend=ssh: a cluster-file job on real hosts reached over ssh.
+
+1. Ships the release bundle (tools/package) to every host with scp, unless the host already
+   holds the same one (its MANIFEST.json is compared), and unpacks it in the host's workdir.
+2. Starts every process as `ssh HOST run_role --watch_stdin ROLE FLAGS`, the scheduler first.
+   Each process's output streams back through its ssh into RUN_DIR/NAME.log (workers' progress
+   is echoed). The launcher holds each ssh's stdin open: when the launcher stops a process, fails,
+   is interrupted or is killed, the ssh ends, run_role sees end of file and stops its process,
+   so nothing is left running on any host.
+3. Once every process has exited with status 0 (or any failed), fetches each host's run
+   directory (stats, metrics, timelines) into RUN_DIR with tar over ssh, and summarises the run
+   as tools/launch does.
+
+ssh never prompts (BatchMode): keys, known hosts and options come from the cluster file's [ssh]
+table. Failures are raised as launcher.JobError."""
+
+import json
+import os
+import shlex
+import subprocess
+import tarfile
+import threading
+import time
+
+import launcher
+import role_commands
+from cpu_meter import CpuMeter
+from job_summary import write_summary
+
+
+def ssh_argv(cluster, host):
+    """The ssh command line that reaches `host` (the remote command follows it)."""
+    ssh = cluster.ssh
+    argv = ["ssh", "-p", str(host.ssh_port or ssh.port or 22), "-o", "BatchMode=yes",
+            "-o", "ConnectTimeout=10", "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3"]
+    if ssh.identity:
+        argv += ["-i", os.path.expanduser(ssh.identity)]
+    for option in ssh.options:
+        argv += ["-o", option]
+    return argv + [f"{ssh.user}@{host.name}" if ssh.user else host.name]
+
+
+def scp_argv(cluster, host, source, target):
+    """scp of the local file `source` to `target` (a path on `host`, unexpanded)."""
+    ssh = cluster.ssh
+    argv = ["scp", "-q", "-P", str(host.ssh_port or ssh.port or 22), "-o", "BatchMode=yes",
+            "-o", "ConnectTimeout=10"]
+    if ssh.identity:
+        argv += ["-i", os.path.expanduser(ssh.identity)]
+    for option in ssh.options:
+        argv += ["-o", option]
+    remote = f"{ssh.user}@{host.name}" if ssh.user else host.name
+    # scp expands a leading ~ itself; anything else is taken literally.
+    return argv + [source, f"{remote}:{target}"]
+
+
+def bundle_manifest(tarball):
+    """(bundle directory name, MANIFEST.json text) of a tools/package tarball."""
+    try:
+        with tarfile.open(tarball) as t:
+            for member in t.getmembers():
+                parts = member.name.split("/")
+                if len(parts) == 2 and parts[1] == "MANIFEST.json":
+                    return parts[0], t.extractfile(member).read().decode()
+    except (OSError, tarfile.TarError) as e:
+        raise launcher.JobError(f"{tarball}: not a release bundle ({e}); make one with tools/package")
+    raise launcher.JobError(f"{tarball} has no MANIFEST.json; make bundles with tools/package")
+
+
+class Plan:
+    """Every command the ssh backend runs, in order: per host the shipping steps, then the
+    processes, then the fetches. `--dry_run` prints it; run() executes it."""
+
+    def __init__(self, cluster, tarball, job_dir, extra_flags):
+        self.cluster = cluster
+        self.tarball = tarball
+        self.name, self.manifest = bundle_manifest(tarball)
+        self.job_dir = job_dir
+        self.extra_flags = extra_flags
+
+    def remote(self, host, command):
+        return ssh_argv(self.cluster, host) + [command]
+
+    def ship(self, host):
+        """[(description, argv)]: check, copy, unpack. The copy and unpack run only when the
+        check does not print this bundle's manifest."""
+        bundle = role_commands.bundle_dir(host, self.name)
+        work = role_commands.remote_path(host.workdir)
+        tar_target = f"{host.workdir.rstrip('/')}/{self.name}.tar.gz"
+        return [
+            ("check", self.remote(host, f"mkdir -p {work} && cat {role_commands.remote_path(bundle)}/MANIFEST.json 2>/dev/null; true")),
+            ("copy", scp_argv(self.cluster, host, self.tarball, tar_target)),
+            ("unpack", self.remote(host, (
+                f"cd {work} && rm -rf {shlex.quote(self.name)} && tar xzf {shlex.quote(self.name)}.tar.gz "
+                f"&& rm {shlex.quote(self.name)}.tar.gz"))),
+        ]
+
+    def start(self, host, process):
+        """The ssh command that runs `process` on `host` until it exits or the ssh ends."""
+        out = role_commands.remote_path(role_commands.run_dir(host, self.job_dir))
+        bundle = role_commands.remote_path(role_commands.bundle_dir(host, self.name))
+        # The flags name files under the run directory through $R2SP_OUT, which the remote shell
+        # sets to the expanded path (a ~ in the workdir becomes $HOME there, not here).
+        args = role_commands.run_role_args(self.cluster, host, process, "$R2SP_OUT", self.extra_flags)
+        quoted = " ".join(a.replace("$R2SP_OUT", '"$R2SP_OUT"') if "$R2SP_OUT" in a else shlex.quote(a)
+                          for a in args)
+        command = (f"mkdir -p {out} && R2SP_OUT={out} && exec {bundle}/{role_commands.RUN_ROLE} "
+                   f"--watch_stdin {quoted}")
+        return self.remote(host, command)
+
+    def fetch(self, host):
+        """The ssh command that writes the host's run directory to stdout as a tar stream."""
+        out = role_commands.remote_path(role_commands.run_dir(host, self.job_dir))
+        return self.remote(host, f"cd {out} && tar cf - .")
+
+    def hosts_and_processes(self):
+        return [(h, p) for h in self.cluster.hosts for p in h.processes]
+
+    def describe(self):
+        """The plan as shell lines (--dry_run)."""
+        lines = [f"# bundle {self.tarball} ({self.name}); run directory on each host: "
+                 f"WORKDIR/runs/{self.job_dir}"]
+        for host in self.cluster.hosts:
+            lines.append(f"# host {host.name}: ship the bundle unless it is there")
+            for what, argv in self.ship(host):
+                lines.append(shlex.join(argv) + f"   # {what}")
+        order = sorted(self.hosts_and_processes(), key=lambda hp: hp[1].role != "scheduler")
+        for host, process in order:
+            lines.append(f"# {process.name} on {host.name}")
+            lines.append(shlex.join(self.start(host, process)) + " < (held open) > " + process.name + ".log")
+        for host in self.cluster.hosts:
+            lines.append(shlex.join(self.fetch(host)) + " | tar xf - -C RUN_DIR")
+        return "\n".join(lines)
+
+
+def _check(argv, what):
+    r = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    if r.returncode != 0:
+        raise launcher.JobError(f"{what} failed ({r.returncode}): {(r.stderr or r.stdout).strip()}")
+    return r.stdout
+
+
+def ship_bundle(plan, host):
+    """Makes sure `host` holds the plan's bundle; returns True if it had to copy it."""
+    check, copy, unpack = plan.ship(host)
+    if _check(check[1], f"ssh to {host.name}").strip() == plan.manifest.strip():
+        return False
+    _check(copy[1], f"copying the bundle to {host.name}")
+    _check(unpack[1], f"unpacking the bundle on {host.name}")
+    return True
+
+
+def in_parallel(function, items):
+    """function(item) for every item, each in its own thread; raises the first error."""
+    errors = []
+
+    def call(item):
+        try:
+            function(item)
+        except Exception as e:  # noqa: BLE001 - passed on below
+            errors.append(e)
+
+    threads = [threading.Thread(target=call, args=(item,), daemon=True) for item in items]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+
+
+def fetch_results(plan, host, run_dir):
+    """Unpacks the host's run directory into `run_dir` (best effort: a host that died has
+    nothing to give, and the job's own error says why)."""
+    with subprocess.Popen(plan.fetch(host), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                          stdin=subprocess.DEVNULL) as ssh:
+        subprocess.run(["tar", "xf", "-", "-C", run_dir], stdin=ssh.stdout, stderr=subprocess.DEVNULL)
+        ssh.wait()
+
+
+def run(args, cluster, tarball):
+    """Runs the job over ssh; returns its summary (also RUN_DIR/summary.json). JobError when it
+    fails; every process is stopped first, whatever the exception."""
+    _, stats_file = launcher.prepare_run_dir(args)
+    job_dir = f"{cluster.job_name}-{os.path.basename(os.path.normpath(args.run_dir))}"
+    plan = Plan(cluster, tarball, job_dir, role_commands.extra_flags_from(args))
+    if args.dry_run:
+        print(plan.describe())
+        return None
+    start = time.time()
+    copied = []
+    in_parallel(lambda h: ship_bundle(plan, h) and copied.append(h.name), cluster.hosts)
+    print(f"launch: bundle {plan.name} on {len(cluster.hosts)} hosts "
+          f"(copied to {len(copied)}: {', '.join(sorted(copied)) or 'none'})", flush=True)
+    job = launcher.Job(args, hold_stdin=True)
+    order = sorted(plan.hosts_and_processes(), key=lambda hp: hp[1].role != "scheduler")
+    failure = None
+    try:
+        for host, process in order:
+            job.start(process.name, plan.start(host, process), echo=process.role == "worker")
+        print(f"launch: {cluster.num_servers} servers, {cluster.num_workers} workers, sync={cluster.mode} "
+              f"on {len(cluster.hosts)} hosts over ssh; logs in {args.run_dir}", flush=True)
+        launcher.supervise(job, CpuMeter(), start)
+    except BaseException as e:
+        job.stop_all()
+        failure = e
+    wall = time.time() - start
+    in_parallel(lambda h: fetch_results(plan, h, args.run_dir), cluster.hosts)
+    if failure:
+        raise failure
+    summary = write_summary(args, wall, {}, stats_file)
+    print("launch: summary " + json.dumps(summary))
+    return summary
