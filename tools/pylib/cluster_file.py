@@ -26,6 +26,9 @@ servers and the one scheduler of a parameter-server job (dmlc-tracker, BytePS). 
   identity = "~/.ssh/id_ed25519"
   options = ["StrictHostKeyChecking=accept-new"]   # each passed as -o OPTION
 
+  [slurm] [k8s] [ec2]       # optional: each backend's own settings (BACKEND_TABLES below;
+                            # their meaning: docs/DEPLOY.md)
+
   [[host]]                  # one per machine, at least one
   name = "gpu1"             # required, unique: how the launcher reaches it (DNS, IP, ssh alias)
   address = "10.0.0.11"     # the address the other hosts reach it at (default: name), or
@@ -52,6 +55,8 @@ import re
 import shlex
 import tomllib
 
+from toml_lines import TomlLines
+
 MODES = ("bsp", "ssp", "asp", "r2sp")
 ROLES = ("scheduler", "server", "worker")
 DEFAULT_PORTS = {"scheduler": 9000, "server": 9100, "worker": 9200}
@@ -59,6 +64,17 @@ _TABLES = {"job": ("name", "mode", "workdir"), "ports": ROLES, "flags": ROLES,
            "ssh": ("user", "port", "identity", "options"),
            "host": ("name", "address", "interface", "scheduler", "servers", "workers", "gpus",
                     "gpu_count", "worker_flags", "workdir", "ssh_port")}
+# Tables a backend reads (cluster.backend_options[NAME]): each key's type, checked here like
+# the others; what they mean is documented by the backend (slurm_backend, k8s_backend,
+# ec2_backend) and in docs/DEPLOY.md.
+BACKEND_TABLES = {
+    "slurm": {"partition": str, "account": str, "time": str, "sbatch_options": list},
+    "k8s": {"image": str, "namespace": str, "gpu_resource": str, "image_pull_secret": str},
+    "ec2": {"region": str, "instance_type": str, "ami": str, "key_name": str, "subnet": str,
+            "spot": bool, "bundle_url": str, "results_url": str, "instance_profile": str,
+            "root_volume_gb": int},
+}
+_TABLES.update({name: tuple(keys) for name, keys in BACKEND_TABLES.items()})
 _JOB_NAME = re.compile(r"[A-Za-z0-9_.-]+")
 _TOML_TYPES = {bool: "boolean", int: "integer", float: "float", str: "string", list: "array",
                dict: "table"}
@@ -107,6 +123,7 @@ class Cluster:
     flags: dict  # role -> list of flags for every process of the role
     ssh: Ssh
     hosts: tuple
+    backend_options: dict  # backend name -> {key: value} of its table (BACKEND_TABLES)
 
     def processes(self):
         """Every process: the scheduler, then the servers in order, then the workers."""
@@ -151,7 +168,7 @@ def parse(text, path="<cluster>"):
         found = re.search(r"\(at line (\d+), column \d+\)", str(e))
         line = int(found.group(1)) if found else max(1, len(text.splitlines()))
         raise ClusterFileError(f"{path}:{line}: invalid TOML: {e}") from None
-    return _Checker(path, _Lines(text)).cluster(document)
+    return _Checker(path, TomlLines(text)).cluster(document)
 
 
 def _is_tables(value):
@@ -252,7 +269,16 @@ class _Checker:
         for role in ("server", "worker"):
             if counts[role] == 0:
                 self.fail((), None, f"no host runs a {role} (set {role}s = N on a host)")
-        return Cluster(self.path, name, mode, workdir, ports, flags, ssh, tuple(built))
+        return Cluster(self.path, name, mode, workdir, ports, flags, ssh, tuple(built),
+                       {b: self.backend(document, b) for b in BACKEND_TABLES})
+
+    def backend(self, document, name):
+        values = self.table(document, name)
+        for key, kind in BACKEND_TABLES[name].items():
+            self.value((name,), values, key, name, kind, None, 1 if kind is int else None)
+            if kind is list and not all(isinstance(v, str) and v for v in values.get(key, [])):
+                self.fail((name,), key, f"{name}: {key} must be a list of non-empty strings")
+        return dict(values)
 
     def ssh(self, values):
         where = ("ssh",)
@@ -324,75 +350,3 @@ class _Checker:
             if gpus.count(gpu) > 1:
                 self.fail(where, "gpus", f"{label}: GPU {gpu} is given to two workers")
         return gpus
-
-
-class _Lines:
-    """Where tables and keys are in the raw text: the line of each table header ([job], the
-    n-th [[host]]) and of each `key =` in it (bare or quoted keys), since tomllib keeps no
-    positions. Strings (multi-line ones too) and comments are skipped, as are the lines of a
-    value that spans several; so a key inside an inline table is found at that table's line."""
-
-    def __init__(self, text):
-        self.lines = {}  # (table, key or None) -> line; table: () top level, ("job",), ("host", n)
-        table, arrays, depth, open_string = (), {}, 0, None
-        for number, line in enumerate(text.splitlines(), 1):
-            start = 0
-            if open_string:
-                end = _string_end(line, 0, open_string)
-                if end < 0:
-                    continue
-                open_string, start = None, end
-            elif depth == 0:
-                header = re.match(r"\s*(\[\[?)([^\[\]]+)\]\]?\s*(#.*)?$", line)
-                if header:
-                    parts = [p.strip().strip("\"'") for p in header.group(2).split(".")]
-                    if header.group(1) == "[[":
-                        arrays[parts[0]] = arrays.get(parts[0], -1) + 1
-                    base = (parts[0], arrays[parts[0]]) if parts[0] in arrays else (parts[0],)
-                    table = base + tuple(parts[1:])  # [host.x]: a table in the last [[host]]
-                    self.lines.setdefault(((), parts[0]), number)
-                    self.lines.setdefault((base, parts[1] if len(parts) > 1 else None), number)
-                    continue
-                key = re.match(r"""\s*("(?:[^"\\]|\\.)*"|'[^']*'|[A-Za-z0-9_-]+)\s*[.=]""", line)
-                if key:
-                    self.lines.setdefault((table, key.group(1).strip("\"'")), number)
-                    start = key.end()
-            code, open_string = _code(line, start)
-            depth = max(0, depth + sum(code.count(c) for c in "[{") -
-                        sum(code.count(c) for c in "]}"))
-
-    def of(self, table, key=None):
-        """The line of `key` in `table`, else of the table's header (or of the top-level key
-        that holds it inline), else 1."""
-        for place in ((table, key), (table, None), ((), table[0] if table else None)):
-            if place in self.lines:
-                return self.lines[place]
-        return 1
-
-
-def _code(line, start):
-    """(line[start:] without its strings and comment, the quote of a multi-line string left
-    open at its end or None)."""
-    code, i = [], start
-    while i < len(line) and line[i] != "#":
-        if line[i] in "\"'":
-            quote = line[i] * 3 if line.startswith(line[i] * 3, i) else line[i]
-            i = _string_end(line, i + len(quote), quote)
-            if i < 0:
-                return "".join(code), quote if len(quote) == 3 else None
-        else:
-            code.append(line[i])
-            i += 1
-    return "".join(code), None
-
-
-def _string_end(line, i, quote):
-    """The index just past the `quote` that closes a string at line[i:], or -1."""
-    while i < len(line):
-        if line[i] == "\\" and quote[0] == '"':
-            i += 2
-        elif line.startswith(quote, i):
-            return i + len(quote)
-        else:
-            i += 1
-    return -1

@@ -8,12 +8,17 @@ the launcher's --scheduler_flags, --server_flags and --worker_flags come after t
 
 Every backend leaves the same run directory: logs, stats.json, metrics, timelines, summary.json."""
 
+import importlib
 import os
 import shlex
 
 import cluster_file
 import launcher
-import ssh_backend
+
+# The remote backends: each module's run(args, cluster, tarball) runs the job (or with
+# --dry_run prints what it would run) and returns the summary, raising launcher.JobError.
+BACKENDS = {name: (lambda name=name: importlib.import_module(name + "_backend"))
+            for name in ("ssh", "slurm", "k8s", "ec2")}
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -80,6 +85,5 @@ def run(args):
             print(launcher.describe_local(args))
             return None
         return launcher.run_job(args)
-    if args.backend == "ssh":
-        return ssh_backend.run(args, cluster, args.bundle or default_bundle(cluster))
-    raise launcher.JobError(f"unknown backend {args.backend}")
+    backend = BACKENDS[args.backend]()
+    return backend.run(args, cluster, args.bundle or default_bundle(cluster))

@@ -57,9 +57,10 @@ def parse_args(argv, description, parser=None):
                    help="a cluster file (TOML; examples/cluster/): hosts, roles, ports, flags. Its "
                         "counts and mode replace --servers, --workers and --sync; the *_flags "
                         "options add to its flags")
-    p.add_argument("--backend", default="local", choices=["local", "ssh"],
-                   help="where the processes run: local (this machine) or ssh (the cluster "
-                        "file's hosts; needs --cluster)")
+    p.add_argument("--backend", default="local", choices=["local", "ssh", "slurm", "k8s", "ec2"],
+                   help="where the processes run: local (this machine), or with --cluster: ssh "
+                        "(the file's hosts), slurm (an sbatch job), k8s (manifests applied with "
+                        "kubectl), ec2 (instances launched with the AWS CLI); docs/DEPLOY.md")
     p.add_argument("--bundle", default="", metavar="TARBALL",
                    help="ssh: the release bundle to ship (default dist/r2sp-VERSION-VARIANT.tar.gz "
                         "from tools/package)")
