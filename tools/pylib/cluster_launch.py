@@ -61,11 +61,24 @@ def local_worker_flags(cluster):
     return items
 
 
+def uses_cuda(flags):
+    """Whether worker flags pick --device=cuda (the last --device wins, as in gflags)."""
+    device = "cpu"
+    for i, flag in enumerate(flags):
+        if flag.startswith("--device="):
+            device = flag.split("=", 1)[1]
+        elif flag == "--device" and i + 1 < len(flags):
+            device = flags[i + 1]
+    return device == "cuda"
+
+
 def default_bundle(cluster):
     """dist/r2sp-VERSION-VARIANT.tar.gz; cuda when any worker has a GPU or --device=cuda."""
     with open(os.path.join(ROOT, "VERSION")) as f:
         version = f.read().strip()
-    cuda = any(p.gpu is not None for p in cluster.processes()) or "--device=cuda" in cluster.flags.get("worker", [])
+    cuda = any(p.gpu is not None for p in cluster.processes()) or any(
+        uses_cuda(cluster.flags.get("worker", []) + shlex.split(h.worker_flags or ""))
+        for h in cluster.hosts if any(p.role == "worker" for p in h.processes))
     variant = "cuda" if cuda else "cpu"
     path = os.path.join(ROOT, "dist", f"r2sp-{version}-{variant}.tar.gz")
     if not os.path.exists(path):
@@ -79,8 +92,13 @@ def run(args):
     cluster = load(args.cluster)
     adopt(args, cluster)
     if args.backend == "local":
+        # Per worker: the file's [flags].worker, its host's flags and GPU, then the command line's.
+        own = shlex.split(args.worker_flags)
         merge_flags(args, cluster)
-        args.worker_flags_for = local_worker_flags(cluster) + list(args.worker_flags_for)
+        args.worker_flags = shlex.join(cluster.flags.get("worker", []))
+        args.worker_flags_for = (local_worker_flags(cluster) +
+                                 [f"{r}:{shlex.join(own)}" for r in range(cluster.num_workers) if own] +
+                                 list(args.worker_flags_for))
         if args.dry_run:
             print(launcher.describe_local(args))
             return None

@@ -12,6 +12,7 @@ r2sp-VERSION-VARIANT/ holding
 Made by tools/package (which builds the binaries first) and tools/bundle_gpu. Unpacked anywhere,
 bin/worker runs without LD_LIBRARY_PATH. Needs patchelf (Debian package patchelf)."""
 
+import gzip
 import hashlib
 import json
 import os
@@ -89,6 +90,9 @@ def make(out_dir, binaries, version, variant, commit, deploy_dir=None, env_sh=No
     others are copied as they are). Returns the manifest."""
     if shutil.which("patchelf") is None:
         raise BundleError("patchelf not found (Debian package patchelf; tools/install_deps installs it)")
+    for source in binaries.values():  # all found before the old bundle goes
+        if not os.path.isfile(source):
+            raise BundleError(f"{source} not found; build it first")
     if os.path.exists(out_dir):
         shutil.rmtree(out_dir)
     bin_dir, lib_dir = os.path.join(out_dir, "bin"), os.path.join(out_dir, "lib")
@@ -96,8 +100,6 @@ def make(out_dir, binaries, version, variant, commit, deploy_dir=None, env_sh=No
     os.makedirs(lib_dir)
     libs = {}
     for name, source in sorted(binaries.items()):
-        if not os.path.isfile(source):
-            raise BundleError(f"{source} not found; build it first")
         target = os.path.join(bin_dir, name)
         shutil.copyfile(source, target)
         os.chmod(target, 0o755)
@@ -159,6 +161,8 @@ def tar(bundle_dir, tarball):
         return info
 
     tmp = tarball + ".tmp"
-    with tarfile.open(tmp, "w:gz") as t:
+    # The gzip header too: no file name, no time, so the same bundle gives the same bytes.
+    with open(tmp, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz, \
+            tarfile.open(fileobj=gz, mode="w") as t:
         t.add(bundle_dir, arcname=os.path.basename(bundle_dir.rstrip("/")), filter=clean)
     os.replace(tmp, tarball)

@@ -4,6 +4,7 @@ Slurm, Kubernetes, EC2). The scheduler listens on its fixed port and the others 
 cluster.scheduler_endpoint(); every process binds all interfaces on its own port and advertises
 its host's address (or the address of the host's interface, looked up by run_role)."""
 
+import os
 import shlex
 
 RUN_ROLE = "share/r2sp/deploy/run_role"
@@ -26,6 +27,12 @@ def bundle_dir(host, bundle_name):
 def run_dir(host, job_dir):
     """The host's directory for this run's stats, metrics and timelines (unexpanded)."""
     return f"{host.workdir.rstrip('/')}/runs/{job_dir}"
+
+
+def job_dir(cluster, run_dir):
+    """The run's directory name on the hosts: JOB-RUN (RUN: the local run directory's name,
+    TIMESTAMP before it is chosen)."""
+    return f"{cluster.job_name}-{os.path.basename(os.path.normpath(run_dir)) if run_dir else 'TIMESTAMP'}"
 
 
 def run_role_args(cluster, host, process, out_dir, extra_flags=None):

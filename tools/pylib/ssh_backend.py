@@ -181,12 +181,13 @@ def fetch_results(plan, host, run_dir):
 def run(args, cluster, tarball):
     """Runs the job over ssh; returns its summary (also RUN_DIR/summary.json). JobError when it
     fails; every process is stopped first, whatever the exception."""
-    _, stats_file = launcher.prepare_run_dir(args)
-    job_dir = f"{cluster.job_name}-{os.path.basename(os.path.normpath(args.run_dir))}"
-    plan = Plan(cluster, tarball, job_dir, role_commands.extra_flags_from(args))
-    if args.dry_run:
-        print(plan.describe())
+    if args.dry_run:  # before the run directory exists: a dry run touches nothing
+        print(Plan(cluster, tarball, role_commands.job_dir(cluster, args.run_dir),
+                   role_commands.extra_flags_from(args)).describe())
         return None
+    _, stats_file = launcher.prepare_run_dir(args)
+    plan = Plan(cluster, tarball, role_commands.job_dir(cluster, args.run_dir),
+                role_commands.extra_flags_from(args))
     start = time.time()
     copied = []
     in_parallel(lambda h: ship_bundle(plan, h) and copied.append(h.name), cluster.hosts)
