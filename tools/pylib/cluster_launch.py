@@ -104,4 +104,6 @@ def run(args):
             return None
         return launcher.run_job(args)
     backend = BACKENDS[args.backend]()
-    return backend.run(args, cluster, args.bundle or default_bundle(cluster))
+    # Kubernetes pulls an image: with [k8s] image given, no bundle is needed here.
+    image_given = args.backend == "k8s" and cluster.backend_options["k8s"].get("image")
+    return backend.run(args, cluster, args.bundle or (None if image_given else default_bundle(cluster)))
