@@ -1,0 +1,116 @@
+#!/bin/bash
+# EC2 user-data for one host of an R2SP job: tools/pylib/ec2_user_data.py fills in the settings
+# below and tools/launch --backend=ec2 passes the result to run-instances. As a fresh instance
+# it fetches and unpacks the release bundle, starts the host's processes with run_role, waits for
+# them, uploads its run directory to RESULTS/JOB/RUN/HOST/ and then RESULTS/JOB/RUN/HOST.done
+# (or HOST.failed, holding why), and powers off, which terminates the instance (the launcher
+# starts it with --instance-initiated-shutdown-behavior terminate).
+#
+# URLs: s3://... (aws s3 cp with the instance profile's credentials), https://... (curl; the
+# bundle only) or file:///path (tests). The advertised address is the instance's private IPv4
+# address, read from the metadata service (IMDSv2): interface names differ between AMIs and
+# instance types (ens5, eth0, several on p4d), the primary address does not.
+# For tests: R2SP_PREFIX replaces /opt/r2sp, R2SP_ADVERTISE_HOST replaces the metadata
+# service, R2SP_NO_SHUTDOWN=1 leaves the machine on.
+set -uo pipefail
+
+# @SETTINGS@
+
+prefix="${R2SP_PREFIX:-/opt/r2sp}"
+out="$prefix/runs/$job-$run"
+mkdir -p "$out" || exit 1
+exec >>"$out/user_data_$host.log" 2>&1
+echo "user-data: $host of $job run $run starting at $(date -u +%FT%TZ)"
+
+shutdown_unless_testing() {
+  if [ "${R2SP_NO_SHUTDOWN:-0}" != 1 ]; then shutdown -h "$@"; fi
+}
+
+# A launcher that dies leaves nothing to terminate the instance: it powers itself off after the
+# job's --timeout plus time to boot and install.
+shutdown_unless_testing "+$lifetime_minutes" "r2sp: the job ran past its time limit"
+
+fetch() {  # fetch URL FILE
+  case "$1" in
+    s3://*) aws s3 cp --only-show-errors "$1" "$2" ;;
+    https://*|http://*) curl -fsSL --retry 5 -o "$2" "$1" ;;
+    file://*) cp "${1#file://}" "$2" ;;
+    *) echo "user-data: cannot fetch '$1'"; return 1 ;;
+  esac
+}
+
+put() {  # put DIR_OR_FILE URL (a directory's contents go under URL/)
+  case "$2" in
+    s3://*)
+      if [ -d "$1" ]; then aws s3 cp --only-show-errors --recursive "$1" "$2/"
+      else aws s3 cp --only-show-errors "$1" "$2"; fi ;;
+    file://*)
+      if [ -d "$1" ]; then mkdir -p "${2#file://}" && cp -r "$1/." "${2#file://}/"
+      else mkdir -p "$(dirname "${2#file://}")" && cp "$1" "${2#file://}"; fi ;;
+    *) echo "user-data: cannot upload to '$2'"; return 1 ;;
+  esac
+}
+
+report() {  # report done|failed TEXT: uploads the run directory, then the marker; never returns
+  echo "user-data: $1: $2"
+  put "$out" "$results/$host" || echo "user-data: uploading $out failed"
+  printf '%s\n' "$2" >"$prefix/$host.$1"
+  put "$prefix/$host.$1" "$results/$host.$1" || echo "user-data: uploading the marker failed"
+  shutdown_unless_testing now
+  exit 0
+}
+
+fail() { report failed "$*"; }
+
+if [[ "$bundle_url" == s3://* || "$results" == s3://* ]] && ! command -v aws >/dev/null; then
+  # Debian's images have no AWS CLI; the Deep Learning AMIs do.
+  { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q awscli; } ||
+    echo "user-data: cannot install the AWS CLI"
+fi
+
+advertise="${R2SP_ADVERTISE_HOST:-}"
+if [ -z "$advertise" ]; then
+  for _ in $(seq 30); do
+    token="$(curl -sf -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 300' \
+      http://169.254.169.254/latest/api/token)" &&
+      advertise="$(curl -sf -H "X-aws-ec2-metadata-token: $token" \
+        http://169.254.169.254/latest/meta-data/local-ipv4)" && break
+    sleep 2
+  done
+fi
+[ -n "$advertise" ] || fail "no private address from the instance metadata service"
+
+tarball="$prefix/$bundle_name.tar.gz"
+fetch "$bundle_url" "$tarball" || fail "cannot fetch the bundle from $bundle_url"
+echo "$bundle_sha256  $tarball" | sha256sum -c --quiet - ||
+  fail "the bundle at $bundle_url is not the launcher's (sha256 differs)"
+rm -rf "${prefix:?}/$bundle_name"
+tar xzf "$tarball" -C "$prefix" || fail "cannot unpack $tarball"
+run_role="$prefix/$bundle_name/share/r2sp/deploy/run_role"
+
+declare -A names=()  # pid -> process name
+start() {  # start NAME RUN_ROLE_ARGS...
+  local name="$1"
+  shift
+  "$run_role" "$@" >"$out/$name.log" 2>&1 </dev/null &
+  names[$!]="$name"
+  echo "user-data: started $name (pid $!)"
+}
+start_processes
+
+# Waits for every process; the first failure stops the others (run_role passes SIGTERM on).
+statuses="" failed=0
+while [ "${#names[@]}" -gt 0 ]; do
+  pid=""
+  wait -n -p pid
+  status=$?
+  [ -n "$pid" ] || break
+  statuses+="${names[$pid]} exited with status $status; "
+  unset "names[$pid]"
+  if [ "$status" -ne 0 ] && [ "$failed" = 0 ]; then
+    failed=1
+    for other in "${!names[@]}"; do kill -TERM "$other" 2>/dev/null; done
+  fi
+done
+if [ "$failed" = 1 ]; then report failed "$statuses"; fi
+report done "$statuses"
