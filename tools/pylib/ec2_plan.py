@@ -10,7 +10,6 @@ in / gets the tarball's name). URLs are s3://, file:// (tests) or, for an alread
 bundle, https://."""
 
 import dataclasses
-import hashlib
 import json
 import math
 import os
@@ -18,6 +17,7 @@ import shlex
 
 import ec2_user_data
 import launcher
+import release_bundle
 from ssh_backend import bundle_manifest
 
 REQUIRED = ("ami", "subnet", "results_url")
@@ -69,14 +69,6 @@ def job_port_ranges(cluster):
         else:
             merged.append((first, last))
     return merged
-
-
-def _sha256(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 class Plan:
@@ -147,7 +139,7 @@ class Plan:
         settings = ec2_user_data.Settings(
             job=self.cluster.job_name, run=self.run_id, bundle_url=self.bundle_url,
             bundle_name=self.bundle_name,
-            bundle_sha256=_sha256(self.tarball) if os.path.exists(self.tarball) else "SHA256",
+            bundle_sha256=release_bundle.sha256(self.tarball) if os.path.exists(self.tarball) else "SHA256",
             results_url=self.options.results_url,
             lifetime_minutes=math.ceil(self.timeout / 60) + BOOT_MINUTES)
         processes = ec2_user_data.host_processes(self.cluster, host, scheduler_ip, self.extra_flags)

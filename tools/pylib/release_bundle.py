@@ -51,10 +51,12 @@ def shared_libraries(path):
         if not arrow:
             continue
         name = name.strip()
+        if SYSTEM_LIB.match(name):  # the target's own, found there (CUDA's may be absent here)
+            continue
         if rest.startswith("not found"):
             raise BundleError(f"{path} needs {name}, which is not installed here")
         target = rest.split(" (")[0].strip()
-        if target and not SYSTEM_LIB.match(name):
+        if target:
             libs[name] = target
     return libs
 
@@ -70,7 +72,8 @@ def newest_glibc(paths):
     return f"{newest[0]}.{newest[1]}" if newest != (0, 0) else ""
 
 
-def _sha256(path):
+def sha256(path):
+    """The file's sha256, hex."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -122,7 +125,7 @@ def make(out_dir, binaries, version, variant, commit, deploy_dir=None, env_sh=No
         "glibc_min": newest_glibc(
             [os.path.join(d, n) for d in (bin_dir, lib_dir) for n in os.listdir(d)
              if _is_elf(os.path.join(d, n))]),
-        "files": {os.path.relpath(os.path.join(root, n), out_dir): _sha256(os.path.join(root, n))
+        "files": {os.path.relpath(os.path.join(root, n), out_dir): sha256(os.path.join(root, n))
                   for root, _, names in os.walk(out_dir) for n in sorted(names)},
     }
     with open(os.path.join(out_dir, "MANIFEST.json"), "w") as f:
@@ -146,7 +149,7 @@ def verify(bundle_dir):
         path = os.path.join(bundle_dir, rel)
         if not os.path.isfile(path):
             problems.append(f"{rel}: missing")
-        elif _sha256(path) != digest:
+        elif sha256(path) != digest:
             problems.append(f"{rel}: checksum differs")
     return problems
 
