@@ -163,6 +163,18 @@ class UserDataTest(unittest.TestCase):
     def tearDownClass(cls):
         cls.cluster.down()
 
+    def tearDown(self):
+        # Whatever a test leaves in the hosts' namespaces (and the ports it holds) must not
+        # reach the next one.
+        for host in self.HOSTS:
+            pids = subprocess.run(["ip", "netns", "pids", self.cluster.ns(host)], capture_output=True,
+                                  text=True).stdout.split()
+            for pid in pids:
+                try:
+                    os.kill(int(pid), signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
     def plan(self, run_id, worker_flags=""):
         path = os.path.join(self.dir, f"{run_id}.toml")
         node1 = "servers = 1\nworkers = 1" + (f"\nworker_flags = {json.dumps(worker_flags)}" if worker_flags else "")
