@@ -14,6 +14,8 @@ import shlex
 
 import cluster_file
 import launcher
+import release_bundle
+import role_commands
 
 # The remote backends: each module's run(args, cluster, tarball) runs the job (or with
 # --dry_run prints what it would run) and returns the summary, raising launcher.JobError.
@@ -61,23 +63,12 @@ def local_worker_flags(cluster):
     return items
 
 
-def uses_cuda(flags):
-    """Whether worker flags pick --device=cuda (the last --device wins, as in gflags)."""
-    device = "cpu"
-    for i, flag in enumerate(flags):
-        if flag.startswith("--device="):
-            device = flag.split("=", 1)[1]
-        elif flag == "--device" and i + 1 < len(flags):
-            device = flags[i + 1]
-    return device == "cuda"
-
-
 def default_bundle(cluster):
     """dist/r2sp-VERSION-VARIANT.tar.gz; cuda when any worker has a GPU or --device=cuda."""
     with open(os.path.join(ROOT, "VERSION")) as f:
         version = f.read().strip()
     cuda = any(p.gpu is not None for p in cluster.processes()) or any(
-        uses_cuda(cluster.flags.get("worker", []) + shlex.split(h.worker_flags or ""))
+        role_commands.uses_cuda(cluster.flags.get("worker", []) + shlex.split(h.worker_flags or ""))
         for h in cluster.hosts if any(p.role == "worker" for p in h.processes))
     variant = "cuda" if cuda else "cpu"
     path = os.path.join(ROOT, "dist", f"r2sp-{version}-{variant}.tar.gz")
@@ -106,4 +97,7 @@ def run(args):
     backend = BACKENDS[args.backend]()
     # Kubernetes pulls an image: with [k8s] image given, no bundle is needed here.
     image_given = args.backend == "k8s" and cluster.backend_options["k8s"].get("image")
-    return backend.run(args, cluster, args.bundle or (None if image_given else default_bundle(cluster)))
+    try:
+        return backend.run(args, cluster, args.bundle or (None if image_given else default_bundle(cluster)))
+    except release_bundle.BundleError as e:
+        raise launcher.JobError(str(e))

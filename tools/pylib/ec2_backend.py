@@ -29,7 +29,6 @@ import launcher
 import result_store
 import role_commands
 from ec2_plan import POLL_SECONDS, Plan, options_of
-from job_summary import write_summary
 
 
 class Aws:
@@ -188,9 +187,7 @@ def run(args, cluster, tarball):
             raise launcher.JobError(message)
     if failure:
         raise failure
-    summary = write_summary(args, wall, {}, stats_file)
-    print("launch: summary " + json.dumps(summary))
-    return summary
+    return launcher.finish_job(args, wall, {}, stats_file)
 
 
 def ec2_store(plan):

@@ -18,7 +18,6 @@ import shlex
 import ec2_user_data
 import launcher
 import release_bundle
-from ssh_backend import bundle_manifest
 
 REQUIRED = ("ami", "subnet", "results_url")
 POLL_SECONDS = 5
@@ -77,7 +76,7 @@ class Plan:
 
     def __init__(self, cluster, options, tarball, run_id, extra_flags, timeout, endpoint_url=None):
         self.cluster, self.options, self.tarball = cluster, options, tarball
-        self.bundle_name, _ = bundle_manifest(tarball)
+        self.bundle_name, _ = release_bundle.tarball_manifest(tarball)
         self.run_id = run_id
         self.extra_flags = extra_flags
         self.timeout = timeout

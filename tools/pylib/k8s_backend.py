@@ -38,11 +38,9 @@ import subprocess
 import tarfile
 import time
 
-import cluster_launch
 import k8s_yaml
 import launcher
 import role_commands
-from job_summary import write_summary
 
 INSTALL_DIR = "/opt/r2sp"  # where tools/deploy/Dockerfile unpacks the bundle
 ENTRYPOINT = f"{INSTALL_DIR}/share/r2sp/deploy/k8s_entrypoint"
@@ -63,7 +61,7 @@ def dns_label(name):
 
 def uses_gpus(cluster, worker_flags):
     """Whether the workers need a GPU: a host lists gpus, or their flags pick --device=cuda."""
-    return any(p.gpu is not None for p in cluster.processes()) or cluster_launch.uses_cuda(worker_flags)
+    return any(p.gpu is not None for p in cluster.processes()) or role_commands.uses_cuda(worker_flags)
 
 
 def worker_host_flags(cluster):
@@ -368,6 +366,4 @@ def run(args, cluster, tarball):
                 extract_results(os.path.join(args.run_dir, name + ".log"), args.run_dir)
             except launcher.JobError as e:  # the job's own outcome matters more
                 print(f"launch: {name}.log: {e}", flush=True)
-    summary = write_summary(args, time.time() - start, {}, stats_file)
-    print("launch: summary " + json.dumps(summary))
-    return summary
+    return launcher.finish_job(args, time.time() - start, {}, stats_file)

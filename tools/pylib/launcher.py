@@ -282,6 +282,12 @@ def run_job(args, prefix=None, on_start=None, bind_flags=loopback_bind, during=N
         raise
     wall = time.time() - start
     cpu_use = cpu.summary()  # over the job, before the timelines are merged
+    return finish_job(args, wall, cpu_use, stats_file)
+
+
+def finish_job(args, wall, cpu_use, stats_file):
+    """The end of every backend's job: writes RUN_DIR/summary.json (job_summary.write_summary
+    over the run directory's files), prints it and returns it."""
     summary = write_summary(args, wall, cpu_use, stats_file)
     print("launch: summary " + json.dumps(summary))
     return summary

@@ -172,12 +172,7 @@ class Cluster:
         self.cgroups = []
         for ns in reversed(self.created):
             # Kill anything still inside, then delete the namespace (and its veth ends).
-            pids = run(["ip", "netns", "pids", ns], check=False).stdout.split()
-            for pid in pids:
-                try:
-                    os.kill(int(pid), 9)
-                except (ProcessLookupError, ValueError):
-                    pass
+            kill_processes(ns)
             run(["ip", "netns", "del", ns], check=False)
         self.created = []
 
@@ -230,15 +225,30 @@ c.close()
 """
 
 
+def namespace_pids(ns):
+    """The processes in network namespace `ns` ([] if there is none)."""
+    return [int(pid) for pid in run(["ip", "netns", "pids", ns], check=False).stdout.split()
+            if pid.isdigit()]
+
+
+def kill_processes(ns, keep=()):
+    """SIGKILL to every process in namespace `ns` except those named (comm) in `keep`."""
+    for pid in namespace_pids(ns):
+        try:
+            if keep:
+                with open(f"/proc/{pid}/comm") as f:
+                    if f.read().strip() in keep:
+                        continue
+            os.kill(pid, 9)
+        except (ProcessLookupError, FileNotFoundError):
+            pass
+
+
 def cleanup_stale():
     """Deletes r2sp namespaces left behind by killed runs; returns how many."""
     names = [line.split()[0] for line in run(["ip", "netns", "list"], check=False).stdout.splitlines()
              if line.startswith(PREFIX)]
     for ns in names:
-        for pid in run(["ip", "netns", "pids", ns], check=False).stdout.split():
-            try:
-                os.kill(int(pid), 9)
-            except (ProcessLookupError, ValueError):
-                pass
+        kill_processes(ns)
         run(["ip", "netns", "del", ns], check=False)
     return len(names)

@@ -139,6 +139,20 @@ def _is_elf(path):
         return f.read(4) == b"\x7fELF"
 
 
+def tarball_manifest(tarball):
+    """(bundle directory name, MANIFEST.json text) of a tarball tools/package made; BundleError
+    if it is not one."""
+    try:
+        with tarfile.open(tarball) as t:
+            for member in t.getmembers():
+                parts = member.name.split("/")
+                if len(parts) == 2 and parts[1] == "MANIFEST.json":
+                    return parts[0], t.extractfile(member).read().decode()
+    except (OSError, tarfile.TarError) as e:
+        raise BundleError(f"{tarball}: not a release bundle ({e}); make one with tools/package")
+    raise BundleError(f"{tarball} has no MANIFEST.json; make bundles with tools/package")
+
+
 def verify(bundle_dir):
     """Problems with an unpacked bundle: files whose sha256 differs from MANIFEST.json, or that
     are missing. [] when it is intact."""

@@ -67,3 +67,14 @@ def extra_flags_from(args):
     """{role: [flags]} from tools/launch's --scheduler_flags, --server_flags, --worker_flags."""
     return {role: shlex.split(getattr(args, role + "_flags", "") or "")
             for role in ("scheduler", "server", "worker")}
+
+
+def uses_cuda(flags):
+    """Whether worker flags pick --device=cuda (the last --device wins, as in gflags)."""
+    device = "cpu"
+    for i, flag in enumerate(flags):
+        if flag.startswith("--device="):
+            device = flag.split("=", 1)[1]
+        elif flag == "--device" and i + 1 < len(flags):
+            device = flags[i + 1]
+    return device == "cuda"

@@ -18,7 +18,6 @@ The [slurm] table: partition, account, time (sbatch --time), sbatch_options (mor
 lines, e.g. ["--gres=gpu:8", "--exclusive"])."""
 
 import dataclasses
-import json
 import os
 import re
 import shutil
@@ -27,8 +26,8 @@ import tarfile
 import time
 
 import launcher
+import release_bundle
 import role_commands
-from job_summary import write_summary
 
 # Shell words the script leaves for bash to expand: a node of the allocation, and the run dir.
 _EXPANDED = re.compile(r"\$\{nodes\[\d+\]\}|\$R2SP_OUT")
@@ -109,19 +108,17 @@ def batch_script(cluster, bundle, out_dir, extra_flags):
 
 def install_bundle(tarball, workdir):
     """Unpacks the bundle into `workdir` unless the same one is there; its directory."""
+    top, manifest = release_bundle.tarball_manifest(tarball)
+    target = os.path.join(workdir, top)
+    try:
+        with open(os.path.join(target, "MANIFEST.json")) as f:
+            if f.read() == manifest:
+                return target
+    except OSError:
+        pass
+    shutil.rmtree(target, ignore_errors=True)
+    os.makedirs(workdir, exist_ok=True)
     with tarfile.open(tarball) as t:
-        names = t.getnames()
-        top = names[0].split("/")[0]
-        manifest = t.extractfile(f"{top}/MANIFEST.json").read().decode()
-        target = os.path.join(workdir, top)
-        try:
-            with open(os.path.join(target, "MANIFEST.json")) as f:
-                if f.read() == manifest:
-                    return target
-        except OSError:
-            pass
-        shutil.rmtree(target, ignore_errors=True)
-        os.makedirs(workdir, exist_ok=True)
         t.extractall(workdir)
     return target
 
@@ -177,6 +174,4 @@ def run(args, cluster, tarball):
         raise
     wall = time.time() - start
     copy_results(out_dir, args.run_dir)
-    summary = write_summary(args, wall, {}, stats_file)
-    print("launch: summary " + json.dumps(summary))
-    return summary
+    return launcher.finish_job(args, wall, {}, stats_file)

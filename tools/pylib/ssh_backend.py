@@ -14,57 +14,44 @@
 ssh never prompts (BatchMode): keys, known hosts and options come from the cluster file's [ssh]
 table. Failures are raised as launcher.JobError."""
 
-import json
 import os
 import shlex
 import subprocess
-import tarfile
 import threading
 import time
 
 import launcher
+import release_bundle
 import role_commands
 from cpu_meter import CpuMeter
-from job_summary import write_summary
+
+
+def _options(cluster, host, port_flag):
+    """What ssh and scp share: the port (`port_flag`: -p or -P), never a prompt, the key and
+    the cluster file's -o options."""
+    ssh = cluster.ssh
+    argv = [port_flag, str(host.ssh_port or ssh.port or 22), "-o", "BatchMode=yes", "-o", "ConnectTimeout=10"]
+    if ssh.identity:
+        argv += ["-i", os.path.expanduser(ssh.identity)]
+    for option in ssh.options:
+        argv += ["-o", option]
+    return argv
+
+
+def _destination(cluster, host):
+    return f"{cluster.ssh.user}@{host.name}" if cluster.ssh.user else host.name
 
 
 def ssh_argv(cluster, host):
     """The ssh command line that reaches `host` (the remote command follows it)."""
-    ssh = cluster.ssh
-    argv = ["ssh", "-p", str(host.ssh_port or ssh.port or 22), "-o", "BatchMode=yes",
-            "-o", "ConnectTimeout=10", "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3"]
-    if ssh.identity:
-        argv += ["-i", os.path.expanduser(ssh.identity)]
-    for option in ssh.options:
-        argv += ["-o", option]
-    return argv + [f"{ssh.user}@{host.name}" if ssh.user else host.name]
+    return (["ssh"] + _options(cluster, host, "-p") +
+            ["-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3", _destination(cluster, host)])
 
 
 def scp_argv(cluster, host, source, target):
-    """scp of the local file `source` to `target` (a path on `host`, unexpanded)."""
-    ssh = cluster.ssh
-    argv = ["scp", "-q", "-P", str(host.ssh_port or ssh.port or 22), "-o", "BatchMode=yes",
-            "-o", "ConnectTimeout=10"]
-    if ssh.identity:
-        argv += ["-i", os.path.expanduser(ssh.identity)]
-    for option in ssh.options:
-        argv += ["-o", option]
-    remote = f"{ssh.user}@{host.name}" if ssh.user else host.name
-    # scp expands a leading ~ itself; anything else is taken literally.
-    return argv + [source, f"{remote}:{target}"]
-
-
-def bundle_manifest(tarball):
-    """(bundle directory name, MANIFEST.json text) of a tools/package tarball."""
-    try:
-        with tarfile.open(tarball) as t:
-            for member in t.getmembers():
-                parts = member.name.split("/")
-                if len(parts) == 2 and parts[1] == "MANIFEST.json":
-                    return parts[0], t.extractfile(member).read().decode()
-    except (OSError, tarfile.TarError) as e:
-        raise launcher.JobError(f"{tarball}: not a release bundle ({e}); make one with tools/package")
-    raise launcher.JobError(f"{tarball} has no MANIFEST.json; make bundles with tools/package")
+    """scp of the local file `source` to `target` (a path on `host`, unexpanded; scp expands a
+    leading ~ itself)."""
+    return ["scp", "-q"] + _options(cluster, host, "-P") + [source, f"{_destination(cluster, host)}:{target}"]
 
 
 class Plan:
@@ -74,7 +61,7 @@ class Plan:
     def __init__(self, cluster, tarball, job_dir, extra_flags):
         self.cluster = cluster
         self.tarball = tarball
-        self.name, self.manifest = bundle_manifest(tarball)
+        self.name, self.manifest = release_bundle.tarball_manifest(tarball)
         self.job_dir = job_dir
         self.extra_flags = extra_flags
 
@@ -209,6 +196,4 @@ def run(args, cluster, tarball):
     in_parallel(lambda h: fetch_results(plan, h, args.run_dir), cluster.hosts)
     if failure:
         raise failure
-    summary = write_summary(args, wall, {}, stats_file)
-    print("launch: summary " + json.dumps(summary))
-    return summary
+    return launcher.finish_job(args, wall, {}, stats_file)

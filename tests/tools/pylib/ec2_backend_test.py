@@ -167,13 +167,7 @@ class UserDataTest(unittest.TestCase):
         # Whatever a test leaves in the hosts' namespaces (and the ports it holds) must not
         # reach the next one.
         for host in self.HOSTS:
-            pids = subprocess.run(["ip", "netns", "pids", self.cluster.ns(host)], capture_output=True,
-                                  text=True).stdout.split()
-            for pid in pids:
-                try:
-                    os.kill(int(pid), signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+            netcluster.kill_processes(self.cluster.ns(host))
 
     def plan(self, run_id, worker_flags=""):
         path = os.path.join(self.dir, f"{run_id}.toml")

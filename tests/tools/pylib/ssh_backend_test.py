@@ -84,17 +84,12 @@ class SshBackendTest(unittest.TestCase):
     def tearDown(self):
         # One failing test must not leave processes (and their ports) to the next one.
         for host in HOSTS:
-            for pid in self.leftover_pids(host):
-                try:
-                    os.kill(int(pid), signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+            netcluster.kill_processes(self.cluster.ns(host), keep=("sshd",))
 
     def leftover_pids(self, host):
         """{pid: command name} of the processes other than sshd in `host`'s namespace."""
         left = {}
-        for pid in subprocess.run(["ip", "netns", "pids", self.cluster.ns(host)],
-                                  capture_output=True, text=True).stdout.split():
+        for pid in netcluster.namespace_pids(self.cluster.ns(host)):
             try:
                 with open(f"/proc/{pid}/comm") as f:
                     name = f.read().strip()
