@@ -98,4 +98,24 @@ size_t ModelLayout::BytesOf(int server) const {
   return bytes;
 }
 
+uint64_t ModelLayout::Hash() const {
+  uint64_t h = 14695981039346656037ull;
+  auto mix = [&h](const void* data, size_t n) {
+    const auto* bytes = static_cast<const unsigned char*>(data);
+    for (size_t i = 0; i < n; ++i) h = (h ^ bytes[i]) * 1099511628211ull;
+  };
+  auto mix_u64 = [&mix](uint64_t v) { mix(&v, sizeof(v)); };
+  mix_u64(static_cast<uint64_t>(num_servers_));
+  for (const TensorInfo& t : tensors_) {
+    mix(t.name.data(), t.name.size());
+    mix_u64(t.num_elements);
+  }
+  for (const Partition& p : partitions_) {
+    mix_u64(p.offset);
+    mix_u64(p.num_elements);
+    mix_u64(static_cast<uint64_t>(p.server));
+  }
+  return h;
+}
+
 }  // namespace r2sp

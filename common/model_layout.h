@@ -54,6 +54,9 @@ class ModelLayout {
   std::vector<uint64_t> KeysOf(int server) const;
   // Bytes owned by `server`.
   size_t BytesOf(int server) const;
+  // A fingerprint (64-bit FNV-1a) of the tensors' names and sizes and of every partition's
+  // place and server: checkpoints are only restored into the layout they were taken from.
+  uint64_t Hash() const;
 
  private:
   ModelLayout() = default;

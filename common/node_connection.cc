@@ -17,6 +17,7 @@ absl::StatusOr<NodeConnection> ConnectNode(const NodeConnectionOptions& options)
   client_options.endpoint = node.transport->endpoint();
   client_options.register_timeout = options.register_timeout;
   client_options.heartbeat_period = options.heartbeat_period;
+  client_options.scheduler_timeout = options.scheduler_timeout;
   node.scheduler = std::make_unique<SchedulerClient>(node.transport.get(), client_options);
   return node;
 }

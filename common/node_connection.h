@@ -20,6 +20,7 @@ struct NodeConnectionOptions {
   std::string advertise_host;  // empty: the bound address (127.0.0.1 for 0.0.0.0)
   absl::Duration register_timeout = absl::Seconds(60);
   absl::Duration heartbeat_period = absl::Seconds(1);
+  absl::Duration scheduler_timeout = absl::Seconds(9);  // see SchedulerClientOptions
 };
 
 struct NodeConnection {

@@ -9,6 +9,8 @@ DEFINE_string(bind, "tcp://0.0.0.0:*", "ZeroMQ endpoint to listen on (* = any fr
 DEFINE_string(advertise_host, "", "host name or address the other nodes reach us at");
 DEFINE_int32(heartbeat_ms, 1000, "heartbeat period");
 DEFINE_int32(register_timeout_s, 60, "give up if the scheduler does not answer in this time");
+DEFINE_double(scheduler_timeout_s, 9, "stop (status 3) once the scheduler has answered no "
+              "heartbeat for this long (servers write a checkpoint first)");
 
 namespace r2sp {
 
@@ -16,12 +18,15 @@ NodeConnectionOptions ConnectionFromFlags() {
   CheckFlag(!FLAGS_scheduler.empty(), "--scheduler must not be empty");
   CheckFlag(FLAGS_heartbeat_ms >= 10, "--heartbeat_ms must be >= 10");
   CheckFlag(FLAGS_register_timeout_s >= 1, "--register_timeout_s must be >= 1");
+  CheckFlag(FLAGS_scheduler_timeout_s * 1000 > FLAGS_heartbeat_ms,
+            "--scheduler_timeout_s must be longer than one heartbeat period");
   NodeConnectionOptions options;
   options.scheduler = FLAGS_scheduler;
   options.bind = FLAGS_bind;
   options.advertise_host = FLAGS_advertise_host;
   options.heartbeat_period = absl::Milliseconds(FLAGS_heartbeat_ms);
   options.register_timeout = absl::Seconds(FLAGS_register_timeout_s);
+  options.scheduler_timeout = absl::Seconds(FLAGS_scheduler_timeout_s);
   return options;
 }
 

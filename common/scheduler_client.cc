@@ -41,7 +41,7 @@ absl::StatusOr<Message> SchedulerClient::CallScheduler(Message request,
 }
 
 absl::StatusOr<proto::RegisterReply> SchedulerClient::Register(
-    proto::Role role, const std::vector<proto::TensorSpec>& model) {
+    proto::Role role, const std::vector<proto::TensorSpec>& model, bool wants_data_shard) {
   if (options_.endpoint.empty()) {
     return absl::InvalidArgumentError("SchedulerClientOptions.endpoint is empty: other nodes "
                                       "could not reach this one");
@@ -54,6 +54,7 @@ absl::StatusOr<proto::RegisterReply> SchedulerClient::Register(
   reg->set_endpoint(options_.endpoint);
   reg->set_instance_id(MakeInstanceId());
   for (const proto::TensorSpec& t : model) *reg->add_model() = t;
+  reg->set_wants_data_shard(wants_data_shard);
   absl::StatusOr<Message> reply = CallScheduler(std::move(request), options_.register_timeout);
   if (absl::IsDeadlineExceeded(reply.status())) {
     return absl::DeadlineExceededError(absl::StrCat(
@@ -138,18 +139,66 @@ void SchedulerClient::SendAsync(Message request, absl::Duration timeout, const c
 }
 
 void SchedulerClient::StartHeartbeats(
-    std::function<void(const proto::HeartbeatReply&)> on_reply) {
+    std::function<void(const proto::HeartbeatReply&)> on_reply,
+    std::function<void(const std::string&)> on_fatal) {
   CHECK(!heartbeat_thread_.joinable()) << "heartbeats already running";
+  on_fatal_ = std::move(on_fatal);
+  last_answer_micros_ = absl::ToUnixMicros(absl::Now());
   heartbeat_thread_ = std::thread([this, on_reply = std::move(on_reply)] {
     while (!stop_heartbeats_.WaitForNotificationWithTimeout(options_.heartbeat_period)) {
+      const absl::Duration silent =
+          absl::Now() - absl::FromUnixMicros(last_answer_micros_.load());
+      if (silent > options_.scheduler_timeout) {
+        Fatal(absl::StrCat("lost the scheduler at ", options_.scheduler, ": no heartbeat "
+                           "answered for ", absl::FormatDuration(silent)));
+      }
       Message beat;
       beat.header = NewHeader(proto::HEARTBEAT);
-      SendAsync(std::move(beat), options_.heartbeat_period * 3, "heartbeat",
-                [on_reply](const proto::Header& reply) {
-                  if (on_reply) on_reply(reply.heartbeat_reply());
-                });
+      beat.header.mutable_heartbeat()->set_progress(progress_.load(std::memory_order_relaxed));
+      requester_->Request(
+          options_.scheduler, std::move(beat), options_.heartbeat_period * 3,
+          [this, on_reply](absl::StatusOr<Message> reply) {
+            if (!reply.ok()) {
+              LOG(WARNING) << "heartbeat: " << reply.status();
+              return;
+            }
+            last_answer_micros_ = absl::ToUnixMicros(absl::Now());  // it is alive, at least
+            const absl::Status s = FromReplyHeader(reply->header);
+            if (!s.ok()) {
+              LOG(WARNING) << "heartbeat: " << s;
+              return;
+            }
+            const proto::HeartbeatReply& beat = reply->header.heartbeat_reply();
+            if (beat.declared_dead()) {
+              Fatal("the scheduler declared this node dead (it was silent or made no progress "
+                    "for too long) and goes on without it");
+            } else if (!beat.job_failed().empty()) {
+              Fatal(absl::StrCat("the job failed: ", beat.job_failed()));
+            } else if (on_reply) {
+              on_reply(beat);
+            }
+          });
     }
   });
+}
+
+absl::Duration SchedulerClient::SilentFor() const {
+  if (!heartbeat_thread_.joinable()) return absl::ZeroDuration();
+  return absl::Now() - absl::FromUnixMicros(last_answer_micros_.load());
+}
+
+void SchedulerClient::AwaitVerdictIfSilent() const {
+  const absl::Time deadline = absl::Now() + options_.scheduler_timeout;
+  while (SilentFor() > options_.heartbeat_period * 1.5 && absl::Now() < deadline &&
+         !stop_heartbeats_.HasBeenNotified()) {
+    absl::SleepFor(options_.heartbeat_period / 4);
+  }
+}
+
+void SchedulerClient::Fatal(const std::string& why) {
+  if (fatal_called_.exchange(true)) return;
+  LOG(ERROR) << why;
+  if (on_fatal_) on_fatal_(why);
 }
 
 void SchedulerClient::StopHeartbeats() {

@@ -3,6 +3,7 @@
 #ifndef R2SP_COMMON_SCHEDULER_CLIENT_H_
 #define R2SP_COMMON_SCHEDULER_CLIENT_H_
 
+#include <atomic>
 #include <functional>
 #include <string>
 #include <thread>
@@ -24,6 +25,8 @@ struct SchedulerClientOptions {
   absl::Duration barrier_timeout = absl::Minutes(30);
   absl::Duration request_timeout = absl::Seconds(30);
   absl::Duration heartbeat_period = absl::Seconds(1);
+  // The scheduler counts as lost when no heartbeat has been answered for this long.
+  absl::Duration scheduler_timeout = absl::Seconds(9);
 };
 
 // Thread-safety: Register, Barrier and Finish are for one thread (the node's main thread);
@@ -35,8 +38,10 @@ class SchedulerClient {
   ~SchedulerClient();
 
   // Registers this node and waits for every other node; returns its rank and the book.
+  // `wants_data_shard`: proto RegisterRequest.
   absl::StatusOr<proto::RegisterReply> Register(proto::Role role,
-                                                const std::vector<proto::TensorSpec>& model);
+                                                const std::vector<proto::TensorSpec>& model,
+                                                bool wants_data_shard = false);
   // Waits until every live member of `group` has arrived.
   absl::Status Barrier(proto::Group group);
   // A worker that joined a running job takes up the groups' barrier counts from its reply.
@@ -61,9 +66,24 @@ class SchedulerClient {
               std::function<void(int)> on_batch);
 
   // Sends a heartbeat every heartbeat_period; `on_reply` (may be empty) sees each answer on
-  // the transport's I/O thread.
-  void StartHeartbeats(std::function<void(const proto::HeartbeatReply&)> on_reply);
+  // the transport's I/O thread. `on_fatal` (may be empty) is called once, on the heartbeat or
+  // the I/O thread, when this node can no longer be part of the job, with why: the scheduler
+  // answered no heartbeat for scheduler_timeout, declared this node dead, or failed the job.
+  void StartHeartbeats(std::function<void(const proto::HeartbeatReply&)> on_reply,
+                       std::function<void(const std::string&)> on_fatal = nullptr);
   void StopHeartbeats();
+
+  // How long since the scheduler last answered a heartbeat (zero before heartbeats start).
+  absl::Duration SilentFor() const;
+  // After an error that may come from the job falling apart (a server stopped serving because
+  // it lost the scheduler, say): while the scheduler is silent, waits up to scheduler_timeout
+  // for the heartbeats' verdict, so that on_fatal, not the error, says why the node stops.
+  // Returns at once if heartbeats are not running or the scheduler answers.
+  void AwaitVerdictIfSilent() const;
+
+  // Workers: counts one step of progress (an iteration, an answered push or pull); heartbeats
+  // carry the count, and a worker whose count stands still too long is declared dead.
+  void NoteProgress() { progress_.fetch_add(1, std::memory_order_relaxed); }
 
   // A request header carrying this node's role and rank.
   proto::Header NewHeader(proto::MsgType type) const;
@@ -81,8 +101,15 @@ class SchedulerClient {
   proto::Role role_ = proto::ROLE_UNSPECIFIED;
   int rank_ = -1;
   absl::flat_hash_map<int, uint64_t> next_barrier_id_;
+  // Called with the reason once (see StartHeartbeats).
+  void Fatal(const std::string& why);
+
   absl::Notification stop_heartbeats_;
   std::thread heartbeat_thread_;
+  std::atomic<int64_t> progress_{0};
+  std::atomic<int64_t> last_answer_micros_{0};  // when the scheduler last answered a heartbeat
+  std::atomic<bool> fatal_called_{false};
+  std::function<void(const std::string&)> on_fatal_;
 };
 
 // A string unique to this process instance (host:pid:random).

@@ -2,6 +2,7 @@
 // job to end; writes the job's counters as JSON if asked.
 #include <cstdio>
 #include <memory>
+#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "common/cli.h"
@@ -31,6 +32,10 @@ DEFINE_int32(global_batch, 256, "hetero batching: the sum of all workers' batch 
 DEFINE_int32(min_batch, 8, "hetero batching: smallest batch a worker is given");
 DEFINE_int32(max_batch, 4096, "hetero batching: largest batch a worker is given");
 DEFINE_int32(heartbeat_timeout_ms, 3000, "declare a node dead after this much silence");
+DEFINE_double(progress_timeout_s, 120, "declare a worker dead when its progress count stands "
+              "still this long while it waits for nothing the scheduler holds (0: never)");
+DEFINE_string(job_id, "", "names the job in the servers' checkpoints (default: random); a job "
+              "resumed from checkpoints must be given the same one");
 DEFINE_int32(register_timeout_s, 120, "fail if the job is not complete within this time");
 DEFINE_string(stats_json, "", "if set, write every node's counters here at the end");
 
@@ -44,6 +49,7 @@ r2sp::proto::SyncMode CheckFlags() {
                   "--partition_bytes must be a positive multiple of 4");
   r2sp::CheckFlag(FLAGS_heartbeat_timeout_ms >= 100, "--heartbeat_timeout_ms must be >= 100");
   r2sp::CheckFlag(FLAGS_register_timeout_s >= 1, "--register_timeout_s must be >= 1");
+  r2sp::CheckFlag(FLAGS_progress_timeout_s >= 0, "--progress_timeout_s must be >= 0");
   const r2sp::proto::SyncMode sync = r2sp::ValueOrExit(r2sp::ParseSyncMode(FLAGS_sync));
   r2sp::CheckFlag(FLAGS_staleness >= 0, "--staleness must be >= 0");
   r2sp::CheckFlag(FLAGS_r2sp_headroom > 0, "--r2sp_headroom must be > 0");
@@ -81,6 +87,13 @@ r2sp::SchedulerOptions OptionsFromFlags(r2sp::proto::SyncMode sync) {
   options.batching.max_batch = FLAGS_max_batch;
   options.heartbeat_timeout = absl::Milliseconds(FLAGS_heartbeat_timeout_ms);
   options.register_timeout = absl::Seconds(FLAGS_register_timeout_s);
+  options.progress_timeout = absl::Seconds(FLAGS_progress_timeout_s);
+  options.job_id = FLAGS_job_id;
+  if (options.job_id.empty()) {
+    std::random_device rd;
+    options.job_id = absl::StrCat("job-", absl::Hex(rd(), absl::kZeroPad8),
+                                  absl::Hex(rd(), absl::kZeroPad8));
+  }
   return options;
 }
 
@@ -96,7 +109,7 @@ int main(int argc, char** argv) {
       r2sp::ValueOrExit(r2sp::Transport::Create(transport_options));
   r2sp::SchedulerCore core(options, transport.get());
   transport->Start(&core);
-  LOG(INFO) << "scheduler listening at " << transport->endpoint() << ", waiting for "
+  LOG(INFO) << "job " << options.job_id << ": scheduler listening at " << transport->endpoint() << ", waiting for "
             << FLAGS_num_servers << " servers and " << FLAGS_num_workers << " workers ("
             << r2sp::SyncModeName(options.sync) << ")";
   if (!FLAGS_endpoint_file.empty()) {
@@ -106,12 +119,17 @@ int main(int argc, char** argv) {
   }
 
   core.done().WaitForNotification();
+  const std::string failure = core.failure();
+  if (!failure.empty()) {
+    // Every node's next heartbeat hears that the job failed, so each stops now (servers after
+    // a checkpoint) instead of waiting to find the scheduler gone.
+    absl::SleepFor(options.heartbeat_timeout);
+  }
   transport->Stop();
   if (!FLAGS_stats_json.empty()) {
     absl::Status written = r2sp::WriteFileAtomically(FLAGS_stats_json, core.ReportJson());
     if (!written.ok()) LOG(ERROR) << written;
   }
-  const std::string failure = core.failure();
   if (!failure.empty()) r2sp::ExitWithError(absl::FailedPreconditionError(failure));
   LOG(INFO) << "job finished";
   return 0;

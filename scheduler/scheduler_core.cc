@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "glog/logging.h"
 
 namespace r2sp {
@@ -67,6 +68,13 @@ void SchedulerCore::HandleRequest(Message request, Responder responder) {
 
 void SchedulerCore::HandleFromNode(const Message& request, Responder& responder, absl::Time now) {
   const proto::Header& header = request.header;
+  if (header.type() == proto::HEARTBEAT) {
+    absl::StatusOr<Node*> node = FindSender(header);
+    if (node.ok()) {
+      HandleHeartbeat(request, **node, responder, now);
+      return;
+    }
+  }
   absl::StatusOr<Node*> sender = Sender(header);
   if (!sender.ok()) {
     LOG(WARNING) << "rejected " << proto::MsgType_Name(header.type()) << ": "
@@ -77,20 +85,6 @@ void SchedulerCore::HandleFromNode(const Message& request, Responder& responder,
   Node& node = **sender;
   node.last_seen = now;
   switch (header.type()) {
-    case proto::HEARTBEAT: {
-      Message reply;
-      proto::HeartbeatReply* hb = reply.header.mutable_heartbeat_reply();
-      for (const Node& w : workers_) {
-        if (w.state == NodeState::kDead) hb->add_dead_workers(w.rank);
-        if (w.state == NodeState::kFinished) hb->add_finished_workers(w.rank);
-      }
-      for (const Node& s : servers_) {
-        if (s.state == NodeState::kDead) hb->add_dead_servers(s.rank);
-      }
-      hb->set_shutting_down(shutting_down_);
-      responder.Reply(std::move(reply));
-      break;
-    }
     case proto::BARRIER:
       HandleBarrier(request, node, responder);
       break;
@@ -155,7 +149,7 @@ absl::Time SchedulerCore::NextWakeup() {
   return slots_.NextWakeup();
 }
 
-absl::StatusOr<SchedulerCore::Node*> SchedulerCore::Sender(const proto::Header& header) {
+absl::StatusOr<SchedulerCore::Node*> SchedulerCore::FindSender(const proto::Header& header) {
   if (!rendezvous_done_) {
     return absl::UnavailableError("registration is still in progress");
   }
@@ -168,7 +162,12 @@ absl::StatusOr<SchedulerCore::Node*> SchedulerCore::Sender(const proto::Header& 
                                                    proto::Role_Name(header.sender_role()), " ",
                                                    header.sender_rank()));
   }
-  Node& node = (*nodes)[header.sender_rank()];
+  return &(*nodes)[header.sender_rank()];
+}
+
+absl::StatusOr<SchedulerCore::Node*> SchedulerCore::Sender(const proto::Header& header) {
+  R2SP_ASSIGN_OR_RETURN(Node* const found, FindSender(header));
+  Node& node = *found;
   if (node.state == NodeState::kDead) {
     return absl::FailedPreconditionError(
         absl::StrCat(RoleName(node.role), " ", node.rank, " was declared dead"));
@@ -182,6 +181,12 @@ void SchedulerCore::MaybeEndJob() {
     if (w.state == NodeState::kAlive) return;
   }
   shutting_down_ = true;
+  bool any_finished = false;
+  for (const Node& w : workers_) any_finished |= w.state == NodeState::kFinished;
+  if (!any_finished && failure_.empty()) {
+    failure_ = "every worker died; none finished training";
+    LOG(ERROR) << "job failed: " << failure_;
+  }
   LOG(INFO) << "every worker has finished or died; shutting the servers down";
   for (const Node& s : servers_) {
     if (s.state != NodeState::kAlive) continue;
@@ -251,23 +256,11 @@ void SchedulerCore::OnTick(absl::Time now) {
       }
       return;
     }
-    bool changed = false;
-    for (std::deque<Node>* nodes : {&servers_, &workers_}) {
-      for (Node& n : *nodes) {
-        if (n.state != NodeState::kAlive || now - n.last_seen <= options_.heartbeat_timeout) {
-          continue;
-        }
-        n.state = NodeState::kDead;
-        changed = true;
-        if (n.role == proto::WORKER) WorkerLeft(n, now);
-        LOG(WARNING) << RoleName(n.role) << " " << n.rank << " at " << n.endpoint
-                     << " declared dead: silent for " << absl::FormatDuration(now - n.last_seen);
-      }
-    }
-    if (changed) {
+    if (DetectFailures(now)) {
       ReleaseBarriers();
       MaybeEndJob();
     }
+    AdmitWaitingJoins(now);
     slots_.GrantDue(now);
   }
   SendQueuedRequests();

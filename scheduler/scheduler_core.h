@@ -39,6 +39,12 @@ struct SchedulerOptions {
   BatchTunerOptions batching;    // with hetero_batching
   // A registered node silent for this long is declared dead.
   absl::Duration heartbeat_timeout = absl::Seconds(3);
+  // A worker whose progress count (in its heartbeats) stands still for this long, while it is
+  // not waiting at a barrier or for a slot, is declared dead: it hangs although its heartbeat
+  // thread runs. Zero: never.
+  absl::Duration progress_timeout = absl::Seconds(120);
+  // Names the job in the address book (servers' checkpoint manifests).
+  std::string job_id;
   // Give up if not every node has registered within this time.
   absl::Duration register_timeout = absl::Seconds(120);
   // How long servers get to acknowledge SHUTDOWN.
@@ -76,6 +82,9 @@ class SchedulerCore : public RequestHandler {
     absl::Time last_seen;
     NodeState state = NodeState::kAlive;
     proto::NodeCounters counters;
+    int data_shard = -1;       // workers: the data shard they train on (proto RegisterReply)
+    int64_t progress = -1;     // workers: the count their latest heartbeat carried
+    absl::Time last_progress;  // when that count last changed
   };
   struct PendingRegister {
     proto::RegisterRequest request;
@@ -99,11 +108,24 @@ class SchedulerCore : public RequestHandler {
   proto::AddressBook Book() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A worker registering with a running asp/r2sp job: it gets the next rank once every live
   // server has acknowledged the new worker count.
-  void JoinWorker(const proto::RegisterRequest& reg, Responder& responder, absl::Time now)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `waited`: it already waited for a free data shard (WaitingJoin).
+  void JoinWorker(const proto::RegisterRequest& reg, Responder& responder, absl::Time now,
+                  bool waited = false) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ServerKnowsJoin(int rank, absl::StatusOr<Message> reply) ABSL_LOCKS_EXCLUDED(mu_);
+  // Lets waiting joins in (a shard is free, or they waited long enough).
+  void AdmitWaitingJoins(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FinishJoin(int rank) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The registered node the header names (dead or not), or an error.
+  absl::StatusOr<Node*> FindSender(const proto::Header& header)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The same, which must be alive or finished.
   absl::StatusOr<Node*> Sender(const proto::Header& header) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void HandleHeartbeat(const Message& request, Node& node, Responder& responder, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Declares nodes dead: silent past heartbeat_timeout, or workers stalled past
+  // progress_timeout. Returns whether any was.
+  bool DetectFailures(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool WaitingOnScheduler(const Node& node) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void HandleBarrier(const Message& request, Node& node, Responder& responder)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool InGroup(const Node& node, proto::Group group) const;
@@ -131,6 +153,17 @@ class SchedulerCore : public RequestHandler {
   // Deques: barriers keep pointers to nodes, and workers may join a running job.
   std::deque<Node> servers_ ABSL_GUARDED_BY(mu_);
   std::deque<Node> workers_ ABSL_GUARDED_BY(mu_);
+  // Data shards of dead workers, for the workers that join (oldest first).
+  std::deque<int> orphan_shards_ ABSL_GUARDED_BY(mu_);
+  // Joining workers that want a data shard while none is free: a replacement started as soon as
+  // its predecessor died registers before the death is detected. They join once a shard frees
+  // up, or without one after three heartbeat timeouts.
+  struct WaitingJoin {
+    proto::RegisterRequest request;
+    Responder responder;
+    absl::Time since;
+  };
+  std::vector<WaitingJoin> waiting_joins_ ABSL_GUARDED_BY(mu_);
   struct PendingJoin {
     Responder responder;
     int acks_outstanding;

@@ -109,6 +109,7 @@ proto::AddressBook SchedulerCore::Book() const {
   book.set_sync(options_.sync);
   book.set_staleness(options_.staleness);
   book.set_r2sp_slot_includes_pull(options_.r2sp_slot_includes_pull);
+  book.set_job_id(options_.job_id);
   if (slots_.tuner() != nullptr) {
     book.set_hetero_batching(true);
     book.set_global_batch(options_.batching.global_batch);
@@ -122,6 +123,7 @@ void SchedulerCore::CompleteRendezvous(absl::Time now) {
     std::deque<Node>& nodes = p.request.role() == proto::SERVER ? servers_ : workers_;
     nodes.push_back(Node{p.request.role(), static_cast<int>(nodes.size()), p.request.endpoint(),
                          p.request.instance_id(), now});
+    nodes.back().data_shard = nodes.back().rank;
   }
   slots_.SetMembers(options_.num_workers);
   const proto::AddressBook book = Book();
@@ -130,6 +132,8 @@ void SchedulerCore::CompleteRendezvous(absl::Time now) {
     Message reply;
     proto::RegisterReply* r = reply.header.mutable_register_reply();
     r->set_rank(p.request.role() == proto::SERVER ? server_rank++ : worker_rank++);
+    r->set_data_shard(p.request.role() == proto::WORKER ? r->rank() : -1);
+    r->set_data_world(options_.num_workers);
     *r->mutable_book() = book;
     p.responder.Reply(std::move(reply));
   }
@@ -139,16 +143,45 @@ void SchedulerCore::CompleteRendezvous(absl::Time now) {
             << " workers registered; address book sent";
 }
 
+void SchedulerCore::AdmitWaitingJoins(absl::Time now) {
+  std::vector<WaitingJoin> still;
+  for (WaitingJoin& w : waiting_joins_) {
+    if (shutting_down_) {
+      w.responder.ReplyStatus(absl::FailedPreconditionError("the job is ending"));
+    } else if (orphan_shards_.empty() && now - w.since < options_.heartbeat_timeout * 3) {
+      still.push_back(std::move(w));
+    } else {
+      JoinWorker(w.request, w.responder, now, /*waited=*/true);
+    }
+  }
+  waiting_joins_ = std::move(still);
+}
+
 void SchedulerCore::JoinWorker(const proto::RegisterRequest& reg, Responder& responder,
-                               absl::Time now) {
+                               absl::Time now, bool waited) {
   for (const Node& w : workers_) {
     if (w.instance_id == reg.instance_id()) {
       responder.ReplyStatus(absl::AlreadyExistsError("this worker instance is registered already"));
       return;
     }
   }
+  if (!waited && reg.wants_data_shard() && orphan_shards_.empty()) {
+    for (WaitingJoin& w : waiting_joins_) {
+      if (w.request.instance_id() == reg.instance_id()) {  // a retry: answer the newest
+        w.responder = std::move(responder);
+        return;
+      }
+    }
+    LOG(INFO) << "worker from " << reg.endpoint() << " waits for a free data shard to join";
+    waiting_joins_.push_back(WaitingJoin{reg, std::move(responder), now});
+    return;
+  }
   const int rank = static_cast<int>(workers_.size());
   workers_.push_back(Node{proto::WORKER, rank, reg.endpoint(), reg.instance_id(), now});
+  if (!orphan_shards_.empty()) {
+    workers_.back().data_shard = orphan_shards_.front();
+    orphan_shards_.pop_front();
+  }
   int servers = 0;
   for (const Node& s : servers_) {
     if (s.state != NodeState::kAlive) continue;
@@ -182,12 +215,14 @@ void SchedulerCore::FinishJoin(int rank) {
   r->set_rank(rank);
   *r->mutable_book() = Book();
   r->set_joined_running_job(true);
+  r->set_data_shard(node.data_shard);
+  r->set_data_world(options_.num_workers);
   r->set_next_workers_barrier(barriers_[proto::WORKERS].id);
   r->set_next_all_barrier(barriers_[proto::ALL].id);
   it->second.responder.Reply(std::move(reply));
   pending_joins_.erase(it);
   LOG(INFO) << "worker " << rank << " joined the running job (" << slots_.planner().ring().size()
-            << " in the slot ring)";
+            << " in the slot ring; data shard " << node.data_shard << ")";
 }
 
 }  // namespace r2sp

@@ -44,6 +44,9 @@ class SlotCoordinator {
   // REPORT (hetero batching outside r2sp): the batch size to use from the next iteration.
   absl::StatusOr<proto::BatchAssignment> Report(int rank, const proto::IterationReport& report);
 
+  // Whether `rank` is waiting for its grant (it cannot make progress meanwhile).
+  bool IsWaiting(int rank) const { return waiting_.contains(rank); }
+
   // Grants due by `now` (the gap has passed).
   void GrantDue(absl::Time now);
   absl::Time NextWakeup() const { return planner_.NextWakeup(); }

@@ -86,4 +86,9 @@ void ClockAggregator::Advance() {
   ++clock_;
 }
 
+void ClockAggregator::ResetTo(int64_t clock) {
+  Advance();
+  clock_ = clock;
+}
+
 }  // namespace r2sp

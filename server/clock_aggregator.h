@@ -39,6 +39,8 @@ class ClockAggregator {
 
   // Clears the sum and moves on to `clock() + 1`.
   void Advance();
+  // Clears the sum and starts aggregating `clock` (a restored checkpoint's).
+  void ResetTo(int64_t clock);
 
  private:
   absl::Status CheckArrival(int worker, int64_t clock) const;

@@ -3,10 +3,16 @@
 #include <cstdint>
 #include <vector>
 
+#include <cstdio>
+#include <string>
+
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "common/termination_signals.h"
 #include "common/cli.h"
 #include "common/node_flags.h"
 #include "gflags/gflags.h"
+#include "server/checkpointer.h"
 #include "server/lr_schedule.h"
 #include "server/server_node.h"
 
@@ -21,6 +27,14 @@ DEFINE_bool(per_sample_updates, true, "asp/ssp/r2sp: apply a push of b_i samples
             "global-batch step (momentum decays per sample), so every mode shares one set of "
             "hyperparameters; false: every push is a whole SGD step (classic ASP)");
 DEFINE_double(lr_gamma, 0.1, "learning-rate decay factor at each milestone");
+DEFINE_string(checkpoint_dir, "", "write checkpoints of this server's shard to DIR/server<RANK>: "
+              "every --checkpoint_every, on SIGTERM or SIGINT, when the scheduler is lost or the "
+              "job fails, and at the end (empty: none)");
+DEFINE_string(checkpoint_every, "", "periodic checkpoints: <N>s (seconds) or <N>steps "
+              "(global-batch steps); empty: only the ones listed under --checkpoint_dir");
+DEFINE_int32(checkpoint_keep, 3, "keep this many newest checkpoints, delete older ones");
+DEFINE_bool(resume, false, "restore the shard from the newest checkpoint in --checkpoint_dir "
+            "that verifies (older ones are tried when a newer one is damaged)");
 
 int main(int argc, char** argv) {
   r2sp::InitProcess(&argc, &argv, "R2SP parameter server");
@@ -40,8 +54,24 @@ int main(int argc, char** argv) {
   options.server.schedule.milestones = milestones;
   options.server.schedule.gamma = static_cast<float>(FLAGS_lr_gamma);
   options.server.per_sample_updates = FLAGS_per_sample_updates;
+  r2sp::CheckFlag(FLAGS_checkpoint_keep >= 1, "--checkpoint_keep must be >= 1");
+  r2sp::CheckFlag(!FLAGS_resume || !FLAGS_checkpoint_dir.empty(), "--resume needs --checkpoint_dir");
+  options.checkpoint.dir = FLAGS_checkpoint_dir;
+  options.checkpoint.keep = FLAGS_checkpoint_keep;
+  const absl::Status every = r2sp::ParseCheckpointEvery(FLAGS_checkpoint_every, &options.checkpoint);
+  if (!every.ok()) r2sp::ExitWithError(every);
+  options.resume = FLAGS_resume;
   r2sp::ServerNode node(options);
+  // SIGTERM (a spot instance's warning, the launcher stopping the job) and SIGINT: checkpoint,
+  // then exit 128 + the signal.
+  r2sp::HandleTerminationSignals([&node](int signo) {
+    node.Stop(absl::StrCat("stopped by signal ", signo), 128 + signo);
+  });
   const absl::Status status = node.Run();
-  if (!status.ok()) r2sp::ExitWithError(status);
-  return 0;
+  if (status.ok()) return 0;
+  if (absl::IsAborted(status)) {  // stopped: a signal, the scheduler lost, the job failed
+    std::fprintf(stderr, "server: %s\n", std::string(status.message()).c_str());
+    r2sp::ExitNow(node.exit_status());
+  }
+  r2sp::ExitWithError(status);
 }

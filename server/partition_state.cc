@@ -1,6 +1,7 @@
 // See partition_state.h.
 #include "server/partition_state.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "common/codec/fp16.h"
@@ -19,6 +20,21 @@ bool PartitionState::Init(const float* values) {
   initialized_ = true;
   half_version_ = -1;
   return true;
+}
+
+void PartitionState::Restore(const float* weights, const float* momentum, int64_t version) {
+  // A fresh buffer: a frame of the old one may still be on its way to a worker.
+  current_ = std::make_shared<Buffer>(num_elements_);
+  std::memcpy(current_->values.data(), weights, bytes());
+  if (momentum != nullptr) {
+    std::memcpy(momentum_.data(), momentum, bytes());
+  } else {
+    std::fill(momentum_.begin(), momentum_.end(), 0.0f);
+  }
+  std::fill(step_.begin(), step_.end(), 0.0f);
+  initialized_ = true;
+  version_ = version;
+  half_version_ = -1;
 }
 
 PartitionState::Buffer* PartitionState::OutputBuffer() {

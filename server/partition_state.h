@@ -50,6 +50,9 @@ class PartitionState {
   zmq::message_t PredictedPullFrame(const Prediction& p);
   // The current weights (for tests and checkpoints).
   const float* weights() const { return current_->values.data(); }
+  const float* momentum() const { return momentum_.data(); }
+  // Sets weights, momentum (null: zeros) and version from a checkpoint; initialised after.
+  void Restore(const float* weights, const float* momentum, int64_t version);
 
  private:
   template <typename T>

@@ -173,6 +173,11 @@ absl::Status ServerHandler::HandlePush(Message& request, Responder& responder) {
     return absl::InvalidArgumentError(
         absl::StrCat("push scale must be in [0, 1], got ", weight));
   }
+  if (options_.sync == proto::BSP && header.clock() < held.restored_clock &&
+      header.clock() >= 0) {
+    responder.ReplyStatus(absl::OkStatus());  // applied before the checkpoint
+    return absl::OkStatus();
+  }
   if (options_.sync == proto::BSP) {
     R2SP_RETURN_IF_ERROR(
         held.aggregator->Add(header.sender_rank(), header.clock(), grad, weight));
@@ -284,6 +289,7 @@ void ServerHandler::AnswerPull(HeldPartition& held, ParkedPull& pull, double wai
   Message reply;
   reply.header.set_clock(held.state.version());
   if (waited > 0) reply.header.mutable_pull_reply()->set_waited_seconds(waited);
+  if (held.steps > 0) reply.header.mutable_pull_reply()->set_steps(held.steps);
   zmq::message_t frame;
   proto::Codec codec = proto::FP32;
   if (pull.predict_updates > 0) {

@@ -17,6 +17,7 @@
 #include "common/handler.h"
 #include "common/model_layout.h"
 #include "server/clock_aggregator.h"
+#include "proto/checkpoint.pb.h"
 #include "server/partition_state.h"
 #include "server/pull_shadows.h"
 #include "server/push_decoder.h"
@@ -57,6 +58,14 @@ class ServerHandler : public RequestHandler {
   // Notified when the scheduler asked us to shut down (after the reply was queued).
   absl::Notification& shutdown_requested() { return shutdown_requested_; }
 
+  // Checkpoints (server_handler_checkpoint.cc). A copy of every held partition's state, taken
+  // between two requests; the global-batch steps of the least advanced partition.
+  proto::ShardCheckpoint Snapshot() const;
+  double Steps() const;
+  // Installs a checkpoint of this server's shard before any request is served: every held
+  // partition must be in it with its size. REQUIRES: after Configure().
+  absl::Status Restore(const proto::ShardCheckpoint& shard);
+
   proto::NodeCounters counters() const;
   // A copy of one partition's weights, or nullopt if not held here (tests, checkpoints).
   std::optional<std::vector<float>> Weights(uint64_t key) const;
@@ -82,6 +91,10 @@ class ServerHandler : public RequestHandler {
     std::vector<ParkedPull> parked_pulls;
     std::unique_ptr<PullShadows> shadows;  // once a worker pulls FP16_DELTA
     double steps = 0;  // global-batch steps applied (fractions in asynchronous modes)
+    // BSP after a restore: the clock the checkpoint was aggregating. Workers resume at the
+    // least advanced partition's clock, so this one may get pushes for earlier clocks, which
+    // its weights hold already: they are acknowledged and dropped.
+    int64_t restored_clock = 0;
   };
 
   absl::Status CheckSender(const proto::Header& header) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

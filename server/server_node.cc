@@ -4,9 +4,11 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/cli.h"
-#include "common/model_layout.h"
 #include "common/status_macros.h"
+#include "common/termination_signals.h"
 #include "glog/logging.h"
 
 namespace r2sp {
@@ -14,18 +16,36 @@ namespace r2sp {
 ServerNode::ServerNode(ServerNodeOptions options) : options_(std::move(options)) {}
 
 ServerNode::~ServerNode() {
+  if (checkpointer_ != nullptr) checkpointer_->Stop();
   if (scheduler_ != nullptr) scheduler_->StopHeartbeats();
   if (transport_ != nullptr) transport_->Stop();
 }
 
 absl::Status ServerNode::Run() {
   R2SP_RETURN_IF_ERROR(Join());
-  Serve();
-  return absl::OkStatus();
+  return Serve();
 }
 
 proto::NodeCounters ServerNode::counters() const {
   return handler_ != nullptr ? handler_->counters() : proto::NodeCounters();
+}
+
+void ServerNode::Stop(const std::string& why, int exit_status) {
+  absl::MutexLock lock(&stop_mu_);
+  if (!stop_reason_.empty()) return;
+  stop_reason_ = why;
+  exit_status_ = exit_status;
+  if (!serving_) {
+    LOG(ERROR) << "server stopping before it serves: " << why;
+    std::fprintf(stderr, "server: error: %s\n", why.c_str());
+    ExitNow(exit_status);
+  }
+  stop_.Notify();
+}
+
+int ServerNode::exit_status() const {
+  absl::MutexLock lock(&stop_mu_);
+  return exit_status_;
 }
 
 absl::Status ServerNode::Join() {
@@ -46,27 +66,84 @@ absl::Status ServerNode::Join() {
   server.sync = book.sync();
   handler_ = std::make_unique<ServerHandler>(server);
   handler_->Configure(rank_, book.workers_size(), layout);
+  R2SP_RETURN_IF_ERROR(PrepareCheckpoints(book, layout));
   transport_->SetHandler(handler_.get());
+  {
+    absl::MutexLock lock(&stop_mu_);
+    serving_ = true;
+    if (!stop_reason_.empty()) stop_.Notify();  // a signal came during the restore
+  }
   // Dead and finished workers: BSP clocks and SSP bounds stop waiting for them.
-  scheduler_->StartHeartbeats([handler = handler_.get()](const proto::HeartbeatReply& beat) {
-    std::vector<int> departed(beat.dead_workers().begin(), beat.dead_workers().end());
-    departed.insert(departed.end(), beat.finished_workers().begin(),
-                    beat.finished_workers().end());
-    if (!departed.empty()) handler->SetDepartedWorkers(departed);
-  });
+  scheduler_->StartHeartbeats(
+      [handler = handler_.get()](const proto::HeartbeatReply& beat) {
+        std::vector<int> departed(beat.dead_workers().begin(), beat.dead_workers().end());
+        departed.insert(departed.end(), beat.finished_workers().begin(),
+                        beat.finished_workers().end());
+        if (!departed.empty()) handler->SetDepartedWorkers(departed);
+      },
+      [this](const std::string& why) { Stop(why, 3); });
   LOG(INFO) << "server " << rank_ << " serving at " << transport_->endpoint() << " ("
             << SyncModeName(server.sync) << ")";
+  if (checkpointer_ != nullptr) checkpointer_->Start();
   return scheduler_->Barrier(proto::ALL);
 }
 
-void ServerNode::Serve() {
-  handler_->shutdown_requested().WaitForNotification();
+absl::Status ServerNode::PrepareCheckpoints(const proto::AddressBook& book,
+                                            const ModelLayout& layout) {
+  if (options_.checkpoint.dir.empty()) {
+    if (options_.resume) return absl::InvalidArgumentError("--resume needs --checkpoint_dir");
+    return absl::OkStatus();
+  }
+  CheckpointIdentity identity;
+  identity.job_id = book.job_id();
+  identity.layout_hash = layout.Hash();
+  identity.server_rank = rank_;
+  identity.num_servers = book.servers_size();
+  identity.sync = SyncModeName(book.sync());
+  checkpointer_ = std::make_unique<Checkpointer>(options_.checkpoint, handler_.get(), identity);
+  if (!options_.resume) return absl::OkStatus();
+  R2SP_ASSIGN_OR_RETURN(
+      const LoadedCheckpoint loaded,
+      WithContext(checkpointer_->store().LoadLatest(identity), "cannot resume"));
+  R2SP_RETURN_IF_ERROR_WITH(handler_->Restore(loaded.shard),
+                            absl::StrCat("cannot restore ", loaded.path));
+  LOG(INFO) << "server " << rank_ << " resumed from " << loaded.path << " at step "
+            << loaded.manifest.step()
+            << (loaded.skipped.empty()
+                    ? std::string()
+                    : absl::StrCat("; passed over newer ones: ",
+                                   absl::StrJoin(loaded.skipped, "; ")));
+  return absl::OkStatus();
+}
+
+absl::Status ServerNode::Serve() {
+  while (!handler_->shutdown_requested().WaitForNotificationWithTimeout(absl::Milliseconds(50))) {
+    if (stop_.HasBeenNotified()) break;
+  }
   scheduler_->StopHeartbeats();
   transport_->Stop();
   const proto::NodeCounters c = handler_->counters();
   LOG(INFO) << "server " << rank_ << " stopping: " << c.pushes() << " pushes ("
             << c.bytes_pushed() << " bytes), " << c.pulls() << " pulls (" << c.bytes_pulled()
             << " bytes), " << c.dropped_messages() << " rejected";
+  std::string reason;
+  {
+    absl::MutexLock lock(&stop_mu_);
+    reason = stop_reason_;
+  }
+  if (checkpointer_ != nullptr) {
+    checkpointer_->Stop();
+    absl::StatusOr<std::string> written = checkpointer_->CheckpointNow(
+        reason.empty() ? "final" : reason);
+    if (!written.ok()) {
+      LOG(ERROR) << "the last checkpoint failed: " << written.status();
+      if (reason.empty()) return written.status();
+    } else if (!reason.empty()) {
+      reason = absl::StrCat(reason, "; checkpoint written to ", *written);
+    }
+  }
+  if (!reason.empty()) return absl::AbortedError(absl::StrCat("server ", rank_, ": ", reason));
+  return absl::OkStatus();
 }
 
 }  // namespace r2sp

@@ -1,6 +1,8 @@
 // A parameter server's life in the job: bind, register with the scheduler, build the handler
-// for the job's mode and model layout from the address book, pass the ALL barrier, serve
-// pushes and pulls until the scheduler sends SHUTDOWN, and stop.
+// for the job's mode and model layout from the address book (and, resuming, restore its shard
+// from its newest good checkpoint), pass the ALL barrier, serve pushes and pulls (checkpointing
+// as --checkpoint_every says) until the scheduler sends SHUTDOWN, or until it must stop (a
+// signal, the scheduler lost, the job failed), and stop with a last checkpoint.
 #ifndef R2SP_SERVER_SERVER_NODE_H_
 #define R2SP_SERVER_SERVER_NODE_H_
 
@@ -8,11 +10,15 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "common/model_layout.h"
 #include "common/scheduler_client.h"
 #include "common/transport.h"
 #include "proto/messages.pb.h"
 #include "common/node_connection.h"
+#include "server/checkpointer.h"
 #include "server/server_handler.h"
 
 namespace r2sp {
@@ -23,6 +29,8 @@ struct ServerNodeOptions {
   // Optimizer, schedule and per-sample updates; `sync` is ignored: the job's mode comes from
   // the scheduler's address book.
   ServerOptions server;
+  CheckpointPolicy checkpoint;  // checkpoint.dir empty: no checkpoints
+  bool resume = false;          // restore the shard from checkpoint.dir first
 };
 
 // Thread-compatible: one thread calls Run(); the transport's I/O thread and the heartbeat
@@ -39,11 +47,20 @@ class ServerNode {
   // What this server did (zero before Run()).
   proto::NodeCounters counters() const;
 
+  // Asks the server to stop before the job ends (thread-safe; the first call counts): it
+  // checkpoints and Run() returns an error saying `why`; the process should then exit with
+  // `exit_status`. Before it serves, the process exits at once.
+  void Stop(const std::string& why, int exit_status) ABSL_LOCKS_EXCLUDED(stop_mu_);
+  // The status the process should exit with after Run() returned an error.
+  int exit_status() const ABSL_LOCKS_EXCLUDED(stop_mu_);
+
  private:
   // Bind, register, configure the handler, start heartbeats, wait for every node to be ready.
   absl::Status Join();
-  // Serve until SHUTDOWN, then stop heartbeats and the transport.
-  void Serve();
+  // Sets up checkpoints and, resuming, restores the shard.
+  absl::Status PrepareCheckpoints(const proto::AddressBook& book, const ModelLayout& layout);
+  // Serve until SHUTDOWN or Stop(), then stop heartbeats and the transport, and checkpoint.
+  absl::Status Serve();
 
   const ServerNodeOptions options_;
   // The handler is called by the transport's I/O thread (requests, heartbeat replies), so
@@ -51,7 +68,14 @@ class ServerNode {
   std::unique_ptr<Transport> transport_;
   std::unique_ptr<ServerHandler> handler_;
   std::unique_ptr<SchedulerClient> scheduler_;
+  std::unique_ptr<Checkpointer> checkpointer_;
   int rank_ = -1;
+
+  mutable absl::Mutex stop_mu_;
+  bool serving_ ABSL_GUARDED_BY(stop_mu_) = false;
+  std::string stop_reason_ ABSL_GUARDED_BY(stop_mu_);
+  int exit_status_ ABSL_GUARDED_BY(stop_mu_) = 1;
+  absl::Notification stop_;
 };
 
 }  // namespace r2sp

@@ -26,6 +26,7 @@ Exchanger::Exchanger(const ExchangerOptions& options, PsClient* ps, SchedulerCli
 }
 
 void Exchanger::BeginCompute(int64_t clock, int batch, double epochs_done) {
+  scheduler_->NoteProgress();
   if (options_.density_warmup_epochs > 0) {
     ps_->set_push_density(codec::WarmupDensity(options_.push_density, epochs_done,
                                                options_.density_warmup_epochs));
@@ -111,12 +112,14 @@ absl::Status Exchanger::Exchange(const ExchangeStep& step, IterationMetrics* m) 
   std::optional<Ticket> early_pull;
   R2SP_RETURN_IF_ERROR_WITH(Push(step, m, granted, &push_started, &early_pull), "push");
   const absl::Time after_push = absl::Now();
+  scheduler_->NoteProgress();
   // The last slot takes the worker out of the ring, so workers with more steps to go (one that
   // joined late, say) do not wait for its turn.
   if (r2sp && !options_.slot_includes_pull) scheduler_->ReleaseSlot(/*leaving=*/last);
   Ticket pull = early_pull.has_value() ? *early_pull : ps_->Pull(step.params, PullFor(step, *m));
   R2SP_RETURN_IF_ERROR_WITH(pull.Wait(), "pull");
   const absl::Time after_pull = absl::Now();
+  scheduler_->NoteProgress();
   if (r2sp && options_.slot_includes_pull) scheduler_->ReleaseSlot(/*leaving=*/last);
 
   const uint64_t bytes = ps_->layout().total_bytes();

@@ -57,6 +57,11 @@ void ModelWorkload::StartEpoch(int epoch) {
   if (!options_.wrapping_batches) batcher_->StartEpoch(epoch);
 }
 
+void ModelWorkload::SkipSteps(int64_t steps, int batch) {
+  batch = std::clamp(batch, 1, options_.largest_batch);
+  batcher_->Skip(steps * batch, options_.wrapping_batches);
+}
+
 absl::StatusOr<ComputedStep> ModelWorkload::ComputeGradient(int64_t clock, int batch,
                                                             const float* params) {
   batch = std::clamp(batch, 1, options_.largest_batch);

@@ -33,6 +33,7 @@ class ModelWorkload : public Workload {
                 models::Batcher* batcher, const models::Dataset* test);
 
   void StartEpoch(int epoch) override;
+  void SkipSteps(int64_t steps, int batch) override;
   void set_gradient_ready(GradientReady fn) override;
   absl::StatusOr<ComputedStep> ComputeGradient(int64_t clock, int batch,
                                                const float* params) override;

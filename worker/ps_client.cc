@@ -33,10 +33,17 @@ double Ticket::waited_seconds() const {
   return state_->waited;
 }
 
-void Ticket::Complete(State& state, const absl::Status& status, double waited) {
+double Ticket::min_steps() const {
+  if (state_ == nullptr) return 0;
+  absl::MutexLock lock(&state_->mu);
+  return std::max(0.0, state_->min_steps);
+}
+
+void Ticket::Complete(State& state, const absl::Status& status, double waited, double steps) {
   absl::MutexLock lock(&state.mu);
   if (!status.ok() && state.status.ok()) state.status = status;
   state.waited = std::max(state.waited, waited);
+  if (steps >= 0) state.min_steps = state.min_steps < 0 ? steps : std::min(state.min_steps, steps);
   --state.outstanding;
 }
 
@@ -222,7 +229,7 @@ void PsClient::SendPull(const Partition& p, float* data, const PullOptions& opti
         copy_seq = pulled->delta_seq;
         bytes_pulled_ += pulled->bytes;
         ++pulls_;
-        Ticket::Complete(*state, absl::OkStatus(), pulled->waited_seconds);
+        Ticket::Complete(*state, absl::OkStatus(), pulled->waited_seconds, pulled->steps);
       });
 }
 

@@ -29,6 +29,8 @@ class Ticket {
   bool Done() const;
   // The longest any reply of the group said it was parked on a server (BSP/SSP waits).
   double waited_seconds() const;
+  // Pulls: the fewest global-batch steps any pulled partition had had (0 for pushes).
+  double min_steps() const;
 
  private:
   friend class PsClient;
@@ -38,9 +40,11 @@ class Ticket {
     int outstanding ABSL_GUARDED_BY(mu);
     absl::Status status ABSL_GUARDED_BY(mu);
     double waited ABSL_GUARDED_BY(mu) = 0;
+    double min_steps ABSL_GUARDED_BY(mu) = -1;  // -1: no pull reply yet
   };
   explicit Ticket(std::shared_ptr<State> state) : state_(std::move(state)) {}
-  static void Complete(State& state, const absl::Status& status, double waited = 0);
+  static void Complete(State& state, const absl::Status& status, double waited = 0,
+                       double steps = -1);
 
   std::shared_ptr<State> state_;
 };

@@ -60,6 +60,7 @@ absl::StatusOr<PulledPartition> DecodePullReply(const Message& reply, const Pull
   PulledPartition pulled;
   pulled.bytes = bytes;
   pulled.waited_seconds = reply.header.pull_reply().waited_seconds();
+  pulled.steps = reply.header.pull_reply().steps();
   if (asked.codec == proto::FP16_DELTA) pulled.delta_seq = seq;
   return pulled;
 }

@@ -166,11 +166,22 @@ absl::StatusOr<LoopResult> RunTrainingLoop(const LoopOptions& options, Workload*
   absl::Cleanup detach = [&relay, workload] {
     if (relay != nullptr) workload->set_gradient_ready(nullptr);
   };
-  for (int epoch = 0; epoch < options.epochs; ++epoch) {
+  result.steps = options.first_step;
+  const int first_epoch = static_cast<int>(options.first_step / options.steps_per_epoch);
+  for (int epoch = first_epoch; epoch < options.epochs && result.steps < last; ++epoch) {
     workload->StartEpoch(epoch);
     double epoch_loss = 0;
     int64_t epoch_steps = 0;
-    for (int64_t s = 0; s < options.steps_per_epoch && result.steps < last; ++s) {
+    int64_t first = 0;
+    if (epoch == first_epoch && options.first_step > 0) {
+      first = options.first_step % options.steps_per_epoch;
+      workload->SkipSteps(first, exchanger->next_batch());
+      std::printf("worker %d: resuming at step %lld (epoch %d, step %lld of it)\n", options.rank,
+                  static_cast<long long>(options.first_step), epoch + 1,
+                  static_cast<long long>(first + 1));
+      std::fflush(stdout);
+    }
+    for (int64_t s = first; s < options.steps_per_epoch && result.steps < last; ++s) {
       IterationMetrics m;
       m.clock = result.steps;
       m.epoch = epoch;

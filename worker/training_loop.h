@@ -24,6 +24,9 @@ struct LoopOptions {
   // The same on every worker, so that clocks line up.
   int64_t steps_per_epoch = 1;
   int64_t max_steps = 0;  // stop after this many steps in all (0: no limit)
+  // A job resumed from checkpoints: the steps done before (the loop starts in the epoch and
+  // at the place in it where step first_step falls; clocks go on from there).
+  int64_t first_step = 0;
   // Emulation of a slower machine: the compute phase is stretched to this many times its
   // length (by sleeping after it). 1 = off.
   double compute_slowdown = 1.0;
@@ -37,7 +40,7 @@ struct LoopOptions {
 };
 
 struct LoopResult {
-  int64_t steps = 0;
+  int64_t steps = 0;           // in all, first_step included
   int64_t samples = 0;
   int epochs = 0;              // completed
   double seconds = 0;          // wall time of the loop

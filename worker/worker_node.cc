@@ -5,8 +5,10 @@
 #include <cstdio>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "common/cli.h"
 #include "common/status_macros.h"
+#include "common/termination_signals.h"
 #include "glog/logging.h"
 #include "models/backend.h"
 #include "models/data/batcher.h"
@@ -26,6 +28,14 @@ WorkerNode::~WorkerNode() {
 absl::Status WorkerNode::Run() {
   R2SP_RETURN_IF_ERROR(LoadModel());
   R2SP_RETURN_IF_ERROR(Join());
+  absl::Status status = TrainAndFinish();
+  // A server that lost the scheduler stops serving, and this worker's next pull fails before
+  // its own heartbeats tell it why: let them (status 3, "lost the scheduler").
+  if (!status.ok()) scheduler_->AwaitVerdictIfSilent();
+  return status;
+}
+
+absl::Status WorkerNode::TrainAndFinish() {
   R2SP_RETURN_IF_ERROR(InitialiseParameters());
   R2SP_ASSIGN_OR_RETURN(LoopResult result, WithContext(Train(), "training"));
   R2SP_RETURN_IF_ERROR(Finish(result));
@@ -57,7 +67,7 @@ absl::Status WorkerNode::Join() {
   R2SP_ASSIGN_OR_RETURN(NodeConnection node, ConnectNode(options_.connection));
   transport_ = std::move(node.transport);
   scheduler_ = std::move(node.scheduler);
-  R2SP_ASSIGN_OR_RETURN(registration_, WithContext(scheduler_->Register(proto::WORKER, tensors_),
+  R2SP_ASSIGN_OR_RETURN(registration_, WithContext(scheduler_->Register(proto::WORKER, tensors_, !synthetic()),
                                                    "cannot join the job"));
   const proto::AddressBook& book = registration_.book();
   R2SP_ASSIGN_OR_RETURN(
@@ -73,7 +83,11 @@ absl::Status WorkerNode::Join() {
   ps_options.error_feedback = options_.error_feedback;
   ps_options.momentum_correction = options_.momentum_correction;
   ps_ = std::make_unique<PsClient>(transport_.get(), &*layout_, servers, ps_options);
-  scheduler_->StartHeartbeats(nullptr);
+  // Lost the scheduler, declared dead, the job failed: nothing this worker does counts any more.
+  scheduler_->StartHeartbeats(nullptr, [](const std::string& why) {
+    std::fprintf(stderr, "worker: error: %s\n", why.c_str());
+    ExitNow(3);
+  });
   LOG(INFO) << "worker " << registration_.rank() << "/" << book.workers_size() << ": "
             << options_.model << ", " << layout_->total_bytes() << " bytes in "
             << layout_->partitions().size() << " partitions over " << servers.size()
@@ -105,7 +119,16 @@ absl::Status WorkerNode::InitialiseParameters() {
     R2SP_RETURN_IF_ERROR_WITH(scheduler_->Barrier(proto::WORKERS),
                               "waiting for initial parameters");
   }
-  R2SP_RETURN_IF_ERROR_WITH(ps_->Pull(params_.data()).Wait(), "pulling initial parameters");
+  const Ticket pulled = ps_->Pull(params_.data());
+  R2SP_RETURN_IF_ERROR_WITH(pulled.Wait(), "pulling initial parameters");
+  if (pulled.min_steps() >= 1 && (!registration_.joined_running_job() || !synthetic())) {
+    // The servers restored checkpoints, or this worker joins a running job: training goes on
+    // from the least advanced partition's step (a joiner in the shard it took over).
+    first_step_ = static_cast<int64_t>(pulled.min_steps() + 1e-6);
+    std::printf("worker %d: the job is at step %lld%s\n", rank,
+                static_cast<long long>(first_step_),
+                registration_.joined_running_job() ? "" : " (servers resumed from checkpoints)");
+  }
   return absl::OkStatus();
 }
 
@@ -126,6 +149,7 @@ absl::StatusOr<LoopResult> WorkerNode::Train() {
   }
   LoopOptions loop;
   loop.rank = registration_.rank();
+  loop.first_step = first_step_;
   loop.compute_slowdown = options_.compute_slowdown;
   loop.emulate_ms_per_sample = options_.emulate_ms_per_sample;
   R2SP_ASSIGN_OR_RETURN(std::unique_ptr<RunLog> log,
@@ -149,7 +173,15 @@ absl::StatusOr<LoopResult> WorkerNode::TrainModel(const LoopOptions& loop_in,
                                                   ExchangerOptions mode, RunLog* log) {
   const proto::AddressBook& book = registration_.book();
   const int rank = registration_.rank();
-  const int world = book.workers_size();
+  // The data is cut into one shard per initial worker; a joiner trains a dead worker's.
+  const int world = registration_.data_world() > 0 ? registration_.data_world()
+                                                     : book.workers_size();
+  const int shard = registration_.data_shard();
+  if (shard < 0 || shard >= world) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "every one of the job's ", world, " data shards has a live worker; a worker can join "
+        "a running job only in place of a dead one"));
+  }
   models::BackendOptions backend;
   backend.device = options_.device;
   backend.threads = options_.threads;
@@ -159,7 +191,7 @@ absl::StatusOr<LoopResult> WorkerNode::TrainModel(const LoopOptions& loop_in,
                         WithContext(models::CreateNetwork(*graph_, backend),
                                     "cannot create the network"));
   models::BatcherOptions batcher_options;
-  batcher_options.rank = rank;
+  batcher_options.rank = shard;
   batcher_options.world = world;
   batcher_options.seed = options_.seed;
   batcher_options.augment = options_.augment && options_.data == "cifar10";
@@ -175,7 +207,7 @@ absl::StatusOr<LoopResult> WorkerNode::TrainModel(const LoopOptions& loop_in,
   ModelWorkloadOptions workload_options;
   workload_options.rank = rank;
   workload_options.wrapping_batches = mode.hetero_batching;
-  workload_options.evaluate = rank == 0;
+  workload_options.evaluate = shard == 0;  // a replacement of the evaluating worker evaluates
   if (mode.hetero_batching) {
     // The scheduler decides the batch sizes; an epoch is the data set in global batches.
     mode.global_batch = book.global_batch();

@@ -79,6 +79,8 @@ class WorkerNode {
   bool synthetic() const { return options_.model == "synthetic"; }
   absl::Status LoadModel();
   absl::Status Join();
+  // Everything after Join.
+  absl::Status TrainAndFinish();
   absl::Status InitialiseParameters();
   absl::StatusOr<LoopResult> Train();
   absl::StatusOr<LoopResult> TrainModel(const LoopOptions& loop, ExchangerOptions mode,
@@ -95,6 +97,7 @@ class WorkerNode {
   std::optional<ModelLayout> layout_;
   std::unique_ptr<PsClient> ps_;
   std::vector<float> params_;
+  int64_t first_step_ = 0;  // > 0: the job resumed from the servers' checkpoints
 };
 
 }  // namespace r2sp

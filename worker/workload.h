@@ -38,6 +38,9 @@ class Workload {
 
   // Before each epoch's first step (epochs count from 0).
   virtual void StartEpoch(int epoch) = 0;
+  // After StartEpoch, when a resumed job starts mid-epoch: passes over the data of `steps`
+  // iterations of `batch` samples.
+  virtual void SkipSteps(int64_t /*steps*/, int /*batch*/) {}
 
   // The gradient of iteration `clock` on about `batch` samples at `params` (the model's size).
   virtual absl::StatusOr<ComputedStep> ComputeGradient(int64_t clock, int batch,

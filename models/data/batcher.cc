@@ -44,6 +44,17 @@ int Batcher::NextWrapping(int batch, float* images, int32_t* labels) {
   return n;
 }
 
+void Batcher::Skip(int64_t samples, bool wrapping) {
+  while (samples > 0 && !order_.empty()) {
+    const int64_t left = static_cast<int64_t>(order_.size() - cursor_);
+    const int64_t take = std::min(left, samples);
+    cursor_ += static_cast<size_t>(take);
+    samples -= take;
+    if (samples == 0 || !wrapping) return;
+    StartEpoch(epoch_ + 1);
+  }
+}
+
 void Batcher::Normalise(const Dataset& data, int64_t index, std::mt19937_64* rng, float* out) {
   const Shape& s = data.shape;
   const uint8_t* src = data.pixels.data() + index * s.size();

@@ -34,6 +34,9 @@ class Batcher {
   // Like Next, but always fills `batch` samples: at the end of the shard it reshuffles (the
   // next epoch of an internal count) and goes on. For batch sizes that change per step.
   int NextWrapping(int batch, float* images, int32_t* labels);
+  // Passes over `samples` samples as Next (or, `wrapping`, NextWrapping) would have taken
+  // them (a resumed job starting mid-epoch).
+  void Skip(int64_t samples, bool wrapping);
 
   // Writes sample `index` of `data`, normalised (and augmented with `rng` if not null).
   static void Normalise(const Dataset& data, int64_t index, std::mt19937_64* rng, float* out);

@@ -206,6 +206,36 @@ TEST(BatcherTest, ShardsAreDisjointCoverAndReshuffle) {
   EXPECT_EQ(seen.size(), 103u);
 }
 
+// A resumed job skips what the steps before the checkpoint took: the rest is what an
+// uninterrupted batcher would have given, across an internal reshuffle when wrapping.
+TEST(BatcherTest, SkipLandsWhereTakingThoseSamplesWould) {
+  const Dataset d = Tiny(50);
+  auto first_label_after = [&d](int64_t taken, bool wrapping, bool skip) {
+    Batcher b(&d, {0, 1, 9, true, false});
+    std::vector<float> images(50 * 4);
+    std::vector<int32_t> labels(50);
+    if (skip) {
+      b.Skip(taken, wrapping);
+    } else {
+      for (int64_t left = taken; left > 0; left -= 7) {
+        const int n = static_cast<int>(std::min<int64_t>(7, left));
+        wrapping ? b.NextWrapping(n, images.data(), labels.data())
+                 : b.Next(n, images.data(), labels.data());
+      }
+    }
+    const int n = wrapping ? b.NextWrapping(3, images.data(), labels.data())
+                           : b.Next(3, images.data(), labels.data());
+    return n == 0 ? -1 : static_cast<int>(std::lround((images[0] * 0.25f + 0.5f) * 255));
+  };
+  for (int64_t taken : {0, 21, 49}) {
+    EXPECT_EQ(first_label_after(taken, false, true), first_label_after(taken, false, false));
+  }
+  EXPECT_EQ(first_label_after(50, false, true), -1);  // the epoch is over
+  for (int64_t taken : {14, 56, 120}) {
+    EXPECT_EQ(first_label_after(taken, true, true), first_label_after(taken, true, false));
+  }
+}
+
 TEST(BatcherTest, AugmentationIsACropOrFlipOfTheImage) {
   Dataset d;
   d.shape = {1, 6, 6};

@@ -151,8 +151,87 @@ TEST_F(SchedulerCoreTest, DeadWorkerIsDetectedAndReleasesTheBarrier) {
   const proto::HeartbeatReply& last = replies[0].second.header.heartbeat_reply();
   ASSERT_EQ(last.dead_workers_size(), 1);
   EXPECT_EQ(last.dead_workers(0), 1);
-  Send(From(proto::WORKER, 1, proto::HEARTBEAT), "w1");  // the dead stay dead
+  // The dead stay dead: a heartbeat hears it (and the worker stops), anything else is refused.
+  Send(From(proto::WORKER, 1, proto::HEARTBEAT), "w1");
+  EXPECT_TRUE(sink_.Take()[0].second.header.heartbeat_reply().declared_dead());
+  Send(From(proto::WORKER, 1, proto::FINISH), "w1");
   EXPECT_EQ(sink_.Take()[0].second.header.code(), proto::FAILED_PRECONDITION);
+}
+
+TEST_F(SchedulerCoreTest, WorkerWhoseProgressStandsStillIsDeclaredDead) {
+  options_.progress_timeout = absl::Seconds(5);
+  core_ = std::make_unique<SchedulerCore>(options_, &requester_, [this] { return now_; });
+  RegisterAll();
+  auto beat = [this](proto::Role role, int rank, int64_t progress) {
+    Message m = From(role, rank, proto::HEARTBEAT);
+    m.header.mutable_heartbeat()->set_progress(progress);
+    Send(std::move(m), "hb");
+  };
+  // Every second all three beat; worker 0 progresses, worker 1's count is stuck at 7 (a hung
+  // training thread whose heartbeat thread still runs).
+  for (int s = 1; s <= 7; ++s) {
+    now_ = start_ + absl::Seconds(s);
+    beat(proto::SERVER, 0, 0);
+    beat(proto::WORKER, 0, s);
+    beat(proto::WORKER, 1, 7);
+    core_->OnTick(now_);
+  }
+  sink_.Take();
+  beat(proto::WORKER, 0, 8);
+  const proto::HeartbeatReply seen = sink_.Take()[0].second.header.heartbeat_reply();
+  ASSERT_EQ(seen.dead_workers_size(), 1);
+  EXPECT_EQ(seen.dead_workers(0), 1);
+  EXPECT_NE(core_->ReportJson().find("\"state\": \"dead\""), std::string::npos);
+}
+
+TEST_F(SchedulerCoreTest, WorkerWaitingAtABarrierIsNotStalled) {
+  options_.progress_timeout = absl::Seconds(2);
+  core_ = std::make_unique<SchedulerCore>(options_, &requester_, [this] { return now_; });
+  RegisterAll();
+  Barrier(proto::WORKER, 0, proto::WORKERS, 0);  // worker 0 waits for worker 1 (which works)
+  for (int s = 1; s <= 10; ++s) {
+    now_ = start_ + absl::Seconds(s);
+    Send(From(proto::SERVER, 0, proto::HEARTBEAT), "s0");
+    Send(From(proto::WORKER, 0, proto::HEARTBEAT), "w0");  // progress stays 0
+    Message m = From(proto::WORKER, 1, proto::HEARTBEAT);
+    m.header.mutable_heartbeat()->set_progress(s);
+    Send(std::move(m), "w1");
+    core_->OnTick(now_);
+  }
+  for (const auto& [who, reply] : sink_.Take()) {
+    EXPECT_EQ(reply.header.heartbeat_reply().dead_workers_size(), 0) << who;
+  }
+}
+
+TEST_F(SchedulerCoreTest, LostServerFailsTheJobAndHeartbeatsSaySo) {
+  RegisterAll();
+  for (int s = 1; s <= 4; ++s) {  // the server falls silent
+    now_ = start_ + absl::Seconds(s);
+    Send(From(proto::WORKER, 0, proto::HEARTBEAT), "w0");
+    Send(From(proto::WORKER, 1, proto::HEARTBEAT), "w1");
+    core_->OnTick(now_);
+  }
+  EXPECT_TRUE(core_->done().HasBeenNotified());
+  EXPECT_NE(core_->failure().find("server 0"), std::string::npos) << core_->failure();
+  sink_.Take();
+  Send(From(proto::WORKER, 0, proto::HEARTBEAT), "w0");
+  const proto::HeartbeatReply reply = sink_.Take()[0].second.header.heartbeat_reply();
+  EXPECT_NE(reply.job_failed().find("was lost"), std::string::npos) << reply.job_failed();
+}
+
+TEST_F(SchedulerCoreTest, JobWhoseWorkersAllDiedFails) {
+  RegisterAll();
+  for (int s = 1; s <= 4; ++s) {  // both workers fall silent; the server acknowledges SHUTDOWN
+    now_ = start_ + absl::Seconds(s);
+    Send(From(proto::SERVER, 0, proto::HEARTBEAT), "s0");
+    core_->OnTick(now_);
+  }
+  ASSERT_EQ(requester_.sent.size(), 1u);
+  Message ack;
+  ack.header.set_is_reply(true);
+  requester_.sent[0].callback(std::move(ack));
+  EXPECT_TRUE(core_->done().HasBeenNotified());
+  EXPECT_NE(core_->failure().find("none finished"), std::string::npos) << core_->failure();
 }
 
 TEST_F(SchedulerCoreTest, JobEndsWhenWorkersFinishAndServersAcknowledge) {
@@ -220,6 +299,57 @@ TEST_F(SchedulerCoreTest, WorkerJoinsARunningR2spJobOnceServersKnow) {
     Send(From(proto::WORKER, w, proto::RELEASE), "release");
     ASSERT_EQ(sink_.Take().size(), 1u);
   }
+}
+
+// A joiner takes over a dead worker's data shard, never a live one's. Two replacements that
+// want shards register before worker 1's death is detected: the first waits for it and gets
+// shard 1 of 2; the second finds no free shard and, after three heartbeat timeouts, joins
+// without one (-1: a worker with a data set then stops with a clear error).
+TEST_F(SchedulerCoreTest, JoinerTakesOverADeadWorkersDataShard) {
+  options_.sync = proto::ASP;
+  core_ = std::make_unique<SchedulerCore>(options_, &requester_, [this] { return now_; });
+  RegisterAll();
+  for (const char* id : {"w2", "w3"}) {
+    Message m;
+    m.header.set_type(proto::REGISTER);
+    auto* reg = m.header.mutable_register_request();
+    reg->set_role(proto::WORKER);
+    reg->set_endpoint(std::string("tcp://127.0.0.1:1/") + id);
+    reg->set_instance_id(id);
+    reg->set_wants_data_shard(true);
+    auto* t = reg->add_model();
+    t->set_name("w");
+    t->set_num_elements(10);
+    Send(std::move(m), id);
+  }
+  EXPECT_TRUE(requester_.sent.empty());  // both wait
+  auto ack_joins = [this] {
+    for (auto& sent : requester_.sent) {
+      Message ack;
+      ack.header.set_is_reply(true);
+      sent.callback(std::move(ack));
+    }
+    requester_.sent.clear();
+  };
+  std::vector<std::pair<std::string, Message>> joined;
+  for (int s = 1; s <= 14; ++s) {  // worker 1 falls silent: dead after 3 s
+    now_ = start_ + absl::Seconds(s);
+    Send(From(proto::SERVER, 0, proto::HEARTBEAT), "s0");
+    Send(From(proto::WORKER, 0, proto::HEARTBEAT), "w0");
+    core_->OnTick(now_);
+    ack_joins();
+    for (auto& r : sink_.Take()) {
+      if (r.second.header.has_register_reply()) joined.push_back(std::move(r));
+    }
+    if (s == 4) ASSERT_EQ(joined.size(), 1u);
+    if (s == 8) ASSERT_EQ(joined.size(), 1u);
+    if (!joined.empty()) Send(From(proto::WORKER, 2, proto::HEARTBEAT), "w2");  // it trains
+  }
+  ASSERT_EQ(joined.size(), 2u);
+  EXPECT_EQ(joined[0].first, "w2");
+  EXPECT_EQ(joined[0].second.header.register_reply().data_shard(), 1);
+  EXPECT_EQ(joined[0].second.header.register_reply().data_world(), 2);
+  EXPECT_EQ(joined[1].second.header.register_reply().data_shard(), -1);
 }
 
 TEST_F(SchedulerCoreTest, LeavingWorkerNoLongerHoldsUpTheRing) {

@@ -326,5 +326,87 @@ TEST_F(ServerHandlerTest, ShutdownOnlyFromScheduler) {
   EXPECT_TRUE(replies[1].second.header.has_counters());
 }
 
+TEST_F(ServerHandlerTest, SnapshotRestoresIntoAFreshServerWithStepsAndMomentum) {
+  SetUpHandler(proto::ASP, 2, /*momentum=*/0.9f);
+  for (uint64_t key : {0, 1}) Push(0, key, {1, 2, 3, 4}, 0, /*init=*/true);
+  Push(0, 0, {1, 1, 1, 1}, 0, false, /*scale=*/0.5f);
+  Push(1, 0, {2, 2, 2, 2}, 0, false, /*scale=*/0.5f);
+  Push(1, 1, {1, 0, 0, 0}, 0, false, /*scale=*/0.5f);
+  const proto::ShardCheckpoint shard = handler_->Snapshot();
+  EXPECT_DOUBLE_EQ(handler_->Steps(), 0.5);  // partition 1 had half a step
+  const std::vector<float> before = *handler_->Weights(0);
+  sink_.Take();
+
+  SetUpHandler(proto::ASP, 2, 0.9f);
+  ASSERT_TRUE(handler_->Restore(shard).ok());
+  EXPECT_EQ(*handler_->Weights(0), before);
+  EXPECT_DOUBLE_EQ(handler_->Steps(), 0.5);
+  // The same next push moves both servers alike: the momentum came back too.
+  Push(0, 0, {1, 1, 1, 1}, 0, false, 0.5f);
+  Pull(0, 0);
+  auto replies = sink_.Take();
+  ASSERT_EQ(replies.size(), 2u);
+  EXPECT_DOUBLE_EQ(replies[1].second.header.pull_reply().steps(), 1.5);
+  SetUpHandler(proto::ASP, 2, 0.9f);
+  for (uint64_t key : {0, 1}) Push(0, key, {1, 2, 3, 4}, 0, /*init=*/true);
+  Push(0, 0, {1, 1, 1, 1}, 0, false, 0.5f);
+  Push(1, 0, {2, 2, 2, 2}, 0, false, 0.5f);
+  Push(0, 0, {1, 1, 1, 1}, 0, false, 0.5f);
+  const std::vector<float> uninterrupted = *handler_->Weights(0);
+  SetUpHandler(proto::ASP, 2, 0.9f);
+  ASSERT_TRUE(handler_->Restore(shard).ok());
+  Push(0, 0, {1, 1, 1, 1}, 0, false, 0.5f);
+  EXPECT_EQ(*handler_->Weights(0), uninterrupted);
+}
+
+TEST_F(ServerHandlerTest, RestoredBspPartitionDropsPushesForClocksItHoldsAlready) {
+  SetUpHandler(proto::BSP, 2);
+  for (uint64_t key : {0, 1}) Push(0, key, {0, 0, 0, 0}, 0, /*init=*/true);
+  for (int w : {0, 1}) Push(w, 0, {1, 1, 1, 1}, 0);  // partition 0 completes clock 0
+  proto::ShardCheckpoint shard = handler_->Snapshot();
+  EXPECT_EQ(shard.partitions(0).key() == 0 ? shard.partitions(0).clock()
+                                           : shard.partitions(1).clock(), 1);
+  const std::vector<float> after_clock0 = *handler_->Weights(0);
+  sink_.Take();
+  SetUpHandler(proto::BSP, 2);
+  ASSERT_TRUE(handler_->Restore(shard).ok());
+  // Workers resume at clock 0 (partition 1's): partition 0 acknowledges and drops clock 0.
+  for (int w : {0, 1}) Push(w, 0, {5, 5, 5, 5}, 0);
+  for (const auto& [who, reply] : sink_.Take()) EXPECT_EQ(reply.header.code(), proto::OK) << who;
+  EXPECT_EQ(*handler_->Weights(0), after_clock0);
+  for (int w : {0, 1}) Push(w, 0, {1, 1, 1, 1}, 1);  // clock 1 is aggregated as usual
+  Pull(0, 0, /*min_version=*/2);
+  auto replies = sink_.Take();
+  ASSERT_EQ(replies.size(), 3u);
+  EXPECT_EQ(replies[2].second.header.clock(), 2);
+}
+
+TEST_F(ServerHandlerTest, RestoreRefusesACheckpointOfAnotherShape) {
+  SetUpHandler(proto::ASP, 1);
+  for (uint64_t key : {0, 1}) Push(0, key, {1, 2, 3, 4}, 0, /*init=*/true);
+  const proto::ShardCheckpoint good = handler_->Snapshot();
+  auto refused = [this](proto::ShardCheckpoint shard, const std::string& why) {
+    SetUpHandler(proto::ASP, 1);
+    const absl::Status s = handler_->Restore(shard);
+    EXPECT_FALSE(s.ok()) << why;
+    EXPECT_FALSE(handler_->Weights(0).has_value() && (*handler_->Weights(0))[1] == 2.0f) << why;
+  };
+  proto::ShardCheckpoint shard = good;
+  shard.mutable_partitions(0)->mutable_weights()->resize(8);
+  refused(shard, "short weights");
+  shard = good;
+  shard.mutable_partitions(1)->set_key(7);
+  refused(shard, "a key of another server");
+  shard = good;
+  shard.mutable_partitions()->RemoveLast();
+  refused(shard, "a partition missing");
+  shard = good;
+  *shard.add_partitions() = good.partitions(0);
+  refused(shard, "a partition twice");
+  shard = good;
+  shard.mutable_partitions(0)->set_steps(-1);
+  refused(shard, "negative steps");
+}
+
 }  // namespace
 }  // namespace r2sp

@@ -95,7 +95,11 @@ INSTANTIATE_TEST_SUITE_P(Exchanges, KnownGradientsTest,
 class CountingWorkload : public Workload {
  public:
   explicit CountingWorkload(size_t n) : grads_(n, 0.0f) {}
-  void StartEpoch(int epoch) override { epoch_ = epoch; }
+  void StartEpoch(int epoch) override {
+    epoch_ = epoch;
+    started.push_back(epoch);
+  }
+  void SkipSteps(int64_t steps, int batch) override { skipped += steps * batch; }
   void set_gradient_ready(GradientReady fn) override { ready_ = std::move(fn); }
   absl::StatusOr<ComputedStep> ComputeGradient(int64_t, int batch, const float*) override {
     if (ready_) ready_(grads_.data(), 0, static_cast<int64_t>(grads_.size()));
@@ -110,6 +114,9 @@ class CountingWorkload : public Workload {
     return TestEvaluation{params[0], 0.25};
   }
 
+  std::vector<int> started;  // StartEpoch's epochs
+  int64_t skipped = 0;       // samples SkipSteps passed over
+
  private:
   std::vector<float> grads_;
   int epoch_ = 0;
@@ -119,7 +126,8 @@ class CountingWorkload : public Workload {
 // Runs `loop` for one asp worker (batches of 8) over CountingWorkload, its test accuracy the
 // first parameter (`accuracy`), with the metrics written to `metrics`.
 absl::StatusOr<LoopResult> RunCounting(const LoopOptions& loop, float accuracy,
-                                       const std::string& metrics) {
+                                       const std::string& metrics,
+                                       CountingWorkload* seen = nullptr) {
   const std::vector<proto::TensorSpec> model = SyntheticModel(1000, 1);
   testing::InProcessJob job(Job(proto::ASP, 1), PlainSgd(), model);
   R2SP_RETURN_IF_ERROR(job.Start(std::vector<float>(1000, accuracy)));
@@ -131,7 +139,31 @@ absl::StatusOr<LoopResult> RunCounting(const LoopOptions& loop, float accuracy,
   mode.global_batch = 8;
   mode.initial_batch = 8;
   Exchanger exchanger(mode, w.ps.get(), w.scheduler.get(), log.get());
-  return RunTrainingLoop(loop, &workload, &exchanger, &w.params, log.get());
+  absl::StatusOr<LoopResult> r = RunTrainingLoop(loop, &workload, &exchanger, &w.params, log.get());
+  if (seen != nullptr) {
+    seen->started = workload.started;
+    seen->skipped = workload.skipped;
+  }
+  return r;
+}
+
+// A job resumed at step 6 of 4-step epochs starts in the second epoch, two steps in (8
+// samples each passed over), and runs the 6 steps left; its clocks go on from 6.
+TEST(TrainingLoopTest, ResumedLoopStartsMidEpochAtItsStep) {
+  LoopOptions loop;
+  loop.epochs = 3;
+  loop.steps_per_epoch = 4;
+  loop.first_step = 6;
+  loop.log_every = 0;
+  CountingWorkload seen(0);
+  absl::StatusOr<LoopResult> r =
+      RunCounting(loop, 0.5f, ::testing::TempDir() + "/loop_resumed.jsonl", &seen);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->steps, 12);
+  EXPECT_EQ(r->samples, 6 * 8);
+  EXPECT_EQ(r->epochs, 3);
+  EXPECT_EQ(seen.started, (std::vector<int>{1, 2}));
+  EXPECT_EQ(seen.skipped, 2 * 8);
 }
 
 TEST(TrainingLoopTest, EpochsEvaluationsAndEmulatedComputeAreRecorded) {

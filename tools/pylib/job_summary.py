@@ -1,18 +1,64 @@
 """The end of a job: the workers' Chrome traces merged into RUN_DIR/timeline.json, and
 RUN_DIR/summary.json from the scheduler's stats, the workers' metrics and the processes' CPU
-use. Used by launcher.run_job once every process has exited."""
+use, with how the job ended (Outcome: the scheduler's verdict, deaths and restarts). Used by
+launcher.finish_job once every process has exited."""
 
+import dataclasses
 import json
 import os
+import re
+from typing import List, Optional
 
 from run_files import worker_metrics
 
+
+@dataclasses.dataclass
+class Event:
+    """Something that happened to one process during the job (summary.json's "events"):
+    "died" (it exited non-zero or by a signal), "restarted" (a replacement started: `process`
+    is the replacement, `status` the exit status of the process it replaces) or "stopped" (it
+    was still running when the job ended, and the launcher stopped it)."""
+    t: float  # seconds since the job started
+    process: str  # e.g. "worker1", or a replacement "worker1.r1"
+    event: str
+    status: int  # exit status, negative for a signal
+
+
+def _per_role():
+    return {"worker": 0, "server": 0}
+
+
+@dataclasses.dataclass
+class Outcome:
+    """How the job ended. The defaults are those of a job that completed with no process lost
+    (what the remote backends report: they fail the job on any death)."""
+    completed: bool = True
+    scheduler_status: Optional[int] = None  # None where the launcher cannot see it
+    events: List[Event] = dataclasses.field(default_factory=list)
+    restarts: dict = dataclasses.field(default_factory=_per_role)  # role -> replacements started
+    deaths: dict = dataclasses.field(default_factory=_per_role)  # role -> "died" events
+
+    def summary_keys(self):
+        return {"completed": self.completed, "scheduler_status": self.scheduler_status,
+                "events": [dataclasses.asdict(e) for e in self.events],
+                "restarts": dict(self.restarts), "deaths": dict(self.deaths)}
+
+
+TIMELINE = re.compile(r"timeline_worker(\d+)(?:\.r(\d+))?\.json")
+
+
 def merge_timelines(run_dir, workers):
-    """Concatenates the workers' Chrome traces into RUN_DIR/timeline.json (if any)."""
+    """Concatenates the Chrome traces of workers 0..workers-1 and of their replacements
+    (timeline_workerN.rK.json) into RUN_DIR/timeline.json (if any)."""
+    found = []
+    for name in os.listdir(run_dir):
+        m = TIMELINE.fullmatch(name)
+        if m and int(m.group(1)) < workers:
+            found.append((int(m.group(1)), int(m.group(2) or 0), name))
     events = []
-    for i in range(workers):
+    for _, _, name in sorted(found):
         try:
-            with open(os.path.join(run_dir, f"timeline_worker{i}.json")) as f:
+            with open(os.path.join(run_dir, name)) as f:
                 events.extend(json.load(f))
         except (OSError, ValueError):
             pass  # a worker that died leaves an unfinished file
@@ -49,7 +95,9 @@ def summarise(stats, *, mode, workers, servers, run_dir, wall, iterations=None, 
     """summary.json's contents: the job's shape and outcome from the scheduler's stats, then the
     iteration summary and the CPU use (tools/launch documents the keys)."""
     nodes = stats.get("workers", [])
-    accuracies = [w["test_accuracy"] for w in nodes if w.get("test_accuracy", -1) >= 0]
+    # A dead worker reported nothing (its counters are zeros): only finished ones count.
+    accuracies = [w["test_accuracy"] for w in nodes
+                  if w.get("test_accuracy", -1) >= 0 and w.get("state") != "dead"]
     samples = sum(w.get("samples", 0) for w in nodes)
     summary = {
         "model": next((w.get("model") for w in nodes if w.get("model")), ""),
@@ -79,14 +127,19 @@ def summarise(stats, *, mode, workers, servers, run_dir, wall, iterations=None, 
     return summary
 
 
-def write_summary(args, wall, cpu_use, stats_file):
-    """Merges the timelines and writes RUN_DIR/summary.json for the finished job `args`
-    describes (tools/launch options); returns the summary."""
+def write_summary(args, wall, cpu_use, stats_file, outcome=None):
+    """Merges the timelines and writes RUN_DIR/summary.json for the ended job `args` describes
+    (tools/launch options) and its Outcome (default: completed, nothing lost); returns the
+    summary."""
     merge_timelines(args.run_dir, args.workers)
     summary = summarise(read_stats(stats_file), mode=args.sync, workers=args.workers,
                         servers=args.servers, run_dir=args.run_dir, wall=wall,
                         iterations=iteration_summary(worker_metrics(args.run_dir)),
                         cpu_use=cpu_use)
+    summary.update((outcome or Outcome()).summary_keys())
+    # tools/launch --resume sets both (resume.prepare); other tools' options have neither.
+    summary["resumed"] = bool(getattr(args, "resume", ""))
+    summary["attempt"] = getattr(args, "attempt", 1)
     with open(os.path.join(args.run_dir, "summary.json"), "w") as f:
         json.dump(summary, f, indent=2)
         f.write("\n")

@@ -1,6 +1,7 @@
-"""Running an R2SP job's processes: start them, echo progress, supervise them, stop everything on
-failure, and summarise the run (job_summary). Used by tools/launch (local processes) and
-tools/netcluster (processes inside network namespaces).
+"""Running an R2SP job's processes: the launch options, starting the processes, echoing
+progress, supervising them until the scheduler decides the job's outcome (supervisor: deaths are
+recorded, dead workers replaced), and summarising the run (job_summary). Used by tools/launch
+(local processes) and tools/netcluster (processes inside network namespaces).
 
 Failures are raised as JobError; whatever the exception, run_job stops every process it started
 before passing it on. Signal handlers belong to the entry scripts: theirs raise Interrupted."""
@@ -15,28 +16,20 @@ import sys
 import threading
 import time
 
+import resume
+import supervisor
 from cpu_meter import CpuMeter
+from job_errors import Interrupted, JobError  # noqa: F401 (the scripts' launcher.JobError)
 from job_summary import write_summary
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ROLES = ("scheduler", "server", "worker")
 
 
-class JobError(Exception):
-    """The job could not start or did not finish; the message says why (the scripts print it
-    after "launch: error: " and exit with status 1)."""
-
-
-class Interrupted(Exception):
-    """A signal asked the job to stop (raised by an entry script's handler; exit status 130)."""
-
-    def __init__(self, signum):
-        super().__init__(f"signal {signum}")
-        self.signum = signum
-
-
 def parse_args(argv, description, parser=None):
-    """The launch options (see tools/launch), added to `parser` if given."""
+    """The launch options (see tools/launch), added to `parser` if given. With --resume only
+    the options resume.RESUME_OVERRIDES may be given too, and those not given are None (the
+    saved ones stand: resume.prepare)."""
     p = parser or argparse.ArgumentParser(description=description,
                                           formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--servers", type=int, default=2, help="number of servers (default 2)")
@@ -66,6 +59,20 @@ def parse_args(argv, description, parser=None):
                         "from tools/package)")
     p.add_argument("--dry_run", action="store_true",
                    help="print every command that would run, and run nothing")
+    p.add_argument("--max_restarts", default="0", metavar="N|worker:N,server:0",
+                   help="replace dead workers (exited non-zero or by a signal), at most N in all "
+                        "(default 0: a death is only recorded; the scheduler decides whether the "
+                        "job completes); servers cannot be replaced yet, so N counts workers and "
+                        "server: takes only 0")
+    p.add_argument("--checkpoint_every", default="", metavar="SPEC",
+                   help="servers checkpoint their shards every SPEC: 30s (seconds) or 200steps "
+                        "(default: only on SIGTERM, on losing the scheduler and at the end); into "
+                        "RUN_DIR/checkpoints unless --server_flags name a --checkpoint_dir")
+    p.add_argument("--resume", default="", metavar="RUN_DIR",
+                   help="run the job of RUN_DIR (tools/launch's, its launch.json) again there, "
+                        "its servers from their newest checkpoints; the previous attempt's files "
+                        "move to RUN_DIR/attempt-K/. Only --timeout, --quiet and --max_restarts "
+                        "may be given with it")
     args = p.parse_args(argv)
     if args.backend != "local" and not args.cluster:
         p.error(f"--backend={args.backend} needs --cluster")
@@ -73,7 +80,36 @@ def parse_args(argv, description, parser=None):
         p.error("--servers and --workers must be at least 1")
     if args.timeout <= 0:
         p.error("--timeout must be positive")
+    try:
+        restarts = supervisor.parse_max_restarts(args.max_restarts)
+        resume.check_checkpoint_every(args.checkpoint_every)
+    except ValueError as e:
+        p.error(str(e))
+    if args.backend != "local" and (restarts["worker"] or args.checkpoint_every):
+        p.error("--max_restarts and --checkpoint_every need --backend=local")
+    if args.resume:
+        given = given_options(p, argv, vars(args))
+        others = sorted(given - {"resume", *resume.RESUME_OVERRIDES})
+        if others:
+            p.error("--resume runs the options saved in RUN_DIR/launch.json: only --timeout, "
+                    "--quiet and --max_restarts may be given with it, not "
+                    + ", ".join("--" + o for o in others))
+        for name in set(resume.RESUME_OVERRIDES) - given:
+            setattr(args, name, None)
     return args
+
+
+class _Unset(list):
+    """given_options' default (a list: append options copy and extend their default)."""
+
+
+def given_options(parser, argv, names):
+    """Which of the options `names` (dests) `argv` gives, even with their default value. Changes
+    the parser's defaults: call it last."""
+    unset = _Unset()
+    parser.set_defaults(**{name: unset for name in names})
+    parsed = vars(parser.parse_args(argv))
+    return {name for name in names if parsed[name] is not unset}
 
 
 def per_worker_flags(items):
@@ -87,8 +123,9 @@ def per_worker_flags(items):
 
 class Job:
     """The processes of one job. `prefix(name)` gives the argv prefix a process runs under
-    (e.g. ip netns exec NS), `on_start(name, pid)` sees each new process. Processes are added
-    from the main thread; the echo threads only read their own process's output."""
+    (e.g. ip netns exec NS; for a replacement, worker1.r1, that of the process it replaces,
+    worker1), `on_start(name, pid)` sees each new process (replacements included). Processes
+    are added from the main thread; the echo threads only read their own process's output."""
 
     def __init__(self, args, prefix=None, on_start=None, hold_stdin=False):
         self.args = args
@@ -96,6 +133,7 @@ class Job:
         # ssh backend: its end of file stops the remote process).
         self.hold_stdin = hold_stdin
         self._procs = []  # (name, Popen), guarded by _lock
+        self._commands = {}  # name -> (argv, echo) it was started with; main thread only
         self._lock = threading.Lock()
         self.prefix = prefix or (lambda name: [])
         self.on_start = on_start
@@ -111,11 +149,17 @@ class Job:
         with self._lock:
             return list(self._procs)
 
+    def command(self, name):
+        """(argv, echo) process `name` was started with."""
+        return self._commands[name]
+
     def start(self, name, argv, echo):
         """Starts `argv` as process `name`, stdout and stderr into RUN_DIR/NAME.log; with `echo`
         its stdout also goes to ours (unless --quiet)."""
+        self._commands[name] = (argv, echo)
         with open(os.path.join(self.args.run_dir, name + ".log"), "wb") as log:
-            proc = subprocess.Popen(self.prefix(name) + argv, stdout=subprocess.PIPE if echo else log,
+            proc = subprocess.Popen(self.prefix(supervisor.slot(name)) + argv,
+                                    stdout=subprocess.PIPE if echo else log,
                                     stderr=log, start_new_session=True,
                                     stdin=subprocess.PIPE if self.hold_stdin else None)
             # The echo thread writes through a duplicate: one file offset with the child's stderr.
@@ -138,7 +182,8 @@ class Job:
                     sys.stdout.flush()
 
     def failure(self):
-        """Why the job failed (a process exited with a non-zero status), or None."""
+        """Why the job failed (a process exited with a non-zero status), or None; for the ssh
+        backend's strict supervision (supervise)."""
         failed = None
         for name, proc in self.procs():
             code = proc.poll()
@@ -150,14 +195,15 @@ class Job:
         return all(proc.poll() is not None for _, proc in self.procs())
 
     def stop_all(self):
-        """SIGTERM to every process group still running; SIGKILL to those left after 5 s."""
+        """SIGTERM to every process group still running; SIGKILL to those left after 5 s.
+        Returns [(name, exit status)] of the processes it stopped."""
         procs = self.procs()
-        for _, proc in procs:
-            if proc.poll() is None:
-                try:
-                    os.killpg(proc.pid, signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
+        running = [(name, proc) for name, proc in procs if proc.poll() is None]
+        for _, proc in running:
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
         deadline = time.time() + 5
         for _, proc in procs:
             try:
@@ -165,6 +211,7 @@ class Job:
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
+        return [(name, proc.returncode) for name, proc in running]
 
 
 def loopback_bind(name):
@@ -185,10 +232,13 @@ def wait_for_endpoint(scheduler, endpoint_file, run_dir):
 
 
 def scheduler_command(args, binary, bind_flags, endpoint_file, stats_file):
+    # The job id names the run directory, so that a resumed job's servers accept the
+    # checkpoints its first attempt wrote (the user's --job_id, after it, wins).
+    job_id = "r2sp-" + os.path.basename(os.path.normpath(args.run_dir))
     return [binary] + bind_flags("scheduler") + [
         "--endpoint_file=" + endpoint_file, "--stats_json=" + stats_file,
         f"--num_servers={args.servers}", f"--num_workers={args.workers}",
-        "--sync=" + args.sync] + shlex.split(args.scheduler_flags)
+        "--sync=" + args.sync, "--job_id=" + job_id] + shlex.split(args.scheduler_flags)
 
 
 def node_commands(args, binaries, bind_flags, endpoint):
@@ -197,8 +247,9 @@ def node_commands(args, binaries, bind_flags, endpoint):
     def common(name):
         return ["--scheduler=" + endpoint] + bind_flags(name)
 
-    commands = [(f"server{i}", [binaries["server"]] + common(f"server{i}") + shlex.split(args.server_flags),
-                 False) for i in range(args.servers)]
+    server_flags = resume.server_flags(args) + shlex.split(args.server_flags)
+    commands = [(f"server{i}", [binaries["server"]] + common(f"server{i}") + server_flags, False)
+                for i in range(args.servers)]
     extra = per_worker_flags(args.worker_flags_for)
     for i in range(args.workers):
         trace = [f"--metrics={args.run_dir}/metrics_worker{i}.jsonl",
@@ -235,8 +286,9 @@ def describe_local(args, bind_flags=loopback_bind):
 
 
 def supervise(job, cpu, start, during=None):
-    """Returns once every process exited with status 0, sampling their CPU use and calling
-    during() every 0.1 s meanwhile; JobError when one fails or the job runs past --timeout."""
+    """The ssh backend's strict supervision (run_job's is supervisor.Supervisor): returns once
+    every process exited with status 0, sampling their CPU use and calling during() every 0.1 s
+    meanwhile; JobError when one fails or the job runs past --timeout."""
     while True:
         failed = job.failure()
         if failed:
@@ -266,28 +318,37 @@ def prepare_run_dir(args):
 
 
 def run_job(args, prefix=None, on_start=None, bind_flags=loopback_bind, during=None):
-    """Runs the job `args` describes (see tools/launch) and returns its summary (also written to
-    RUN_DIR/summary.json). bind_flags(name): where a process listens; during(): called every
-    0.1 s while it runs. Raises JobError if it fails; on any exception (Interrupted included)
-    every process is stopped first."""
+    """Runs the job `args` describes (see tools/launch; its options saved to RUN_DIR/launch.json
+    first) and returns its summary (also written to RUN_DIR/summary.json) once the scheduler
+    has exited 0. bind_flags(name): where a process listens; during(): called every 0.1 s while
+    it runs. Raises JobError if the job does not complete: a scheduler that exits non-zero
+    (after summary.json is written, "completed": false), --timeout; on any exception
+    (Interrupted included) every process is stopped first."""
     endpoint_file, stats_file = prepare_run_dir(args)
+    resume.save_options(args)
     job = Job(args, prefix, on_start)
     start = time.time()
     cpu = CpuMeter()
     try:
         start_processes(job, bind_flags, endpoint_file, stats_file)
-        supervise(job, cpu, start, during)
+        outcome = supervisor.Supervisor(job, start, supervisor.parse_max_restarts(args.max_restarts),
+                                        cpu, during).run()
     except BaseException:
         job.stop_all()
         raise
     wall = time.time() - start
     cpu_use = cpu.summary()  # over the job, before the timelines are merged
-    return finish_job(args, wall, cpu_use, stats_file)
+    summary = finish_job(args, wall, cpu_use, stats_file, outcome)
+    if not outcome.completed:
+        raise JobError(f"the scheduler exited with status {outcome.scheduler_status}: the job did "
+                       f"not complete; see {args.run_dir}/scheduler.log")
+    return summary
 
 
-def finish_job(args, wall, cpu_use, stats_file):
+def finish_job(args, wall, cpu_use, stats_file, outcome=None):
     """The end of every backend's job: writes RUN_DIR/summary.json (job_summary.write_summary
-    over the run directory's files), prints it and returns it."""
-    summary = write_summary(args, wall, cpu_use, stats_file)
+    over the run directory's files and the job's Outcome, by default a completed job's),
+    prints it and returns it."""
+    summary = write_summary(args, wall, cpu_use, stats_file, outcome)
     print("launch: summary " + json.dumps(summary))
     return summary

@@ -58,14 +58,30 @@ def job_command(args, mode, run_dir):
     return cmd
 
 
+def check_job(r, what, run_dir):
+    """JobError unless the finished job command `r` (subprocess.run's result) succeeded with no
+    process lost: a job the launcher completed after a worker or server died (its summary.json
+    "events") measured something else than the other runs."""
+    if r.returncode != 0:
+        raise JobError(f"{what} failed:\n{r.stdout[-2000:]}{r.stderr[-2000:]}")
+    try:
+        with open(os.path.join(run_dir, "summary.json")) as f:
+            events = json.load(f).get("events", [])
+    except (OSError, ValueError):
+        return  # load() says what is missing
+    died = [f"{e['process']} (status {e['status']})" for e in events if e.get("event") == "died"]
+    if died:
+        raise JobError(f"{what}: {', '.join(died)} died during the run, so its figures do not "
+                       f"compare with the other runs'; see {run_dir}")
+
+
 def run_mode(args, mode, suffix=""):
     """Runs `mode` into OUT/KEY+SUFFIX (KEY: result_key(mode)); returns that directory.
-    JobError if the job failed."""
+    JobError if the job failed or lost a process (check_job)."""
     run_dir = os.path.join(args.out, result_key(mode) + suffix)
     print(f"compare_modes: {mode}{suffix} ...", flush=True)
     r = subprocess.run(job_command(args, mode, run_dir), cwd=ROOT, capture_output=True, text=True)
-    if r.returncode != 0:
-        raise JobError(f"{mode} failed:\n{r.stdout[-2000:]}{r.stderr[-2000:]}")
+    check_job(r, mode, run_dir)
     return run_dir
 
 

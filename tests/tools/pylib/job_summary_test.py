@@ -1,5 +1,5 @@
 """tools/pylib/job_summary.py: the iteration summary, summary.json's contents from the
-scheduler's stats, and the merged timeline."""
+scheduler's stats and the job's Outcome, and the merged timeline."""
 
 import json
 import os
@@ -34,11 +34,12 @@ class IterationSummaryTest(unittest.TestCase):
 
 STATS = {
     "workers": [
-        {"model": "cnn", "epochs": 2, "test_accuracy": -1, "samples": 600, "iterations": 10,
-         "bytes_pushed": 100, "bytes_pulled": 200, "state": "done", "push_codec": "fp16",
+        # A dead worker's counters are the scheduler's zeros: its 0 accuracy is no result.
+        {"model": "cnn", "epochs": 2, "test_accuracy": 0, "samples": 600, "iterations": 10,
+         "bytes_pushed": 100, "bytes_pulled": 200, "state": "dead", "push_codec": "fp16",
          "pull_codec": "fp32"},
         {"model": "cnn", "epochs": 2, "test_accuracy": 0.875, "samples": 400, "iterations": 12,
-         "bytes_pushed": 50, "bytes_pulled": 70, "state": "dead", "push_codec": "fp32",
+         "bytes_pushed": 50, "bytes_pulled": 70, "state": "finished", "push_codec": "fp32",
          "pull_codec": "fp32"},
     ],
     "servers": [{}],
@@ -61,7 +62,7 @@ class SummariseTest(unittest.TestCase):
         self.assertEqual(s["pull_codecs"], ["fp32"])
         self.assertEqual(s["model"], "cnn")
         self.assertEqual(s["epochs"], 2)
-        self.assertEqual(s["final_test_accuracy"], 0.875)  # -1: the worker did not evaluate
+        self.assertEqual(s["final_test_accuracy"], 0.875)  # not the dead worker's 0
         self.assertEqual(s["samples_per_second"], 250.0)
         self.assertEqual(s["iterations"], 12)
         self.assertEqual((s["bytes_pushed"], s["bytes_pulled"]), (150, 270))
@@ -105,6 +106,16 @@ class RunDirectoryTest(unittest.TestCase):
         with open(os.path.join(self.dir, name)) as f:
             return json.load(f)
 
+    def test_merge_timelines_takes_replacements_in_order(self):
+        for name, tid in (("timeline_worker1.r1.json", "1.r1"), ("timeline_worker0.json", "0"),
+                          ("timeline_worker1.json", "1"), ("timeline_worker1.r10.json", "1.r10"),
+                          ("timeline_worker1.r2.json", "1.r2"), ("timeline_worker2.r1.json", "2"),
+                          ("timeline_worker1.rx.json", "?")):
+            self.write(name, json.dumps([{"name": "push", "tid": tid}]))
+        job_summary.merge_timelines(self.dir, 2)  # worker2 belongs to another run
+        self.assertEqual([e["tid"] for e in self.read_json("timeline.json")["traceEvents"]],
+                         ["0", "1", "1.r1", "1.r2", "1.r10"])
+
     def test_merge_timelines_skips_unfinished_files(self):
         self.write("timeline_worker0.json", json.dumps([{"name": "push", "tid": 0}]))
         self.write("timeline_worker1.json", '[{"name": "push", "tid": 1},')  # died mid-run
@@ -137,6 +148,30 @@ class RunDirectoryTest(unittest.TestCase):
         self.assertEqual(summary["samples_per_second"], 500.0)
         self.assertEqual(summary["mean_iteration_seconds"], 0.01)  # the eval record is no iteration
         self.assertEqual(summary["machine_cores"], 2)
+        # A completed job with nothing lost (the remote backends'), not resumed.
+        self.assertEqual({k: summary[k] for k in list(summary)[-7:]},
+                         {"completed": True, "scheduler_status": None, "events": [],
+                          "restarts": {"worker": 0, "server": 0},
+                          "deaths": {"worker": 0, "server": 0}, "resumed": False, "attempt": 1})
+
+    def test_write_summary_with_the_outcome(self):
+        args = types.SimpleNamespace(run_dir=self.dir, workers=2, servers=1, sync="bsp",
+                                     resume=self.dir, attempt=3)
+        outcome = job_summary.Outcome(
+            completed=False, scheduler_status=-9,
+            events=[job_summary.Event(1.25, "worker1", "died", 1),
+                    job_summary.Event(1.3, "worker1.r1", "restarted", 1),
+                    job_summary.Event(2.0, "server0", "stopped", -15)],
+            restarts={"worker": 1, "server": 0}, deaths={"worker": 1, "server": 0})
+        summary = job_summary.write_summary(args, 2.0, {}, os.path.join(self.dir, "stats.json"),
+                                            outcome)
+        self.assertEqual(self.read_json("summary.json"), summary)
+        self.assertEqual((summary["completed"], summary["scheduler_status"]), (False, -9))
+        self.assertEqual(summary["events"][1],
+                         {"t": 1.3, "process": "worker1.r1", "event": "restarted", "status": 1})
+        self.assertEqual((summary["restarts"]["worker"], summary["deaths"]["worker"]), (1, 1))
+        self.assertEqual((summary["resumed"], summary["attempt"]), (True, 3))
+        self.assertEqual(summary["mode"], "bsp")  # the job's keys stay
 
 
 if __name__ == "__main__":

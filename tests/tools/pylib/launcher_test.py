@@ -1,6 +1,8 @@
 """tools/pylib/launcher.py: per-worker flags, option checks, and run_job on stand-in binaries
 (small Python programs in place of the scheduler, server and worker): the summary, the logs,
-and that every failure is a JobError (or the exception passed on) with every process stopped."""
+deaths recorded and dead workers replaced while the scheduler lives, the scheduler's status as
+the job's outcome, the servers' checkpoint flags, --resume, and that every failure is a JobError
+(or the exception passed on) with every process stopped."""
 
 import contextlib
 import io
@@ -12,17 +14,22 @@ import subprocess
 import sys
 import tempfile
 import unittest
+from unittest import mock
 
 import junit_main
 import launcher
+import resume
+import supervisor
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 # One stand-in for all three roles (its name says which). Flags it understands besides the
-# real ones it is given: --exit=N (worker: fail), --sleep=S (worker: run on), --die (scheduler:
-# exit before writing its endpoint).
+# real ones it is given: --die (scheduler: exit 1 before writing its endpoint), --sleep=S (run on
+# for S seconds: by default the scheduler 0.3, so that it outlives the others, a server 0.2, a
+# worker 0.1), --exit=N (exit with status N), --fail_times=N (worker: exit 1 unless it is the
+# N-th replacement or later, by its metrics file's .rK). A server prints its arguments.
 FAKE = r'''#!PYTHON
-import json, os, sys, time
+import json, os, re, sys, time
 role = os.path.basename(sys.argv[0])
 flags = dict(a[2:].partition("=")[::2] for a in sys.argv[1:] if a.startswith("--"))
 if role == "scheduler":
@@ -30,14 +37,15 @@ if role == "scheduler":
         sys.exit(1)
     with open(flags["endpoint_file"], "w") as f:
         f.write("tcp://127.0.0.1:1\n")
-    time.sleep(0.3)
+    time.sleep(float(flags.get("sleep", 0.3)))
     n = int(flags["num_workers"])
     with open(flags["stats_json"], "w") as f:
         json.dump({"workers": [{"model": "mlp", "epochs": 1, "samples": 100, "iterations": 2,
                                 "test_accuracy": 0.5 if i == 0 else -1} for i in range(n)],
                    "servers": []}, f)
 elif role == "server":
-    time.sleep(0.2)
+    print(json.dumps(sys.argv[1:]), flush=True)
+    time.sleep(float(flags.get("sleep", 0.2)))
 else:
     rank = int(flags["metrics"].rsplit("worker", 1)[1].split(".")[0])
     print(f"worker {rank}: step 1", flush=True)
@@ -49,8 +57,14 @@ else:
     with open(flags["timeline"], "w") as f:
         json.dump([{"name": "push", "tid": rank, "ts": 0, "dur": 1}], f)
     time.sleep(float(flags.get("sleep", 0.1)))
-    sys.exit(int(flags.get("exit", 0)))
+    replacement = re.search(r"\.r(\d+)\.jsonl$", flags["metrics"])
+    if int(replacement.group(1) if replacement else 0) < int(flags.get("fail_times", 0)):
+        sys.exit(1)
+sys.exit(int(flags.get("exit", 0)))
 '''
+# Long enough for the launcher to see a process that fails at once die (and start a replacement)
+# while the scheduler runs, on a busy machine too.
+SCHEDULER_WAITS = "--sleep=2"
 
 
 class Args:
@@ -81,9 +95,30 @@ class ParseArgsTest(unittest.TestCase):
         self.assertEqual(args.worker_flags_for, [])
 
     def test_impossible_values_are_usage_errors(self):
-        for argv in (["--workers=0"], ["--servers=0"], ["--timeout=0"], ["--sync=fast"]):
+        for argv in (["--workers=0"], ["--servers=0"], ["--timeout=0"], ["--sync=fast"],
+                     ["--max_restarts=-1"], ["--max_restarts=worker:x"], ["--max_restarts=server:1"],
+                     ["--cluster=c.toml", "--backend=ssh", "--max_restarts=1"],
+                     ["--cluster=c.toml", "--backend=ssh", "--checkpoint_every=30s"]):
             with self.subTest(argv=argv), self.assertRaises(SystemExit) as e:
                 self.parse(argv)
+            self.assertEqual(e.exception.code, 2)
+
+    def test_checkpoint_every(self):
+        for good in ("", "30s", "0.5s", "200steps"):
+            self.assertEqual(self.parse(["--checkpoint_every=" + good]).checkpoint_every, good)
+        for bad in ("30", "s", "steps", "0s", "0steps", "-5s", "1.5steps", "30 s", "30m", "1e3s"):
+            with self.subTest(bad=bad), self.assertRaises(SystemExit) as e:
+                self.parse(["--checkpoint_every=" + bad])
+            self.assertEqual(e.exception.code, 2)
+
+    def test_resume_takes_only_timeout_quiet_and_max_restarts(self):
+        args = self.parse(["--resume=/r", "--timeout=5", "--max_restarts=worker:1"])
+        self.assertEqual((args.resume, args.timeout, args.max_restarts), ("/r", 5, "worker:1"))
+        self.assertIsNone(args.quiet)  # not given: the saved option stands
+        # Any other option is an error, even at its default value.
+        for argv in (["--servers=2"], ["--worker_flags_for=1:--a"], ["--dry_run"], ["--sync=asp"]):
+            with self.subTest(argv=argv), self.assertRaises(SystemExit) as e:
+                self.parse(["--resume=/r"] + argv)
             self.assertEqual(e.exception.code, 2)
 
 
@@ -105,23 +140,46 @@ class FakeBinariesTest(unittest.TestCase):
         self._tmp.cleanup()
 
 
-class RunJobTest(FakeBinariesTest):
+class JobTest(FakeBinariesTest):
+    """Runs jobs of the stand-ins in-process."""
+
     def run_job(self, during=None, **options):
-        args = Args(bin_dir=self.bin_dir, run_dir=self.run_dir, servers=1, workers=2, quiet=True,
-                    **options)
-        with contextlib.redirect_stdout(io.StringIO()):
-            return launcher.run_job(args, on_start=lambda name, pid: self.pids.update({name: pid}),
-                                    during=during)
+        """A job of 1 server and 2 workers unless `options` say otherwise."""
+        args = Args(**{"bin_dir": self.bin_dir, "run_dir": self.run_dir, "servers": 1,
+                       "workers": 2, "quiet": True, **options})
+        return self.run_args(args, during)
+
+    def run_args(self, args, during=None):
+        """run_job(args); what it printed is left in self.out."""
+        out = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(out):
+                return launcher.run_job(args, during=during,
+                                        on_start=lambda name, pid: self.pids.update({name: pid}))
+        finally:
+            self.out = out.getvalue()
 
     def read(self, name):
         with open(os.path.join(self.run_dir, name)) as f:
             return f.read()
+
+    def summary(self):
+        return json.loads(self.read("summary.json"))
+
+    def events(self, summary):
+        """(process, event, status) of each event, in order; checks their times."""
+        times = [e["t"] for e in summary["events"]]
+        self.assertEqual(times, sorted(times))
+        self.assertTrue(all(t == round(t, 3) and t > 0 for t in times), times)
+        return [(e["process"], e["event"], e["status"]) for e in summary["events"]]
 
     def assert_all_stopped(self):
         self.assertTrue(self.pids)
         for name, pid in self.pids.items():
             self.assertFalse(os.path.exists(f"/proc/{pid}"), name)
 
+
+class RunJobTest(JobTest):
     def test_a_job_that_finishes(self):
         summary = self.run_job(worker_flags_for=["1:--sleep=0.2"])
         self.assertEqual(json.loads(self.read("summary.json")), summary)
@@ -132,10 +190,17 @@ class RunJobTest(FakeBinariesTest):
         self.assertEqual(set(summary["cpu_cores"]) - {"scheduler", "server0", "worker0", "worker1"},
                          set())
         self.assertEqual(len(json.loads(self.read("timeline.json"))["traceEvents"]), 2)
+        self.assertEqual((summary["completed"], summary["scheduler_status"], summary["events"]),
+                         (True, 0, []))
+        self.assertEqual((summary["restarts"], summary["deaths"]),
+                         ({"worker": 0, "server": 0}, {"worker": 0, "server": 0}))
+        self.assertEqual((summary["resumed"], summary["attempt"]), (False, 1))
         # A worker's log has its output and its errors.
         self.assertIn("worker 1: step 1", self.read("worker1.log"))
         self.assertIn("worker 1: a warning", self.read("worker1.log"))
         self.assertEqual(sorted(self.pids), ["scheduler", "server0", "worker0", "worker1"])
+        # The options it ran with, for --resume.
+        self.assertEqual(json.loads(self.read("launch.json"))["worker_flags_for"], ["1:--sleep=0.2"])
 
     def test_a_missing_binary_starts_nothing(self):
         os.remove(os.path.join(self.bin_dir, "worker", "worker"))
@@ -148,16 +213,94 @@ class RunJobTest(FakeBinariesTest):
             self.run_job(scheduler_flags="--die")
         self.assertEqual(list(self.pids), ["scheduler"])
 
-    def test_a_failing_worker_stops_the_others(self):
-        with self.assertRaisesRegex(launcher.JobError, r"worker1 exited with status 3; see .*worker1.log"):
-            self.run_job(worker_flags="--sleep=30", worker_flags_for=["1:--exit=3 --sleep=0"])
+    def test_a_dead_worker_is_recorded_and_the_scheduler_completes_the_job(self):
+        summary = self.run_job(worker_flags_for=["1:--exit=1 --sleep=0"],
+                               scheduler_flags=SCHEDULER_WAITS)
+        self.assertTrue(summary["completed"])
+        self.assertEqual(self.events(summary), [("worker1", "died", 1)])
+        self.assertEqual(summary["deaths"], {"worker": 1, "server": 0})
+        self.assertEqual(summary["restarts"], {"worker": 0, "server": 0})
+        self.assertIn("launch: worker1 died (status 1); no restarts left (--max_restarts=worker:0)",
+                      self.out)
+        self.assertFalse(os.path.exists(os.path.join(self.run_dir, "worker1.r1.log")))
+
+    def test_a_dead_server_is_recorded_and_the_scheduler_decides(self):
+        summary = self.run_job(server_flags="--exit=3", max_restarts="4",
+                               scheduler_flags=SCHEDULER_WAITS)
+        self.assertTrue(summary["completed"])  # the stand-in scheduler says so
+        self.assertEqual(self.events(summary), [("server0", "died", 3)])
+        self.assertEqual(summary["deaths"], {"worker": 0, "server": 1})
+        self.assertIn("launch: server0 died (status 3); servers are not replaced", self.out)
+
+    def test_a_dead_worker_is_replaced(self):
+        summary = self.run_job(max_restarts="1", scheduler_flags=SCHEDULER_WAITS,
+                               worker_flags_for=["1:--fail_times=1 --sleep=0"])
+        self.assertTrue(summary["completed"])
+        self.assertEqual(self.events(summary), [("worker1", "died", 1), ("worker1.r1", "restarted", 1)])
+        self.assertEqual(summary["restarts"], {"worker": 1, "server": 0})
+        self.assertIn("launch: worker1 died (status 1); starting replacement worker1.r1", self.out)
+        self.assertEqual(sorted(self.pids), ["scheduler", "server0", "worker0", "worker1", "worker1.r1"])
+        # Its own log, metrics and timeline; the dead one's stay, and both are in the summary's.
+        self.assertIn("worker 1: step 1", self.read("worker1.r1.log"))
+        for name in ("metrics_worker1.jsonl", "metrics_worker1.r1.jsonl", "timeline_worker1.json",
+                     "timeline_worker1.r1.json"):
+            self.assertTrue(os.path.exists(os.path.join(self.run_dir, name)), name)
+        self.assertEqual(len(json.loads(self.read("timeline.json"))["traceEvents"]), 3)
+
+    def test_restarts_run_out(self):
+        summary = self.run_job(max_restarts="worker:1,server:0", scheduler_flags=SCHEDULER_WAITS,
+                               worker_flags_for=["1:--fail_times=9 --sleep=0"])
+        self.assertTrue(summary["completed"])
+        self.assertEqual(self.events(summary), [("worker1", "died", 1), ("worker1.r1", "restarted", 1),
+                                                ("worker1.r1", "died", 1)])
+        self.assertEqual(summary["deaths"], {"worker": 2, "server": 0})
+        self.assertEqual(summary["restarts"], {"worker": 1, "server": 0})
+        self.assertNotIn("worker1.r2", self.pids)
+        self.assertIn("launch: worker1.r1 died (status 1); no restarts left", self.out)
+
+    def test_a_scheduler_that_fails_the_job(self):
+        with self.assertRaisesRegex(launcher.JobError, r"the scheduler exited with status 2: the job "
+                                                       r"did not complete; see .*/scheduler.log"):
+            self.run_job(scheduler_flags="--exit=2", server_flags="--sleep=30",
+                         worker_flags="--sleep=30")
         self.assert_all_stopped()
-        self.assertFalse(os.path.exists(os.path.join(self.run_dir, "summary.json")))
+        summary = self.summary()
+        self.assertEqual((summary["completed"], summary["scheduler_status"]), (False, 2))
+        self.assertEqual(sorted(self.events(summary)), [(name, "stopped", -signal.SIGTERM)
+                                                        for name in ("server0", "worker0", "worker1")])
+
+    def test_processes_left_after_the_scheduler_are_stopped(self):
+        with mock.patch.object(supervisor, "GRACE_SECONDS", 0.5):
+            summary = self.run_job(worker_flags_for=["1:--sleep=30"])
+        self.assert_all_stopped()
+        self.assertTrue(summary["completed"])
+        self.assertEqual(self.events(summary), [("worker1", "stopped", -signal.SIGTERM)])
+
+    def test_servers_checkpoint_into_the_run_directory(self):
+        self.run_job(checkpoint_every="30s")
+        argv = json.loads(self.read("server0.log").splitlines()[0])
+        self.assertIn(f"--checkpoint_dir={self.run_dir}/checkpoints", argv)
+        self.assertIn("--checkpoint_every=30s", argv)
+        self.assertNotIn("--resume", argv)
+
+    def test_the_server_flags_checkpoint_dir_wins(self):
+        lines = launcher.describe_local(Args(run_dir="/r", server_flags="--checkpoint_dir /c"))
+        self.assertNotIn("--checkpoint_dir=/r/checkpoints", lines)
+        self.assertIn("--checkpoint_dir /c", lines)
+        self.assertNotIn("--checkpoint_every", lines)  # none set: the servers' default
+
+    def test_a_dry_run_shows_the_checkpoint_flags(self):
+        lines = launcher.describe_local(Args(run_dir="/r", servers=2, checkpoint_every="200steps"))
+        servers = [line for line in lines.splitlines() if "/server/server " in line]
+        self.assertEqual(len(servers), 2)
+        for line in servers:
+            self.assertIn("--checkpoint_dir=/r/checkpoints --checkpoint_every=200steps", line)
 
     def test_a_job_past_its_timeout_is_stopped(self):
         with self.assertRaisesRegex(launcher.JobError, r"the job ran past --timeout=1s"):
-            self.run_job(worker_flags="--sleep=30", timeout=1.0)
+            self.run_job(scheduler_flags="--sleep=30", worker_flags="--sleep=30", timeout=1.0)
         self.assert_all_stopped()
+        self.assertFalse(os.path.exists(os.path.join(self.run_dir, "summary.json")))
 
     def test_an_interruption_stops_every_process_and_is_passed_on(self):
         def during():
@@ -178,6 +321,65 @@ class RunJobTest(FakeBinariesTest):
         self.assertFalse(os.path.exists(os.path.join(self.run_dir, "scheduler.endpoint")))
 
 
+class ResumeTest(JobTest):
+    """run_job on the options resume.prepare makes of tools/launch --resume=RUN_DIR."""
+
+    def resume(self, *argv):
+        with contextlib.redirect_stdout(io.StringIO()):
+            args = resume.prepare(launcher.parse_args(["--resume=" + self.run_dir, *argv], ""))
+        return self.run_args(args)
+
+    def first_attempt(self, shards=(0, 1)):
+        self.run_job(servers=2, worker_flags="--threads=3")
+        for r in shards:  # what the servers would have written
+            os.makedirs(os.path.join(self.run_dir, "checkpoints", f"server{r}", "ckpt-1"))
+
+    def test_the_same_job_again_with_the_servers_resuming(self):
+        self.first_attempt()
+        summary = self.resume("--max_restarts=2")
+        self.assertEqual((summary["resumed"], summary["attempt"], summary["servers"]), (True, 2, 2))
+        for name in ("server0", "server1"):
+            argv = json.loads(self.read(name + ".log").splitlines()[0])
+            self.assertIn("--resume", argv)
+            self.assertIn(f"--checkpoint_dir={self.run_dir}/checkpoints", argv)
+        self.assertIn("--threads=3", self.read("launch.json"))
+        self.assertEqual(json.loads(self.read("launch.json"))["max_restarts"], "2")
+        # The first attempt's files moved; the checkpoints stay.
+        archived = sorted(os.listdir(os.path.join(self.run_dir, "attempt-1")))
+        for name in ("scheduler.log", "server1.log", "worker0.log", "metrics_worker0.jsonl",
+                     "timeline.json", "summary.json", "stats.json"):
+            self.assertIn(name, archived)
+        self.assertNotIn("launch.json", archived)
+        self.assertEqual(sorted(os.listdir(os.path.join(self.run_dir, "checkpoints"))),
+                         ["server0", "server1"])
+        with open(os.path.join(self.run_dir, "attempt-1", "summary.json")) as f:
+            self.assertFalse(json.load(f)["resumed"])
+        # Once more: attempt 3, the second one's files in attempt-2.
+        self.assertEqual(self.resume()["attempt"], 3)
+        self.assertEqual(json.loads(self.read("launch.json"))["max_restarts"], "2")  # saved
+        with open(os.path.join(self.run_dir, "attempt-2", "summary.json")) as f:
+            self.assertEqual(json.load(f)["attempt"], 2)
+        self.assertNotIn("attempt-1", os.listdir(os.path.join(self.run_dir, "attempt-2")))
+
+    def test_no_launch_json(self):
+        os.makedirs(self.run_dir)
+        with self.assertRaisesRegex(launcher.JobError,
+                                    "run has no launch.json: was it started by tools/launch?"):
+            self.resume()
+        with open(os.path.join(self.run_dir, "launch.json"), "w") as f:
+            f.write("{torn")
+        with self.assertRaisesRegex(launcher.JobError, "launch.json cannot be read .*tools/launch"):
+            self.resume()
+
+    def test_a_server_without_checkpoints_moves_nothing(self):
+        self.first_attempt(shards=[1])
+        before = sorted(os.listdir(self.run_dir))
+        with self.assertRaisesRegex(launcher.JobError,
+                                    r"cannot resume .*: no checkpoints of server 0 in .*checkpoints"):
+            self.resume()
+        self.assertEqual(sorted(os.listdir(self.run_dir)), before)
+
+
 class LaunchScriptTest(FakeBinariesTest):
     """tools/launch: messages and exit statuses."""
 
@@ -193,12 +395,35 @@ class LaunchScriptTest(FakeBinariesTest):
         self.assertIn("launch: summary {", out)
         self.assertEqual(err, "")
 
-    def test_a_failure_is_reported_with_status_1(self):
+    def test_a_dead_worker_leaves_a_completed_job(self):
         proc = self.launch("--worker_flags_for=0:--exit=3")
         out, err = proc.communicate(timeout=60)
+        self.assertEqual(proc.returncode, 0, err)
+        self.assertIn("launch: worker0 died (status 3)", out)
+
+    def test_a_failure_is_reported_with_status_1(self):
+        proc = self.launch("--scheduler_flags=--exit=4")
+        out, err = proc.communicate(timeout=60)
         self.assertEqual(proc.returncode, 1)
-        self.assertIn(f"launch: error: worker0 exited with status 3; see {self.run_dir}/worker0.log",
-                      err)
+        self.assertIn("launch: error: the scheduler exited with status 4: the job did not "
+                      f"complete; see {self.run_dir}/scheduler.log", err)
+        self.assertIn('"completed": false', out)
+
+    def test_resume(self):
+        self.assertEqual(self.launch().wait(timeout=60), 0)
+        os.makedirs(os.path.join(self.run_dir, "checkpoints", "server0"))
+        resumed = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "launch"),
+                                  "--resume=" + self.run_dir, "--timeout=100"],
+                                 capture_output=True, text=True, timeout=60)
+        self.assertEqual(resumed.returncode, 0, resumed.stderr)
+        self.assertIn(f"launch: resuming {self.run_dir} (attempt 2)", resumed.stdout)
+        self.assertNotIn("worker 0: step 1", resumed.stdout)  # the saved --quiet stands
+        refused = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "launch"),
+                                  "--resume=" + self.run_dir, "--workers=3"],
+                                 capture_output=True, text=True, timeout=60)
+        self.assertEqual(refused.returncode, 2)
+        self.assertIn("only --timeout, --quiet and --max_restarts may be given with it, not "
+                      "--workers", refused.stderr)
 
     def test_a_missing_binary_is_reported_with_status_1(self):
         os.remove(os.path.join(self.bin_dir, "server", "server"))

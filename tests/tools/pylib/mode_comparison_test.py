@@ -388,6 +388,25 @@ class RunModeTest(unittest.TestCase):
         self.assertIn("--run_dir=/tmp/out/r2sp+csc_0.05_chunk_4096_run2", run.call_args[0][0])
         self.assertIn("compare_modes: r2sp+csc:0.05,chunk=4096_run2 ...", printed.getvalue())
 
+    def test_a_failed_job_or_a_lost_process_fails_the_run(self):
+        with tempfile.TemporaryDirectory() as run_dir:
+            ok = types.SimpleNamespace(returncode=0, stdout="", stderr="")
+            mc.check_job(ok, "bsp", run_dir)  # no summary.json: load() will say so
+            with self.assertRaisesRegex(mc.JobError, "bsp failed:\nout err"):
+                mc.check_job(types.SimpleNamespace(returncode=1, stdout="out ", stderr="err"),
+                             "bsp", run_dir)
+            events = [{"t": 1.0, "process": "worker1", "event": "died", "status": -9},
+                      {"t": 1.1, "process": "worker1.r1", "event": "restarted", "status": -9},
+                      {"t": 9.0, "process": "server0", "event": "stopped", "status": -15}]
+            with open(os.path.join(run_dir, "summary.json"), "w") as f:
+                json.dump({"completed": True, "events": events[2:]}, f)
+            mc.check_job(ok, "bsp", run_dir)  # stopped after the scheduler ended: no death
+            with open(os.path.join(run_dir, "summary.json"), "w") as f:
+                json.dump({"completed": True, "events": events}, f)
+            with self.assertRaisesRegex(mc.JobError, r"bsp: worker1 \(status -9\) died during "
+                                                     r"the run, so its figures do not compare"):
+                mc.check_job(ok, "bsp", run_dir)
+
 
 def write_run_dir(run_dir, workers=2, iterations=5, interval=0.1, batch=32, evals=(),
                   overlap=False):

@@ -1,0 +1,259 @@
+// See checkpoint_store.h.
+#include "server/checkpoint_store.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "common/crc32c.h"
+#include "common/status_macros.h"
+#include "glog/logging.h"
+#include "google/protobuf/text_format.h"
+
+namespace r2sp {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr char kShardFile[] = "shard.bin";
+constexpr char kManifestFile[] = "MANIFEST";
+constexpr char kPrefix[] = "ckpt-";
+
+absl::Status ErrnoError(const std::string& what, const std::string& path) {
+  return absl::UnavailableError(absl::StrCat(what, " ", path, ": ", std::strerror(errno)));
+}
+
+// Writes `contents` to `path` and fsyncs it.
+absl::Status WriteAndSync(const std::string& path, const std::string& contents) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoError("cannot create", path);
+  size_t done = 0;
+  while (done < contents.size()) {
+    const ssize_t n = ::write(fd, contents.data() + done, contents.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const absl::Status s = ErrnoError("cannot write", path);
+      ::close(fd);
+      return s;
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0) {
+    const absl::Status s = ErrnoError("cannot fsync", path);
+    ::close(fd);
+    return s;
+  }
+  if (::close(fd) != 0) return ErrnoError("cannot close", path);
+  return absl::OkStatus();
+}
+
+absl::Status SyncDirectory(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return ErrnoError("cannot open directory", path);
+  const int rc = ::fsync(fd);
+  ::close(fd);
+  if (rc != 0) return ErrnoError("cannot fsync directory", path);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ReadWhole(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  std::ostringstream out;
+  out << in.rdbuf();
+  if (in.bad()) return absl::DataLossError(absl::StrCat("error reading ", path));
+  return out.str();
+}
+
+// The sequence number of a directory named ckpt-<N>, or -1.
+int64_t SequenceOf(const std::string& name) {
+  int64_t seq;
+  if (!absl::StartsWith(name, kPrefix) ||
+      !absl::SimpleAtoi(name.substr(sizeof(kPrefix) - 1), &seq) || seq < 1) {
+    return -1;
+  }
+  return seq;
+}
+
+absl::Status CheckIdentity(const proto::CheckpointManifest& m, const CheckpointIdentity& want) {
+  if (m.layout_hash() != want.layout_hash || m.num_servers() != want.num_servers) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "it holds a different model layout (layout hash %016x over %d servers; this job's is "
+        "%016x over %d)",
+        m.layout_hash(), m.num_servers(), want.layout_hash, want.num_servers));
+  }
+  if (m.server_rank() != want.server_rank) {
+    return absl::FailedPreconditionError(absl::StrCat("it is server ", m.server_rank(),
+                                                      "'s shard, not server ",
+                                                      want.server_rank, "'s"));
+  }
+  if (m.job_id() != want.job_id) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "it belongs to job '", m.job_id(), "', not '", want.job_id,
+        "' (give the scheduler --job_id=", m.job_id(), " to resume that job)"));
+  }
+  if (m.sync() != want.sync) {
+    return absl::FailedPreconditionError(absl::StrCat("it was taken in ", m.sync(),
+                                                      " mode, this job runs ", want.sync));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+CheckpointStore::CheckpointStore(std::string dir, int rank, int keep)
+    : shard_dir_((fs::path(dir) / absl::StrCat("server", rank)).string()),
+      rank_(rank),
+      keep_(std::max(1, keep)) {
+  const std::vector<int64_t> present = Sequences();
+  next_sequence_ = present.empty() ? 1 : present.back() + 1;
+}
+
+std::string CheckpointStore::PathOf(int64_t sequence) const {
+  return (fs::path(shard_dir_) / absl::StrFormat("%s%08d", kPrefix, sequence)).string();
+}
+
+std::vector<int64_t> CheckpointStore::Sequences() const {
+  std::vector<int64_t> out;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(shard_dir_, ec)) {
+    const int64_t seq = SequenceOf(e.path().filename().string());
+    if (seq > 0 && e.is_directory(ec)) out.push_back(seq);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+absl::StatusOr<std::string> CheckpointStore::Write(const proto::ShardCheckpoint& shard,
+                                                   const CheckpointIdentity& identity,
+                                                   int64_t step, const std::string& reason) {
+  std::error_code ec;
+  fs::create_directories(shard_dir_, ec);
+  if (ec) {
+    return absl::UnavailableError(absl::StrCat("cannot create ", shard_dir_, ": ", ec.message()));
+  }
+  const int64_t sequence = next_sequence_++;
+  const std::string final_path = PathOf(sequence);
+  const std::string tmp = (fs::path(shard_dir_) /
+                           absl::StrCat(".tmp-", sequence, "-", ::getpid())).string();
+  fs::remove_all(tmp, ec);
+  fs::create_directory(tmp, ec);
+  if (ec) return absl::UnavailableError(absl::StrCat("cannot create ", tmp, ": ", ec.message()));
+
+  std::string bytes;
+  if (!shard.SerializeToString(&bytes)) {
+    return absl::InternalError("cannot serialise the shard (over 2 GB?)");
+  }
+  proto::CheckpointManifest manifest;
+  manifest.set_job_id(identity.job_id);
+  manifest.set_layout_hash(identity.layout_hash);
+  manifest.set_server_rank(identity.server_rank);
+  manifest.set_num_servers(identity.num_servers);
+  manifest.set_sync(identity.sync);
+  manifest.set_step(step);
+  manifest.set_sequence(sequence);
+  manifest.set_reason(reason);
+  manifest.set_written_unix_seconds(absl::ToUnixMicros(absl::Now()) / 1e6);
+  proto::CheckpointFile* file = manifest.add_files();
+  file->set_name(kShardFile);
+  file->set_bytes(bytes.size());
+  file->set_crc32c(Crc32c(bytes.data(), bytes.size()));
+  std::string text;
+  google::protobuf::TextFormat::PrintToString(manifest, &text);
+
+  R2SP_RETURN_IF_ERROR(WriteAndSync((fs::path(tmp) / kShardFile).string(), bytes));
+  R2SP_RETURN_IF_ERROR(WriteAndSync((fs::path(tmp) / kManifestFile).string(), text));
+  R2SP_RETURN_IF_ERROR(SyncDirectory(tmp));
+  if (std::rename(tmp.c_str(), final_path.c_str()) != 0) {
+    return ErrnoError(absl::StrCat("cannot rename ", tmp, " to"), final_path);
+  }
+  R2SP_RETURN_IF_ERROR(SyncDirectory(shard_dir_));
+  Prune();
+  return final_path;
+}
+
+void CheckpointStore::Prune() {
+  const std::vector<int64_t> present = Sequences();
+  std::error_code ec;
+  for (size_t i = 0; i + keep_ < present.size(); ++i) {
+    fs::remove_all(PathOf(present[i]), ec);
+    if (ec) LOG(WARNING) << "cannot remove " << PathOf(present[i]) << ": " << ec.message();
+  }
+}
+
+absl::StatusOr<LoadedCheckpoint> CheckpointStore::Load(const std::string& path,
+                                                       const CheckpointIdentity* expected) {
+  LoadedCheckpoint loaded;
+  loaded.path = path;
+  const std::string manifest_path = (fs::path(path) / kManifestFile).string();
+  R2SP_ASSIGN_OR_RETURN(const std::string text, ReadWhole(manifest_path));
+  if (!google::protobuf::TextFormat::ParseFromString(text, &loaded.manifest)) {
+    return absl::DataLossError(absl::StrCat(manifest_path, " is not a checkpoint manifest"));
+  }
+  if (expected != nullptr) {
+    const absl::Status identity = CheckIdentity(loaded.manifest, *expected);
+    if (!identity.ok()) {
+      return absl::Status(identity.code(), absl::StrCat(path, ": ", identity.message()));
+    }
+  }
+  bool have_shard = false;
+  for (const proto::CheckpointFile& f : loaded.manifest.files()) {
+    if (f.name() != kShardFile) continue;
+    const std::string file_path = (fs::path(path) / f.name()).string();
+    R2SP_ASSIGN_OR_RETURN(const std::string bytes, ReadWhole(file_path));
+    if (bytes.size() != f.bytes()) {
+      return absl::DataLossError(absl::StrCat(file_path, " is truncated or padded: ",
+                                              bytes.size(), " bytes, the manifest says ",
+                                              f.bytes()));
+    }
+    const uint32_t crc = Crc32c(bytes.data(), bytes.size());
+    if (crc != f.crc32c()) {
+      return absl::DataLossError(absl::StrFormat(
+          "%s is corrupt: CRC-32C %08x, the manifest says %08x", file_path, crc, f.crc32c()));
+    }
+    if (!loaded.shard.ParseFromString(bytes)) {
+      return absl::DataLossError(absl::StrCat(file_path, " does not parse as a shard"));
+    }
+    have_shard = true;
+  }
+  if (!have_shard) {
+    return absl::DataLossError(absl::StrCat(manifest_path, " lists no ", kShardFile));
+  }
+  return loaded;
+}
+
+absl::StatusOr<LoadedCheckpoint> CheckpointStore::LoadLatest(
+    const CheckpointIdentity& expected) const {
+  std::vector<int64_t> present = Sequences();
+  std::vector<std::string> skipped;
+  for (auto it = present.rbegin(); it != present.rend(); ++it) {
+    absl::StatusOr<LoadedCheckpoint> loaded = Load(PathOf(*it), &expected);
+    if (loaded.ok()) {
+      loaded->skipped = std::move(skipped);
+      return loaded;
+    }
+    LOG(WARNING) << "checkpoint passed over: " << loaded.status().message();
+    skipped.push_back(std::string(loaded.status().message()));
+  }
+  if (skipped.empty()) {
+    return absl::NotFoundError(absl::StrCat("no checkpoint of server ", rank_, " in ",
+                                            shard_dir_));
+  }
+  return absl::NotFoundError(absl::StrCat("no usable checkpoint of server ", rank_, " in ",
+                                          shard_dir_, ": ", absl::StrJoin(skipped, "; ")));
+}
+
+}  // namespace r2sp

@@ -1,0 +1,74 @@
+// Where a server's checkpoints of its shard live and how they are written and read back:
+// DIR/server<R>/ckpt-<sequence>/ holds shard.bin (proto ShardCheckpoint) and MANIFEST (proto
+// CheckpointManifest, text format: job id, layout hash, rank, step, each file's size and
+// CRC-32C). A checkpoint is written into a temporary directory, every file and the directory
+// fsynced, then renamed into place, so a crash leaves either the whole checkpoint or none; the
+// newest `keep` are kept. Loading takes the newest checkpoint that verifies, and says, naming
+// the file, why each newer one was passed over (truncated, bit-flipped, another job's).
+#ifndef R2SP_SERVER_CHECKPOINT_STORE_H_
+#define R2SP_SERVER_CHECKPOINT_STORE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "proto/checkpoint.pb.h"
+
+namespace r2sp {
+
+// What a checkpoint must match to be restored.
+struct CheckpointIdentity {
+  std::string job_id;
+  uint64_t layout_hash = 0;
+  int server_rank = 0;
+  int num_servers = 1;
+  std::string sync;  // bsp, ssp, asp or r2sp
+};
+
+struct LoadedCheckpoint {
+  std::string path;  // the checkpoint's directory
+  proto::CheckpointManifest manifest;
+  proto::ShardCheckpoint shard;
+  // Newer checkpoints that did not verify, each with why (empty when the newest was good).
+  std::vector<std::string> skipped;
+};
+
+// Not thread-safe: one writer (the server's checkpoint thread).
+class CheckpointStore {
+ public:
+  // Checkpoints of server `rank` under `dir`; `keep` >= 1.
+  CheckpointStore(std::string dir, int rank, int keep);
+
+  // DIR/server<R>.
+  const std::string& shard_dir() const { return shard_dir_; }
+
+  // Writes `shard` as the next checkpoint and prunes older ones; returns its directory.
+  absl::StatusOr<std::string> Write(const proto::ShardCheckpoint& shard,
+                                    const CheckpointIdentity& identity, int64_t step,
+                                    const std::string& reason);
+
+  // The newest checkpoint that verifies against `expected`. NotFound if there is none, with
+  // every rejected checkpoint and why in the message.
+  absl::StatusOr<LoadedCheckpoint> LoadLatest(const CheckpointIdentity& expected) const;
+
+  // Reads and verifies one checkpoint directory (`expected` may be null: no identity check).
+  static absl::StatusOr<LoadedCheckpoint> Load(const std::string& path,
+                                               const CheckpointIdentity* expected);
+
+  // Sequence numbers of the checkpoints present, ascending.
+  std::vector<int64_t> Sequences() const;
+
+ private:
+  std::string PathOf(int64_t sequence) const;
+  void Prune();
+
+  const std::string shard_dir_;
+  const int rank_;
+  const int keep_;
+  int64_t next_sequence_;
+};
+
+}  // namespace r2sp
+
+#endif  // R2SP_SERVER_CHECKPOINT_STORE_H_

@@ -1,0 +1,99 @@
+// See checkpointer.h.
+#include "server/checkpointer.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "glog/logging.h"
+
+namespace r2sp {
+
+absl::Status ParseCheckpointEvery(const std::string& spec, CheckpointPolicy* policy) {
+  policy->every_time = absl::ZeroDuration();
+  policy->every_steps = 0;
+  if (spec.empty()) return absl::OkStatus();
+  absl::string_view number = spec;
+  const auto bad = [&spec] {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--checkpoint_every=", spec, ": want <N>s (seconds) or <N>steps, e.g. 30s or 500steps"));
+  };
+  if (absl::ConsumeSuffix(&number, "steps")) {
+    int64_t steps;
+    if (!absl::SimpleAtoi(number, &steps) || steps < 1) return bad();
+    policy->every_steps = steps;
+    return absl::OkStatus();
+  }
+  double seconds;
+  if (!absl::ConsumeSuffix(&number, "s") || !absl::SimpleAtod(number, &seconds) ||
+      !(seconds > 0 && seconds < 1e9)) {
+    return bad();
+  }
+  policy->every_time = absl::Seconds(seconds);
+  return absl::OkStatus();
+}
+
+Checkpointer::Checkpointer(const CheckpointPolicy& policy, ServerHandler* handler,
+                           CheckpointIdentity identity)
+    : policy_(policy),
+      handler_(handler),
+      identity_(std::move(identity)),
+      store_(policy.dir, identity_.server_rank, policy.keep),
+      last_time_(absl::Now()) {}
+
+Checkpointer::~Checkpointer() { Stop(); }
+
+void Checkpointer::Start() {
+  if (policy_.every_time <= absl::ZeroDuration() && policy_.every_steps <= 0) return;
+  {
+    absl::MutexLock lock(&mu_);
+    last_time_ = absl::Now();
+    last_steps_ = handler_->Steps();
+  }
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void Checkpointer::Stop() {
+  if (!stop_.HasBeenNotified()) stop_.Notify();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Checkpointer::Loop() {
+  while (!stop_.WaitForNotificationWithTimeout(absl::Milliseconds(100))) {
+    bool due;
+    {
+      absl::MutexLock lock(&mu_);
+      due = (policy_.every_time > absl::ZeroDuration() &&
+             absl::Now() - last_time_ >= policy_.every_time) ||
+            (policy_.every_steps > 0 && handler_->Steps() - last_steps_ >= policy_.every_steps);
+    }
+    if (!due) continue;
+    absl::StatusOr<std::string> path = CheckpointNow("periodic");
+    // A failed write is retried at the next period, not every 100 ms.
+    if (!path.ok()) LOG(ERROR) << "checkpoint failed: " << path.status();
+  }
+}
+
+absl::StatusOr<std::string> Checkpointer::CheckpointNow(const std::string& reason) {
+  absl::MutexLock lock(&mu_);
+  const absl::Time start = absl::Now();
+  const proto::ShardCheckpoint shard = handler_->Snapshot();
+  double steps = shard.partitions().empty() ? 0.0 : shard.partitions(0).steps();
+  for (const proto::PartitionCheckpoint& p : shard.partitions()) steps = std::min(steps, p.steps());
+  last_time_ = start;
+  last_steps_ = steps;
+  absl::StatusOr<std::string> path =
+      store_.Write(shard, identity_, static_cast<int64_t>(steps + 1e-6), reason);
+  if (path.ok()) {
+    LOG(INFO) << "server " << identity_.server_rank << ": checkpoint (" << reason << ") at step "
+              << static_cast<int64_t>(steps + 1e-6) << " written to " << *path << " in "
+              << absl::FormatDuration(absl::Now() - start);
+  }
+  return path;
+}
+
+}  // namespace r2sp

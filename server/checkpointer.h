@@ -1,0 +1,67 @@
+// When a server checkpoints its shard: every --checkpoint_every (seconds or global-batch
+// steps) on a thread of its own, and on demand (SIGTERM, the scheduler lost, the end of the
+// job). The snapshot is taken between two requests (ServerHandler::Snapshot); the write
+// (CheckpointStore) runs off the I/O thread, so serving goes on while a checkpoint is written.
+#ifndef R2SP_SERVER_CHECKPOINTER_H_
+#define R2SP_SERVER_CHECKPOINTER_H_
+
+#include <cstdint>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "server/checkpoint_store.h"
+#include "server/server_handler.h"
+
+namespace r2sp {
+
+struct CheckpointPolicy {
+  std::string dir;           // empty: no checkpoints
+  absl::Duration every_time = absl::ZeroDuration();  // zero: not by time
+  int64_t every_steps = 0;   // 0: not by steps
+  int keep = 3;
+};
+
+// Parses --checkpoint_every: "" (never periodically), "<N>s" (seconds, N > 0, may have a
+// fraction) or "<N>steps" (global-batch steps, N >= 1), into `policy`.
+absl::Status ParseCheckpointEvery(const std::string& spec, CheckpointPolicy* policy);
+
+// Thread-safe.
+class Checkpointer {
+ public:
+  // `handler` (borrowed) outlives this object. REQUIRES: !policy.dir.empty().
+  Checkpointer(const CheckpointPolicy& policy, ServerHandler* handler,
+               CheckpointIdentity identity);
+  ~Checkpointer();
+
+  // Starts the periodic checkpoints, if the policy has any.
+  void Start();
+  // Stops them (waits for a write in progress).
+  void Stop();
+  // Writes a checkpoint now; returns its directory.
+  absl::StatusOr<std::string> CheckpointNow(const std::string& reason) ABSL_LOCKS_EXCLUDED(mu_);
+
+  const CheckpointIdentity& identity() const { return identity_; }
+  CheckpointStore& store() { return store_; }
+
+ private:
+  void Loop();
+
+  const CheckpointPolicy policy_;
+  ServerHandler* const handler_;
+  const CheckpointIdentity identity_;
+  absl::Notification stop_;
+  std::thread thread_;
+  absl::Mutex mu_;  // one write at a time
+  CheckpointStore store_ ABSL_GUARDED_BY(mu_);
+  absl::Time last_time_ ABSL_GUARDED_BY(mu_);
+  double last_steps_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace r2sp
+
+#endif  // R2SP_SERVER_CHECKPOINTER_H_

@@ -1,0 +1,167 @@
+// Fault tolerance with the real binaries on 127.0.0.1 (issue 15): a lost scheduler stops every
+// other process, non-zero, within three heartbeat timeouts (servers checkpoint first); a worker
+// killed, stopped (SIGSTOP) or hung (its progress count stands still while its heartbeats go
+// on) is declared dead in every mode and the rest of the job completes; a lost server fails the
+// job, which then resumes from the servers' checkpoints, passing over a damaged newest one.
+#include <signal.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/local_job.h"
+
+namespace r2sp {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::JobSpec;
+using testing::LocalJob;
+
+// Heartbeats every 200 ms; a node silent for 600 ms is dead; nodes give the scheduler up after
+// 1.8 s, three of its timeouts.
+constexpr double kSchedulerTimeoutS = 1.8;
+
+std::string CheckpointDir(const std::string& name) {
+  return (fs::path(::testing::TempDir()) / ("ckpt-" + name)).string();
+}
+
+JobSpec FastFailureJob(const std::string& name, const std::string& sync, int servers, int workers,
+                       int iterations) {
+  JobSpec spec;
+  spec.name = name;
+  spec.servers = servers;
+  spec.workers = workers;
+  const std::vector<std::string> node = {"--heartbeat_ms=200",
+                                         absl::StrCat("--scheduler_timeout_s=", kSchedulerTimeoutS)};
+  spec.scheduler_flags = {"--sync=" + sync, "--heartbeat_timeout_ms=600", "--job_id=" + name,
+                          "--partition_bytes=65536"};
+  spec.server_flags = node;
+  spec.server_flags.push_back("--checkpoint_dir=" + CheckpointDir(name));
+  spec.worker_flags = node;
+  for (const char* f : {"--model_mb=1", "--layers=4", "--compute_ms=20"}) {
+    spec.worker_flags.push_back(f);
+  }
+  spec.worker_flags.push_back(absl::StrCat("--iterations=", iterations));
+  return spec;
+}
+
+// Ends the job normally: scheduler, servers and the `survivors` workers exit 0.
+void ExpectCompleted(LocalJob& job, int servers, const std::vector<int>& survivors) {
+  for (int w : survivors) EXPECT_EQ(job.worker(w).Wait(absl::Seconds(90)), 0) << job.worker(w).Log();
+  EXPECT_EQ(job.scheduler().Wait(absl::Seconds(30)), 0) << job.scheduler().Log();
+  for (int s = 0; s < servers; ++s) {
+    EXPECT_EQ(job.server(s).Wait(absl::Seconds(30)), 0) << job.server(s).Log();
+  }
+}
+
+TEST(FaultToleranceTest, EveryNodeStopsWithinThreeHeartbeatTimeoutsOfTheSchedulersLoss) {
+  fs::remove_all(CheckpointDir("lost-scheduler"));
+  LocalJob job(FastFailureJob("lost-scheduler", "asp", 2, 2, 1000000));
+  absl::SleepFor(absl::Seconds(2));
+  job.scheduler().Kill(SIGKILL);
+  const absl::Time killed = absl::Now();
+  // Three timeouts (1.8 s), one heartbeat period to notice, and the servers' last checkpoint.
+  const absl::Duration bound = absl::Seconds(kSchedulerTimeoutS + 1.5);
+  for (int s = 0; s < 2; ++s) {
+    EXPECT_EQ(job.server(s).Wait(bound - (absl::Now() - killed)), 3) << job.server(s).Log();
+    EXPECT_NE(job.server(s).Log().find("lost the scheduler"), std::string::npos);
+    EXPECT_NE(job.server(s).Log().find("checkpoint written to"), std::string::npos);
+  }
+  for (int w = 0; w < 2; ++w) {
+    EXPECT_EQ(job.worker(w).Wait(bound - (absl::Now() - killed)), 3) << job.worker(w).Log();
+    EXPECT_NE(job.worker(w).Log().find("lost the scheduler"), std::string::npos);
+  }
+  EXPECT_LT(absl::Now() - killed, bound);
+}
+
+TEST(FaultToleranceTest, KilledWorkerLeavesTheJobGoingInEveryMode) {
+  for (const std::string sync : {"bsp", "ssp", "asp", "r2sp"}) {
+    SCOPED_TRACE(sync);
+    LocalJob job(FastFailureJob("killed-" + sync, sync, 1, 3, 80));
+    absl::SleepFor(absl::Seconds(1.5));
+    job.worker(1).Kill(SIGKILL);
+    ExpectCompleted(job, 1, {0, 2});
+    EXPECT_NE(job.scheduler().Log().find("declared dead"), std::string::npos);
+  }
+}
+
+TEST(FaultToleranceTest, StoppedWorkerIsDeclaredDeadAndStopsWhenItWakes) {
+  LocalJob job(FastFailureJob("stopped", "bsp", 1, 3, 150));
+  absl::SleepFor(absl::Seconds(1.5));
+  job.worker(2).Kill(SIGSTOP);
+  absl::SleepFor(absl::Seconds(1.5));  // declared dead after 0.6 s; the others go on
+  job.worker(2).Kill(SIGCONT);
+  EXPECT_EQ(job.worker(2).Wait(absl::Seconds(10)), 3) << job.worker(2).Log();
+  EXPECT_NE(job.worker(2).Log().find("declared this node dead"), std::string::npos)
+      << job.worker(2).Log();
+  ExpectCompleted(job, 1, {0, 1});
+}
+
+TEST(FaultToleranceTest, HungWorkerIsDeclaredDeadByItsProgress) {
+  JobSpec spec = FastFailureJob("hung", "asp", 1, 2, 150);
+  spec.scheduler_flags.push_back("--progress_timeout_s=2");
+  spec.worker_flags_for[1] = {"--compute_ms=600000"};  // its heartbeats run, its loop does not
+  LocalJob job(spec);
+  EXPECT_EQ(job.worker(1).Wait(absl::Seconds(30)), 3) << job.worker(1).Log();
+  ExpectCompleted(job, 1, {0});
+  EXPECT_NE(job.scheduler().Log().find("no progress for"), std::string::npos)
+      << job.scheduler().Log();
+}
+
+TEST(FaultToleranceTest, LostServerFailsTheJobWhichResumesFromCheckpoints) {
+  const std::string dir = CheckpointDir("resume");
+  fs::remove_all(dir);
+  JobSpec spec = FastFailureJob("resume", "bsp", 2, 2, 400);
+  spec.server_flags.push_back("--checkpoint_every=0.3s");
+  {
+    LocalJob job(spec);
+    absl::SleepFor(absl::Seconds(3));
+    job.server(1).Kill(SIGKILL);
+    EXPECT_NE(job.scheduler().Wait(absl::Seconds(15)), 0);
+    EXPECT_NE(job.scheduler().Log().find("was lost"), std::string::npos) << job.scheduler().Log();
+    for (int w = 0; w < 2; ++w) EXPECT_EQ(job.worker(w).Wait(absl::Seconds(10)), 3);
+    EXPECT_EQ(job.server(0).Wait(absl::Seconds(10)), 3) << job.server(0).Log();
+    EXPECT_NE(job.server(0).Log().find("the job failed"), std::string::npos);
+  }
+  // Damage server 0's newest checkpoint: the resumed server passes over it for the one before.
+  std::vector<fs::path> ckpts;
+  for (const auto& e : fs::directory_iterator(fs::path(dir) / "server0")) ckpts.push_back(e.path());
+  ASSERT_GE(ckpts.size(), 2u);
+  std::sort(ckpts.begin(), ckpts.end());
+  fs::resize_file(ckpts.back() / "shard.bin", 100);
+
+  spec.name = "resumed";
+  spec.server_flags.push_back("--resume");
+  LocalJob resumed(spec);
+  ExpectCompleted(resumed, 2, {0, 1});
+  bool passed_over = false;
+  for (int s = 0; s < 2; ++s) {
+    EXPECT_NE(resumed.server(s).Log().find("resumed from"), std::string::npos);
+    passed_over |= resumed.server(s).Log().find("truncated") != std::string::npos;
+  }
+  EXPECT_TRUE(passed_over);
+  for (int w = 0; w < 2; ++w) {
+    EXPECT_NE(resumed.worker(w).Log().find("resuming at step"), std::string::npos)
+        << resumed.worker(w).Log();
+  }
+}
+
+TEST(FaultToleranceTest, ResumeWithoutACheckpointIsAClearError) {
+  const std::string dir = CheckpointDir("nothing");
+  fs::remove_all(dir);
+  JobSpec spec = FastFailureJob("nothing", "asp", 1, 1, 10);
+  spec.server_flags.push_back("--resume");
+  LocalJob job(spec);
+  EXPECT_EQ(job.server(0).Wait(absl::Seconds(20)), 1) << job.server(0).Log();
+  EXPECT_NE(job.server(0).Log().find("no checkpoint of server 0"), std::string::npos)
+      << job.server(0).Log();
+}
+
+}  // namespace
+}  // namespace r2sp

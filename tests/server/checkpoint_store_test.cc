@@ -1,0 +1,150 @@
+// Checkpoints on disk (server/checkpoint_store.h) and when they are taken (checkpointer.h):
+// a round trip; pruning to the newest K; a truncated, bit-flipped or unparsable newest
+// checkpoint passed over (naming the file) for the previous good one; another job's, rank's or
+// layout's refused; the --checkpoint_every forms; CRC-32C's check value.
+#include "server/checkpoint_store.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "common/crc32c.h"
+#include "gtest/gtest.h"
+#include "server/checkpointer.h"
+
+namespace r2sp {
+namespace {
+
+namespace fs = std::filesystem;
+
+class CheckpointStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = (fs::path(::testing::TempDir()) /
+            (std::string("ckpt-") + ::testing::UnitTest::GetInstance()->current_test_info()->name()))
+               .string();
+    fs::remove_all(dir_);
+    identity_.job_id = "job-a";
+    identity_.layout_hash = 0x1234;
+    identity_.server_rank = 1;
+    identity_.num_servers = 2;
+    identity_.sync = "asp";
+  }
+
+  static proto::ShardCheckpoint Shard(float value) {
+    proto::ShardCheckpoint shard;
+    proto::PartitionCheckpoint* p = shard.add_partitions();
+    p->set_key(3);
+    p->set_steps(value);
+    const float w[4] = {value, value, value, value};
+    p->set_weights(std::string(reinterpret_cast<const char*>(w), sizeof(w)));
+    return shard;
+  }
+
+  std::string WriteOne(CheckpointStore& store, float value) {
+    absl::StatusOr<std::string> path = store.Write(Shard(value), identity_, value, "test");
+    EXPECT_TRUE(path.ok()) << path.status();
+    return path.value_or("");
+  }
+
+  std::string dir_;
+  CheckpointIdentity identity_;
+};
+
+TEST_F(CheckpointStoreTest, RoundTripAndPruneToTheNewestK) {
+  CheckpointStore store(dir_, 1, /*keep=*/2);
+  for (float v : {1.0f, 2.0f, 3.0f}) WriteOne(store, v);
+  EXPECT_EQ(store.Sequences(), (std::vector<int64_t>{2, 3}));
+  absl::StatusOr<LoadedCheckpoint> loaded = store.LoadLatest(identity_);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->manifest.step(), 3);
+  EXPECT_EQ(loaded->manifest.job_id(), "job-a");
+  EXPECT_EQ(loaded->shard.partitions(0).steps(), 3.0);
+  EXPECT_TRUE(loaded->skipped.empty());
+  // A new store on the same directory (a restarted server) numbers on.
+  CheckpointStore again(dir_, 1, 2);
+  EXPECT_NE(WriteOne(again, 4.0f).find("ckpt-00000004"), std::string::npos);
+  // No temporary directories are left behind.
+  for (const auto& e : fs::directory_iterator(store.shard_dir())) {
+    EXPECT_EQ(e.path().filename().string().rfind("ckpt-", 0), 0u) << e.path();
+  }
+}
+
+TEST_F(CheckpointStoreTest, DamagedNewestCheckpointFallsBackToThePreviousOne) {
+  for (const std::string damage : {"truncate", "flip", "manifest"}) {
+    fs::remove_all(dir_);
+    CheckpointStore store(dir_, 1, 3);
+    WriteOne(store, 1.0f);
+    const std::string newest = WriteOne(store, 2.0f);
+    const std::string shard_file = newest + "/shard.bin";
+    if (damage == "truncate") {
+      fs::resize_file(shard_file, fs::file_size(shard_file) - 3);
+    } else if (damage == "flip") {
+      std::fstream f(shard_file, std::ios::in | std::ios::out | std::ios::binary);
+      f.seekg(10);
+      char c;
+      f.get(c);
+      f.seekp(10);
+      f.put(static_cast<char>(c ^ 0x10));
+    } else {
+      std::ofstream(newest + "/MANIFEST") << "files { name: ";
+    }
+    absl::StatusOr<LoadedCheckpoint> loaded = store.LoadLatest(identity_);
+    ASSERT_TRUE(loaded.ok()) << damage << ": " << loaded.status();
+    EXPECT_EQ(loaded->manifest.step(), 1) << damage;
+    ASSERT_EQ(loaded->skipped.size(), 1u) << damage;
+    EXPECT_NE(loaded->skipped[0].find(newest), std::string::npos) << loaded->skipped[0];
+    // The only checkpoint damaged: a clear error, no crash.
+    fs::remove_all(loaded->path);
+    absl::StatusOr<LoadedCheckpoint> none = store.LoadLatest(identity_);
+    EXPECT_TRUE(absl::IsNotFound(none.status())) << none.status();
+    EXPECT_NE(none.status().message().find(newest), std::string::npos) << none.status();
+  }
+}
+
+TEST_F(CheckpointStoreTest, AnotherJobsRanksOrLayoutsCheckpointIsRefused) {
+  CheckpointStore store(dir_, 1, 3);
+  WriteOne(store, 1.0f);
+  CheckpointIdentity other = identity_;
+  other.job_id = "job-b";
+  absl::StatusOr<LoadedCheckpoint> loaded = store.LoadLatest(other);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_NE(loaded.status().message().find("--job_id=job-a"), std::string::npos)
+      << loaded.status();
+  other = identity_;
+  other.layout_hash = 99;
+  EXPECT_NE(store.LoadLatest(other).status().message().find("layout"), std::string::npos);
+  other = identity_;
+  other.sync = "bsp";
+  EXPECT_FALSE(store.LoadLatest(other).ok());
+  EXPECT_TRUE(absl::IsNotFound(CheckpointStore(dir_, 0, 3).LoadLatest(identity_).status()));
+}
+
+TEST(CheckpointEveryTest, ParsesSecondsAndStepsAndRefusesTheRest) {
+  CheckpointPolicy policy;
+  ASSERT_TRUE(ParseCheckpointEvery("30s", &policy).ok());
+  EXPECT_EQ(policy.every_time, absl::Seconds(30));
+  EXPECT_EQ(policy.every_steps, 0);
+  ASSERT_TRUE(ParseCheckpointEvery("0.5s", &policy).ok());
+  EXPECT_EQ(policy.every_time, absl::Milliseconds(500));
+  ASSERT_TRUE(ParseCheckpointEvery("200steps", &policy).ok());
+  EXPECT_EQ(policy.every_steps, 200);
+  EXPECT_EQ(policy.every_time, absl::ZeroDuration());
+  ASSERT_TRUE(ParseCheckpointEvery("", &policy).ok());
+  EXPECT_EQ(policy.every_steps, 0);
+  for (const char* bad : {"30", "s", "-1s", "0s", "0steps", "1.5steps", "10m", "steps", "nans"}) {
+    EXPECT_FALSE(ParseCheckpointEvery(bad, &policy).ok()) << bad;
+  }
+}
+
+TEST(Crc32cTest, MatchesTheStandardCheckValueInPieces) {
+  const std::string data = "123456789";
+  EXPECT_EQ(Crc32c(data.data(), data.size()), 0xE3069283u);
+  EXPECT_EQ(Crc32c(data.data() + 4, 5, Crc32c(data.data(), 4)), 0xE3069283u);
+  EXPECT_EQ(Crc32c(nullptr, 0), 0u);
+}
+
+}  // namespace
+}  // namespace r2sp

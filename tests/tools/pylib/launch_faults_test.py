@@ -1,0 +1,115 @@
+"""tools/launch with the real binaries through failures (issue 15): the mlp on Fashion-MNIST
+keeps training when a worker is killed with SIGKILL (and its replacement, --max_restarts=1,
+takes over the dead worker's data shard), and a job stopped with SIGTERM (the servers write
+checkpoints) completes with `tools/launch --resume=RUN_DIR` at the accuracy of an undisturbed
+run (>= 0.80, as tests/integration/training_test.cc)."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+import junit_main
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+BIN_DIR = os.environ.get("R2SP_BIN_DIR", ROOT)  # the runfiles under Bazel
+LAUNCH = os.path.join(ROOT, "tools", "launch")
+MNIST = "/usr/share/datasets/fashion-mnist"  # tools/install_deps: the workers' default --data_dir
+WORKER = "--model=mlp --data=fashion-mnist --batch_size=64 --threads=1 --log_every=25"
+NODE = "--heartbeat_ms=200"
+
+
+def launch(args, run_dir):
+    return subprocess.Popen([sys.executable, LAUNCH, "--bin_dir=" + BIN_DIR, "--quiet",
+                             "--run_dir=" + run_dir] + args,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+
+
+def steps_done(run_dir, worker):
+    """Lines in a worker's metrics file: the iterations it has finished."""
+    try:
+        with open(os.path.join(run_dir, f"metrics_worker{worker}.jsonl")) as f:
+            return sum(1 for line in f if '"event"' not in line)
+    except OSError:
+        return 0
+
+
+def wait_for_steps(proc, run_dir, worker, steps, timeout=120):
+    deadline = time.time() + timeout
+    while steps_done(run_dir, worker) < steps:
+        if proc.poll() is not None or time.time() > deadline:
+            raise AssertionError(f"worker{worker} never reached step {steps}: " + proc.stdout.read())
+        time.sleep(0.1)
+
+
+def pid_of(run_dir, worker):
+    out = subprocess.run(["pgrep", "-f", f"{run_dir}/metrics_worker{worker}.jsonl"],
+                         capture_output=True, text=True).stdout.split()
+    return int(out[0])
+
+
+def summary(run_dir):
+    with open(os.path.join(run_dir, "summary.json")) as f:
+        return json.load(f)
+
+
+@unittest.skipUnless(os.path.isdir(MNIST), "Fashion-MNIST is not installed (tools/install_deps)")
+class LaunchFaultsTest(unittest.TestCase):
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="launch_faults_")
+
+    def test_killed_worker_is_replaced_and_the_job_completes(self):
+        run_dir = os.path.join(self.dir, "killed")
+        proc = launch(["--servers=1", "--workers=3", "--sync=asp", "--max_restarts=1",
+                       "--scheduler_flags=--heartbeat_timeout_ms=1000", "--server_flags=" + NODE,
+                       f"--worker_flags={WORKER} {NODE} --epochs=10 --max_steps=1500"], run_dir)
+        wait_for_steps(proc, run_dir, 1, 100)
+        os.kill(pid_of(run_dir, 1), signal.SIGKILL)
+        out, _ = proc.communicate(timeout=300)
+        self.assertEqual(proc.returncode, 0, out)
+        s = summary(run_dir)
+        self.assertTrue(s["completed"], s)
+        self.assertEqual([e["event"] for e in s["events"] if e["process"].startswith("worker1")],
+                         ["died", "restarted"], s["events"])
+        self.assertEqual(s["deaths"]["worker"], 1)
+        self.assertGreaterEqual(s["final_test_accuracy"], 0.80, s)
+        with open(os.path.join(run_dir, "scheduler.log")) as f:
+            self.assertIn("data shard", f.read())
+        with open(os.path.join(run_dir, "worker1.r1.log")) as f:
+            log = f.read()
+        self.assertIn("joined the running job", log)
+        self.assertIn("done", log)
+
+    def test_stopped_job_resumes_from_its_checkpoints(self):
+        run_dir = os.path.join(self.dir, "resumed")
+        proc = launch(["--servers=2", "--workers=2", "--sync=bsp", "--checkpoint_every=100steps",
+                       "--server_flags=" + NODE, f"--worker_flags={WORKER} {NODE} --max_steps=400"],
+                      run_dir)
+        wait_for_steps(proc, run_dir, 0, 150)
+        os.killpg(proc.pid, signal.SIGTERM)  # as a Ctrl-C or a spot instance's warning would
+        out, _ = proc.communicate(timeout=60)
+        self.assertEqual(proc.returncode, 130, out)
+        for rank in (0, 1):
+            self.assertTrue(os.listdir(os.path.join(run_dir, "checkpoints", f"server{rank}")))
+
+        proc = subprocess.run([sys.executable, LAUNCH, "--resume=" + run_dir, "--quiet"],
+                              capture_output=True, text=True, timeout=300)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        s = summary(run_dir)
+        self.assertTrue(s["completed"] and s["resumed"], s)
+        self.assertEqual(s["attempt"], 2)
+        self.assertGreaterEqual(s["final_test_accuracy"], 0.80, s)
+        with open(os.path.join(run_dir, "worker0.log")) as f:
+            log = f.read()
+        self.assertIn("servers resumed from checkpoints", log)
+        self.assertTrue(os.path.isdir(os.path.join(run_dir, "attempt-1")))
+
+
+if __name__ == "__main__":
+    junit_main.main()
