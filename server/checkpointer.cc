@@ -80,6 +80,10 @@ void Checkpointer::Loop() {
 
 absl::StatusOr<std::string> Checkpointer::CheckpointNow(const std::string& reason) {
   absl::MutexLock lock(&mu_);
+  if (!handler_->Initialized()) {
+    return absl::FailedPreconditionError(
+        "nothing to checkpoint yet: the initial parameters have not arrived");
+  }
   const absl::Time start = absl::Now();
   const proto::ShardCheckpoint shard = handler_->Snapshot();
   double steps = shard.partitions().empty() ? 0.0 : shard.partitions(0).steps();

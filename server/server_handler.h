@@ -62,6 +62,8 @@ class ServerHandler : public RequestHandler {
   // between two requests; the global-batch steps of the least advanced partition.
   proto::ShardCheckpoint Snapshot() const;
   double Steps() const;
+  // Whether every held partition has its initial value (before that, nothing to checkpoint).
+  bool Initialized() const;
   // Installs a checkpoint of this server's shard before any request is served: every held
   // partition must be in it with its size. REQUIRES: after Configure().
   absl::Status Restore(const proto::ShardCheckpoint& shard);

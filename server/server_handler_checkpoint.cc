@@ -44,6 +44,14 @@ double ServerHandler::Steps() const {
   return partitions_.empty() ? 0.0 : steps;
 }
 
+bool ServerHandler::Initialized() const {
+  absl::MutexLock lock(&mu_);
+  for (const auto& [key, held] : partitions_) {
+    if (!held->state.initialized()) return false;
+  }
+  return true;
+}
+
 absl::Status ServerHandler::Restore(const proto::ShardCheckpoint& shard) {
   absl::MutexLock lock(&mu_);
   CHECK(configured_) << "ServerHandler::Restore before Configure";

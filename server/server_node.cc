@@ -102,6 +102,10 @@ absl::Status ServerNode::PrepareCheckpoints(const proto::AddressBook& book,
   identity.sync = SyncModeName(book.sync());
   checkpointer_ = std::make_unique<Checkpointer>(options_.checkpoint, handler_.get(), identity);
   if (!options_.resume) return absl::OkStatus();
+  if (layout.KeysOf(rank_).empty()) {
+    LOG(INFO) << "server " << rank_ << " holds no partitions: nothing to resume";
+    return absl::OkStatus();
+  }
   R2SP_ASSIGN_OR_RETURN(
       const LoadedCheckpoint loaded,
       WithContext(checkpointer_->store().LoadLatest(identity), "cannot resume"));

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "common/crc32c.h"
+#include "common/model_layout.h"
 #include "gtest/gtest.h"
 #include "server/checkpointer.h"
 
@@ -120,6 +121,24 @@ TEST_F(CheckpointStoreTest, AnotherJobsRanksOrLayoutsCheckpointIsRefused) {
   other.sync = "bsp";
   EXPECT_FALSE(store.LoadLatest(other).ok());
   EXPECT_TRUE(absl::IsNotFound(CheckpointStore(dir_, 0, 3).LoadLatest(identity_).status()));
+}
+
+// A server stopped (SIGTERM) before the initial parameters arrived has nothing to save: a
+// checkpoint of its zeros, restored as if initialised, would overwrite the model on resume.
+TEST(CheckpointerTest, NoCheckpointBeforeTheInitialParameters) {
+  proto::TensorSpec t;
+  t.set_name("w");
+  t.set_num_elements(8);
+  absl::StatusOr<ModelLayout> layout = ModelLayout::Create({t}, 16, 1);
+  ASSERT_TRUE(layout.ok());
+  ServerHandler handler(ServerOptions{});
+  handler.Configure(0, 1, *layout);
+  CheckpointPolicy policy;
+  policy.dir = ::testing::TempDir() + "/ckpt-uninitialised";
+  Checkpointer checkpointer(policy, &handler, CheckpointIdentity{});
+  const absl::StatusOr<std::string> written = checkpointer.CheckpointNow("sigterm");
+  EXPECT_TRUE(absl::IsFailedPrecondition(written.status())) << written.status();
+  EXPECT_TRUE(checkpointer.store().Sequences().empty());
 }
 
 TEST(CheckpointEveryTest, ParsesSecondsAndStepsAndRefusesTheRest) {

@@ -123,7 +123,7 @@ def archive_attempt(run_dir, keep):
 def prepare(args):
     """The options to run the resumed job with, from tools/launch's `args` (--resume=RUN_DIR,
     and the RESUME_OVERRIDES given, the others None: launcher.parse_args): the saved options,
-    the overrides, --resume for the servers, and `attempt`. Checks that every server has
+    the overrides, --resume for the servers, and `attempt`. Checks that some server has
     checkpoints, then archives the previous attempt. JobError if RUN_DIR cannot be resumed
     (nothing is moved then)."""
     run_dir = os.path.normpath(args.resume)
@@ -138,10 +138,14 @@ def prepare(args):
     resumed = argparse.Namespace(**options)
     checkpoints = checkpoint_dir(resumed)
     missing = missing_shards(checkpoints, resumed.servers)
+    if len(missing) == resumed.servers:
+        raise JobError(f"cannot resume {run_dir}: no checkpoints of any server in {checkpoints} "
+                       "(server<R>/ directories written by the previous attempt's servers)")
     if missing:
-        raise JobError(f"cannot resume {run_dir}: no checkpoints of server "
-                       f"{', '.join(map(str, missing))} in {checkpoints} (server<R>/ directories "
-                       "written by the previous attempt's servers)")
+        # A server whose shard is empty (a small model) has nothing to checkpoint; one whose
+        # shard is not stops with a clear error of its own.
+        print(f"launch: no checkpoints of server {', '.join(map(str, missing))} in "
+              f"{checkpoints}; those servers must hold no partitions", flush=True)
     k = archive_attempt(run_dir, kept_names(run_dir, checkpoints))
     resumed.attempt = k + 1
     print(f"launch: resuming {run_dir} (attempt {k + 1}); the previous attempt's files are in "
