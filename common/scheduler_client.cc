@@ -146,8 +146,7 @@ void SchedulerClient::StartHeartbeats(
   last_answer_micros_ = absl::ToUnixMicros(absl::Now());
   heartbeat_thread_ = std::thread([this, on_reply = std::move(on_reply)] {
     while (!stop_heartbeats_.WaitForNotificationWithTimeout(options_.heartbeat_period)) {
-      const absl::Duration silent =
-          absl::Now() - absl::FromUnixMicros(last_answer_micros_.load());
+      const absl::Duration silent = SilentFor();
       if (silent > options_.scheduler_timeout) {
         Fatal(absl::StrCat("lost the scheduler at ", options_.scheduler, ": no heartbeat "
                            "answered for ", absl::FormatDuration(silent)));

@@ -4,7 +4,6 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "common/status_macros.h"
 #include "glog/logging.h"
 
 namespace r2sp {
@@ -68,14 +67,15 @@ void SchedulerCore::HandleRequest(Message request, Responder responder) {
 
 void SchedulerCore::HandleFromNode(const Message& request, Responder& responder, absl::Time now) {
   const proto::Header& header = request.header;
-  if (header.type() == proto::HEARTBEAT) {
-    absl::StatusOr<Node*> node = FindSender(header);
-    if (node.ok()) {
-      HandleHeartbeat(request, **node, responder, now);
-      return;
-    }
-  }
   absl::StatusOr<Node*> sender = Sender(header);
+  if (sender.ok() && header.type() == proto::HEARTBEAT) {
+    HandleHeartbeat(request, **sender, responder, now);  // the dead hear that they are
+    return;
+  }
+  if (sender.ok() && (*sender)->state == NodeState::kDead) {
+    sender = absl::FailedPreconditionError(
+        absl::StrCat(RoleName((*sender)->role), " ", (*sender)->rank, " was declared dead"));
+  }
   if (!sender.ok()) {
     LOG(WARNING) << "rejected " << proto::MsgType_Name(header.type()) << ": "
                  << sender.status();
@@ -149,7 +149,7 @@ absl::Time SchedulerCore::NextWakeup() {
   return slots_.NextWakeup();
 }
 
-absl::StatusOr<SchedulerCore::Node*> SchedulerCore::FindSender(const proto::Header& header) {
+absl::StatusOr<SchedulerCore::Node*> SchedulerCore::Sender(const proto::Header& header) {
   if (!rendezvous_done_) {
     return absl::UnavailableError("registration is still in progress");
   }
@@ -163,16 +163,6 @@ absl::StatusOr<SchedulerCore::Node*> SchedulerCore::FindSender(const proto::Head
                                                    header.sender_rank()));
   }
   return &(*nodes)[header.sender_rank()];
-}
-
-absl::StatusOr<SchedulerCore::Node*> SchedulerCore::Sender(const proto::Header& header) {
-  R2SP_ASSIGN_OR_RETURN(Node* const found, FindSender(header));
-  Node& node = *found;
-  if (node.state == NodeState::kDead) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(RoleName(node.role), " ", node.rank, " was declared dead"));
-  }
-  return &node;
 }
 
 void SchedulerCore::MaybeEndJob() {

@@ -116,9 +116,6 @@ class SchedulerCore : public RequestHandler {
   void AdmitWaitingJoins(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FinishJoin(int rank) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The registered node the header names (dead or not), or an error.
-  absl::StatusOr<Node*> FindSender(const proto::Header& header)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The same, which must be alive or finished.
   absl::StatusOr<Node*> Sender(const proto::Header& header) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void HandleHeartbeat(const Message& request, Node& node, Responder& responder, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

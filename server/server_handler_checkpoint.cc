@@ -28,7 +28,6 @@ proto::ShardCheckpoint ServerHandler::Snapshot() const {
     p->set_version(state.version());
     p->set_steps(held->steps);
     if (held->aggregator != nullptr) p->set_clock(held->aggregator->clock());
-    for (int64_t n : held->pushed) p->add_pushed(n);
     p->set_weights(FloatBytes(state.weights(), state.num_elements()));
     if (options_.sgd.momentum > 0) {
       p->set_momentum(FloatBytes(state.momentum(), state.num_elements()));

@@ -70,8 +70,7 @@ absl::Status ServerNode::Join() {
   transport_->SetHandler(handler_.get());
   {
     absl::MutexLock lock(&stop_mu_);
-    serving_ = true;
-    if (!stop_reason_.empty()) stop_.Notify();  // a signal came during the restore
+    serving_ = true;  // until now Stop() exits at once
   }
   // Dead and finished workers: BSP clocks and SSP bounds stop waiting for them.
   scheduler_->StartHeartbeats(
