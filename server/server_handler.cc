@@ -290,6 +290,9 @@ void ServerHandler::AnswerPull(HeldPartition& held, ParkedPull& pull, double wai
   reply.header.set_clock(held.state.version());
   if (waited > 0) reply.header.mutable_pull_reply()->set_waited_seconds(waited);
   if (held.steps > 0) reply.header.mutable_pull_reply()->set_steps(held.steps);
+  if (held.restored_steps > 0) {
+    reply.header.mutable_pull_reply()->set_restored_steps(held.restored_steps);
+  }
   zmq::message_t frame;
   proto::Codec codec = proto::FP32;
   if (pull.predict_updates > 0) {

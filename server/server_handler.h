@@ -97,6 +97,7 @@ class ServerHandler : public RequestHandler {
     // least advanced partition's clock, so this one may get pushes for earlier clocks, which
     // its weights hold already: they are acknowledged and dropped.
     int64_t restored_clock = 0;
+    double restored_steps = 0;  // the checkpoint's steps (0: not restored)
   };
 
   absl::Status CheckSender(const proto::Header& header) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -93,6 +93,7 @@ absl::Status ServerHandler::Restore(const proto::ShardCheckpoint& shard) {
     held.state.Restore(weights.data(), momentum.empty() ? nullptr : momentum.data(),
                        p.version());
     held.steps = p.steps();
+    held.restored_steps = p.steps();
     if (held.aggregator != nullptr) {
       held.aggregator->ResetTo(p.clock());
       held.restored_clock = p.clock();

@@ -39,11 +39,22 @@ double Ticket::min_steps() const {
   return std::max(0.0, state_->min_steps);
 }
 
-void Ticket::Complete(State& state, const absl::Status& status, double waited, double steps) {
+double Ticket::min_restored_steps() const {
+  if (state_ == nullptr) return 0;
+  absl::MutexLock lock(&state_->mu);
+  return std::max(0.0, state_->min_restored_steps);
+}
+
+void Ticket::Complete(State& state, const absl::Status& status, double waited, double steps,
+                      double restored_steps) {
   absl::MutexLock lock(&state.mu);
   if (!status.ok() && state.status.ok()) state.status = status;
   state.waited = std::max(state.waited, waited);
-  if (steps >= 0) state.min_steps = state.min_steps < 0 ? steps : std::min(state.min_steps, steps);
+  auto keep_min = [](double& min, double value) {
+    if (value >= 0) min = min < 0 ? value : std::min(min, value);
+  };
+  keep_min(state.min_steps, steps);
+  keep_min(state.min_restored_steps, restored_steps);
   --state.outstanding;
 }
 
@@ -229,7 +240,8 @@ void PsClient::SendPull(const Partition& p, float* data, const PullOptions& opti
         copy_seq = pulled->delta_seq;
         bytes_pulled_ += pulled->bytes;
         ++pulls_;
-        Ticket::Complete(*state, absl::OkStatus(), pulled->waited_seconds, pulled->steps);
+        Ticket::Complete(*state, absl::OkStatus(), pulled->waited_seconds, pulled->steps,
+                         pulled->restored_steps);
       });
 }
 

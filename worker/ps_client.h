@@ -29,8 +29,10 @@ class Ticket {
   bool Done() const;
   // The longest any reply of the group said it was parked on a server (BSP/SSP waits).
   double waited_seconds() const;
-  // Pulls: the fewest global-batch steps any pulled partition had had (0 for pushes).
+  // Pulls: the fewest global-batch steps any pulled partition had had, and the fewest its
+  // restored checkpoint held (proto PullReply; 0 for pushes).
   double min_steps() const;
+  double min_restored_steps() const;
 
  private:
   friend class PsClient;
@@ -41,10 +43,11 @@ class Ticket {
     absl::Status status ABSL_GUARDED_BY(mu);
     double waited ABSL_GUARDED_BY(mu) = 0;
     double min_steps ABSL_GUARDED_BY(mu) = -1;  // -1: no pull reply yet
+    double min_restored_steps ABSL_GUARDED_BY(mu) = -1;
   };
   explicit Ticket(std::shared_ptr<State> state) : state_(std::move(state)) {}
   static void Complete(State& state, const absl::Status& status, double waited = 0,
-                       double steps = -1);
+                       double steps = -1, double restored_steps = -1);
 
   std::shared_ptr<State> state_;
 };

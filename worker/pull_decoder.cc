@@ -61,6 +61,7 @@ absl::StatusOr<PulledPartition> DecodePullReply(const Message& reply, const Pull
   pulled.bytes = bytes;
   pulled.waited_seconds = reply.header.pull_reply().waited_seconds();
   pulled.steps = reply.header.pull_reply().steps();
+  pulled.restored_steps = reply.header.pull_reply().restored_steps();
   if (asked.codec == proto::FP16_DELTA) pulled.delta_seq = seq;
   return pulled;
 }

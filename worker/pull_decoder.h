@@ -23,7 +23,8 @@ struct PulledPartition {
   size_t bytes = 0;        // as they travelled
   double waited_seconds = 0;
   uint64_t delta_seq = 0;  // FP16_DELTA pulls: the sequence of the copy now in `data`; else 0
-  double steps = 0;        // global-batch steps the partition has had (proto PullReply)
+  double steps = 0;           // global-batch steps the partition has had (proto PullReply)
+  double restored_steps = 0;  // those its checkpoint held, if the server restored one
 };
 
 // Writes the reply's weights for `asked` into `data` (num_elements floats, which for an

@@ -121,10 +121,13 @@ absl::Status WorkerNode::InitialiseParameters() {
   }
   const Ticket pulled = ps_->Pull(params_.data());
   R2SP_RETURN_IF_ERROR_WITH(pulled.Wait(), "pulling initial parameters");
-  if (pulled.min_steps() >= 1 && (!registration_.joined_running_job() || !synthetic())) {
-    // The servers restored checkpoints, or this worker joins a running job: training goes on
-    // from the least advanced partition's step (a joiner in the shard it took over).
-    first_step_ = static_cast<int64_t>(pulled.min_steps() + 1e-6);
+  // The servers restored checkpoints, or this worker joins a running job: training goes on from
+  // the least advanced partition's step (a joiner in the shard it took over).
+  const double steps = registration_.joined_running_job()
+                           ? (synthetic() ? 0.0 : pulled.min_steps())
+                           : pulled.min_restored_steps();
+  if (steps >= 1) {
+    first_step_ = static_cast<int64_t>(steps + 1e-6);
     std::printf("worker %d: the job is at step %lld%s\n", rank,
                 static_cast<long long>(first_step_),
                 registration_.joined_running_job() ? "" : " (servers resumed from checkpoints)");

@@ -359,6 +359,29 @@ TEST_F(ServerHandlerTest, SnapshotRestoresIntoAFreshServerWithStepsAndMomentum) 
   EXPECT_EQ(*handler_->Weights(0), uninterrupted);
 }
 
+// Workers of a resumed job start at the checkpoint's steps, which pull replies carry as
+// restored_steps: fixed however many pushes followed, and absent in a fresh job, where a fast
+// worker's pushes may land before a slow worker's first pull (which once took them for a
+// resume and skipped steps).
+TEST_F(ServerHandlerTest, PullRepliesCarryTheRestoredStepsOnlyAfterARestore) {
+  SetUpHandler(proto::ASP, 2);
+  for (uint64_t key : {0, 1}) Push(0, key, {1, 2, 3, 4}, 0, /*init=*/true);
+  for (int i = 0; i < 4; ++i) Push(0, 0, {1, 1, 1, 1}, 0, false, /*scale=*/0.5f);
+  Pull(1, 0);
+  auto replies = sink_.Take();
+  EXPECT_DOUBLE_EQ(replies.back().second.header.pull_reply().steps(), 2.0);
+  EXPECT_EQ(replies.back().second.header.pull_reply().restored_steps(), 0.0);
+  const proto::ShardCheckpoint shard = handler_->Snapshot();
+
+  SetUpHandler(proto::ASP, 2);
+  ASSERT_TRUE(handler_->Restore(shard).ok());
+  Push(0, 0, {1, 1, 1, 1}, 0, false, 0.5f);
+  Pull(1, 0);
+  replies = sink_.Take();
+  EXPECT_DOUBLE_EQ(replies.back().second.header.pull_reply().steps(), 2.5);
+  EXPECT_DOUBLE_EQ(replies.back().second.header.pull_reply().restored_steps(), 2.0);
+}
+
 TEST_F(ServerHandlerTest, RestoredBspPartitionDropsPushesForClocksItHoldsAlready) {
   SetUpHandler(proto::BSP, 2);
   for (uint64_t key : {0, 1}) Push(0, key, {0, 0, 0, 0}, 0, /*init=*/true);
