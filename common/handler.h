@@ -31,6 +31,11 @@ using ReplyCallback = std::function<void(absl::StatusOr<Message>)>;
 class Requester {
  public:
   virtual ~Requester() = default;
+  // The routing id this requester's requests arrive with (Responder::routing_id at the peer).
+  virtual const std::string& RoutingId() const = 0;
+  // Requests to `peer_endpoint` go to a node of `role`. With CURVE the transport authenticates
+  // the peer by that role's key, and sends nothing to an endpoint whose role it was not told.
+  virtual void ExpectPeer(const std::string& /*peer_endpoint*/, proto::Role /*role*/) {}
   virtual void Request(const std::string& peer_endpoint, Message request,
                        absl::Duration timeout, ReplyCallback callback) = 0;
 };
@@ -51,10 +56,16 @@ inline absl::StatusOr<Message> CallAndWait(Requester& requester, const std::stri
 }
 
 // Answers one received request, now or later (handlers may park it). Movable; cheap.
+// It also says who sent the request, as the transport knows it: the connection's routing id
+// and, with CURVE, the role whose key the peer proved. Handlers trust these, never the header's
+// sender_role and sender_rank alone.
 class Responder {
  public:
-  Responder(ReplySink* sink, std::string routing_id, const proto::Header& request)
-      : sink_(sink), routing_id_(std::move(routing_id)) {
+  Responder(ReplySink* sink, std::string routing_id, const proto::Header& request,
+            proto::Role authenticated_role = proto::ROLE_UNSPECIFIED)
+      : sink_(sink),
+        routing_id_(std::move(routing_id)),
+        authenticated_role_(authenticated_role) {
     request_.set_type(request.type());
     request_.set_request_id(request.request_id());
     request_.set_key(request.key());
@@ -80,10 +91,17 @@ class Responder {
   void ReplyStatus(const absl::Status& status) { Reply(Message(), status); }
 
   const std::string& routing_id() const { return routing_id_; }
+  // The sender's role as CURVE authenticated it; ROLE_UNSPECIFIED without authentication.
+  proto::Role authenticated_role() const { return authenticated_role_; }
+  // Whether the sender may act as `role`: with authentication, it proved that role's key.
+  bool MayBe(proto::Role role) const {
+    return authenticated_role_ == proto::ROLE_UNSPECIFIED || authenticated_role_ == role;
+  }
 
  private:
   ReplySink* sink_;  // Outlives every Responder (the transport outlives its handlers' work).
   std::string routing_id_;
+  proto::Role authenticated_role_;
   proto::Header request_;  // Only type, request_id and key are kept.
 };
 

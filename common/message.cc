@@ -89,6 +89,9 @@ proto::ErrorCode ToErrorCode(const absl::Status& status) {
       return proto::FAILED_PRECONDITION;
     case absl::StatusCode::kCancelled:
       return proto::SHUTTING_DOWN;
+    case absl::StatusCode::kPermissionDenied:
+    case absl::StatusCode::kUnauthenticated:
+      return proto::PERMISSION_DENIED;
     default:
       return proto::INTERNAL;
   }
@@ -108,6 +111,8 @@ absl::Status FromReplyHeader(const proto::Header& header) {
       return absl::FailedPreconditionError(what);
     case proto::SHUTTING_DOWN:
       return absl::CancelledError(what);
+    case proto::PERMISSION_DENIED:
+      return absl::PermissionDeniedError(what);
     default:
       return absl::InternalError(absl::StrCat("peer error ", header.code(), ": ", what));
   }

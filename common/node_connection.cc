@@ -9,6 +9,7 @@ absl::StatusOr<NodeConnection> ConnectNode(const NodeConnectionOptions& options)
   TransportOptions transport_options;
   transport_options.bind_endpoint = options.bind;
   transport_options.advertise_host = options.advertise_host;
+  transport_options.curve = options.curve;
   NodeConnection node;
   R2SP_ASSIGN_OR_RETURN(node.transport, Transport::Create(transport_options));
   node.transport->Start(nullptr);

@@ -21,6 +21,7 @@ struct NodeConnectionOptions {
   absl::Duration register_timeout = absl::Seconds(60);
   absl::Duration heartbeat_period = absl::Seconds(1);
   absl::Duration scheduler_timeout = absl::Seconds(9);  // see SchedulerClientOptions
+  std::shared_ptr<const JobKeys> curve;  // see TransportOptions
 };
 
 struct NodeConnection {

@@ -1,6 +1,7 @@
 // See node_flags.h.
 #include "common/node_flags.h"
 
+#include "common/auth/auth_flags.h"
 #include "common/cli.h"
 #include "gflags/gflags.h"
 
@@ -14,7 +15,7 @@ DEFINE_double(scheduler_timeout_s, 9, "stop (status 3) once the scheduler has an
 
 namespace r2sp {
 
-NodeConnectionOptions ConnectionFromFlags() {
+NodeConnectionOptions ConnectionFromFlags(proto::Role role) {
   CheckFlag(!FLAGS_scheduler.empty(), "--scheduler must not be empty");
   CheckFlag(FLAGS_heartbeat_ms >= 10, "--heartbeat_ms must be >= 10");
   CheckFlag(FLAGS_register_timeout_s >= 1, "--register_timeout_s must be >= 1");
@@ -27,6 +28,7 @@ NodeConnectionOptions ConnectionFromFlags() {
   options.heartbeat_period = absl::Milliseconds(FLAGS_heartbeat_ms);
   options.register_timeout = absl::Seconds(FLAGS_register_timeout_s);
   options.scheduler_timeout = absl::Seconds(FLAGS_scheduler_timeout_s);
+  options.curve = ValueOrExit(CurveKeysFromFlags(role));
   return options;
 }
 

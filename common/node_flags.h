@@ -7,8 +7,9 @@
 
 namespace r2sp {
 
-// The connection those flags describe; exits with a usage error if one is out of range.
-NodeConnectionOptions ConnectionFromFlags();
+// The connection those flags describe, for a node of `role` (with --auth=curve, its keys);
+// exits with a clear error if a flag is out of range or the keys cannot be used.
+NodeConnectionOptions ConnectionFromFlags(proto::Role role);
 
 }  // namespace r2sp
 

@@ -20,7 +20,9 @@ std::string MakeInstanceId() {
 }
 
 SchedulerClient::SchedulerClient(Requester* requester, const SchedulerClientOptions& options)
-    : requester_(requester), options_(options) {}
+    : requester_(requester), options_(options) {
+  requester_->ExpectPeer(options_.scheduler, proto::SCHEDULER);
+}
 
 SchedulerClient::~SchedulerClient() { StopHeartbeats(); }
 

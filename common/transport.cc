@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <iterator>
+#include <random>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -22,6 +23,16 @@ namespace {
 
 constexpr int kLingerMs = 2000;     // flush queued replies when closing
 constexpr int kMaxBatch = 256;      // messages taken from one socket per poll round
+constexpr char kZapDomain[] = "r2sp";
+
+// 32 random hex digits: a transport's routing id (never starting with a zero byte, which
+// libzmq reserves for the ids it makes up).
+std::string RandomRoutingId() {
+  std::random_device rd;
+  std::string id;
+  for (int i = 0; i < 4; ++i) absl::StrAppend(&id, absl::Hex(rd(), absl::kZeroPad8));
+  return id;
+}
 
 // Replaces the host of "tcp://HOST:PORT" with `host`.
 std::string WithHost(const std::string& endpoint, const std::string& host) {
@@ -42,16 +53,31 @@ absl::StatusOr<std::unique_ptr<Transport>> Transport::Create(const TransportOpti
 }
 
 Transport::Transport(const TransportOptions& options)
-    : options_(options), context_(options.zmq_io_threads), router_(context_, zmq::socket_type::router) {}
+    : options_(options),
+      routing_id_(RandomRoutingId()),
+      context_(options.zmq_io_threads),
+      router_(context_, zmq::socket_type::router) {}
 
 absl::Status Transport::Bind() {
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd_ < 0) return absl::InternalError(absl::StrCat("eventfd: ", strerror(errno)));
+  if (options_.curve != nullptr) {
+    // Before the ROUTER binds: a CURVE server with no ZAP handler accepts any client key.
+    R2SP_ASSIGN_OR_RETURN(zap_, ZapHandler::Start(context_, *options_.curve));
+  }
   try {
     router_.set(zmq::sockopt::linger, kLingerMs);
-    router_.set(zmq::sockopt::sndhwm, 0);
-    router_.set(zmq::sockopt::rcvhwm, 0);
+    // Replies a peer leaves unread beyond this are dropped; a reading peer never has more
+    // queued than its outstanding requests.
+    router_.set(zmq::sockopt::sndhwm,
+                2 * options_.max_outstanding_per_peer + options_.queue_messages);
+    router_.set(zmq::sockopt::rcvhwm, options_.queue_messages);
     router_.set(zmq::sockopt::maxmsgsize, options_.max_frame_bytes);
+    if (options_.curve != nullptr) {
+      router_.set(zmq::sockopt::curve_server, true);
+      router_.set(zmq::sockopt::curve_secretkey, options_.curve->secret_key);
+      router_.set(zmq::sockopt::zap_domain, kZapDomain);
+    }
     router_.bind(options_.bind_endpoint);
     endpoint_ = router_.get(zmq::sockopt::last_endpoint);
   } catch (const zmq::error_t& e) {
@@ -101,6 +127,11 @@ void Transport::Enqueue(Outgoing item) {
   (void)!write(wake_fd_, &one, sizeof(one));
 }
 
+void Transport::ExpectPeer(const std::string& peer_endpoint, proto::Role role) {
+  absl::MutexLock lock(&mu_);
+  peer_roles_[peer_endpoint] = role;
+}
+
 void Transport::Request(const std::string& peer_endpoint, Message request,
                         absl::Duration timeout, ReplyCallback callback) {
   CHECK(callback) << "Request needs a callback";
@@ -109,7 +140,45 @@ void Transport::Request(const std::string& peer_endpoint, Message request,
 }
 
 void Transport::SendReply(const std::string& routing_id, Message reply) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = outstanding_.find(routing_id);
+    if (it != outstanding_.end() && --it->second <= 0) outstanding_.erase(it);
+  }
   Enqueue(Outgoing{true, routing_id, std::move(reply), absl::InfiniteFuture(), nullptr});
+}
+
+void Transport::ReplyFromTransport(const std::string& routing_id, proto::ErrorCode code,
+                                   const std::string& why, const proto::Header* request) {
+  proto::Header error;
+  if (request != nullptr) {
+    error = ReplyHeaderFor(*request, absl::OkStatus());
+  } else {
+    error.set_type(proto::ERROR);
+    error.set_is_reply(true);
+  }
+  error.set_code(code);
+  error.set_error(why);
+  Enqueue(Outgoing{true, routing_id, Message{std::move(error), {}}, absl::InfiniteFuture(),
+                   nullptr});
+}
+
+bool Transport::TakeOutstanding(const std::string& routing_id) {
+  absl::MutexLock lock(&mu_);
+  int& n = outstanding_[routing_id];
+  if (n >= options_.max_outstanding_per_peer) {
+    ++counters_.refused_requests;
+    return false;
+  }
+  ++n;
+  ++counters_.requests_received;
+  return true;
+}
+
+proto::Role Transport::AuthenticatedRole(zmq::message_t& frame) const {
+  if (options_.curve == nullptr) return proto::ROLE_UNSPECIFIED;
+  const char* user = zmq_msg_gets(frame.handle(), "User-Id");
+  return user != nullptr ? RoleFromKeyName(user) : proto::ROLE_UNSPECIFIED;
 }
 
 absl::StatusOr<Message> Transport::Call(const std::string& peer_endpoint, Message request,
@@ -120,7 +189,9 @@ absl::StatusOr<Message> Transport::Call(const std::string& peer_endpoint, Messag
 
 TransportCounters Transport::counters() const {
   absl::MutexLock lock(&mu_);
-  return counters_;
+  TransportCounters counters = counters_;
+  if (zap_ != nullptr) counters.refused_connections = zap_->refused();
+  return counters;
 }
 
 void Transport::Loop() {
@@ -204,10 +275,14 @@ void Transport::SendOne(Outgoing& item) {
   item.message.header.set_request_id(id);
   item.message.header.set_is_reply(false);
   const size_t bytes = PayloadBytes(item.message);
+  absl::StatusOr<zmq::socket_t*> dealer = DealerFor(item.destination);
+  if (!dealer.ok()) {
+    item.callback(dealer.status());
+    return;
+  }
   try {
-    zmq::socket_t& dealer = DealerFor(item.destination);
     pending_.emplace(id, Pending{std::move(item.callback), item.deadline});
-    SendFrames(dealer, item.message, nullptr);
+    SendFrames(**dealer, item.message, nullptr);
     absl::MutexLock lock(&mu_);
     counters_.payload_bytes_sent += bytes;
   } catch (const zmq::error_t& e) {
@@ -234,25 +309,54 @@ void Transport::SendFrames(zmq::socket_t& socket, Message& message,
   }
 }
 
-zmq::socket_t& Transport::DealerFor(const std::string& peer) {
+absl::StatusOr<zmq::socket_t*> Transport::DealerFor(const std::string& peer) {
   auto it = dealers_.find(peer);
-  if (it != dealers_.end()) return *it->second;
+  if (it != dealers_.end()) return it->second.get();
+  const std::string* server_key = nullptr;
+  if (options_.curve != nullptr) {
+    proto::Role role = proto::ROLE_UNSPECIFIED;
+    {
+      absl::MutexLock lock(&mu_);
+      auto known = peer_roles_.find(peer);
+      if (known != peer_roles_.end()) role = known->second;
+    }
+    auto key = options_.curve->public_keys.find(role);
+    if (key == options_.curve->public_keys.end()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "no CURVE key to authenticate ", peer, " by: its role is not known (ExpectPeer)"));
+    }
+    server_key = &key->second;
+  }
   auto dealer = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::dealer);
-  dealer->set(zmq::sockopt::linger, kLingerMs);
-  dealer->set(zmq::sockopt::sndhwm, 0);
-  dealer->set(zmq::sockopt::rcvhwm, 0);
-  dealer->set(zmq::sockopt::maxmsgsize, options_.max_frame_bytes);
-  dealer->connect(peer);  // throws zmq::error_t on a malformed endpoint
-  zmq::socket_t& ref = *dealer;
-  dealer_list_.push_back(dealer.get());
+  try {
+    dealer->set(zmq::sockopt::linger, kLingerMs);
+    dealer->set(zmq::sockopt::sndhwm, 0);
+    dealer->set(zmq::sockopt::rcvhwm, options_.queue_messages);
+    dealer->set(zmq::sockopt::maxmsgsize, options_.max_frame_bytes);
+    dealer->set(zmq::sockopt::routing_id, routing_id_);
+    if (server_key != nullptr) {
+      dealer->set(zmq::sockopt::curve_serverkey, *server_key);
+      dealer->set(zmq::sockopt::curve_publickey, options_.curve->public_key);
+      dealer->set(zmq::sockopt::curve_secretkey, options_.curve->secret_key);
+    }
+    dealer->connect(peer);
+  } catch (const zmq::error_t& e) {
+    return absl::UnavailableError(absl::StrCat("cannot connect to ", peer, ": ", e.what()));
+  }
+  zmq::socket_t* socket = dealer.get();
+  dealer_list_.push_back(socket);
   dealers_.emplace(peer, std::move(dealer));
-  return ref;
+  return socket;
 }
 
 void Transport::Drop(const std::string& why) {
-  LOG(WARNING) << "dropped message: " << why;
   absl::MutexLock lock(&mu_);
   ++counters_.dropped_messages;
+  int64_t suppressed = 0;
+  if (drop_log_.ShouldLog(absl::Now(), &suppressed)) {
+    LOG(WARNING) << "dropped message: " << why << " (" << suppressed
+                 << " more dropped or refused since the last report)";
+  }
 }
 
 void Transport::ReceiveFromRouter() {
@@ -272,28 +376,31 @@ void Transport::ReceiveFromRouter() {
       continue;
     }
     std::string routing_id = frames[0].to_string();
+    const proto::Role role = AuthenticatedRole(frames[1]);
     frames.erase(frames.begin());
     absl::StatusOr<Message> decoded = DecodeFrames(frames, options_.decode_limits);
     if (!decoded.ok()) {
       Drop(std::string(decoded.status().message()));
-      proto::Header error;
-      error.set_type(proto::ERROR);
-      error.set_is_reply(true);
-      error.set_code(proto::BAD_MESSAGE);
-      error.set_error(std::string(decoded.status().message()));
-      SendReply(routing_id, Message{std::move(error), {}});
+      ReplyFromTransport(routing_id, proto::BAD_MESSAGE, std::string(decoded.status().message()),
+                         nullptr);
       continue;
     }
     if (decoded->header.is_reply()) {
       Drop("a reply arrived on the ROUTER socket");
       continue;
     }
+    if (!TakeOutstanding(routing_id)) {
+      Drop(absl::StrCat("a peer has ", options_.max_outstanding_per_peer,
+                        " requests outstanding already"));
+      ReplyFromTransport(routing_id, proto::NOT_READY,
+                         "too many requests outstanding from this peer", &decoded->header);
+      continue;
+    }
     {
       absl::MutexLock lock(&mu_);
-      ++counters_.requests_received;
       counters_.payload_bytes_received += PayloadBytes(*decoded);
     }
-    Responder responder(this, std::move(routing_id), decoded->header);
+    Responder responder(this, std::move(routing_id), decoded->header, role);
     RequestHandler* handler = handler_.load();
     if (handler == nullptr || stopping_.load()) {
       responder.ReplyStatus(absl::UnavailableError("this process takes no requests now"));

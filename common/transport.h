@@ -1,5 +1,9 @@
 // ZeroMQ transport: one ROUTER bound for requests received (replies go back on it) and one
-// DEALER per peer for requests sent, all owned by a single I/O thread.
+// DEALER per peer for requests sent, all owned by a single I/O thread. Every DEALER connects with
+// the transport's own random routing id, which is how peers tell its requests apart (the
+// scheduler binds it to a rank at registration). With CURVE keys every connection is encrypted
+// and the ROUTER admits only peers holding one of the job's keys, whose role each request then
+// carries (Responder::authenticated_role).
 #ifndef R2SP_COMMON_TRANSPORT_H_
 #define R2SP_COMMON_TRANSPORT_H_
 
@@ -16,7 +20,10 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/auth/curve_keys.h"
+#include "common/auth/zap_handler.h"
 #include "common/handler.h"
+#include "common/log_limiter.h"
 #include "common/message.h"
 #include "zmq.hpp"
 
@@ -28,8 +35,17 @@ struct TransportOptions {
   // If set, the host other processes should use to reach us (bind_endpoint may be 0.0.0.0).
   std::string advertise_host;
   // libzmq drops (and disconnects) a peer that sends a larger frame (ZMQ_MAXMSGSIZE).
-  int64_t max_frame_bytes = int64_t{1} << 30;
+  int64_t max_frame_bytes = int64_t{256} << 20;
   DecodeLimits decode_limits;
+  // Whole messages libzmq queues per connection, each way, before it stops reading that peer's
+  // socket (TCP then pushes back on that peer alone) or, for replies a peer does not read,
+  // drops them. With max_frame_bytes and decode_limits this bounds the memory one peer holds.
+  int queue_messages = 64;
+  // Requests one peer may have outstanding (received, not yet answered: parked pulls, waits at
+  // a barrier). Beyond it a request gets NOT_READY at once and never reaches the handler.
+  int max_outstanding_per_peer = 1024;
+  // CURVE (--auth=curve): this process's role keys and the job's public keys. Null: plain TCP.
+  std::shared_ptr<const JobKeys> curve;
   // How often RequestHandler::OnTick runs and request deadlines are checked.
   absl::Duration tick_period = absl::Milliseconds(50);
   int zmq_io_threads = 1;
@@ -42,6 +58,8 @@ struct TransportCounters {
   uint64_t payload_bytes_sent = 0;
   uint64_t dropped_messages = 0;  // undecodable, unexpected or stale messages
   uint64_t timed_out_requests = 0;
+  uint64_t refused_requests = 0;   // over max_outstanding_per_peer
+  uint64_t refused_connections = 0;  // CURVE: peers without one of the job's keys
 };
 
 // Thread-safety: Request, SendReply, Call and counters may be called from any thread.
@@ -70,6 +88,8 @@ class Transport : public ReplySink, public Requester {
   // The endpoint peers should connect to, e.g. "tcp://127.0.0.1:40123".
   const std::string& endpoint() const { return endpoint_; }
 
+  const std::string& RoutingId() const override { return routing_id_; }
+  void ExpectPeer(const std::string& peer_endpoint, proto::Role role) override;
   void Request(const std::string& peer_endpoint, Message request, absl::Duration timeout,
                ReplyCallback callback) override;
   void SendReply(const std::string& routing_id, Message reply) override;
@@ -96,6 +116,13 @@ class Transport : public ReplySink, public Requester {
   explicit Transport(const TransportOptions& options);
   absl::Status Bind();
   void Enqueue(Outgoing item);
+  // A reply of the transport's own (not a handler's): no outstanding request to settle.
+  void ReplyFromTransport(const std::string& routing_id, proto::ErrorCode code,
+                          const std::string& why, const proto::Header* request);
+  // The role the peer that sent `frame` authenticated as (CURVE), else ROLE_UNSPECIFIED.
+  proto::Role AuthenticatedRole(zmq::message_t& frame) const;
+  // Counts a request in from `routing_id`; false when it has too many outstanding already.
+  bool TakeOutstanding(const std::string& routing_id);
   void Loop();
   void DrainOutbox();
   void SendOne(Outgoing& item);
@@ -103,11 +130,14 @@ class Transport : public ReplySink, public Requester {
   void ReceiveFromRouter();
   void ReceiveFromDealer(zmq::socket_t& dealer);
   void ExpireRequests(absl::Time now, bool all);
-  zmq::socket_t& DealerFor(const std::string& peer);
+  // The DEALER connected to `peer`, made on first use.
+  absl::StatusOr<zmq::socket_t*> DealerFor(const std::string& peer);
   void Drop(const std::string& why);
 
   const TransportOptions options_;
+  const std::string routing_id_;  // random; every DEALER's
   zmq::context_t context_;
+  std::unique_ptr<ZapHandler> zap_;  // with CURVE; closed before the context
   zmq::socket_t router_;
   std::string endpoint_;
   int wake_fd_ = -1;  // eventfd: other threads wake the I/O thread through it
@@ -120,6 +150,9 @@ class Transport : public ReplySink, public Requester {
   std::deque<Outgoing> outbox_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;  // the I/O thread has exited
   TransportCounters counters_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, int> outstanding_ ABSL_GUARDED_BY(mu_);  // by routing id
+  absl::flat_hash_map<std::string, proto::Role> peer_roles_ ABSL_GUARDED_BY(mu_);  // by endpoint
+  LogLimiter drop_log_ ABSL_GUARDED_BY(mu_);
 
   // Touched only by the I/O thread.
   absl::flat_hash_map<std::string, std::unique_ptr<zmq::socket_t>> dealers_;

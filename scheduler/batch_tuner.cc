@@ -8,8 +8,31 @@
 #include "glog/logging.h"
 
 namespace r2sp {
+namespace {
 
-std::vector<int> ProportionalSplit(int total, const std::vector<double>& weights, int lo, int hi) {
+// The weights scaled by the largest, so that no product or sum overflows into Inf and then
+// NaN (a NaN share has no integer size). NaN and negative weights count as 0; if some are
+// +Inf, those share alike and the finite ones count as 0.
+std::vector<double> UsableWeights(const std::vector<double>& weights) {
+  double largest = 0;
+  for (double w : weights) largest = w > largest ? w : largest;
+  std::vector<double> out(weights.size(), 0.0);
+  if (!(largest > 0)) return out;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    if (std::isinf(largest)) {
+      out[i] = weights[i] == largest ? 1.0 : 0.0;
+    } else if (weights[i] > 0) {
+      out[i] = weights[i] / largest;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<int> ProportionalSplit(int total, const std::vector<double>& raw_weights, int lo,
+                                   int hi) {
+  const std::vector<double> weights = UsableWeights(raw_weights);
   const size_t n = weights.size();
   std::vector<double> share(n, 0.0);
   std::vector<bool> fixed(n, false);
@@ -74,8 +97,9 @@ BatchTuner::BatchTuner(const BatchTunerOptions& options, int num_workers)
 int BatchTuner::Report(int worker, int samples, double compute_seconds, double comm_seconds,
                        int64_t iterations_left) {
   left_[worker] = std::max<int64_t>(0, iterations_left);
-  if (samples > 0 && compute_seconds > 0 && std::isfinite(compute_seconds)) {
-    const double v = samples / compute_seconds;
+  // A compute time so short that the throughput overflows would hold it at +Inf for good.
+  const double v = samples / compute_seconds;
+  if (samples > 0 && compute_seconds > 0 && std::isfinite(v)) {
     const bool first = throughput_[worker] == 0;
     const double a = options_.smoothing;
     throughput_[worker] = first ? v : (1 - a) * throughput_[worker] + a * v;

@@ -37,7 +37,8 @@ struct BatchTunerOptions {
 };
 
 // Proportional split of `total` by `weights` (>= 0), clamped to [lo, hi], summing to `total`
-// where the bounds allow (largest-remainder rounding).
+// where the bounds allow (largest-remainder rounding). NaN or negative weights count as 0; +Inf
+// ones share alike, the others then count as 0.
 std::vector<int> ProportionalSplit(int total, const std::vector<double>& weights, int lo, int hi);
 
 // Not thread-safe (the scheduler calls it under its lock).

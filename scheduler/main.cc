@@ -5,6 +5,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "common/auth/auth_flags.h"
 #include "common/cli.h"
 #include "common/transport.h"
 #include "gflags/gflags.h"
@@ -47,6 +48,8 @@ r2sp::proto::SyncMode CheckFlags() {
   r2sp::CheckFlag(FLAGS_num_workers >= 1, "--num_workers must be at least 1");
   r2sp::CheckFlag(FLAGS_partition_bytes >= 4 && FLAGS_partition_bytes % 4 == 0,
                   "--partition_bytes must be a positive multiple of 4");
+  r2sp::CheckFlag(FLAGS_partition_bytes <= r2sp::TransportOptions().max_frame_bytes,
+                  "--partition_bytes must be at most 256 MiB (the largest message frame)");
   r2sp::CheckFlag(FLAGS_heartbeat_timeout_ms >= 100, "--heartbeat_timeout_ms must be >= 100");
   r2sp::CheckFlag(FLAGS_register_timeout_s >= 1, "--register_timeout_s must be >= 1");
   r2sp::CheckFlag(FLAGS_progress_timeout_s >= 0, "--progress_timeout_s must be >= 0");
@@ -105,6 +108,7 @@ int main(int argc, char** argv) {
   r2sp::TransportOptions transport_options;
   transport_options.bind_endpoint = FLAGS_bind;
   transport_options.advertise_host = FLAGS_advertise_host;
+  transport_options.curve = r2sp::ValueOrExit(r2sp::CurveKeysFromFlags(r2sp::proto::SCHEDULER));
   std::unique_ptr<r2sp::Transport> transport =
       r2sp::ValueOrExit(r2sp::Transport::Create(transport_options));
   r2sp::SchedulerCore core(options, transport.get());

@@ -67,7 +67,11 @@ void SchedulerCore::HandleRequest(Message request, Responder responder) {
 
 void SchedulerCore::HandleFromNode(const Message& request, Responder& responder, absl::Time now) {
   const proto::Header& header = request.header;
-  absl::StatusOr<Node*> sender = Sender(header);
+  absl::StatusOr<Node*> sender = Sender(header, responder);
+  if (absl::IsPermissionDenied(sender.status())) {
+    Deny(responder, std::string(sender.status().message()));
+    return;
+  }
   if (sender.ok() && header.type() == proto::HEARTBEAT) {
     HandleHeartbeat(request, **sender, responder, now);  // the dead hear that they are
     return;
@@ -149,9 +153,24 @@ absl::Time SchedulerCore::NextWakeup() {
   return slots_.NextWakeup();
 }
 
-absl::StatusOr<SchedulerCore::Node*> SchedulerCore::Sender(const proto::Header& header) {
+void SchedulerCore::Deny(Responder& responder, const std::string& why) {
+  ++denied_requests_;
+  int64_t suppressed = 0;
+  if (deny_log_.ShouldLog(clock_(), &suppressed)) {
+    LOG(WARNING) << "denied a request: " << why << " (" << suppressed
+                 << " more denied since the last report)";
+  }
+  responder.ReplyStatus(absl::PermissionDeniedError(why));
+}
+
+absl::StatusOr<SchedulerCore::Node*> SchedulerCore::Sender(const proto::Header& header,
+                                                           const Responder& responder) {
   if (!rendezvous_done_) {
     return absl::UnavailableError("registration is still in progress");
+  }
+  if (!responder.MayBe(header.sender_role())) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("the sender's key is not a ", RoleName(header.sender_role()), "'s"));
   }
   std::deque<Node>* nodes = header.sender_role() == proto::SERVER   ? &servers_
                              : header.sender_role() == proto::WORKER ? &workers_
@@ -162,7 +181,13 @@ absl::StatusOr<SchedulerCore::Node*> SchedulerCore::Sender(const proto::Header& 
                                                    proto::Role_Name(header.sender_role()), " ",
                                                    header.sender_rank()));
   }
-  return &(*nodes)[header.sender_rank()];
+  Node* node = &(*nodes)[header.sender_rank()];
+  if (node->routing_id != responder.routing_id()) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "the request did not come over ", RoleName(node->role), " ", node->rank,
+        "'s connection"));
+  }
+  return node;
 }
 
 void SchedulerCore::MaybeEndJob() {
@@ -199,6 +224,9 @@ void SchedulerCore::SendQueuedRequests() {
     request.header.set_type(proto::MEMBERSHIP);
     request.header.set_sender_role(proto::SCHEDULER);
     request.header.mutable_membership()->set_num_workers(note.num_workers);
+    for (std::string& id : note.worker_ids) {
+      request.header.mutable_membership()->add_worker_ids(std::move(id));
+    }
     const int rank = note.rank;
     requester_->Request(note.endpoint, std::move(request), options_.shutdown_timeout,
                         [this, rank](absl::StatusOr<Message> reply) {

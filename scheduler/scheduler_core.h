@@ -20,6 +20,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "common/handler.h"
+#include "common/log_limiter.h"
 #include "scheduler/batch_tuner.h"
 #include "scheduler/slot_coordinator.h"
 #include "scheduler/slot_planner.h"
@@ -79,6 +80,7 @@ class SchedulerCore : public RequestHandler {
     int rank;
     std::string endpoint;
     std::string instance_id;
+    std::string routing_id;  // the connection it registered over; its requests must use it
     absl::Time last_seen;
     NodeState state = NodeState::kAlive;
     proto::NodeCounters counters;
@@ -105,7 +107,11 @@ class SchedulerCore : public RequestHandler {
   void HandleFromNode(const Message& request, Responder& responder, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CompleteRendezvous(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  proto::AddressBook Book() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The address book; `for_servers` adds the workers' routing ids (servers take PUSH and PULL
+  // only from those connections).
+  proto::AddressBook Book(bool for_servers) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Answers `responder` with PERMISSION_DENIED and counts it.
+  void Deny(Responder& responder, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A worker registering with a running asp/r2sp job: it gets the next rank once every live
   // server has acknowledged the new worker count.
   // `waited`: it already waited for a free data shard (WaitingJoin).
@@ -115,8 +121,10 @@ class SchedulerCore : public RequestHandler {
   // Lets waiting joins in (a shard is free, or they waited long enough).
   void AdmitWaitingJoins(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FinishJoin(int rank) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The registered node the header names (dead or not), or an error.
-  absl::StatusOr<Node*> Sender(const proto::Header& header) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The registered node the header names (dead or not), if the request came over that node's
+  // connection (and, with authentication, from a peer of its role); else an error.
+  absl::StatusOr<Node*> Sender(const proto::Header& header, const Responder& responder)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void HandleHeartbeat(const Message& request, Node& node, Responder& responder, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Declares nodes dead: silent past heartbeat_timeout, or workers stalled past
@@ -171,6 +179,7 @@ class SchedulerCore : public RequestHandler {
     int rank;
     std::string endpoint;
     int num_workers;
+    std::vector<std::string> worker_ids;  // by rank
   };
   std::vector<MembershipNote> memberships_to_send_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<int, BarrierState> barriers_ ABSL_GUARDED_BY(mu_);  // by proto::Group
@@ -178,6 +187,9 @@ class SchedulerCore : public RequestHandler {
   int shutdown_acks_outstanding_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::pair<int, std::string>> shutdowns_to_send_ ABSL_GUARDED_BY(mu_);
   std::string failure_ ABSL_GUARDED_BY(mu_);
+  // Requests refused because the sender's connection or role did not match its claim.
+  uint64_t denied_requests_ ABSL_GUARDED_BY(mu_) = 0;
+  LogLimiter deny_log_ ABSL_GUARDED_BY(mu_);
   SlotCoordinator slots_ ABSL_GUARDED_BY(mu_);
 };
 

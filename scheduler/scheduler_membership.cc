@@ -33,6 +33,11 @@ void SchedulerCore::HandleRegister(const Message& request, Responder& responder,
     responder.ReplyStatus(absl::InvalidArgumentError("only servers and workers register"));
     return;
   }
+  if (!responder.MayBe(reg.role())) {
+    Deny(responder, absl::StrCat("a peer without a ", RoleName(reg.role()),
+                                 "'s key tried to register as one"));
+    return;
+  }
   if (reg.endpoint().empty() || reg.instance_id().empty()) {
     responder.ReplyStatus(absl::InvalidArgumentError("REGISTER needs endpoint and instance_id"));
     return;
@@ -69,6 +74,10 @@ void SchedulerCore::HandleRegister(const Message& request, Responder& responder,
   }
   for (PendingRegister& p : pending_) {
     if (p.request.instance_id() == reg.instance_id()) {  // a retry: answer the newest
+      if (p.responder.routing_id() != responder.routing_id()) {
+        Deny(responder, "REGISTER repeated an instance id over another connection");
+        return;
+      }
       p = PendingRegister{reg, std::move(responder)};
       return;
     }
@@ -94,7 +103,7 @@ void SchedulerCore::HandleRegister(const Message& request, Responder& responder,
   }
 }
 
-proto::AddressBook SchedulerCore::Book() const {
+proto::AddressBook SchedulerCore::Book(bool for_servers) const {
   proto::AddressBook book;
   for (const std::deque<Node>* nodes : {&servers_, &workers_}) {
     for (const Node& n : *nodes) {
@@ -102,6 +111,7 @@ proto::AddressBook SchedulerCore::Book() const {
       info->set_role(n.role);
       info->set_rank(n.rank);
       info->set_endpoint(n.endpoint);
+      if (for_servers && n.role == proto::WORKER) info->set_routing_id(n.routing_id);
     }
   }
   for (const proto::TensorSpec& t : model_) *book.add_model() = t;
@@ -122,11 +132,15 @@ void SchedulerCore::CompleteRendezvous(absl::Time now) {
   for (const PendingRegister& p : pending_) {
     std::deque<Node>& nodes = p.request.role() == proto::SERVER ? servers_ : workers_;
     nodes.push_back(Node{p.request.role(), static_cast<int>(nodes.size()), p.request.endpoint(),
-                         p.request.instance_id(), now});
+                         p.request.instance_id(), p.responder.routing_id(), now});
     nodes.back().data_shard = nodes.back().rank;
+    if (p.request.role() == proto::SERVER) {
+      requester_->ExpectPeer(p.request.endpoint(), proto::SERVER);
+    }
   }
   slots_.SetMembers(options_.num_workers);
-  const proto::AddressBook book = Book();
+  const proto::AddressBook book = Book(/*for_servers=*/false);
+  const proto::AddressBook server_book = Book(/*for_servers=*/true);
   int server_rank = 0, worker_rank = 0;
   for (PendingRegister& p : pending_) {
     Message reply;
@@ -134,7 +148,8 @@ void SchedulerCore::CompleteRendezvous(absl::Time now) {
     r->set_rank(p.request.role() == proto::SERVER ? server_rank++ : worker_rank++);
     r->set_data_shard(p.request.role() == proto::WORKER ? r->rank() : -1);
     r->set_data_world(options_.num_workers);
-    *r->mutable_book() = book;
+    *r->mutable_book() = p.request.role() == proto::SERVER ? server_book : book;
+    r->set_scheduler_id(requester_->RoutingId());
     p.responder.Reply(std::move(reply));
   }
   pending_.clear();
@@ -168,6 +183,10 @@ void SchedulerCore::JoinWorker(const proto::RegisterRequest& reg, Responder& res
   if (!waited && reg.wants_data_shard() && orphan_shards_.empty()) {
     for (WaitingJoin& w : waiting_joins_) {
       if (w.request.instance_id() == reg.instance_id()) {  // a retry: answer the newest
+        if (w.responder.routing_id() != responder.routing_id()) {
+          Deny(responder, "REGISTER repeated an instance id over another connection");
+          return;
+        }
         w.responder = std::move(responder);
         return;
       }
@@ -177,15 +196,18 @@ void SchedulerCore::JoinWorker(const proto::RegisterRequest& reg, Responder& res
     return;
   }
   const int rank = static_cast<int>(workers_.size());
-  workers_.push_back(Node{proto::WORKER, rank, reg.endpoint(), reg.instance_id(), now});
+  workers_.push_back(
+      Node{proto::WORKER, rank, reg.endpoint(), reg.instance_id(), responder.routing_id(), now});
   if (!orphan_shards_.empty()) {
     workers_.back().data_shard = orphan_shards_.front();
     orphan_shards_.pop_front();
   }
+  std::vector<std::string> worker_ids;
+  for (const Node& w : workers_) worker_ids.push_back(w.routing_id);
   int servers = 0;
   for (const Node& s : servers_) {
     if (s.state != NodeState::kAlive) continue;
-    memberships_to_send_.push_back({rank, s.endpoint, rank + 1});
+    memberships_to_send_.push_back({rank, s.endpoint, rank + 1, worker_ids});
     ++servers;
   }
   LOG(INFO) << "worker joining from " << reg.endpoint() << " as worker " << rank
@@ -213,7 +235,8 @@ void SchedulerCore::FinishJoin(int rank) {
   Message reply;
   proto::RegisterReply* r = reply.header.mutable_register_reply();
   r->set_rank(rank);
-  *r->mutable_book() = Book();
+  *r->mutable_book() = Book(/*for_servers=*/false);
+  r->set_scheduler_id(requester_->RoutingId());
   r->set_joined_running_job(true);
   r->set_data_shard(node.data_shard);
   r->set_data_world(options_.num_workers);

@@ -1,5 +1,6 @@
 // See scheduler_core.h. SchedulerCore's end-of-job report: every node's counters, the slot
 // grants and the batch tuner's state, as JSON (the scheduler's --stats_json).
+#include <algorithm>
 #include <deque>
 #include <string>
 #include <vector>
@@ -49,7 +50,8 @@ std::string SchedulerCore::ReportJson() const {
   if (const BatchTuner* tuner = slots_.tuner(); tuner != nullptr) {
     std::vector<std::string> rows;
     const std::vector<int> ideal = tuner->Ideal(/*include_departed=*/true);
-    for (size_t w = 0; w < workers_.size(); ++w) {
+    // A joiner is in workers_ before the servers know it, and in the tuner only after.
+    for (size_t w = 0; w < std::min(workers_.size(), ideal.size()); ++w) {
       rows.push_back(absl::StrCat("{\"worker\": ", w, ", \"batch\": ", tuner->batch(w),
                                   ", \"ideal\": ", ideal[w], ", \"throughput\": ",
                                   tuner->throughput(w), "}"));
@@ -59,7 +61,8 @@ std::string SchedulerCore::ReportJson() const {
   }
   return absl::StrCat("{\"sync\": \"", proto::SyncMode_Name(options_.sync), "\", ",
                       "\"slot_grants\": ", slots_.planner().grants(), ", \"batching\": ", batching, ", ",
-                      "\"failure\": ", JsonString(failure_), ", \"servers\": ",
+                      "\"failure\": ", JsonString(failure_),
+                      ", \"denied_requests\": ", denied_requests_, ", \"servers\": ",
                       nodes_json(servers_), ", \"workers\": ", nodes_json(workers_), "}\n");
 }
 

@@ -196,11 +196,23 @@ void CheckpointStore::Prune() {
 
 absl::StatusOr<LoadedCheckpoint> CheckpointStore::Load(const std::string& path,
                                                        const CheckpointIdentity* expected) {
+  R2SP_ASSIGN_OR_RETURN(const std::string text,
+                        ReadWhole((fs::path(path) / kManifestFile).string()));
+  return Parse(path, text,
+               [&path](const std::string& name) {
+                 return ReadWhole((fs::path(path) / name).string());
+               },
+               expected);
+}
+
+absl::StatusOr<LoadedCheckpoint> CheckpointStore::Parse(const std::string& path,
+                                                        const std::string& manifest_text,
+                                                        const FileReader& read,
+                                                        const CheckpointIdentity* expected) {
   LoadedCheckpoint loaded;
   loaded.path = path;
   const std::string manifest_path = (fs::path(path) / kManifestFile).string();
-  R2SP_ASSIGN_OR_RETURN(const std::string text, ReadWhole(manifest_path));
-  if (!google::protobuf::TextFormat::ParseFromString(text, &loaded.manifest)) {
+  if (!google::protobuf::TextFormat::ParseFromString(manifest_text, &loaded.manifest)) {
     return absl::DataLossError(absl::StrCat(manifest_path, " is not a checkpoint manifest"));
   }
   if (expected != nullptr) {
@@ -213,7 +225,7 @@ absl::StatusOr<LoadedCheckpoint> CheckpointStore::Load(const std::string& path,
   for (const proto::CheckpointFile& f : loaded.manifest.files()) {
     if (f.name() != kShardFile) continue;
     const std::string file_path = (fs::path(path) / f.name()).string();
-    R2SP_ASSIGN_OR_RETURN(const std::string bytes, ReadWhole(file_path));
+    R2SP_ASSIGN_OR_RETURN(const std::string bytes, read(f.name()));
     if (bytes.size() != f.bytes()) {
       return absl::DataLossError(absl::StrCat(file_path, " is truncated or padded: ",
                                               bytes.size(), " bytes, the manifest says ",

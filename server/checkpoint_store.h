@@ -9,6 +9,7 @@
 #define R2SP_SERVER_CHECKPOINT_STORE_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,14 @@ class CheckpointStore {
   // Reads and verifies one checkpoint directory (`expected` may be null: no identity check).
   static absl::StatusOr<LoadedCheckpoint> Load(const std::string& path,
                                                const CheckpointIdentity* expected);
+
+  // Load's verification of contents already read: the manifest's text, and the files it lists
+  // through `read` (given a file's name, its bytes). `path` names the checkpoint in errors.
+  using FileReader = std::function<absl::StatusOr<std::string>(const std::string& name)>;
+  static absl::StatusOr<LoadedCheckpoint> Parse(const std::string& path,
+                                                const std::string& manifest_text,
+                                                const FileReader& read,
+                                                const CheckpointIdentity* expected);
 
   // Sequence numbers of the checkpoints present, ascending.
   std::vector<int64_t> Sequences() const;

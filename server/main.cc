@@ -47,7 +47,7 @@ int main(int argc, char** argv) {
       r2sp::ValueOrExit(r2sp::ParseMilestones(FLAGS_lr_milestones));
 
   r2sp::ServerNodeOptions options;
-  options.connection = r2sp::ConnectionFromFlags();
+  options.connection = r2sp::ConnectionFromFlags(r2sp::proto::SERVER);
   options.server.sgd = {static_cast<float>(FLAGS_lr), static_cast<float>(FLAGS_momentum),
                         static_cast<float>(FLAGS_weight_decay)};
   options.server.schedule.warmup_updates = FLAGS_warmup_updates;

@@ -114,7 +114,7 @@ absl::StatusOr<GradientView> PushDecoder::DecodeSparse(const Message& request, s
   g.num_elements = n;
   g.count = id_frame.size() / sizeof(uint32_t);
   const uint32_t* ids = static_cast<const uint32_t*>(id_frame.data());
-  if (!IsAligned(ids, alignof(uint32_t))) {
+  if (g.count > 0 && !IsAligned(ids, alignof(uint32_t))) {  // (an empty frame's data may be null)
     id_scratch_.resize(g.count);
     std::memcpy(id_scratch_.data(), ids, id_frame.size());
     ids = id_scratch_.data();

@@ -15,6 +15,8 @@ namespace {
 
 // Bounds a predicted pull's update count (a worker asks for W - 1).
 constexpr int kMaxPredictedUpdates = 1 << 16;
+// Pulls one worker may have parked per partition.
+constexpr int kMaxParkedPulls = 4;
 
 // `weights` (fp32) rounded to binary16, in a frame of its own.
 zmq::message_t Fp16Frame(const zmq::message_t& weights) {
@@ -30,11 +32,13 @@ zmq::message_t Fp16Frame(const zmq::message_t& weights) {
 ServerHandler::ServerHandler(const ServerOptions& options, Clock clock)
     : options_(options), clock_(std::move(clock)) {}
 
-void ServerHandler::Configure(int rank, int num_workers, const ModelLayout& layout) {
+void ServerHandler::Configure(int rank, const ServerPeers& peers, const ModelLayout& layout) {
   absl::MutexLock lock(&mu_);
   CHECK(!configured_) << "ServerHandler::Configure called twice";
+  const int num_workers = static_cast<int>(peers.worker_ids.size());
   rank_ = rank;
   num_workers_ = num_workers;
+  peers_ = peers;
   live_workers_.assign(num_workers, true);
   for (uint64_t key : layout.KeysOf(rank)) {
     const Partition& p = *layout.Find(key);
@@ -95,19 +99,23 @@ void ServerHandler::HandleRequest(Message request, Responder responder) {
   if (!status.ok()) Reject(responder, status);
 }
 
-absl::Status ServerHandler::HandleMembership(const Message& request, Responder& responder) {
-  if (request.header.sender_role() != proto::SCHEDULER) {
-    return absl::InvalidArgumentError("only the scheduler changes membership");
+absl::Status ServerHandler::CheckScheduler(const Responder& responder, const char* what) const {
+  if (!configured_) return absl::UnavailableError("server is not configured yet");
+  if (responder.routing_id() != peers_.scheduler_id || !responder.MayBe(proto::SCHEDULER)) {
+    return absl::PermissionDeniedError(absl::StrCat("only the scheduler may ", what));
   }
-  R2SP_RETURN_IF_ERROR(GrowWorkers(request.header.membership().num_workers()));
+  return absl::OkStatus();
+}
+
+absl::Status ServerHandler::HandleMembership(const Message& request, Responder& responder) {
+  R2SP_RETURN_IF_ERROR(CheckScheduler(responder, "change membership"));
+  R2SP_RETURN_IF_ERROR(GrowWorkers(request.header.membership()));
   responder.ReplyStatus(absl::OkStatus());
   return absl::OkStatus();
 }
 
 absl::Status ServerHandler::HandleShutdown(const Message& request, Responder& responder) {
-  if (request.header.sender_role() != proto::SCHEDULER) {
-    return absl::InvalidArgumentError("only the scheduler may shut a server down");
-  }
+  R2SP_RETURN_IF_ERROR(CheckScheduler(responder, "shut a server down"));
   Message reply;
   *reply.header.mutable_counters() = CountersLocked();
   responder.Reply(std::move(reply));
@@ -123,25 +131,34 @@ SgdOptions ServerHandler::SgdFor(const HeldPartition& held) const {
 
 void ServerHandler::Reject(Responder& responder, const absl::Status& status) {
   ++counters_.rejected;
-  LOG(WARNING) << "rejected request: " << status;
+  int64_t suppressed = 0;
+  if (reject_log_.ShouldLog(clock_(), &suppressed)) {
+    LOG(WARNING) << "rejected request: " << status << " (" << suppressed
+                 << " more rejected since the last report)";
+  }
   responder.ReplyStatus(status);
 }
 
-absl::Status ServerHandler::CheckSender(const proto::Header& header) const {
+absl::Status ServerHandler::CheckSender(const proto::Header& header,
+                                        const Responder& responder) const {
   if (!configured_) return absl::UnavailableError("server is not configured yet");
-  if (header.sender_role() != proto::WORKER) {
-    return absl::InvalidArgumentError("PUSH and PULL come from workers only");
+  if (header.sender_role() != proto::WORKER || !responder.MayBe(proto::WORKER)) {
+    return absl::PermissionDeniedError("PUSH and PULL come from workers only");
   }
   if (header.sender_rank() < 0 || header.sender_rank() >= num_workers_) {
     return absl::InvalidArgumentError(
         absl::StrCat("unknown worker rank ", header.sender_rank()));
   }
+  if (peers_.worker_ids[header.sender_rank()] != responder.routing_id()) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "the request did not come over worker ", header.sender_rank(), "'s connection"));
+  }
   return absl::OkStatus();
 }
 
 absl::StatusOr<ServerHandler::HeldPartition*> ServerHandler::FindPartition(
-    const proto::Header& header) {
-  R2SP_RETURN_IF_ERROR(CheckSender(header));
+    const proto::Header& header, const Responder& responder) {
+  R2SP_RETURN_IF_ERROR(CheckSender(header, responder));
   auto it = partitions_.find(header.key());
   if (it == partitions_.end()) {
     return absl::InvalidArgumentError(
@@ -152,7 +169,7 @@ absl::StatusOr<ServerHandler::HeldPartition*> ServerHandler::FindPartition(
 
 absl::Status ServerHandler::HandlePush(Message& request, Responder& responder) {
   const proto::Header& header = request.header;
-  R2SP_ASSIGN_OR_RETURN(HeldPartition* const found, FindPartition(header));
+  R2SP_ASSIGN_OR_RETURN(HeldPartition* const found, FindPartition(header, responder));
   HeldPartition& held = *found;
   R2SP_ASSIGN_OR_RETURN(const GradientView grad,
                         decoder_.Decode(request, held.state.num_elements()));
@@ -203,17 +220,27 @@ void ServerHandler::MaybeCompleteClock(HeldPartition& held) {
   }
 }
 
-absl::Status ServerHandler::GrowWorkers(int num_workers) {
-  if (!configured_) return absl::UnavailableError("server is not configured yet");
+absl::Status ServerHandler::GrowWorkers(const proto::Membership& membership) {
+  const int num_workers = membership.num_workers();
   if (num_workers < num_workers_ || num_workers > num_workers_ + 1024) {
     return absl::InvalidArgumentError(absl::StrCat("cannot go from ", num_workers_, " to ",
                                                    num_workers, " workers"));
+  }
+  if (membership.worker_ids_size() != num_workers) {
+    return absl::InvalidArgumentError(absl::StrCat("MEMBERSHIP names ", num_workers,
+                                                   " workers but carries ",
+                                                   membership.worker_ids_size(), " ids"));
   }
   if (options_.sync == proto::BSP || options_.sync == proto::SSP) {
     return absl::FailedPreconditionError("bsp and ssp jobs do not take workers that join late");
   }
   for (auto& [key, held] : partitions_) held->pushed.resize(num_workers, 0);
   live_workers_.resize(num_workers, true);
+  // Ranks keep their connections: a MEMBERSHIP can add workers, never rebind one.
+  peers_.worker_ids.resize(num_workers_);
+  for (int w = num_workers_; w < num_workers; ++w) {
+    peers_.worker_ids.push_back(membership.worker_ids(w));
+  }
   LOG(INFO) << "server " << rank_ << ": " << num_workers - num_workers_ << " worker(s) joined, "
             << num_workers << " in all";
   num_workers_ = num_workers;
@@ -250,7 +277,7 @@ bool ServerHandler::PullReady(const HeldPartition& held, int64_t min_version,
 
 absl::Status ServerHandler::HandlePull(Message& request, Responder& responder) {
   const proto::Header& header = request.header;
-  R2SP_ASSIGN_OR_RETURN(HeldPartition* const found, FindPartition(header));
+  R2SP_ASSIGN_OR_RETURN(HeldPartition* const found, FindPartition(header, responder));
   HeldPartition& held = *found;
   if (!request.payload.empty()) return absl::InvalidArgumentError("PULL carries no payload");
   const proto::PullInfo& info = header.pull();
@@ -278,10 +305,19 @@ absl::Status ServerHandler::HandlePull(Message& request, Responder& responder) {
                   info.delta_base(), absl::Time(), std::move(responder)};
   if (PullReady(held, pull.min_version, pull.min_clock)) {
     AnswerPull(held, pull, 0.0);
-  } else {
-    pull.since = clock_();
-    held.parked_pulls.push_back(std::move(pull));
+    return absl::OkStatus();
   }
+  // A worker parks at most kMaxParkedPulls pulls per partition (it needs one), so a peer can
+  // park no more here than that many per partition held.
+  int parked = 0;
+  for (const ParkedPull& p : held.parked_pulls) parked += p.rank == pull.rank;
+  if (parked >= kMaxParkedPulls) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "worker ", pull.rank, " has ", parked, " pulls of partition ", header.key(),
+        " waiting already"));
+  }
+  pull.since = clock_();
+  held.parked_pulls.push_back(std::move(pull));
   return absl::OkStatus();
 }
 

@@ -15,6 +15,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/handler.h"
+#include "common/log_limiter.h"
 #include "common/model_layout.h"
 #include "server/clock_aggregator.h"
 #include "proto/checkpoint.pb.h"
@@ -37,6 +38,13 @@ struct ServerOptions {
   bool per_sample_updates = true;
 };
 
+// Who may send a server what, as registration told it: SHUTDOWN and MEMBERSHIP come over the
+// scheduler's connection only, PUSH and PULL from worker rank r over worker r's only.
+struct ServerPeers {
+  std::string scheduler_id;             // routing id (RegisterReply.scheduler_id)
+  std::vector<std::string> worker_ids;  // by rank (AddressBook workers' routing_id)
+};
+
 // Thread-safety: Configure() and the accessors may be called from any thread; the
 // RequestHandler methods run on the transport's I/O thread.
 class ServerHandler : public RequestHandler {
@@ -45,9 +53,9 @@ class ServerHandler : public RequestHandler {
   // `clock` tells the time for how long pulls were parked (tests pass a fake one).
   explicit ServerHandler(const ServerOptions& options, Clock clock = &absl::Now);
 
-  // Installs the layout once registration told us our rank; requests before this get
-  // NOT_READY. REQUIRES: called once.
-  void Configure(int rank, int num_workers, const ModelLayout& layout);
+  // Installs the layout once registration told us our rank and the job's peers (one worker per
+  // entry of peers.worker_ids); requests before this get NOT_READY. REQUIRES: called once.
+  void Configure(int rank, const ServerPeers& peers, const ModelLayout& layout);
 
   void HandleRequest(Message request, Responder responder) override;
 
@@ -100,9 +108,15 @@ class ServerHandler : public RequestHandler {
     double restored_steps = 0;  // the checkpoint's steps (0: not restored)
   };
 
-  absl::Status CheckSender(const proto::Header& header) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // OK if the request came over the connection of the worker its header names.
+  absl::Status CheckSender(const proto::Header& header, const Responder& responder) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // OK if the request came over the scheduler's connection.
+  absl::Status CheckScheduler(const Responder& responder, const char* what) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The partition a worker's PUSH or PULL is for, once its sender checked out.
-  absl::StatusOr<HeldPartition*> FindPartition(const proto::Header& header)
+  absl::StatusOr<HeldPartition*> FindPartition(const proto::Header& header,
+                                               const Responder& responder)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Each request type. OK: `responder` has been answered or parked. An error: it has not
   // (HandleRequest rejects the request with that error).
@@ -122,8 +136,10 @@ class ServerHandler : public RequestHandler {
   void MaybeCompleteClock(HeldPartition& held) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReleaseParkedPulls(HeldPartition& held) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   SgdOptions SgdFor(const HeldPartition& held) const;
-  // A worker joined (MEMBERSHIP from the scheduler): ranks up to num_workers - 1 exist now.
-  absl::Status GrowWorkers(int num_workers) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A worker joined (MEMBERSHIP from the scheduler): ranks up to num_workers - 1 exist now,
+  // with these routing ids.
+  absl::Status GrowWorkers(const proto::Membership& membership)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Reject(Responder& responder, const absl::Status& status)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -135,7 +151,9 @@ class ServerHandler : public RequestHandler {
   bool configured_ ABSL_GUARDED_BY(mu_) = false;
   int rank_ ABSL_GUARDED_BY(mu_) = -1;
   int num_workers_ ABSL_GUARDED_BY(mu_) = 0;
+  ServerPeers peers_ ABSL_GUARDED_BY(mu_);
   std::vector<bool> live_workers_ ABSL_GUARDED_BY(mu_);
+  LogLimiter reject_log_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, std::unique_ptr<HeldPartition>> partitions_ ABSL_GUARDED_BY(mu_);
   struct Counters {
     uint64_t bytes_pushed = 0, bytes_pulled = 0, pushes = 0, pulls = 0, rejected = 0;

@@ -65,7 +65,10 @@ absl::Status ServerNode::Join() {
   ServerOptions server = options_.server;
   server.sync = book.sync();
   handler_ = std::make_unique<ServerHandler>(server);
-  handler_->Configure(rank_, book.workers_size(), layout);
+  ServerPeers peers;
+  peers.scheduler_id = reg.scheduler_id();
+  for (const proto::NodeInfo& w : book.workers()) peers.worker_ids.push_back(w.routing_id());
+  handler_->Configure(rank_, peers, layout);
   R2SP_RETURN_IF_ERROR(PrepareCheckpoints(book, layout));
   transport_->SetHandler(handler_.get());
   {

@@ -104,7 +104,7 @@ void CheckFlags() {
 
 r2sp::WorkerOptions OptionsFromFlags() {
   r2sp::WorkerOptions o;
-  o.connection = r2sp::ConnectionFromFlags();
+  o.connection = r2sp::ConnectionFromFlags(r2sp::proto::WORKER);
   o.model = FLAGS_model;
   o.data = FLAGS_data;
   o.data_dir = FLAGS_data_dir;

@@ -67,6 +67,7 @@ PsClient::PsClient(Requester* requester, const ModelLayout* layout,
       push_density_(options.push_codec.ratio),
       delta_seq_(std::make_unique<std::atomic<uint64_t>[]>(layout->partitions().size())) {
   CHECK_EQ(static_cast<int>(servers_.size()), layout_->num_servers());
+  for (const std::string& server : servers_) requester_->ExpectPeer(server, proto::SERVER);
   if (options.push_codec.sparse()) {
     codec::SparseEncoderOptions encoder;
     encoder.spec = options.push_codec;

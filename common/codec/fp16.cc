@@ -1,6 +1,7 @@
 // See fp16.h.
 #include "common/codec/fp16.h"
 
+#include <cpuid.h>
 #include <immintrin.h>
 
 #include <cstring>
@@ -20,8 +21,14 @@ void EncodeScalar(const float* in, size_t n, uint16_t* out) {
   for (size_t i = 0; i < n; ++i) out[i] = FloatToHalf(in[i]);
 }
 
+// `in` may be unaligned (a received frame's bytes): each value is read with memcpy.
 void DecodeScalar(const uint16_t* in, size_t n, float* out) {
-  for (size_t i = 0; i < n; ++i) out[i] = HalfToFloat(in[i]);
+  const char* bytes = reinterpret_cast<const char*>(in);
+  for (size_t i = 0; i < n; ++i) {
+    uint16_t half;
+    std::memcpy(&half, bytes + i * sizeof(half), sizeof(half));
+    out[i] = HalfToFloat(half);
+  }
 }
 
 __attribute__((target("avx,f16c"))) void EncodeF16c(const float* in, size_t n, uint16_t* out) {
@@ -58,6 +65,12 @@ __attribute__((target("avx512f"))) void DecodeAvx512(const uint16_t* in, size_t 
     _mm512_storeu_ps(out + i, _mm512_cvtph_ps(h));
   }
   DecodeScalar(in + i, n - i, out + i);
+}
+
+// CPUID.1:ECX.F16C. (Clang's __builtin_cpu_supports does not know "f16c".)
+bool HasF16c() {
+  unsigned eax, ebx, ecx, edx;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
 }
 
 Fp16Path BestPath() {
@@ -130,7 +143,7 @@ const char* Fp16PathName(Fp16Path path) {
 std::vector<Fp16Path> AvailableFp16Paths() {
   std::vector<Fp16Path> paths = {Fp16Path::kScalar};
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c")) {
+  if (__builtin_cpu_supports("avx") && HasF16c()) {
     paths.push_back(Fp16Path::kF16c);
   }
   if (__builtin_cpu_supports("avx512f")) paths.push_back(Fp16Path::kAvx512);

@@ -16,7 +16,8 @@ namespace r2sp::codec {
 uint16_t FloatToHalf(float value);
 float HalfToFloat(uint16_t half);
 
-// Converts n values. `out` must not overlap `in`.
+// Converts n values. `out` must not overlap `in`. DecodeFp16's `in` need not be aligned
+// (frames received without a copy may start at any byte).
 void EncodeFp16(const float* in, size_t n, uint16_t* out);
 void DecodeFp16(const uint16_t* in, size_t n, float* out);
 

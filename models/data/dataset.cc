@@ -52,7 +52,7 @@ absl::StatusOr<std::string> ReadMaybeGzip(const std::string& path) {
   return out;
 }
 
-uint32_t BigEndian32(const std::string& s, size_t at) {
+uint32_t BigEndian32(std::string_view s, size_t at) {
   return (uint32_t{static_cast<uint8_t>(s[at])} << 24) |
          (uint32_t{static_cast<uint8_t>(s[at + 1])} << 16) |
          (uint32_t{static_cast<uint8_t>(s[at + 2])} << 8) | uint32_t{static_cast<uint8_t>(s[at + 3])};
@@ -63,6 +63,11 @@ uint32_t BigEndian32(const std::string& s, size_t at) {
 absl::StatusOr<Dataset> LoadIdx(const std::string& images_path, const std::string& labels_path) {
   R2SP_ASSIGN_OR_RETURN(const std::string images, ReadMaybeGzip(images_path));
   R2SP_ASSIGN_OR_RETURN(const std::string labels, ReadMaybeGzip(labels_path));
+  return ParseIdx(images, labels, images_path, labels_path);
+}
+
+absl::StatusOr<Dataset> ParseIdx(std::string_view images, std::string_view labels,
+                                 const std::string& images_path, const std::string& labels_path) {
   if (images.size() < 16 || BigEndian32(images, 0) != kIdxImages) {
     return absl::InvalidArgumentError(absl::StrCat(
         images_path, ": not an idx image file (expected magic 0x00000803 and a 16-byte header)"));
@@ -109,31 +114,36 @@ absl::StatusOr<Dataset> LoadIdx(const std::string& images_path, const std::strin
 }
 
 absl::StatusOr<Dataset> LoadCifarBatches(const std::vector<std::string>& paths) {
-  constexpr size_t kRecord = 1 + 3 * 32 * 32;
   Dataset d;
   d.name = "cifar10";
   d.shape = {3, 32, 32};
   for (const std::string& path : paths) {
     R2SP_ASSIGN_OR_RETURN(const std::string bytes, ReadMaybeGzip(path));
-    if (bytes.empty() || bytes.size() % kRecord != 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          path, ": ", bytes.size(), " bytes is not a whole number of 3073-byte CIFAR-10 records"));
-    }
-    const size_t records = bytes.size() / kRecord;
-    for (size_t r = 0; r < records; ++r) {
-      const char* rec = bytes.data() + r * kRecord;
-      const int32_t label = static_cast<uint8_t>(rec[0]);
-      if (label >= d.num_classes) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(path, ": record ", r, " has label ", label, ", not in 0..9"));
-      }
-      d.labels.push_back(label);
-      d.pixels.insert(d.pixels.end(), rec + 1, rec + kRecord);
-    }
+    R2SP_RETURN_IF_ERROR(ParseCifarBatch(bytes, path, &d));
   }
   d.mean = {0.4914f, 0.4822f, 0.4465f};
   d.stddev = {0.2470f, 0.2435f, 0.2616f};
   return d;
+}
+
+absl::Status ParseCifarBatch(std::string_view bytes, const std::string& path, Dataset* d) {
+  constexpr size_t kRecord = 1 + 3 * 32 * 32;
+  if (bytes.empty() || bytes.size() % kRecord != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": ", bytes.size(), " bytes is not a whole number of 3073-byte CIFAR-10 records"));
+  }
+  const size_t records = bytes.size() / kRecord;
+  for (size_t r = 0; r < records; ++r) {
+    const char* rec = bytes.data() + r * kRecord;
+    const int32_t label = static_cast<uint8_t>(rec[0]);
+    if (label >= d->num_classes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": record ", r, " has label ", label, ", not in 0..9"));
+    }
+    d->labels.push_back(label);
+    d->pixels.insert(d->pixels.end(), rec + 1, rec + kRecord);
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<TrainTest> LoadDataset(const std::string& name, const std::string& dir) {

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -36,6 +37,13 @@ absl::StatusOr<Dataset> LoadIdx(const std::string& images_path, const std::strin
 
 // Reads CIFAR-10 binary batches (records of 1 label byte + 3072 pixel bytes).
 absl::StatusOr<Dataset> LoadCifarBatches(const std::vector<std::string>& paths);
+
+// The parsers behind the loaders, on contents already read (and decompressed); the paths only
+// name the files in errors. ParseCifarBatch appends one batch's records to `d` (after an error,
+// perhaps some of them).
+absl::StatusOr<Dataset> ParseIdx(std::string_view images, std::string_view labels,
+                                 const std::string& images_path, const std::string& labels_path);
+absl::Status ParseCifarBatch(std::string_view bytes, const std::string& path, Dataset* d);
 
 // "fashion-mnist" or "mnist" from DIR/{train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz];
 // "cifar10" from DIR/data_batch_{1..5}.bin and DIR/test_batch.bin.

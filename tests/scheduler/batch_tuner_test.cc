@@ -1,7 +1,9 @@
 // The heterogeneity-aware batch tuner: proportional sizes, the sum kept, bounds, hysteresis.
 #include "scheduler/batch_tuner.h"
 
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <numeric>
 
 #include "gtest/gtest.h"
@@ -170,6 +172,35 @@ TEST(BatchTunerTest, CommunicationLongerThanAnIterationGetsTheMinimum) {
   EXPECT_EQ(t.batch(1), 4);
   EXPECT_EQ(t.batch(0), 96);
   EXPECT_NEAR(t.comm_seconds(1), 10.0, 1e-9);
+}
+
+// Found by tests/fuzz:scheduler_core: a NaN weight made a NaN share, cast to int (undefined
+// behaviour, reported by UBSan under --config=asan); huge weights overflowed into NaN.
+TEST(BatchTunerTest, ProportionalSplitTakesNonFiniteAndHugeWeights) {
+  const double inf = std::numeric_limits<double>::infinity();
+  EXPECT_EQ(ProportionalSplit(100, {std::nan(""), 1}, 1, 1000), (std::vector<int>{1, 99}));
+  EXPECT_EQ(ProportionalSplit(100, {-1, 1}, 1, 1000), (std::vector<int>{1, 99}));
+  EXPECT_EQ(ProportionalSplit(101, {inf, 1, inf}, 1, 1000), (std::vector<int>{50, 1, 50}));
+  EXPECT_EQ(ProportionalSplit(256, {1e308, 1e308}, 1, 1000), (std::vector<int>{128, 128}));
+}
+
+// Found by tests/fuzz:scheduler_core: a report whose throughput overflowed held the worker's
+// at +Inf for good (and made the ideal sizes NaN).
+TEST(BatchTunerTest, AThroughputThatOverflowsIsIgnored) {
+  BatchTunerOptions o;
+  o.global_batch = 256;
+  o.min_batch = 8;
+  o.max_batch = 512;
+  o.hysteresis = 0.0;
+  BatchTuner t(o, 2);
+  t.Report(0, 64, 1e-310);  // 64 samples in 1e-310 s: +Inf samples/s
+  EXPECT_EQ(t.throughput(0), 0);
+  for (int round = 0; round < 30; ++round) {
+    t.Report(0, t.batch(0), t.batch(0) / 3000.0);
+    t.Report(1, t.batch(1), t.batch(1) / 1000.0);
+  }
+  EXPECT_EQ(t.batch(0), 192);
+  EXPECT_EQ(t.batch(1), 64);
 }
 
 }  // namespace

@@ -54,7 +54,8 @@ class SchedulerCoreTest : public ::testing::Test {
     Message m = From(role, rank, proto::BARRIER);
     m.header.mutable_barrier()->set_group(group);
     m.header.mutable_barrier()->set_barrier_id(id);
-    Send(std::move(m), "b");
+    // Over the node's own connection: RegisterAll's ids are "s0", "w0", "w1".
+    Send(std::move(m), (role == proto::SERVER ? "s" : "w") + std::to_string(rank));
   }
 
   void RegisterAll() {
@@ -143,7 +144,7 @@ TEST_F(SchedulerCoreTest, DeadWorkerIsDetectedAndReleasesTheBarrier) {
   auto replies = sink_.Take();
   // The heartbeats' replies (8) and, once worker 1 is dead, the barrier's release.
   ASSERT_EQ(replies.size(), 9u);
-  EXPECT_EQ(replies.back().first, "b");  // the barrier, released last
+  EXPECT_EQ(replies.back().first, "w0");  // the barrier, released last
   EXPECT_EQ(replies.back().second.header.type(), proto::BARRIER);
   Send(From(proto::WORKER, 0, proto::HEARTBEAT), "w0");
   replies = sink_.Take();
@@ -165,7 +166,7 @@ TEST_F(SchedulerCoreTest, WorkerWhoseProgressStandsStillIsDeclaredDead) {
   auto beat = [this](proto::Role role, int rank, int64_t progress) {
     Message m = From(role, rank, proto::HEARTBEAT);
     m.header.mutable_heartbeat()->set_progress(progress);
-    Send(std::move(m), "hb");
+    Send(std::move(m), (role == proto::SERVER ? "s" : "w") + std::to_string(rank));
   };
   // Every second all three beat; worker 0 progresses, worker 1's count is stuck at 7 (a hung
   // training thread whose heartbeat thread still runs).
@@ -294,9 +295,9 @@ TEST_F(SchedulerCoreTest, WorkerJoinsARunningR2spJobOnceServersKnow) {
     now_ += absl::Milliseconds(100);  // past the slot gap
     Message slot = From(proto::WORKER, w, proto::SLOT);
     slot.header.mutable_report()->set_compute_seconds(0.001);
-    Send(std::move(slot), "slot" + std::to_string(w));
+    Send(std::move(slot), "w" + std::to_string(w));
     ASSERT_EQ(sink_.Take().size(), 1u) << "worker " << w;
-    Send(From(proto::WORKER, w, proto::RELEASE), "release");
+    Send(From(proto::WORKER, w, proto::RELEASE), "w" + std::to_string(w));
     ASSERT_EQ(sink_.Take().size(), 1u);
   }
 }
@@ -356,17 +357,17 @@ TEST_F(SchedulerCoreTest, LeavingWorkerNoLongerHoldsUpTheRing) {
   options_.sync = proto::R2SP;
   core_ = std::make_unique<SchedulerCore>(options_, &requester_, [this] { return now_; });
   RegisterAll();
-  Send(From(proto::WORKER, 0, proto::SLOT), "slot0");
+  Send(From(proto::WORKER, 0, proto::SLOT), "w0");
   ASSERT_EQ(sink_.Take().size(), 1u);
   Message last = From(proto::WORKER, 0, proto::RELEASE);
   last.header.mutable_report()->set_leaving(true);  // worker 0 is done
-  Send(std::move(last), "release0");
+  Send(std::move(last), "w0");
   ASSERT_EQ(sink_.Take().size(), 1u);
   for (int round = 0; round < 2; ++round) {  // worker 1 alone in the ring now
     now_ += absl::Seconds(1);
-    Send(From(proto::WORKER, 1, proto::SLOT), "slot1");
+    Send(From(proto::WORKER, 1, proto::SLOT), "w1");
     ASSERT_EQ(sink_.Take().size(), 1u) << "round " << round;
-    Send(From(proto::WORKER, 1, proto::RELEASE), "release1");
+    Send(From(proto::WORKER, 1, proto::RELEASE), "w1");
     ASSERT_EQ(sink_.Take().size(), 1u);
   }
 }
@@ -388,8 +389,68 @@ TEST_F(SchedulerCoreTest, RejectsUnknownSenders) {
   RegisterAll();
   Send(From(proto::WORKER, 9, proto::HEARTBEAT), "x");
   EXPECT_EQ(sink_.Take()[0].second.header.code(), proto::INVALID_ARGUMENT);
-  Send(From(proto::WORKER, 0, proto::PUSH), "x");
+  Send(From(proto::WORKER, 0, proto::PUSH), "w0");
   EXPECT_EQ(sink_.Take()[0].second.header.code(), proto::INVALID_ARGUMENT);
+}
+
+// Found by the scheduler_core fuzz target (ASan: heap-buffer-overflow): a worker joining a
+// hetero-batching job is in the report's worker list before the batch tuner has it (the
+// servers have not acknowledged it yet); the report showed a batch past the tuner's end.
+TEST_F(SchedulerCoreTest, ReportWhileAJoinerWaitsForTheServers) {
+  options_.sync = proto::R2SP;
+  options_.hetero_batching = true;
+  options_.batching.global_batch = 64;
+  core_ = std::make_unique<SchedulerCore>(options_, &requester_, [this] { return now_; });
+  RegisterAll();
+  Register(proto::WORKER, "w2");  // waits for server 0's MEMBERSHIP acknowledgement
+  EXPECT_TRUE(sink_.Take().empty());
+  const std::string report = core_->ReportJson();
+  EXPECT_NE(report.find("{\"worker\": 1, \"batch\": 32"), std::string::npos) << report;
+  EXPECT_EQ(report.find("{\"worker\": 2,"), std::string::npos) << report;
+}
+
+// The sender is the connection, not the header: a request claiming a registered node's role and
+// rank over any other connection is denied and changes nothing, with authentication off.
+TEST_F(SchedulerCoreTest, HeadersClaimingAnotherNodeAreDenied) {
+  options_.sync = proto::R2SP;
+  core_ = std::make_unique<SchedulerCore>(options_, &requester_, [this] { return now_; });
+  RegisterAll();
+  Send(From(proto::WORKER, 0, proto::FINISH), "stranger");
+  Send(From(proto::WORKER, 0, proto::FINISH), "w1");  // another worker's connection
+  Send(From(proto::SERVER, 0, proto::HEARTBEAT), "w0");
+  Send(From(proto::WORKER, 1, proto::SLOT), "w0");
+  Barrier(proto::WORKER, 0, proto::WORKERS, 0);
+  Message barrier = From(proto::WORKER, 1, proto::BARRIER);
+  barrier.header.mutable_barrier()->set_group(proto::WORKERS);
+  Send(std::move(barrier), "stranger");  // would complete the barrier
+  auto replies = sink_.Take();
+  ASSERT_EQ(replies.size(), 5u);
+  for (const auto& [to, reply] : replies) {
+    EXPECT_EQ(reply.header.code(), proto::PERMISSION_DENIED) << to;
+  }
+  EXPECT_NE(core_->ReportJson().find("\"denied_requests\": 5"), std::string::npos);
+  EXPECT_EQ(core_->ReportJson().find("\"state\": \"finished\""), std::string::npos);
+  // A registration repeated over another connection cannot take the node's place either.
+  Register(proto::WORKER, "w0");
+  EXPECT_EQ(sink_.Take()[0].second.header.code(), proto::FAILED_PRECONDITION);
+}
+
+// With authentication, a peer's key decides its role: a worker's key registers no server, and
+// a worker cannot send as one.
+TEST_F(SchedulerCoreTest, AuthenticatedRoleMustMatchTheClaim) {
+  Message reg;
+  reg.header.set_type(proto::REGISTER);
+  reg.header.mutable_register_request()->set_role(proto::SERVER);
+  reg.header.mutable_register_request()->set_endpoint("tcp://127.0.0.1:1/s");
+  reg.header.mutable_register_request()->set_instance_id("s");
+  Responder as_worker(&sink_, "s", reg.header, proto::WORKER);
+  core_->HandleRequest(std::move(reg), std::move(as_worker));
+  EXPECT_EQ(sink_.Take()[0].second.header.code(), proto::PERMISSION_DENIED);
+  RegisterAll();
+  Message beat = From(proto::SERVER, 0, proto::HEARTBEAT);
+  Responder worker_key(&sink_, "s0", beat.header, proto::WORKER);
+  core_->HandleRequest(std::move(beat), std::move(worker_key));
+  EXPECT_EQ(sink_.Take()[0].second.header.code(), proto::PERMISSION_DENIED);
 }
 
 // Hetero batching through REPORT: the iterations each worker has left reach the tuner, and the
@@ -412,7 +473,7 @@ TEST_F(SchedulerCoreTest, ReportsCarryIterationsLeftToTheTuner) {
       r->set_compute_seconds(batch[rank] / 1000.0);
       r->set_comm_seconds(0.010);
       r->set_iterations_left(rank == 0 ? 150 : 100);
-      Send(std::move(m), "w");
+      Send(std::move(m), "w" + std::to_string(rank));
       auto replies = sink_.Take();
       ASSERT_EQ(replies.size(), 1u);
       batch[rank] = replies[0].second.header.batch().batch_size();

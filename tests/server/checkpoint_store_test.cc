@@ -132,7 +132,7 @@ TEST(CheckpointerTest, NoCheckpointBeforeTheInitialParameters) {
   absl::StatusOr<ModelLayout> layout = ModelLayout::Create({t}, 16, 1);
   ASSERT_TRUE(layout.ok());
   ServerHandler handler(ServerOptions{});
-  handler.Configure(0, 1, *layout);
+  handler.Configure(0, ServerPeers{"scheduler", {"w0"}}, *layout);
   CheckpointPolicy policy;
   policy.dir = ::testing::TempDir() + "/ckpt-uninitialised";
   Checkpointer checkpointer(policy, &handler, CheckpointIdentity{});

@@ -30,7 +30,8 @@ class ServerHandlerCodecTest : public ::testing::Test {
     options.sgd = {0.5f, 0.0f, 0.0f};
     options.sync = sync;
     handler_ = std::make_unique<ServerHandler>(options);
-    handler_->Configure(0, num_workers, *layout_);
+    handler_->Configure(0, ServerPeers{"scheduler", std::vector<std::string>(num_workers, "w")},
+                        *layout_);
   }
 
   absl::Status Send(Message m) {

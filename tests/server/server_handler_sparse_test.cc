@@ -54,7 +54,8 @@ class ServerHandlerSparseTest : public ::testing::Test {
     options.sgd = sgd;
     options.sync = sync;
     auto handler = std::make_unique<ServerHandler>(options);
-    handler->Configure(0, workers, *layout_);
+    handler->Configure(0, ServerPeers{"scheduler", std::vector<std::string>(workers, "w")},
+                       *layout_);
     return handler;
   }
 

@@ -28,7 +28,7 @@ class ServerHandlerTest : public ::testing::Test {
     options.per_sample_updates = per_sample_updates;
     // The handler's time is the test's: how long a pull was parked is exact.
     handler_ = std::make_unique<ServerHandler>(options, [this] { return now_; });
-    handler_->Configure(0, num_workers, *layout_);
+    handler_->Configure(0, ServerPeers{"scheduler", testing::WorkerIds(num_workers)}, *layout_);
   }
 
   void Push(int rank, uint64_t key, std::vector<float> values, int64_t clock = 0,
@@ -58,8 +58,9 @@ class ServerHandlerTest : public ::testing::Test {
     handler_->HandleRequest(std::move(m), std::move(r));
   }
 
-  void Handle(Message m) {
-    Responder r(&sink_, "x", m.header);
+  // A request over the connection `routing_id` (by default, no registered peer's).
+  void Handle(Message m, const std::string& routing_id = "x") {
+    Responder r(&sink_, routing_id, m.header);
     handler_->HandleRequest(std::move(m), std::move(r));
   }
 
@@ -131,7 +132,7 @@ TEST_F(ServerHandlerTest, RejectsBadRequestsAndKeepsServing) {
   Handle(std::move(register_msg));
   Message pull_with_payload = WorkerRequest(proto::PULL, 0, 0);
   pull_with_payload.payload.emplace_back(4);
-  Handle(std::move(pull_with_payload));
+  Handle(std::move(pull_with_payload), "w0");
   Pull(0, 0);
   auto replies = sink_.Take();
   ASSERT_EQ(replies.size(), 9u);
@@ -139,7 +140,7 @@ TEST_F(ServerHandlerTest, RejectsBadRequestsAndKeepsServing) {
   EXPECT_EQ(replies[2].second.header.code(), proto::INVALID_ARGUMENT);
   EXPECT_EQ(replies[3].second.header.code(), proto::INVALID_ARGUMENT);
   EXPECT_EQ(replies[4].second.header.code(), proto::FAILED_PRECONDITION);
-  EXPECT_EQ(replies[5].second.header.code(), proto::INVALID_ARGUMENT);
+  EXPECT_EQ(replies[5].second.header.code(), proto::PERMISSION_DENIED);
   EXPECT_EQ(replies[6].second.header.code(), proto::INVALID_ARGUMENT);
   EXPECT_EQ(replies[7].second.header.code(), proto::INVALID_ARGUMENT);
   EXPECT_EQ(replies[8].second.header.code(), proto::OK);
@@ -318,7 +319,7 @@ TEST_F(ServerHandlerTest, ShutdownOnlyFromScheduler) {
   Message real;
   real.header.set_type(proto::SHUTDOWN);
   real.header.set_sender_role(proto::SCHEDULER);
-  Handle(std::move(real));
+  Handle(std::move(real), "scheduler");
   EXPECT_TRUE(handler_->shutdown_requested().HasBeenNotified());
   auto replies = sink_.Take();
   ASSERT_EQ(replies.size(), 2u);
@@ -429,6 +430,79 @@ TEST_F(ServerHandlerTest, RestoreRefusesACheckpointOfAnotherShape) {
   shard = good;
   shard.mutable_partitions(0)->set_steps(-1);
   refused(shard, "negative steps");
+}
+
+// The sender is the connection, not the header (authentication off): a worker's header over
+// another connection, or the scheduler's over a worker's, is denied, counted and changes
+// nothing.
+TEST_F(ServerHandlerTest, HeadersClaimingAnotherPeerAreDenied) {
+  SetUpHandler(proto::ASP, 2);
+  Push(0, 0, {1, 1, 1, 1}, 0, true);
+  sink_.Take();
+  std::vector<float> poison = {1e9f, 1e9f, 1e9f, 1e9f};
+  Message push = WorkerRequest(proto::PUSH, 0, 0);
+  push.payload.push_back(CopiedFrame(poison.data(), 16));
+  Handle(std::move(push), "w1");  // worker 1 claiming to be worker 0
+  Message pull = WorkerRequest(proto::PULL, 1, 0);
+  Handle(std::move(pull), "stranger");
+  Message shutdown;
+  shutdown.header.set_type(proto::SHUTDOWN);
+  shutdown.header.set_sender_role(proto::SCHEDULER);
+  Handle(std::move(shutdown), "w0");
+  Message grow;
+  grow.header.set_type(proto::MEMBERSHIP);
+  grow.header.set_sender_role(proto::SCHEDULER);
+  grow.header.mutable_membership()->set_num_workers(3);
+  for (const char* id : {"w0", "w1", "stranger"}) grow.header.mutable_membership()->add_worker_ids(id);
+  Handle(std::move(grow), "stranger");
+  auto replies = sink_.Take();
+  ASSERT_EQ(replies.size(), 4u);
+  for (const auto& [to, reply] : replies) {
+    EXPECT_EQ(reply.header.code(), proto::PERMISSION_DENIED) << to;
+  }
+  EXPECT_FALSE(handler_->shutdown_requested().HasBeenNotified());
+  EXPECT_EQ(*handler_->Weights(0), std::vector<float>({1, 1, 1, 1}));
+  EXPECT_EQ(handler_->counters().dropped_messages(), 4u);
+  // The joiner "stranger" was not admitted: rank 2 does not exist.
+  Handle(WorkerRequest(proto::PULL, 2, 0), "stranger");
+  EXPECT_EQ(sink_.Take()[0].second.header.code(), proto::INVALID_ARGUMENT);
+}
+
+// MEMBERSHIP from the scheduler's connection admits a joiner over its own connection only, and
+// never rebinds an existing rank.
+TEST_F(ServerHandlerTest, MembershipBindsTheJoinersConnection) {
+  SetUpHandler(proto::ASP, 1);
+  Push(0, 0, {1, 1, 1, 1}, 0, true);
+  Message grow;
+  grow.header.set_type(proto::MEMBERSHIP);
+  grow.header.set_sender_role(proto::SCHEDULER);
+  grow.header.mutable_membership()->set_num_workers(2);
+  grow.header.mutable_membership()->add_worker_ids("evil");  // rank 0 keeps "w0"
+  grow.header.mutable_membership()->add_worker_ids("w1");
+  Handle(std::move(grow), "scheduler");
+  sink_.Take();
+  Pull(1, 0);
+  Handle(WorkerRequest(proto::PULL, 0, 0), "evil");
+  Pull(0, 0);
+  auto replies = sink_.Take();
+  ASSERT_EQ(replies.size(), 3u);
+  EXPECT_EQ(replies[0].second.header.code(), proto::OK);
+  EXPECT_EQ(replies[1].second.header.code(), proto::PERMISSION_DENIED);
+  EXPECT_EQ(replies[2].second.header.code(), proto::OK);
+}
+
+// A worker parks at most a few pulls per partition: a flood of pulls that cannot be answered
+// yet is refused instead of piling up.
+TEST_F(ServerHandlerTest, ParkedPullsPerWorkerAreBounded) {
+  SetUpHandler(proto::BSP, 1);
+  Push(0, 0, {1, 1, 1, 1}, 0, true);
+  sink_.Take();
+  for (int i = 0; i < 100; ++i) Pull(0, 0, /*min_version=*/5);
+  auto replies = sink_.Take();
+  ASSERT_EQ(replies.size(), 96u);  // four parked, the rest refused at once
+  for (const auto& [to, reply] : replies) {
+    EXPECT_EQ(reply.header.code(), proto::FAILED_PRECONDITION);
+  }
 }
 
 }  // namespace

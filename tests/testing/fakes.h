@@ -31,6 +31,9 @@ class RecordingSink : public ReplySink {
 
 class RecordingRequester : public Requester {
  public:
+  explicit RecordingRequester(std::string routing_id = "scheduler")
+      : routing_id_(std::move(routing_id)) {}
+  const std::string& RoutingId() const override { return routing_id_; }
   struct Sent {
     std::string peer;
     Message request;
@@ -41,7 +44,17 @@ class RecordingRequester : public Requester {
     sent.push_back({peer, std::move(request), std::move(callback)});
   }
   std::vector<Sent> sent;
+
+ private:
+  std::string routing_id_;
 };
+
+// Routing ids "w0", "w1", ...: worker r's connection in handler tests.
+inline std::vector<std::string> WorkerIds(int n) {
+  std::vector<std::string> ids;
+  for (int w = 0; w < n; ++w) ids.push_back("w" + std::to_string(w));
+  return ids;
+}
 
 // A request header from worker `rank`.
 inline Message WorkerRequest(proto::MsgType type, int rank, uint64_t key) {

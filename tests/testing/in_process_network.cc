@@ -12,6 +12,7 @@ class InProcessNetwork::Endpoint : public Requester {
  public:
   Endpoint(InProcessNetwork* network, std::string name)
       : network_(network), name_(std::move(name)) {}
+  const std::string& RoutingId() const override { return name_; }
   void Request(const std::string& peer_endpoint, Message request, absl::Duration timeout,
                ReplyCallback callback) override {
     network_->Send(name_, peer_endpoint, std::move(request), timeout, std::move(callback));

@@ -37,6 +37,7 @@ class LocalJob {
   bool WaitAll(absl::Duration timeout);
 
   const std::string& dir() const { return dir_; }
+  const std::string& endpoint() const { return endpoint_; }  // the scheduler's
   std::string Stats() const;  // the scheduler's stats JSON
   std::string WorkerFile(int i, const std::string& suffix) const;  // e.g. (2, ".jsonl")
   ChildProcess& scheduler() { return *scheduler_; }

@@ -55,10 +55,14 @@ absl::Status InProcessJob::Start(const std::vector<float>& initial) {
   std::vector<std::unique_ptr<SchedulerClient>> worker_clients(num_workers);
   std::vector<absl::StatusOr<proto::RegisterReply>> worker_regs(num_workers);
   std::vector<std::thread> registering;
+  // Every client before any thread: a push_back that grows server_clients_ would move the
+  // clients under a registering thread's feet (ThreadSanitizer saw it).
   for (int s = 0; s < num_servers; ++s) {
     const std::string name = absl::StrCat("server", s);
     server_clients_.push_back(
         std::make_unique<SchedulerClient>(network_.Client(name), ClientOptions(name)));
+  }
+  for (int s = 0; s < num_servers; ++s) {
     registering.emplace_back([this, s, &server_regs] {
       server_regs[s] = server_clients_[s]->Register(proto::SERVER, {});
     });
@@ -83,7 +87,10 @@ absl::Status InProcessJob::Start(const std::vector<float>& initial) {
     ServerOptions options = server_options_;
     options.sync = book.sync();
     servers_[rank] = std::make_unique<ServerHandler>(options);
-    servers_[rank]->Configure(rank, num_workers, layout);
+    ServerPeers peers;
+    peers.scheduler_id = server_regs[s]->scheduler_id();
+    for (const proto::NodeInfo& w : book.workers()) peers.worker_ids.push_back(w.routing_id());
+    servers_[rank]->Configure(rank, peers, layout);
     network_.Serve(book.servers(rank).endpoint(), servers_[rank].get());
     ServerHandler* handler = servers_[rank].get();
     SchedulerClient* client = server_clients_[s].get();

@@ -25,7 +25,7 @@ OneServer::OneServer(proto::SyncMode sync, float learning_rate,
   options.sgd = {learning_rate, /*momentum=*/0.0f, /*weight_decay=*/0.0f};
   options.per_sample_updates = false;  // each push one whole SGD step
   server_ = std::make_unique<ServerHandler>(options);
-  server_->Configure(/*rank=*/0, /*num_workers=*/1, layout_);
+  server_->Configure(/*rank=*/0, ServerPeers{"scheduler", {"worker0"}}, layout_);
   network_.Serve("server0", server_.get());
   PsClientOptions ps_options;
   ps_options.request_timeout = absl::Seconds(10);

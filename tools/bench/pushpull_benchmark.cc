@@ -11,6 +11,9 @@
 //     job gets), and its ratio is time fp32 / time codec for the same gradient.
 // (c) transport only: the same partitions through our Transport and framing to a handler that
 //     only acknowledges, i.e. (b) without the optimizer: what the protocol itself costs.
+// (d) with --auth=curve: (b)'s fp32 push+pull between a worker and a server that speak CURVE
+//     (keys made in memory, a ZAP handler on the server, as with the binaries' --auth=curve),
+//     and its ratio to plain (b) per round.
 // All of a size's measurements run interleaved, round by round, on connections set up once;
 // GB/s are medians over rounds (payload bytes per second, 1 GB = 1e9 bytes; push+pull counts
 // both directions) and the ratios are medians of the per-round ratios, so a noisy moment of the
@@ -44,6 +47,8 @@ DEFINE_string(sizes_mb, "1,16,100",
               "16 and 100 (nan when not measured)");
 DEFINE_string(topk_codec, "topk:0.01", "the top-k push codec compared (a worker --push_codec)");
 DEFINE_string(csc_codec, "csc:0.05", "the csc push codec compared (a worker --push_codec)");
+DEFINE_string(auth, "none", "curve: also time fp32 push+pull over CurveZMQ (keys made in "
+              "memory), against plain in the same rounds");
 
 namespace r2sp {
 namespace {
@@ -77,6 +82,8 @@ struct SizeResult {
   // Per CodecColumn: push+pull median seconds; time fp32 / time codec for the same gradient,
   // per round; the pushes' wire bytes over fp32's.
   std::vector<double> codec_pushpull, codec_vs_fp32, codec_wire;
+  // --auth=curve: push+pull median seconds over CURVE; time plain / time CURVE, per round.
+  double curve_pushpull = 0, curve_vs_plain = 0;
 };
 
 SizeResult MeasureSize(size_t bytes, const std::vector<CodecColumn>& codecs) {
@@ -93,6 +100,12 @@ SizeResult MeasureSize(size_t bytes, const std::vector<CodecColumn>& codecs) {
     coded.push_back(std::make_unique<bench::Ours>(grads, c.spec, FLAGS_partition_bytes));
     bodies.push_back([o = coded.back().get()] { o->PushPull(); });
   }
+  std::unique_ptr<bench::Ours> curve;
+  if (FLAGS_auth == "curve") {
+    const auto keys = ValueOrExit(GenerateJobKeys());
+    curve = std::make_unique<bench::Ours>(grads, codec::CodecSpec(), FLAGS_partition_bytes, &keys);
+    bodies.push_back([&curve] { curve->PushPull(); });
+  }
   const std::vector<std::vector<double>> t = bench::InterleavedSeconds(2, Reps(bytes), bodies);
   SizeResult r;
   r.raw = bench::Median(t[0]);
@@ -104,6 +117,10 @@ SizeResult MeasureSize(size_t bytes, const std::vector<CodecColumn>& codecs) {
     r.codec_pushpull.push_back(bench::Median(t[kFirstCodec + c]));
     r.codec_vs_fp32.push_back(bench::MedianRatio(t[4], t[kFirstCodec + c]));
     r.codec_wire.push_back(coded[c]->WireFraction());
+  }
+  if (curve != nullptr) {
+    r.curve_pushpull = bench::Median(t.back());
+    r.curve_vs_plain = bench::MedianRatio(t[4], t.back());
   }
   // Throughput ratio ours/raw = time raw / time ours.
   r.transport_vs_raw = bench::MedianRatio(t[0], t[1]);
@@ -168,6 +185,10 @@ void PrintRow(size_t bytes, const SizeResult& r, const std::vector<CodecColumn>&
   for (size_t c = 0; c < codecs.size(); ++c) {
     std::printf(" %s %.2f%%", codec::CodecSpecName(codecs[c].spec).c_str(), 100 * r.codec_wire[c]);
   }
+  if (r.curve_pushpull > 0) {
+    std::printf("\n%-8s CURVE fp32 push+pull: %.2f GB/s (2 dirs), %.2fx plain in the same rounds",
+                "", GBps(2.0 * bytes, r.curve_pushpull), r.curve_vs_plain);
+  }
   std::printf("\n");
   std::fflush(stdout);
 }
@@ -192,10 +213,15 @@ struct Headline {
   double push16 = kNone, push100 = kNone, pull100 = kNone, pp16 = kNone, pp100 = kNone,
          trans16 = kNone;
   std::vector<double> codec16, codec100;  // per CodecColumn: time fp32 / time codec
+  double curve1 = kNone, curve16 = kNone, curve100 = kNone;  // --auth=curve: CURVE / plain
 
   Headline(size_t codecs) : codec16(codecs, kNone), codec100(codecs, kNone) {}
   void Record(size_t bytes, const SizeResult& r) {
     const double pp = GBps(2.0 * bytes, r.pushpull);
+    if (r.curve_pushpull > 0) {
+      (bytes == kMB ? curve1 : bytes == 16 * kMB ? curve16 : curve100) =
+          bytes == kMB || bytes == 16 * kMB || bytes == 100 * kMB ? r.curve_vs_plain : kNone;
+    }
     if (bytes == 16 * kMB) {
       push16 = r.push_vs_raw, pp16 = pp, trans16 = r.transport_vs_raw, codec16 = r.codec_vs_fp32;
     }
@@ -213,6 +239,10 @@ struct Headline {
       const char* key = codecs[c].key.c_str();
       std::printf(" %s_vs_fp32_pushpull_16MB=%.2f %s_vs_fp32_pushpull_100MB=%.2f", key, codec16[c],
                   key, codec100[c]);
+    }
+    if (FLAGS_auth == "curve") {
+      std::printf(" curve_vs_plain_pushpull_1MB=%.2f curve_vs_plain_pushpull_16MB=%.2f "
+                  "curve_vs_plain_pushpull_100MB=%.2f", curve1, curve16, curve100);
     }
     std::printf("\n");
   }

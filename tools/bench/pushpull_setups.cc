@@ -105,7 +105,7 @@ void TransportOnly::Once() {
 }
 
 Ours::Ours(const std::vector<float>& grads, const codec::CodecSpec& push_codec,
-           size_t partition_bytes)
+           size_t partition_bytes, const absl::flat_hash_map<int, JobKeys>* curve)
     : n_(grads.size()),
       push_codec_(push_codec),
       pull_codec_(push_codec.codec == proto::FP16 ? proto::FP16 : proto::FP32),
@@ -121,12 +121,17 @@ Ours::Ours(const std::vector<float>& grads, const codec::CodecSpec& push_codec,
   options.sgd = {0.01f, 0.9f, 1e-4f};
   options.sync = proto::ASP;
   handler_ = std::make_unique<ServerHandler>(options);
-  handler_->Configure(0, 1, *layout_);
-  auto server = Transport::Create(TransportOptions());
-  auto client = Transport::Create(TransportOptions());
+  TransportOptions server_options, client_options;
+  if (curve != nullptr) {
+    server_options.curve = std::make_shared<const JobKeys>(curve->at(proto::SERVER));
+    client_options.curve = std::make_shared<const JobKeys>(curve->at(proto::WORKER));
+  }
+  auto server = Transport::Create(server_options);
+  auto client = Transport::Create(client_options);
   CHECK(server.ok() && client.ok());
   server_ = *std::move(server);
   client_ = *std::move(client);
+  handler_->Configure(0, ServerPeers{"", {client_->RoutingId()}}, *layout_);
   server_->Start(handler_.get());
   client_->Start(nullptr);
   PsClientOptions ps_options;

@@ -10,6 +10,8 @@
 #include <thread>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
+#include "common/auth/curve_keys.h"
 #include "common/codec/codec_spec.h"
 #include "common/handler.h"
 #include "common/model_layout.h"
@@ -70,8 +72,10 @@ class Ours {
  public:
   // `push_codec`: how gradients travel (fp32: zero-copy; the others encoded by the client;
   // sparse ones with error feedback). Pulls are fp16 for fp16, fp32 otherwise. `grads`
-  // (borrowed; outlives this) is what every push sends.
-  Ours(const std::vector<float>& grads, const codec::CodecSpec& push_codec, size_t partition_bytes);
+  // (borrowed; outlives this) is what every push sends. With `curve` (every role's keys, from
+  // GenerateJobKeys), the worker and server speak CURVE as with --auth=curve.
+  Ours(const std::vector<float>& grads, const codec::CodecSpec& push_codec, size_t partition_bytes,
+       const absl::flat_hash_map<int, JobKeys>* curve = nullptr);
   ~Ours();
   void Push();
   void Pull();

@@ -10,6 +10,9 @@
 # bundle only) or file:///path (tests). The advertised address is the instance's private IPv4
 # address, read from the metadata service (IMDSv2): interface names differ between AMIs and
 # instance types (ens5, eth0, several on p4d), the primary address does not.
+# With --auth=curve, keys_url and key_files name this host's key files (the public keys and
+# the secret keys of its roles, never in this text): fetched into $prefix/keys-JOB-RUN (0700,
+# files 0600) before any process starts, never printed.
 # For tests: R2SP_PREFIX replaces /opt/r2sp, R2SP_ADVERTISE_HOST replaces the metadata
 # service, R2SP_NO_SHUTDOWN=1 leaves the machine on.
 set -uo pipefail
@@ -87,6 +90,20 @@ echo "$bundle_sha256  $tarball" | sha256sum -c --quiet - ||
 rm -rf "${prefix:?}/$bundle_name"
 tar xzf "$tarball" -C "$prefix" || fail "cannot unpack $tarball"
 run_role="$prefix/$bundle_name/share/r2sp/deploy/run_role"
+
+keys=""
+if [ -n "$keys_url" ]; then
+  keys="$prefix/keys-$job-$run"
+  umask_was="$(umask)"
+  umask 077  # the directory and every file the user's only from their creation on
+  { rm -rf "$keys" && mkdir -p "$keys"; } || fail "cannot make $keys"
+  for name in $key_files; do
+    fetch "$keys_url/$name" "$keys/$name" || fail "cannot fetch the key file $name from $keys_url"
+  done
+  { chmod 700 "$keys" && chmod 600 "$keys"/*; } || fail "cannot restrict $keys to root"
+  umask "$umask_was"
+  echo "user-data: the job's keys for this host are in $keys"
+fi
 
 declare -A names=()  # pid -> process name
 start() {  # start NAME RUN_ROLE_ARGS...

@@ -9,6 +9,8 @@ servers and the one scheduler of a parameter-server job (dmlc-tracker, BytePS). 
   name = "cnn-r2sp"         # default "r2sp"; letters, digits, '_', '.', '-' (run dirs, tags)
   mode = "r2sp"             # required: bsp | ssp | asp | r2sp (the scheduler's --sync)
   workdir = "~/r2sp"        # default "~/r2sp": where the release bundle unpacks on each host
+  auth = "curve"            # default "none": curve encrypts and authenticates every connection
+                            # with the job's keys (tools/launch --auth; docs/SECURITY.md)
 
   [ports]                   # optional; the defaults:
   scheduler = 9000          # the scheduler's port
@@ -55,12 +57,13 @@ import re
 import shlex
 import tomllib
 
+from job_keys import AUTH_MODES
 from toml_lines import TomlLines
 
 MODES = ("bsp", "ssp", "asp", "r2sp")
 ROLES = ("scheduler", "server", "worker")
 DEFAULT_PORTS = {"scheduler": 9000, "server": 9100, "worker": 9200}
-_TABLES = {"job": ("name", "mode", "workdir"), "ports": ROLES, "flags": ROLES,
+_TABLES = {"job": ("name", "mode", "workdir", "auth"), "ports": ROLES, "flags": ROLES,
            "ssh": ("user", "port", "identity", "options"),
            "host": ("name", "address", "interface", "scheduler", "servers", "workers", "gpus",
                     "gpu_count", "worker_flags", "workdir", "ssh_port")}
@@ -124,6 +127,7 @@ class Cluster:
     ssh: Ssh
     hosts: tuple
     backend_options: dict  # backend name -> {key: value} of its table (BACKEND_TABLES)
+    auth: str = "none"  # one of AUTH_MODES ([job] auth)
 
     def processes(self):
         """Every process: the scheduler, then the servers in order, then the workers."""
@@ -243,6 +247,10 @@ class _Checker:
             self.fail(("job",), "name", f"job: name {name!r} must be letters, digits, '_', "
                                         "'.' and '-' (and not only dots)")
         workdir = self.value(("job",), job, "workdir", "job", str, default="~/r2sp")
+        auth = job.get("auth", "none")
+        if auth not in AUTH_MODES:
+            self.fail(("job",), "auth", f"job: auth must be one of {', '.join(AUTH_MODES)}, "
+                                        f"not {_describe(auth)}")
         ports_table = self.table(document, "ports")
         ports = {role: self.value(("ports",), ports_table, role, "ports", int,
                                   DEFAULT_PORTS[role], 1, 65535) for role in ROLES}
@@ -270,7 +278,7 @@ class _Checker:
             if counts[role] == 0:
                 self.fail((), None, f"no host runs a {role} (set {role}s = N on a host)")
         return Cluster(self.path, name, mode, workdir, ports, flags, ssh, tuple(built),
-                       {b: self.backend(document, b) for b in BACKEND_TABLES})
+                       {b: self.backend(document, b) for b in BACKEND_TABLES}, auth)
 
     def backend(self, document, name):
         values = self.table(document, name)

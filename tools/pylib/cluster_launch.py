@@ -5,7 +5,10 @@ the launcher's --scheduler_flags, --server_flags and --worker_flags come after t
   local  every process on this machine, on loopback: the file's roles, flags and GPU indices,
          not its hosts and ports (try a cluster file here before deploying it)
   ssh    the file's hosts over ssh (ssh_backend.py), shipping a release bundle
+  slurm, k8s, ec2   slurm_backend.py, k8s_backend.py, ec2_backend.py
 
+The file's [job] auth is the default of --auth; with curve every backend gives each process
+--auth=curve and the job's keys (job_keys.py), each host or pod only what its roles need.
 Every backend leaves the same run directory: logs, stats.json, metrics, timelines, summary.json."""
 
 import importlib
@@ -36,10 +39,16 @@ def load(path):
 
 
 def adopt(args, cluster):
-    """Puts the cluster's mode and process counts into tools/launch's options `args`."""
+    """Puts the cluster's mode, process counts and (unless --auth was given) auth into
+    tools/launch's options `args`; JobError for --keys_dir without curve."""
     args.sync = cluster.mode
     args.servers = cluster.num_servers
     args.workers = cluster.num_workers
+    if getattr(args, "auth", None) is None:
+        args.auth = cluster.auth
+    if getattr(args, "keys_dir", "") and args.auth != "curve":
+        raise launcher.JobError('--keys_dir needs --auth=curve (or auth = "curve" in the '
+                                "cluster file's [job])")
 
 
 def merge_flags(args, cluster):

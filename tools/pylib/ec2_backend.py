@@ -12,8 +12,9 @@ AWS CLI (`aws`, v1 or v2, with the caller's credentials and region).
 3. Follows the job through the markers the hosts leave in results_url (HOST.done, HOST.failed)
    and the instances' states, until every host is done, one failed or died, or --timeout.
 4. Always, also on failure and Ctrl-C: terminates every instance it started (and any other
-   tagged with this run), waits until they are gone, deletes the security group. Then copies
-   each host's results into RUN_DIR and summarises the run as tools/launch does.
+   tagged with this run), waits until they are gone, deletes the security group (and with
+   --auth=curve the hosts' key files next to the results, which the hosts fetched at boot).
+   Then copies each host's results into RUN_DIR and summarises the run as tools/launch does.
 
 The [ec2] table's keys: ec2_plan.py. The environment's R2SP_AWS_ENDPOINT_URL, if set, is passed
 to every aws command as --endpoint-url (tests). Failures are raised as launcher.JobError."""
@@ -25,6 +26,7 @@ import subprocess
 import sys
 import time
 
+import job_keys
 import launcher
 import result_store
 import role_commands
@@ -69,6 +71,9 @@ def launch(plan, aws, started, work_dir):
     upload = plan.upload_bundle()
     if upload:
         aws.command(upload, f"uploading the bundle to {plan.bundle_url}")
+    for host in plan.ordered_hosts():
+        for argv in plan.upload_keys(host):
+            aws.command(argv, f"uploading {host.name}'s keys to {plan.keys_url}/{host.name}/")
     root_device = None
     if plan.options.root_volume_gb:
         root_device = aws.json(plan.describe_image(), "describe-images")["Images"][0]["RootDeviceName"]
@@ -129,6 +134,11 @@ def clean_up(plan, aws, started):
             print(f"launch: terminated {', '.join(sorted(ids))}", flush=True)
         except launcher.JobError as e:
             problems.append(f"{e}; check instances {', '.join(sorted(ids))}")
+    if plan.keys:
+        try:
+            aws.command(plan.delete_keys(), "deleting the keys")
+        except launcher.JobError as e:
+            problems.append(f"{e}; delete {plan.keys_url}/ yourself")
     if started.group_id:
         for attempt in range(12):  # the instances' network interfaces linger a little
             try:
@@ -153,8 +163,11 @@ def run(args, cluster, tarball):
     if not any(f.startswith("--register_timeout_s") for f in cluster.flags["scheduler"] + extra["scheduler"]):
         # Hosts boot and install at different speeds: give the slowest time to register.
         extra["scheduler"] = ["--register_timeout_s=900"] + extra["scheduler"]
+    keys = None
+    if job_keys.curve(args):
+        keys = job_keys.keys_dir(args) if args.dry_run else job_keys.prepare(args)
     plan = Plan(cluster, options, tarball, run_id, extra, args.timeout,
-                os.environ.get("R2SP_AWS_ENDPOINT_URL"))
+                os.environ.get("R2SP_AWS_ENDPOINT_URL"), keys)
     if args.dry_run:
         print(plan.describe())
         return None

@@ -7,7 +7,12 @@ instance_type (default g5.xlarge), region (default: the CLI's), key_name, instan
 (needed for s3:// URLs: the instances read and write S3 with it), spot (default false:
 on-demand), root_volume_gb, bundle_url (default RESULTS_URL/JOB/RUN/BUNDLE.tar.gz; a URL ending
 in / gets the tarball's name). URLs are s3://, file:// (tests) or, for an already uploaded
-bundle, https://."""
+bundle, https://.
+
+With --auth=curve each host's key files (the public keys, the secret keys of its roles) go to
+RESULTS_URL/JOB/RUN.keys/HOST/ beside the run's results (not under them: they are never
+collected), whence the host's user-data fetches them; the cleanup deletes them. The user-data
+itself names only that URL."""
 
 import dataclasses
 import json
@@ -16,8 +21,10 @@ import os
 import shlex
 
 import ec2_user_data
+import job_keys
 import launcher
 import release_bundle
+import role_commands
 
 REQUIRED = ("ami", "subnet", "results_url")
 POLL_SECONDS = 5
@@ -74,14 +81,17 @@ class Plan:
     """Every aws command of the job, as argv lists, with the ids AWS gives passed in (or the
     placeholders above for --dry_run); describe() prints them all."""
 
-    def __init__(self, cluster, options, tarball, run_id, extra_flags, timeout, endpoint_url=None):
+    def __init__(self, cluster, options, tarball, run_id, extra_flags, timeout, endpoint_url=None,
+                 keys=None):
         self.cluster, self.options, self.tarball = cluster, options, tarball
+        self.keys = keys  # --auth=curve: the local directory of the job's keys; else None
         self.bundle_name, _ = release_bundle.tarball_manifest(tarball)
         self.run_id = run_id
         self.extra_flags = extra_flags
         self.timeout = timeout
         self.endpoint_url = endpoint_url
         self.results = f"{options.results_url.rstrip('/')}/{cluster.job_name}/{run_id}"
+        self.keys_url = self.results + ".keys"
         bundle_url = options.bundle_url or self.results + "/"
         if bundle_url.endswith("/"):
             bundle_url += os.path.basename(tarball)
@@ -131,6 +141,30 @@ class Plan:
             return ["install", "-D", "-m", "644", self.tarball, self.bundle_url[len("file://"):]]
         return None
 
+    def key_files(self, host):
+        return job_keys.files_for(role_commands.roles_of(host))
+
+    def upload_keys(self, host):
+        """The commands that put the host's key files at KEYS_URL/HOST/ ([] without keys)."""
+        if not self.keys:
+            return []
+        commands = []
+        for name in self.key_files(host):
+            source, target = os.path.join(self.keys, name), f"{self.keys_url}/{host.name}/{name}"
+            if target.startswith("s3://"):
+                commands.append(self.aws("s3", "cp", "--only-show-errors", source, target))
+            else:
+                commands.append(["install", "-D", "-m", "600", source, target[len("file://"):]])
+        return commands
+
+    def delete_keys(self):
+        """The command that deletes every host's key files (None without keys)."""
+        if not self.keys:
+            return None
+        if self.keys_url.startswith("s3://"):
+            return self.aws("s3", "rm", "--recursive", "--only-show-errors", self.keys_url + "/")
+        return ["rm", "-rf", self.keys_url[len("file://"):]]
+
     def describe_image(self):
         return self.aws("ec2", "describe-images", "--image-ids", self.options.ami)
 
@@ -140,8 +174,11 @@ class Plan:
             bundle_name=self.bundle_name,
             bundle_sha256=release_bundle.sha256(self.tarball) if os.path.exists(self.tarball) else "SHA256",
             results_url=self.options.results_url,
-            lifetime_minutes=math.ceil(self.timeout / 60) + BOOT_MINUTES)
-        processes = ec2_user_data.host_processes(self.cluster, host, scheduler_ip, self.extra_flags)
+            lifetime_minutes=math.ceil(self.timeout / 60) + BOOT_MINUTES,
+            keys_url=f"{self.keys_url}/{host.name}" if self.keys else "",
+            key_files=" ".join(self.key_files(host)) if self.keys else "")
+        processes = ec2_user_data.host_processes(self.cluster, host, scheduler_ip, self.extra_flags,
+                                                 bool(self.keys))
         try:
             return ec2_user_data.render(settings, host.name, processes)
         except ValueError as e:
@@ -197,6 +234,11 @@ class Plan:
         lines.append(shlex.join(self.authorize_ingress(SG_ID)))
         upload = self.upload_bundle()
         lines.append(shlex.join(upload) if upload else f"# {self.bundle_url}: uploaded already")
+        if self.keys:
+            lines.append(f"# --auth=curve: each host's public keys and its roles' secret keys, "
+                         f"from {self.keys}")
+            lines += [shlex.join(argv) for host in self.ordered_hosts()
+                      for argv in self.upload_keys(host)]
         if self.options.root_volume_gb:
             lines.append(shlex.join(self.describe_image()) + f"   # -> RootDeviceName = {ROOT_DEVICE}")
         user_data = []
@@ -217,6 +259,8 @@ class Plan:
         lines.append(shlex.join(self.terminate(ids)))
         lines.append(shlex.join(self.wait("terminated", ids)))
         lines.append(shlex.join(self.delete_security_group(SG_ID)))
+        if self.keys:
+            lines.append(shlex.join(self.delete_keys()))
         for host in self.cluster.hosts:
             lines.append(f"# copy {self.results}/{host.name}/ into RUN_DIR")
         return "\n".join(lines + user_data)

@@ -3,7 +3,10 @@ settings filled in (the job, the bundle and results URLs, and the run_role argum
 the host's processes). Pure: ec2_backend passes the text to run-instances and --dry_run prints it.
 
 Each host advertises its own private address, known only on the instance: the arguments name it
-as "$advertise" (and the run directory as "$out"), which the script sets before it starts them."""
+as "$advertise" (and the run directory as "$out", the keys' directory as "$keys"), which the
+script sets before it starts them. With --auth=curve the user-data holds only where the host's
+key files are (keys_url) and their names, never a key: the script fetches them as it fetches
+the bundle, into a directory only root may enter."""
 
 import dataclasses
 import os
@@ -19,7 +22,8 @@ MAX_BYTES = 16384
 # Stand-ins in run_role arguments for shell variables of the script.
 OUT = "@R2SP_OUT@"
 ADVERTISE = "@R2SP_ADVERTISE@"
-_VARIABLES = {OUT: '"$out"', ADVERTISE: '"$advertise"'}
+KEYS = "@R2SP_KEYS@"
+_VARIABLES = {OUT: '"$out"', ADVERTISE: '"$advertise"', KEYS: '"$keys"'}
 _STAND_IN = re.compile("|".join(re.escape(s) for s in _VARIABLES))
 
 
@@ -32,6 +36,8 @@ class Settings:
     bundle_sha256: str  # the tarball's checksum, checked before unpacking
     results_url: str    # the job's results: each host uploads to RESULTS_URL/JOB/RUN/HOST/
     lifetime_minutes: int  # the instance powers itself off after this long, whatever happens
+    keys_url: str = ""  # --auth=curve: where this host's key files are (s3:// or file://)
+    key_files: str = ""  # their names, space-separated: the public keys, its roles' secret keys
 
 
 def shell_word(arg):
@@ -47,17 +53,19 @@ def shell_word(arg):
     return "".join(pieces)
 
 
-def host_processes(cluster, host, scheduler_ip, extra_flags):
+def host_processes(cluster, host, scheduler_ip, extra_flags, keys=False):
     """[(process name, run_role arguments)] of `host`, the scheduler first. Every host advertises
     its private address (or, when the cluster file names an interface, that interface's); the
-    scheduler's own host reaches it at its own address, the others at `scheduler_ip`."""
+    scheduler's own host reaches it at its own address, the others at `scheduler_ip`. With
+    `keys` (--auth=curve) each uses the keys the script fetched."""
     scheduler_host = cluster.scheduler_host()
     own = ADVERTISE if host.name == scheduler_host.name else scheduler_ip
     hosts = tuple(dataclasses.replace(h, address=own, interface=None)
                   if h.name == scheduler_host.name else h for h in cluster.hosts)
     seen_from_host = dataclasses.replace(cluster, hosts=hosts)
     advertised = dataclasses.replace(host, address=None if host.interface else ADVERTISE)
-    return [(p.name, role_commands.run_role_args(seen_from_host, advertised, p, OUT, extra_flags))
+    return [(p.name, role_commands.run_role_args(seen_from_host, advertised, p, OUT, extra_flags,
+                                                 KEYS if keys else None))
             for p in sorted(host.processes, key=lambda p: p.role != "scheduler")]
 
 

@@ -140,6 +140,8 @@ def write_summary(args, wall, cpu_use, stats_file, outcome=None):
     # tools/launch --resume sets both (resume.prepare); other tools' options have neither.
     summary["resumed"] = bool(getattr(args, "resume", ""))
     summary["attempt"] = getattr(args, "attempt", 1)
+    # How the processes authenticated each other: the mode only, never a key or a key's path.
+    summary["auth"] = getattr(args, "auth", None) or "none"
     with open(os.path.join(args.run_dir, "summary.json"), "w") as f:
         json.dump(summary, f, indent=2)
         f.write("\n")

@@ -18,8 +18,18 @@ comes from one pod template, hosts may not give workers different worker_flags.
 The [k8s] table: image (default r2sp:VERSION-VARIANT of the bundle: build it with
 tools/deploy/Dockerfile and push it where the cluster can pull it), namespace (default: the
 kubectl context's), gpu_resource, image_pull_secret (a Secret the pods pull the image with).
-Needs Kubernetes >= 1.24 (Indexed Jobs) and kubectl. There is no authentication between the
-processes yet, so there is no Secret of keys; it belongs here once there is.
+Needs Kubernetes >= 1.24 (Indexed Jobs) and kubectl.
+
+With --auth=curve (or [job] auth = "curve") the job's keys (RUN_DIR/keys, made by keygen, or
+--keys_dir) become one Secret per role, JOB-keys-ROLE, holding the three public keys and that
+role's secret key only; each pod mounts its own role's Secret read-only at /etc/r2sp/keys with
+defaultMode 0400 and gets R2SP_AUTH=curve, which the entrypoint turns into --auth=curve
+--keys_dir=/etc/r2sp/keys. One Secret per role rather than one Secret with items projected per
+pod: a kubelet fetches whole Secrets, so a node that runs only workers never receives the
+scheduler's or the servers' secret keys, and access to each role's Secret can be granted apart.
+The Secrets' files in RUN_DIR/k8s/ are 0600; --dry_run prints them with placeholders for the
+keys. Do not give the pods an fsGroup: Kubernetes would make the key files group-readable, and
+the binaries refuse a secret key file that is.
 
 run() writes the manifests to RUN_DIR/k8s/, applies them, follows every pod's log into
 RUN_DIR/NAME.log, waits for the Job to complete or fail (or --timeout), takes the files the
@@ -38,6 +48,7 @@ import subprocess
 import tarfile
 import time
 
+import job_keys
 import k8s_yaml
 import launcher
 import role_commands
@@ -45,6 +56,9 @@ import role_commands
 INSTALL_DIR = "/opt/r2sp"  # where tools/deploy/Dockerfile unpacks the bundle
 ENTRYPOINT = f"{INSTALL_DIR}/share/r2sp/deploy/k8s_entrypoint"
 OUT_DIR = "/r2sp/out"
+KEYS_MOUNT = "/etc/r2sp/keys"  # k8s_entrypoint's --keys_dir
+KEYS_MODE = 0o400  # the Secret volume's defaultMode: the binaries refuse group/other bits
+SECRET_PLACEHOLDER = "<not shown: base64 of {path}>"  # what --dry_run prints for a key
 BEGIN, END = "R2SP-RESULTS-BEGIN ", "R2SP-RESULTS-END"
 # Waiting reasons of a container that will not start without the user's help.
 STUCK = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError")
@@ -88,11 +102,31 @@ def _meta(name, labels, namespace):
     return meta
 
 
+def secret_name(job_name, role):
+    return f"{job_name}-keys-{role}"
+
+
+def key_secret(job_name, role, keys, namespace, labels):
+    """The Secret of `role`'s keys: every public key and the role's own secret key, from
+    {file name: Z85 text} `keys`."""
+    names = job_keys.files_for([role])
+    return {"apiVersion": "v1", "kind": "Secret",
+            "metadata": _meta(secret_name(job_name, role), labels, namespace),
+            "type": "Opaque",
+            "data": {n: base64.b64encode((keys[n] + "\n").encode()).decode() for n in names}}
+
+
+def read_keys(directory):
+    """{file name: key text} of the job's keys in `directory` (for the Secrets only)."""
+    return {n: job_keys.read(directory, n) for n in job_keys.files_for(job_keys.ROLES)}
+
+
 def render(cluster, job_name, image, namespace=None, extra_flags=None,
-           gpu_resource="nvidia.com/gpu", image_pull_secret=None, deadline_s=None):
+           gpu_resource="nvidia.com/gpu", image_pull_secret=None, deadline_s=None, keys=None):
     """{file name: manifest dict} of the job; `job_name` must be a dns_label(). extra_flags:
     {role: [flags]} after the file's (the launcher's); deadline_s: the workers'
-    activeDeadlineSeconds."""
+    activeDeadlineSeconds; keys: --auth=curve's {file name: key text} (read_keys), which
+    become one Secret per role, each pod mounting its own role's."""
     extra = extra_flags or {}
     flags = {role: cluster.flags.get(role, []) + extra.get(role, [])
              for role in ("scheduler", "server")}
@@ -109,11 +143,16 @@ def render(cluster, job_name, image, namespace=None, extra_flags=None,
                      "command": [ENTRYPOINT], "args": [role],
                      "env": [_field("POD_IP", "status.podIP"), _field("POD_NAME", "metadata.name")]
                      + env + _env(R2SP_PORT=ports[role], R2SP_OUT=OUT_DIR)
+                     + (_env(R2SP_AUTH="curve") if keys else [])
                      + (_env(R2SP_FLAGS=shlex.join(flags[role])) if flags[role] else []),
                      "ports": [{"name": "r2sp", "containerPort": ports[role], "protocol": "TCP"}]}
         if resources:
             container["resources"] = resources
         spec = {"restartPolicy": restart, "containers": [container]}
+        if keys:
+            container["volumeMounts"] = [{"name": "keys", "mountPath": KEYS_MOUNT, "readOnly": True}]
+            spec["volumes"] = [{"name": "keys", "secret": {"secretName": secret_name(job_name, role),
+                                                          "defaultMode": KEYS_MODE}}]
         if image_pull_secret:
             spec["imagePullSecrets"] = [{"name": image_pull_secret}]
         return {"metadata": {"labels": labels(role)}, "spec": spec}
@@ -134,7 +173,12 @@ def render(cluster, job_name, image, namespace=None, extra_flags=None,
         job_spec["activeDeadlineSeconds"] = int(deadline_s)
     job_spec["template"] = pod("worker", _env(R2SP_SCHEDULER=scheduler, R2SP_EMIT_RESULTS=1),
                                "Never", gpus)
+    # Before the pods that mount them (kubectl apply -f DIR takes the files in name order).
+    secrets = {f"0{i + 1}-{role}-keys-secret.yaml":
+               key_secret(job_name, role, keys, namespace, labels(role))
+               for i, role in enumerate(job_keys.ROLES)} if keys else {}
     return {
+        **secrets,
         "10-scheduler-service.yaml": service("scheduler", type="ClusterIP"),
         "11-scheduler-deployment.yaml": {
             "apiVersion": "apps/v1", "kind": "Deployment",
@@ -160,14 +204,27 @@ def render(cluster, job_name, image, namespace=None, extra_flags=None,
 
 
 def write_manifests(manifests, directory):
-    """Writes each manifest as YAML into `directory` (made if needed); returns the paths."""
+    """Writes each manifest as YAML into `directory` (made if needed); returns the paths. A
+    Secret's file is the user's only (0600) from its creation on."""
     os.makedirs(directory, exist_ok=True)
     paths = []
     for name, manifest in sorted(manifests.items()):
         paths.append(os.path.join(directory, name))
-        with open(paths[-1], "w") as f:
+        if os.path.exists(paths[-1]):
+            os.remove(paths[-1])
+        mode = 0o600 if manifest.get("kind") == "Secret" else 0o644
+        with open(os.open(paths[-1], os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode), "w") as f:
             f.write(k8s_yaml.dump(manifest))
     return paths
+
+
+def redacted(manifest, keys_dir):
+    """`manifest` as --dry_run prints it: a Secret's data replaced by placeholders naming the
+    key files they come from."""
+    if manifest.get("kind") != "Secret":
+        return manifest
+    data = {n: SECRET_PLACEHOLDER.format(path=os.path.join(keys_dir, n)) for n in manifest["data"]}
+    return {**manifest, "data": data}
 
 
 def extract_results(log_path, run_dir):
@@ -305,12 +362,14 @@ def job_state(job):
     return None
 
 
-def describe(paths, kubectl, job_name, manifests):
-    """--dry_run: every manifest and the kubectl commands run() would run."""
+def describe(paths, kubectl, job_name, manifests, keys_dir=None):
+    """--dry_run: every manifest (the Secrets' keys as placeholders, naming their files in
+    `keys_dir`) and the kubectl commands run() would run."""
     directory = os.path.dirname(paths[0])
     lines = []
     for path in paths:
-        lines += [f"# --- {path}", "---", k8s_yaml.dump(manifests[os.path.basename(path)]).rstrip()]
+        manifest = redacted(manifests[os.path.basename(path)], keys_dir or "KEYS_DIR")
+        lines += [f"# --- {path}", "---", k8s_yaml.dump(manifest).rstrip()]
     lines += ["# --- the commands",
               shlex.join(kubectl.argv("apply", "-f", directory)),
               f"# every pod: {shlex.join(kubectl.argv('logs', '-f', 'POD'))} > RUN_DIR/NAME.log",
@@ -327,14 +386,17 @@ def run(args, cluster, tarball):
     options = cluster.backend_options.get("k8s", {})
     job_name = dns_label(cluster.job_name)
     namespace = options.get("namespace")
+    # Made (or checked) also for --dry_run, which writes the manifests for kubectl apply too.
+    keys_dir = job_keys.prepare(args)
     manifests = render(cluster, job_name, image_for(cluster, tarball), namespace,
                        role_commands.extra_flags_from(args),
                        options.get("gpu_resource") or "nvidia.com/gpu",
-                       options.get("image_pull_secret"), deadline_s=args.timeout)
+                       options.get("image_pull_secret"), deadline_s=args.timeout,
+                       keys=read_keys(keys_dir) if keys_dir else None)
     paths = write_manifests(manifests, os.path.join(args.run_dir, "k8s"))
     kubectl = Kubectl(namespace)
     if args.dry_run:
-        print(describe(paths, kubectl, job_name, manifests))
+        print(describe(paths, kubectl, job_name, manifests, keys_dir))
         return None
     start = time.time()
     follower = Follower(kubectl, args.run_dir)

@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 
+import job_keys
 import resume
 import supervisor
 from cpu_meter import CpuMeter
@@ -57,6 +58,14 @@ def parse_args(argv, description, parser=None):
     p.add_argument("--bundle", default="", metavar="TARBALL",
                    help="ssh: the release bundle to ship (default dist/r2sp-VERSION-VARIANT.tar.gz "
                         "from tools/package)")
+    p.add_argument("--auth", choices=job_keys.AUTH_MODES, default=None,
+                   help="none (default), or curve: CurveZMQ encryption and authentication between "
+                        "the processes with the job's keys, one pair per role, made into "
+                        "RUN_DIR/keys unless --keys_dir; with --cluster the default is the file's "
+                        "[job] auth (docs/SECURITY.md)")
+    p.add_argument("--keys_dir", default="", metavar="DIR",
+                   help="--auth=curve: use the keys in DIR (tools/keygen DIR) instead of making "
+                        "the job's own")
     p.add_argument("--dry_run", action="store_true",
                    help="print every command that would run, and run nothing")
     p.add_argument("--max_restarts", default="0", metavar="N|worker:N,server:0",
@@ -76,6 +85,12 @@ def parse_args(argv, description, parser=None):
     args = p.parse_args(argv)
     if args.backend != "local" and not args.cluster:
         p.error(f"--backend={args.backend} needs --cluster")
+    if args.auth is None and not args.cluster:  # with --cluster: the file's (cluster_launch)
+        args.auth = "none"
+    if args.keys_dir:
+        if args.auth == "none":
+            p.error("--keys_dir needs --auth=curve")
+        args.keys_dir = os.path.abspath(args.keys_dir)  # launch.json: --resume from anywhere
     if args.servers < 1 or args.workers < 1:
         p.error("--servers and --workers must be at least 1")
     if args.timeout <= 0:
@@ -235,7 +250,7 @@ def scheduler_command(args, binary, bind_flags, endpoint_file, stats_file):
     # The job id names the run directory, so that a resumed job's servers accept the
     # checkpoints its first attempt wrote (the user's --job_id, after it, wins).
     job_id = "r2sp-" + os.path.basename(os.path.normpath(args.run_dir))
-    return [binary] + bind_flags("scheduler") + [
+    return [binary] + bind_flags("scheduler") + job_keys.flags(args) + [
         "--endpoint_file=" + endpoint_file, "--stats_json=" + stats_file,
         f"--num_servers={args.servers}", f"--num_workers={args.workers}",
         "--sync=" + args.sync, "--job_id=" + job_id] + shlex.split(args.scheduler_flags)
@@ -245,7 +260,7 @@ def node_commands(args, binaries, bind_flags, endpoint):
     """[(name, argv, echo)] of the servers and the workers, which find the scheduler at
     `endpoint`."""
     def common(name):
-        return ["--scheduler=" + endpoint] + bind_flags(name)
+        return ["--scheduler=" + endpoint] + bind_flags(name) + job_keys.flags(args)
 
     server_flags = resume.server_flags(args) + shlex.split(args.server_flags)
     commands = [(f"server{i}", [binaries["server"]] + common(f"server{i}") + server_flags, False)
@@ -268,7 +283,9 @@ def start_processes(job, bind_flags, endpoint_file, stats_file):
     endpoint = wait_for_endpoint(scheduler, endpoint_file, args.run_dir)
     for name, argv, echo in node_commands(args, binaries, bind_flags, endpoint):
         job.start(name, argv, echo=echo)
-    print(f"launch: {args.servers} servers, {args.workers} workers, sync={args.sync}; logs in {args.run_dir}")
+    auth = "; auth=curve, keys in " + job_keys.keys_dir(args) if job_keys.curve(args) else ""
+    print(f"launch: {args.servers} servers, {args.workers} workers, sync={args.sync}{auth}; "
+          f"logs in {args.run_dir}")
 
 
 def describe_local(args, bind_flags=loopback_bind):
@@ -277,9 +294,10 @@ def describe_local(args, bind_flags=loopback_bind):
     args = argparse.Namespace(**{**vars(args), "run_dir": run_dir})
     binaries = {role: os.path.join(args.bin_dir, role, role) for role in ROLES}
     endpoint_file, stats_file = (os.path.join(run_dir, n) for n in ("scheduler.endpoint", "stats.json"))
-    lines = ["# scheduler; the others start once it has written " + endpoint_file,
-             shlex.join(scheduler_command(args, binaries["scheduler"], bind_flags, endpoint_file,
-                                          stats_file)) + " > " + os.path.join(run_dir, "scheduler.log")]
+    lines = [job_keys.describe(args)] if job_keys.curve(args) else []
+    lines += ["# scheduler; the others start once it has written " + endpoint_file,
+              shlex.join(scheduler_command(args, binaries["scheduler"], bind_flags, endpoint_file,
+                                           stats_file)) + " > " + os.path.join(run_dir, "scheduler.log")]
     for name, argv, _ in node_commands(args, binaries, bind_flags, "ENDPOINT"):
         lines.append(shlex.join(argv) + " > " + os.path.join(run_dir, name + ".log"))
     return "\n".join(lines)
@@ -326,6 +344,7 @@ def run_job(args, prefix=None, on_start=None, bind_flags=loopback_bind, during=N
     (Interrupted included) every process is stopped first."""
     endpoint_file, stats_file = prepare_run_dir(args)
     resume.save_options(args)
+    job_keys.prepare(args)  # --auth=curve: RUN_DIR/keys, before anything starts
     job = Job(args, prefix, on_start)
     start = time.time()
     cpu = CpuMeter()

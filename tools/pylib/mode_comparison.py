@@ -55,6 +55,8 @@ def job_command(args, mode, run_dir):
         cmd.append(f"--worker_flags_for={item}")
     if args.bin_dir:
         cmd.append(f"--bin_dir={args.bin_dir}")
+    if getattr(args, "auth", "none") != "none":
+        cmd.append(f"--auth={args.auth}")
     return cmd
 
 

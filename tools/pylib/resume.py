@@ -2,7 +2,7 @@
 options saved as RUN_DIR/launch.json, and tools/launch --resume=RUN_DIR, which runs the saved
 job again in RUN_DIR after moving the previous attempt's files into RUN_DIR/attempt-K/, with
 every server told to --resume from the newest checkpoint of its shard (the workers learn where
-to start from the scheduler)."""
+to start from the scheduler) and, with --auth=curve, the job's keys in RUN_DIR/keys kept."""
 
 import argparse
 import json
@@ -11,6 +11,7 @@ import re
 import shlex
 
 from job_errors import JobError
+from job_keys import KEYS
 
 LAUNCH_FILE = "launch.json"
 CHECKPOINTS = "checkpoints"  # RUN_DIR/checkpoints/server<R>/..., unless the server flags say
@@ -94,9 +95,9 @@ def missing_shards(directory, servers):
 
 def kept_names(run_dir, checkpoints):
     """The entries of RUN_DIR that stay when an attempt is archived: launch.json, the
-    checkpoints (RUN_DIR/checkpoints, or where the server flags put them inside RUN_DIR) and
-    the earlier attempts."""
-    keep = {LAUNCH_FILE, CHECKPOINTS}
+    checkpoints (RUN_DIR/checkpoints, or where the server flags put them inside RUN_DIR), the
+    job's keys (RUN_DIR/keys: a resumed job keeps them) and the earlier attempts."""
+    keep = {LAUNCH_FILE, CHECKPOINTS, KEYS}
     inside = os.path.relpath(os.path.abspath(checkpoints), os.path.abspath(run_dir))
     if inside == ".":  # the shards' directories are RUN_DIR's own
         keep.update(n for n in os.listdir(run_dir) if re.fullmatch(r"server\d+", n))

@@ -2,10 +2,13 @@
 share/r2sp/deploy/run_role (options, role, flags), the same for every remote backend (ssh,
 Slurm, Kubernetes, EC2). The scheduler listens on its fixed port and the others find it at
 cluster.scheduler_endpoint(); every process binds all interfaces on its own port and advertises
-its host's address (or the address of the host's interface, looked up by run_role)."""
+its host's address (or the address of the host's interface, looked up by run_role). With
+--auth=curve each also gets --auth=curve --keys_dir=DIR, DIR where its backend put the keys."""
 
 import os
 import shlex
+
+import job_keys
 
 RUN_ROLE = "share/r2sp/deploy/run_role"
 
@@ -29,16 +32,23 @@ def run_dir(host, job_dir):
     return f"{host.workdir.rstrip('/')}/runs/{job_dir}"
 
 
+def keys_dir(host, job_dir):
+    """The host's directory for this run's keys (unexpanded): beside the run directory, not in
+    it, so that fetching the run directory never brings keys back."""
+    return f"{host.workdir.rstrip('/')}/keys/{job_dir}"
+
+
 def job_dir(cluster, run_dir):
     """The run's directory name on the hosts: JOB-RUN (RUN: the local run directory's name,
     TIMESTAMP before it is chosen)."""
     return f"{cluster.job_name}-{os.path.basename(os.path.normpath(run_dir)) if run_dir else 'TIMESTAMP'}"
 
 
-def run_role_args(cluster, host, process, out_dir, extra_flags=None):
+def run_role_args(cluster, host, process, out_dir, extra_flags=None, keys=None):
     """run_role's arguments for `process` on `host`, writing its files under `out_dir` (a path
     on the host, already expanded or relative to the bundle; the caller quotes). extra_flags:
-    {role: [flags]} appended after the cluster file's (the launcher's command-line flags)."""
+    {role: [flags]} appended after the cluster file's (the launcher's command-line flags).
+    keys: the directory of the job's keys on the host (as `out_dir`), for --auth=curve."""
     args = []
     if host.interface:
         args.append("--advertise_interface=" + host.interface)
@@ -46,6 +56,8 @@ def run_role_args(cluster, host, process, out_dir, extra_flags=None):
     args += [f"--bind=tcp://0.0.0.0:{process.port}"]
     if host.address:
         args.append("--advertise_host=" + host.address)
+    if keys:
+        args += job_keys.node_flags(keys)
     if process.role == "scheduler":
         args += [f"--num_servers={cluster.num_servers}", f"--num_workers={cluster.num_workers}",
                  "--sync=" + cluster.mode, f"--stats_json={out_dir}/stats.json"]
@@ -61,6 +73,11 @@ def run_role_args(cluster, host, process, out_dir, extra_flags=None):
         args += shlex.split(host.worker_flags or "")
     args += (extra_flags or {}).get(process.role, [])
     return args
+
+
+def roles_of(host):
+    """The roles of the host's processes, in job_keys.ROLES order: the secret keys it needs."""
+    return [r for r in job_keys.ROLES if any(p.role == r for p in host.processes)]
 
 
 def extra_flags_from(args):

@@ -15,7 +15,13 @@ write their logs, stats, metrics and timelines to WORKDIR/runs/JOB-RUN/, and the
 copies them into RUN_DIR at the end, also when it fails. It submits with `sbatch --wait`,
 cancels the job (scancel) on Ctrl-C or --timeout, and summarises as tools/launch does.
 The [slurm] table: partition, account, time (sbatch --time), sbatch_options (more #SBATCH
-lines, e.g. ["--gres=gpu:8", "--exclusive"])."""
+lines, e.g. ["--gres=gpu:8", "--exclusive"]).
+
+With --auth=curve the launcher copies the job's keys into WORKDIR/runs/JOB-RUN/keys/ on the
+shared storage (0700, files 0600) and every step gets --auth=curve --keys_dir=that directory;
+it deletes them once the job has ended. Every step runs as the submitting user, so on Slurm the
+files cannot keep one role's secret key from another role's process: the keys keep out other
+users and other machines (docs/SECURITY.md)."""
 
 import dataclasses
 import os
@@ -25,6 +31,7 @@ import subprocess
 import tarfile
 import time
 
+import job_keys
 import launcher
 import release_bundle
 import role_commands
@@ -51,9 +58,9 @@ def slurm_cluster(cluster):
     return dataclasses.replace(cluster, hosts=hosts)
 
 
-def batch_script(cluster, bundle, out_dir, extra_flags):
+def batch_script(cluster, bundle, out_dir, extra_flags, auth=False):
     """The sbatch script (text) that runs the whole job. `bundle` and `out_dir` are absolute
-    paths on the shared storage."""
+    paths on the shared storage; with `auth` every step uses the keys in OUT_DIR/keys."""
     options = cluster.backend_options.get("slurm", {})
     per_node = max(len(h.processes) for h in cluster.hosts)
     lines = ["#!/bin/bash",
@@ -82,8 +89,9 @@ def batch_script(cluster, bundle, out_dir, extra_flags):
     view = slurm_cluster(cluster)
     order = sorted(((i, h, p) for i, h in enumerate(view.hosts) for p in h.processes),
                    key=lambda t: t[2].role != "scheduler")
+    keys = f"$R2SP_OUT/{job_keys.KEYS}" if auth else None
     for index, host, process in order:
-        args = role_commands.run_role_args(view, host, process, "$R2SP_OUT", extra_flags)
+        args = role_commands.run_role_args(view, host, process, "$R2SP_OUT", extra_flags, keys)
         lines.append(f"step {process.name} {index} " + " ".join(shell_word(a) for a in args))
     lines += [
         "# The job ends when every step has; the first that fails stops the others.",
@@ -124,10 +132,27 @@ def install_bundle(tarball, workdir):
 
 
 def copy_results(out_dir, run_dir):
-    """Copies the steps' files (logs, stats, metrics, timelines) into RUN_DIR."""
+    """Copies the steps' files (logs, stats, metrics, timelines) into RUN_DIR; directories (the
+    keys) stay."""
     if os.path.isdir(out_dir) and os.path.abspath(out_dir) != os.path.abspath(run_dir):
         for name in os.listdir(out_dir):
-            shutil.copy(os.path.join(out_dir, name), os.path.join(run_dir, name))
+            if os.path.isfile(os.path.join(out_dir, name)):
+                shutil.copy(os.path.join(out_dir, name), os.path.join(run_dir, name))
+
+
+def install_keys(keys, out_dir):
+    """Copies the job's keys from the local directory `keys` into OUT_DIR/keys, where the
+    steps read them; returns that directory (`keys` itself when it is the same)."""
+    target = os.path.join(out_dir, job_keys.KEYS)
+    if os.path.abspath(target) != os.path.abspath(keys):
+        job_keys.copy(keys, target, job_keys.files_for(job_keys.ROLES))
+    return target
+
+
+def remove_keys(keys, installed):
+    """Deletes the steps' copy of the keys (`installed`), unless it is the launcher's own."""
+    if installed and os.path.abspath(installed) != os.path.abspath(keys):
+        shutil.rmtree(installed, ignore_errors=True)
 
 
 def run(args, cluster, tarball):
@@ -136,17 +161,32 @@ def run(args, cluster, tarball):
     workdir = os.path.expanduser(cluster.hosts[0].workdir)
     name = os.path.basename(tarball).removesuffix(".tar.gz")
     out_dir = os.path.join(workdir, "runs", role_commands.job_dir(cluster, args.run_dir))
-    script = batch_script(cluster, os.path.join(workdir, name), out_dir, role_commands.extra_flags_from(args))
+    auth = job_keys.curve(args)
+    script = batch_script(cluster, os.path.join(workdir, name), out_dir,
+                          role_commands.extra_flags_from(args), auth)
     if args.dry_run:  # before the run directory exists: a dry run touches nothing
         print(f"# unpack {tarball} into {workdir} (unless the same bundle is there)")
+        if auth:
+            print(f"{job_keys.describe(args)}\n# copy them into {out_dir}/{job_keys.KEYS} "
+                  "(0700, files 0600); deleted when the job ends")
         print(f"sbatch --parsable --wait RUN_DIR/job.sbatch\n# RUN_DIR/job.sbatch:\n{script}")
         return None
     _, stats_file = launcher.prepare_run_dir(args)
+    keys = job_keys.prepare(args)
     script_path = os.path.join(args.run_dir, "job.sbatch")
     with open(script_path, "w") as f:
         f.write(script)
     install_bundle(tarball, workdir)
     os.makedirs(out_dir, exist_ok=True)
+    installed = install_keys(keys, out_dir) if keys else None
+    try:
+        return _submit(args, cluster, script_path, out_dir, stats_file)
+    finally:
+        remove_keys(keys, installed)
+
+
+def _submit(args, cluster, script_path, out_dir, stats_file):
+    """Runs the batch job and summarises it (run()'s second half)."""
     start = time.time()
     sbatch = subprocess.Popen(["sbatch", "--parsable", "--wait", script_path], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True)

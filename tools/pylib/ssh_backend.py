@@ -2,14 +2,18 @@
 
 1. Ships the release bundle (tools/package) to every host with scp, unless the host already
    holds the same one (its MANIFEST.json is compared), and unpacks it in the host's workdir.
+   With --auth=curve, sends each host the job's three public keys and the secret keys of the
+   roles it runs, no others, as a tar stream through ssh's stdin (never on a command line) into
+   WORKDIR/keys/JOB-RUN/ (0700, files 0600).
 2. Starts every process as `ssh HOST run_role --watch_stdin ROLE FLAGS`, the scheduler first.
    Each process's output streams back through its ssh into RUN_DIR/NAME.log (workers' progress
    is echoed). The launcher holds each ssh's stdin open: when the launcher stops a process, fails,
    is interrupted or is killed, the ssh ends, run_role sees end of file and stops its process,
    so nothing is left running on any host.
 3. Once every process has exited with status 0 (or any failed), fetches each host's run
-   directory (stats, metrics, timelines) into RUN_DIR with tar over ssh, and summarises the run
-   as tools/launch does.
+   directory (stats, metrics, timelines) into RUN_DIR with tar over ssh, removes the keys from
+   every host (also after a failure or Ctrl-C; a launcher killed outright leaves them), and
+   summarises the run as tools/launch does.
 
 ssh never prompts (BatchMode): keys, known hosts and options come from the cluster file's [ssh]
 table. Failures are raised as launcher.JobError."""
@@ -20,10 +24,15 @@ import subprocess
 import threading
 import time
 
+import job_keys
 import launcher
 import release_bundle
 import role_commands
 from cpu_meter import CpuMeter
+
+# Shell variables the remote command sets to expanded paths (a ~ in the workdir becomes $HOME
+# there, not here), and the flags use.
+_REMOTE_VARIABLES = ("$R2SP_OUT", "$R2SP_KEYS")
 
 
 def _options(cluster, host, port_flag):
@@ -58,12 +67,13 @@ class Plan:
     """Every command the ssh backend runs, in order: per host the shipping steps, then the
     processes, then the fetches. `--dry_run` prints it; run() executes it."""
 
-    def __init__(self, cluster, tarball, job_dir, extra_flags):
+    def __init__(self, cluster, tarball, job_dir, extra_flags, keys=None):
         self.cluster = cluster
         self.tarball = tarball
         self.name, self.manifest = release_bundle.tarball_manifest(tarball)
         self.job_dir = job_dir
         self.extra_flags = extra_flags
+        self.keys = keys  # --auth=curve: the local directory of the job's keys; else None
 
     def remote(self, host, command):
         return ssh_argv(self.cluster, host) + [command]
@@ -82,17 +92,43 @@ class Plan:
                 f"&& rm {shlex.quote(self.name)}.tar.gz"))),
         ]
 
+    def key_files(self, host):
+        """The key files `host` gets: every public key, the secret keys of its roles."""
+        return job_keys.files_for(role_commands.roles_of(host))
+
+    def send_keys(self, host):
+        """(tar argv, ssh argv): the tar stream of the host's key files, piped into an ssh that
+        unpacks it into the host's keys directory (0700, every file 0600). None without keys."""
+        if not self.keys:
+            return None
+        keys = role_commands.remote_path(role_commands.keys_dir(host, self.job_dir))
+        tar = ["tar", "cf", "-", "-C", self.keys] + self.key_files(host)
+        # umask 077: the directories (WORKDIR/keys too, if new) and files are the user's only
+        # from their creation; tar, run as root, would otherwise keep the files' own modes.
+        return tar, self.remote(host, (
+            f"umask 077 && rm -rf {keys} && mkdir -p {keys} && chmod 700 {keys} && "
+            f"tar xf - --no-same-owner --no-same-permissions -C {keys} && chmod 600 {keys}/*"))
+
+    def remove_keys(self, host):
+        """The ssh command that deletes the host's keys directory (None without keys)."""
+        if not self.keys:
+            return None
+        return self.remote(host, "rm -rf " + role_commands.remote_path(
+            role_commands.keys_dir(host, self.job_dir)))
+
     def start(self, host, process):
         """The ssh command that runs `process` on `host` until it exits or the ssh ends."""
         out = role_commands.remote_path(role_commands.run_dir(host, self.job_dir))
         bundle = role_commands.remote_path(role_commands.bundle_dir(host, self.name))
-        # The flags name files under the run directory through $R2SP_OUT, which the remote shell
-        # sets to the expanded path (a ~ in the workdir becomes $HOME there, not here).
-        args = role_commands.run_role_args(self.cluster, host, process, "$R2SP_OUT", self.extra_flags)
-        quoted = " ".join(a.replace("$R2SP_OUT", '"$R2SP_OUT"') if "$R2SP_OUT" in a else shlex.quote(a)
-                          for a in args)
-        command = (f"mkdir -p {out} && R2SP_OUT={out} && exec {bundle}/{role_commands.RUN_ROLE} "
-                   f"--watch_stdin {quoted}")
+        # The flags name the run directory and the keys through $R2SP_OUT and $R2SP_KEYS, which
+        # the remote shell sets to the expanded paths.
+        args = role_commands.run_role_args(self.cluster, host, process, "$R2SP_OUT",
+                                           self.extra_flags, "$R2SP_KEYS" if self.keys else None)
+        quoted = " ".join(_remote_word(a) for a in args)
+        keys = role_commands.remote_path(role_commands.keys_dir(host, self.job_dir))
+        set_keys = f"R2SP_KEYS={keys} && " if self.keys else ""
+        command = (f"mkdir -p {out} && R2SP_OUT={out} && {set_keys}exec "
+                   f"{bundle}/{role_commands.RUN_ROLE} --watch_stdin {quoted}")
         return self.remote(host, command)
 
     def fetch(self, host):
@@ -111,13 +147,31 @@ class Plan:
             lines.append(f"# host {host.name}: ship the bundle unless it is there")
             for what, argv in self.ship(host):
                 lines.append(shlex.join(argv) + f"   # {what}")
+        if self.keys:
+            lines.append(f"# --auth=curve: each host gets the public keys and its roles' secret "
+                         f"keys from {self.keys}")
+            for host in self.cluster.hosts:
+                tar, ssh = self.send_keys(host)
+                lines.append(shlex.join(tar) + " | " + shlex.join(ssh) + "   # keys")
         order = sorted(self.hosts_and_processes(), key=lambda hp: hp[1].role != "scheduler")
         for host, process in order:
             lines.append(f"# {process.name} on {host.name}")
             lines.append(shlex.join(self.start(host, process)) + " < (held open) > " + process.name + ".log")
         for host in self.cluster.hosts:
             lines.append(shlex.join(self.fetch(host)) + " | tar xf - -C RUN_DIR")
+        if self.keys:
+            lines.append("# always, also after a failure or Ctrl-C:")
+            for host in self.cluster.hosts:
+                lines.append(shlex.join(self.remove_keys(host)) + "   # remove the keys")
         return "\n".join(lines)
+
+
+def _remote_word(arg):
+    """`arg` quoted for the remote shell, the _REMOTE_VARIABLES in it left to expand."""
+    for variable in _REMOTE_VARIABLES:
+        if variable in arg:
+            return arg.replace(variable, f'"{variable}"')
+    return shlex.quote(arg)
 
 
 def _check(argv, what):
@@ -135,6 +189,32 @@ def ship_bundle(plan, host):
     _check(copy[1], f"copying the bundle to {host.name}")
     _check(unpack[1], f"unpacking the bundle on {host.name}")
     return True
+
+
+def send_keys(plan, host):
+    """Puts the host's key files into its keys directory (Plan.send_keys)."""
+    tar_argv, ssh = plan.send_keys(host)
+    with subprocess.Popen(tar_argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          stdin=subprocess.DEVNULL) as tar:
+        r = subprocess.run(ssh, stdin=tar.stdout, capture_output=True, text=True)
+        tar.stdout.close()
+        tar_error = tar.stderr.read().decode(errors="replace").strip()
+        tar.wait()
+    if tar.returncode != 0:
+        raise launcher.JobError(f"reading the keys in {plan.keys} failed: {tar_error}")
+    if r.returncode != 0:
+        raise launcher.JobError(f"copying the keys to {host.name} failed ({r.returncode}): "
+                                f"{(r.stderr or r.stdout).strip()}")
+
+
+def remove_keys(plan, host):
+    """Deletes the host's keys directory; says so when it cannot (never raises)."""
+    r = subprocess.run(plan.remove_keys(host), capture_output=True, text=True,
+                       stdin=subprocess.DEVNULL)
+    if r.returncode != 0:
+        where = role_commands.keys_dir(host, plan.job_dir)
+        print(f"launch: removing the keys from {host.name} failed ({r.returncode}): "
+              f"{(r.stderr or r.stdout).strip()}; delete {where} there yourself", flush=True)
 
 
 def in_parallel(function, items):
@@ -169,12 +249,13 @@ def run(args, cluster, tarball):
     """Runs the job over ssh; returns its summary (also RUN_DIR/summary.json). JobError when it
     fails; every process is stopped first, whatever the exception."""
     if args.dry_run:  # before the run directory exists: a dry run touches nothing
+        keys = job_keys.keys_dir(args) if job_keys.curve(args) else None
         print(Plan(cluster, tarball, role_commands.job_dir(cluster, args.run_dir),
-                   role_commands.extra_flags_from(args)).describe())
+                   role_commands.extra_flags_from(args), keys).describe())
         return None
     _, stats_file = launcher.prepare_run_dir(args)
     plan = Plan(cluster, tarball, role_commands.job_dir(cluster, args.run_dir),
-                role_commands.extra_flags_from(args))
+                role_commands.extra_flags_from(args), job_keys.prepare(args))
     start = time.time()
     copied = []
     in_parallel(lambda h: ship_bundle(plan, h) and copied.append(h.name), cluster.hosts)
@@ -184,6 +265,8 @@ def run(args, cluster, tarball):
     order = sorted(plan.hosts_and_processes(), key=lambda hp: hp[1].role != "scheduler")
     failure = None
     try:
+        if plan.keys:
+            in_parallel(lambda h: send_keys(plan, h), cluster.hosts)
         for host, process in order:
             job.start(process.name, plan.start(host, process), echo=process.role == "worker")
         print(f"launch: {cluster.num_servers} servers, {cluster.num_workers} workers, sync={cluster.mode} "
@@ -194,6 +277,8 @@ def run(args, cluster, tarball):
         failure = e
     wall = time.time() - start
     in_parallel(lambda h: fetch_results(plan, h, args.run_dir), cluster.hosts)
+    if plan.keys:
+        in_parallel(lambda h: remove_keys(plan, h), cluster.hosts)
     if failure:
         raise failure
     return launcher.finish_job(args, wall, {}, stats_file)

@@ -121,5 +121,24 @@ TEST(Fp16Test, BulkCallsHandleEveryLengthAndTail) {
   }
 }
 
+// Found by tests/fuzz (push_decoder, pull_decoder, codec): a frame received without a copy may
+// start at an odd address, and the scalar path read it as uint16_t (misaligned loads are
+// undefined behaviour; UBSan reports them under --config=asan).
+TEST(Fp16Test, DecodesFromAnOddAddressOnEveryPath) {
+  const std::vector<float> values = {1.0f, -2.5f, 0.0f, 65504.0f, 3.0f, 6e-5f, -1e-7f, 7.0f, 9.5f};
+  std::vector<uint16_t> half(values.size());
+  EncodeFp16(values.data(), values.size(), half.data());
+  std::vector<char> bytes(half.size() * sizeof(uint16_t) + 1);
+  std::memcpy(bytes.data() + 1, half.data(), half.size() * sizeof(uint16_t));
+  const uint16_t* odd = reinterpret_cast<const uint16_t*>(bytes.data() + 1);
+  for (Fp16Path path : AvailableFp16Paths()) {
+    std::vector<float> out(values.size());
+    DecodeFp16With(path, odd, values.size(), out.data());
+    for (size_t i = 0; i < values.size(); ++i) {
+      EXPECT_EQ(out[i], HalfToFloat(half[i])) << Fp16PathName(path) << " value " << i;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace r2sp::codec

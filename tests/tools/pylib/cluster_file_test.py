@@ -41,6 +41,15 @@ class ValidFilesTest(unittest.TestCase):
         self.assertEqual(cluster.scheduler_endpoint(), "tcp://10.0.0.1:9000")
         self.assertEqual(cluster.flags["server"], ["--lr=0.03", "--momentum=0.9"])
         self.assertEqual(cluster.ssh.options, ("StrictHostKeyChecking=accept-new",))
+        self.assertEqual(cluster.auth, "curve")
+
+    def test_multi_host_examples_authenticate(self):
+        for name in sorted(os.listdir(EXAMPLES)):
+            if name.endswith(".toml"):
+                with self.subTest(example=name):
+                    cluster = cluster_file.load(os.path.join(EXAMPLES, name))
+                    if len(cluster.hosts) > 1:
+                        self.assertEqual(cluster.auth, "curve")
 
     def test_gpu_4x2_example(self):
         cluster = cluster_file.load(os.path.join(EXAMPLES, "gpu_4x2.toml"))
@@ -57,8 +66,8 @@ class ValidFilesTest(unittest.TestCase):
 
     def test_defaults(self):
         cluster = parse(*JOB, *HOST1)
-        self.assertEqual((cluster.path, cluster.job_name, cluster.workdir),
-                         (PATH, "r2sp", "~/r2sp"))
+        self.assertEqual((cluster.path, cluster.job_name, cluster.workdir, cluster.auth),
+                         (PATH, "r2sp", "~/r2sp", "none"))
         self.assertEqual(cluster.ports, {"scheduler": 9000, "server": 9100, "worker": 9200})
         self.assertEqual(cluster.flags, {"scheduler": [], "server": [], "worker": []})
         self.assertEqual(cluster.ssh, cluster_file.Ssh(None, None, None, ()))
@@ -169,6 +178,14 @@ class MalformedFileTest(unittest.TestCase):
         self.assertRefused(['[job]', 'name = "x"', *HOST1], 1, "job: mode must be one of",
                            "required")
         self.assertRefused(HOST1, 1, "job: mode must be one of", "required")
+
+    def test_auth(self):
+        self.assertEqual(parse('[job]', 'mode = "r2sp"', 'auth = "curve"', *HOST1).auth, "curve")
+        self.assertEqual(parse('[job]', 'mode = "r2sp"', 'auth = "none"', *HOST1).auth, "none")
+        self.assertRefused(['[job]', 'mode = "r2sp"', 'auth = "tls"', *HOST1], 3,
+                           "job: auth must be one of none, curve, not string 'tls'")
+        self.assertRefused(['[job]', 'mode = "r2sp"', 'auth = true', *HOST1], 3,
+                           "job: auth must be one of none, curve, not boolean True")
 
     def test_job_name(self):
         for name in ("my job", "..", "a/b", ""):

@@ -2,7 +2,9 @@
 job on stand-in binaries (its mode and counts, its flags before the command line's, its GPUs as
 --gpu=N); --dry_run prints the commands of either backend and runs nothing (the ssh one with a
 bundle from tools/package, and no ssh or scp ever started); and the errors: a malformed file at
-its line, --backend=ssh without a file, a bundle that is not one, no bundle at all."""
+its line, --backend=ssh without a file, a bundle that is not one, no bundle at all. With
+auth = "curve" in the file (or --auth=curve) the local job's processes get the keys a stand-in
+keygen made, and the ssh dry run sends each host only its roles' secret keys, by path."""
 
 import json
 import os
@@ -33,6 +35,16 @@ elif role == "worker":
     name = "worker" + flags["metrics"].rsplit("worker", 1)[1].split(".")[0]
 with open(os.path.join(os.environ["ARGV_DIR"], name + ".json"), "w") as f:
     json.dump(sys.argv[1:], f)
+'''
+# A stand-in keygen: DIR/ROLE.pub and DIR/ROLE.key holding "KEY-ROLE-SUFFIX" (easy to look for).
+FAKE_KEYGEN = r'''#!PYTHON
+import os, sys
+os.makedirs(sys.argv[1], mode=0o700, exist_ok=True)
+for role in ("scheduler", "server", "worker"):
+    for suffix, mode in (("pub", 0o644), ("key", 0o600)):
+        path = os.path.join(sys.argv[1], f"{role}.{suffix}")
+        with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode), "w") as f:
+            f.write(f"KEY-{role}-{suffix}\n")
 '''
 # Host a: the scheduler, a server and workers 0-1 on GPUs 1 and 0; host b: a server, worker2.
 CLUSTER = """[job]
@@ -66,6 +78,8 @@ class LaunchTest(unittest.TestCase):
         for role in ("scheduler", "server", "worker"):
             self.write(os.path.join(self.bin_dir, role, role),
                        FAKE.replace("PYTHON", sys.executable))
+        self.write(os.path.join(self.bin_dir, "common", "auth", "keygen"),
+                   FAKE_KEYGEN.replace("PYTHON", sys.executable))
         os.makedirs(self.argv_dir)
         for tool in ("ssh", "scp"):  # each records that it ran, and fails
             self.write(os.path.join(self.fake_path, tool),
@@ -155,6 +169,30 @@ class LocalBackendTest(LaunchTest):
         self.assertFalse(os.path.exists(self.run_dir))
 
 
+class AuthTest(LaunchTest):
+    def test_the_files_auth_gives_every_process_the_keys(self):
+        self.write(self.cluster, CLUSTER.replace('mode = "bsp"', 'mode = "bsp"\nauth = "curve"'))
+        r = self.launch()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        keys = os.path.join(self.run_dir, "keys")
+        names = [n[:-5] for n in os.listdir(self.argv_dir)]
+        self.assertEqual(len(names), 1 + 2 + 3)
+        for name in names:
+            argv = self.argv(name)
+            self.assertIn("--auth=curve", argv, name)
+            self.assertIn("--keys_dir=" + keys, argv, name)
+        with open(os.path.join(self.run_dir, "summary.json")) as f:
+            self.assertEqual(json.load(f)["auth"], "curve")
+        # The command line's --auth wins over the file's.
+        r = self.launch("--auth=none")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertFalse([a for a in self.argv("scheduler") if a.startswith("--auth")])
+
+    def test_keys_dir_needs_curve(self):
+        self.assert_error(self.launch("--keys_dir=" + self.dir), "--keys_dir needs --auth=curve")
+        self.assert_ran_nothing()
+
+
 class SshDryRunTest(LaunchTest):
     def setUp(self):
         super().setUp()
@@ -188,6 +226,38 @@ class SshDryRunTest(LaunchTest):
                          ["u@node-a.invalid"] * 4 + ["u@node-b.invalid"] * 2)
         self.assertIn("--gpu=1", starts[2][-1])
         self.assertIn("--scheduler=tcp://node-a.invalid:9000", starts[5][-1])
+        self.assert_ran_nothing()
+
+    def test_curve_sends_each_host_its_roles_keys_by_path(self):
+        mine = os.path.join(self.dir, "mine")
+        subprocess.run([os.path.join(self.bin_dir, "common", "auth", "keygen"), mine], check=True)
+        for flags, source in ((["--auth=curve"], os.path.join(self.run_dir, "keys")),
+                              (["--auth=curve", "--keys_dir=" + mine], mine)):
+            with self.subTest(flags=flags):
+                r = self.launch("--backend=ssh", "--dry_run", "--bundle=" + self.bundle, *flags)
+                self.assertEqual((r.returncode, r.stderr), (0, ""))
+                self.assertNotIn("KEY-", r.stdout)  # no key's contents, ever
+                sent = {}
+                for line in r.stdout.splitlines():
+                    if line.endswith("   # keys"):
+                        tar, ssh = (shlex.split(part) for part in line[:-len("   # keys")].split(" | "))
+                        self.assertEqual(tar[:5], ["tar", "cf", "-", "-C", source])
+                        self.assertEqual(ssh[0], "ssh")
+                        self.assertIn("umask 077", ssh[-1])
+                        self.assertIn("chmod 600", ssh[-1])
+                        sent[ssh[-2]] = tar[5:]
+                pubs = ["scheduler.pub", "server.pub", "worker.pub"]
+                self.assertEqual(sent, {
+                    "u@node-a.invalid": pubs + ["scheduler.key", "server.key", "worker.key"],
+                    "u@node-b.invalid": pubs + ["server.key", "worker.key"]})
+                starts = [l for l in r.stdout.splitlines() if "run_role" in l]
+                self.assertEqual(len(starts), 6)
+                for line in starts:
+                    self.assertIn('R2SP_KEYS="$HOME"/r2sp/keys/r2sp-run && ', line)
+                    self.assertIn('--auth=curve --keys_dir="$R2SP_KEYS"', line)
+                removals = [l for l in r.stdout.splitlines() if l.endswith("# remove the keys")]
+                self.assertEqual(len(removals), 2)
+                self.assertIn('rm -rf "$HOME"/r2sp/keys/r2sp-run', removals[0])
         self.assert_ran_nothing()
 
     # Bug: ssh_backend.run prepares the run directory before it looks at --dry_run, so a dry

@@ -1,11 +1,13 @@
 """tools/launch --backend=ec2 (ec2_backend, ec2_plan, ec2_user_data, result_store) without AWS.
 
 - The plan: port ranges, required keys, quoting of the user-data's variables, --dry_run printing
-  every aws command and each host's user-data.
+  every aws command and each host's user-data; with --auth=curve, each host's key files (public
+  keys, its roles' secret keys) uploaded beside the results and deleted at the end, the
+  user-data naming where they are and holding none.
 - The user-data as fresh hosts would run it: in netcluster namespaces (needs root), each host
   fetches the bundle from a file:// URL, unpacks it, starts its roles, joins the job and leaves
   its results and a done marker in a file:// results URL; a host whose worker fails leaves
-  `failed`.
+  `failed`; with --auth=curve each fetches its keys (0700 directory, 0600 files) first.
 - The aws command lines through the real AWS CLI (v2 at /usr/bin/aws, Debian's awscli, else any
   `aws` on PATH; skipped without one) against fake_ec2.FakeEc2, a local EC2 Query API endpoint
   that records the requests and runs each instance's decoded user-data as a local process. S3 is
@@ -18,8 +20,10 @@ import base64
 import io
 import json
 import os
+import shlex
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tarfile
@@ -141,6 +145,37 @@ class PlanTest(unittest.TestCase):
         self.assertIn("--scheduler=tcp://\"$advertise\":9000", r.stdout)  # host a
         self.assertEqual(r.stdout.count("# ----- USER_DATA_"), 3)
         self.assertFalse(os.path.exists(os.path.join(self.dir, "run7")))  # a dry run touches nothing
+        self.assertNotIn("--keys_dir", r.stdout)
+        self.assertEqual(r.stdout.count("keys_url=''\n"), 3)
+
+    def test_curve_uploads_each_hosts_keys_and_the_user_data_names_them_only(self):
+        keys = os.path.join(self.dir, "keys")
+        os.makedirs(keys, mode=0o700)
+        for name in ("scheduler", "server", "worker"):
+            for suffix in ("pub", "key"):
+                with open(os.path.join(keys, f"{name}.{suffix}"), "w") as f:
+                    f.write(f"KEY-{name}-{suffix}\n")
+        r = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "launch"), "--cluster=" + self.path,
+                            "--backend=ec2", "--bundle=" + self.bundle, "--run_dir=" + self.dir + "/run8",
+                            "--auth=curve", "--keys_dir=" + keys, "--dry_run"],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotIn("KEY-", r.stdout)
+        url = "s3://bucket/results/ec2-test/run8.keys"
+        uploads = {}
+        for line in r.stdout.splitlines():
+            argv = shlex.split(line) if line.startswith("aws s3 cp") else []
+            if argv and argv[5].startswith(url):
+                host, name = argv[5][len(url) + 1:].split("/")
+                self.assertEqual(argv[4], os.path.join(keys, name))
+                uploads.setdefault(host, []).append(name)
+        public = ["scheduler.pub", "server.pub", "worker.pub"]
+        self.assertEqual(uploads, {"a": public + ["scheduler.key", "server.key"],
+                                   "b": public + ["server.key", "worker.key"], "c": public + ["worker.key"]})
+        self.assertIn(f"aws s3 rm --recursive --only-show-errors {url}/", r.stdout)
+        self.assertIn(f"keys_url={url}/c\nkey_files='scheduler.pub server.pub worker.pub worker.key'",
+                      r.stdout)
+        self.assertEqual(r.stdout.count('--auth=curve --keys_dir="$keys"'), 8)  # every process
 
 
 def cannot_run_namespaces():
@@ -169,7 +204,7 @@ class UserDataTest(unittest.TestCase):
         for host in self.HOSTS:
             netcluster.kill_processes(self.cluster.ns(host))
 
-    def plan(self, run_id, worker_flags=""):
+    def plan(self, run_id, worker_flags="", keys=None):
         path = os.path.join(self.dir, f"{run_id}.toml")
         node1 = "servers = 1\nworkers = 1" + (f"\nworker_flags = {json.dumps(worker_flags)}" if worker_flags else "")
         with open(path, "w") as f:
@@ -178,7 +213,7 @@ class UserDataTest(unittest.TestCase):
                                  bundle_url=f"file://{self.bundle}"))
         cluster = cluster_file.load(path)
         return ec2_plan.Plan(cluster, ec2_plan.options_of(cluster), self.bundle, run_id,
-                             {"scheduler": ["--register_timeout_s=60"]}, timeout=120)
+                             {"scheduler": ["--register_timeout_s=60"]}, timeout=120, keys=keys)
 
     def boot(self, plan, host_name):
         """Runs `host_name`'s user-data in its namespace, as root on a fresh machine."""
@@ -208,6 +243,36 @@ class UserDataTest(unittest.TestCase):
         with open(os.path.join(results, "node1.done")) as f:
             self.assertEqual(sorted(f.read().strip().rstrip(";").split("; ")),
                              ["server1 exited with status 0", "worker0 exited with status 0"])
+
+    def test_curve_hosts_fetch_their_keys_and_complete_the_job(self):
+        keys = os.path.join(self.dir, "curve_keys")
+        r = subprocess.run([os.path.join(BIN_DIR, "common", "auth", "keygen"), keys],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        plan = self.plan("curve", keys=keys)
+        for host in plan.ordered_hosts():
+            for argv in plan.upload_keys(host):
+                subprocess.run(argv, check=True)
+        booted = [self.boot(plan, h) for h in self.HOSTS]
+        for process in booted:
+            self.assertEqual(process.wait(timeout=120), 0)
+        results = os.path.join(self.dir, "results", "ec2-test", "curve")
+        for host in self.HOSTS:
+            self.assertTrue(os.path.exists(os.path.join(results, host + ".done")), host)
+        with open(os.path.join(results, "node0", "stats.json")) as f:
+            self.assertTrue(all(w["iterations"] == 5 for w in json.load(f)["workers"]))
+        public = ["scheduler.pub", "server.pub", "worker.pub"]
+        held = {"node0": public + ["scheduler.key", "server.key"],
+                "node1": public + ["server.key", "worker.key"], "node2": public + ["worker.key"]}
+        for host in self.HOSTS:
+            there = os.path.join(self.dir, "curve", host, "keys-ec2-test-curve")
+            self.assertEqual(stat.S_IMODE(os.stat(there).st_mode), 0o700)
+            self.assertEqual(sorted(os.listdir(there)), sorted(held[host]), host)
+            for name in os.listdir(there):
+                self.assertEqual(stat.S_IMODE(os.stat(os.path.join(there, name)).st_mode), 0o600)
+            self.assertFalse(os.path.exists(os.path.join(results, host, "keys-ec2-test-curve")))
+        subprocess.run(plan.delete_keys(), check=True)
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "results", "ec2-test", "curve.keys")))
 
     def test_a_failing_worker_leaves_a_failed_marker(self):
         plan = self.plan("bad", worker_flags="--no_such_flag")
@@ -248,7 +313,7 @@ class AwsCliTest(unittest.TestCase):
     def tearDown(self):
         self.fake.close()
 
-    def launch_argv(self, run_id, iterations=5, worker_flags=""):
+    def launch_argv(self, run_id, iterations=5, worker_flags="", flags=()):
         path = os.path.join(self.dir, run_id + ".toml")
         b = "workers = 2" + (f"\nworker_flags = {json.dumps(worker_flags)}" if worker_flags else "")
         with open(path, "w") as f:
@@ -257,7 +322,7 @@ class AwsCliTest(unittest.TestCase):
                                  ports=(self.base, self.base + 100, self.base + 200)))
         return [sys.executable, os.path.join(ROOT, "tools", "launch"), "--cluster=" + path,
                 "--backend=ec2", "--bundle=" + self.bundle, "--run_dir=" + os.path.join(self.dir, run_id),
-                "--timeout=120"]
+                "--timeout=120", "--bin_dir=" + BIN_DIR, *flags]
 
     def env(self):
         return dict(os.environ, PATH=self.bin + ":" + os.environ["PATH"], R2SP_AWS_ENDPOINT_URL=self.fake.url,
@@ -323,6 +388,24 @@ class AwsCliTest(unittest.TestCase):
             user_data = f.read()
         self.assertEqual(base64.b64decode(launched[1]["UserData"]).decode(), user_data)
         self.assertIn(f"--scheduler=tcp://127.0.0.1:{self.base}", user_data)  # a's address
+        self.assert_cleaned_up()
+
+    def test_curve_job_completes_and_its_keys_are_deleted(self):
+        r = self.launch("run4", flags=["--auth=curve"])
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        with open(os.path.join(self.dir, "run4", "summary.json")) as f:
+            summary = json.load(f)
+        self.assertEqual((summary["auth"], summary["iterations"]), ("curve", 5))
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "results", "ec2-test", "run4.keys")))
+        keys = {}
+        for name in os.listdir(os.path.join(self.dir, "run4", "keys")):
+            with open(os.path.join(self.dir, "run4", "keys", name)) as f:
+                keys[name] = f.read().strip()
+        for request in self.fake.requests_of("RunInstances"):
+            user_data = base64.b64decode(request["UserData"]).decode()
+            self.assertIn("key_files=", user_data)
+            for name, key in keys.items():
+                self.assertNotIn(key, user_data, name)
         self.assert_cleaned_up()
 
     def test_a_failed_job_terminates_everything(self):

@@ -148,11 +148,19 @@ class RunDirectoryTest(unittest.TestCase):
         self.assertEqual(summary["samples_per_second"], 500.0)
         self.assertEqual(summary["mean_iteration_seconds"], 0.01)  # the eval record is no iteration
         self.assertEqual(summary["machine_cores"], 2)
-        # A completed job with nothing lost (the remote backends'), not resumed.
-        self.assertEqual({k: summary[k] for k in list(summary)[-7:]},
+        # A completed job with nothing lost (the remote backends'), not resumed, no auth.
+        self.assertEqual({k: summary[k] for k in list(summary)[-8:]},
                          {"completed": True, "scheduler_status": None, "events": [],
                           "restarts": {"worker": 0, "server": 0},
-                          "deaths": {"worker": 0, "server": 0}, "resumed": False, "attempt": 1})
+                          "deaths": {"worker": 0, "server": 0}, "resumed": False, "attempt": 1,
+                          "auth": "none"})
+
+    def test_write_summary_names_the_auth_mode_only(self):
+        args = types.SimpleNamespace(run_dir=self.dir, workers=2, servers=1, sync="bsp",
+                                     auth="curve", keys_dir="/secret/place")
+        summary = job_summary.write_summary(args, 2.0, {}, os.path.join(self.dir, "stats.json"))
+        self.assertEqual(summary["auth"], "curve")
+        self.assertNotIn("/secret/place", json.dumps(summary))
 
     def test_write_summary_with_the_outcome(self):
         args = types.SimpleNamespace(run_dir=self.dir, workers=2, servers=1, sync="bsp",

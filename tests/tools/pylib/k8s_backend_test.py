@@ -18,16 +18,23 @@
   index), each pod in its own network namespace (netcluster) where /etc/hosts answers for the
   Services' names as cluster DNS would; a job completes and the logs' result blocks decode to
   the scheduler's stats and the workers' metrics. Needs root; skipped otherwise.
+- --auth=curve: one Secret per role with the public keys and that role's secret key only, each
+  pod mounting its own role's read-only with defaultMode 0400, R2SP_AUTH=curve; the Secrets'
+  files 0600; --dry_run printing placeholders, never a key; the entrypoint's flags; and the pods
+  of a curve job, each given its own Secret's files as a mounted volume would, completing it.
 - The results blocks taken out of a fabricated log."""
 
 import base64
+import contextlib
 import copy
 import io
 import json
 import os
 import re
 import shutil
+import stat
 import subprocess
+import sys
 import tarfile
 import tempfile
 import unittest
@@ -40,6 +47,7 @@ import launcher
 import netcluster
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+BIN_DIR = os.environ.get("R2SP_BIN_DIR", ROOT)  # the runfiles under Bazel
 JOB = "k8s-test"
 WORKER_FLAGS = "--model=synthetic --model_mb=1 --layers=4 --iterations=5 --compute_ms=20 --log_every=1"
 
@@ -55,6 +63,14 @@ worker = "{worker_flags}"
 name = "a"
 {hosts}
 """)
+
+
+# The keys a render gets (read_keys' form): recognisable text, so that a test can look for it.
+KEYS = {f"{role}.{kind}": f"KEY-{role}-{kind}-0123456789abcdefghijklmnopq"
+        for role in ("scheduler", "server", "worker") for kind in ("pub", "key")}
+PUBLIC = ["scheduler.pub", "server.pub", "worker.pub"]
+ROLE_FILES = {"scheduler": "11-scheduler-deployment.yaml", "server": "21-server-statefulset.yaml",
+              "worker": "30-worker-job.yaml"}
 
 
 def env_of(container):
@@ -163,6 +179,109 @@ class ManifestTest(unittest.TestCase):
         self.assertEqual(k8s_backend.image_for(named, None), "reg.example/r2sp:7")
 
 
+class KeysTest(unittest.TestCase):
+    def setUp(self):
+        self.m = k8s_backend.render(cluster(), JOB, "r2sp:1-cpu", "ml", keys=KEYS)
+
+    def secrets(self):
+        return {d["metadata"]["name"]: d for d in self.m.values() if d["kind"] == "Secret"}
+
+    def test_one_secret_per_role_with_only_that_roles_secret_key(self):
+        secrets = self.secrets()
+        self.assertEqual(sorted(secrets), ["k8s-test-keys-scheduler", "k8s-test-keys-server",
+                                           "k8s-test-keys-worker"])
+        for role in ("scheduler", "server", "worker"):
+            secret = secrets[f"k8s-test-keys-{role}"]
+            self.assertEqual((secret["type"], secret["metadata"]["namespace"]), ("Opaque", "ml"))
+            self.assertEqual(sorted(secret["data"]), sorted(PUBLIC + [role + ".key"]))
+            for name, value in secret["data"].items():
+                self.assertEqual(base64.b64decode(value).decode(), KEYS[name] + "\n")
+        # Applied before the pods that mount them.
+        self.assertLess(max(n for n, d in self.m.items() if d["kind"] == "Secret"), min(ROLE_FILES.values()))
+
+    def test_each_pod_mounts_its_own_roles_secret_read_only_0400(self):
+        for role, file in ROLE_FILES.items():
+            spec = pod_spec(self.m[file])
+            container = spec["containers"][0]
+            self.assertEqual(spec["volumes"], [{"name": "keys", "secret": {
+                "secretName": f"k8s-test-keys-{role}", "defaultMode": 0o400}}])
+            self.assertEqual(container["volumeMounts"], [{"name": "keys", "mountPath": "/etc/r2sp/keys",
+                                                          "readOnly": True}])
+            self.assertEqual(env_of(container)["R2SP_AUTH"], "curve")
+            self.assertNotIn("securityContext", spec)  # an fsGroup would make the keys group-readable
+        # The worker's pods reach no Secret but their own: never the scheduler's or the servers' keys.
+        worker = json.dumps(self.m["30-worker-job.yaml"])
+        for other in ("k8s-test-keys-scheduler", "k8s-test-keys-server", "scheduler.key", "server.key"):
+            self.assertNotIn(other, worker)
+        self.assertIn("defaultMode: 256", k8s_yaml.dump(self.m["30-worker-job.yaml"]))  # = 0400
+
+    def test_no_key_outside_the_secrets(self):
+        for name, manifest in self.m.items():
+            if manifest["kind"] != "Secret":
+                text = json.dumps(manifest)
+                for key in KEYS.values():
+                    self.assertNotIn(key, text, name)
+                    self.assertNotIn(base64.b64encode((key + "\n").encode()).decode(), text, name)
+
+    def test_without_auth_no_secrets(self):
+        plain = k8s_backend.render(cluster(), JOB, "r2sp:1-cpu", "ml")
+        self.assertFalse([d for d in plain.values() if d["kind"] == "Secret"])
+        self.assertNotIn("R2SP_AUTH", json.dumps(plain))
+        self.assertNotIn("volumes", json.dumps(plain))
+
+    def test_secret_files_are_the_users_only(self):
+        d = tempfile.mkdtemp(prefix="k8s_keys_test.")
+        paths = k8s_backend.write_manifests(self.m, os.path.join(d, "k8s"))
+        for path in paths:
+            kind = self.m[os.path.basename(path)]["kind"]
+            self.assertEqual(stat.S_IMODE(os.stat(path).st_mode), 0o600 if kind == "Secret" else 0o644, path)
+
+    def test_describe_prints_placeholders_not_keys(self):
+        d = tempfile.mkdtemp(prefix="k8s_keys_test.")
+        paths = k8s_backend.write_manifests(self.m, os.path.join(d, "k8s"))
+        text = k8s_backend.describe(paths, k8s_backend.Kubectl("ml"), JOB, self.m, "/run/keys")
+        for key in KEYS.values():
+            self.assertNotIn(key, text)
+            self.assertNotIn(base64.b64encode((key + "\n").encode()).decode(), text)
+        self.assertIn('worker.key: "<not shown: base64 of /run/keys/worker.key>"', text)
+        self.assertEqual(text.count("kind: Secret"), 3)
+
+    def test_a_dry_run_makes_the_keys_and_prints_none(self):
+        d = tempfile.mkdtemp(prefix="k8s_keys_test.")
+        bin_dir = os.path.join(d, "bin")
+        keygen = os.path.join(bin_dir, "common", "auth", "keygen")
+        os.makedirs(os.path.dirname(keygen))
+        with open(keygen, "w") as f:  # a stand-in: DIR/ROLE.{pub,key} with secrets.token_hex(20)
+            f.write(f"#!{sys.executable}\nimport os, secrets, sys\nos.makedirs(sys.argv[1], 0o700, True)\n"
+                    "for n in ('scheduler', 'server', 'worker'):\n"
+                    "    for s, m in (('pub', 0o644), ('key', 0o600)):\n"
+                    "        p = os.path.join(sys.argv[1], n + '.' + s)\n"
+                    "        with open(os.open(p, os.O_WRONLY | os.O_CREAT, m), 'w') as f:\n"
+                    "            f.write(secrets.token_hex(20) + '\\n')\n")
+        os.chmod(keygen, 0o755)
+        run_dir = os.path.join(d, "run")
+        args = launcher.parse_args(["--cluster=x", "--backend=k8s", "--dry_run", "--auth=curve",
+                                    "--bin_dir=" + bin_dir, "--run_dir=" + run_dir], "")
+        c = cluster()
+        args.sync, args.servers, args.workers = c.mode, c.num_servers, c.num_workers
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            self.assertIsNone(k8s_backend.run(args, c, "/d/r2sp-1.0-cpu.tar.gz"))
+        keys = os.path.join(run_dir, "keys")
+        self.assertEqual(len(os.listdir(keys)), 6)
+        for name in os.listdir(keys):
+            with open(os.path.join(keys, name)) as f:
+                key = f.read().strip()
+            self.assertNotIn(key, out.getvalue())
+            self.assertNotIn(base64.b64encode((key + "\n").encode()).decode(), out.getvalue())
+        self.assertIn(f"<not shown: base64 of {keys}/scheduler.key>", out.getvalue())
+        # The written Secrets hold the keys, for kubectl apply -f RUN_DIR/k8s/ by hand.
+        with open(os.path.join(keys, "worker.key")) as f:
+            worker_key = base64.b64encode(f.read().encode()).decode()
+        with open(os.path.join(run_dir, "k8s", "03-worker-keys-secret.yaml")) as f:
+            self.assertIn(worker_key, f.read())
+
+
 class YamlTest(unittest.TestCase):
     def test_text(self):
         self.assertEqual(k8s_yaml.dump({"a": [{"b": 1, "c": "yes"}, "x y"], "d": {}, "e": True}),
@@ -241,9 +360,13 @@ class KubectlOfflineTest(unittest.TestCase):
 
     def test_every_manifest_survives_kubectls_decoding(self):
         gpu = cluster(hosts="scheduler = true\nservers = 1\nworkers = 2\ngpus = [0, 1]")
-        for c in (cluster(), gpu):
+        for c, keys in ((cluster(), None), (gpu, None), (cluster(), KEYS)):
             for name, manifest in k8s_backend.render(c, JOB, "r2sp:1-cpu", "ml", image_pull_secret="regcred",
-                                                     deadline_s=600).items():
+                                                     deadline_s=600, keys=keys).items():
+                if manifest["kind"] == "Secret":
+                    # No offline command decodes a Secret typed (label --local keeps anything);
+                    # KeysTest checks their structure.
+                    continue
                 self.assertEqual(self.problems(manifest), [], name)
 
     def test_the_check_can_fail(self):
@@ -303,8 +426,7 @@ def bundle_dir():
     """The unpacked release bundle of the built binaries (made once)."""
     if not BUNDLE:
         d = tempfile.mkdtemp(prefix="k8s_bundle.")
-        bin_dir = os.environ.get("R2SP_BIN_DIR", ROOT)  # the runfiles under Bazel
-        r = subprocess.run([os.path.join(ROOT, "tools", "package"), "--bin_dir=" + bin_dir, "--out=" + d],
+        r = subprocess.run([os.path.join(ROOT, "tools", "package"), "--bin_dir=" + BIN_DIR, "--out=" + d],
                            capture_output=True, text=True)
         assert r.returncode == 0, r.stderr
         subprocess.run(["tar", "xzf", r.stdout.split()[1], "-C", d], check=True)
@@ -358,14 +480,52 @@ class PodsInNamespacesTest(unittest.TestCase):
             with open(os.path.join(etc, "hosts"), "w") as f:
                 f.write("\n".join(["127.0.0.1 localhost", f"{a[host]} {pod}"] + names) + "\n")
 
+    def mount_secret(self, manifests, pod_spec_, host):
+        """The pod's keys volume as Kubernetes would mount it: its Secret's items as files of the
+        volume's defaultMode, in a directory of the pod's own; returns the directory."""
+        volume = pod_spec_["volumes"][0]["secret"]
+        secret = next(d for d in manifests.values()
+                      if d["kind"] == "Secret" and d["metadata"]["name"] == volume["secretName"])
+        directory = os.path.join(self.dir, host + "-keys")
+        os.makedirs(directory)
+        for name, value in secret["data"].items():
+            path = os.path.join(directory, name)
+            with open(path, "wb") as f:
+                f.write(base64.b64decode(value))
+            os.chmod(path, volume["defaultMode"])
+        return directory
+
     def test_the_pods_run_a_job_and_print_their_results(self):
-        manifests = k8s_backend.render(cluster(), JOB, "r2sp:test", None)
+        self.run_pods(k8s_backend.render(cluster(), JOB, "r2sp:test", None))
+
+    def test_the_pods_of_a_curve_job_each_with_its_roles_secret(self):
+        keys = os.path.join(self.dir, "keys")
+        r = subprocess.run([os.path.join(BIN_DIR, "common", "auth", "keygen"), keys],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        logs = self.run_pods(k8s_backend.render(cluster(), JOB, "r2sp:test", None,
+                                                keys=k8s_backend.read_keys(keys)))
+        self.assertIn("--auth=curve --keys_dir=", logs["worker0"])
+        self.assertEqual(sorted(os.listdir(os.path.join(self.dir, "worker0-keys"))),
+                         sorted(PUBLIC + ["worker.key"]))
+        for name in os.listdir(keys):
+            with open(os.path.join(keys, name)) as f:
+                key = f.read().strip()
+            for host, log in logs.items():
+                self.assertNotIn(key, log, f"{name} in {host}'s log")
+
+    def run_pods(self, manifests):
+        """Runs every pod of `manifests` to its end; checks they all exit 0 and the results
+        blocks; returns {host: its log}."""
         procs = {}
         for host, (file, pod, index) in self.PODS.items():
-            container = pod_spec(manifests[file])["containers"][0]
+            spec = pod_spec(manifests[file])
+            container = spec["containers"][0]
             env = container_env(container, {"status.podIP": self.cluster.addresses[host],
                                             "metadata.name": pod})
             env["R2SP_OUT"] = os.path.join(self.dir, host)  # each container's own file system
+            if "volumes" in spec:  # where its keys would be mounted
+                env["R2SP_KEYS_DIR"] = self.mount_secret(manifests, spec, host)
             if index is not None:
                 env["JOB_COMPLETION_INDEX"] = index  # what Kubernetes adds in an Indexed Job
             with open(os.path.join(self.dir, host + ".log"), "wb") as log:
@@ -397,6 +557,7 @@ class PodsInNamespacesTest(unittest.TestCase):
             with open(os.path.join(results, f"metrics_worker{k}.jsonl")) as f:
                 self.assertEqual(len(f.read().splitlines()), 5)
         self.assertNotIn("R2SP-RESULTS", open(os.path.join(self.dir, "worker0.log")).read())
+        return logs
 
 
 class EntrypointTest(unittest.TestCase):
@@ -419,6 +580,19 @@ class EntrypointTest(unittest.TestCase):
         r = self.run_pod({})
         self.assertEqual(r.returncode, 2)
         self.assertIn("JOB_COMPLETION_INDEX", r.stderr)
+
+    def test_auth_from_the_environment(self):
+        r = self.run_pod({"JOB_COMPLETION_INDEX": "0", "R2SP_AUTH": "curve", "R2SP_FLAGS": "--no_such_flag"})
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("--auth=curve --keys_dir=/etc/r2sp/keys", r.stderr)
+        r = self.run_pod({"JOB_COMPLETION_INDEX": "0", "R2SP_AUTH": "curve", "R2SP_KEYS_DIR": "/k",
+                          "R2SP_FLAGS": "--no_such_flag"})
+        self.assertIn("--auth=curve --keys_dir=/k", r.stderr)
+        r = self.run_pod({"JOB_COMPLETION_INDEX": "0", "R2SP_AUTH": "tls"})
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("R2SP_AUTH must be none or curve, not 'tls'", r.stderr)
+        r = self.run_pod({"JOB_COMPLETION_INDEX": "0", "R2SP_FLAGS": "--no_such_flag"})
+        self.assertNotIn("--auth", r.stderr)
 
 
 # A stand-in kubectl: records its calls; `get` shows the pods finished and the Job in the state

@@ -1,8 +1,10 @@
 """tools/pylib/launcher.py: per-worker flags, option checks, and run_job on stand-in binaries
-(small Python programs in place of the scheduler, server and worker): the summary, the logs,
-deaths recorded and dead workers replaced while the scheduler lives, the scheduler's status as
-the job's outcome, the servers' checkpoint flags, --resume, and that every failure is a JobError
-(or the exception passed on) with every process stopped."""
+(small Python programs in place of the scheduler, server, worker and keygen): the summary, the
+logs, deaths recorded and dead workers replaced while the scheduler lives, the scheduler's status
+as the job's outcome, the servers' checkpoint flags, --resume, --auth=curve (the job's keys made
+into RUN_DIR/keys with their modes, or taken from --keys_dir, passed to every process, kept by
+--resume, and never written to launch.json, summary.json or a log), and that every failure is a
+JobError (or the exception passed on) with every process stopped."""
 
 import contextlib
 import io
@@ -27,11 +29,20 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.a
 # real ones it is given: --die (scheduler: exit 1 before writing its endpoint), --sleep=S (run on
 # for S seconds: by default the scheduler 0.3, so that it outlives the others, a server 0.2, a
 # worker 0.1), --exit=N (exit with status N), --fail_times=N (worker: exit 1 unless it is the
-# N-th replacement or later, by its metrics file's .rK). A server prints its arguments.
+# N-th replacement or later, by its metrics file's .rK). A server prints its arguments. With
+# --auth=curve each checks its keys as the binaries do: exit 2 unless --keys_dir holds the three
+# public keys and its role's secret key, closed to group and others.
 FAKE = r'''#!PYTHON
 import json, os, re, sys, time
 role = os.path.basename(sys.argv[0])
 flags = dict(a[2:].partition("=")[::2] for a in sys.argv[1:] if a.startswith("--"))
+if flags.get("auth", "none") != "none":
+    keys = flags.get("keys_dir", "")
+    for name in ("scheduler.pub", "server.pub", "worker.pub", role + ".key"):
+        path = os.path.join(keys, name)
+        if not os.path.isfile(path) or (name.endswith(".key") and os.stat(path).st_mode & 0o077):
+            print(f"bad key file {path}", file=sys.stderr)
+            sys.exit(2)
 if role == "scheduler":
     if "die" in flags:
         sys.exit(1)
@@ -65,6 +76,40 @@ sys.exit(int(flags.get("exit", 0)))
 # Long enough for the launcher to see a process that fails at once die (and start a replacement)
 # while the scheduler runs, on a busy machine too.
 SCHEDULER_WAITS = "--sleep=2"
+# A stand-in keygen: `keygen DIR [--force]` writes random 40-character keys with the real one's
+# modes (DIR 0700, secret keys 0600) and refuses to replace keys without --force.
+FAKE_KEYGEN = r'''#!PYTHON
+import os, random, string, sys
+directory = sys.argv[1]
+if os.path.exists(os.path.join(directory, "scheduler.pub")) and "--force" not in sys.argv:
+    sys.exit("keygen: error: keys exist; pass --force")
+os.makedirs(directory, mode=0o700, exist_ok=True)
+for role in ("scheduler", "server", "worker"):
+    for suffix, mode in ((".pub", 0o644), (".key", 0o600)):
+        path = os.path.join(directory, role + suffix)
+        with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode), "w") as f:
+            f.write("".join(random.choice(string.ascii_letters) for _ in range(40)) + "\n")
+        os.chmod(path, mode)
+print("wrote the keys to " + directory)
+'''
+
+
+def write_fake_keygen(bin_dir):
+    """Puts FAKE_KEYGEN where the launcher looks for keygen under `bin_dir`."""
+    path = os.path.join(bin_dir, "common", "auth", "keygen")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(FAKE_KEYGEN.replace("PYTHON", sys.executable))
+    os.chmod(path, 0o755)
+
+
+def key_texts(directory):
+    """{file name: text} of the key files in `directory`."""
+    texts = {}
+    for name in os.listdir(directory):
+        with open(os.path.join(directory, name)) as f:
+            texts[name] = f.read().strip()
+    return texts
 
 
 class Args:
@@ -111,12 +156,23 @@ class ParseArgsTest(unittest.TestCase):
                 self.parse(["--checkpoint_every=" + bad])
             self.assertEqual(e.exception.code, 2)
 
+    def test_auth(self):
+        self.assertEqual((self.parse([]).auth, self.parse([]).keys_dir), ("none", ""))
+        args = self.parse(["--auth=curve", "--keys_dir=some/keys"])
+        self.assertEqual((args.auth, args.keys_dir), ("curve", os.path.abspath("some/keys")))
+        self.assertIsNone(self.parse(["--cluster=c.toml"]).auth)  # the file's, unless given
+        for argv in (["--auth=plain"], ["--keys_dir=/k"], ["--auth=none", "--keys_dir=/k"]):
+            with self.subTest(argv=argv), self.assertRaises(SystemExit) as e:
+                self.parse(argv)
+            self.assertEqual(e.exception.code, 2)
+
     def test_resume_takes_only_timeout_quiet_and_max_restarts(self):
         args = self.parse(["--resume=/r", "--timeout=5", "--max_restarts=worker:1"])
         self.assertEqual((args.resume, args.timeout, args.max_restarts), ("/r", 5, "worker:1"))
         self.assertIsNone(args.quiet)  # not given: the saved option stands
         # Any other option is an error, even at its default value.
-        for argv in (["--servers=2"], ["--worker_flags_for=1:--a"], ["--dry_run"], ["--sync=asp"]):
+        for argv in (["--servers=2"], ["--worker_flags_for=1:--a"], ["--dry_run"], ["--sync=asp"],
+                     ["--auth=curve"]):
             with self.subTest(argv=argv), self.assertRaises(SystemExit) as e:
                 self.parse(["--resume=/r"] + argv)
             self.assertEqual(e.exception.code, 2)
@@ -133,6 +189,7 @@ class FakeBinariesTest(unittest.TestCase):
             with open(path, "w") as f:
                 f.write(FAKE.replace("PYTHON", sys.executable))
             os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR)
+        write_fake_keygen(self.bin_dir)
         self.run_dir = os.path.join(self.dir, "run")
         self.pids = {}
 
@@ -321,6 +378,101 @@ class RunJobTest(JobTest):
         self.assertFalse(os.path.exists(os.path.join(self.run_dir, "scheduler.endpoint")))
 
 
+class AuthTest(JobTest):
+    """--auth=curve: the job's keys, where they come from, and where they never go."""
+
+    def keys(self):
+        return os.path.join(self.run_dir, "keys")
+
+    def mode(self, path):
+        return stat.S_IMODE(os.stat(path).st_mode)
+
+    def assert_no_key_in(self, texts, names):
+        """None of the key `texts` ({file: text}) appears in the run directory's files `names`."""
+        for name in names:
+            content = self.read(name)
+            for key_file, key in texts.items():
+                self.assertNotIn(key, content, f"{key_file}'s key is in {name}")
+
+    def test_keys_made_into_the_run_directory_and_given_to_every_process(self):
+        summary = self.run_job(auth="curve")  # every stand-in checks its keys, or exits 2
+        self.assertTrue(summary["completed"])
+        self.assertEqual(self.events(summary), [])
+        self.assertEqual(summary["auth"], "curve")
+        self.assertEqual(self.mode(self.keys()), 0o700)
+        self.assertEqual(sorted(os.listdir(self.keys())),
+                         sorted(f"{r}.{k}" for r in launcher.ROLES for k in ("key", "pub")))
+        for role in launcher.ROLES:
+            self.assertEqual(self.mode(os.path.join(self.keys(), role + ".key")), 0o600)
+        argv = json.loads(self.read("server0.log").splitlines()[0])
+        self.assertIn("--auth=curve", argv)
+        self.assertIn("--keys_dir=" + self.keys(), argv)
+        self.assertIn("auth=curve, keys in " + self.keys(), self.out)
+        logs = [n for n in os.listdir(self.run_dir) if n.endswith((".log", ".json", ".jsonl"))]
+        self.assertIn("launch.json", logs)
+        self.assertIn("summary.json", logs)
+        self.assert_no_key_in(key_texts(self.keys()), logs)
+        self.assertEqual(json.loads(self.read("launch.json"))["auth"], "curve")
+
+    def test_without_auth_no_keys(self):
+        summary = self.run_job()
+        self.assertEqual(summary["auth"], "none")
+        self.assertFalse(os.path.exists(self.keys()))
+        argv = json.loads(self.read("server0.log").splitlines()[0])
+        self.assertFalse([a for a in argv if a.startswith(("--auth", "--keys_dir"))])
+
+    def test_a_new_job_in_the_same_run_directory_gets_new_keys(self):
+        self.run_job(auth="curve")
+        first = key_texts(self.keys())
+        self.run_job(auth="curve")
+        second = key_texts(self.keys())
+        self.assertEqual(sorted(first), sorted(second))
+        self.assertFalse(set(first.values()) & set(second.values()))
+
+    def test_keys_dir_is_used_as_it_is(self):
+        mine = os.path.join(self.dir, "mine")
+        subprocess.run([os.path.join(self.bin_dir, "common", "auth", "keygen"), mine], check=True,
+                       capture_output=True)
+        before = key_texts(mine)
+        self.assertTrue(self.run_job(auth="curve", keys_dir=mine)["completed"])
+        self.assertFalse(os.path.exists(self.keys()))
+        self.assertEqual(key_texts(mine), before)
+        argv = json.loads(self.read("server0.log").splitlines()[0])
+        self.assertIn("--keys_dir=" + mine, argv)
+
+    def test_a_secret_key_others_may_read_starts_nothing(self):
+        mine = os.path.join(self.dir, "mine")
+        subprocess.run([os.path.join(self.bin_dir, "common", "auth", "keygen"), mine], check=True,
+                       capture_output=True)
+        os.chmod(os.path.join(mine, "worker.key"), 0o640)
+        with self.assertRaisesRegex(launcher.JobError,
+                                    r"secret key file .*/mine/worker.key has mode 0640: group and "
+                                    r"others must have no access \(chmod 600 "):
+            self.run_job(auth="curve", keys_dir=mine)
+        self.assertEqual(self.pids, {})
+        os.remove(os.path.join(mine, "server.pub"))
+        with self.assertRaisesRegex(launcher.JobError, r"mine/server.pub: No such file"):
+            self.run_job(auth="curve", keys_dir=mine)
+
+    def test_no_keygen_starts_nothing(self):
+        os.remove(os.path.join(self.bin_dir, "common", "auth", "keygen"))
+        with self.assertRaisesRegex(launcher.JobError,
+                                    r"common/auth/keygen not found: --auth=curve makes the job's "
+                                    r"keys with it; build it \(bazel build -c opt //common/auth:keygen\)"):
+            self.run_job(auth="curve")
+        self.assertEqual(self.pids, {})
+
+    def test_a_dry_run_names_the_keys_and_makes_none(self):
+        lines = launcher.describe_local(Args(run_dir=self.run_dir, bin_dir=self.bin_dir, auth="curve"))
+        self.assertIn(f"# --auth=curve: the job's keys, made first by {self.bin_dir}/common/auth/keygen "
+                      f"{self.keys()}", lines)
+        commands = [line for line in lines.splitlines() if not line.startswith("#")]
+        self.assertEqual(len(commands), 1 + 2 + 3)
+        for line in commands:
+            self.assertIn(f"--auth=curve --keys_dir={self.keys()}", line)
+        self.assertFalse(os.path.exists(self.run_dir))
+
+
 class ResumeTest(JobTest):
     """run_job on the options resume.prepare makes of tools/launch --resume=RUN_DIR."""
 
@@ -360,6 +512,18 @@ class ResumeTest(JobTest):
         with open(os.path.join(self.run_dir, "attempt-2", "summary.json")) as f:
             self.assertEqual(json.load(f)["attempt"], 2)
         self.assertNotIn("attempt-1", os.listdir(os.path.join(self.run_dir, "attempt-2")))
+
+    def test_a_resumed_job_keeps_its_keys(self):
+        self.run_job(servers=2, auth="curve")
+        for r in (0, 1):
+            os.makedirs(os.path.join(self.run_dir, "checkpoints", f"server{r}", "ckpt-1"))
+        keys = key_texts(os.path.join(self.run_dir, "keys"))
+        summary = self.resume()
+        self.assertEqual((summary["resumed"], summary["auth"]), (True, "curve"))
+        self.assertEqual(key_texts(os.path.join(self.run_dir, "keys")), keys)
+        self.assertNotIn("keys", os.listdir(os.path.join(self.run_dir, "attempt-1")))
+        argv = json.loads(self.read("server1.log").splitlines()[0])
+        self.assertIn(f"--keys_dir={self.run_dir}/keys", argv)
 
     def test_no_launch_json(self):
         os.makedirs(self.run_dir)

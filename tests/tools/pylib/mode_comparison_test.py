@@ -308,6 +308,11 @@ class JobCommandTest(unittest.TestCase):
         self.assertFalse(any(a.startswith("--scheduler_flags") for a in cmd))
         self.assertFalse(any(a.startswith("--bin_dir") for a in cmd))
 
+    def test_auth_is_passed_on(self):
+        self.assertIn("--auth=curve", self.command("bsp", auth="curve"))
+        self.assertFalse([a for a in self.command("bsp", auth="none") if a.startswith("--auth")])
+        self.assertFalse([a for a in self.command("bsp") if a.startswith("--auth")])
+
     def test_netcluster_options_come_first(self):
         cmd = self.command("asp", net="--server_link=100mbit --delay_ms=1")
         self.assertTrue(cmd[1].endswith("tools/netcluster"))

@@ -1,7 +1,8 @@
 """tools/pylib/role_commands.py: remote paths as a POSIX shell reads them, where a host keeps the
 bundle and the run, and run_role's arguments for every role: what the scheduler alone gets,
 how the others find it, address and interface hosts, GPUs, and the order of the flags (the
-cluster file's, then the host's, then the launcher's)."""
+cluster file's, then the host's, then the launcher's); with --auth=curve every process's
+--keys_dir, and the roles whose secret keys a host needs."""
 
 import argparse
 import subprocess
@@ -63,6 +64,12 @@ class PathsTest(unittest.TestCase):
         a = cluster.hosts[0]
         self.assertEqual(role_commands.bundle_dir(a, "r2sp-1-cpu"), "/w/r2sp-1-cpu")
         self.assertEqual(role_commands.run_dir(a, "j-1"), "/w/runs/j-1")
+        self.assertEqual(role_commands.keys_dir(a, "j-1"), "/w/keys/j-1")  # not in the run dir
+
+    def test_roles_of_a_host(self):
+        a, b = cluster_file.parse(CLUSTER).hosts
+        self.assertEqual(role_commands.roles_of(a), ["scheduler", "server", "worker"])
+        self.assertEqual(role_commands.roles_of(b), ["server", "worker"])
 
 
 class RunRoleArgsTest(unittest.TestCase):
@@ -110,6 +117,17 @@ class RunRoleArgsTest(unittest.TestCase):
                     self.assertEqual("--scheduler=tcp://10.0.0.1:7000" in args,
                                      p.role != "scheduler")
                     self.assertIn(f"--bind=tcp://0.0.0.0:{p.port}", args)
+
+    def test_keys(self):
+        for host in (self.a, self.b):
+            for p in host.processes:
+                args = role_commands.run_role_args(self.cluster, host, p, OUT, keys="$K")
+                with self.subTest(process=p.name):
+                    at = args.index("--auth=curve")
+                    self.assertEqual(args[at + 1], "--keys_dir=$K")
+                    self.assertLess(at, args.index(f"--bind=tcp://0.0.0.0:{p.port}") + 3)
+                self.assertFalse([a for a in role_commands.run_role_args(self.cluster, host, p, OUT)
+                                  if a.startswith(("--auth", "--keys_dir"))])
 
     def test_extra_flags_from_the_launch_options(self):
         options = argparse.Namespace(scheduler_flags="--a", server_flags="",

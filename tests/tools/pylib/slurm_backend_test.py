@@ -3,14 +3,16 @@ nodes, both on this machine) started by tests/tools/slurm_fixture.sh. A job comp
 batch job with a step per process and leaves the same run directory as a local one; a failing
 worker fails the job and stops every step; Ctrl-C cancels it; nothing is left running. The
 script's rendering (the #SBATCH lines, one step per process, the scheduler found through
-SLURM_JOB_NODELIST) is checked without Slurm. The Slurm part needs root and Debian's
-slurm-wlm and munge (skipped otherwise)."""
+SLURM_JOB_NODELIST, --auth=curve's keys directory on the shared storage) is checked without
+Slurm. With Slurm: a job with --auth=curve completes and its keys leave the shared storage. The
+Slurm part needs root and Debian's slurm-wlm and munge (skipped otherwise)."""
 
 import json
 import os
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -80,10 +82,48 @@ def cluster_text(workdir, iterations=5, worker_flags="", address=True):
 
 
 class BatchScriptTest(unittest.TestCase):
-    def script(self, **kwargs):
+    def script(self, auth=False, **kwargs):
         cluster = cluster_file.parse(cluster_text("/shared/r2sp", **kwargs))
         return slurm_backend.batch_script(cluster, "/shared/r2sp/r2sp-1-cpu", "/shared/r2sp/runs/x",
-                                          {"worker": ["--seed=7"]})
+                                          {"worker": ["--seed=7"]}, auth)
+
+    def test_curve_points_every_step_at_the_shared_keys(self):
+        steps = [l for l in self.script(auth=True).splitlines() if l.startswith("step ")]
+        self.assertEqual(len(steps), 4)
+        for step in steps:
+            self.assertIn('"--auth=curve" "--keys_dir=$R2SP_OUT/keys"', step)
+        self.assertNotIn("--auth", self.script())
+
+    def test_keys_are_copied_for_the_steps_and_removed_after(self):
+        d = tempfile.mkdtemp(prefix="slurm_keys_test.")
+        keys, out = os.path.join(d, "run", "keys"), os.path.join(d, "shared", "runs", "x")
+        os.makedirs(keys, mode=0o700)
+        os.makedirs(out)
+        for name in ("scheduler", "server", "worker"):
+            for suffix, mode in (("pub", 0o644), ("key", 0o600)):
+                with open(os.path.join(keys, f"{name}.{suffix}"), "w") as f:
+                    f.write(f"{name}.{suffix}\n")
+                os.chmod(os.path.join(keys, f"{name}.{suffix}"), mode)
+        installed = slurm_backend.install_keys(keys, out)
+        self.assertEqual(installed, os.path.join(out, "keys"))
+        self.assertEqual(stat.S_IMODE(os.stat(installed).st_mode), 0o700)
+        self.assertEqual(len(os.listdir(installed)), 6)
+        for name in os.listdir(installed):
+            self.assertEqual(stat.S_IMODE(os.stat(os.path.join(installed, name)).st_mode), 0o600)
+        # The results copied into RUN_DIR are the steps' files, never the keys directory.
+        with open(os.path.join(out, "worker0.log"), "w") as f:
+            f.write("iteration 1\n")
+        results = os.path.join(d, "results")
+        os.makedirs(results)
+        slurm_backend.copy_results(out, results)
+        self.assertEqual(os.listdir(results), ["worker0.log"])
+        slurm_backend.remove_keys(keys, installed)
+        self.assertFalse(os.path.exists(installed))
+        self.assertEqual(len(os.listdir(keys)), 6)  # the launcher's own stay
+        # A run directory on the shared storage: the keys are already where the steps look.
+        self.assertEqual(slurm_backend.install_keys(keys, os.path.dirname(keys)), keys)
+        slurm_backend.remove_keys(keys, keys)
+        self.assertEqual(len(os.listdir(keys)), 6)
 
     def test_one_node_per_host_and_the_table_options(self):
         text = self.script()
@@ -141,13 +181,13 @@ class SlurmBackendTest(unittest.TestCase):
         subprocess.run([FIXTURE, "down", cls.slurm], capture_output=True)
         shutil.rmtree(cls.dir, ignore_errors=True)
 
-    def launch_argv(self, run, **kwargs):
+    def launch_argv(self, run, flags=(), **kwargs):
         path = os.path.join(self.dir, run + ".toml")
         with open(path, "w") as f:
             f.write(cluster_text(os.path.join(self.dir, "shared"), **kwargs))
         return [sys.executable, os.path.join(ROOT, "tools", "launch"), "--cluster=" + path,
                 "--backend=slurm", "--bundle=" + self.bundle, "--run_dir=" + os.path.join(self.dir, run),
-                "--timeout=120"]
+                "--timeout=120", "--bin_dir=" + os.environ.get("R2SP_BIN_DIR", ROOT), *flags]
 
     def leftovers(self, seconds=15):
         """Slurm jobs still queued or running, and processes running from the test's bundle."""
@@ -187,6 +227,19 @@ class SlurmBackendTest(unittest.TestCase):
         for name in ("scheduler.log", "server0.log", "worker1.log", "stats.json", "metrics_worker0.jsonl",
                      "job.sbatch"):
             self.assertTrue(os.path.exists(os.path.join(run_dir, name)), name)
+        self.assertEqual(self.leftovers(), [])
+
+    def test_curve_job_completes_and_its_keys_leave_the_shared_storage(self):
+        r = subprocess.run(self.launch_argv("curve", flags=["--auth=curve"]), env=self.env,
+                           capture_output=True, text=True, timeout=180)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        run_dir = os.path.join(self.dir, "curve")
+        with open(os.path.join(run_dir, "summary.json")) as f:
+            summary = json.load(f)
+        self.assertEqual((summary["auth"], summary["iterations"]), ("curve", 5))
+        with open(os.path.join(run_dir, "job.sbatch")) as f:
+            self.assertIn('"--keys_dir=$R2SP_OUT/keys"', f.read())
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "shared", "runs", "slurm-test-curve", "keys")))
         self.assertEqual(self.leftovers(), [])
 
     def test_failing_worker_fails_the_job_and_stops_every_step(self):
