@@ -21,7 +21,6 @@
 namespace r2sp {
 namespace {
 
-constexpr int kLingerMs = 2000;     // flush queued replies when closing
 constexpr int kMaxBatch = 256;      // messages taken from one socket per poll round
 constexpr char kZapDomain[] = "r2sp";
 
@@ -127,11 +126,6 @@ void Transport::Enqueue(Outgoing item) {
   (void)!write(wake_fd_, &one, sizeof(one));
 }
 
-void Transport::ExpectPeer(const std::string& peer_endpoint, proto::Role role) {
-  absl::MutexLock lock(&mu_);
-  peer_roles_[peer_endpoint] = role;
-}
-
 void Transport::Request(const std::string& peer_endpoint, Message request,
                         absl::Duration timeout, ReplyCallback callback) {
   CHECK(callback) << "Request needs a callback";
@@ -146,39 +140,6 @@ void Transport::SendReply(const std::string& routing_id, Message reply) {
     if (it != outstanding_.end() && --it->second <= 0) outstanding_.erase(it);
   }
   Enqueue(Outgoing{true, routing_id, std::move(reply), absl::InfiniteFuture(), nullptr});
-}
-
-void Transport::ReplyFromTransport(const std::string& routing_id, proto::ErrorCode code,
-                                   const std::string& why, const proto::Header* request) {
-  proto::Header error;
-  if (request != nullptr) {
-    error = ReplyHeaderFor(*request, absl::OkStatus());
-  } else {
-    error.set_type(proto::ERROR);
-    error.set_is_reply(true);
-  }
-  error.set_code(code);
-  error.set_error(why);
-  Enqueue(Outgoing{true, routing_id, Message{std::move(error), {}}, absl::InfiniteFuture(),
-                   nullptr});
-}
-
-bool Transport::TakeOutstanding(const std::string& routing_id) {
-  absl::MutexLock lock(&mu_);
-  int& n = outstanding_[routing_id];
-  if (n >= options_.max_outstanding_per_peer) {
-    ++counters_.refused_requests;
-    return false;
-  }
-  ++n;
-  ++counters_.requests_received;
-  return true;
-}
-
-proto::Role Transport::AuthenticatedRole(zmq::message_t& frame) const {
-  if (options_.curve == nullptr) return proto::ROLE_UNSPECIFIED;
-  const char* user = zmq_msg_gets(frame.handle(), "User-Id");
-  return user != nullptr ? RoleFromKeyName(user) : proto::ROLE_UNSPECIFIED;
 }
 
 absl::StatusOr<Message> Transport::Call(const std::string& peer_endpoint, Message request,
@@ -306,56 +267,6 @@ void Transport::SendFrames(zmq::socket_t& socket, Message& message,
   for (size_t i = 0; i < message.payload.size(); ++i) {
     const bool last = i + 1 == message.payload.size();
     socket.send(message.payload[i], last ? zmq::send_flags::none : zmq::send_flags::sndmore);
-  }
-}
-
-absl::StatusOr<zmq::socket_t*> Transport::DealerFor(const std::string& peer) {
-  auto it = dealers_.find(peer);
-  if (it != dealers_.end()) return it->second.get();
-  const std::string* server_key = nullptr;
-  if (options_.curve != nullptr) {
-    proto::Role role = proto::ROLE_UNSPECIFIED;
-    {
-      absl::MutexLock lock(&mu_);
-      auto known = peer_roles_.find(peer);
-      if (known != peer_roles_.end()) role = known->second;
-    }
-    auto key = options_.curve->public_keys.find(role);
-    if (key == options_.curve->public_keys.end()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "no CURVE key to authenticate ", peer, " by: its role is not known (ExpectPeer)"));
-    }
-    server_key = &key->second;
-  }
-  auto dealer = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::dealer);
-  try {
-    dealer->set(zmq::sockopt::linger, kLingerMs);
-    dealer->set(zmq::sockopt::sndhwm, 0);
-    dealer->set(zmq::sockopt::rcvhwm, options_.queue_messages);
-    dealer->set(zmq::sockopt::maxmsgsize, options_.max_frame_bytes);
-    dealer->set(zmq::sockopt::routing_id, routing_id_);
-    if (server_key != nullptr) {
-      dealer->set(zmq::sockopt::curve_serverkey, *server_key);
-      dealer->set(zmq::sockopt::curve_publickey, options_.curve->public_key);
-      dealer->set(zmq::sockopt::curve_secretkey, options_.curve->secret_key);
-    }
-    dealer->connect(peer);
-  } catch (const zmq::error_t& e) {
-    return absl::UnavailableError(absl::StrCat("cannot connect to ", peer, ": ", e.what()));
-  }
-  zmq::socket_t* socket = dealer.get();
-  dealer_list_.push_back(socket);
-  dealers_.emplace(peer, std::move(dealer));
-  return socket;
-}
-
-void Transport::Drop(const std::string& why) {
-  absl::MutexLock lock(&mu_);
-  ++counters_.dropped_messages;
-  int64_t suppressed = 0;
-  if (drop_log_.ShouldLog(absl::Now(), &suppressed)) {
-    LOG(WARNING) << "dropped message: " << why << " (" << suppressed
-                 << " more dropped or refused since the last report)";
   }
 }
 

@@ -63,6 +63,8 @@ struct TransportCounters {
 };
 
 // Thread-safety: Request, SendReply, Call and counters may be called from any thread.
+// transport.cc holds the I/O loop, transport_peers.cc what concerns peers (connections,
+// identities, bounds).
 // The handler and reply callbacks run on the internal I/O thread.
 class Transport : public ReplySink, public Requester {
  public:
@@ -112,6 +114,8 @@ class Transport : public ReplySink, public Requester {
     ReplyCallback callback;
     absl::Time deadline;
   };
+
+  static constexpr int kLingerMs = 2000;  // flush queued messages when closing
 
   explicit Transport(const TransportOptions& options);
   absl::Status Bind();

@@ -38,18 +38,17 @@ summarises the run as tools/launch does, and always deletes the objects: on succ
 Ctrl-C. A launcher killed outright leaves them: `kubectl delete -f RUN_DIR/k8s/` removes them,
 and the Job's activeDeadlineSeconds (--timeout) bounds the workers meanwhile."""
 
-import base64
-import io
 import json
 import os
 import re
 import shlex
 import subprocess
-import tarfile
 import time
 
 import job_keys
 import k8s_yaml
+from k8s_results import BEGIN, END, extract_results  # noqa: F401
+from k8s_keys import SECRET_PLACEHOLDER, key_secret, read_keys, redacted, secret_name  # noqa: F401
 import launcher
 import role_commands
 
@@ -58,8 +57,6 @@ ENTRYPOINT = f"{INSTALL_DIR}/share/r2sp/deploy/k8s_entrypoint"
 OUT_DIR = "/r2sp/out"
 KEYS_MOUNT = "/etc/r2sp/keys"  # k8s_entrypoint's --keys_dir
 KEYS_MODE = 0o400  # the Secret volume's defaultMode: the binaries refuse group/other bits
-SECRET_PLACEHOLDER = "<not shown: base64 of {path}>"  # what --dry_run prints for a key
-BEGIN, END = "R2SP-RESULTS-BEGIN ", "R2SP-RESULTS-END"
 # Waiting reasons of a container that will not start without the user's help.
 STUCK = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError")
 
@@ -100,25 +97,6 @@ def _meta(name, labels, namespace):
     if namespace:
         meta["namespace"] = namespace
     return meta
-
-
-def secret_name(job_name, role):
-    return f"{job_name}-keys-{role}"
-
-
-def key_secret(job_name, role, keys, namespace, labels):
-    """The Secret of `role`'s keys: every public key and the role's own secret key, from
-    {file name: Z85 text} `keys`."""
-    names = job_keys.files_for([role])
-    return {"apiVersion": "v1", "kind": "Secret",
-            "metadata": _meta(secret_name(job_name, role), labels, namespace),
-            "type": "Opaque",
-            "data": {n: base64.b64encode((keys[n] + "\n").encode()).decode() for n in names}}
-
-
-def read_keys(directory):
-    """{file name: key text} of the job's keys in `directory` (for the Secrets only)."""
-    return {n: job_keys.read(directory, n) for n in job_keys.files_for(job_keys.ROLES)}
 
 
 def render(cluster, job_name, image, namespace=None, extra_flags=None,
@@ -175,7 +153,7 @@ def render(cluster, job_name, image, namespace=None, extra_flags=None,
                                "Never", gpus)
     # Before the pods that mount them (kubectl apply -f DIR takes the files in name order).
     secrets = {f"0{i + 1}-{role}-keys-secret.yaml":
-               key_secret(job_name, role, keys, namespace, labels(role))
+               key_secret(role, keys, _meta(secret_name(job_name, role), labels(role), namespace))
                for i, role in enumerate(job_keys.ROLES)} if keys else {}
     return {
         **secrets,
@@ -216,53 +194,6 @@ def write_manifests(manifests, directory):
         with open(os.open(paths[-1], os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode), "w") as f:
             f.write(k8s_yaml.dump(manifest))
     return paths
-
-
-def redacted(manifest, keys_dir):
-    """`manifest` as --dry_run prints it: a Secret's data replaced by placeholders naming the
-    key files they come from."""
-    if manifest.get("kind") != "Secret":
-        return manifest
-    data = {n: SECRET_PLACEHOLDER.format(path=os.path.join(keys_dir, n)) for n in manifest["data"]}
-    return {**manifest, "data": data}
-
-
-def extract_results(log_path, run_dir):
-    """Unpacks every R2SP-RESULTS block of the log at `log_path` into `run_dir` and removes the
-    blocks from the log; returns the names of the files it wrote. Only regular files at the top
-    of the archive are taken; a block cut short (a pod killed while printing it) is dropped."""
-    with open(log_path, errors="replace") as f:
-        lines = f.read().splitlines(keepends=True)
-    kept, written, block = [], [], None
-    for line in lines:
-        if block is None and line.startswith(BEGIN):
-            block = []
-        elif block is not None and line.strip() == END:
-            written += _unpack("".join(block), run_dir)
-            block = None
-        elif block is not None:
-            block.append(line.strip())
-        else:
-            kept.append(line)
-    with open(log_path, "w") as f:
-        f.writelines(kept)
-    return written
-
-
-def _unpack(encoded, run_dir):
-    try:
-        data = base64.b64decode(encoded, validate=True)
-        with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as archive:
-            written = []
-            for member in archive.getmembers():
-                name = os.path.normpath(member.name)
-                if member.isfile() and "/" not in name and not name.startswith("."):
-                    with open(os.path.join(run_dir, name), "wb") as out:
-                        out.write(archive.extractfile(member).read())
-                    written.append(name)
-            return written
-    except (ValueError, tarfile.TarError, EOFError, OSError) as e:
-        raise launcher.JobError(f"a results block in the logs cannot be read: {e}")
 
 
 def image_for(cluster, tarball):
