@@ -51,7 +51,7 @@ absl::StatusOr<PulledPartition> DecodePullReply(const Message& reply, const Pull
   }
   const void* values = reply.payload[0].data();
   if (codec == proto::FP32) {
-    std::memcpy(data, values, bytes);
+    if (bytes > 0) std::memcpy(data, values, bytes);  // (an empty partition's `data` may be null)
   } else if (codec == proto::FP16) {
     codec::DecodeFp16(static_cast<const uint16_t*>(values), asked.num_elements, data);
   } else {
