@@ -127,7 +127,13 @@ TEST(FaultToleranceTest, LostServerFailsTheJobWhichResumesFromCheckpoints) {
     EXPECT_NE(job.scheduler().Log().find("was lost"), std::string::npos) << job.scheduler().Log();
     for (int w = 0; w < 2; ++w) EXPECT_EQ(job.worker(w).Wait(absl::Seconds(10)), 3);
     EXPECT_EQ(job.server(0).Wait(absl::Seconds(10)), 3) << job.server(0).Log();
-    EXPECT_NE(job.server(0).Log().find("the job failed"), std::string::npos);
+    // It hears that the job failed from its next heartbeat, unless a loaded machine delays that
+    // heartbeat past the scheduler's linger (one heartbeat timeout): then it finds the scheduler
+    // lost (seen once in CI). Either way it exits 3 after a last checkpoint.
+    const std::string log = job.server(0).Log();
+    EXPECT_TRUE(log.find("the job failed") != std::string::npos ||
+                log.find("lost the scheduler") != std::string::npos)
+        << log;
   }
   // Damage server 0's newest checkpoint: the resumed server passes over it for the one before.
   std::vector<fs::path> ckpts;
