@@ -23,6 +23,26 @@ int64_t Graph::num_parameters() const {
   return n;
 }
 
+std::vector<ParamGroup> Graph::ParamGroups() const {
+  std::vector<ParamGroup> groups;
+  std::vector<int64_t> offsets(params.size() + 1, 0);
+  for (size_t p = 0; p < params.size(); ++p) offsets[p + 1] = offsets[p] + params[p].size();
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (nodes[i].first_param < 0) continue;
+    if (!groups.empty()) groups.back().end_param = nodes[i].first_param;
+    ParamGroup g;
+    g.node = static_cast<int>(i);
+    g.first_param = nodes[i].first_param;
+    groups.push_back(g);
+  }
+  if (!groups.empty()) groups.back().end_param = static_cast<int>(params.size());
+  for (ParamGroup& g : groups) {
+    g.offset = offsets[g.first_param];
+    g.count = offsets[g.end_param] - g.offset;
+  }
+  return groups;
+}
+
 std::vector<proto::TensorSpec> Graph::TensorSpecs() const {
   std::vector<proto::TensorSpec> specs;
   for (const Param& p : params) {

@@ -63,6 +63,14 @@ struct Param {
   int64_t size() const;
 };
 
+// The parameters of one node: Graph::params [first_param, end_param), which are
+// [offset, offset + count) of the flat array. Backends move and report gradients by group.
+struct ParamGroup {
+  int node = 0;
+  int first_param = 0, end_param = 0;
+  int64_t offset = 0, count = 0;
+};
+
 struct Graph {
   std::string name;
   Shape input;
@@ -73,6 +81,9 @@ struct Graph {
   int64_t num_parameters() const;
   // The model as the parameter servers see it: one TensorSpec per parameter, in order.
   std::vector<proto::TensorSpec> TensorSpecs() const;
+  // One group per node with parameters, in node order. Parameters are laid out in node order,
+  // so a node's group runs up to the next such node's first parameter.
+  std::vector<ParamGroup> ParamGroups() const;
 };
 
 // Appends nodes with shape inference and parameter bookkeeping. Each method takes the input

@@ -5,10 +5,13 @@
 #ifndef R2SP_MODELS_NETWORK_H_
 #define R2SP_MODELS_NETWORK_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "models/graph.h"
@@ -18,6 +21,18 @@ namespace r2sp::models {
 struct EvalResult {
   int64_t correct = 0;
   double loss_sum = 0;  // summed over the samples
+};
+
+// Host memory page-locked by Network::PinHostMemory, for as long as this object lives.
+class PinnedHostMemory {
+ public:
+  virtual ~PinnedHostMemory() = default;
+};
+
+// Part of the last TrainStep on the device: seconds from the step's start (the host's call).
+struct DeviceSpan {
+  std::string name;  // "h2d_params" (parameters in), "d2h_grads" (gradients out)
+  double begin_seconds = 0, end_seconds = 0;
 };
 
 // Thread-compatible: one thread uses a Network at a time. Batch sizes may change from call to
@@ -45,14 +60,28 @@ class Network {
 
   // Called during TrainStep as backward finishes parameter gradients: [offset, offset + count)
   // of `grads` is final. Every parameter is reported exactly once per step, from the last layer
-  // to the first where the backend can (the CPU backend after each layer's backward; the CUDA
-  // backend once, for everything, after its copy to the host). Lets the worker push partitions
-  // while backward goes on. Empty: not called.
+  // to the first (by ParamGroup: each node's parameters at once; the CPU backend after the
+  // node's backward, the CUDA backend once the node's gradients have been copied to the host
+  // while the rest of backward runs). Lets the worker push partitions while backward goes on.
+  // Empty: not called.
   using GradientReady = std::function<void(int64_t offset, int64_t count)>;
   void set_gradient_ready(GradientReady fn) { gradient_ready_ = std::move(fn); }
 
   // The logits of the last forward pass (batch x num_classes), for tests.
   virtual const float* logits() const = 0;
+
+  // Page-locks [data, data + bytes) while the returned object lives, for arrays every step
+  // copies to or from a device (the parameters the pulls fill, the gradient buffer): copies
+  // then run at the bus's speed and overlap compute. The memory must outlive the object and
+  // must not be pinned twice. A backend without a device returns an object that does nothing.
+  // Errors (the driver refused) leave the memory usable, unpinned.
+  virtual absl::StatusOr<std::unique_ptr<PinnedHostMemory>> PinHostMemory(void* /*data*/,
+                                                                          size_t /*bytes*/) {
+    return std::make_unique<PinnedHostMemory>();
+  }
+
+  // Where the last TrainStep's device copies ran (empty for a backend without a device).
+  virtual std::vector<DeviceSpan> LastStepDeviceSpans() const { return {}; }
 
   const Graph& graph() const { return graph_; }
 

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "glog/logging.h"
 
 namespace r2sp {
 namespace {
@@ -39,7 +40,16 @@ ModelWorkload::ModelWorkload(const ModelWorkloadOptions& options, models::Networ
       test_(test),
       images_(static_cast<size_t>(options.largest_batch) * net->graph().input.size()),
       labels_(options.largest_batch),
-      grads_(net->graph().num_parameters()) {}
+      grads_(net->graph().num_parameters()) {
+  // Backward's copies land straight in grads_ (the pushes' source) at the bus's speed.
+  absl::StatusOr<std::unique_ptr<models::PinnedHostMemory>> pin =
+      net_->PinHostMemory(grads_.data(), grads_.size() * sizeof(float));
+  if (pin.ok()) {
+    grads_pin_ = *std::move(pin);
+  } else {
+    LOG(WARNING) << "gradients stay in pageable memory (slower device copies): " << pin.status();
+  }
+}
 
 void ModelWorkload::set_gradient_ready(GradientReady fn) {
   if (!fn) {
@@ -77,6 +87,9 @@ absl::StatusOr<ComputedStep> ModelWorkload::ComputeGradient(int64_t clock, int b
   R2SP_ASSIGN_OR_RETURN(step.loss,
                         net_->TrainStep(params, images_.data(), labels_.data(), n, grads_.data()));
   step.grads = grads_.data();
+  for (const models::DeviceSpan& d : net_->LastStepDeviceSpans()) {
+    step.device_spans.push_back({d.name, d.begin_seconds, d.end_seconds});
+  }
   return step;
 }
 

@@ -6,11 +6,13 @@
 #define R2SP_WORKER_MODEL_WORKLOAD_H_
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "models/data/batcher.h"
 #include "models/data/dataset.h"
+#include "models/host_array.h"
 #include "models/network.h"
 #include "worker/workload.h"
 
@@ -47,7 +49,8 @@ class ModelWorkload : public Workload {
   const models::Dataset* const test_;
   std::vector<float> images_;
   std::vector<int32_t> labels_;
-  std::vector<float> grads_;
+  models::HostArray grads_;  // page-aligned: pinned for GPU copies
+  std::unique_ptr<models::PinnedHostMemory> grads_pin_;  // after grads_: unpinned first
 };
 
 }  // namespace r2sp

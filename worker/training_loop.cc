@@ -147,8 +147,7 @@ bool EvaluatesMidEpoch(const LoopOptions& options, int64_t steps_done) {
 }  // namespace
 
 absl::StatusOr<LoopResult> RunTrainingLoop(const LoopOptions& options, Workload* workload,
-                                           Exchanger* exchanger, std::vector<float>* params,
-                                           RunLog* log) {
+                                           Exchanger* exchanger, float* params, RunLog* log) {
   const int64_t total = options.epochs * options.steps_per_epoch;
   const int64_t last = options.max_steps > 0 ? std::min(total, options.max_steps) : total;
   LoopResult result;
@@ -191,7 +190,7 @@ absl::StatusOr<LoopResult> RunTrainingLoop(const LoopOptions& options, Workload*
       const absl::Time t0 = absl::Now();
       if (relay != nullptr) relay->Begin(t0);
       R2SP_ASSIGN_OR_RETURN(ComputedStep step, Compute(options, workload, m.clock, batch,
-                                                       params->data(), t0, relay.get()));
+                                                       params, t0, relay.get()));
       const absl::Time t1 = absl::Now();
       m.batch = step.samples;
       m.loss = step.loss;
@@ -199,10 +198,15 @@ absl::StatusOr<LoopResult> RunTrainingLoop(const LoopOptions& options, Workload*
       if (log != nullptr) {
         log->Span("compute", t0, t1,
                   step.samples > 0 ? absl::StrCat("{\"batch\": ", step.samples, "}") : "");
+        for (const DeviceStepSpan& d : step.device_spans) {
+          log->Span(d.name.c_str(), t0 + absl::Seconds(d.begin_seconds),
+                    t0 + absl::Seconds(d.end_seconds),
+                    "");
+        }
       }
       ExchangeStep exchange;
       exchange.grads = step.grads;
-      exchange.params = params->data();
+      exchange.params = params;
       exchange.computed = t1;
       exchange.iterations_left = last - result.steps;
       // The epoch's evaluation follows its last step, or the run's (--max_steps mid-epoch).
@@ -225,7 +229,7 @@ absl::StatusOr<LoopResult> RunTrainingLoop(const LoopOptions& options, Workload*
       progress.Step(result, m, s);
       if (evaluate_now) {
         R2SP_RETURN_IF_ERROR(Evaluate(options, workload, epoch, result.steps, false,
-                                      epoch_loss / epoch_steps, params->data(), start, &result,
+                                      epoch_loss / epoch_steps, params, start, &result,
                                       log));
       }
     }
@@ -234,7 +238,7 @@ absl::StatusOr<LoopResult> RunTrainingLoop(const LoopOptions& options, Workload*
     result.last_epoch_loss = epoch_loss / epoch_steps;
     if (workload->EvaluatesAfterEpoch()) {
       R2SP_RETURN_IF_ERROR(Evaluate(options, workload, epoch, result.steps, true,
-                                    result.last_epoch_loss, params->data(), start, &result, log));
+                                    result.last_epoch_loss, params, start, &result, log));
     }
   }
   result.seconds = absl::ToDoubleSeconds(absl::Now() - start);

@@ -57,8 +57,7 @@ struct LoopResult {
 // Trains from `params` (the model's size; holds the last pulled parameters on return).
 // Borrowed pointers outlive the call; `log` may be null.
 absl::StatusOr<LoopResult> RunTrainingLoop(const LoopOptions& options, Workload* workload,
-                                           Exchanger* exchanger, std::vector<float>* params,
-                                           RunLog* log);
+                                           Exchanger* exchanger, float* params, RunLog* log);
 
 }  // namespace r2sp
 

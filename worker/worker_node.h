@@ -22,6 +22,7 @@
 #include "common/transport.h"
 #include "models/data/dataset.h"
 #include "models/graph.h"
+#include "models/host_array.h"
 #include "worker/ps_client.h"
 #include "worker/run_log.h"
 #include "worker/training_loop.h"
@@ -96,7 +97,7 @@ class WorkerNode {
   proto::RegisterReply registration_;
   std::optional<ModelLayout> layout_;
   std::unique_ptr<PsClient> ps_;
-  std::vector<float> params_;
+  models::HostArray params_;  // page-aligned: pinned for GPU copies
   int64_t first_step_ = 0;  // > 0: the job resumed from the servers' checkpoints
 };
 

@@ -5,16 +5,25 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
 namespace r2sp {
+
+// Part of a step that ran on a device (a copy), in seconds from the step's start.
+struct DeviceStepSpan {
+  std::string name;
+  double begin_seconds = 0, end_seconds = 0;
+};
 
 struct ComputedStep {
   int samples = 0;    // the batch actually computed (0: the workload has no samples)
   double loss = 0.0;  // on that batch, before the update
   // The gradient (the model's size), owned by the workload; valid until the next call.
   const float* grads = nullptr;
+  std::vector<DeviceStepSpan> device_spans;  // for the timeline; empty without a device
 };
 
 struct TestEvaluation {

@@ -27,26 +27,19 @@ std::unique_ptr<Plan> CpuNetwork::BuildPlan(int batch, bool training) {
     }
     std::vector<bool> written(graph_.nodes.size(), false);
     written.back() = true;  // the loss writes the logits' gradient
-    // Parameters are laid out in node order: a node's run up to the next one's first parameter.
-    int params_end = static_cast<int>(graph_.params.size());
+    const std::vector<ParamGroup> groups = graph_.ParamGroups();
+    auto group = groups.rbegin();
     for (int i = static_cast<int>(graph_.nodes.size()) - 1; i > 0; --i) {
       BuildBackward(*plan, i, written);
-      const int first = graph_.nodes[i].first_param;
-      if (first >= 0) {
-        AddGradientReadyStep(*plan, first, params_end);
-        params_end = first;
-      }
+      if (group != groups.rend() && group->node == i) AddGradientReadyStep(*plan, *group++);
     }
   }
   VLOG(1) << "built " << (training ? "training" : "inference") << " plan for batch " << batch;
   return plan;
 }
 
-void CpuNetwork::AddGradientReadyStep(Plan& plan, int first, int end) {
-  const int64_t offset = param_offsets_[first];
-  int64_t count = 0;
-  for (int p = first; p < end; ++p) count += graph_.params[p].size();
-  plan.backward.push_back([this, offset, count] {
+void CpuNetwork::AddGradientReadyStep(Plan& plan, const ParamGroup& group) {
+  plan.backward.push_back([this, offset = group.offset, count = group.count] {
     if (!gradient_ready_) return;
     stream_.wait();  // the layer's gradients are in `grads`
     gradient_ready_(offset, count);

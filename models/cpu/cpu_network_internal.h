@@ -203,8 +203,8 @@ class CpuNetwork : public Network {
   // Node i's backward steps (cpu_backward.cc), in reverse node order; `written[k]`: node k's
   // gradient has a writer already, so later ones accumulate (DiffTarget).
   void BuildBackward(Plan& plan, int i, std::vector<bool>& written);
-  // After a node's backward: reports its parameters [first, end) as final (gradient_ready_).
-  void AddGradientReadyStep(Plan& plan, int first, int end);
+  // After a node's backward: reports its parameters as final (gradient_ready_).
+  void AddGradientReadyStep(Plan& plan, const ParamGroup& group);
   void BackwardConv(Plan& plan, int i, std::vector<bool>& written);
   void BackwardLinear(Plan& plan, int i, std::vector<bool>& written);
   void BackwardRelu(Plan& plan, int i, std::vector<bool>& written);

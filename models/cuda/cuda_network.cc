@@ -14,6 +14,8 @@ absl::Status CudaNetwork::Build(PlanGpu& plan, int batch) {
   R2SP_RETURN_IF_ERROR(plan.labels.Allocate(n));
   R2SP_RETURN_IF_ERROR(plan.loss.Allocate(n));
   R2SP_RETURN_IF_ERROR(plan.correct.Allocate(n));
+  R2SP_RETURN_IF_ERROR(plan.host_loss.Allocate(n));
+  R2SP_RETURN_IF_ERROR(plan.host_correct.Allocate(n));
   size_t workspace = 0;
   std::vector<bool> written(graph_.nodes.size(), false);
   for (size_t i = 0; i < graph_.nodes.size(); ++i) {
@@ -39,30 +41,11 @@ absl::Status CudaNetwork::Build(PlanGpu& plan, int batch) {
       // As PyTorch: convolutions may use TF32 tensor cores unless told not to.
       CUDNN_OK(cudnnSetConvolutionMathType(g.conv, options_.allow_tf32 ? CUDNN_DEFAULT_MATH
                                                                        : CUDNN_FMA_MATH));
-      const cudnnTensorDescriptor_t in_desc = plan.nodes[node.inputs[0]].out_desc;
-      int got = 0;
-      cudnnConvolutionFwdAlgoPerf_t fwd;
-      CUDNN_OK(cudnnGetConvolutionForwardAlgorithm_v7(cudnn_, in_desc, g.filter, g.conv,
-                                                      g.out_desc, 1, &got, &fwd));
-      g.fwd_algo = fwd.algo;
-      cudnnConvolutionBwdDataAlgoPerf_t bd;
-      CUDNN_OK(cudnnGetConvolutionBackwardDataAlgorithm_v7(cudnn_, g.filter, g.out_desc, g.conv,
-                                                           in_desc, 1, &got, &bd));
-      g.bwd_data_algo = bd.algo;
-      cudnnConvolutionBwdFilterAlgoPerf_t bf;
-      CUDNN_OK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(cudnn_, in_desc, g.out_desc, g.conv,
-                                                             g.filter, 1, &got, &bf));
-      g.bwd_filter_algo = bf.algo;
-      size_t bytes = 0;
-      CUDNN_OK(cudnnGetConvolutionForwardWorkspaceSize(cudnn_, in_desc, g.filter, g.conv,
-                                                       g.out_desc, g.fwd_algo, &bytes));
-      workspace = std::max(workspace, bytes);
-      CUDNN_OK(cudnnGetConvolutionBackwardDataWorkspaceSize(cudnn_, g.filter, g.out_desc, g.conv,
-                                                            in_desc, g.bwd_data_algo, &bytes));
-      workspace = std::max(workspace, bytes);
-      CUDNN_OK(cudnnGetConvolutionBackwardFilterWorkspaceSize(cudnn_, in_desc, g.out_desc, g.conv,
-                                                              g.filter, g.bwd_filter_algo, &bytes));
-      workspace = std::max(workspace, bytes);
+      R2SP_RETURN_IF_ERROR(
+          ChooseAlgorithms(g, plan.nodes[node.inputs[0]].out_desc, &workspace));
+      VLOG(1) << node.name << " (batch " << batch << "): cuDNN algorithms forward "
+              << g.fwd_algo << ", backward data " << g.bwd_data_algo << ", backward filter "
+              << g.bwd_filter_algo;
     }
     if (node.bias) {
       CUDNN_OK(cudnnCreateTensorDescriptor(&g.bias_desc));
@@ -101,10 +84,92 @@ absl::Status CudaNetwork::Build(PlanGpu& plan, int batch) {
   return absl::OkStatus();
 }
 
-absl::Status CudaNetwork::Upload(PlanGpu& plan, const float* params, const float* images,
-                                 const int32_t* labels) {
-  CUDA_OK(cudaMemcpyAsync(params_.ptr, params, params_.count * sizeof(float),
-                          cudaMemcpyHostToDevice, stream_));
+namespace {
+
+// Whether an algorithm sums in the transformed (FFT or Winograd) domain. Their error bound is
+// norm-wise, not per element (docs/MODELS.md, "GPU numerics"), so without TF32 (precise
+// results, e.g. for comparing with the CPU backend element by element) they are not used.
+bool Transforms(cudnnConvolutionFwdAlgo_t a) {
+  return a == CUDNN_CONVOLUTION_FWD_ALGO_FFT || a == CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING ||
+         a == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD ||
+         a == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED;
+}
+bool Transforms(cudnnConvolutionBwdDataAlgo_t a) {
+  return a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT ||
+         a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING ||
+         a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD ||
+         a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED;
+}
+bool Transforms(cudnnConvolutionBwdFilterAlgo_t a) {
+  return a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT ||
+         a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING ||
+         a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED;
+}
+
+// The first of cuDNN's ranked heuristics that works and, when `precise`, sums directly in
+// full fp32 (no FFT or Winograd, no tensor-core math). FailedPrecondition if none does.
+template <typename Perf>
+absl::StatusOr<decltype(Perf::algo)> Pick(const Perf* perf, int count, bool precise,
+                                          const char* what) {
+  for (int k = 0; k < count; ++k) {
+    if (perf[k].status != CUDNN_STATUS_SUCCESS) continue;
+    if (precise && (Transforms(perf[k].algo) || perf[k].mathType == CUDNN_TENSOR_OP_MATH ||
+                    perf[k].mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION)) {
+      continue;
+    }
+    return perf[k].algo;
+  }
+  return absl::FailedPreconditionError(
+      absl::StrCat("cuDNN offers no usable ", what, " algorithm", precise ? " in fp32" : ""));
+}
+
+}  // namespace
+
+absl::Status CudaNetwork::ChooseAlgorithms(NodeGpu& g, cudnnTensorDescriptor_t in_desc,
+                                           size_t* workspace) {
+  const bool precise = !options_.allow_tf32;
+  int got = 0;
+  cudnnConvolutionFwdAlgoPerf_t fwd[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+  CUDNN_OK(cudnnGetConvolutionForwardAlgorithm_v7(cudnn_, in_desc, g.filter, g.conv, g.out_desc,
+                                                  CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, fwd));
+  R2SP_ASSIGN_OR_RETURN(g.fwd_algo, Pick(fwd, got, precise, "forward convolution"));
+  cudnnConvolutionBwdDataAlgoPerf_t bd[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+  CUDNN_OK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
+      cudnn_, g.filter, g.out_desc, g.conv, in_desc, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got,
+      bd));
+  R2SP_ASSIGN_OR_RETURN(g.bwd_data_algo, Pick(bd, got, precise, "backward-data convolution"));
+  cudnnConvolutionBwdFilterAlgoPerf_t bf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+  CUDNN_OK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+      cudnn_, in_desc, g.out_desc, g.conv, g.filter, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
+      &got, bf));
+  R2SP_ASSIGN_OR_RETURN(g.bwd_filter_algo,
+                        Pick(bf, got, precise, "backward-filter convolution"));
+  size_t bytes = 0;
+  CUDNN_OK(cudnnGetConvolutionForwardWorkspaceSize(cudnn_, in_desc, g.filter, g.conv, g.out_desc,
+                                                   g.fwd_algo, &bytes));
+  *workspace = std::max(*workspace, bytes);
+  CUDNN_OK(cudnnGetConvolutionBackwardDataWorkspaceSize(cudnn_, g.filter, g.out_desc, g.conv,
+                                                        in_desc, g.bwd_data_algo, &bytes));
+  *workspace = std::max(*workspace, bytes);
+  CUDNN_OK(cudnnGetConvolutionBackwardFilterWorkspaceSize(cudnn_, in_desc, g.out_desc, g.conv,
+                                                          g.filter, g.bwd_filter_algo, &bytes));
+  *workspace = std::max(*workspace, bytes);
+  return absl::OkStatus();
+}
+
+absl::Status CudaNetwork::CheckLabels(const int32_t* labels, int batch) const {
+  const int classes = graph_.nodes.back().out.c;
+  for (int k = 0; k < batch; ++k) {
+    if (labels[k] < 0 || labels[k] >= classes) {
+      return absl::InvalidArgumentError(absl::StrCat("label ", labels[k], " of sample ", k,
+                                                     " is outside [0, ", classes, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaNetwork::UploadBatch(PlanGpu& plan, const float* images,
+                                      const int32_t* labels) {
   CUDA_OK(cudaMemcpyAsync(plan.images.ptr, images, plan.images.count * sizeof(float),
                           cudaMemcpyHostToDevice, stream_));
   CUDA_OK(cudaMemcpyAsync(plan.labels.ptr, labels, plan.batch * sizeof(int32_t),
@@ -112,30 +177,25 @@ absl::Status CudaNetwork::Upload(PlanGpu& plan, const float* params, const float
   return absl::OkStatus();
 }
 
-absl::StatusOr<double> CudaNetwork::Loss(PlanGpu& plan, bool grad, int64_t* correct) {
+absl::Status CudaNetwork::QueueLoss(PlanGpu& plan, bool grad) {
   const int n = plan.batch;
   NodeGpu& last = plan.nodes.back();
   const int classes = graph_.nodes.back().out.c;
   CUDA_OK(cuda::SoftmaxCrossEntropy(last.out.ptr, plan.labels.ptr, n, classes, plan.loss.ptr,
                                     plan.correct.ptr, grad ? last.diff.ptr : nullptr, stream_));
-  std::vector<float> loss(n);
-  std::vector<int32_t> hits(n);
-  host_logits_.resize(static_cast<size_t>(n) * classes);
-  CUDA_OK(cudaMemcpyAsync(loss.data(), plan.loss.ptr, n * sizeof(float), cudaMemcpyDeviceToHost, stream_));
-  CUDA_OK(cudaMemcpyAsync(hits.data(), plan.correct.ptr, n * sizeof(int32_t), cudaMemcpyDeviceToHost,
-                          stream_));
-  CUDA_OK(cudaMemcpyAsync(host_logits_.data(), last.out.ptr, host_logits_.size() * sizeof(float),
+  CUDA_OK(cudaMemcpyAsync(plan.host_loss.ptr, plan.loss.ptr, n * sizeof(float),
                           cudaMemcpyDeviceToHost, stream_));
-  CUDA_OK(cudaStreamSynchronize(stream_));
+  CUDA_OK(cudaMemcpyAsync(plan.host_correct.ptr, plan.correct.ptr, n * sizeof(int32_t),
+                          cudaMemcpyDeviceToHost, stream_));
+  return absl::OkStatus();
+}
+
+double CudaNetwork::SumLoss(const PlanGpu& plan, int64_t* correct) const {
   double sum = 0;
   int64_t right = 0;
-  for (int k = 0; k < n; ++k) {
-    if (std::isnan(loss[k])) {
-      return absl::InvalidArgumentError(absl::StrCat("label of sample ", k, " is outside [0, ",
-                                                     classes, ")"));
-    }
-    sum += loss[k];
-    right += hits[k];
+  for (int k = 0; k < plan.batch; ++k) {
+    sum += plan.host_loss.ptr[k];
+    right += plan.host_correct.ptr[k];
   }
   if (correct != nullptr) *correct = right;
   return sum;

@@ -1,7 +1,8 @@
-// The CUDA backend's internals (models/cuda/cuda_network.cc has the overview): status macros,
-// device buffers, the per-batch plan and the network class. Split by job: cuda_network.cc
-// (initialisation, the plan, uploads, the loss and the entry point), cuda_passes.cc (the forward
-// and backward passes). Not part of the models API: include models/cuda/cuda_network.h.
+// The CUDA backend's internals (models/cuda/cuda_network.cc has the overview): device and
+// pinned buffers, the per-batch plan and the network class. Split by job: cuda_network.cc
+// (the plan and its algorithms, uploads, the loss and the entry point), cuda_passes.cc (the
+// forward and backward passes), copy_pipeline.* (the step's host-device copies), cuda_status.h
+// (errors). Not part of the models API: include models/cuda/cuda_network.h.
 #ifndef R2SP_MODELS_CUDA_CUDA_NETWORK_INTERNAL_H_
 #define R2SP_MODELS_CUDA_CUDA_NETWORK_INTERNAL_H_
 
@@ -17,31 +18,12 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
+#include "models/cuda/copy_pipeline.h"
 #include "models/cuda/cuda_kernels.h"
 #include "models/cuda/cuda_network.h"
+#include "models/cuda/cuda_status.h"
 
 namespace r2sp::models::cuda_internal {
-
-inline absl::Status CudaStatus(cudaError_t e, const char* what, const char* file, int line) {
-  if (e == cudaSuccess) return absl::OkStatus();
-  return absl::InternalError(absl::StrCat("CUDA error at ", file, ":", line, " (", what,
-                                          "): ", cudaGetErrorString(e)));
-}
-inline absl::Status CudnnStatus(cudnnStatus_t e, const char* what, const char* file, int line) {
-  if (e == CUDNN_STATUS_SUCCESS) return absl::OkStatus();
-  return absl::InternalError(absl::StrCat("cuDNN error at ", file, ":", line, " (", what,
-                                          "): ", cudnnGetErrorString(e)));
-}
-inline absl::Status CublasStatus(cublasStatus_t e, const char* what, const char* file, int line) {
-  if (e == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
-  return absl::InternalError(absl::StrCat("cuBLAS error at ", file, ":", line, " (", what,
-                                          "): status ", static_cast<int>(e)));
-}
-
-// Return the failed call's error (naming the call, file and line) from the enclosing function.
-#define CUDA_OK(expr) R2SP_RETURN_IF_ERROR(CudaStatus((expr), #expr, __FILE__, __LINE__))
-#define CUDNN_OK(expr) R2SP_RETURN_IF_ERROR(CudnnStatus((expr), #expr, __FILE__, __LINE__))
-#define CUBLAS_OK(expr) R2SP_RETURN_IF_ERROR(CublasStatus((expr), #expr, __FILE__, __LINE__))
 
 // A device allocation of floats (or ints), freed with the plan.
 template <typename T>
@@ -57,6 +39,30 @@ struct DeviceArray {
   ~DeviceArray() {
     if (ptr != nullptr) cudaFree(ptr);
   }
+};
+
+// Page-locked host memory (cudaMallocHost), for the small per-step results read back.
+template <typename T>
+struct PinnedArray {
+  T* ptr = nullptr;
+  absl::Status Allocate(size_t n) {
+    const size_t bytes = std::max<size_t>(n, 1) * sizeof(T);
+    return CudaStatus(cudaMallocHost(reinterpret_cast<void**>(&ptr), bytes), "cudaMallocHost",
+                      __FILE__, __LINE__);
+  }
+  ~PinnedArray() {
+    if (ptr != nullptr) cudaFreeHost(ptr);
+  }
+};
+
+// Host memory page-locked by cudaHostRegister (Network::PinHostMemory).
+class RegisteredHostMemory : public PinnedHostMemory {
+ public:
+  explicit RegisteredHostMemory(void* data) : data_(data) {}
+  ~RegisteredHostMemory() override { cudaHostUnregister(data_); }
+
+ private:
+  void* const data_;
 };
 
 struct NodeGpu {
@@ -81,6 +87,8 @@ struct PlanGpu {
   std::vector<NodeGpu> nodes;
   DeviceArray<float> images, loss, workspace;
   DeviceArray<int32_t> labels, correct;
+  PinnedArray<float> host_loss;  // per sample, read back after the step
+  PinnedArray<int32_t> host_correct;
   size_t workspace_bytes = 0;
   ~PlanGpu() {
     for (NodeGpu& n : nodes) {
@@ -100,6 +108,7 @@ class CudaNetwork : public Network {
 
   ~CudaNetwork() override {
     plans_.clear();
+    if (step_done_) cudaEventDestroy(step_done_);
     if (relu_) cudnnDestroyActivationDescriptor(relu_);
     if (add_op_) cudnnDestroyOpTensorDescriptor(add_op_);
     if (cublas_) cublasDestroy(cublas_);
@@ -126,6 +135,8 @@ class CudaNetwork : public Network {
     }
     R2SP_RETURN_IF_ERROR(params_.Allocate(offset));
     R2SP_RETURN_IF_ERROR(grads_.Allocate(offset));
+    R2SP_RETURN_IF_ERROR(copies_.Init(graph_));
+    CUDA_OK(cudaEventCreateWithFlags(&step_done_, cudaEventDisableTiming));
     running_mean_.resize(graph_.nodes.size());
     running_var_.resize(graph_.nodes.size());
     for (size_t i = 0; i < graph_.nodes.size(); ++i) {
@@ -140,32 +151,67 @@ class CudaNetwork : public Network {
     return absl::OkStatus();
   }
 
+  // One step, queued without waiting: parameters in group by group on the copy stream (each
+  // layer's forward waits for its own), images and labels in, forward, loss, backward, each
+  // group's gradients out as backward produces them; then the host waits for the groups in
+  // backward order, reporting each, and reads the loss.
   absl::StatusOr<float> TrainStep(const float* params, const float* images,
                                   const int32_t* labels, int batch, float* grads) override {
     R2SP_ASSIGN_OR_RETURN(PlanGpu* plan, PlanFor(batch));
-    R2SP_RETURN_IF_ERROR(Upload(*plan, params, images, labels));
-    R2SP_RETURN_IF_ERROR(Forward(*plan, /*training=*/true));
-    R2SP_ASSIGN_OR_RETURN(const double loss, Loss(*plan, /*grad=*/true, nullptr));
-    R2SP_RETURN_IF_ERROR(Backward(*plan));
-    CUDA_OK(cudaMemcpyAsync(grads, grads_.ptr, grads_.count * sizeof(float), cudaMemcpyDeviceToHost,
-                            stream_));
-    CUDA_OK(cudaStreamSynchronize(stream_));
-    if (gradient_ready_) gradient_ready_(0, static_cast<int64_t>(grads_.count));
+    R2SP_RETURN_IF_ERROR(CheckLabels(labels, batch));
+    R2SP_RETURN_IF_ERROR(copies_.BeginStep(stream_, params, params_.ptr));
+    R2SP_RETURN_IF_ERROR(UploadBatch(*plan, images, labels));
+    R2SP_RETURN_IF_ERROR(Forward(*plan, /*training=*/true, &copies_));
+    R2SP_RETURN_IF_ERROR(QueueLoss(*plan, /*grad=*/true));
+    R2SP_RETURN_IF_ERROR(Backward(*plan, grads));
+    CUDA_OK(cudaEventRecord(step_done_, stream_));
+    R2SP_RETURN_IF_ERROR(copies_.FinishStep(gradient_ready_));
+    // The loss (copied before backward) and any compute after the last gradient copy.
+    CUDA_OK(cudaEventSynchronize(step_done_));
+    last_plan_ = plan;
     ++step_;
-    return static_cast<float>(loss / batch);
+    return static_cast<float>(SumLoss(*plan, nullptr) / batch);
   }
 
   absl::StatusOr<EvalResult> Evaluate(const float* params, const float* images,
                                       const int32_t* labels, int batch) override {
     R2SP_ASSIGN_OR_RETURN(PlanGpu* plan, PlanFor(batch));
-    R2SP_RETURN_IF_ERROR(Upload(*plan, params, images, labels));
-    R2SP_RETURN_IF_ERROR(Forward(*plan, /*training=*/false));
+    R2SP_RETURN_IF_ERROR(CheckLabels(labels, batch));
+    CUDA_OK(cudaMemcpyAsync(params_.ptr, params, params_.count * sizeof(float),
+                            cudaMemcpyHostToDevice, stream_));
+    R2SP_RETURN_IF_ERROR(UploadBatch(*plan, images, labels));
+    R2SP_RETURN_IF_ERROR(Forward(*plan, /*training=*/false, nullptr));
+    R2SP_RETURN_IF_ERROR(QueueLoss(*plan, /*grad=*/false));
+    CUDA_OK(cudaStreamSynchronize(stream_));
+    last_plan_ = plan;
     int64_t correct = 0;
-    R2SP_ASSIGN_OR_RETURN(const double loss, Loss(*plan, /*grad=*/false, &correct));
+    const double loss = SumLoss(*plan, &correct);
     return EvalResult{correct, loss};
   }
 
-  const float* logits() const override { return host_logits_.data(); }
+  absl::StatusOr<std::unique_ptr<PinnedHostMemory>> PinHostMemory(void* data,
+                                                                  size_t bytes) override {
+    const cudaError_t e = cudaHostRegister(data, bytes, cudaHostRegisterPortable);
+    if (e != cudaSuccess) {
+      cudaGetLastError();  // not sticky: later kernel launches must not see it
+      return CudaStatus(e, "cudaHostRegister", __FILE__, __LINE__);
+    }
+    return std::unique_ptr<PinnedHostMemory>(new RegisteredHostMemory(data));
+  }
+
+  std::vector<DeviceSpan> LastStepDeviceSpans() const override { return copies_.Spans(); }
+
+  // Copies the last forward pass's logits back (for tests; not on the step path).
+  const float* logits() const override {
+    host_logits_.clear();
+    if (last_plan_ == nullptr) return host_logits_.data();
+    host_logits_.resize(static_cast<size_t>(last_plan_->batch) * graph_.nodes.back().out.c);
+    const cudaError_t e =
+        cudaMemcpy(host_logits_.data(), last_plan_->nodes.back().out.ptr,
+                   host_logits_.size() * sizeof(float), cudaMemcpyDeviceToHost);
+    CHECK_EQ(e, cudaSuccess) << "copying the logits: " << cudaGetErrorString(e);
+    return host_logits_.data();
+  }
 
  private:
   float* ParamPtr(int index) { return params_.ptr + offsets_[index]; }
@@ -181,9 +227,15 @@ class CudaNetwork : public Network {
   }
 
   absl::Status Build(PlanGpu& plan, int batch);
-  absl::Status Upload(PlanGpu& plan, const float* params, const float* images,
-                      const int32_t* labels);
-  absl::StatusOr<double> Loss(PlanGpu& plan, bool grad, int64_t* correct);
+  // Convolution algorithms for node `g` (cuda_network.cc).
+  absl::Status ChooseAlgorithms(NodeGpu& g, cudnnTensorDescriptor_t in_desc, size_t* workspace);
+  // InvalidArgument for a label outside [0, classes): checked on the host, before any work.
+  absl::Status CheckLabels(const int32_t* labels, int batch) const;
+  absl::Status UploadBatch(PlanGpu& plan, const float* images, const int32_t* labels);
+  // The loss kernel and the per-sample losses' copy to the plan's pinned host arrays.
+  absl::Status QueueLoss(PlanGpu& plan, bool grad);
+  // Once QueueLoss's work is done: the summed loss, and the correct count if asked.
+  double SumLoss(const PlanGpu& plan, int64_t* correct) const;
 
   // Node `index` of a plan as a pass sees it (cuda_passes.cc).
   struct NodeArgs {
@@ -197,7 +249,8 @@ class CudaNetwork : public Network {
   };
   NodeArgs ArgsFor(PlanGpu& plan, int i);
   // The passes: a loop over the nodes, a dispatch on the op, one function per op.
-  absl::Status Forward(PlanGpu& plan, bool training);
+  // With `copies`, each node first waits for its parameters' upload.
+  absl::Status Forward(PlanGpu& plan, bool training, CopyPipeline* copies);
   absl::Status ForwardNode(PlanGpu& plan, const NodeArgs& a, bool training);
   absl::Status ForwardConv(PlanGpu& plan, const NodeArgs& a);
   absl::Status ForwardLinear(PlanGpu& plan, const NodeArgs& a);
@@ -207,7 +260,8 @@ class CudaNetwork : public Network {
   absl::Status ForwardDropout(const NodeArgs& a, bool training);
   absl::Status ForwardFlatten(const NodeArgs& a);
   absl::Status ForwardAdd(PlanGpu& plan, const NodeArgs& a);
-  absl::Status Backward(PlanGpu& plan);
+  // Queues each node's backward, then its gradients' copy to `host_grads`.
+  absl::Status Backward(PlanGpu& plan, float* host_grads);
   absl::Status BackwardNode(PlanGpu& plan, const NodeArgs& a);
   absl::Status BackwardConv(PlanGpu& plan, const NodeArgs& a);
   absl::Status BackwardLinear(PlanGpu& plan, const NodeArgs& a);
@@ -228,7 +282,10 @@ class CudaNetwork : public Network {
   DeviceArray<float> params_, grads_;
   std::vector<DeviceArray<float>> running_mean_, running_var_;
   std::map<int, std::unique_ptr<PlanGpu>> plans_;
-  std::vector<float> host_logits_;
+  CopyPipeline copies_;
+  cudaEvent_t step_done_ = nullptr;
+  const PlanGpu* last_plan_ = nullptr;  // the last forward pass's, for logits()
+  mutable std::vector<float> host_logits_;
 };
 
 }  // namespace r2sp::models::cuda_internal

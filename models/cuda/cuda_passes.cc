@@ -21,8 +21,9 @@ CudaNetwork::NodeArgs CudaNetwork::ArgsFor(PlanGpu& plan, int i) {
                   in_index == 0 ? plan.images.ptr : in.out.ptr};
 }
 
-absl::Status CudaNetwork::Forward(PlanGpu& plan, bool training) {
+absl::Status CudaNetwork::Forward(PlanGpu& plan, bool training, CopyPipeline* copies) {
   for (int i = 1; i < static_cast<int>(graph_.nodes.size()); ++i) {
+    if (copies != nullptr) R2SP_RETURN_IF_ERROR(copies->WaitForParams(i, stream_));
     R2SP_RETURN_IF_ERROR(ForwardNode(plan, ArgsFor(plan, i), training));
   }
   return absl::OkStatus();
@@ -137,9 +138,10 @@ absl::Status CudaNetwork::ForwardAdd(PlanGpu& plan, const NodeArgs& a) {
   return absl::OkStatus();
 }
 
-absl::Status CudaNetwork::Backward(PlanGpu& plan) {
+absl::Status CudaNetwork::Backward(PlanGpu& plan, float* host_grads) {
   for (int i = static_cast<int>(graph_.nodes.size()) - 1; i > 0; --i) {
     R2SP_RETURN_IF_ERROR(BackwardNode(plan, ArgsFor(plan, i)));
+    R2SP_RETURN_IF_ERROR(copies_.CopyGradients(i, stream_, grads_.ptr, host_grads));
   }
   return absl::OkStatus();
 }

@@ -25,13 +25,13 @@ void TrainMlp(const std::string& sync) {
   spec.scheduler_flags = {"--sync=" + sync};
   spec.server_flags = {"--lr=0.02", "--momentum=0.9"};
   spec.worker_flags = {"--model=mlp", "--data=fashion-mnist", "--batch_size=64",
-                       "--max_steps=300", "--threads=1"};
+                       "--max_steps=400", "--threads=1"};
   testing::LocalJob job(spec);
   job.WaitAll(absl::Seconds(120));
   const std::string stats = job.Stats();
   EXPECT_GE(testing::ReportedAccuracy(stats), 0.80) << stats;
   EXPECT_NE(stats.find("\"model\": \"mlp\""), std::string::npos) << stats;
-  EXPECT_NE(stats.find("\"iterations\": 300"), std::string::npos) << stats;
+  EXPECT_NE(stats.find("\"iterations\": 400"), std::string::npos) << stats;
 }
 
 TEST(TrainingTest, AsyncMlpOnFashionMnistReaches80Percent) { TrainMlp("asp"); }

@@ -1,13 +1,17 @@
 // The CUDA backend against the CPU backend on random inputs: logits, loss, every gradient and
-// evaluation, for the three models and a dropout graph. Reports itself skipped when no GPU is
-// visible (CI compiles it; the GPU machine runs it).
+// evaluation, for the three models and a dropout graph; its copy pipeline: gradients reported
+// group by group as they land, pinned host arrays, the device spans. Reports itself skipped
+// when no GPU is visible (CI compiles it; the GPU machine runs it).
 #include <cmath>
+#include <cstring>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "models/cpu/cpu_network.h"
 #include "models/cuda/cuda_network.h"
+#include "models/host_array.h"
 
 namespace r2sp::models {
 namespace {
@@ -79,6 +83,96 @@ TEST_F(CudaNetworkTest, DropoutMasksMatchCpu) {
   x = b.Dropout(x, "drop", 0.5f);
   b.Linear(x, "fc2", 4);
   Compare(b.Finish(), 8, false, 1e-4);
+}
+
+// One random batch for `g`.
+struct Batch {
+  std::vector<float> images;
+  std::vector<int32_t> labels;
+};
+Batch RandomBatch(const Graph& g, int batch) {
+  Batch b;
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal;
+  b.images.resize(static_cast<size_t>(batch) * g.input.size());
+  for (float& x : b.images) x = normal(rng);
+  for (int k = 0; k < batch; ++k) b.labels.push_back(static_cast<int32_t>(rng() % g.num_classes));
+  return b;
+}
+
+// Every parameter group is reported once, last layer first, and is final when reported (the
+// copy pipeline reports a group once its device-to-host copy has landed).
+TEST_F(CudaNetworkTest, GradientsAreReportedByLayerAsTheyLand) {
+  for (const Graph& g : {BuildCnn({1, 28, 28}, 10), BuildResNet20({3, 32, 32}, 10)}) {
+    SCOPED_TRACE(g.name);
+    std::vector<float> params(g.num_parameters()), grads(params.size(), -7.0f);
+    std::vector<float> seen(params.size(), -7.0f);
+    InitParams(g, 1, params.data());
+    const Batch b = RandomBatch(g, 8);
+    auto net = CreateCudaNetwork(g, CudaOptions());
+    ASSERT_TRUE(net.ok()) << net.status();
+    std::vector<std::pair<int64_t, int64_t>> ranges;
+    (*net)->set_gradient_ready([&](int64_t offset, int64_t count) {
+      ranges.emplace_back(offset, count);
+      std::memcpy(seen.data() + offset, grads.data() + offset, count * sizeof(float));
+    });
+    const std::vector<ParamGroup> groups = g.ParamGroups();
+    for (int step = 0; step < 2; ++step) {
+      ranges.clear();
+      ASSERT_TRUE((*net)->TrainStep(params.data(), b.images.data(), b.labels.data(), 8,
+                                    grads.data()).ok());
+      ASSERT_EQ(ranges.size(), groups.size());
+      for (size_t k = 0; k < groups.size(); ++k) {
+        const ParamGroup& expected = groups[groups.size() - 1 - k];
+        EXPECT_EQ(ranges[k], std::make_pair(expected.offset, expected.count));
+      }
+      EXPECT_EQ(seen, grads);
+    }
+  }
+}
+
+// Pinned host arrays give the same step as pageable ones; the last step's device spans are
+// the parameters' upload and the gradients' download, in order; pinning twice is an error
+// that leaves the memory usable.
+TEST_F(CudaNetworkTest, PinnedArraysGiveTheSameStepAndSpans) {
+  const Graph g = BuildCnn({1, 28, 28}, 10);
+  std::vector<float> params(g.num_parameters()), pageable_grads(params.size());
+  HostArray pinned_params(params.begin(), params.end()), pinned_grads(params.size());
+  InitParams(g, 1, params.data());
+  pinned_params.assign(params.begin(), params.end());
+  const Batch b = RandomBatch(g, 16);
+  CudaOptions precise;
+  precise.allow_tf32 = false;
+  auto net = CreateCudaNetwork(g, precise);
+  ASSERT_TRUE(net.ok()) << net.status();
+  EXPECT_TRUE((*net)->LastStepDeviceSpans().empty());
+  auto pin_params = (*net)->PinHostMemory(pinned_params.data(), params.size() * sizeof(float));
+  auto pin_grads = (*net)->PinHostMemory(pinned_grads.data(), params.size() * sizeof(float));
+  ASSERT_TRUE(pin_params.ok()) << pin_params.status();
+  ASSERT_TRUE(pin_grads.ok()) << pin_grads.status();
+  EXPECT_FALSE((*net)->PinHostMemory(pinned_grads.data(), params.size() * sizeof(float)).ok());
+  auto loss_pageable = (*net)->TrainStep(params.data(), b.images.data(), b.labels.data(), 16,
+                                         pageable_grads.data());
+  auto loss_pinned = (*net)->TrainStep(pinned_params.data(), b.images.data(), b.labels.data(),
+                                       16, pinned_grads.data());
+  ASSERT_TRUE(loss_pageable.ok() && loss_pinned.ok());
+  EXPECT_NEAR(*loss_pinned, *loss_pageable, 1e-5);
+  double scale = 0;
+  for (float v : pageable_grads) scale = std::max(scale, static_cast<double>(std::abs(v)));
+  for (size_t k = 0; k < params.size(); ++k) {
+    // The same algorithms on the same data; only atomics' order may differ.
+    ASSERT_NEAR(pinned_grads[k], pageable_grads[k], 1e-5 * scale + 1e-7) << "gradient " << k;
+  }
+  const std::vector<DeviceSpan> spans = (*net)->LastStepDeviceSpans();
+  ASSERT_EQ(spans.size(), 2u);
+  EXPECT_EQ(spans[0].name, "h2d_params");
+  EXPECT_EQ(spans[1].name, "d2h_grads");
+  for (const DeviceSpan& s : spans) {
+    EXPECT_GE(s.begin_seconds, 0);
+    EXPECT_GT(s.end_seconds, s.begin_seconds) << s.name;
+    EXPECT_LT(s.end_seconds, 10) << s.name;
+  }
+  EXPECT_LE(spans[0].end_seconds, spans[1].end_seconds);
 }
 
 TEST_F(CudaNetworkTest, BadLabelIsAnError) {

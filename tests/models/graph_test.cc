@@ -52,6 +52,39 @@ TEST(GraphTest, TensorSpecsMatchParams) {
   EXPECT_EQ(total, g.num_parameters());
 }
 
+// Groups tile the flat array in node order, one per node with parameters, each holding its
+// node's parameters (a conv's weight and bias, a batch norm's scale and shift).
+TEST(GraphTest, ParamGroupsTileTheParametersByNode) {
+  for (const Graph& g : {BuildMlp({1, 28, 28}, 10), BuildCnn({1, 28, 28}, 10),
+                         BuildResNet20({3, 32, 32}, 10)}) {
+    SCOPED_TRACE(g.name);
+    const std::vector<ParamGroup> groups = g.ParamGroups();
+    int with_params = 0;
+    for (const Node& n : g.nodes) with_params += n.first_param >= 0;
+    ASSERT_EQ(groups.size(), static_cast<size_t>(with_params));
+    int64_t offset = 0;
+    int param = 0;
+    for (const ParamGroup& group : groups) {
+      const Node& node = g.nodes[group.node];
+      EXPECT_EQ(group.first_param, node.first_param);
+      EXPECT_EQ(group.first_param, param);
+      EXPECT_EQ(group.offset, offset);
+      const int expected = node.op == Op::kBatchNorm || node.bias ? 2 : 1;
+      EXPECT_EQ(group.end_param - group.first_param, expected) << node.name;
+      int64_t count = 0;
+      for (int p = group.first_param; p < group.end_param; ++p) count += g.params[p].size();
+      EXPECT_EQ(group.count, count);
+      offset += group.count;
+      param = group.end_param;
+    }
+    EXPECT_EQ(offset, g.num_parameters());
+    EXPECT_EQ(param, static_cast<int>(g.params.size()));
+  }
+  GraphBuilder empty("relu only", {1, 2, 2}, 4);
+  empty.Relu(0, "r");
+  EXPECT_TRUE(empty.Finish().ParamGroups().empty());
+}
+
 TEST(GraphTest, InitialisationIsDeterministicAndScaled) {
   const Graph g = BuildCnn({1, 28, 28}, 10);
   std::vector<float> a(g.num_parameters()), b(g.num_parameters()), c(g.num_parameters());

@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -66,7 +67,7 @@ TEST_P(KnownGradientsTest, SyntheticKnownGradientsGiveTheBspSum) {
                    loop.steps_per_epoch = 5;
                    loop.log_every = 0;
                    R2SP_ASSIGN_OR_RETURN(results[w.rank()],
-                                         RunTrainingLoop(loop, &workload, &exchanger, &w.params,
+                                         RunTrainingLoop(loop, &workload, &exchanger, w.params.data(),
                                                          nullptr));
                    return absl::OkStatus();
                  }));
@@ -107,6 +108,7 @@ class CountingWorkload : public Workload {
     step.samples = batch;
     step.loss = 1.0 / (epoch_ + 1);
     step.grads = grads_.data();
+    step.device_spans = device_spans;
     return step;
   }
   bool EvaluatesAfterEpoch() const override { return true; }
@@ -116,6 +118,7 @@ class CountingWorkload : public Workload {
 
   std::vector<int> started;  // StartEpoch's epochs
   int64_t skipped = 0;       // samples SkipSteps passed over
+  std::vector<DeviceStepSpan> device_spans;  // every step's
 
  private:
   std::vector<float> grads_;
@@ -127,19 +130,22 @@ class CountingWorkload : public Workload {
 // first parameter (`accuracy`), with the metrics written to `metrics`.
 absl::StatusOr<LoopResult> RunCounting(const LoopOptions& loop, float accuracy,
                                        const std::string& metrics,
-                                       CountingWorkload* seen = nullptr) {
+                                       CountingWorkload* seen = nullptr,
+                                       const std::string& timeline = "") {
   const std::vector<proto::TensorSpec> model = SyntheticModel(1000, 1);
   testing::InProcessJob job(Job(proto::ASP, 1), PlainSgd(), model);
   R2SP_RETURN_IF_ERROR(job.Start(std::vector<float>(1000, accuracy)));
   testing::JobWorker& w = job.workers()[0];
-  R2SP_ASSIGN_OR_RETURN(std::unique_ptr<RunLog> log, RunLog::Open(metrics, "", 0));
+  R2SP_ASSIGN_OR_RETURN(std::unique_ptr<RunLog> log, RunLog::Open(metrics, timeline, 0));
   CountingWorkload workload(w.params.size());
+  if (seen != nullptr) workload.device_spans = seen->device_spans;
   ExchangerOptions mode;
   mode.sync = proto::ASP;
   mode.global_batch = 8;
   mode.initial_batch = 8;
   Exchanger exchanger(mode, w.ps.get(), w.scheduler.get(), log.get());
-  absl::StatusOr<LoopResult> r = RunTrainingLoop(loop, &workload, &exchanger, &w.params, log.get());
+  absl::StatusOr<LoopResult> r =
+      RunTrainingLoop(loop, &workload, &exchanger, w.params.data(), log.get());
   if (seen != nullptr) {
     seen->started = workload.started;
     seen->skipped = workload.skipped;
@@ -199,6 +205,47 @@ TEST(TrainingLoopTest, EpochsEvaluationsAndEmulatedComputeAreRecorded) {
   }
   EXPECT_EQ(iterations, 10);
   EXPECT_EQ(evaluations, 3);
+}
+
+// A GPU workload's device copies go into the timeline beside the step's compute span, at
+// their offsets from its start (emulated compute: 4 ms a step, the copies inside it).
+TEST(TrainingLoopTest, DeviceCopiesAreTimelineSpansWithinTheirStep) {
+  const std::string timeline = ::testing::TempDir() + "/loop_timeline.json";
+  LoopOptions loop;
+  loop.epochs = 1;
+  loop.steps_per_epoch = 3;
+  loop.emulate_ms_per_sample = 0.5;
+  loop.log_every = 0;
+  CountingWorkload seen(0);
+  seen.device_spans = {{"h2d_params", 0.0001, 0.0011}, {"d2h_grads", 0.0021, 0.0031}};
+  ASSERT_TRUE(RunCounting(loop, 0.5f, ::testing::TempDir() + "/loop_device.jsonl", &seen,
+                          timeline).ok());
+  std::ifstream in(timeline);
+  std::string line;
+  std::map<std::string, std::vector<std::pair<long long, long long>>> spans;  // ts, dur
+  while (std::getline(in, line)) {
+    char name[64];
+    long long ts = 0, dur = 0;
+    const size_t at = line.find("{\"name\"");
+    if (at == std::string::npos) continue;
+    if (std::sscanf(line.c_str() + at,
+                    "{\"name\": \"%63[^\"]\", \"cat\": \"r2sp\", \"ph\": \"X\", \"pid\": 1, "
+                    "\"tid\": 0, \"ts\": %lld, \"dur\": %lld",
+                    name, &ts, &dur) == 3) {
+      spans[name].emplace_back(ts, dur);
+    }
+  }
+  ASSERT_EQ(spans["compute"].size(), 3u);
+  ASSERT_EQ(spans["h2d_params"].size(), 3u);
+  ASSERT_EQ(spans["d2h_grads"].size(), 3u);
+  for (int k = 0; k < 3; ++k) {
+    const long long step = spans["compute"][k].first;
+    EXPECT_EQ(spans["compute"][k].second >= 4000, true);
+    EXPECT_NEAR(spans["h2d_params"][k].first - step, 100, 2);
+    EXPECT_NEAR(spans["h2d_params"][k].second, 1000, 2);
+    EXPECT_NEAR(spans["d2h_grads"][k].first - step, 2100, 2);
+    EXPECT_NEAR(spans["d2h_grads"][k].second, 1000, 2);
+  }
 }
 
 // Each evaluation record's text from `from` up to its test accuracy.

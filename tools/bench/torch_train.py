@@ -2,7 +2,14 @@
 """PyTorch's side of compare_pytorch: the same models and training step as train_benchmark
 (forward, cross-entropy, backward, SGD with momentum 0.9) on random data; prints the median
 samples/s over timing windows after warm-up. Threads: --threads intra-op threads (OpenBLAS
-threads come from OPENBLAS_NUM_THREADS)."""
+threads come from OPENBLAS_NUM_THREADS).
+
+On a GPU, --mode picks what surrounds backward (compare_pytorch_gpu runs all three):
+  gpu       the optimizer on the GPU (PyTorch's own way);
+  host_sgd  the same job as a parameter-server worker plus its server: gradients copied into a
+            pinned host buffer, SGD with momentum on the host (--host_threads), parameters
+            copied back from pinned memory (train_benchmark --device=cuda);
+  copies    only the copies, no update (train_benchmark --device=cuda --nohost_sgd)."""
 import argparse
 import time
 
@@ -61,6 +68,42 @@ def build(name):
     raise SystemExit(f"unknown model {name}")
 
 
+def gpu_update(model, lr):
+    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    return opt.step
+
+
+def host_update(model, a):
+    """Gradients to one flat pinned host buffer; with host_sgd, SGD with momentum there; the
+    parameters back from a flat pinned buffer (the copies a parameter-server worker makes)."""
+    params = list(model.parameters())
+    sizes = [p.numel() for p in params]
+    total = sum(sizes)
+    grads_host = torch.empty(total, pin_memory=True)
+    params_host = torch.empty(total, pin_memory=True)
+    momentum = torch.zeros(total)
+    offset = 0
+    views = []
+    for p, n in zip(params, sizes):
+        params_host[offset:offset + n].copy_(p.detach().reshape(-1))
+        views.append((p, offset, n))
+        offset += n
+    torch.set_num_threads(a.host_threads)
+
+    def update():
+        for p, off, n in views:
+            grads_host[off:off + n].copy_(p.grad.reshape(-1), non_blocking=True)
+        torch.cuda.synchronize()
+        if a.mode == "host_sgd":
+            momentum.mul_(0.9).add_(grads_host)
+            params_host.add_(momentum, alpha=-a.lr)
+        with torch.no_grad():
+            for p, off, n in views:
+                p.copy_(params_host[off:off + n].view_as(p), non_blocking=True)
+
+    return update
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--model", default="cnn")
@@ -70,21 +113,26 @@ def main():
     p.add_argument("--windows", type=int, default=3)
     p.add_argument("--device", default="cpu", help="cpu or cuda")
     p.add_argument("--lr", type=float, default=0.001, help="as train_benchmark's --lr")
+    p.add_argument("--mode", default="gpu", choices=["gpu", "host_sgd", "copies"])
+    p.add_argument("--host_threads", type=int, default=4, help="host SGD threads (host_sgd)")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(1)
+    if a.mode != "gpu" and a.device != "cuda":
+        raise SystemExit(f"--mode={a.mode} needs --device=cuda")
     model = build(a.model).to(a.device)
-    opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
     shape = (3, 32, 32) if a.model == "resnet20" else (1, 28, 28)
     x = torch.randn(a.batch, *shape, device=a.device)
     y = torch.randint(0, 10, (a.batch,), device=a.device)
+    update = gpu_update(model, a.lr) if a.mode == "gpu" else host_update(model, a)
 
     def step():
-        opt.zero_grad(set_to_none=True)
+        for p in model.parameters():
+            p.grad = None
         loss = loss_fn(model(x), y)
         loss.backward()
-        opt.step()
+        update()
         return loss.item()  # synchronises with the GPU every step, as our backend does
 
     first = step()  # at the initial parameters
@@ -101,7 +149,10 @@ def main():
             if elapsed >= a.window_seconds:
                 break
         rates.append(steps * a.batch / elapsed)
-    assert last < first, f"loss did not decrease: {first} -> {last}"
+    if a.mode == "copies":  # fixed parameters: the loss must stay where it began
+        assert abs(last - first) <= 1e-3 * abs(first), f"loss moved: {first} -> {last}"
+    else:
+        assert last < first, f"loss did not decrease: {first} -> {last}"
     rates.sort()
     print(f"{rates[len(rates) // 2]:.1f}")
 

@@ -1,6 +1,6 @@
 """Reading a run directory of tools/launch or tools/netcluster: the workers' metrics files (one
-JSON line per iteration, plus one {"event": "eval", ...} line per evaluation); and the median
-that figures over repeated runs are quoted as."""
+JSON line per iteration, plus one {"event": "eval", ...} line per evaluation), the device copy
+spans of the timeline; and the median that figures over repeated runs are quoted as."""
 
 import json
 import os
@@ -39,6 +39,28 @@ def evaluations(run_dir):
     started), "t" (Unix time)}."""
     return sorted((row for row in _records(run_dir) if row.get("event") == "eval"),
                   key=lambda r: r["t"])
+
+
+DEVICE_COPIES = ("h2d_params", "d2h_grads")
+
+
+def device_copies(events):
+    """From a timeline's traceEvents: {worker (tid): {"compute": n steps, "h2d_params": mean ms,
+    "d2h_grads": mean ms}} for the workers whose steps had device copies (GPU workers), the
+    means taken per compute span."""
+    steps, totals = {}, {}
+    for e in events:
+        name, tid = e.get("name"), e.get("tid")
+        if name == "compute":
+            steps[tid] = steps.get(tid, 0) + 1
+        elif name in DEVICE_COPIES:
+            totals.setdefault(tid, dict.fromkeys(DEVICE_COPIES, 0.0))[name] += e.get("dur", 0)
+    split = {}
+    for tid, sums in totals.items():
+        n = max(steps.get(tid, 0), 1)
+        split[tid] = {"compute": steps.get(tid, 0),
+                      **{name: sums[name] / 1e3 / n for name in DEVICE_COPIES}}
+    return split
 
 
 def median(values):

@@ -7,7 +7,7 @@ import tempfile
 import unittest
 
 import junit_main
-from run_files import evaluations, median, worker_metrics
+from run_files import device_copies, evaluations, median, worker_metrics
 
 
 def iteration(worker, t, batch=64):
@@ -114,6 +114,23 @@ class MedianTest(unittest.TestCase):
 
     def test_single_value(self):
         self.assertEqual(median([0.7]), 0.7)
+
+
+class DeviceCopiesTest(unittest.TestCase):
+    def test_means_per_step_for_workers_with_device_copies(self):
+        events = [
+            {"name": "compute", "tid": 0, "ts": 0, "dur": 5000},
+            {"name": "h2d_params", "tid": 0, "ts": 0, "dur": 1000},
+            {"name": "d2h_grads", "tid": 0, "ts": 3000, "dur": 2000},
+            {"name": "compute", "tid": 0, "ts": 9000, "dur": 5000},
+            {"name": "h2d_params", "tid": 0, "ts": 9000, "dur": 3000},
+            {"name": "d2h_grads", "tid": 0, "ts": 12000, "dur": 2000},
+            {"name": "compute", "tid": 1, "ts": 0, "dur": 4000},  # a CPU worker: no copies
+            {"name": "push", "tid": 1, "ts": 4000, "dur": 100},
+        ]
+        self.assertEqual(device_copies(events),
+                         {0: {"compute": 2, "h2d_params": 2.0, "d2h_grads": 2.0}})
+        self.assertEqual(device_copies([]), {})
 
 
 if __name__ == "__main__":
