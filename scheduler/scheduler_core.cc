@@ -88,6 +88,12 @@ void SchedulerCore::HandleFromNode(const Message& request, Responder& responder,
   }
   Node& node = **sender;
   node.last_seen = now;
+  if (node.role == proto::WORKER && pending_joins_.contains(node.rank)) {
+    // Not a member yet: the batch tuner, the slot ring and the barriers do not have it.
+    responder.ReplyStatus(absl::FailedPreconditionError(absl::StrCat(
+        "worker ", node.rank, " is still joining; wait for the REGISTER reply")));
+    return;
+  }
   switch (header.type()) {
     case proto::BARRIER:
       HandleBarrier(request, node, responder);

@@ -409,6 +409,35 @@ TEST_F(SchedulerCoreTest, ReportWhileAJoinerWaitsForTheServers) {
   EXPECT_EQ(report.find("{\"worker\": 2,"), std::string::npos) << report;
 }
 
+// Found by the scheduler_core fuzz target (ASan: heap-buffer-overflow in BatchTuner::Report):
+// a joiner sending before its REGISTER reply (before the servers acknowledged it) reached the
+// batch tuner, which does not have it yet. A worker still joining is not a member: every
+// request from it but a heartbeat is refused until the reply, and nothing changes.
+TEST_F(SchedulerCoreTest, AJoinerIsNoMemberUntilTheServersKnowIt) {
+  options_.sync = proto::R2SP;
+  options_.hetero_batching = true;
+  options_.batching.global_batch = 64;
+  core_ = std::make_unique<SchedulerCore>(options_, &requester_, [this] { return now_; });
+  RegisterAll();
+  Register(proto::WORKER, "w2");  // waits for server 0's MEMBERSHIP acknowledgement
+  EXPECT_TRUE(sink_.Take().empty());
+  for (proto::MsgType type : {proto::REPORT, proto::SLOT, proto::RELEASE, proto::FINISH,
+                              proto::BARRIER}) {
+    Message m = From(proto::WORKER, 2, type);
+    m.header.mutable_report()->set_samples(32);
+    m.header.mutable_report()->set_compute_seconds(0.1);
+    if (type == proto::BARRIER) m.header.mutable_barrier()->set_group(proto::WORKERS);
+    Send(std::move(m), "w2");
+    auto replies = sink_.Take();
+    ASSERT_EQ(replies.size(), 1u) << proto::MsgType_Name(type);
+    EXPECT_EQ(replies[0].second.header.code(), proto::FAILED_PRECONDITION)
+        << proto::MsgType_Name(type);
+    EXPECT_NE(replies[0].second.header.error().find("still joining"), std::string::npos);
+  }
+  const std::string report = core_->ReportJson();
+  EXPECT_EQ(report.find("\"state\": \"finished\""), std::string::npos) << report;
+}
+
 // The sender is the connection, not the header: a request claiming a registered node's role and
 // rank over any other connection is denied and changes nothing, with authentication off.
 TEST_F(SchedulerCoreTest, HeadersClaimingAnotherNodeAreDenied) {
