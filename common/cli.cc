@@ -1,11 +1,15 @@
 // See cli.h.
 #include "common/cli.h"
 
+#include <fcntl.h>
 #include <malloc.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
+#include <cstring>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -64,13 +68,36 @@ std::string SyncModeName(proto::SyncMode mode) {
 
 absl::Status WriteFileAtomically(const std::string& path, const std::string& contents) {
   const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << contents;
-    if (!out.good()) return absl::UnavailableError(absl::StrCat("cannot write ", tmp));
+  auto error = [](const std::string& what, const std::string& name) {
+    return absl::UnavailableError(absl::StrCat(what, " ", name, ": ", std::strerror(errno)));
+  };
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return error("cannot create", tmp);
+  for (size_t done = 0; done < contents.size();) {
+    const ssize_t n = ::write(fd, contents.data() + done, contents.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const absl::Status s = error("cannot write", tmp);
+      ::close(fd);
+      return s;
+    }
+    done += static_cast<size_t>(n);
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return absl::UnavailableError(absl::StrCat("cannot rename ", tmp, " to ", path));
+  if (::fsync(fd) != 0) {
+    const absl::Status s = error("cannot fsync", tmp);
+    ::close(fd);
+    return s;
+  }
+  ::close(fd);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) return error("cannot rename to", path);
+  // The rename itself survives a crash once the directory is on disk.
+  const size_t slash = path.rfind('/');
+  const std::string dir =
+      slash == std::string::npos ? "." : path.substr(0, std::max<size_t>(slash, 1));
+  const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd >= 0) {
+    ::fsync(dir_fd);
+    ::close(dir_fd);
   }
   return absl::OkStatus();
 }

@@ -23,6 +23,12 @@ int64_t Graph::num_parameters() const {
   return n;
 }
 
+int64_t Graph::BatchNormStatisticsSize() const {
+  int64_t n = 0;
+  for (const Node& node : nodes) n += node.op == Op::kBatchNorm ? 2 * node.out.c : 0;
+  return n;
+}
+
 std::vector<ParamGroup> Graph::ParamGroups() const {
   std::vector<ParamGroup> groups;
   std::vector<int64_t> offsets(params.size() + 1, 0);

@@ -84,6 +84,8 @@ struct Graph {
   // One group per node with parameters, in node order. Parameters are laid out in node order,
   // so a node's group runs up to the next such node's first parameter.
   std::vector<ParamGroup> ParamGroups() const;
+  // 2 x channels per batch-norm node: its running means and variances (Network's order).
+  int64_t BatchNormStatisticsSize() const;
 };
 
 // Appends nodes with shape inference and parameter bookkeeping. Each method takes the input

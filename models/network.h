@@ -80,6 +80,12 @@ class Network {
     return std::make_unique<PinnedHostMemory>();
   }
 
+  // The batch-norm running statistics evaluation uses, over the batch-norm nodes in node order:
+  // each node's channel means, then its variances (Graph::BatchNormStatisticsSize() floats).
+  virtual std::vector<float> BatchNormStatistics() const = 0;
+  // Replaces them (a model file's); InvalidArgument for the wrong number of values.
+  virtual absl::Status SetBatchNormStatistics(const std::vector<float>& stats) = 0;
+
   // Where the last TrainStep's device copies ran (empty for a backend without a device).
   virtual std::vector<DeviceSpan> LastStepDeviceSpans() const { return {}; }
 

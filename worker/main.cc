@@ -1,13 +1,16 @@
 // The `worker` binary: turns flags into WorkerOptions and runs the worker's life in the job
 // (worker_node.h): register, initialise the servers (rank 0), train through the parameter
 // servers — a real model on a real data set, or the synthetic workload for transport tests
-// and benchmarks — and report to the scheduler.
+// and benchmarks — and report to the scheduler. Or, with --eval_only, evaluate a model file.
+#include <cstdio>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "common/cli.h"
 #include "common/node_flags.h"
 #include "gflags/gflags.h"
 #include "models/backend.h"
+#include "worker/eval_only.h"
 #include "worker/worker_node.h"
 
 DEFINE_string(model, "synthetic", "mlp, cnn, resnet20, or synthetic (no data; see --model_mb)");
@@ -35,7 +38,14 @@ DEFINE_int32(layers, 8, "synthetic model: number of layers (weight + bias tensor
 DEFINE_int32(iterations, 100, "synthetic: iterations");
 DEFINE_string(grad, "random", "synthetic gradients: random or known (exactly checkable)");
 DEFINE_int32(compute_ms, 0, "synthetic compute time per iteration, milliseconds");
-DEFINE_string(init, "random", "initial parameters: random (from --seed) or zero");
+DEFINE_string(init, "random", "initial parameters: random (from --seed), zero, or "
+              "checkpoint:PATH (a model file, or a directory of them: the newest good one; "
+              "worker 0 starts the job from its parameters)");
+DEFINE_bool(eval_only, false, "evaluate --init=checkpoint:PATH on --data's test set and exit "
+            "(no job: no scheduler or servers)");
+DEFINE_string(model_dir, "", "real models, the evaluating worker: after each evaluation, write "
+              "the model as evaluated (parameters, batch-norm statistics, accuracy) here");
+DEFINE_int32(keep_models, 3, "--model_dir: keep the newest this many model files");
 DEFINE_uint64(seed, 1, "seed for initial parameters, shuffling, dropout and random gradients");
 DEFINE_string(push_codec, "fp32", "how gradients travel to the servers: fp32, fp16, "
               "topk:RATIO[,fp16][,exact] (the largest RATIO of the values) or "
@@ -85,7 +95,15 @@ void CheckFlags() {
   CheckFlag(FLAGS_layers >= 1 && FLAGS_layers <= 10000, "--layers must be in [1, 10000]");
   CheckFlag(FLAGS_iterations >= 0, "--iterations must be >= 0");
   CheckFlag(FLAGS_grad == "random" || FLAGS_grad == "known", "--grad must be random or known");
-  CheckFlag(FLAGS_init == "random" || FLAGS_init == "zero", "--init must be random or zero");
+  CheckFlag(FLAGS_init == "random" || FLAGS_init == "zero" ||
+                (absl::StartsWith(FLAGS_init, "checkpoint:") && FLAGS_init.size() > 11),
+            "--init must be random, zero or checkpoint:PATH");
+  CheckFlag(!FLAGS_eval_only || absl::StartsWith(FLAGS_init, "checkpoint:"),
+            "--eval_only needs --init=checkpoint:PATH (the model file to evaluate)");
+  CheckFlag(!absl::StartsWith(FLAGS_init, "checkpoint:") || FLAGS_model != "synthetic" ||
+                FLAGS_eval_only,
+            "--init=checkpoint: is for real models (--model=mlp, cnn or resnet20)");
+  CheckFlag(FLAGS_keep_models >= 1, "--keep_models must be >= 1");
   CheckFlag(FLAGS_compute_ms >= 0, "--compute_ms must be >= 0");
   CheckFlag(FLAGS_log_every >= 0, "--log_every must be >= 0");
   CheckFlag(FLAGS_eval_every >= 0, "--eval_every must be >= 0");
@@ -126,6 +144,9 @@ r2sp::WorkerOptions OptionsFromFlags() {
   o.known_gradients = FLAGS_grad == "known";
   o.compute_ms = FLAGS_compute_ms;
   o.random_init = FLAGS_init == "random";
+  if (absl::StartsWith(FLAGS_init, "checkpoint:")) o.init_model_path = FLAGS_init.substr(11);
+  o.model_dir = FLAGS_model_dir;
+  o.keep_models = FLAGS_keep_models;
   o.seed = FLAGS_seed;
   o.dump_params_path = FLAGS_dump_params;
   o.push_codec =
@@ -149,11 +170,32 @@ r2sp::WorkerOptions OptionsFromFlags() {
   return o;
 }
 
+// --eval_only: the model file's accuracy now, beside the one training reported for it.
+void EvaluateOnly() {
+  r2sp::EvalOnlyOptions o;
+  o.model_path = FLAGS_init.substr(11);
+  o.data = FLAGS_data;
+  o.data_dir = FLAGS_data_dir;
+  o.backend.device = FLAGS_device;
+  o.backend.threads = FLAGS_threads;
+  o.backend.gpu = FLAGS_gpu;
+  const r2sp::EvalOnlyResult r = r2sp::ValueOrExit(r2sp::EvaluateModelFile(o));
+  for (const std::string& why : r.skipped) std::printf("worker: passed over %s\n", why.c_str());
+  std::printf("worker: %s (%s, step %lld): test accuracy %.4f (loss %.4f)", r.path.c_str(),
+              r.model.c_str(), static_cast<long long>(r.step), r.accuracy, r.loss);
+  if (r.reported_accuracy >= 0) std::printf("; training reported %.4f", r.reported_accuracy);
+  std::printf("\n");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   r2sp::InitProcess(&argc, &argv, "R2SP worker");
   CheckFlags();
+  if (FLAGS_eval_only) {
+    EvaluateOnly();
+    return 0;
+  }
   r2sp::WorkerNode node(OptionsFromFlags());
   const absl::Status status = node.Run();
   if (!status.ok()) r2sp::ExitWithError(status);

@@ -6,13 +6,21 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
+#include "models/model_file.h"
 
 namespace r2sp {
-namespace {
 
-// Accuracy and mean loss of `params` on all of `data`, `eval_batch` samples at a time.
-absl::StatusOr<models::EvalResult> EvaluateAll(models::Network* net, const models::Dataset& data,
-                                               const float* params, int eval_batch) {
+absl::StatusOr<models::TrainTest> LoadWorkerData(const std::string& name,
+                                                 const std::string& dir) {
+  std::string from = dir;
+  if (from.empty() && name == "fashion-mnist") from = models::kDebianFashionMnistDir;
+  if (from.empty()) return absl::InvalidArgumentError("--data_dir is required for --data=" + name);
+  return models::LoadDataset(name, from);
+}
+
+absl::StatusOr<models::EvalResult> EvaluateDataset(models::Network* net,
+                                                   const models::Dataset& data,
+                                                   const float* params, int eval_batch) {
   models::EvalResult total;
   std::vector<float> images(static_cast<size_t>(eval_batch) * data.shape.size());
   std::vector<int32_t> labels(eval_batch);
@@ -29,8 +37,6 @@ absl::StatusOr<models::EvalResult> EvaluateAll(models::Network* net, const model
   }
   return total;
 }
-
-}  // namespace
 
 ModelWorkload::ModelWorkload(const ModelWorkloadOptions& options, models::Network* net,
                              models::Batcher* batcher, const models::Dataset* test)
@@ -63,6 +69,7 @@ void ModelWorkload::set_gradient_ready(GradientReady fn) {
 }
 
 void ModelWorkload::StartEpoch(int epoch) {
+  epoch_ = epoch;
   // Wrapping batches reshuffle when the shard runs out, not at epoch boundaries.
   if (!options_.wrapping_batches) batcher_->StartEpoch(epoch);
 }
@@ -82,6 +89,7 @@ absl::StatusOr<ComputedStep> ModelWorkload::ComputeGradient(int64_t clock, int b
     return absl::InternalError(
         absl::StrCat("worker ", options_.rank, "'s shard ran out at iteration ", clock));
   }
+  steps_done_ = clock + 1;
   ComputedStep step;
   step.samples = n;
   R2SP_ASSIGN_OR_RETURN(step.loss,
@@ -95,11 +103,28 @@ absl::StatusOr<ComputedStep> ModelWorkload::ComputeGradient(int64_t clock, int b
 
 absl::StatusOr<TestEvaluation> ModelWorkload::EvaluateTest(const float* params) {
   R2SP_ASSIGN_OR_RETURN(models::EvalResult r,
-                        EvaluateAll(net_, *test_, params, options_.eval_batch));
+                        EvaluateDataset(net_, *test_, params, options_.eval_batch));
   TestEvaluation e;
   e.accuracy = static_cast<double>(r.correct) / test_->size();
   e.loss = r.loss_sum / test_->size();
+  if (!options_.model_dir.empty()) ExportModel(params, e);
   return e;
+}
+
+void ModelWorkload::ExportModel(const float* params, const TestEvaluation& evaluation) {
+  proto::ModelFile model =
+      models::MakeModelFile(net_->graph(), params, net_->BatchNormStatistics());
+  model.set_step(steps_done_);
+  model.set_epoch(epoch_ + 1);
+  model.set_test_accuracy(evaluation.accuracy);
+  model.set_test_loss(evaluation.loss);
+  model.set_data(options_.data);
+  absl::StatusOr<std::string> path =
+      models::WriteModelFile(options_.model_dir, model, options_.keep_models);
+  if (!path.ok()) {
+    LOG(ERROR) << "worker " << options_.rank << ": cannot write the model file: "
+               << path.status();
+  }
 }
 
 }  // namespace r2sp

@@ -26,7 +26,22 @@ struct ModelWorkloadOptions {
   int largest_batch = 64;  // REQUIRES: >= 1; asked-for batches are clamped to [1, this]
   bool evaluate = false;   // evaluate the test set after every epoch
   int eval_batch = 1000;
+  // With evaluate: after each evaluation, write the model as evaluated (parameters, batch-norm
+  // statistics, step, accuracy) to model_dir (models/model_file.h), keeping the newest
+  // keep_models files. Empty: no model files.
+  std::string model_dir;
+  int keep_models = 3;
+  std::string data;  // the data set's name, recorded in the model files
 };
+
+// The data set `name` from `dir` (empty: Debian's copy for fashion-mnist, else an error).
+absl::StatusOr<models::TrainTest> LoadWorkerData(const std::string& name, const std::string& dir);
+
+// Accuracy and summed loss of `net` at `params` on all of `data`, `eval_batch` samples at a
+// time (training's evaluation, and worker --eval_only's).
+absl::StatusOr<models::EvalResult> EvaluateDataset(models::Network* net,
+                                                   const models::Dataset& data,
+                                                   const float* params, int eval_batch);
 
 // Borrowed pointers outlive the workload; `test` may be null when !evaluate.
 class ModelWorkload : public Workload {
@@ -43,6 +58,9 @@ class ModelWorkload : public Workload {
   absl::StatusOr<TestEvaluation> EvaluateTest(const float* params) override;
 
  private:
+  // The model file of this evaluation (options_.model_dir); a failure is logged, not fatal.
+  void ExportModel(const float* params, const TestEvaluation& evaluation);
+
   const ModelWorkloadOptions options_;
   models::Network* const net_;
   models::Batcher* const batcher_;
@@ -51,6 +69,8 @@ class ModelWorkload : public Workload {
   std::vector<int32_t> labels_;
   models::HostArray grads_;  // page-aligned: pinned for GPU copies
   std::unique_ptr<models::PinnedHostMemory> grads_pin_;  // after grads_: unpinned first
+  int epoch_ = 0;            // the epoch being trained (0-based)
+  int64_t steps_done_ = 0;   // global steps computed so far (the last clock + 1)
 };
 
 }  // namespace r2sp

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -11,6 +12,7 @@
 #include "common/termination_signals.h"
 #include "glog/logging.h"
 #include "models/backend.h"
+#include "models/model_file.h"
 #include "models/data/batcher.h"
 #include "worker/exchanger.h"
 #include "worker/model_workload.h"
@@ -49,12 +51,7 @@ absl::Status WorkerNode::LoadModel() {
                               options_.layers);
     return absl::OkStatus();
   }
-  std::string dir = options_.data_dir;
-  if (dir.empty() && options_.data == "fashion-mnist") dir = models::kDebianFashionMnistDir;
-  if (dir.empty()) {
-    return absl::InvalidArgumentError("--data_dir is required for --data=" + options_.data);
-  }
-  R2SP_ASSIGN_OR_RETURN(data_, WithContext(models::LoadDataset(options_.data, dir),
+  R2SP_ASSIGN_OR_RETURN(data_, WithContext(LoadWorkerData(options_.data, options_.data_dir),
                                            "cannot load the data set"));
   R2SP_ASSIGN_OR_RETURN(graph_, WithContext(models::BuildModel(options_.model, data_->train.shape,
                                                                data_->train.num_classes),
@@ -96,6 +93,17 @@ absl::Status WorkerNode::Join() {
   return absl::OkStatus();
 }
 
+absl::Status WorkerNode::LoadInitialModel() {
+  R2SP_ASSIGN_OR_RETURN(models::LoadedModel loaded,
+                        models::LoadModelFile(options_.init_model_path));
+  for (const std::string& why : loaded.skipped) LOG(WARNING) << "passed over " << why;
+  R2SP_RETURN_IF_ERROR(models::CheckModelFits(loaded.model, *graph_, loaded.path));
+  std::memcpy(params_.data(), loaded.model.parameters().data(), params_.size() * sizeof(float));
+  std::printf("worker 0: starting from %s (step %lld, accuracy %.4f)\n", loaded.path.c_str(),
+              static_cast<long long>(loaded.model.step()), loaded.model.test_accuracy());
+  return absl::OkStatus();
+}
+
 absl::Status WorkerNode::InitialiseParameters() {
   params_.assign(layout_->total_elements(), 0.0f);
   const int rank = registration_.rank();
@@ -108,7 +116,9 @@ absl::Status WorkerNode::InitialiseParameters() {
   } else {
     R2SP_RETURN_IF_ERROR_WITH(scheduler_->Barrier(proto::ALL), "waiting for the servers");
     if (rank == 0) {
-      if (options_.random_init && synthetic()) {
+      if (!options_.init_model_path.empty()) {
+        R2SP_RETURN_IF_ERROR(LoadInitialModel());
+      } else if (options_.random_init && synthetic()) {
         FillInitialParams(options_.seed, params_.data(), params_.size());
       } else if (options_.random_init) {
         models::InitParams(*graph_, options_.seed, params_.data());
@@ -218,6 +228,9 @@ absl::StatusOr<LoopResult> WorkerNode::TrainModel(const LoopOptions& loop_in,
   workload_options.rank = rank;
   workload_options.wrapping_batches = mode.hetero_batching;
   workload_options.evaluate = shard == 0;  // a replacement of the evaluating worker evaluates
+  workload_options.model_dir = options_.model_dir;
+  workload_options.keep_models = options_.keep_models;
+  workload_options.data = options_.data;
   if (mode.hetero_batching) {
     // The scheduler decides the batch sizes; an epoch is the data set in global batches.
     mode.global_batch = book.global_batch();

@@ -53,6 +53,9 @@ struct WorkerOptions {
   bool known_gradients = false;
   int compute_ms = 0;    // synthetic
   bool random_init = true;
+  std::string init_model_path;  // --init=checkpoint:PATH: worker 0 starts from this model file
+  std::string model_dir;        // the evaluating worker's model files
+  int keep_models = 3;
   uint64_t seed = 1;
   std::string dump_params_path;
   codec::CodecSpec push_codec;  // training pushes (initial values go as fp32)
@@ -83,6 +86,8 @@ class WorkerNode {
   // Everything after Join.
   absl::Status TrainAndFinish();
   absl::Status InitialiseParameters();
+  // --init=checkpoint:PATH into params_ (worker 0, before it initialises the servers).
+  absl::Status LoadInitialModel();
   absl::StatusOr<LoopResult> Train();
   absl::StatusOr<LoopResult> TrainModel(const LoopOptions& loop, ExchangerOptions mode,
                                         RunLog* log);

@@ -122,6 +122,32 @@ class CpuNetwork : public Network {
                : static_cast<const float*>(last_plan_->nodes.back().out.get_data_handle());
   }
 
+  std::vector<float> BatchNormStatistics() const override {
+    std::vector<float> stats;
+    for (size_t i = 0; i < graph_.nodes.size(); ++i) {
+      stats.insert(stats.end(), running_mean_[i].begin(), running_mean_[i].end());
+      stats.insert(stats.end(), running_var_[i].begin(), running_var_[i].end());
+    }
+    return stats;
+  }
+
+  absl::Status SetBatchNormStatistics(const std::vector<float>& stats) override {
+    if (static_cast<int64_t>(stats.size()) != graph_.BatchNormStatisticsSize()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("batch-norm statistics: ", stats.size(), " values for a model with ",
+                       graph_.BatchNormStatisticsSize()));
+    }
+    // In place: the plans' oneDNN memories point into these vectors.
+    auto at = stats.begin();
+    for (size_t i = 0; i < graph_.nodes.size(); ++i) {
+      for (std::vector<float>* v : {&running_mean_[i], &running_var_[i]}) {
+        std::copy(at, at + v->size(), v->begin());
+        at += v->size();
+      }
+    }
+    return absl::OkStatus();
+  }
+
  private:
   void Bind(Plan& plan, const float* params, const float* images, float* grads) {
     plan.input.set_data_handle(const_cast<float*>(images));

@@ -201,6 +201,43 @@ class CudaNetwork : public Network {
 
   std::vector<DeviceSpan> LastStepDeviceSpans() const override { return copies_.Spans(); }
 
+  std::vector<float> BatchNormStatistics() const override {
+    std::vector<float> stats;
+    // cudaMemcpy runs on the legacy stream, which does not wait for our non-blocking one.
+    const cudaError_t synced = cudaStreamSynchronize(stream_);
+    CHECK_EQ(synced, cudaSuccess) << cudaGetErrorString(synced);
+    for (size_t i = 0; i < graph_.nodes.size(); ++i) {
+      for (const DeviceArray<float>* d : {&running_mean_[i], &running_var_[i]}) {
+        if (d->count == 0) continue;
+        const size_t at = stats.size();
+        stats.resize(at + d->count);
+        const cudaError_t e = cudaMemcpy(stats.data() + at, d->ptr, d->count * sizeof(float),
+                                         cudaMemcpyDeviceToHost);
+        CHECK_EQ(e, cudaSuccess) << "reading batch-norm statistics: " << cudaGetErrorString(e);
+      }
+    }
+    return stats;
+  }
+
+  absl::Status SetBatchNormStatistics(const std::vector<float>& stats) override {
+    if (static_cast<int64_t>(stats.size()) != graph_.BatchNormStatisticsSize()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("batch-norm statistics: ", stats.size(), " values for a model with ",
+                       graph_.BatchNormStatisticsSize()));
+    }
+    size_t at = 0;
+    CUDA_OK(cudaStreamSynchronize(stream_));
+    for (size_t i = 0; i < graph_.nodes.size(); ++i) {
+      for (DeviceArray<float>* d : {&running_mean_[i], &running_var_[i]}) {
+        if (d->count == 0) continue;
+        CUDA_OK(cudaMemcpy(d->ptr, stats.data() + at, d->count * sizeof(float),
+                           cudaMemcpyHostToDevice));
+        at += d->count;
+      }
+    }
+    return absl::OkStatus();
+  }
+
   // Copies the last forward pass's logits back (for tests; not on the step path).
   const float* logits() const override {
     host_logits_.clear();

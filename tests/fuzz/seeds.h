@@ -22,7 +22,7 @@ zmq::message_t HalfFrame(const std::vector<float>& values);
 
 // server_handler and scheduler_core (message sequences), message_header (their messages).
 void AddNodeSeeds(Seeds* seeds);
-// push_decoder, pull_decoder, codec, idx_loader, cifar_loader, checkpoint.
+// push_decoder, pull_decoder, codec, idx_loader, cifar_loader, checkpoint, model_file.
 void AddDecoderSeeds(Seeds* seeds);
 
 }  // namespace r2sp::fuzz

@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "common/model_layout.h"
+#include "models/graph.h"
+#include "models/model_file.h"
 #include "google/protobuf/text_format.h"
 #include "proto/checkpoint.pb.h"
 #include "server/checkpoint_store.h"
@@ -135,6 +137,26 @@ std::string ReadFile(const std::filesystem::path& path) {
 }
 
 // As in checkpoint_fuzz.cc: server 0 of 2 over "w" (6 floats) in partitions of 2 (keys 0, 2).
+// model_file_fuzz.cc's small graph, trained a little: a whole file (mode 0) and its payload
+// alone (mode 1).
+void AddModelFileSeeds(Seeds* seeds) {
+  models::GraphBuilder b("fuzz", {1, 4, 4}, 3);
+  int x = b.Conv(0, "c", 2, 3, 1, 1, false);
+  x = b.BatchNorm(x, "bn");
+  b.Linear(x, "fc", 3);
+  const models::Graph g = b.Finish();
+  std::vector<float> params(g.num_parameters()), stats(g.BatchNormStatisticsSize(), 0.5f);
+  for (size_t i = 0; i < params.size(); ++i) params[i] = 0.01f * static_cast<float>(i);
+  proto::ModelFile m = models::MakeModelFile(g, params.data(), stats);
+  m.set_step(12);
+  m.set_epoch(1);
+  m.set_test_accuracy(0.75);
+  m.set_data("cifar10");
+  auto& s = (*seeds)["model_file"];
+  s["file"] = std::string(1, '\0') + models::EncodeModelFile(m);
+  s["payload"] = std::string(1, '\1') + m.SerializeAsString();
+}
+
 void AddCheckpointSeeds(Seeds* seeds) {
   proto::TensorSpec t;
   t.set_name("w");
@@ -184,6 +206,7 @@ void AddDecoderSeeds(Seeds* seeds) {
   AddCodecSeeds(seeds);
   AddDatasetSeeds(seeds);
   AddCheckpointSeeds(seeds);
+  AddModelFileSeeds(seeds);
 }
 
 }  // namespace r2sp::fuzz

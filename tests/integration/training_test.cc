@@ -1,7 +1,10 @@
 // Real training through the parameter servers, as separate processes on 127.0.0.1: one server
 // and two workers train the mlp on Fashion-MNIST (Debian's package) for a bounded number of
-// steps and must reach 80% test accuracy, in both consistency modes. Also: a worker pointed
-// at a missing data set stops at start with an error naming the file.
+// steps and must reach 80% test accuracy, in both consistency modes. ResNet-20 on CIFAR-format
+// files; its model files (--model_dir) evaluated again by worker --eval_only, which reproduces
+// the accuracy training reported, falls back from a damaged file, and starts a new job. Also: a
+// worker pointed at a missing data set stops at start with an error naming the file.
+#include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -17,7 +20,18 @@ namespace {
 
 using testing::ChildProcess;
 
+// The text after `key` up to the end of its line (or a ';').
+std::string After(const std::string& text, const std::string& key) {
+  const size_t at = text.find(key);
+  if (at == std::string::npos) return "";
+  const size_t start = at + key.size();
+  return text.substr(start, text.find_first_of(";\n", start) - start);
+}
+
+// Trains the mlp with worker 0 writing model files; the newest, evaluated again by
+// worker --eval_only, gives the accuracy the job reported.
 void TrainMlp(const std::string& sync) {
+  const std::string models = testing::MakeTempDir("mlp_models_" + sync);
   testing::JobSpec spec;
   spec.name = "train_" + sync;
   spec.servers = 1;
@@ -25,13 +39,19 @@ void TrainMlp(const std::string& sync) {
   spec.scheduler_flags = {"--sync=" + sync};
   spec.server_flags = {"--lr=0.02", "--momentum=0.9"};
   spec.worker_flags = {"--model=mlp", "--data=fashion-mnist", "--batch_size=64",
-                       "--max_steps=400", "--threads=1"};
+                       "--max_steps=400", "--threads=1", "--model_dir=" + models};
   testing::LocalJob job(spec);
   job.WaitAll(absl::Seconds(120));
   const std::string stats = job.Stats();
   EXPECT_GE(testing::ReportedAccuracy(stats), 0.80) << stats;
   EXPECT_NE(stats.find("\"model\": \"mlp\""), std::string::npos) << stats;
   EXPECT_NE(stats.find("\"iterations\": 400"), std::string::npos) << stats;
+  ChildProcess eval({"worker/worker", "--eval_only", "--init=checkpoint:" + models, "--threads=1"},
+                    models + "/eval.log");
+  ASSERT_EQ(eval.Wait(absl::Seconds(60)), 0) << eval.Log();
+  const double now = std::atof(After(eval.Log(), "test accuracy ").c_str());
+  EXPECT_NEAR(now, testing::ReportedAccuracy(stats), 1e-4) << eval.Log();
+  EXPECT_NE(eval.Log().find("step 400"), std::string::npos) << eval.Log();
 }
 
 TEST(TrainingTest, AsyncMlpOnFashionMnistReaches80Percent) { TrainMlp("asp"); }
@@ -41,8 +61,9 @@ TEST(TrainingTest, SyncMlpOnFashionMnistReaches80Percent) { TrainMlp("bsp"); }
 // ResNet-20 on CIFAR-10 files written in the exact binary format (the real set is not
 // packaged): the whole path — loader, augmentation, batch norm, residual blocks, two servers —
 // runs a few steps and reports.
-TEST(TrainingTest, ResNet20OnCifarFormatFilesRuns) {
-  const std::string dir = testing::MakeTempDir("cifar");
+// CIFAR-10's binary files with 40 synthetic records each, in a new directory.
+std::string WriteCifarFiles(const std::string& name) {
+  const std::string dir = testing::MakeTempDir(name);
   std::string records;
   for (int r = 0; r < 40; ++r) {
     records.push_back(static_cast<char>(r % 10));
@@ -52,6 +73,11 @@ TEST(TrainingTest, ResNet20OnCifarFormatFilesRuns) {
                                  "data_batch_5", "test_batch"}) {
     std::ofstream(absl::StrCat(dir, "/", name, ".bin"), std::ios::binary) << records;
   }
+  return dir;
+}
+
+TEST(TrainingTest, ResNet20OnCifarFormatFilesRuns) {
+  const std::string dir = WriteCifarFiles("cifar");
   testing::JobSpec spec;
   spec.name = "resnet";
   spec.servers = 2;
@@ -66,6 +92,79 @@ TEST(TrainingTest, ResNet20OnCifarFormatFilesRuns) {
   EXPECT_NE(stats.find("\"model\": \"resnet20\""), std::string::npos) << stats;
   EXPECT_NE(stats.find("\"iterations\": 4"), std::string::npos) << stats;
   EXPECT_GE(testing::ReportedAccuracy(stats), 0.0) << stats;  // evaluated on the 40-image test batch
+}
+
+// Model files: worker 0 of a ResNet-20 job (batch norm: its running statistics matter) writes
+// one per evaluation, keeping the newest 3; --eval_only reproduces each reported accuracy to
+// the printed digit; a damaged newest file falls back to the one before; the wrong data set is
+// a clear error; a new job starts from the newest file.
+TEST(TrainingTest, ModelFilesReproduceTheirAccuracyAndStartJobs) {
+  const std::string data = WriteCifarFiles("cifar_export");
+  const std::string models = data + "/models";
+  testing::JobSpec spec;
+  spec.name = "export";
+  spec.servers = 1;
+  spec.workers = 2;
+  spec.server_flags = {"--lr=0.05"};
+  spec.worker_flags = {"--model=resnet20", "--data=cifar10", "--data_dir=" + data,
+                       "--batch_size=8", "--max_steps=8", "--eval_every=2", "--threads=1",
+                       "--model_dir=" + models, "--keep_models=3"};
+  {
+    testing::LocalJob job(spec);
+    ASSERT_TRUE(job.WaitAll(absl::Seconds(120)));
+  }
+  const std::vector<std::string> kept = {"model-step0000000004.r2sp", "model-step0000000006.r2sp",
+                                         "model-step0000000008.r2sp"};
+  for (const std::string& f : kept) {
+    ASSERT_TRUE(std::ifstream(models + "/" + f).good()) << f;
+  }
+  EXPECT_FALSE(std::ifstream(models + "/model-step0000000002.r2sp").good());  // pruned
+  const std::string cifar = "--data_dir=" + data;
+  auto evaluate = [&](const std::string& path, const std::string& data_dir, const char* log) {
+    std::vector<std::string> argv = {"worker/worker", "--eval_only",
+                                     "--init=checkpoint:" + path, "--threads=1"};
+    // cifar10 from the files above, or else fashion-mnist (Debian's).
+    if (!data_dir.empty()) argv.insert(argv.end(), {"--data=cifar10", data_dir});
+    return std::make_unique<ChildProcess>(argv, data + "/" + log);
+  };
+  for (const std::string& f : kept) {
+    auto run = evaluate(models + "/" + f, cifar, "eval.log");
+    ASSERT_EQ(run->Wait(absl::Seconds(60)), 0) << run->Log();
+    const std::string now = After(run->Log(), "test accuracy ");
+    const std::string reported = After(run->Log(), "training reported ");
+    ASSERT_FALSE(reported.empty()) << run->Log();
+    EXPECT_EQ(now.substr(0, reported.size()), reported) << run->Log();
+  }
+  // The newest damaged: the directory falls back to step 6, saying why.
+  {
+    std::fstream f(models + "/" + kept[2], std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(300);
+    f.put('\x5a');
+  }
+  auto fallback = evaluate(models, cifar, "fallback.log");
+  ASSERT_EQ(fallback->Wait(absl::Seconds(60)), 0) << fallback->Log();
+  EXPECT_NE(fallback->Log().find("passed over model file " + models + "/" + kept[2]),
+            std::string::npos) << fallback->Log();
+  EXPECT_NE(fallback->Log().find(kept[1] + " (resnet20, step 6)"), std::string::npos)
+      << fallback->Log();
+  // Naming the damaged file itself, or the wrong data set, is an error.
+  auto damaged = evaluate(models + "/" + kept[2], cifar, "damaged.log");
+  EXPECT_EQ(damaged->Wait(absl::Seconds(60)), 1) << damaged->Log();
+  EXPECT_NE(damaged->Log().find("checksum mismatch"), std::string::npos) << damaged->Log();
+  auto wrong = evaluate(models, "", "wrong.log");
+  EXPECT_NE(wrong->Wait(absl::Seconds(60)), 0) << wrong->Log();
+  EXPECT_NE(wrong->Log().find("is for 3x32x32 images in 10 classes"), std::string::npos)
+      << wrong->Log();
+
+  // A new job from the model files: worker 0 starts from step 6's parameters.
+  spec.name = "from_model";
+  spec.worker_flags = {"--model=resnet20", "--data=cifar10", "--data_dir=" + data,
+                       "--batch_size=8", "--max_steps=2", "--threads=1",
+                       "--init=checkpoint:" + models};
+  testing::LocalJob again(spec);
+  ASSERT_TRUE(again.WaitAll(absl::Seconds(120)));
+  EXPECT_NE(again.worker(0).Log().find("starting from " + models + "/" + kept[1]),
+            std::string::npos) << again.worker(0).Log();
 }
 
 TEST(TrainingTest, MissingDataSetIsAClearErrorAtStart) {

@@ -203,6 +203,47 @@ TEST(CpuNetworkTest, EvaluationUsesRunningStatistics) {
   }
 }
 
+// The running statistics come out in node order (means, then variances) and go into another
+// network, which then evaluates exactly as the first: what a model file carries.
+TEST(CpuNetworkTest, BatchNormStatisticsMoveBetweenNetworks) {
+  GraphBuilder b("bn_two", {2, 4, 4}, 3);
+  int x = b.Conv(0, "c1", 8, 3, 1, 1, false);
+  x = b.BatchNorm(x, "bn1");
+  x = b.Conv(x, "c2", 16, 3, 1, 1, false);
+  x = b.BatchNorm(x, "bn2");
+  b.Linear(x, "fc", 3);
+  const Graph g = b.Finish();
+  ASSERT_EQ(g.BatchNormStatisticsSize(), 2 * 8 + 2 * 16);
+  std::vector<float> params(g.num_parameters()), grads(g.num_parameters());
+  InitParams(g, 1, params.data());
+  const Batch batch = RandomBatch(g, 6, 3);
+  auto trained = CreateCpuNetwork(g, CpuOptions());
+  auto fresh = CreateCpuNetwork(g, CpuOptions());
+  ASSERT_TRUE(trained.ok() && fresh.ok());
+  // A plan built before the statistics arrive must see them too (they are set in place).
+  ASSERT_TRUE((*fresh)->Evaluate(params.data(), batch.images.data(), batch.labels.data(), 6).ok());
+  const std::vector<float> initial = (*fresh)->BatchNormStatistics();
+  ASSERT_EQ(initial.size(), 48u);
+  EXPECT_EQ(initial[0], 0.0f);  // bn1's first mean
+  EXPECT_EQ(initial[8], 1.0f);  // bn1's first variance
+  for (int s = 0; s < 3; ++s) {
+    ASSERT_TRUE((*trained)->TrainStep(params.data(), batch.images.data(), batch.labels.data(), 6,
+                                      grads.data()).ok());
+  }
+  const std::vector<float> stats = (*trained)->BatchNormStatistics();
+  EXPECT_NE(stats, initial);
+  ASSERT_TRUE((*fresh)->SetBatchNormStatistics(stats).ok());
+  EXPECT_EQ((*fresh)->BatchNormStatistics(), stats);
+  auto a = (*trained)->Evaluate(params.data(), batch.images.data(), batch.labels.data(), 6);
+  auto c = (*fresh)->Evaluate(params.data(), batch.images.data(), batch.labels.data(), 6);
+  ASSERT_TRUE(a.ok() && c.ok());
+  EXPECT_EQ(a->loss_sum, c->loss_sum);
+  EXPECT_EQ(a->correct, c->correct);
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      (*fresh)->SetBatchNormStatistics(std::vector<float>(47, 0.0f))));
+  EXPECT_EQ((*fresh)->BatchNormStatistics(), stats);  // unchanged by the refused call
+}
+
 TEST(CpuNetworkTest, ChangingBatchSizeKeepsWorking) {
   const Graph g = BuildMlp({1, 28, 28}, 10);
   std::vector<float> params(g.num_parameters()), grads(g.num_parameters());

@@ -175,6 +175,40 @@ TEST_F(CudaNetworkTest, PinnedArraysGiveTheSameStepAndSpans) {
   EXPECT_LE(spans[0].end_seconds, spans[1].end_seconds);
 }
 
+// Running statistics after the same steps match the CPU backend's and move into another GPU
+// network, which then evaluates as the first.
+TEST_F(CudaNetworkTest, BatchNormStatisticsMatchCpuAndMove) {
+  const Graph g = BuildResNet20({3, 32, 32}, 10);
+  std::vector<float> params(g.num_parameters()), grads(params.size());
+  InitParams(g, 1, params.data());
+  const Batch b = RandomBatch(g, 4);
+  CudaOptions precise;
+  precise.allow_tf32 = false;
+  auto gpu = CreateCudaNetwork(g, precise);
+  auto fresh = CreateCudaNetwork(g, precise);
+  auto cpu = CreateCpuNetwork(g, CpuOptions());
+  ASSERT_TRUE(gpu.ok() && fresh.ok() && cpu.ok());
+  for (int s = 0; s < 2; ++s) {
+    ASSERT_TRUE((*gpu)->TrainStep(params.data(), b.images.data(), b.labels.data(), 4,
+                                  grads.data()).ok());
+    ASSERT_TRUE((*cpu)->TrainStep(params.data(), b.images.data(), b.labels.data(), 4,
+                                  grads.data()).ok());
+  }
+  const std::vector<float> stats = (*gpu)->BatchNormStatistics();
+  const std::vector<float> want = (*cpu)->BatchNormStatistics();
+  ASSERT_EQ(stats.size(), static_cast<size_t>(g.BatchNormStatisticsSize()));
+  ASSERT_EQ(want.size(), stats.size());
+  for (size_t k = 0; k < stats.size(); ++k) {
+    ASSERT_NEAR(stats[k], want[k], 1e-3 * std::max(1.0f, std::abs(want[k]))) << k;
+  }
+  ASSERT_TRUE((*fresh)->SetBatchNormStatistics(stats).ok());
+  auto e1 = (*gpu)->Evaluate(params.data(), b.images.data(), b.labels.data(), 4);
+  auto e2 = (*fresh)->Evaluate(params.data(), b.images.data(), b.labels.data(), 4);
+  ASSERT_TRUE(e1.ok() && e2.ok());
+  EXPECT_NEAR(e1->loss_sum, e2->loss_sum, 1e-5 * std::max(1.0, e1->loss_sum));
+  EXPECT_TRUE(absl::IsInvalidArgument((*fresh)->SetBatchNormStatistics({1.0f})));
+}
+
 TEST_F(CudaNetworkTest, BadLabelIsAnError) {
   const Graph g = BuildMlp({1, 28, 28}, 10);
   std::vector<float> params(g.num_parameters()), grads(params.size()), images(2 * 784);

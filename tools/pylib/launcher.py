@@ -256,6 +256,13 @@ def scheduler_command(args, binary, bind_flags, endpoint_file, stats_file):
         "--sync=" + args.sync, "--job_id=" + job_id] + shlex.split(args.scheduler_flags)
 
 
+def model_dir_flags(args):
+    """Real models: the evaluating worker's model files go to RUN_DIR/model (worker
+    --eval_only --init=checkpoint:RUN_DIR/model evaluates the newest)."""
+    synthetic = "--model=" not in args.worker_flags or "--model=synthetic" in args.worker_flags
+    return [] if synthetic else [f"--model_dir={args.run_dir}/model"]
+
+
 def node_commands(args, binaries, bind_flags, endpoint):
     """[(name, argv, echo)] of the servers and the workers, which find the scheduler at
     `endpoint`."""
@@ -268,7 +275,7 @@ def node_commands(args, binaries, bind_flags, endpoint):
     extra = per_worker_flags(args.worker_flags_for)
     for i in range(args.workers):
         trace = [f"--metrics={args.run_dir}/metrics_worker{i}.jsonl",
-                 f"--timeline={args.run_dir}/timeline_worker{i}.json"]
+                 f"--timeline={args.run_dir}/timeline_worker{i}.json"] + model_dir_flags(args)
         commands.append((f"worker{i}", [binaries["worker"]] + common(f"worker{i}") + trace
                          + shlex.split(args.worker_flags) + extra.get(i, []), True))
     return commands

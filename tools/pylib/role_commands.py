@@ -65,7 +65,8 @@ def run_role_args(cluster, host, process, out_dir, extra_flags=None, keys=None):
         args.append("--scheduler=" + cluster.scheduler_endpoint())
     if process.role == "worker":
         args += [f"--metrics={out_dir}/metrics_{process.name}.jsonl",
-                 f"--timeline={out_dir}/timeline_{process.name}.json"]
+                 f"--timeline={out_dir}/timeline_{process.name}.json",
+                 f"--model_dir={out_dir}/model"]
         if process.gpu is not None:
             args.append(f"--gpu={process.gpu}")
     args += cluster.flags.get(process.role, [])

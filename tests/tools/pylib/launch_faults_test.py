@@ -85,6 +85,9 @@ class LaunchFaultsTest(unittest.TestCase):
             log = f.read()
         self.assertIn("joined the running job", log)
         self.assertIn("done", log)
+        # The evaluating worker's model files (worker --eval_only reads them).
+        models = sorted(os.listdir(os.path.join(run_dir, "model")))
+        self.assertTrue(models and all(m.startswith("model-step") for m in models), models)
 
     def test_stopped_job_resumes_from_its_checkpoints(self):
         run_dir = os.path.join(self.dir, "resumed")

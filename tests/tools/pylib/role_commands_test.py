@@ -97,14 +97,16 @@ class RunRoleArgsTest(unittest.TestCase):
         self.assertEqual(self.args(self.a, "worker0", {"worker": ["--threads=8"]}), [
             "worker", "--bind=tcp://0.0.0.0:9200", "--advertise_host=10.0.0.1",
             "--scheduler=tcp://10.0.0.1:7000", f"--metrics={OUT}/metrics_worker0.jsonl",
-            f"--timeline={OUT}/timeline_worker0.json", "--gpu=3", "--model=cnn", "--threads=2",
+            f"--timeline={OUT}/timeline_worker0.json", f"--model_dir={OUT}/model", "--gpu=3",
+            "--model=cnn", "--threads=2",
             "--batch=64", "--note=x y", "--threads=8"])
 
     def test_second_worker_of_a_host(self):
         self.assertEqual(self.args(self.b, "worker2"), [
             "--advertise_interface=eth1", "worker", "--bind=tcp://0.0.0.0:9201",
             "--scheduler=tcp://10.0.0.1:7000", f"--metrics={OUT}/metrics_worker2.jsonl",
-            f"--timeline={OUT}/timeline_worker2.json", "--model=cnn", "--threads=2"])
+            f"--timeline={OUT}/timeline_worker2.json", f"--model_dir={OUT}/model", "--model=cnn",
+            "--threads=2"])
 
     def test_only_the_scheduler_gets_the_job_shape(self):
         for host in (self.a, self.b):
