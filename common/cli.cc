@@ -1,9 +1,7 @@
 // See cli.h.
 #include "common/cli.h"
 
-#include <fcntl.h>
 #include <malloc.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -13,6 +11,8 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "common/durable_file.h"
+#include "common/status_macros.h"
 #include "common/version.h"
 #include "gflags/gflags.h"
 #include "glog/logging.h"
@@ -68,38 +68,15 @@ std::string SyncModeName(proto::SyncMode mode) {
 
 absl::Status WriteFileAtomically(const std::string& path, const std::string& contents) {
   const std::string tmp = path + ".tmp";
-  auto error = [](const std::string& what, const std::string& name) {
-    return absl::UnavailableError(absl::StrCat(what, " ", name, ": ", std::strerror(errno)));
-  };
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return error("cannot create", tmp);
-  for (size_t done = 0; done < contents.size();) {
-    const ssize_t n = ::write(fd, contents.data() + done, contents.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const absl::Status s = error("cannot write", tmp);
-      ::close(fd);
-      return s;
-    }
-    done += static_cast<size_t>(n);
+  R2SP_RETURN_IF_ERROR(WriteAndSync(tmp, contents));
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot rename ", tmp, " to ", path, ": ", std::strerror(errno)));
   }
-  if (::fsync(fd) != 0) {
-    const absl::Status s = error("cannot fsync", tmp);
-    ::close(fd);
-    return s;
-  }
-  ::close(fd);
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) return error("cannot rename to", path);
   // The rename itself survives a crash once the directory is on disk.
   const size_t slash = path.rfind('/');
-  const std::string dir =
-      slash == std::string::npos ? "." : path.substr(0, std::max<size_t>(slash, 1));
-  const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd >= 0) {
-    ::fsync(dir_fd);
-    ::close(dir_fd);
-  }
-  return absl::OkStatus();
+  return SyncDirectory(
+      slash == std::string::npos ? "." : path.substr(0, std::max<size_t>(slash, 1)));
 }
 
 }  // namespace r2sp

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "models/graph.h"
 
 namespace r2sp::models {
@@ -93,6 +94,13 @@ class Network {
 
  protected:
   explicit Network(Graph graph) : graph_(std::move(graph)) {}
+  // SetBatchNormStatistics' check: InvalidArgument unless `n` values fit the graph.
+  absl::Status CheckStatisticsSize(size_t n) const {
+    if (static_cast<int64_t>(n) == graph_.BatchNormStatisticsSize()) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat("batch-norm statistics: ", n,
+                                                   " values for a model with ",
+                                                   graph_.BatchNormStatisticsSize()));
+  }
   const Graph graph_;
   int64_t step_ = 0;
   GradientReady gradient_ready_;

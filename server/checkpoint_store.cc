@@ -19,6 +19,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/crc32c.h"
+#include "common/durable_file.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "google/protobuf/text_format.h"
@@ -34,39 +35,6 @@ constexpr char kPrefix[] = "ckpt-";
 
 absl::Status ErrnoError(const std::string& what, const std::string& path) {
   return absl::UnavailableError(absl::StrCat(what, " ", path, ": ", std::strerror(errno)));
-}
-
-// Writes `contents` to `path` and fsyncs it.
-absl::Status WriteAndSync(const std::string& path, const std::string& contents) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return ErrnoError("cannot create", path);
-  size_t done = 0;
-  while (done < contents.size()) {
-    const ssize_t n = ::write(fd, contents.data() + done, contents.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const absl::Status s = ErrnoError("cannot write", path);
-      ::close(fd);
-      return s;
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0) {
-    const absl::Status s = ErrnoError("cannot fsync", path);
-    ::close(fd);
-    return s;
-  }
-  if (::close(fd) != 0) return ErrnoError("cannot close", path);
-  return absl::OkStatus();
-}
-
-absl::Status SyncDirectory(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return ErrnoError("cannot open directory", path);
-  const int rc = ::fsync(fd);
-  ::close(fd);
-  if (rc != 0) return ErrnoError("cannot fsync directory", path);
-  return absl::OkStatus();
 }
 
 absl::StatusOr<std::string> ReadWhole(const std::string& path) {

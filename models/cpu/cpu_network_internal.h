@@ -132,11 +132,7 @@ class CpuNetwork : public Network {
   }
 
   absl::Status SetBatchNormStatistics(const std::vector<float>& stats) override {
-    if (static_cast<int64_t>(stats.size()) != graph_.BatchNormStatisticsSize()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("batch-norm statistics: ", stats.size(), " values for a model with ",
-                       graph_.BatchNormStatisticsSize()));
-    }
+    R2SP_RETURN_IF_ERROR(CheckStatisticsSize(stats.size()));
     // In place: the plans' oneDNN memories point into these vectors.
     auto at = stats.begin();
     for (size_t i = 0; i < graph_.nodes.size(); ++i) {

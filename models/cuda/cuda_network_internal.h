@@ -220,11 +220,7 @@ class CudaNetwork : public Network {
   }
 
   absl::Status SetBatchNormStatistics(const std::vector<float>& stats) override {
-    if (static_cast<int64_t>(stats.size()) != graph_.BatchNormStatisticsSize()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("batch-norm statistics: ", stats.size(), " values for a model with ",
-                       graph_.BatchNormStatisticsSize()));
-    }
+    R2SP_RETURN_IF_ERROR(CheckStatisticsSize(stats.size()));
     size_t at = 0;
     CUDA_OK(cudaStreamSynchronize(stream_));
     for (size_t i = 0; i < graph_.nodes.size(); ++i) {
