@@ -58,6 +58,18 @@ class SchedulerCoreTest : public ::testing::Test {
     Send(std::move(m), (role == proto::SERVER ? "s" : "w") + std::to_string(rank));
   }
 
+  // An r2sp job with hetero batching (global batch 64) and a third worker ("w2") whose join
+  // waits for server 0's MEMBERSHIP acknowledgement.
+  void StartHeteroJobWithAJoinerWaiting() {
+    options_.sync = proto::R2SP;
+    options_.hetero_batching = true;
+    options_.batching.global_batch = 64;
+    core_ = std::make_unique<SchedulerCore>(options_, &requester_, [this] { return now_; });
+    RegisterAll();
+    Register(proto::WORKER, "w2");  // waits for server 0's MEMBERSHIP acknowledgement
+    EXPECT_TRUE(sink_.Take().empty());
+  }
+
   void RegisterAll() {
     Register(proto::SERVER, "s0");
     Register(proto::WORKER, "w0");
@@ -397,13 +409,7 @@ TEST_F(SchedulerCoreTest, RejectsUnknownSenders) {
 // hetero-batching job is in the report's worker list before the batch tuner has it (the
 // servers have not acknowledged it yet); the report showed a batch past the tuner's end.
 TEST_F(SchedulerCoreTest, ReportWhileAJoinerWaitsForTheServers) {
-  options_.sync = proto::R2SP;
-  options_.hetero_batching = true;
-  options_.batching.global_batch = 64;
-  core_ = std::make_unique<SchedulerCore>(options_, &requester_, [this] { return now_; });
-  RegisterAll();
-  Register(proto::WORKER, "w2");  // waits for server 0's MEMBERSHIP acknowledgement
-  EXPECT_TRUE(sink_.Take().empty());
+  StartHeteroJobWithAJoinerWaiting();
   const std::string report = core_->ReportJson();
   EXPECT_NE(report.find("{\"worker\": 1, \"batch\": 32"), std::string::npos) << report;
   EXPECT_EQ(report.find("{\"worker\": 2,"), std::string::npos) << report;
@@ -414,13 +420,7 @@ TEST_F(SchedulerCoreTest, ReportWhileAJoinerWaitsForTheServers) {
 // batch tuner, which does not have it yet. A worker still joining is not a member: every
 // request from it but a heartbeat is refused until the reply, and nothing changes.
 TEST_F(SchedulerCoreTest, AJoinerIsNoMemberUntilTheServersKnowIt) {
-  options_.sync = proto::R2SP;
-  options_.hetero_batching = true;
-  options_.batching.global_batch = 64;
-  core_ = std::make_unique<SchedulerCore>(options_, &requester_, [this] { return now_; });
-  RegisterAll();
-  Register(proto::WORKER, "w2");  // waits for server 0's MEMBERSHIP acknowledgement
-  EXPECT_TRUE(sink_.Take().empty());
+  StartHeteroJobWithAJoinerWaiting();
   for (proto::MsgType type : {proto::REPORT, proto::SLOT, proto::RELEASE, proto::FINISH,
                               proto::BARRIER}) {
     Message m = From(proto::WORKER, 2, type);
