@@ -105,7 +105,8 @@ def all_evaluations(run_dir):
 
 def verdict(report, max_growth, max_stall):
     """The goals' failures (empty: all met): accuracy rose, every kill recovered, no stall
-    longer than max_stall, scheduler and server RSS grew less than max_growth."""
+    longer than max_stall, scheduler and server RSS grew less than max_growth (judged on at
+    least one of them)."""
     failures = []
     acc = report["accuracy"]
     if len(acc) < 2 or acc[-1] <= acc[0]:
@@ -115,9 +116,12 @@ def verdict(report, max_growth, max_stall):
             failures.append(f"no recovery from the kill of {k['role']} {k['pid']} at {k['at_s']} s")
     if report["longest_stall_s"] > max_stall:
         failures.append(f"no progress for {report['longest_stall_s']:.0f} s")
-    for p in report["rss"]:
-        if p["role"] in ("scheduler", "server") and p["growth"] is not None \
-                and p["growth"] > max_growth:
+    judged = [p for p in report["rss"]
+              if p["role"] in ("scheduler", "server") and p["growth"] is not None]
+    if not judged:
+        failures.append("RSS growth not judged: no scheduler or server lived past warm-up")
+    for p in judged:
+        if p["growth"] > max_growth:
             failures.append(f"{p['role']} {p['pid']} RSS grew {100 * p['growth']:.1f}%")
     return failures
 

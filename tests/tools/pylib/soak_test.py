@@ -97,6 +97,10 @@ class SoakTest(unittest.TestCase):
                    rss=[{"role": "scheduler", "pid": 1, "growth": 0.2}])
         failures = soak.verdict(bad, 0.10, 60)
         self.assertEqual(len(failures), 4, failures)
+        unjudged = dict(good, rss=[{"role": "server", "pid": 2, "growth": None},
+                                   {"role": "worker", "pid": 3, "growth": 0.01}])
+        self.assertEqual(soak.verdict(unjudged, 0.10, 60),
+                         ["RSS growth not judged: no scheduler or server lived past warm-up"])
         for text in ("accuracy did not rise", "no recovery from the kill of server 2",
                      "no progress for 90 s", "scheduler 1 RSS grew 20.0%"):
             self.assertTrue(any(text in f for f in failures), (text, failures))
