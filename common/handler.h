@@ -38,6 +38,10 @@ class Requester {
   virtual void ExpectPeer(const std::string& /*peer_endpoint*/, proto::Role /*role*/) {}
   virtual void Request(const std::string& peer_endpoint, Message request,
                        absl::Duration timeout, ReplyCallback callback) = 0;
+  // The peer at `peer_endpoint` was lost: requests to it still unanswered complete with
+  // UNAVAILABLE (`why`), and those not yet delivered are dropped, so none reaches a process
+  // that takes the endpoint over; later requests go over a new connection.
+  virtual void ResetPeer(const std::string& /*peer_endpoint*/, const std::string& /*why*/) {}
 };
 
 // Sends `request` and blocks until its reply (or the error that ended it) arrives.

@@ -185,6 +185,7 @@ void Transport::Loop() {
     for (size_t i = 2; i < items.size(); ++i) {
       if (items[i].revents & ZMQ_POLLIN) ReceiveFromDealer(*dealer_list_[i - 2]);
     }
+    ApplyResets();
     const absl::Time now = absl::Now();
     if (now >= next_tick) {
       ExpireRequests(now, /*all=*/false);
@@ -242,7 +243,7 @@ void Transport::SendOne(Outgoing& item) {
     return;
   }
   try {
-    pending_.emplace(id, Pending{std::move(item.callback), item.deadline});
+    pending_.emplace(id, Pending{std::move(item.callback), item.deadline, item.destination});
     SendFrames(**dealer, item.message, nullptr);
     absl::MutexLock lock(&mu_);
     counters_.payload_bytes_sent += bytes;

@@ -95,6 +95,7 @@ class Transport : public ReplySink, public Requester {
   void Request(const std::string& peer_endpoint, Message request, absl::Duration timeout,
                ReplyCallback callback) override;
   void SendReply(const std::string& routing_id, Message reply) override;
+  void ResetPeer(const std::string& peer_endpoint, const std::string& why) override;
 
   // Blocking request. REQUIRES: not called on the I/O thread.
   absl::StatusOr<Message> Call(const std::string& peer_endpoint, Message request,
@@ -113,6 +114,7 @@ class Transport : public ReplySink, public Requester {
   struct Pending {
     ReplyCallback callback;
     absl::Time deadline;
+    std::string peer;  // endpoint
   };
 
   static constexpr int kLingerMs = 2000;  // flush queued messages when closing
@@ -134,6 +136,8 @@ class Transport : public ReplySink, public Requester {
   void ReceiveFromRouter();
   void ReceiveFromDealer(zmq::socket_t& dealer);
   void ExpireRequests(absl::Time now, bool all);
+  // Carries out the ResetPeer calls queued (between polls: dealer_list_ may shrink).
+  void ApplyResets();
   // The DEALER connected to `peer`, made on first use.
   absl::StatusOr<zmq::socket_t*> DealerFor(const std::string& peer);
   void Drop(const std::string& why);
@@ -156,6 +160,7 @@ class Transport : public ReplySink, public Requester {
   TransportCounters counters_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, int> outstanding_ ABSL_GUARDED_BY(mu_);  // by routing id
   absl::flat_hash_map<std::string, proto::Role> peer_roles_ ABSL_GUARDED_BY(mu_);  // by endpoint
+  std::vector<std::pair<std::string, std::string>> resets_ ABSL_GUARDED_BY(mu_);  // peer, why
   LogLimiter drop_log_ ABSL_GUARDED_BY(mu_);
 
   // Touched only by the I/O thread.

@@ -2,7 +2,12 @@
 // (with the transport's routing id and, with CURVE, the peer's role key), the roles peers were
 // said to have, the requests each peer has outstanding, the replies the transport sends on its
 // own, the role a CURVE peer proved, and rate-limited drop warnings.
+#include <unistd.h>
+
+#include <algorithm>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/transport.h"
@@ -13,6 +18,46 @@ namespace r2sp {
 void Transport::ExpectPeer(const std::string& peer_endpoint, proto::Role role) {
   absl::MutexLock lock(&mu_);
   peer_roles_[peer_endpoint] = role;
+}
+
+void Transport::ResetPeer(const std::string& peer_endpoint, const std::string& why) {
+  {
+    absl::MutexLock lock(&mu_);
+    resets_.emplace_back(peer_endpoint, why);
+  }
+  const uint64_t one = 1;
+  (void)!write(wake_fd_, &one, sizeof(one));
+}
+
+void Transport::ApplyResets() {
+  std::vector<std::pair<std::string, std::string>> resets;
+  {
+    absl::MutexLock lock(&mu_);
+    resets.swap(resets_);
+  }
+  for (const auto& [peer, why] : resets) {
+    auto dealer = dealers_.find(peer);
+    if (dealer != dealers_.end()) {
+      dealer->second->set(zmq::sockopt::linger, 0);  // what was not delivered never will be
+      dealer_list_.erase(std::find(dealer_list_.begin(), dealer_list_.end(),
+                                   dealer->second.get()));
+      dealers_.erase(dealer);  // closes it
+    }
+    std::vector<ReplyCallback> failed;
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      if (it->second.peer == peer) {
+        failed.push_back(std::move(it->second.callback));
+        pending_.erase(it++);
+      } else {
+        ++it;
+      }
+    }
+    LOG(WARNING) << "connection to " << peer << " reset (" << why << "); " << failed.size()
+                 << " requests to it failed";
+    for (ReplyCallback& callback : failed) {
+      callback(absl::UnavailableError(absl::StrCat(peer, " was lost: ", why)));
+    }
+  }
 }
 
 void Transport::ReplyFromTransport(const std::string& routing_id, proto::ErrorCode code,

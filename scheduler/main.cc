@@ -37,6 +37,9 @@ DEFINE_double(progress_timeout_s, 120, "declare a worker dead when its progress 
               "still this long while it waits for nothing the scheduler holds (0: never)");
 DEFINE_string(job_id, "", "names the job in the servers' checkpoints (default: random); a job "
               "resumed from checkpoints must be given the same one");
+DEFINE_double(server_replace_s, 0, "asp, ssp, r2sp: wait this long for a replacement of a lost "
+              "server, which restores its shard from its checkpoints (tools/launch "
+              "--max_restarts=server:N); 0: a lost server fails the job");
 DEFINE_int32(register_timeout_s, 120, "fail if the job is not complete within this time");
 DEFINE_string(stats_json, "", "if set, write every node's counters here at the end");
 
@@ -53,6 +56,7 @@ r2sp::proto::SyncMode CheckFlags() {
   r2sp::CheckFlag(FLAGS_heartbeat_timeout_ms >= 100, "--heartbeat_timeout_ms must be >= 100");
   r2sp::CheckFlag(FLAGS_register_timeout_s >= 1, "--register_timeout_s must be >= 1");
   r2sp::CheckFlag(FLAGS_progress_timeout_s >= 0, "--progress_timeout_s must be >= 0");
+  r2sp::CheckFlag(FLAGS_server_replace_s >= 0, "--server_replace_s must be >= 0");
   const r2sp::proto::SyncMode sync = r2sp::ValueOrExit(r2sp::ParseSyncMode(FLAGS_sync));
   r2sp::CheckFlag(FLAGS_staleness >= 0, "--staleness must be >= 0");
   r2sp::CheckFlag(FLAGS_r2sp_headroom > 0, "--r2sp_headroom must be > 0");
@@ -91,6 +95,7 @@ r2sp::SchedulerOptions OptionsFromFlags(r2sp::proto::SyncMode sync) {
   options.heartbeat_timeout = absl::Milliseconds(FLAGS_heartbeat_timeout_ms);
   options.register_timeout = absl::Seconds(FLAGS_register_timeout_s);
   options.progress_timeout = absl::Seconds(FLAGS_progress_timeout_s);
+  options.server_replace_timeout = absl::Seconds(FLAGS_server_replace_s);
   options.job_id = FLAGS_job_id;
   if (options.job_id.empty()) {
     std::random_device rd;

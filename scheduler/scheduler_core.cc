@@ -285,6 +285,7 @@ void SchedulerCore::OnTick(absl::Time now) {
       MaybeEndJob();
     }
     AdmitWaitingJoins(now);
+    AdmitWaitingServers(now);
     slots_.GrantDue(now);
   }
   SendQueuedRequests();

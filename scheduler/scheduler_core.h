@@ -50,6 +50,10 @@ struct SchedulerOptions {
   absl::Duration register_timeout = absl::Seconds(120);
   // How long servers get to acknowledge SHUTDOWN.
   absl::Duration shutdown_timeout = absl::Seconds(10);
+  // A lost server (asp, ssp, r2sp) is awaited this long: a server registering meanwhile takes
+  // its rank and restores its shard from its checkpoints, while workers hold their requests to
+  // it. Zero (and always in bsp): the loss of a server fails the job.
+  absl::Duration server_replace_timeout = absl::ZeroDuration();
 };
 
 // Thread-safety: the RequestHandler methods run on the I/O thread; done(), failed() and
@@ -87,6 +91,10 @@ class SchedulerCore : public RequestHandler {
     int data_shard = -1;       // workers: the data shard they train on (proto RegisterReply)
     int64_t progress = -1;     // workers: the count their latest heartbeat carried
     absl::Time last_progress;  // when that count last changed
+    // Servers: which replacement this is (proto NodeInfo.incarnation), and, lost, until when a
+    // replacement is awaited (InfinitePast: none is).
+    int incarnation = 0;
+    absl::Time replace_by = absl::InfinitePast();
   };
   struct PendingRegister {
     proto::RegisterRequest request;
@@ -118,6 +126,12 @@ class SchedulerCore : public RequestHandler {
   void JoinWorker(const proto::RegisterRequest& reg, Responder& responder, absl::Time now,
                   bool waited = false) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ServerKnowsJoin(int rank, absl::StatusOr<Message> reply) ABSL_LOCKS_EXCLUDED(mu_);
+  struct WaitingJoin;
+  // Parks a REGISTER in `waiting` until what it waits `for_what` comes (a repeat of it over
+  // the same connection replaces the responder; over another, it is denied).
+  void Park(std::vector<WaitingJoin>& waiting, const proto::RegisterRequest& reg,
+            Responder& responder, absl::Time now, const char* for_what)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Lets waiting joins in (a shard is free, or they waited long enough).
   void AdmitWaitingJoins(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FinishJoin(int rank) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -130,6 +144,21 @@ class SchedulerCore : public RequestHandler {
   // Declares nodes dead: silent past heartbeat_timeout, or workers stalled past
   // progress_timeout. Returns whether any was.
   bool DetectFailures(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Server replacement (scheduler_server_replacement.cc). A server was declared dead: await a
+  // replacement, or fail the job.
+  void ServerLost(Node& server, const std::string& why, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A server registering with a running job: it takes the lost rank (the lowest, if several),
+  // or, none lost yet, waits for one (three heartbeat timeouts at most; `waited`: it did).
+  void ReplaceServer(const proto::RegisterRequest& reg, Responder& responder, absl::Time now,
+                     bool waited = false) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AdmitWaitingServers(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Fails the job if a lost server's replacement is overdue; whether any server is awaited.
+  bool AwaitingServers(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // options_.server_replace_timeout, or zero where servers are not replaced (bsp).
+  absl::Duration ServerReplaceTimeout() const;
+  // The heartbeat's news of lost and replaced servers.
+  void AddServerNews(proto::HeartbeatReply& beat) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool WaitingOnScheduler(const Node& node) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void HandleBarrier(const Message& request, Node& node, Responder& responder)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -169,6 +198,8 @@ class SchedulerCore : public RequestHandler {
     absl::Time since;
   };
   std::vector<WaitingJoin> waiting_joins_ ABSL_GUARDED_BY(mu_);
+  // Servers registering to replace one whose loss is not detected yet (ReplaceServer).
+  std::vector<WaitingJoin> waiting_servers_ ABSL_GUARDED_BY(mu_);
   struct PendingJoin {
     Responder responder;
     int acks_outstanding;

@@ -1,8 +1,8 @@
 // SchedulerCore's failure detection (scheduler_core.h): heartbeats, which carry a worker's
 // progress count and bring back membership news (or tell a node it was declared dead, or that
 // the job failed); nodes declared dead for silence, workers for a progress count that stands
-// still; and the loss of a server, which fails the job (its shard is gone until the job is
-// resumed from the servers' checkpoints).
+// still; and the loss of a server (scheduler_server_replacement.cc: it is replaced, or it fails
+// the job).
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
 #include "scheduler/scheduler_core.h"
@@ -28,9 +28,7 @@ void SchedulerCore::HandleHeartbeat(const Message& request, Node& node, Responde
     if (w.state == NodeState::kDead) hb->add_dead_workers(w.rank);
     if (w.state == NodeState::kFinished) hb->add_finished_workers(w.rank);
   }
-  for (const Node& s : servers_) {
-    if (s.state == NodeState::kDead) hb->add_dead_servers(s.rank);
-  }
+  AddServerNews(*hb);
   hb->set_shutting_down(shutting_down_);
   if (!failure_.empty()) hb->set_job_failed(failure_);
   responder.Reply(std::move(reply));
@@ -70,14 +68,13 @@ bool SchedulerCore::DetectFailures(absl::Time now) {
         WorkerLeft(n, now);
         if (n.data_shard >= 0) orphan_shards_.push_back(n.data_shard);
       } else if (!shutting_down_) {
-        Fail(absl::StrCat("server ", n.rank, " at ", n.endpoint, " was lost (", why,
-                          "); the job cannot go on without its shard: resume it from the "
-                          "servers' checkpoints (tools/launch --resume=RUN_DIR)"));
+        ServerLost(n, why, now);
       }
     }
   }
-  if (changed) {
-    // The others may have been waiting for the dead one: their progress clocks start again.
+  if (AwaitingServers(now) || changed) {
+    // The others may have been waiting for the dead one, or wait for a lost server's
+    // replacement: their progress clocks start again.
     for (Node& w : workers_) {
       if (w.state == NodeState::kAlive) w.last_progress = now;
     }

@@ -43,6 +43,10 @@ void SchedulerCore::HandleRegister(const Message& request, Responder& responder,
     return;
   }
   if (rendezvous_done_) {
+    if (reg.role() == proto::SERVER && !shutting_down_) {
+      ReplaceServer(reg, responder, now);
+      return;
+    }
     if (reg.role() == proto::WORKER && !shutting_down_ &&
         (options_.sync == proto::ASP || options_.sync == proto::R2SP)) {
       if (!SameModel(model_, reg.model())) {
@@ -111,6 +115,7 @@ proto::AddressBook SchedulerCore::Book(bool for_servers) const {
       info->set_role(n.role);
       info->set_rank(n.rank);
       info->set_endpoint(n.endpoint);
+      info->set_incarnation(n.incarnation);
       if (for_servers && n.role == proto::WORKER) info->set_routing_id(n.routing_id);
     }
   }
@@ -120,6 +125,7 @@ proto::AddressBook SchedulerCore::Book(bool for_servers) const {
   book.set_staleness(options_.staleness);
   book.set_r2sp_slot_includes_pull(options_.r2sp_slot_includes_pull);
   book.set_job_id(options_.job_id);
+  book.set_server_replace_ms(absl::ToInt64Milliseconds(ServerReplaceTimeout()));
   if (slots_.tuner() != nullptr) {
     book.set_hetero_batching(true);
     book.set_global_batch(options_.batching.global_batch);
@@ -172,6 +178,22 @@ void SchedulerCore::AdmitWaitingJoins(absl::Time now) {
   waiting_joins_ = std::move(still);
 }
 
+void SchedulerCore::Park(std::vector<WaitingJoin>& waiting, const proto::RegisterRequest& reg,
+                         Responder& responder, absl::Time now, const char* for_what) {
+  for (WaitingJoin& w : waiting) {
+    if (w.request.instance_id() == reg.instance_id()) {  // a retry: answer the newest
+      if (w.responder.routing_id() != responder.routing_id()) {
+        Deny(responder, "REGISTER repeated an instance id over another connection");
+        return;
+      }
+      w.responder = std::move(responder);
+      return;
+    }
+  }
+  LOG(INFO) << RoleName(reg.role()) << " from " << reg.endpoint() << " waits for " << for_what;
+  waiting.push_back(WaitingJoin{reg, std::move(responder), now});
+}
+
 void SchedulerCore::JoinWorker(const proto::RegisterRequest& reg, Responder& responder,
                                absl::Time now, bool waited) {
   for (const Node& w : workers_) {
@@ -181,18 +203,12 @@ void SchedulerCore::JoinWorker(const proto::RegisterRequest& reg, Responder& res
     }
   }
   if (!waited && reg.wants_data_shard() && orphan_shards_.empty()) {
-    for (WaitingJoin& w : waiting_joins_) {
-      if (w.request.instance_id() == reg.instance_id()) {  // a retry: answer the newest
-        if (w.responder.routing_id() != responder.routing_id()) {
-          Deny(responder, "REGISTER repeated an instance id over another connection");
-          return;
-        }
-        w.responder = std::move(responder);
-        return;
-      }
+    if (static_cast<int>(waiting_joins_.size()) >= options_.num_workers) {
+      responder.ReplyStatus(absl::FailedPreconditionError(
+          "as many workers as the job has wait for a free data shard already"));
+      return;
     }
-    LOG(INFO) << "worker from " << reg.endpoint() << " waits for a free data shard to join";
-    waiting_joins_.push_back(WaitingJoin{reg, std::move(responder), now});
+    Park(waiting_joins_, reg, responder, now, "a free data shard to join");
     return;
   }
   const int rank = static_cast<int>(workers_.size());

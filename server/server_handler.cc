@@ -1,6 +1,7 @@
 // See server_handler.h.
 #include "server/server_handler.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <utility>
@@ -65,6 +66,7 @@ proto::NodeCounters ServerHandler::CountersLocked() const {
   c.set_pushes(counters_.pushes);
   c.set_pulls(counters_.pulls);
   c.set_dropped_messages(counters_.rejected);
+  c.set_repeated_pushes(counters_.repeated_pushes);
   return c;
 }
 
@@ -195,9 +197,14 @@ absl::Status ServerHandler::HandlePush(Message& request, Responder& responder) {
     responder.ReplyStatus(absl::OkStatus());  // applied before the checkpoint
     return absl::OkStatus();
   }
+  const int w = header.sender_rank();
+  if (header.push().retry() && header.clock() <= held.last_clock[w]) {
+    ++counters_.repeated_pushes;
+    responder.ReplyStatus(absl::OkStatus());  // a retry of a push applied already
+    return absl::OkStatus();
+  }
   if (options_.sync == proto::BSP) {
-    R2SP_RETURN_IF_ERROR(
-        held.aggregator->Add(header.sender_rank(), header.clock(), grad, weight));
+    R2SP_RETURN_IF_ERROR(held.aggregator->Add(w, header.clock(), grad, weight));
   } else {
     // A push is its fraction b_i / B of a step, or a whole one (unweighted, or classic ASP).
     const float fraction = options_.per_sample_updates && weight > 0.0f ? weight : 1.0f;
@@ -205,7 +212,12 @@ absl::Status ServerHandler::HandlePush(Message& request, Responder& responder) {
     held.state.Apply(step.options, step.grad_scale, grad);
     held.steps += fraction;
   }
-  ++held.pushed[header.sender_rank()];
+  if (options_.sync == proto::BSP) {
+    ++held.pushed[w];
+  } else {
+    held.pushed[w] = std::max(held.pushed[w] + 1, header.clock() + 1);
+    held.last_clock[w] = std::max<int64_t>(header.clock(), held.last_clock[w]);
+  }
   responder.ReplyStatus(absl::OkStatus());
   MaybeCompleteClock(held);
   ReleaseParkedPulls(held);
@@ -234,7 +246,10 @@ absl::Status ServerHandler::GrowWorkers(const proto::Membership& membership) {
   if (options_.sync == proto::BSP || options_.sync == proto::SSP) {
     return absl::FailedPreconditionError("bsp and ssp jobs do not take workers that join late");
   }
-  for (auto& [key, held] : partitions_) held->pushed.resize(num_workers, 0);
+  for (auto& [key, held] : partitions_) {
+    held->pushed.resize(num_workers, 0);
+    held->last_clock.resize(num_workers, -1);
+  }
   live_workers_.resize(num_workers, true);
   // Ranks keep their connections: a MEMBERSHIP can add workers, never rebind one.
   peers_.worker_ids.resize(num_workers_);

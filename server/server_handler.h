@@ -94,10 +94,16 @@ class ServerHandler : public RequestHandler {
   };
   // One partition this server holds, with what its mode keeps about it.
   struct HeldPartition {
-    HeldPartition(size_t n, int workers) : state(n), pushed(workers, 0) {}
+    HeldPartition(size_t n, int workers) : state(n), pushed(workers, 0), last_clock(workers, -1) {}
     PartitionState state;
     std::unique_ptr<ClockAggregator> aggregator;  // BSP only
-    std::vector<int64_t> pushed;                   // gradients received per worker (SSP)
+    // Per worker: the pushes it made (SSP bounds; in asynchronous modes a worker's clock counts
+    // its pushes, so after a restore its next push sets it), and the clock of the latest push
+    // applied: a push marked as a retry (proto PushInfo.retry) with no later clock was applied
+    // already (the worker lost the reply when its connection was reset), so it is acknowledged
+    // and not applied again.
+    std::vector<int64_t> pushed;
+    std::vector<int64_t> last_clock;
     std::vector<ParkedPull> parked_pulls;
     std::unique_ptr<PullShadows> shadows;  // once a worker pulls FP16_DELTA
     double steps = 0;  // global-batch steps applied (fractions in asynchronous modes)
@@ -156,7 +162,8 @@ class ServerHandler : public RequestHandler {
   LogLimiter reject_log_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, std::unique_ptr<HeldPartition>> partitions_ ABSL_GUARDED_BY(mu_);
   struct Counters {
-    uint64_t bytes_pushed = 0, bytes_pulled = 0, pushes = 0, pulls = 0, rejected = 0;
+    uint64_t bytes_pushed = 0, bytes_pulled = 0, pushes = 0, pulls = 0, rejected = 0,
+             repeated_pushes = 0;
   };
   Counters counters_ ABSL_GUARDED_BY(mu_);
   proto::NodeCounters CountersLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

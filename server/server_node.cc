@@ -69,7 +69,12 @@ absl::Status ServerNode::Join() {
   peers.scheduler_id = reg.scheduler_id();
   for (const proto::NodeInfo& w : book.workers()) peers.worker_ids.push_back(w.routing_id());
   handler_->Configure(rank_, peers, layout);
-  R2SP_RETURN_IF_ERROR(PrepareCheckpoints(book, layout));
+  const bool replacing = reg.joined_running_job();
+  if (replacing) {
+    LOG(INFO) << "server " << rank_ << ": replacing the lost server of this rank; restoring "
+              << "its shard from the newest checkpoint";
+  }
+  R2SP_RETURN_IF_ERROR(PrepareCheckpoints(book, layout, options_.resume || replacing));
   transport_->SetHandler(handler_.get());
   {
     absl::MutexLock lock(&stop_mu_);
@@ -87,13 +92,19 @@ absl::Status ServerNode::Join() {
   LOG(INFO) << "server " << rank_ << " serving at " << transport_->endpoint() << " ("
             << SyncModeName(server.sync) << ")";
   if (checkpointer_ != nullptr) checkpointer_->Start();
+  if (replacing) return absl::OkStatus();  // the job is past its barriers
   return scheduler_->Barrier(proto::ALL);
 }
 
 absl::Status ServerNode::PrepareCheckpoints(const proto::AddressBook& book,
-                                            const ModelLayout& layout) {
+                                            const ModelLayout& layout, bool restore) {
   if (options_.checkpoint.dir.empty()) {
     if (options_.resume) return absl::InvalidArgumentError("--resume needs --checkpoint_dir");
+    if (restore) {
+      return absl::FailedPreconditionError(
+          "a server replacing a lost one restores its shard from the checkpoints: it needs "
+          "--checkpoint_dir");
+    }
     return absl::OkStatus();
   }
   CheckpointIdentity identity;
@@ -103,14 +114,15 @@ absl::Status ServerNode::PrepareCheckpoints(const proto::AddressBook& book,
   identity.num_servers = book.servers_size();
   identity.sync = SyncModeName(book.sync());
   checkpointer_ = std::make_unique<Checkpointer>(options_.checkpoint, handler_.get(), identity);
-  if (!options_.resume) return absl::OkStatus();
+  if (!restore) return absl::OkStatus();
   if (layout.KeysOf(rank_).empty()) {
     LOG(INFO) << "server " << rank_ << " holds no partitions: nothing to resume";
     return absl::OkStatus();
   }
   R2SP_ASSIGN_OR_RETURN(
       const LoadedCheckpoint loaded,
-      WithContext(checkpointer_->store().LoadLatest(identity), "cannot resume"));
+      WithContext(checkpointer_->store().LoadLatest(identity),
+                  options_.resume ? "cannot resume" : "cannot replace the lost server"));
   R2SP_RETURN_IF_ERROR_WITH(handler_->Restore(loaded.shard),
                             absl::StrCat("cannot restore ", loaded.path));
   LOG(INFO) << "server " << rank_ << " resumed from " << loaded.path << " at step "

@@ -1,6 +1,7 @@
 // A parameter server's life in the job: bind, register with the scheduler, build the handler
-// for the job's mode and model layout from the address book (and, resuming, restore its shard
-// from its newest good checkpoint), pass the ALL barrier, serve pushes and pulls (checkpointing
+// for the job's mode and model layout from the address book (and, resuming or replacing a lost
+// server of a running job, restore its shard from its newest good checkpoint), pass the ALL
+// barrier (not a replacement), serve pushes and pulls (checkpointing
 // as --checkpoint_every says) until the scheduler sends SHUTDOWN, or until it must stop (a
 // signal, the scheduler lost, the job failed), and stop with a last checkpoint.
 #ifndef R2SP_SERVER_SERVER_NODE_H_
@@ -57,8 +58,10 @@ class ServerNode {
  private:
   // Bind, register, configure the handler, start heartbeats, wait for every node to be ready.
   absl::Status Join();
-  // Sets up checkpoints and, resuming, restores the shard.
-  absl::Status PrepareCheckpoints(const proto::AddressBook& book, const ModelLayout& layout);
+  // Sets up checkpoints and, with `restore` (resuming, or replacing a lost server), restores
+  // the shard from its newest good checkpoint.
+  absl::Status PrepareCheckpoints(const proto::AddressBook& book, const ModelLayout& layout,
+                                  bool restore);
   // Serve until SHUTDOWN or Stop(), then stop heartbeats and the transport, and checkpoint.
   absl::Status Serve();
 

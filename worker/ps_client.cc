@@ -62,12 +62,14 @@ PsClient::PsClient(Requester* requester, const ModelLayout* layout,
                    std::vector<std::string> server_endpoints, const PsClientOptions& options)
     : requester_(requester),
       layout_(layout),
-      servers_(std::move(server_endpoints)),
       options_(options),
+      retries_(options.server_retry > absl::ZeroDuration() ? std::make_unique<DelayedCalls>()
+                                                            : nullptr),
       push_density_(options.push_codec.ratio),
       delta_seq_(std::make_unique<std::atomic<uint64_t>[]>(layout->partitions().size())) {
-  CHECK_EQ(static_cast<int>(servers_.size()), layout_->num_servers());
-  for (const std::string& server : servers_) requester_->ExpectPeer(server, proto::SERVER);
+  CHECK_EQ(static_cast<int>(server_endpoints.size()), layout_->num_servers());
+  for (const std::string& server : server_endpoints) requester_->ExpectPeer(server, proto::SERVER);
+  servers_ = std::move(server_endpoints);
   if (options.push_codec.sparse()) {
     codec::SparseEncoderOptions encoder;
     encoder.spec = options.push_codec;
@@ -85,7 +87,55 @@ void PsClient::set_push_density(double density) {
 }
 
 PsClientCounters PsClient::counters() const {
-  return {bytes_pushed_.load(), bytes_pulled_.load(), pushes_.load(), pulls_.load()};
+  return {bytes_pushed_.load(), bytes_pulled_.load(), pushes_.load(), pulls_.load(),
+          retried_.load()};
+}
+
+void PsClient::SetServerEndpoint(int rank, const std::string& endpoint) {
+  requester_->ExpectPeer(endpoint, proto::SERVER);
+  absl::MutexLock lock(&servers_mu_);
+  CHECK(rank >= 0 && rank < static_cast<int>(servers_.size())) << rank;
+  servers_[rank] = endpoint;
+}
+
+std::string PsClient::ServerEndpoint(int rank) const {
+  absl::MutexLock lock(&servers_mu_);
+  return servers_[rank];
+}
+
+void PsClient::Send(int rank, Message request, ReplyCallback done) {
+  SendAttempt(rank, std::move(request), absl::Now(), 0, std::move(done));
+}
+
+void PsClient::SendAttempt(int rank, Message request, absl::Time first_try, int attempt,
+                           ReplyCallback done) {
+  if (retries_ == nullptr) {
+    requester_->Request(ServerEndpoint(rank), std::move(request), options_.request_timeout,
+                        std::move(done));
+    return;
+  }
+  // Kept for a retry: the header and the frames (copies share the data, no bytes are copied;
+  // sparse pushes must not be encoded twice, as encoding moves the residual on).
+  auto spare = std::make_shared<Message>();
+  spare->header = request.header;
+  for (zmq::message_t& frame : request.payload) spare->payload.emplace_back().copy(frame);
+  requester_->Request(
+      ServerEndpoint(rank), std::move(request), options_.request_timeout,
+      [this, rank, spare, first_try, attempt, done](absl::StatusOr<Message> reply) {
+        const absl::Status status = reply.ok() ? FromReplyHeader(reply->header) : reply.status();
+        if (!absl::IsUnavailable(status) || absl::Now() - first_try >= options_.server_retry) {
+          done(std::move(reply));
+          return;
+        }
+        VLOG(1) << "server " << rank << ": " << status << "; retrying";
+        ++retried_;
+        const absl::Duration backoff =
+            std::min(absl::Milliseconds(50) * (1 << std::min(attempt, 5)), absl::Seconds(1));
+        if (spare->header.type() == proto::PUSH) spare->header.mutable_push()->set_retry(true);
+        retries_->After(backoff, [this, rank, spare, first_try, attempt, done] {
+          SendAttempt(rank, std::move(*spare), first_try, attempt + 1, done);
+        });
+      });
 }
 
 Ticket PsClient::Push(const float* grads, int64_t clock, bool init, float scale) {
@@ -171,16 +221,15 @@ void PsClient::SendPush(const Partition& p, const float* data, int64_t clock, bo
     request.payload = EncodeSparse(p, data, &request.header);
   }
   const size_t bytes = PayloadBytes(request);
-  requester_->Request(servers_[p.server], std::move(request), options_.request_timeout,
-                      [this, bytes, done = std::move(done)](absl::StatusOr<Message> reply) {
-                        absl::Status status = reply.ok() ? FromReplyHeader(reply->header)
-                                                         : reply.status();
-                        if (status.ok()) {
-                          bytes_pushed_ += bytes;
-                          ++pushes_;
-                        }
-                        done(status);
-                      });
+  Send(p.server, std::move(request),
+       [this, bytes, done = std::move(done)](absl::StatusOr<Message> reply) {
+         absl::Status status = reply.ok() ? FromReplyHeader(reply->header) : reply.status();
+         if (status.ok()) {
+           bytes_pushed_ += bytes;
+           ++pushes_;
+         }
+         done(status);
+       });
 }
 
 std::vector<zmq::message_t> PsClient::EncodeSparse(const Partition& p, const float* data,
@@ -229,8 +278,8 @@ void PsClient::SendPull(const Partition& p, float* data, const PullOptions& opti
     info->set_delta_base(asked.delta_base);
   }
   copy_seq = 0;  // until the reply says which copy `data` holds
-  requester_->Request(
-      servers_[p.server], std::move(request), options_.request_timeout,
+  Send(
+      p.server, std::move(request),
       [this, asked, data, state, &copy_seq](absl::StatusOr<Message> reply) {
         absl::StatusOr<PulledPartition> pulled =
             reply.ok() ? DecodePullReply(*reply, asked, data) : reply.status();

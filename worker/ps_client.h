@@ -15,6 +15,7 @@
 #include "absl/time/time.h"
 #include "common/codec/codec_spec.h"
 #include "common/codec/sparse_encoder.h"
+#include "common/delayed_calls.h"
 #include "common/model_layout.h"
 #include "common/handler.h"
 
@@ -61,6 +62,10 @@ struct PsClientOptions {
   // and DGC momentum correction (0 = off); see common/codec/sparse_encoder.h.
   bool error_feedback = true;
   float momentum_correction = 0.0f;
+  // A request a server answers UNAVAILABLE (its connection was reset because the server was
+  // lost, or its replacement is not serving yet) is sent again, with backoff, until this long
+  // after its first try (the job's --server_replace_s and then some). Zero: never.
+  absl::Duration server_retry = absl::ZeroDuration();
 };
 
 struct PsClientCounters {  // bytes as they travelled (encoded)
@@ -68,6 +73,7 @@ struct PsClientCounters {  // bytes as they travelled (encoded)
   uint64_t bytes_pulled = 0;
   uint64_t pushes = 0;
   uint64_t pulls = 0;
+  uint64_t retries = 0;  // requests sent again (server_retry)
 };
 
 struct PullOptions {
@@ -129,7 +135,17 @@ class PsClient {
   PsClientCounters counters() const;
   const ModelLayout& layout() const { return *layout_; }
 
+  // Server `rank` is now at `endpoint` (a replacement of a lost server): requests from now on,
+  // retries included, go there.
+  void SetServerEndpoint(int rank, const std::string& endpoint) ABSL_LOCKS_EXCLUDED(servers_mu_);
+  std::string ServerEndpoint(int rank) const ABSL_LOCKS_EXCLUDED(servers_mu_);
+
  private:
+  // Sends `request` to server `rank`; with options_.server_retry, an UNAVAILABLE answer sends
+  // it again after a backoff while the retry time lasts. `done` gets the last answer.
+  void Send(int rank, Message request, ReplyCallback done);
+  void SendAttempt(int rank, Message request, absl::Time first_try, int attempt,
+                   ReplyCallback done);
   // Sends partition `p`'s push; `done` gets its outcome (on the requester's reply thread).
   void SendPush(const Partition& p, const float* data, int64_t clock, bool init, float scale,
                 std::function<void(const absl::Status&)> done);
@@ -143,8 +159,10 @@ class PsClient {
 
   Requester* const requester_;
   const ModelLayout* const layout_;
-  const std::vector<std::string> servers_;
+  mutable absl::Mutex servers_mu_;
+  std::vector<std::string> servers_ ABSL_GUARDED_BY(servers_mu_);  // by rank
   const PsClientOptions options_;
+  std::unique_ptr<DelayedCalls> retries_;  // with options_.server_retry
   // Sparse codecs, per partition (indexed by key): the encoder with its residual, and the
   // encoded push, reused (the frames are copies of it).
   struct SparsePartition {
@@ -157,7 +175,8 @@ class PsClient {
   // FP16_DELTA pulls, per partition (by key): the sequence of the copy the last pull of that
   // partition left in its buffer (0: none; any other pull resets it).
   std::unique_ptr<std::atomic<uint64_t>[]> delta_seq_;
-  std::atomic<uint64_t> bytes_pushed_{0}, bytes_pulled_{0}, pushes_{0}, pulls_{0};
+  std::atomic<uint64_t> bytes_pushed_{0}, bytes_pulled_{0}, pushes_{0}, pulls_{0},
+      retried_{0};
 };
 
 }  // namespace r2sp

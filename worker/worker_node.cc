@@ -79,12 +79,22 @@ absl::Status WorkerNode::Join() {
   ps_options.push_codec = options_.push_codec;
   ps_options.error_feedback = options_.error_feedback;
   ps_options.momentum_correction = options_.momentum_correction;
+  if (book.server_replace_ms() > 0) {
+    // Long enough for the loss to be noticed and a replacement to restore; if none comes, the
+    // job fails and the heartbeats say so.
+    ps_options.server_retry = absl::Milliseconds(2 * book.server_replace_ms()) + absl::Seconds(30);
+  }
   ps_ = std::make_unique<PsClient>(transport_.get(), &*layout_, servers, ps_options);
+  server_follower_ = std::make_unique<ServerFollower>(transport_.get(), ps_.get(), book);
   // Lost the scheduler, declared dead, the job failed: nothing this worker does counts any more.
-  scheduler_->StartHeartbeats(nullptr, [](const std::string& why) {
-    std::fprintf(stderr, "worker: error: %s\n", why.c_str());
-    ExitNow(3);
-  });
+  scheduler_->StartHeartbeats(
+      [follower = server_follower_.get()](const proto::HeartbeatReply& beat) {
+        follower->OnHeartbeat(beat);
+      },
+      [](const std::string& why) {
+        std::fprintf(stderr, "worker: error: %s\n", why.c_str());
+        ExitNow(3);
+      });
   LOG(INFO) << "worker " << registration_.rank() << "/" << book.workers_size() << ": "
             << options_.model << ", " << layout_->total_bytes() << " bytes in "
             << layout_->partitions().size() << " partitions over " << servers.size()
@@ -284,6 +294,7 @@ absl::Status WorkerNode::Finish(const LoopResult& result) {
   counters.set_bytes_pulled(c.bytes_pulled);
   counters.set_pushes(c.pushes);
   counters.set_pulls(c.pulls);
+  counters.set_retried_requests(c.retries);
   counters.set_dropped_messages(transport_->counters().dropped_messages);
   R2SP_RETURN_IF_ERROR_WITH(scheduler_->Finish(counters), "reporting to the scheduler");
   scheduler_->StopHeartbeats();

@@ -25,6 +25,7 @@
 #include "models/host_array.h"
 #include "worker/ps_client.h"
 #include "worker/run_log.h"
+#include "worker/server_follower.h"
 #include "worker/training_loop.h"
 
 namespace r2sp {
@@ -102,6 +103,7 @@ class WorkerNode {
   proto::RegisterReply registration_;
   std::optional<ModelLayout> layout_;
   std::unique_ptr<PsClient> ps_;
+  std::unique_ptr<ServerFollower> server_follower_;  // heartbeat news of lost servers
   models::HostArray params_;  // page-aligned: pinned for GPU copies
   int64_t first_step_ = 0;  // > 0: the job resumed from the servers' checkpoints
 };

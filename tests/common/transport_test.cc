@@ -161,5 +161,58 @@ TEST(TransportTest, BindFailureIsAnError) {
   EXPECT_FALSE(Transport::Create(options).ok());
 }
 
+// A lost server's connection is reset (Requester::ResetPeer): what it owed fails at once with
+// UNAVAILABLE, and what was queued for it never reaches a successor bound at the same endpoint.
+TEST(TransportTest, ResetPeerFailsWhatALostPeerOwesAndDeliversNothingOfItToItsSuccessor) {
+  EchoHandler first_handler;
+  auto first = Make();
+  auto client = Make();
+  first->Start(&first_handler);
+  client->Start(nullptr);
+  const std::string endpoint = first->endpoint();
+  absl::Notification owed_failed;
+  absl::Status owed_status;
+  Message parked;
+  parked.header.set_type(proto::PULL);
+  parked.header.set_key(1000);  // never answered
+  client->Request(endpoint, std::move(parked), absl::Seconds(60),
+                  [&](absl::StatusOr<Message> reply) {
+                    owed_status = reply.status();
+                    owed_failed.Notify();
+                  });
+  absl::SleepFor(absl::Milliseconds(200));  // delivered and parked
+  first.reset();  // the peer is gone
+  absl::Notification queued_failed;
+  Message queued;  // sent while nobody listens: queued on the connection
+  queued.header.set_type(proto::PUSH);
+  queued.header.set_key(5);
+  client->Request(endpoint, std::move(queued), absl::Seconds(60),
+                  [&](absl::StatusOr<Message> reply) {
+                    EXPECT_TRUE(absl::IsUnavailable(reply.status())) << reply.status();
+                    queued_failed.Notify();
+                  });
+  absl::SleepFor(absl::Milliseconds(100));
+  client->ResetPeer(endpoint, "lost in a test");
+  ASSERT_TRUE(owed_failed.WaitForNotificationWithTimeout(absl::Seconds(5)));
+  EXPECT_TRUE(absl::IsUnavailable(owed_status)) << owed_status;
+  EXPECT_NE(owed_status.message().find("lost in a test"), std::string::npos);
+  ASSERT_TRUE(queued_failed.WaitForNotificationWithTimeout(absl::Seconds(5)));
+
+  TransportOptions options;
+  options.bind_endpoint = endpoint;
+  auto successor = Transport::Create(options);
+  ASSERT_TRUE(successor.ok()) << successor.status();
+  EchoHandler successor_handler;
+  (*successor)->Start(&successor_handler);
+  Message fresh;
+  fresh.header.set_type(proto::PUSH);
+  fresh.header.set_key(7);
+  absl::StatusOr<Message> reply = client->Call(endpoint, std::move(fresh), absl::Seconds(10));
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_EQ(reply->header.key(), 8u);
+  absl::SleepFor(absl::Milliseconds(200));
+  EXPECT_EQ((*successor)->counters().requests_received, 1u);  // not the queued one
+}
+
 }  // namespace
 }  // namespace r2sp

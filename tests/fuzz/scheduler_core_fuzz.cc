@@ -2,7 +2,7 @@
 // arrives from a few peers' connections (frames through DecodeFrames, then HandleRequest),
 // with the clock moving, OnTick, and the servers' answers to its own requests (SHUTDOWN,
 // MEMBERSHIP) coming back, in time or not. Input: an options byte (servers, workers, mode,
-// hetero batching), then operations (fuzz_input.h).
+// hetero batching, server replacement), then operations (fuzz_input.h).
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -52,6 +52,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   options.sync = kModes[(config >> 3) & 3];
   options.hetero_batching = (config & 0x20) != 0;
   options.r2sp_order = (config & 0x40) != 0 ? SlotOrder::kFirstCome : SlotOrder::kRing;
+  // Lost servers awaited and replaced by servers registering later.
+  options.server_replace_timeout = (config & 0x80) != 0 ? absl::Seconds(30) : absl::ZeroDuration();
   options.staleness = 2;
   options.batching.global_batch = 64;
   options.batching.min_batch = 4;

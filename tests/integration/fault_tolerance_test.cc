@@ -1,8 +1,10 @@
 // Fault tolerance with the real binaries on 127.0.0.1 (issue 15): a lost scheduler stops every
 // other process, non-zero, within three heartbeat timeouts (servers checkpoint first); a worker
 // killed, stopped (SIGSTOP) or hung (its progress count stands still while its heartbeats go
-// on) is declared dead in every mode and the rest of the job completes; a lost server fails the
-// job, which then resumes from the servers' checkpoints, passing over a damaged newest one.
+// on) is declared dead in every mode and the rest of the job completes; a lost server is
+// replaced live in asp, ssp and r2sp (--server_replace_s: a new server restores the lost shard
+// from its checkpoint while the workers hold their requests), and otherwise fails the job,
+// which then resumes from the servers' checkpoints, passing over a damaged newest one.
 #include <signal.h>
 
 #include <algorithm>
@@ -112,6 +114,36 @@ TEST(FaultToleranceTest, HungWorkerIsDeclaredDeadByItsProgress) {
   ExpectCompleted(job, 1, {0});
   EXPECT_NE(job.scheduler().Log().find("no progress for"), std::string::npos)
       << job.scheduler().Log();
+}
+
+TEST(FaultToleranceTest, LostServerIsReplacedFromItsCheckpointWhileTheJobGoesOn) {
+  for (const std::string sync : {"asp", "ssp", "r2sp"}) {
+    SCOPED_TRACE(sync);
+    const std::string name = "replaced-" + sync;
+    fs::remove_all(CheckpointDir(name));
+    JobSpec spec = FastFailureJob(name, sync, 2, 2, 300);
+    spec.server_flags.push_back("--checkpoint_every=0.3s");
+    spec.scheduler_flags.push_back("--server_replace_s=20");
+    LocalJob job(spec);
+    absl::SleepFor(absl::Seconds(2.5));
+    job.server(1).Kill(SIGKILL);
+    // Started at once, as tools/launch does: it waits until the loss is detected.
+    const int replacement = job.StartServer();
+    for (int w = 0; w < 2; ++w) {
+      EXPECT_EQ(job.worker(w).Wait(absl::Seconds(90)), 0) << job.worker(w).Log();
+      // Its requests to the lost server were failed and sent again to the replacement.
+      EXPECT_NE(job.worker(w).Log().find("replaced (incarnation 1)"), std::string::npos)
+          << job.worker(w).Log();
+    }
+    EXPECT_EQ(job.scheduler().Wait(absl::Seconds(30)), 0) << job.scheduler().Log();
+    for (int s : {0, replacement}) {
+      EXPECT_EQ(job.server(s).Wait(absl::Seconds(30)), 0) << job.server(s).Log();
+    }
+    EXPECT_NE(job.scheduler().Log().find("replaced by"), std::string::npos)
+        << job.scheduler().Log();
+    EXPECT_NE(job.server(replacement).Log().find("resumed from"), std::string::npos)
+        << job.server(replacement).Log();
+  }
 }
 
 TEST(FaultToleranceTest, LostServerFailsTheJobWhichResumesFromCheckpoints) {

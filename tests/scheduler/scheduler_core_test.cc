@@ -317,12 +317,13 @@ TEST_F(SchedulerCoreTest, WorkerJoinsARunningR2spJobOnceServersKnow) {
 // A joiner takes over a dead worker's data shard, never a live one's. Two replacements that
 // want shards register before worker 1's death is detected: the first waits for it and gets
 // shard 1 of 2; the second finds no free shard and, after three heartbeat timeouts, joins
-// without one (-1: a worker with a data set then stops with a clear error).
+// without one (-1: a worker with a data set then stops with a clear error). A third finds as
+// many waiting as the job has workers and is turned away.
 TEST_F(SchedulerCoreTest, JoinerTakesOverADeadWorkersDataShard) {
   options_.sync = proto::ASP;
   core_ = std::make_unique<SchedulerCore>(options_, &requester_, [this] { return now_; });
   RegisterAll();
-  for (const char* id : {"w2", "w3"}) {
+  for (const char* id : {"w2", "w3", "w4"}) {
     Message m;
     m.header.set_type(proto::REGISTER);
     auto* reg = m.header.mutable_register_request();
@@ -335,7 +336,12 @@ TEST_F(SchedulerCoreTest, JoinerTakesOverADeadWorkersDataShard) {
     t->set_num_elements(10);
     Send(std::move(m), id);
   }
-  EXPECT_TRUE(requester_.sent.empty());  // both wait
+  EXPECT_TRUE(requester_.sent.empty());  // two wait
+  // No more than the job's worker count may wait (a flood of joiners, with auth off).
+  auto refused = sink_.Take();
+  ASSERT_EQ(refused.size(), 1u);
+  EXPECT_EQ(refused[0].first, "w4");
+  EXPECT_EQ(refused[0].second.header.code(), proto::FAILED_PRECONDITION);
   auto ack_joins = [this] {
     for (auto& sent : requester_.sent) {
       Message ack;
@@ -510,6 +516,120 @@ TEST_F(SchedulerCoreTest, ReportsCarryIterationsLeftToTheTuner) {
   }
   EXPECT_EQ(batch[0], 84);
   EXPECT_EQ(batch[1], 116);
+}
+
+
+// Server replacement (--server_replace_s). Servers fall silent from t = 0; workers heartbeat
+// each second with a progress count that stands still, as it would while they wait.
+class ServerReplacementTest : public SchedulerCoreTest {
+ protected:
+  void SetUp() override {
+    options_.server_replace_timeout = absl::Seconds(30);
+    options_.progress_timeout = absl::Seconds(5);  // past the server's loss (4 s)
+    Restart();
+  }
+  void Restart() {
+    core_ = std::make_unique<SchedulerCore>(options_, &requester_, [this] { return now_; });
+    RegisterAll();
+  }
+  // Advances to t = `seconds` (from t = 0) with both workers heartbeating; the last reply.
+  proto::HeartbeatReply HeartbeatUntil(int seconds) {
+    for (int s = static_cast<int>((now_ - start_) / absl::Seconds(1)) + 1; s <= seconds; ++s) {
+      now_ = start_ + absl::Seconds(s);
+      Send(From(proto::WORKER, 0, proto::HEARTBEAT), "w0");
+      Send(From(proto::WORKER, 1, proto::HEARTBEAT), "w1");
+      core_->OnTick(now_);
+    }
+    std::vector<std::pair<std::string, Message>> replies = sink_.Take();
+    return replies.empty() ? proto::HeartbeatReply() : replies.back().second.header.heartbeat_reply();
+  }
+};
+
+TEST_F(ServerReplacementTest, LostServerIsAwaitedReplacedAndTheWorkersToldWhere) {
+  proto::HeartbeatReply beat = HeartbeatUntil(5);
+  EXPECT_FALSE(core_->done().HasBeenNotified()) << core_->failure();
+  ASSERT_EQ(beat.replacing_servers_size(), 1);
+  EXPECT_EQ(beat.replacing_servers(0), 0);
+  EXPECT_EQ(beat.dead_servers_size(), 0);
+  EXPECT_EQ(beat.dead_workers_size(), 0);  // no progress, but they wait for the server
+  EXPECT_EQ(beat.servers_size(), 0);       // nothing replaced yet
+
+  Register(proto::SERVER, "s0b");
+  auto replies = sink_.Take();
+  ASSERT_EQ(replies.size(), 1u);
+  const proto::RegisterReply& r = replies[0].second.header.register_reply();
+  EXPECT_EQ(r.rank(), 0);
+  EXPECT_TRUE(r.joined_running_job());
+  ASSERT_EQ(r.book().workers_size(), 2);
+  EXPECT_EQ(r.book().workers(1).routing_id(), "w1");  // it takes pushes from their connections
+  EXPECT_EQ(r.book().server_replace_ms(), 30000);
+
+  beat = HeartbeatUntil(6);
+  EXPECT_EQ(beat.replacing_servers_size(), 0);
+  ASSERT_EQ(beat.servers_size(), 1);
+  EXPECT_EQ(beat.servers(0).endpoint(), "tcp://127.0.0.1:1/s0b");
+  EXPECT_EQ(beat.servers(0).incarnation(), 1);
+  // The replacement is the rank's node now; the old one's connection is not.
+  Send(From(proto::SERVER, 0, proto::HEARTBEAT), "s0b");
+  EXPECT_EQ(sink_.Take()[0].second.header.code(), proto::OK);
+  Send(From(proto::SERVER, 0, proto::HEARTBEAT), "s0");
+  EXPECT_EQ(sink_.Take()[0].second.header.code(), proto::PERMISSION_DENIED);
+  EXPECT_FALSE(core_->done().HasBeenNotified());
+}
+
+TEST_F(ServerReplacementTest, ReplacementRegisteringBeforeTheLossIsDetectedWaitsForIt) {
+  now_ = start_ + absl::Seconds(1);
+  Register(proto::SERVER, "s0b");  // its predecessor just died; the scheduler does not know yet
+  EXPECT_TRUE(sink_.Take().empty());
+  HeartbeatUntil(5);  // declared lost after 3 s of silence: the waiting server takes its rank
+  Send(From(proto::SERVER, 0, proto::HEARTBEAT), "s0b");
+  EXPECT_EQ(sink_.Take()[0].second.header.code(), proto::OK);
+}
+
+TEST_F(ServerReplacementTest, NoReplacementInTimeFailsTheJob) {
+  options_.server_replace_timeout = absl::Seconds(5);
+  Restart();
+  HeartbeatUntil(8);  // lost at 4 s, awaited until 9 s; the workers' stall is not held against them
+  EXPECT_FALSE(core_->done().HasBeenNotified()) << core_->failure();
+  HeartbeatUntil(10);
+  EXPECT_TRUE(core_->done().HasBeenNotified());
+  EXPECT_NE(core_->failure().find("no replacement registered"), std::string::npos)
+      << core_->failure();
+  Register(proto::SERVER, "late");
+  auto replies = sink_.Take();
+  ASSERT_EQ(replies.size(), 1u);
+  EXPECT_NE(replies[0].second.header.code(), proto::OK);
+}
+
+TEST_F(ServerReplacementTest, AServerJoiningWhenNoneWasLostIsTurnedAwayAfterItsWait) {
+  Register(proto::SERVER, "extra");
+  EXPECT_TRUE(sink_.Take().empty());
+  Register(proto::SERVER, "flood");  // more than the job's one server may not wait
+  auto flood = sink_.Take();
+  ASSERT_EQ(flood.size(), 1u);
+  EXPECT_NE(flood[0].second.header.error().find("wait to replace lost ones already"),
+            std::string::npos);
+  for (int s = 1; s <= 10; ++s) {  // everyone alive throughout
+    now_ = start_ + absl::Seconds(s);
+    Send(From(proto::SERVER, 0, proto::HEARTBEAT), "s0");
+    Send(From(proto::WORKER, 0, proto::HEARTBEAT), "w0");
+    Send(From(proto::WORKER, 1, proto::HEARTBEAT), "w1");
+    core_->OnTick(now_);
+  }
+  bool refused = false;
+  for (auto& [to, m] : sink_.Take()) {
+    if (to == "extra") refused = m.header.code() == proto::FAILED_PRECONDITION;
+  }
+  EXPECT_TRUE(refused);
+}
+
+TEST_F(ServerReplacementTest, BspJobsDoNotReplaceServers) {
+  options_.sync = proto::BSP;
+  Restart();
+  HeartbeatUntil(5);
+  EXPECT_TRUE(core_->done().HasBeenNotified());
+  EXPECT_NE(core_->failure().find("bsp jobs do not replace servers"), std::string::npos)
+      << core_->failure();
 }
 
 }  // namespace

@@ -505,5 +505,51 @@ TEST_F(ServerHandlerTest, ParkedPullsPerWorkerAreBounded) {
   }
 }
 
+// A worker whose connection to a lost server was reset sends its pushes again, marked as
+// retries; one the server applied already (the reply was lost) is acknowledged, not applied twice.
+TEST_F(ServerHandlerTest, RetriedPushAppliedAlreadyIsAcknowledgedNotAppliedAgain) {
+  SetUpHandler(proto::ASP, 2);
+  Push(0, 0, {0, 0, 0, 0}, 0, /*init=*/true);
+  Push(0, 0, {1, 1, 1, 1}, /*clock=*/5);
+  const std::vector<float> once = *handler_->Weights(0);
+  auto retry = [this](int64_t clock) {
+    std::vector<float> g = {1, 1, 1, 1};
+    Message m = WorkerRequest(proto::PUSH, 0, 0);
+    m.header.set_clock(clock);
+    m.header.mutable_push()->set_retry(true);
+    m.payload.push_back(CopiedFrame(g.data(), g.size() * sizeof(float)));
+    Handle(std::move(m), "w0");
+  };
+  retry(5);
+  EXPECT_EQ(*handler_->Weights(0), once);
+  EXPECT_EQ(handler_->counters().repeated_pushes(), 1u);
+  retry(6);  // never applied: applied now
+  EXPECT_NE(*handler_->Weights(0), once);
+  Push(0, 0, {1, 1, 1, 1}, /*clock=*/6);  // not a retry: applied, whatever its clock
+  for (const auto& [to, reply] : sink_.Take()) EXPECT_EQ(reply.header.code(), proto::OK);
+  EXPECT_EQ(handler_->counters().repeated_pushes(), 1u);
+  EXPECT_EQ(handler_->counters().pushes(), 5u);
+}
+
+// A replacement server restores an older checkpoint while the workers' clocks went on: in ssp
+// each worker's next push tells how far it is, or the bounds would wait for pushes that never
+// come.
+TEST_F(ServerHandlerTest, SspRestoredPartitionTakesEachWorkersClockFromItsNextPush) {
+  SetUpHandler(proto::SSP, 2);
+  Push(0, 0, {0, 0, 0, 0}, 0, /*init=*/true);
+  Push(0, 1, {0, 0, 0, 0}, 0, /*init=*/true);
+  const proto::ShardCheckpoint shard = handler_->Snapshot();  // at step 0
+  SetUpHandler(proto::SSP, 2);
+  ASSERT_TRUE(handler_->Restore(shard).ok());
+  sink_.Take();
+  Push(0, 0, {1, 1, 1, 1}, /*clock=*/40);
+  Push(1, 0, {1, 1, 1, 1}, /*clock=*/38);
+  Pull(0, 0, 0, /*min_clock=*/39);  // staleness 2 at clock 41: every worker has pushed 39
+  auto replies = sink_.Take();
+  ASSERT_EQ(replies.size(), 3u);
+  EXPECT_EQ(replies[2].second.header.type(), proto::PULL);
+  EXPECT_EQ(replies[2].second.header.code(), proto::OK);
+}
+
 }  // namespace
 }  // namespace r2sp

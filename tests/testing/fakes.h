@@ -43,7 +43,11 @@ class RecordingRequester : public Requester {
                ReplyCallback callback) override {
     sent.push_back({peer, std::move(request), std::move(callback)});
   }
+  void ResetPeer(const std::string& peer, const std::string& /*why*/) override {
+    resets.push_back(peer);
+  }
   std::vector<Sent> sent;
+  std::vector<std::string> resets;  // ResetPeer's peers, in order
 
  private:
   std::string routing_id_;

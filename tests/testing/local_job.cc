@@ -23,13 +23,17 @@ LocalJob::LocalJob(const JobSpec& spec) : spec_(spec), dir_(MakeTempDir(spec.nam
   endpoint_ = WaitForFile(dir_ + "/endpoint", absl::Seconds(20));
   EXPECT_FALSE(endpoint_.empty()) << scheduler_->Log();
   if (!endpoint_.empty()) endpoint_.pop_back();
-  for (int i = 0; i < spec.servers; ++i) {
-    std::vector<std::string> a = {"server/server", "--scheduler=" + endpoint_,
-                                  "--bind=tcp://127.0.0.1:*", "--heartbeat_ms=200"};
-    a.insert(a.end(), spec.server_flags.begin(), spec.server_flags.end());
-    servers_.push_back(std::make_unique<ChildProcess>(a, absl::StrCat(dir_, "/server", i, ".log")));
-  }
+  for (int i = 0; i < spec.servers; ++i) StartServer();
   for (int i = 0; i < spec.workers; ++i) StartWorker();
+}
+
+int LocalJob::StartServer() {
+  const int i = static_cast<int>(servers_.size());
+  std::vector<std::string> a = {"server/server", "--scheduler=" + endpoint_,
+                                "--bind=tcp://127.0.0.1:*", "--heartbeat_ms=200"};
+  a.insert(a.end(), spec_.server_flags.begin(), spec_.server_flags.end());
+  servers_.push_back(std::make_unique<ChildProcess>(a, absl::StrCat(dir_, "/server", i, ".log")));
+  return i;
 }
 
 int LocalJob::StartWorker(const std::vector<std::string>& extra) {

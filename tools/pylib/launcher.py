@@ -25,6 +25,8 @@ from job_summary import write_summary
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ROLES = ("scheduler", "server", "worker")
+# With --max_restarts=server:N: how long the scheduler waits for a lost server's replacement.
+SERVER_REPLACE_SECONDS = 60
 
 
 def parse_args(argv, description, parser=None):
@@ -68,11 +70,12 @@ def parse_args(argv, description, parser=None):
                         "the job's own")
     p.add_argument("--dry_run", action="store_true",
                    help="print every command that would run, and run nothing")
-    p.add_argument("--max_restarts", default="0", metavar="N|worker:N,server:0",
+    p.add_argument("--max_restarts", default="0", metavar="N|worker:N,server:M",
                    help="replace dead workers (exited non-zero or by a signal), at most N in all "
                         "(default 0: a death is only recorded; the scheduler decides whether the "
-                        "job completes); servers cannot be replaced yet, so N counts workers and "
-                        "server: takes only 0")
+                        "job completes); server:M also replaces up to M dead servers (asp, ssp, "
+                        "r2sp; needs --checkpoint_every): the replacement restores the lost "
+                        "shard from its newest checkpoint while the job goes on")
     p.add_argument("--checkpoint_every", default="", metavar="SPEC",
                    help="servers checkpoint their shards every SPEC: 30s (seconds) or 200steps "
                         "(default: only on SIGTERM, on losing the scheduler and at the end); into "
@@ -100,8 +103,16 @@ def parse_args(argv, description, parser=None):
         resume.check_checkpoint_every(args.checkpoint_every)
     except ValueError as e:
         p.error(str(e))
-    if args.backend != "local" and (restarts["worker"] or args.checkpoint_every):
+    if args.backend != "local" and (restarts["worker"] or restarts["server"]
+                                    or args.checkpoint_every):
         p.error("--max_restarts and --checkpoint_every need --backend=local")
+    if restarts["server"] and not args.resume:
+        if args.sync == "bsp":
+            p.error("--max_restarts=server:N: bsp jobs do not replace servers (every shard "
+                    "shares the clocks); use --checkpoint_every and --resume")
+        if not args.checkpoint_every and "--checkpoint_dir" not in args.server_flags:
+            p.error("--max_restarts=server:N: a replacement server restores its shard from the "
+                    "checkpoints, so it needs --checkpoint_every")
     if args.resume:
         given = given_options(p, argv, vars(args))
         others = sorted(given - {"resume", *resume.RESUME_OVERRIDES})
@@ -253,7 +264,14 @@ def scheduler_command(args, binary, bind_flags, endpoint_file, stats_file):
     return [binary] + bind_flags("scheduler") + job_keys.flags(args) + [
         "--endpoint_file=" + endpoint_file, "--stats_json=" + stats_file,
         f"--num_servers={args.servers}", f"--num_workers={args.workers}",
-        "--sync=" + args.sync, "--job_id=" + job_id] + shlex.split(args.scheduler_flags)
+        "--sync=" + args.sync, "--job_id=" + job_id] + server_replace_flags(args) + \
+        shlex.split(args.scheduler_flags)
+
+
+def server_replace_flags(args):
+    """With --max_restarts=server:N the scheduler waits for a lost server's replacement."""
+    servers = supervisor.parse_max_restarts(args.max_restarts or "0")["server"]
+    return [f"--server_replace_s={SERVER_REPLACE_SECONDS:g}"] if servers else []
 
 
 def model_dir_flags(args):

@@ -1,6 +1,7 @@
 """tools/soak's parts: finding a job's processes in /proc, sampling their memory, the kill
 plan, and judging the outcome. The job itself runs under tools/launch (worker kills: the
-launcher replaces the worker; server kills: the job fails and tools/launch --resume runs it on
+launcher replaces the worker; server kills: the launcher replaces the server, which restores its
+shard from its checkpoint (if the job fails instead, tools/launch --resume runs it on
 from its checkpoints, which is the recovery measured, as live server replacement is not built).
 """
 
@@ -90,9 +91,13 @@ def metrics_files(run_dir):
     return rows
 
 
-def recovered(before, now):
-    """Whether a worker process that started after the kill (a metrics file not in `before`)
-    has finished an iteration."""
+def recovered(before, now, role="worker", workers=3):
+    """Whether the job recovered from a kill of a `role` process: a worker's replacement (a
+    metrics file not in `before`) has finished an iteration; after a server's loss, every
+    iteration needs the lost shard, so the workers (`workers` of them) finishing more iterations
+    than they had in flight at the kill shows its replacement serving."""
+    if role == "server":
+        return sum(max(0, n - before.get(key, 0)) for key, n in now.items()) > workers
     return any(n > 0 for key, n in now.items() if key not in before)
 
 

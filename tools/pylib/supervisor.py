@@ -1,6 +1,7 @@
 """Supervising a local job's processes (launcher.run_job) until the scheduler, the authority on
 the job's outcome, exits. A server or worker that exits non-zero or by a signal is recorded as
-a death, not a failure of the job; a dead worker is replaced while --max_restarts allows. Once
+a death, not a failure of the job; a dead worker or server is replaced while --max_restarts
+allows (a server's replacement restores its shard from the checkpoints). Once
 the scheduler has exited 0 (the job completed) the others get GRACE_SECONDS to exit; whatever
 still runs then, or after a scheduler that exited non-zero, is stopped and recorded."""
 
@@ -13,13 +14,12 @@ from job_summary import Event, Outcome
 # How long the servers and workers may take to exit after the scheduler (they exit within a
 # few seconds of its SHUTDOWN, or of losing it).
 GRACE_SECONDS = 30.0
-ROLES_REPLACED = ("worker",)  # servers cannot rejoin a job yet
+ROLES_REPLACED = ("worker", "server")
 
 
 def parse_max_restarts(text):
-    """{"worker": N, "server": M} from --max_restarts: "N" (workers: servers are never
-    replaced) or "worker:N,server:0". ValueError unless every count is a whole number >= 0, and
-    for a server count other than 0 (server replacement is not implemented)."""
+    """{"worker": N, "server": M} from --max_restarts: "N" (workers only) or "worker:N,server:M".
+    ValueError unless every count is a whole number >= 0."""
     limits = {"worker": 0, "server": 0}
     if re.fullmatch(r"\d+", text.strip()):
         limits["worker"] = int(text)
@@ -27,10 +27,8 @@ def parse_max_restarts(text):
     for item in text.split(","):
         role, colon, count = (part.strip() for part in item.partition(":"))
         if not colon or role not in limits or not re.fullmatch(r"\d+", count):
-            raise ValueError(f"bad --max_restarts '{text}' (use N, or worker:N,server:0)")
+            raise ValueError(f"bad --max_restarts '{text}' (use N, or worker:N,server:M)")
         limits[role] = int(count)
-    if limits["server"]:
-        raise ValueError(f"--max_restarts={text}: servers cannot be replaced yet (server:0 only)")
     return limits
 
 
@@ -45,8 +43,8 @@ def role(name):
 
 
 def replacement_argv(argv, run_dir, name):
-    """The dead worker's `argv` for its replacement `name` (worker1.r1): its metrics and
-    timeline go to files of their own, so the dead one's are kept."""
+    """The dead process's `argv` for its replacement `name` (worker1.r1, server0.r1): a
+    worker's metrics and timeline go to files of their own, so the dead one's are kept."""
     def rename(arg):
         if arg.startswith("--metrics="):
             return f"--metrics={run_dir}/metrics_{name}.jsonl"

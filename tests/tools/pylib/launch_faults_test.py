@@ -1,7 +1,8 @@
 """tools/launch with the real binaries through failures (issue 15): the mlp on Fashion-MNIST
 keeps training when a worker is killed with SIGKILL (and its replacement, --max_restarts=1,
-takes over the dead worker's data shard), and a job stopped with SIGTERM (the servers write
-checkpoints) completes with `tools/launch --resume=RUN_DIR` at the accuracy of an undisturbed
+takes over the dead worker's data shard), a server killed with SIGKILL is replaced from its
+checkpoint while the job goes on (--max_restarts=server:1), and a job stopped with SIGTERM (the
+servers write checkpoints) completes with `tools/launch --resume=RUN_DIR` at the accuracy of an undisturbed
 run (>= 0.80, as tests/integration/training_test.cc)."""
 
 import json
@@ -88,6 +89,32 @@ class LaunchFaultsTest(unittest.TestCase):
         # The evaluating worker's model files (worker --eval_only reads them).
         models = sorted(os.listdir(os.path.join(run_dir, "model")))
         self.assertTrue(models and all(m.startswith("model-step") for m in models), models)
+
+    def test_killed_server_is_replaced_from_its_checkpoint_and_the_job_completes(self):
+        run_dir = os.path.join(self.dir, "server_killed")
+        proc = launch(["--servers=2", "--workers=2", "--sync=r2sp", "--max_restarts=server:1",
+                       "--checkpoint_every=100steps",
+                       # The mlp in 4 partitions, so that both servers hold some.
+                       "--scheduler_flags=--heartbeat_timeout_ms=1000 --partition_bytes=262144",
+                       "--server_flags=" + NODE,
+                       f"--worker_flags={WORKER} {NODE} --max_steps=700"], run_dir)
+        wait_for_steps(proc, run_dir, 0, 250)
+        servers = subprocess.run(["pgrep", "-f", f"{run_dir}/checkpoints"], capture_output=True,
+                                 text=True).stdout.split()
+        os.kill(max(map(int, servers)), signal.SIGKILL)
+        out, _ = proc.communicate(timeout=300)
+        self.assertEqual(proc.returncode, 0, out)
+        s = summary(run_dir)
+        self.assertTrue(s["completed"], s)
+        self.assertEqual([e["event"] for e in s["events"] if e["process"].startswith("server")],
+                         ["died", "restarted"], s["events"])
+        self.assertEqual(s["deaths"]["server"], 1)
+        self.assertGreaterEqual(s["final_test_accuracy"], 0.80, s)
+        replacement = [e["process"] for e in s["events"] if e["event"] == "restarted"][0]
+        with open(os.path.join(run_dir, replacement + ".log")) as f:
+            self.assertIn("resumed from", f.read())
+        with open(os.path.join(run_dir, "scheduler.log")) as f:
+            self.assertIn("replaced by", f.read())
 
     def test_stopped_job_resumes_from_its_checkpoints(self):
         run_dir = os.path.join(self.dir, "resumed")

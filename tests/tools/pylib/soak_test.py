@@ -86,6 +86,19 @@ class SoakTest(unittest.TestCase):
         self.assertTrue(soak.recovered({k: v for k, v in before.items()},
                                        soak.metrics_files(self.dir)))
 
+    def test_a_server_kill_recovers_once_the_workers_go_on_past_their_inflight_iterations(self):
+        def write(name, rows):
+            with open(os.path.join(self.dir, name), "w") as f:
+                f.write("".join('{"clock": %d}\n' % i for i in range(rows)))
+        for w in range(3):
+            write(f"metrics_worker{w}.jsonl", 10)
+        before = soak.metrics_files(self.dir)
+        for w in range(3):  # each finished the iteration it had in flight at the kill
+            write(f"metrics_worker{w}.jsonl", 11)
+        self.assertFalse(soak.recovered(before, soak.metrics_files(self.dir), "server", 3))
+        write("metrics_worker0.jsonl", 12)  # one more: the replacement serves
+        self.assertTrue(soak.recovered(before, soak.metrics_files(self.dir), "server", 3))
+
     def test_verdict_names_each_missed_goal(self):
         good = {"accuracy": [0.8, 0.85], "kills": [{"role": "worker", "pid": 3, "at_s": 20,
                                                     "recovery_s": 4.0}],

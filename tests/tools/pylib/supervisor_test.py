@@ -23,9 +23,10 @@ class ParseMaxRestartsTest(unittest.TestCase):
             with self.subTest(text=text), self.assertRaisesRegex(ValueError, "bad --max_restarts"):
                 supervisor.parse_max_restarts(text)
 
-    def test_servers_are_not_replaced_yet(self):
-        with self.assertRaisesRegex(ValueError, "servers cannot be replaced yet"):
-            supervisor.parse_max_restarts("worker:1,server:1")
+    def test_servers_are_replaced_too(self):
+        self.assertEqual(supervisor.parse_max_restarts("worker:1,server:2"),
+                         {"worker": 1, "server": 2})
+        self.assertIn("server", supervisor.ROLES_REPLACED)
 
 
 class NamesTest(unittest.TestCase):

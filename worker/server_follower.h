@@ -1,0 +1,36 @@
+// Follows the scheduler's news of lost and replaced servers (proto HeartbeatReply) for a
+// worker: the connection to a lost server is reset, so the requests it still owes fail at once
+// and the PsClient retries them (none reaches whatever takes the endpoint over afterwards); a
+// replacement's endpoint takes the lost one's place in the PsClient.
+#ifndef R2SP_WORKER_SERVER_FOLLOWER_H_
+#define R2SP_WORKER_SERVER_FOLLOWER_H_
+
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "common/handler.h"
+#include "proto/messages.pb.h"
+#include "worker/ps_client.h"
+
+namespace r2sp {
+
+// Thread-safe. Borrowed: requester and ps outlive it.
+class ServerFollower {
+ public:
+  // `book`: the address book the worker registered with (incarnations from there).
+  ServerFollower(Requester* requester, PsClient* ps, const proto::AddressBook& book);
+
+  void OnHeartbeat(const proto::HeartbeatReply& beat) ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  Requester* const requester_;
+  PsClient* const ps_;
+  absl::Mutex mu_;
+  std::vector<int> incarnation_ ABSL_GUARDED_BY(mu_);  // by server rank
+  // The connection to this rank was reset for its current loss (not again until it is back).
+  std::vector<bool> reset_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace r2sp
+
+#endif  // R2SP_WORKER_SERVER_FOLLOWER_H_
