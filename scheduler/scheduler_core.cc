@@ -229,10 +229,7 @@ void SchedulerCore::SendQueuedRequests() {
     Message request;
     request.header.set_type(proto::MEMBERSHIP);
     request.header.set_sender_role(proto::SCHEDULER);
-    request.header.mutable_membership()->set_num_workers(note.num_workers);
-    for (std::string& id : note.worker_ids) {
-      request.header.mutable_membership()->add_worker_ids(std::move(id));
-    }
+    *request.header.mutable_membership() = std::move(note.membership);
     const int rank = note.rank;
     requester_->Request(note.endpoint, std::move(request), options_.shutdown_timeout,
                         [this, rank](absl::StatusOr<Message> reply) {

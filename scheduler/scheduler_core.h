@@ -120,19 +120,31 @@ class SchedulerCore : public RequestHandler {
   proto::AddressBook Book(bool for_servers) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Answers `responder` with PERMISSION_DENIED and counts it.
   void Deny(Responder& responder, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A worker registering with a running asp/r2sp job: it gets the next rank once every live
-  // server has acknowledged the new worker count.
-  // `waited`: it already waited for a free data shard (WaitingJoin).
+  // Workers joining a running job (scheduler_joins.cc). A worker registering with a running
+  // job gets the next rank once every live server knows it (bsp and ssp: once they agreed on
+  // the clock it joins at). `waited`: it already waited for a free data shard (WaitingJoin).
   void JoinWorker(const proto::RegisterRequest& reg, Responder& responder, absl::Time now,
                   bool waited = false) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // bsp and ssp: joiners take part from a clock the servers agree on.
+  bool JoinsAtAClock() const;
+  // The MEMBERSHIP naming every worker there is.
+  proto::Membership Grown() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Queues `membership` to every live server for the join of `rank`; how many.
+  int TellServers(int rank, const proto::Membership& membership)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ServerKnowsJoin(int rank, absl::StatusOr<Message> reply) ABSL_LOCKS_EXCLUDED(mu_);
+  // Every server answered the join's prepare (then commit it, or cancel it) or its MEMBERSHIP
+  // (then the joiner gets its reply).
+  void ServersAnswered(int rank) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CancelJoin(int rank) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   struct WaitingJoin;
   // Parks a REGISTER in `waiting` until what it waits `for_what` comes (a repeat of it over
   // the same connection replaces the responder; over another, it is denied).
   void Park(std::vector<WaitingJoin>& waiting, const proto::RegisterRequest& reg,
             Responder& responder, absl::Time now, const char* for_what)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Lets waiting joins in (a shard is free, or they waited long enough).
+  // Lets waiting joins in (a shard is free, or they waited long enough; bsp and ssp: once the
+  // join before them is done).
   void AdmitWaitingJoins(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FinishJoin(int rank) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The registered node the header names (dead or not), if the request came over that node's
@@ -203,14 +215,18 @@ class SchedulerCore : public RequestHandler {
   struct PendingJoin {
     Responder responder;
     int acks_outstanding;
+    // bsp and ssp: the servers' answers to the prepare are awaited; the largest so far (the
+    // clock the worker joins at, once all came); whether a server could not prepare.
+    bool preparing = false;
+    int64_t join_clock = 0;
+    bool refused = false;
   };
   absl::flat_hash_map<int, PendingJoin> pending_joins_ ABSL_GUARDED_BY(mu_);  // by new rank
-  // MEMBERSHIP requests queued for SendQueuedRequests: (joining rank, server endpoint, count).
+  // MEMBERSHIP requests queued for SendQueuedRequests: the joining rank, the server's endpoint.
   struct MembershipNote {
     int rank;
     std::string endpoint;
-    int num_workers;
-    std::vector<std::string> worker_ids;  // by rank
+    proto::Membership membership;
   };
   std::vector<MembershipNote> memberships_to_send_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<int, BarrierState> barriers_ ABSL_GUARDED_BY(mu_);  // by proto::Group

@@ -1,5 +1,5 @@
 // See scheduler_core.h. The membership part of SchedulerCore: registration and rank assignment,
-// the address book, and workers that join a running asp or r2sp job.
+// and the address book (workers joining a running job: scheduler_joins.cc).
 #include <deque>
 #include <utility>
 #include <vector>
@@ -47,8 +47,7 @@ void SchedulerCore::HandleRegister(const Message& request, Responder& responder,
       ReplaceServer(reg, responder, now);
       return;
     }
-    if (reg.role() == proto::WORKER && !shutting_down_ &&
-        (options_.sync == proto::ASP || options_.sync == proto::R2SP)) {
+    if (reg.role() == proto::WORKER && !shutting_down_) {
       if (!SameModel(model_, reg.model())) {
         responder.ReplyStatus(absl::InvalidArgumentError(
             "this worker's model differs from the running job's"));
@@ -57,9 +56,7 @@ void SchedulerCore::HandleRegister(const Message& request, Responder& responder,
       JoinWorker(reg, responder, now);
       return;
     }
-    responder.ReplyStatus(absl::FailedPreconditionError(
-        "the job already has all its servers and workers (only asp and r2sp jobs take workers "
-        "that join later)"));
+    responder.ReplyStatus(absl::FailedPreconditionError("the job is ending"));
     return;
   }
   if (reg.role() == proto::WORKER) {
@@ -162,106 +159,6 @@ void SchedulerCore::CompleteRendezvous(absl::Time now) {
   rendezvous_done_ = true;
   LOG(INFO) << "all " << servers_.size() << " servers and " << workers_.size()
             << " workers registered; address book sent";
-}
-
-void SchedulerCore::AdmitWaitingJoins(absl::Time now) {
-  std::vector<WaitingJoin> still;
-  for (WaitingJoin& w : waiting_joins_) {
-    if (shutting_down_) {
-      w.responder.ReplyStatus(absl::FailedPreconditionError("the job is ending"));
-    } else if (orphan_shards_.empty() && now - w.since < options_.heartbeat_timeout * 3) {
-      still.push_back(std::move(w));
-    } else {
-      JoinWorker(w.request, w.responder, now, /*waited=*/true);
-    }
-  }
-  waiting_joins_ = std::move(still);
-}
-
-void SchedulerCore::Park(std::vector<WaitingJoin>& waiting, const proto::RegisterRequest& reg,
-                         Responder& responder, absl::Time now, const char* for_what) {
-  for (WaitingJoin& w : waiting) {
-    if (w.request.instance_id() == reg.instance_id()) {  // a retry: answer the newest
-      if (w.responder.routing_id() != responder.routing_id()) {
-        Deny(responder, "REGISTER repeated an instance id over another connection");
-        return;
-      }
-      w.responder = std::move(responder);
-      return;
-    }
-  }
-  LOG(INFO) << RoleName(reg.role()) << " from " << reg.endpoint() << " waits for " << for_what;
-  waiting.push_back(WaitingJoin{reg, std::move(responder), now});
-}
-
-void SchedulerCore::JoinWorker(const proto::RegisterRequest& reg, Responder& responder,
-                               absl::Time now, bool waited) {
-  for (const Node& w : workers_) {
-    if (w.instance_id == reg.instance_id()) {
-      responder.ReplyStatus(absl::AlreadyExistsError("this worker instance is registered already"));
-      return;
-    }
-  }
-  if (!waited && reg.wants_data_shard() && orphan_shards_.empty()) {
-    if (static_cast<int>(waiting_joins_.size()) >= options_.num_workers) {
-      responder.ReplyStatus(absl::FailedPreconditionError(
-          "as many workers as the job has wait for a free data shard already"));
-      return;
-    }
-    Park(waiting_joins_, reg, responder, now, "a free data shard to join");
-    return;
-  }
-  const int rank = static_cast<int>(workers_.size());
-  workers_.push_back(
-      Node{proto::WORKER, rank, reg.endpoint(), reg.instance_id(), responder.routing_id(), now});
-  if (!orphan_shards_.empty()) {
-    workers_.back().data_shard = orphan_shards_.front();
-    orphan_shards_.pop_front();
-  }
-  std::vector<std::string> worker_ids;
-  for (const Node& w : workers_) worker_ids.push_back(w.routing_id);
-  int servers = 0;
-  for (const Node& s : servers_) {
-    if (s.state != NodeState::kAlive) continue;
-    memberships_to_send_.push_back({rank, s.endpoint, rank + 1, worker_ids});
-    ++servers;
-  }
-  LOG(INFO) << "worker joining from " << reg.endpoint() << " as worker " << rank
-            << "; telling " << servers << " servers";
-  pending_joins_.emplace(rank, PendingJoin{std::move(responder), servers});
-  if (servers == 0) FinishJoin(rank);
-}
-
-void SchedulerCore::ServerKnowsJoin(int rank, absl::StatusOr<Message> reply) {
-  absl::MutexLock lock(&mu_);
-  if (!reply.ok() || reply->header.code() != proto::OK) {
-    LOG(WARNING) << "a server did not take worker " << rank << ": "
-                 << (reply.ok() ? reply->header.error() : reply.status().ToString());
-  }
-  auto it = pending_joins_.find(rank);
-  if (it != pending_joins_.end() && --it->second.acks_outstanding == 0) FinishJoin(rank);
-}
-
-void SchedulerCore::FinishJoin(int rank) {
-  auto it = pending_joins_.find(rank);
-  if (it == pending_joins_.end()) return;
-  Node& node = workers_[rank];
-  node.last_seen = clock_();  // the servers' round trip counted against its heartbeats
-  slots_.WorkerJoined(rank);
-  Message reply;
-  proto::RegisterReply* r = reply.header.mutable_register_reply();
-  r->set_rank(rank);
-  *r->mutable_book() = Book(/*for_servers=*/false);
-  r->set_scheduler_id(requester_->RoutingId());
-  r->set_joined_running_job(true);
-  r->set_data_shard(node.data_shard);
-  r->set_data_world(options_.num_workers);
-  r->set_next_workers_barrier(barriers_[proto::WORKERS].id);
-  r->set_next_all_barrier(barriers_[proto::ALL].id);
-  it->second.responder.Reply(std::move(reply));
-  pending_joins_.erase(it);
-  LOG(INFO) << "worker " << rank << " joined the running job (" << slots_.planner().ring().size()
-            << " in the slot ring; data shard " << node.data_shard << ")";
 }
 
 }  // namespace r2sp

@@ -71,12 +71,18 @@ absl::Status ClockAggregator::Add(int worker, int64_t clock, const GradientView&
   return absl::OkStatus();
 }
 
-bool ClockAggregator::Complete(const std::vector<bool>& live) const {
+bool ClockAggregator::Complete(const std::vector<bool>& live,
+                               const std::vector<int64_t>& joined_at) const {
   if (contributors_ == 0) return false;
   for (size_t w = 0; w < arrived_.size(); ++w) {
-    if (w < live.size() && live[w] && !arrived_[w]) return false;
+    const bool takes_part = w >= joined_at.size() || clock_ >= joined_at[w];
+    if (w < live.size() && live[w] && takes_part && !arrived_[w]) return false;
   }
   return true;
+}
+
+void ClockAggregator::AddWorkers(int num_workers) {
+  if (num_workers > static_cast<int>(arrived_.size())) arrived_.resize(num_workers, false);
 }
 
 void ClockAggregator::Advance() {

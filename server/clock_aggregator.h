@@ -30,8 +30,13 @@ class ClockAggregator {
   // global-batch average), else 1 / contributors.
   float scale() const { return weighted_ ? 1.0f : 1.0f / contributors_; }
 
-  // True when at least one gradient arrived and every worker with live[w] has contributed.
-  bool Complete(const std::vector<bool>& live) const;
+  // True when at least one gradient arrived and every worker w with live[w] that takes part in
+  // this clock (clock() >= joined_at[w]; a worker past the end of joined_at always does) has
+  // contributed.
+  bool Complete(const std::vector<bool>& live, const std::vector<int64_t>& joined_at = {}) const;
+
+  // Workers joined: ranks up to num_workers - 1 may contribute (never fewer than now).
+  void AddWorkers(int num_workers);
 
   int contributors() const { return contributors_; }
   const float* sum() const { return sum_.data(); }

@@ -41,6 +41,7 @@ void ServerHandler::Configure(int rank, const ServerPeers& peers, const ModelLay
   num_workers_ = num_workers;
   peers_ = peers;
   live_workers_.assign(num_workers, true);
+  joined_at_.assign(num_workers, 0);
   for (uint64_t key : layout.KeysOf(rank)) {
     const Partition& p = *layout.Find(key);
     auto held = std::make_unique<HeldPartition>(p.num_elements, num_workers);
@@ -106,13 +107,6 @@ absl::Status ServerHandler::CheckScheduler(const Responder& responder, const cha
   if (responder.routing_id() != peers_.scheduler_id || !responder.MayBe(proto::SCHEDULER)) {
     return absl::PermissionDeniedError(absl::StrCat("only the scheduler may ", what));
   }
-  return absl::OkStatus();
-}
-
-absl::Status ServerHandler::HandleMembership(const Message& request, Responder& responder) {
-  R2SP_RETURN_IF_ERROR(CheckScheduler(responder, "change membership"));
-  R2SP_RETURN_IF_ERROR(GrowWorkers(request.header.membership()));
-  responder.ReplyStatus(absl::OkStatus());
   return absl::OkStatus();
 }
 
@@ -225,57 +219,12 @@ absl::Status ServerHandler::HandlePush(Message& request, Responder& responder) {
 }
 
 void ServerHandler::MaybeCompleteClock(HeldPartition& held) {
-  if (held.aggregator != nullptr && held.aggregator->Complete(live_workers_)) {
+  if (held.aggregator == nullptr) return;
+  if (hold_after_.has_value() && held.aggregator->clock() > *hold_after_) return;  // a join
+  if (held.aggregator->Complete(live_workers_, joined_at_)) {
     held.state.Apply(SgdFor(held), held.aggregator->scale(), held.aggregator->sum());
     held.steps += 1;
     held.aggregator->Advance();
-  }
-}
-
-absl::Status ServerHandler::GrowWorkers(const proto::Membership& membership) {
-  const int num_workers = membership.num_workers();
-  if (num_workers < num_workers_ || num_workers > num_workers_ + 1024) {
-    return absl::InvalidArgumentError(absl::StrCat("cannot go from ", num_workers_, " to ",
-                                                   num_workers, " workers"));
-  }
-  if (membership.worker_ids_size() != num_workers) {
-    return absl::InvalidArgumentError(absl::StrCat("MEMBERSHIP names ", num_workers,
-                                                   " workers but carries ",
-                                                   membership.worker_ids_size(), " ids"));
-  }
-  if (options_.sync == proto::BSP || options_.sync == proto::SSP) {
-    return absl::FailedPreconditionError("bsp and ssp jobs do not take workers that join late");
-  }
-  for (auto& [key, held] : partitions_) {
-    held->pushed.resize(num_workers, 0);
-    held->last_clock.resize(num_workers, -1);
-  }
-  live_workers_.resize(num_workers, true);
-  // Ranks keep their connections: a MEMBERSHIP can add workers, never rebind one.
-  peers_.worker_ids.resize(num_workers_);
-  for (int w = num_workers_; w < num_workers; ++w) {
-    peers_.worker_ids.push_back(membership.worker_ids(w));
-  }
-  LOG(INFO) << "server " << rank_ << ": " << num_workers - num_workers_ << " worker(s) joined, "
-            << num_workers << " in all";
-  num_workers_ = num_workers;
-  return absl::OkStatus();
-}
-
-void ServerHandler::SetDepartedWorkers(const std::vector<int>& departed) {
-  absl::MutexLock lock(&mu_);
-  bool changed = false;
-  for (int w : departed) {
-    if (w >= 0 && w < num_workers_ && live_workers_[w]) {
-      live_workers_[w] = false;
-      changed = true;
-      LOG(INFO) << "server " << rank_ << ": worker " << w << " left; no longer waiting for it";
-    }
-  }
-  if (!changed) return;
-  for (auto& [key, held] : partitions_) {
-    MaybeCompleteClock(*held);
-    ReleaseParkedPulls(*held);
   }
 }
 

@@ -142,10 +142,15 @@ class ServerHandler : public RequestHandler {
   void MaybeCompleteClock(HeldPartition& held) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReleaseParkedPulls(HeldPartition& held) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   SgdOptions SgdFor(const HeldPartition& held) const;
-  // A worker joined (MEMBERSHIP from the scheduler): ranks up to num_workers - 1 exist now,
-  // with these routing ids.
+  // Workers joining (MEMBERSHIP from the scheduler; server_handler_membership.cc). Prepare
+  // (bsp, ssp): hold BSP clocks past those being aggregated; returns the first clock a joiner
+  // may take part from here. Grow: ranks up to num_workers - 1 exist now, with these routing
+  // ids, taking part from membership.join_clock() (bsp, ssp); releases the hold.
+  absl::StatusOr<int64_t> PrepareJoin() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status GrowWorkers(const proto::Membership& membership)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends a hold: clocks complete and parked pulls are answered as they may now.
+  void ReleaseHold() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Reject(Responder& responder, const absl::Status& status)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -159,6 +164,11 @@ class ServerHandler : public RequestHandler {
   int num_workers_ ABSL_GUARDED_BY(mu_) = 0;
   ServerPeers peers_ ABSL_GUARDED_BY(mu_);
   std::vector<bool> live_workers_ ABSL_GUARDED_BY(mu_);
+  // Per worker, the clock it takes part in BSP aggregation from (0 for the job's first
+  // workers; a bsp joiner's Membership.join_clock). While a bsp join is prepared, no clock past
+  // hold_after_ completes, so the joiner's clock stays ahead of every completed one.
+  std::vector<int64_t> joined_at_ ABSL_GUARDED_BY(mu_);
+  std::optional<int64_t> hold_after_ ABSL_GUARDED_BY(mu_);
   LogLimiter reject_log_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, std::unique_ptr<HeldPartition>> partitions_ ABSL_GUARDED_BY(mu_);
   struct Counters {

@@ -139,11 +139,20 @@ absl::Status WorkerNode::InitialiseParameters() {
     R2SP_RETURN_IF_ERROR_WITH(scheduler_->Barrier(proto::WORKERS),
                               "waiting for initial parameters");
   }
-  const Ticket pulled = ps_->Pull(params_.data());
+  // A bsp or ssp joiner takes part from its join clock: in bsp it starts from the parameters
+  // every clock before it made (waiting for the last of them to complete).
+  const proto::SyncMode sync = registration_.book().sync();
+  const bool at_clock =
+      registration_.joined_running_job() && (sync == proto::BSP || sync == proto::SSP);
+  PullOptions initial;
+  if (at_clock && sync == proto::BSP) initial.min_version = registration_.join_clock();
+  const Ticket pulled = ps_->Pull(params_.data(), initial);
   R2SP_RETURN_IF_ERROR_WITH(pulled.Wait(), "pulling initial parameters");
   // The servers restored checkpoints, or this worker joins a running job: training goes on from
-  // the least advanced partition's step (a joiner in the shard it took over).
-  const double steps = registration_.joined_running_job()
+  // the least advanced partition's step (a joiner in the shard it took over; at its join clock
+  // in bsp and ssp).
+  const double steps = at_clock ? static_cast<double>(registration_.join_clock())
+                       : registration_.joined_running_job()
                            ? (synthetic() ? 0.0 : pulled.min_steps())
                            : pulled.min_restored_steps();
   if (steps >= 1) {

@@ -8,6 +8,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -90,6 +91,32 @@ TEST(FaultToleranceTest, KilledWorkerLeavesTheJobGoingInEveryMode) {
     job.worker(1).Kill(SIGKILL);
     ExpectCompleted(job, 1, {0, 2});
     EXPECT_NE(job.scheduler().Log().find("declared dead"), std::string::npos);
+  }
+}
+
+// bsp and ssp take a replacement (as tools/launch --max_restarts starts one) at a clock
+// boundary the servers agree on: it starts at that step, trains to the end with the others,
+// and everyone exits 0.
+TEST(FaultToleranceTest, ReplacementJoinsBspAndSspJobsAtAClockBoundary) {
+  for (const std::string sync : {"bsp", "ssp"}) {
+    SCOPED_TRACE(sync);
+    LocalJob job(FastFailureJob("rejoin-" + sync, sync, 2, 3, 150));
+    absl::SleepFor(absl::Seconds(1.5));
+    job.worker(1).Kill(SIGKILL);
+    const int joiner = job.StartWorker();
+    ExpectCompleted(job, 2, {0, 2, joiner});
+    const std::string log = job.scheduler().Log();
+    const size_t at = log.find("joins at clock ");
+    ASSERT_NE(at, std::string::npos) << log;
+    const int clock = std::atoi(log.c_str() + at + 15);
+    EXPECT_GT(clock, 0) << log;
+    EXPECT_NE(job.worker(joiner).Log().find(absl::StrCat("resuming at step ", clock)),
+              std::string::npos)
+        << job.worker(joiner).Log();
+    for (int s = 0; s < 2; ++s) {
+      EXPECT_NE(job.server(s).Log().find(absl::StrCat("from clock ", clock)), std::string::npos)
+          << job.server(s).Log();
+    }
   }
 }
 

@@ -390,15 +390,85 @@ TEST_F(SchedulerCoreTest, LeavingWorkerNoLongerHoldsUpTheRing) {
   }
 }
 
-TEST_F(SchedulerCoreTest, BspJobsRefuseLateWorkers) {
+// bsp and ssp joiners join at a clock boundary: every live server is asked to prepare, the
+// largest first clock they answer is the join clock, the MEMBERSHIP adding the worker carries
+// it, and so does the joiner's reply. A second joiner waits until the first is in.
+TEST_F(SchedulerCoreTest, BspJoinerJoinsAtTheClockTheServersAgreeOn) {
   options_.sync = proto::BSP;
+  options_.num_servers = 2;
   core_ = std::make_unique<SchedulerCore>(options_, &requester_, [this] { return now_; });
-  RegisterAll();
-  Register(proto::WORKER, "late");
+  for (const char* s : {"s0", "s1"}) Register(proto::SERVER, s);
+  for (const char* w : {"w0", "w1"}) Register(proto::WORKER, w);
+  ASSERT_EQ(sink_.Take().size(), 4u);
+  Register(proto::WORKER, "w2");
+  Register(proto::WORKER, "w3");  // waits for w2's join
+  EXPECT_TRUE(sink_.Take().empty());
+  ASSERT_EQ(requester_.sent.size(), 2u);
+  int64_t first = 5;
+  for (auto& sent : requester_.sent) {
+    EXPECT_TRUE(sent.request.header.membership().prepare());
+    Message answer;
+    answer.header.set_is_reply(true);
+    answer.header.set_clock(first);
+    first += 2;
+    sent.callback(std::move(answer));
+  }
+  ASSERT_EQ(requester_.sent.size(), 4u);  // the commits
+  for (size_t i = 2; i < 4; ++i) {
+    const proto::Membership& m = requester_.sent[i].request.header.membership();
+    EXPECT_FALSE(m.prepare());
+    EXPECT_EQ(m.join_clock(), 7);
+    EXPECT_EQ(m.num_workers(), 3);
+    EXPECT_EQ(m.worker_ids(2), "w2");
+  }
+  EXPECT_TRUE(sink_.Take().empty());
+  for (size_t i = 2; i < 4; ++i) {
+    Message ack;
+    ack.header.set_is_reply(true);
+    requester_.sent[i].callback(std::move(ack));
+  }
   auto replies = sink_.Take();
   ASSERT_EQ(replies.size(), 1u);
-  EXPECT_EQ(replies[0].second.header.code(), proto::FAILED_PRECONDITION);
-  EXPECT_NE(replies[0].second.header.error().find("only asp and r2sp"), std::string::npos);
+  EXPECT_EQ(replies[0].first, "w2");
+  EXPECT_EQ(replies[0].second.header.register_reply().rank(), 2);
+  EXPECT_EQ(replies[0].second.header.register_reply().join_clock(), 7);
+  EXPECT_TRUE(replies[0].second.header.register_reply().joined_running_job());
+  core_->OnTick(now_);  // w3's turn
+  ASSERT_EQ(requester_.sent.size(), 6u);
+  EXPECT_TRUE(requester_.sent[4].request.header.membership().prepare());
+}
+
+// A server that cannot prepare (an error, or a malformed answer) cancels the join: the holds
+// are released, the joiner is told to register again, and its rank is the next joiner's.
+TEST_F(SchedulerCoreTest, ARefusedPrepareCancelsTheJoin) {
+  options_.sync = proto::SSP;
+  core_ = std::make_unique<SchedulerCore>(options_, &requester_, [this] { return now_; });
+  RegisterAll();
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    Register(proto::WORKER, "w2");
+    ASSERT_EQ(requester_.sent.size(), 1u);
+    Message answer;
+    answer.header.set_is_reply(true);
+    if (attempt == 0) {
+      answer.header.set_code(proto::FAILED_PRECONDITION);
+    } else {
+      answer.header.set_clock(-3);
+    }
+    requester_.sent[0].callback(std::move(answer));
+    ASSERT_EQ(requester_.sent.size(), 2u);
+    EXPECT_TRUE(requester_.sent[1].request.header.membership().cancel());
+    requester_.sent.clear();
+    auto replies = sink_.Take();
+    ASSERT_EQ(replies.size(), 1u);
+    EXPECT_EQ(replies[0].second.header.code(), proto::NOT_READY);
+  }
+  Register(proto::WORKER, "w2");
+  Message answer;
+  answer.header.set_is_reply(true);
+  answer.header.set_clock(4);
+  requester_.sent[0].callback(std::move(answer));
+  EXPECT_EQ(requester_.sent[1].request.header.membership().num_workers(), 3);
+  EXPECT_EQ(requester_.sent[1].request.header.membership().join_clock(), 4);
 }
 
 TEST_F(SchedulerCoreTest, RejectsUnknownSenders) {

@@ -49,5 +49,27 @@ TEST(ClockAggregatorTest, CompletesWithoutDeadWorkers) {
   EXPECT_EQ(agg.contributors(), 2);
 }
 
+// A worker that joined takes part from its join clock on: earlier clocks complete without it,
+// later ones wait for it.
+TEST(ClockAggregatorTest, AJoinedWorkerTakesPartFromItsJoinClock) {
+  ClockAggregator agg(1, 2);
+  agg.AddWorkers(3);
+  agg.AddWorkers(1);  // never fewer
+  const std::vector<bool> live = {true, true, true};
+  const std::vector<int64_t> joined_at = {0, 0, 1};
+  const float g = 1;
+  ASSERT_TRUE(agg.Add(0, 0, &g).ok());
+  ASSERT_TRUE(agg.Add(1, 0, &g).ok());
+  EXPECT_FALSE(agg.Complete(live));
+  EXPECT_TRUE(agg.Complete(live, joined_at));
+  agg.Advance();
+  ASSERT_TRUE(agg.Add(0, 1, &g).ok());
+  ASSERT_TRUE(agg.Add(1, 1, &g).ok());
+  EXPECT_FALSE(agg.Complete(live, joined_at));
+  ASSERT_TRUE(agg.Add(2, 1, &g).ok());
+  EXPECT_TRUE(agg.Complete(live, joined_at));
+  EXPECT_EQ(agg.contributors(), 3);
+}
+
 }  // namespace
 }  // namespace r2sp

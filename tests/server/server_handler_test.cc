@@ -551,5 +551,132 @@ TEST_F(ServerHandlerTest, SspRestoredPartitionTakesEachWorkersClockFromItsNextPu
   EXPECT_EQ(replies[2].second.header.code(), proto::OK);
 }
 
+
+// Workers joining bsp and ssp jobs at a clock boundary (server_handler_membership.cc).
+class ServerJoinTest : public ServerHandlerTest {
+ protected:
+  // A MEMBERSHIP from the scheduler; its reply (the pulls it released go to released_).
+  Message Membership(const proto::Membership& membership) {
+    Message m;
+    m.header.set_type(proto::MEMBERSHIP);
+    m.header.set_sender_role(proto::SCHEDULER);
+    *m.header.mutable_membership() = membership;
+    Handle(std::move(m), "scheduler");
+    Message reply;
+    int replies = 0;
+    released_.clear();
+    for (auto& [to, r] : sink_.Take()) {
+      if (r.header.type() == proto::MEMBERSHIP) {
+        reply = std::move(r);
+        ++replies;
+      } else {
+        released_.push_back(std::move(r));
+      }
+    }
+    EXPECT_EQ(replies, 1);
+    return reply;
+  }
+  Message Prepare() {
+    proto::Membership m;
+    m.set_prepare(true);
+    return Membership(m);
+  }
+  // Grows to `workers` ("w0", "w1", ...) from `join_clock`.
+  Message Grow(int workers, int64_t join_clock) {
+    proto::Membership m;
+    m.set_num_workers(workers);
+    for (const std::string& id : testing::WorkerIds(workers)) m.add_worker_ids(id);
+    m.set_join_clock(join_clock);
+    return Membership(m);
+  }
+  std::vector<Message> released_;
+};
+
+// bsp: the prepare holds the clocks past the one being aggregated, so the join clock it
+// answers (that one + 1) stays ahead of every completed clock; before it clocks complete
+// without the joiner, from it on they wait for it.
+TEST_F(ServerJoinTest, BspJoinerTakesPartFromTheAgreedClock) {
+  SetUpHandler(proto::BSP, 2);
+  Push(0, 0, {0, 0, 0, 0}, 0, /*init=*/true);
+  Push(0, 0, {1, 1, 1, 1}, /*clock=*/0);  // clock 0 is being aggregated
+  sink_.Take();
+  const Message prepared = Prepare();
+  EXPECT_EQ(prepared.header.code(), proto::OK);
+  EXPECT_EQ(prepared.header.clock(), 1);
+  // Clock 0 may still complete; clock 1 may not, until the join is committed.
+  Push(1, 0, {1, 1, 1, 1}, 0);
+  Push(0, 0, {1, 1, 1, 1}, 1);
+  Push(1, 0, {1, 1, 1, 1}, 1);
+  Pull(0, 0, /*min_version=*/2);
+  EXPECT_EQ(sink_.Take().size(), 3u);  // the pushes' acks; the pull is parked
+  EXPECT_EQ(*handler_->Weights(0), std::vector<float>({-0.5f, -0.5f, -0.5f, -0.5f}));
+  // Committed at clock 2: clock 1 completes without worker 2, clock 2 waits for it.
+  EXPECT_EQ(Grow(3, 2).header.code(), proto::OK);
+  ASSERT_EQ(released_.size(), 1u);
+  EXPECT_EQ(released_[0].header.clock(), 2);
+  Push(0, 0, {1, 1, 1, 1}, 2);
+  Push(1, 0, {1, 1, 1, 1}, 2);
+  Pull(2, 0, /*min_version=*/3);
+  EXPECT_EQ(sink_.Take().size(), 2u);  // parked: worker 2 has not pushed clock 2
+  Push(2, 0, {4, 4, 4, 4}, 2);
+  auto replies = sink_.Take();
+  ASSERT_EQ(replies.size(), 2u);
+  EXPECT_EQ(replies[1].second.header.clock(), 3);
+  EXPECT_EQ(Values(replies[1].second), (std::vector<float>{-2, -2, -2, -2}));  // -0.5 * avg 2
+}
+
+// A join clock some partition has passed, a prepare outside bsp and ssp, prepare with cancel,
+// or a clock out of range: refused, nothing changes; a cancel releases the hold.
+TEST_F(ServerJoinTest, BadJoinsAreRefusedAndACancelReleasesTheHold) {
+  SetUpHandler(proto::BSP, 1);
+  Push(0, 0, {0, 0, 0, 0}, 0, true);
+  Push(0, 0, {1, 1, 1, 1}, 0);  // clock 0 completes: partition 0 is at clock 1
+  sink_.Take();
+  EXPECT_EQ(Grow(2, 0).header.code(), proto::FAILED_PRECONDITION);
+  EXPECT_EQ(Grow(2, -1).header.code(), proto::INVALID_ARGUMENT);
+  EXPECT_EQ(Grow(2, int64_t{1} << 60).header.code(), proto::INVALID_ARGUMENT);
+  proto::Membership both;
+  both.set_prepare(true);
+  both.set_cancel(true);
+  EXPECT_EQ(Membership(both).header.code(), proto::INVALID_ARGUMENT);
+  Handle(WorkerRequest(proto::PULL, 1, 0), "w1");  // no worker 1
+  EXPECT_EQ(sink_.Take()[0].second.header.code(), proto::INVALID_ARGUMENT);
+
+  EXPECT_EQ(Prepare().header.clock(), 2);
+  Push(0, 0, {1, 1, 1, 1}, 1);  // clock 1 completes (the hold is past it)
+  Push(0, 0, {1, 1, 1, 1}, 2);  // clock 2 is held
+  sink_.Take();
+  EXPECT_EQ(*handler_->Weights(0), std::vector<float>({-1, -1, -1, -1}));
+  proto::Membership cancel;
+  cancel.set_cancel(true);
+  EXPECT_EQ(Membership(cancel).header.code(), proto::OK);
+  EXPECT_EQ(*handler_->Weights(0), std::vector<float>({-1.5f, -1.5f, -1.5f, -1.5f}));
+
+  SetUpHandler(proto::ASP, 1);
+  EXPECT_EQ(Prepare().header.code(), proto::FAILED_PRECONDITION);
+}
+
+// ssp: the joiner's clock is the most advanced live worker's next one, and it counts as having
+// pushed every clock before it, so nobody's staleness bound waits for it.
+TEST_F(ServerJoinTest, SspJoinerDoesNotHoldTheOthersBack) {
+  SetUpHandler(proto::SSP, 2);
+  Push(0, 0, {0, 0, 0, 0}, 0, true);
+  for (int64_t c = 0; c < 3; ++c) Push(0, 0, {0, 0, 0, 0}, c);
+  Push(1, 0, {0, 0, 0, 0}, 0);
+  sink_.Take();
+  const Message prepared = Prepare();
+  EXPECT_EQ(prepared.header.clock(), 3);  // worker 0 pushes clock 3 next
+  EXPECT_EQ(Grow(3, 3).header.code(), proto::OK);
+  Pull(1, 0, 0, /*min_clock=*/1);  // every live worker pushed clock 0: ready
+  Pull(0, 0, 0, /*min_clock=*/3);  // worker 1 has not pushed clocks 1 and 2: parked
+  auto replies = sink_.Take();
+  ASSERT_EQ(replies.size(), 1u);
+  EXPECT_EQ(replies[0].first, "w1");
+  Push(2, 0, {0, 0, 0, 0}, 3);
+  Push(1, 0, {0, 0, 0, 0}, 1);
+  Push(1, 0, {0, 0, 0, 0}, 2);
+  EXPECT_EQ(sink_.Take().size(), 4u);  // three acks and worker 0's pull
+}
+
 }  // namespace
 }  // namespace r2sp

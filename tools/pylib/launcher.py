@@ -73,9 +73,10 @@ def parse_args(argv, description, parser=None):
     p.add_argument("--max_restarts", default="0", metavar="N|worker:N,server:M",
                    help="replace dead workers (exited non-zero or by a signal), at most N in all "
                         "(default 0: a death is only recorded; the scheduler decides whether the "
-                        "job completes); server:M also replaces up to M dead servers (asp, ssp, "
-                        "r2sp; needs --checkpoint_every): the replacement restores the lost "
-                        "shard from its newest checkpoint while the job goes on")
+                        "job completes); server:M also replaces up to M dead servers (needs "
+                        "--checkpoint_every): in asp, ssp and r2sp the replacement restores the "
+                        "lost shard from its newest checkpoint while the job goes on; a bsp job "
+                        "fails and is resumed from the checkpoints, as with --resume")
     p.add_argument("--checkpoint_every", default="", metavar="SPEC",
                    help="servers checkpoint their shards every SPEC: 30s (seconds) or 200steps "
                         "(default: only on SIGTERM, on losing the scheduler and at the end); into "
@@ -107,9 +108,6 @@ def parse_args(argv, description, parser=None):
                                     or args.checkpoint_every):
         p.error("--max_restarts and --checkpoint_every need --backend=local")
     if restarts["server"] and not args.resume:
-        if args.sync == "bsp":
-            p.error("--max_restarts=server:N: bsp jobs do not replace servers (every shard "
-                    "shares the clocks); use --checkpoint_every and --resume")
         if not args.checkpoint_every and "--checkpoint_dir" not in args.server_flags:
             p.error("--max_restarts=server:N: a replacement server restores its shard from the "
                     "checkpoints, so it needs --checkpoint_every")
@@ -269,9 +267,11 @@ def scheduler_command(args, binary, bind_flags, endpoint_file, stats_file):
 
 
 def server_replace_flags(args):
-    """With --max_restarts=server:N the scheduler waits for a lost server's replacement."""
+    """With --max_restarts=server:N the scheduler waits for a lost server's replacement (bsp:
+    the job resumes from the checkpoints instead, resume.run_resuming)."""
     servers = supervisor.parse_max_restarts(args.max_restarts or "0")["server"]
-    return [f"--server_replace_s={SERVER_REPLACE_SECONDS:g}"] if servers else []
+    return [f"--server_replace_s={SERVER_REPLACE_SECONDS:g}"] if servers and args.sync != "bsp" \
+        else []
 
 
 def model_dir_flags(args):

@@ -2,7 +2,8 @@
 options saved as RUN_DIR/launch.json, and tools/launch --resume=RUN_DIR, which runs the saved
 job again in RUN_DIR after moving the previous attempt's files into RUN_DIR/attempt-K/, with
 every server told to --resume from the newest checkpoint of its shard (the workers learn where
-to start from the scheduler) and, with --auth=curve, the job's keys in RUN_DIR/keys kept."""
+to start from the scheduler) and, with --auth=curve, the job's keys in RUN_DIR/keys kept; and
+run_resuming, which resumes a bsp job that lost a server by itself."""
 
 import argparse
 import json
@@ -12,6 +13,7 @@ import shlex
 
 from job_errors import JobError
 from job_keys import KEYS
+import supervisor
 
 LAUNCH_FILE = "launch.json"
 CHECKPOINTS = "checkpoints"  # RUN_DIR/checkpoints/server<R>/..., unless the server flags say
@@ -152,3 +154,35 @@ def prepare(args):
     print(f"launch: resuming {run_dir} (attempt {k + 1}); the previous attempt's files are in "
           f"{os.path.join(run_dir, f'attempt-{k}')}", flush=True)
     return resumed
+
+
+def server_died(run_dir):
+    """Whether RUN_DIR/summary.json records the death of a server."""
+    try:
+        with open(os.path.join(run_dir, "summary.json")) as f:
+            return json.load(f).get("deaths", {}).get("server", 0) > 0
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def run_resuming(run_job, args):
+    """run_job(args), the job tools/launch's `args` describe; then, while --max_restarts=server:M
+    allows (each time counts one), a bsp job that failed because a server died is run again
+    from the servers' checkpoints, as --resume=RUN_DIR would (its servers share the clocks, so
+    none is replaced while the job runs: docs/RELIABILITY.md). Returns the summary of the
+    attempt that completed; JobError as run_job."""
+    limits = supervisor.parse_max_restarts(args.max_restarts or "0")
+    left = limits["server"] if args.sync == "bsp" else 0
+    while True:
+        try:
+            return run_job(args)
+        except JobError:
+            if left <= 0 or not server_died(args.run_dir):
+                raise
+        left -= 1
+        print(f"launch: a server of this bsp job died; resuming it from the servers' "
+              f"checkpoints ({left} such restarts left)", flush=True)
+        again = argparse.Namespace(**vars(args))
+        again.resume = args.run_dir
+        again.max_restarts = f"worker:{limits['worker']},server:{left}"
+        args = prepare(again)

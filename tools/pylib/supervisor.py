@@ -119,6 +119,8 @@ class Supervisor:
             why = "after the scheduler exited"
         elif kind not in ROLES_REPLACED:
             why = f"{kind}s are not replaced"
+        elif kind == "server" and self.job.args.sync == "bsp":
+            why = "a bsp job's servers share its clocks: the job resumes from the checkpoints"
         elif self.outcome.restarts[kind] >= self.max_restarts[kind]:
             why = f"no restarts left (--max_restarts={kind}:{self.max_restarts[kind]})"
         else:

@@ -1,7 +1,8 @@
 """tools/launch with the real binaries through failures (issue 15): the mlp on Fashion-MNIST
 keeps training when a worker is killed with SIGKILL (and its replacement, --max_restarts=1,
-takes over the dead worker's data shard), a server killed with SIGKILL is replaced from its
-checkpoint while the job goes on (--max_restarts=server:1), and a job stopped with SIGTERM (the
+takes over the dead worker's data shard; in bsp and ssp at a clock boundary), a server killed with SIGKILL is replaced from its
+checkpoint while the job goes on (--max_restarts=server:1; a bsp job resumes from the
+checkpoints by itself instead), and a job stopped with SIGTERM (the
 servers write checkpoints) completes with `tools/launch --resume=RUN_DIR` at the accuracy of an undisturbed
 run (>= 0.80, as tests/integration/training_test.cc)."""
 
@@ -66,8 +67,21 @@ class LaunchFaultsTest(unittest.TestCase):
         self.dir = tempfile.mkdtemp(prefix="launch_faults_")
 
     def test_killed_worker_is_replaced_and_the_job_completes(self):
-        run_dir = os.path.join(self.dir, "killed")
-        proc = launch(["--servers=1", "--workers=3", "--sync=asp", "--max_restarts=1",
+        self.replace_a_killed_worker("asp")
+
+    def test_killed_bsp_worker_is_replaced_at_a_clock_boundary(self):
+        log = self.replace_a_killed_worker("bsp")
+        self.assertIn("resuming at step", log)
+
+    def test_killed_ssp_worker_is_replaced_at_a_clock_boundary(self):
+        log = self.replace_a_killed_worker("ssp")
+        self.assertIn("resuming at step", log)
+
+    def replace_a_killed_worker(self, sync):
+        """Kills worker 1 of 3 under --max_restarts=1; the job completes with its replacement;
+        the replacement's log."""
+        run_dir = os.path.join(self.dir, "killed-" + sync)
+        proc = launch(["--servers=1", "--workers=3", "--sync=" + sync, "--max_restarts=1",
                        "--scheduler_flags=--heartbeat_timeout_ms=1000", "--server_flags=" + NODE,
                        f"--worker_flags={WORKER} {NODE} --epochs=10 --max_steps=1500"], run_dir)
         wait_for_steps(proc, run_dir, 1, 100)
@@ -89,6 +103,7 @@ class LaunchFaultsTest(unittest.TestCase):
         # The evaluating worker's model files (worker --eval_only reads them).
         models = sorted(os.listdir(os.path.join(run_dir, "model")))
         self.assertTrue(models and all(m.startswith("model-step") for m in models), models)
+        return log
 
     def test_killed_server_is_replaced_from_its_checkpoint_and_the_job_completes(self):
         run_dir = os.path.join(self.dir, "server_killed")
@@ -115,6 +130,35 @@ class LaunchFaultsTest(unittest.TestCase):
             self.assertIn("resumed from", f.read())
         with open(os.path.join(run_dir, "scheduler.log")) as f:
             self.assertIn("replaced by", f.read())
+
+    def test_bsp_job_that_lost_a_server_resumes_from_the_checkpoints_by_itself(self):
+        run_dir = os.path.join(self.dir, "bsp_server_killed")
+        proc = launch(["--servers=2", "--workers=2", "--sync=bsp", "--max_restarts=server:1",
+                       "--checkpoint_every=100steps",
+                       "--scheduler_flags=--heartbeat_timeout_ms=1000 --partition_bytes=262144",
+                       "--server_flags=" + NODE,
+                       f"--worker_flags={WORKER} {NODE} --max_steps=700"], run_dir)
+        wait_for_steps(proc, run_dir, 0, 250)
+        servers = subprocess.run(["pgrep", "-f", f"{run_dir}/checkpoints"], capture_output=True,
+                                 text=True).stdout.split()
+        os.kill(max(map(int, servers)), signal.SIGKILL)
+        out, _ = proc.communicate(timeout=300)
+        self.assertEqual(proc.returncode, 0, out)
+        self.assertIn("resuming it from the servers' checkpoints", out)
+        s = summary(run_dir)
+        self.assertTrue(s["completed"], s)
+        self.assertTrue(s["resumed"], s)
+        self.assertEqual(s["attempt"], 2, s)
+        self.assertGreaterEqual(s["final_test_accuracy"], 0.80, s)
+        with open(os.path.join(run_dir, "attempt-1", "summary.json")) as f:
+            first = json.load(f)
+        self.assertFalse(first["completed"], first)
+        # The killed server; then the rest, told the job failed, exit 3.
+        self.assertEqual((first["events"][0]["process"][:6], first["events"][0]["status"]),
+                         ("server", -signal.SIGKILL), first)
+        self.assertEqual(first["restarts"]["server"], 0, first)  # not replaced live
+        with open(os.path.join(run_dir, "worker0.log")) as f:
+            self.assertIn("servers resumed from checkpoints", f.read())
 
     def test_stopped_job_resumes_from_its_checkpoints(self):
         run_dir = os.path.join(self.dir, "resumed")
