@@ -42,7 +42,10 @@ std::string SchedulerCore::ReportJson() const {
           ", \"model\": ", JsonString(c.model()), ", \"samples\": ", c.samples(),
           ", \"epochs\": ", c.epochs(), ", \"test_accuracy\": ", c.test_accuracy(),
           ", \"final_loss\": ", c.final_loss(), ", \"push_codec\": ", JsonString(c.push_codec()),
-          ", \"pull_codec\": ", JsonString(c.pull_codec()), "}"));
+          ", \"pull_codec\": ", JsonString(c.pull_codec()),
+          ", \"retried_requests\": ", c.retried_requests(),
+          ", \"repeated_pushes\": ", c.repeated_pushes(),
+          ", \"rolled_back_steps\": ", c.rolled_back_steps(), "}"));
     }
     return absl::StrCat("[", absl::StrJoin(items, ", "), "]");
   };

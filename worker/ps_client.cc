@@ -66,7 +66,8 @@ PsClient::PsClient(Requester* requester, const ModelLayout* layout,
       retries_(options.server_retry > absl::ZeroDuration() ? std::make_unique<DelayedCalls>()
                                                             : nullptr),
       push_density_(options.push_codec.ratio),
-      delta_seq_(std::make_unique<std::atomic<uint64_t>[]>(layout->partitions().size())) {
+      delta_seq_(std::make_unique<std::atomic<uint64_t>[]>(layout->partitions().size())),
+      pulled_steps_(std::make_unique<std::atomic<double>[]>(layout->partitions().size())) {
   CHECK_EQ(static_cast<int>(server_endpoints.size()), layout_->num_servers());
   for (const std::string& server : server_endpoints) requester_->ExpectPeer(server, proto::SERVER);
   servers_ = std::move(server_endpoints);
@@ -88,7 +89,7 @@ void PsClient::set_push_density(double density) {
 
 PsClientCounters PsClient::counters() const {
   return {bytes_pushed_.load(), bytes_pulled_.load(), pushes_.load(), pulls_.load(),
-          retried_.load()};
+          retried_.load(), rolled_back_steps_.load()};
 }
 
 void PsClient::SetServerEndpoint(int rank, const std::string& endpoint) {
@@ -278,14 +279,23 @@ void PsClient::SendPull(const Partition& p, float* data, const PullOptions& opti
     info->set_delta_base(asked.delta_base);
   }
   copy_seq = 0;  // until the reply says which copy `data` holds
+  std::atomic<double>& steps_seen = pulled_steps_[p.key];
   Send(
       p.server, std::move(request),
-      [this, asked, data, state, &copy_seq](absl::StatusOr<Message> reply) {
+      [this, asked, data, state, &copy_seq, &steps_seen](absl::StatusOr<Message> reply) {
         absl::StatusOr<PulledPartition> pulled =
             reply.ok() ? DecodePullReply(*reply, asked, data) : reply.status();
         if (!pulled.ok()) {
           Ticket::Complete(*state, pulled.status());
           return;
+        }
+        const double before = steps_seen.exchange(pulled->steps);
+        if (pulled->restored_steps > 0 && pulled->steps < before) {
+          // The partition's server was replaced from a checkpoint (its steps only grow else).
+          double most = rolled_back_steps_.load();
+          while (before - pulled->steps > most &&
+                 !rolled_back_steps_.compare_exchange_weak(most, before - pulled->steps)) {
+          }
         }
         copy_seq = pulled->delta_seq;
         bytes_pulled_ += pulled->bytes;

@@ -74,6 +74,9 @@ struct PsClientCounters {  // bytes as they travelled (encoded)
   uint64_t pushes = 0;
   uint64_t pulls = 0;
   uint64_t retries = 0;  // requests sent again (server_retry)
+  // The most global-batch steps a pulled partition went back (its server was replaced from a
+  // checkpoint): steps in the last reply before less steps in the first restored one.
+  double rolled_back_steps = 0;
 };
 
 struct PullOptions {
@@ -175,6 +178,9 @@ class PsClient {
   // FP16_DELTA pulls, per partition (by key): the sequence of the copy the last pull of that
   // partition left in its buffer (0: none; any other pull resets it).
   std::unique_ptr<std::atomic<uint64_t>[]> delta_seq_;
+  // Per partition (by key), the global-batch steps of its latest pull reply.
+  std::unique_ptr<std::atomic<double>[]> pulled_steps_;
+  std::atomic<double> rolled_back_steps_{0};
   std::atomic<uint64_t> bytes_pushed_{0}, bytes_pulled_{0}, pushes_{0}, pulls_{0},
       retried_{0};
 };

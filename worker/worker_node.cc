@@ -304,6 +304,7 @@ absl::Status WorkerNode::Finish(const LoopResult& result) {
   counters.set_pushes(c.pushes);
   counters.set_pulls(c.pulls);
   counters.set_retried_requests(c.retries);
+  counters.set_rolled_back_steps(c.rolled_back_steps);
   counters.set_dropped_messages(transport_->counters().dropped_messages);
   R2SP_RETURN_IF_ERROR_WITH(scheduler_->Finish(counters), "reporting to the scheduler");
   scheduler_->StopHeartbeats();

@@ -27,14 +27,16 @@ Responder MakeResponder(ReplySink* sink, const std::string& routing_id, const pr
 
 const char* const kPeers[] = {"s0", "s1", "w0", "w1", "w2", "w3"};
 
-// The answer a server gives to one of the scheduler's requests: OK (with counters), an error
-// code, or none at all (the request timed out).
+// The answer a server gives to one of the scheduler's requests: OK (with counters, and a clock
+// a join's prepare reads, negative ones included), an error code, or none at all (the request
+// timed out).
 absl::StatusOr<Message> AnswerFor(uint8_t how) {
   if (how % 3 == 2) return absl::DeadlineExceededError("no answer");
   Message reply;
   reply.header.set_is_reply(true);
   reply.header.set_code(how % 3 == 0 ? proto::OK : proto::INTERNAL);
   reply.header.mutable_counters()->set_pushes(how);
+  reply.header.set_clock(static_cast<int64_t>(how) - 16);
   return reply;
 }
 

@@ -116,6 +116,15 @@ def summarise(stats, *, mode, workers, servers, run_dir, wall, iterations=None, 
         "push_codecs": sorted({w["push_codec"] for w in nodes if w.get("push_codec")}),
         "pull_codecs": sorted({w["pull_codec"] for w in nodes if w.get("pull_codec")}),
         "run_dir": run_dir,
+        # Lost servers replaced while the job ran: the workers' requests sent again, the pushes
+        # a replacement had applied already, and the most global-batch steps a restored shard
+        # went back (the updates the losses cost).
+        "recovery": {
+            "retried_requests": sum(w.get("retried_requests", 0) for w in nodes),
+            "repeated_pushes": sum(s.get("repeated_pushes", 0) for s in stats.get("servers", [])),
+            "updates_lost_steps": round(max([w.get("rolled_back_steps", 0) for w in nodes] or [0]),
+                                        3),
+        },
     }
     summary.update(iterations or {})
     summary.update(cpu_use or {})

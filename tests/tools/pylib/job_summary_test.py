@@ -69,6 +69,15 @@ class SummariseTest(unittest.TestCase):
         self.assertEqual(s["dead_workers"], 1)
         self.assertEqual((s["mode"], s["workers"], s["servers"], s["run_dir"]), ("bsp", 2, 1, "/r"))
 
+    def test_recovery_adds_the_retries_and_takes_the_largest_rollback(self):
+        stats = {"workers": [{"retried_requests": 3, "rolled_back_steps": 41.5},
+                             {"retried_requests": 2, "rolled_back_steps": 57.25}, {}],
+                 "servers": [{"repeated_pushes": 1}, {"repeated_pushes": 2}]}
+        self.assertEqual(self.summarise(stats)["recovery"],
+                         {"retried_requests": 5, "repeated_pushes": 3, "updates_lost_steps": 57.25})
+        self.assertEqual(self.summarise(STATS)["recovery"],
+                         {"retried_requests": 0, "repeated_pushes": 0, "updates_lost_steps": 0})
+
     def test_without_stats(self):
         s = self.summarise({"workers": [], "servers": []})
         self.assertEqual(s["model"], "")
@@ -83,7 +92,7 @@ class SummariseTest(unittest.TestCase):
             {"batch": 16, "ideal": 16.4, "throughput": 400.04}]})
         s = self.summarise(stats, iterations={"mean_iteration_seconds": 0.1},
                            cpu_use={"cpu_cores": {"worker0": 1.0}, "machine_cores": 2})
-        self.assertEqual(list(s)[15:], ["mean_iteration_seconds", "cpu_cores", "machine_cores",
+        self.assertEqual(list(s)[16:], ["mean_iteration_seconds", "cpu_cores", "machine_cores",
                                         "batch_sizes", "ideal_batch_sizes", "throughputs"])
         self.assertEqual(s["batch_sizes"], [48, 16])
         self.assertEqual(s["ideal_batch_sizes"], [47.6, 16.4])

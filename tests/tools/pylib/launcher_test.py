@@ -287,7 +287,17 @@ class RunJobTest(JobTest):
         self.assertTrue(summary["completed"])  # the stand-in scheduler says so
         self.assertEqual(self.events(summary), [("server0", "died", 3)])
         self.assertEqual(summary["deaths"], {"worker": 0, "server": 1})
-        self.assertIn("launch: server0 died (status 3); servers are not replaced", self.out)
+        # max_restarts="4" replaces workers only.
+        self.assertIn("launch: server0 died (status 3); no restarts left (--max_restarts=server:0)",
+                      self.out)
+
+    def test_a_dead_server_of_a_bsp_job_is_not_replaced_live(self):
+        summary = self.run_job(sync="bsp", server_flags="--exit=3", max_restarts="server:2",
+                               scheduler_flags=SCHEDULER_WAITS)
+        self.assertEqual(self.events(summary), [("server0", "died", 3)])
+        self.assertEqual(summary["restarts"], {"worker": 0, "server": 0})
+        self.assertIn("a bsp job's servers share its clocks: the job resumes from the checkpoints",
+                      self.out)
 
     def test_a_dead_worker_is_replaced(self):
         summary = self.run_job(max_restarts="1", scheduler_flags=SCHEDULER_WAITS,

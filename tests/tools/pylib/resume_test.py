@@ -128,6 +128,48 @@ class RunDirTest(unittest.TestCase):
         self.assertIn(f"launch: resuming {self.dir} (attempt 2)", out.getvalue())
         self.assertEqual(os.listdir(os.path.join(self.dir, "attempt-1")), ["scheduler.log"])
 
+    def fake_job(self, failures):
+        """A run_job stand-in: saves its options, then fails `failures` times as a bsp job
+        whose server died would (summary.json with the death), then completes; the attempts
+        it was given."""
+        attempts = []
+
+        def run_job(args):
+            attempts.append(args)
+            resume.save_options(args)
+            self.make("checkpoints/server0/")
+            if len(attempts) > failures:
+                return {"completed": True}
+            with open(os.path.join(self.dir, "summary.json"), "w") as f:
+                json.dump({"completed": False, "deaths": {"worker": 0, "server": 1}}, f)
+            raise JobError("the scheduler exited with status 1")
+        return run_job, attempts
+
+    def test_a_bsp_job_that_lost_a_server_is_resumed_while_restarts_last(self):
+        run_job, attempts = self.fake_job(failures=2)
+        args = options(run_dir=self.dir, sync="bsp", max_restarts="worker:3,server:2")
+        with contextlib.redirect_stdout(io.StringIO()) as out:
+            self.assertEqual(resume.run_resuming(run_job, args), {"completed": True})
+        self.assertEqual([a.attempt for a in attempts[1:]], [2, 3])
+        self.assertEqual([a.resume for a in attempts[1:]], [self.dir, self.dir])
+        self.assertEqual(attempts[2].max_restarts, "worker:3,server:0")
+        self.assertIn("resuming it from the servers' checkpoints (0 such restarts left)",
+                      out.getvalue())
+        # Out of restarts, asynchronous modes (they replace servers live), or a job that failed
+        # for another reason: the error stands.
+        def timed_out(args):
+            raise JobError("the job ran past --timeout")
+        for sync, restarts, job in (("bsp", "server:1", self.fake_job(failures=2)[0]),
+                                    ("asp", "server:5", self.fake_job(failures=2)[0]),
+                                    ("bsp", "server:5", timed_out)):
+            summary = os.path.join(self.dir, "summary.json")
+            if os.path.exists(summary):
+                os.remove(summary)
+            with self.subTest(sync=sync, restarts=restarts), \
+                    contextlib.redirect_stdout(io.StringIO()), self.assertRaises(JobError):
+                resume.run_resuming(job, options(run_dir=self.dir, sync=sync,
+                                                 max_restarts=restarts))
+
     def test_another_tools_run_is_not_resumed(self):
         resume.save_options(argparse.Namespace(**vars(options(run_dir=self.dir)),
                                                server_link="100mbit"))
