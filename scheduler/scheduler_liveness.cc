@@ -49,6 +49,11 @@ bool SchedulerCore::DetectFailures(absl::Time now) {
   for (std::deque<Node>* nodes : {&servers_, &workers_}) {
     for (Node& n : *nodes) {
       if (n.state != NodeState::kAlive) continue;
+      if (n.role == proto::WORKER && pending_joins_.contains(n.rank)) {
+        // A joiner waits for the servers' answers, silent until its REGISTER reply.
+        n.last_seen = n.last_progress = now;
+        continue;
+      }
       std::string why;
       if (now - n.last_seen > options_.heartbeat_timeout) {
         why = absl::StrCat("silent for ", absl::FormatDuration(now - n.last_seen));

@@ -514,6 +514,37 @@ TEST_F(SchedulerCoreTest, AJoinerIsNoMemberUntilTheServersKnowIt) {
   EXPECT_EQ(report.find("\"state\": \"finished\""), std::string::npos) << report;
 }
 
+// A joiner is silent until its REGISTER reply: however long the servers take to answer, it is
+// not declared dead meanwhile (its data shard would be orphaned twice, were the join cancelled).
+TEST_F(SchedulerCoreTest, AJoinerWaitingForTheServersIsNotDeclaredDead) {
+  options_.sync = proto::BSP;
+  core_ = std::make_unique<SchedulerCore>(options_, &requester_, [this] { return now_; });
+  RegisterAll();
+  Register(proto::WORKER, "w2");
+  ASSERT_EQ(requester_.sent.size(), 1u);
+  for (int s = 1; s <= 10; ++s) {
+    now_ = start_ + absl::Seconds(s);
+    for (const char* who : {"s0", "w0", "w1"}) {
+      Send(From(who[0] == 's' ? proto::SERVER : proto::WORKER, who[1] - '0', proto::HEARTBEAT),
+           who);
+    }
+    core_->OnTick(now_);
+  }
+  sink_.Take();
+  Message answer;
+  answer.header.set_is_reply(true);
+  answer.header.set_clock(3);
+  requester_.sent[0].callback(std::move(answer));
+  Message ack;
+  ack.header.set_is_reply(true);
+  requester_.sent[1].callback(std::move(ack));
+  auto replies = sink_.Take();
+  ASSERT_EQ(replies.size(), 1u);
+  EXPECT_EQ(replies[0].second.header.register_reply().join_clock(), 3);
+  EXPECT_EQ(core_->ReportJson().find("\"state\": \"dead\""), std::string::npos)
+      << core_->ReportJson();
+}
+
 // The sender is the connection, not the header: a request claiming a registered node's role and
 // rank over any other connection is denied and changes nothing, with authentication off.
 TEST_F(SchedulerCoreTest, HeadersClaimingAnotherNodeAreDenied) {

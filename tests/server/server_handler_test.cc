@@ -656,6 +656,24 @@ TEST_F(ServerJoinTest, BadJoinsAreRefusedAndACancelReleasesTheHold) {
   EXPECT_EQ(Prepare().header.code(), proto::FAILED_PRECONDITION);
 }
 
+// A worker that dies while a join is prepared: the clock it held up completes without it, the
+// hold still keeps the next one until the join is committed.
+TEST_F(ServerJoinTest, ADepartureDuringTheHoldCompletesOnlyTheClocksBeforeIt) {
+  SetUpHandler(proto::BSP, 3);
+  Push(0, 0, {0, 0, 0, 0}, 0, /*init=*/true);
+  Push(0, 0, {1, 1, 1, 1}, 0);
+  Push(1, 0, {1, 1, 1, 1}, 0);
+  sink_.Take();
+  EXPECT_EQ(Prepare().header.clock(), 1);
+  handler_->SetDepartedWorkers({2});  // clock 0 no longer waits for worker 2
+  Push(0, 0, {1, 1, 1, 1}, 1);
+  Push(1, 0, {1, 1, 1, 1}, 1);
+  sink_.Take();
+  EXPECT_EQ(*handler_->Weights(0), std::vector<float>({-0.5f, -0.5f, -0.5f, -0.5f}));
+  EXPECT_EQ(Grow(4, 2).header.code(), proto::OK);  // clock 1 completes without worker 3
+  EXPECT_EQ(*handler_->Weights(0), std::vector<float>({-1, -1, -1, -1}));
+}
+
 // ssp: the joiner's clock is the most advanced live worker's next one, and it counts as having
 // pushed every clock before it, so nobody's staleness bound waits for it.
 TEST_F(ServerJoinTest, SspJoinerDoesNotHoldTheOthersBack) {
