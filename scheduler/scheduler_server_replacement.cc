@@ -29,6 +29,10 @@ void SchedulerCore::ServerLost(Node& server, const std::string& why, absl::Time 
     return;
   }
   server.replace_by = now + wait;
+  // Requests owed by the lost server fail now (a join's prepare is cancelled, not left to time
+  // out), and the connection to it closes instead of reconnecting for the rest of the job: a
+  // replacement is reached over a new one.
+  requester_->ResetPeer(server.endpoint, "the server was lost");
   LOG(WARNING) << "server " << server.rank << " lost; waiting up to "
                << absl::FormatDuration(wait)
                << " for a replacement to restore its shard from its checkpoints";

@@ -654,6 +654,8 @@ TEST_F(ServerReplacementTest, LostServerIsAwaitedReplacedAndTheWorkersToldWhere)
   EXPECT_EQ(beat.dead_servers_size(), 0);
   EXPECT_EQ(beat.dead_workers_size(), 0);  // no progress, but they wait for the server
   EXPECT_EQ(beat.servers_size(), 0);       // nothing replaced yet
+  // The connection to the lost server is closed, not kept for ever.
+  EXPECT_EQ(requester_.resets, std::vector<std::string>{"tcp://127.0.0.1:1/s0"});
 
   Register(proto::SERVER, "s0b");
   auto replies = sink_.Take();

@@ -77,6 +77,9 @@ class LaunchFaultsTest(unittest.TestCase):
         log = self.replace_a_killed_worker("ssp")
         self.assertIn("resuming at step", log)
 
+    def test_killed_r2sp_worker_is_replaced_in_the_ring(self):
+        self.replace_a_killed_worker("r2sp")
+
     def replace_a_killed_worker(self, sync):
         """Kills worker 1 of 3 under --max_restarts=1; the job completes with its replacement;
         the replacement's log."""
