@@ -126,6 +126,16 @@ R2SP_INTERPOSE(bool, R2spMutexAwaitWithTimeout,
   __tsan_acquire(mu);
   return met;
 }
+R2SP_INTERPOSE(bool, R2spMutexAwaitWithDeadline,
+               "_ZN4absl7debian35Mutex17AwaitWithDeadlineERKNS0_9ConditionENS0_4TimeE",
+               (Mu* mu, const Cond& c, absl::Time t)) {
+  R2SP_REAL(bool (*)(Mu*, const Cond&, absl::Time),
+            "_ZN4absl7debian35Mutex17AwaitWithDeadlineERKNS0_9ConditionENS0_4TimeE");
+  __tsan_release(mu);
+  const bool met = Unchecked([&] { return real(mu, c, t); });
+  __tsan_acquire(mu);
+  return met;
+}
 R2SP_INTERPOSE(void, R2spCondVarWait, "_ZN4absl7debian37CondVar4WaitEPNS0_5MutexE",
                (absl::CondVar* cv, Mu* mu)) {
   R2SP_REAL(void (*)(absl::CondVar*, Mu*), "_ZN4absl7debian37CondVar4WaitEPNS0_5MutexE");
