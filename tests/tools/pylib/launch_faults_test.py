@@ -16,6 +16,7 @@ import time
 import unittest
 
 import junit_main
+from fault_runs import steps_done
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 BIN_DIR = os.environ.get("R2SP_BIN_DIR", ROOT)  # the runfiles under Bazel
@@ -30,15 +31,6 @@ def launch(args, run_dir):
                              "--run_dir=" + run_dir] + args,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
-
-
-def steps_done(run_dir, worker):
-    """Lines in a worker's metrics file: the iterations it has finished."""
-    try:
-        with open(os.path.join(run_dir, f"metrics_worker{worker}.jsonl")) as f:
-            return sum(1 for line in f if '"event"' not in line)
-    except OSError:
-        return 0
 
 
 def wait_for_steps(proc, run_dir, worker, steps, timeout=120):
