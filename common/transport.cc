@@ -105,9 +105,13 @@ void Transport::Start(RequestHandler* handler) {
 
 void Transport::Stop() {
   if (!started_ || stopping_.exchange(true)) return;
+  Wake();
+  thread_.join();
+}
+
+void Transport::Wake() {
   const uint64_t one = 1;
   (void)!write(wake_fd_, &one, sizeof(one));
-  thread_.join();
 }
 
 void Transport::Enqueue(Outgoing item) {
@@ -122,8 +126,7 @@ void Transport::Enqueue(Outgoing item) {
     item.callback(absl::CancelledError("transport stopped"));
     return;
   }
-  const uint64_t one = 1;
-  (void)!write(wake_fd_, &one, sizeof(one));
+  Wake();
 }
 
 void Transport::Request(const std::string& peer_endpoint, Message request,
@@ -175,7 +178,8 @@ void Transport::Loop() {
     if (ready < 0 && zmq_errno() != EINTR) {
       LOG(ERROR) << "zmq_poll: " << zmq_strerror(zmq_errno());
     }
-    if (items[0].revents & ZMQ_POLLIN) {
+    const bool woken = (items[0].revents & ZMQ_POLLIN) != 0;
+    if (woken) {
       uint64_t value;
       (void)!read(wake_fd_, &value, sizeof(value));
     }
@@ -185,7 +189,7 @@ void Transport::Loop() {
     for (size_t i = 2; i < items.size(); ++i) {
       if (items[i].revents & ZMQ_POLLIN) ReceiveFromDealer(*dealer_list_[i - 2]);
     }
-    ApplyResets();
+    if (woken) ApplyResets();  // ResetPeer wakes the thread
     const absl::Time now = absl::Now();
     if (now >= next_tick) {
       ExpireRequests(now, /*all=*/false);

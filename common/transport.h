@@ -138,6 +138,8 @@ class Transport : public ReplySink, public Requester {
   void ExpireRequests(absl::Time now, bool all);
   // Carries out the ResetPeer calls queued (between polls: dealer_list_ may shrink).
   void ApplyResets();
+  // Wakes the I/O thread from its poll.
+  void Wake();
   // The DEALER connected to `peer`, made on first use.
   absl::StatusOr<zmq::socket_t*> DealerFor(const std::string& peer);
   void Drop(const std::string& why);

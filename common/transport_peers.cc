@@ -2,8 +2,6 @@
 // (with the transport's routing id and, with CURVE, the peer's role key), the roles peers were
 // said to have, the requests each peer has outstanding, the replies the transport sends on its
 // own, the role a CURVE peer proved, and rate-limited drop warnings.
-#include <unistd.h>
-
 #include <algorithm>
 #include <string>
 #include <utility>
@@ -25,8 +23,7 @@ void Transport::ResetPeer(const std::string& peer_endpoint, const std::string& w
     absl::MutexLock lock(&mu_);
     resets_.emplace_back(peer_endpoint, why);
   }
-  const uint64_t one = 1;
-  (void)!write(wake_fd_, &one, sizeof(one));
+  Wake();
 }
 
 void Transport::ApplyResets() {

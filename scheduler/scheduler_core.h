@@ -147,6 +147,9 @@ class SchedulerCore : public RequestHandler {
   // join before them is done).
   void AdmitWaitingJoins(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FinishJoin(int rank) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The REGISTER reply of a node that joins the running job (a worker, or a server replacing a
+  // lost one): its rank, the address book, and where the groups' barriers stand.
+  Message JoinedReply(const Node& node) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The registered node the header names (dead or not), if the request came over that node's
   // connection (and, with authentication, from a peer of its role); else an error.
   absl::StatusOr<Node*> Sender(const proto::Header& header, const Responder& responder)

@@ -178,23 +178,32 @@ void SchedulerCore::CancelJoin(int rank) {
   LOG(WARNING) << "the join of a worker as rank " << rank << " was cancelled";
 }
 
+Message SchedulerCore::JoinedReply(const Node& node) const {
+  Message reply;
+  proto::RegisterReply* r = reply.header.mutable_register_reply();
+  r->set_rank(node.rank);
+  *r->mutable_book() = Book(/*for_servers=*/node.role == proto::SERVER);
+  r->set_scheduler_id(requester_->RoutingId());
+  r->set_joined_running_job(true);
+  r->set_data_shard(node.data_shard);
+  r->set_data_world(options_.num_workers);
+  auto next = [this](proto::Group group) -> uint64_t {  // 0: the group has met no barrier
+    auto it = barriers_.find(group);
+    return it == barriers_.end() ? 0 : it->second.id;
+  };
+  r->set_next_workers_barrier(next(proto::WORKERS));
+  r->set_next_all_barrier(next(proto::ALL));
+  return reply;
+}
+
 void SchedulerCore::FinishJoin(int rank) {
   auto it = pending_joins_.find(rank);
   if (it == pending_joins_.end()) return;
   Node& node = workers_[rank];
   node.last_seen = clock_();  // the servers' round trip counted against its heartbeats
   slots_.WorkerJoined(rank);
-  Message reply;
-  proto::RegisterReply* r = reply.header.mutable_register_reply();
-  r->set_rank(rank);
-  *r->mutable_book() = Book(/*for_servers=*/false);
-  r->set_scheduler_id(requester_->RoutingId());
-  r->set_joined_running_job(true);
-  r->set_data_shard(node.data_shard);
-  r->set_data_world(options_.num_workers);
-  r->set_next_workers_barrier(barriers_[proto::WORKERS].id);
-  r->set_next_all_barrier(barriers_[proto::ALL].id);
-  r->set_join_clock(it->second.join_clock);
+  Message reply = JoinedReply(node);
+  reply.header.mutable_register_reply()->set_join_clock(it->second.join_clock);
   it->second.responder.Reply(std::move(reply));
   pending_joins_.erase(it);
   LOG(INFO) << "worker " << rank << " joined the running job (" << slots_.planner().ring().size()

@@ -100,17 +100,7 @@ void SchedulerCore::ReplaceServer(const proto::RegisterRequest& reg, Responder& 
   lost->replace_by = absl::InfinitePast();
   ++lost->incarnation;
   requester_->ExpectPeer(reg.endpoint(), proto::SERVER);
-  Message reply;
-  proto::RegisterReply* r = reply.header.mutable_register_reply();
-  r->set_rank(lost->rank);
-  *r->mutable_book() = Book(/*for_servers=*/true);
-  r->set_scheduler_id(requester_->RoutingId());
-  r->set_joined_running_job(true);
-  r->set_data_shard(-1);
-  r->set_data_world(options_.num_workers);
-  r->set_next_workers_barrier(barriers_[proto::WORKERS].id);
-  r->set_next_all_barrier(barriers_[proto::ALL].id);
-  responder.Reply(std::move(reply));
+  responder.Reply(JoinedReply(*lost));
   LOG(INFO) << "server " << lost->rank << " replaced by the one at " << reg.endpoint()
             << " (incarnation " << lost->incarnation << ")";
 }

@@ -192,7 +192,8 @@ absl::Status ServerHandler::HandlePush(Message& request, Responder& responder) {
     return absl::OkStatus();
   }
   const int w = header.sender_rank();
-  if (header.push().retry() && header.clock() <= held.last_clock[w]) {
+  // In asynchronous modes pushed[w] is past every clock of w's applied pushes.
+  if (options_.sync != proto::BSP && header.push().retry() && header.clock() < held.pushed[w]) {
     ++counters_.repeated_pushes;
     responder.ReplyStatus(absl::OkStatus());  // a retry of a push applied already
     return absl::OkStatus();
@@ -210,7 +211,6 @@ absl::Status ServerHandler::HandlePush(Message& request, Responder& responder) {
     ++held.pushed[w];
   } else {
     held.pushed[w] = std::max(held.pushed[w] + 1, header.clock() + 1);
-    held.last_clock[w] = std::max<int64_t>(header.clock(), held.last_clock[w]);
   }
   responder.ReplyStatus(absl::OkStatus());
   MaybeCompleteClock(held);

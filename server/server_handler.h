@@ -94,16 +94,15 @@ class ServerHandler : public RequestHandler {
   };
   // One partition this server holds, with what its mode keeps about it.
   struct HeldPartition {
-    HeldPartition(size_t n, int workers) : state(n), pushed(workers, 0), last_clock(workers, -1) {}
+    HeldPartition(size_t n, int workers) : state(n), pushed(workers, 0) {}
     PartitionState state;
     std::unique_ptr<ClockAggregator> aggregator;  // BSP only
     // Per worker: the pushes it made (SSP bounds; in asynchronous modes a worker's clock counts
-    // its pushes, so after a restore its next push sets it), and the clock of the latest push
-    // applied: a push marked as a retry (proto PushInfo.retry) with no later clock was applied
-    // already (the worker lost the reply when its connection was reset), so it is acknowledged
-    // and not applied again.
+    // its pushes, so after a restore its next push sets it: pushed is past the clock of every
+    // push applied). A push marked as a retry (proto PushInfo.retry) of a clock below it was
+    // applied already (the worker lost the reply when its connection was reset), so it is
+    // acknowledged and not applied again.
     std::vector<int64_t> pushed;
-    std::vector<int64_t> last_clock;
     std::vector<ParkedPull> parked_pulls;
     std::unique_ptr<PullShadows> shadows;  // once a worker pulls FP16_DELTA
     double steps = 0;  // global-batch steps applied (fractions in asynchronous modes)

@@ -97,7 +97,6 @@ absl::Status ServerHandler::GrowWorkers(const proto::Membership& membership) {
   for (auto& [key, held] : partitions_) {
     // An ssp joiner counts as having pushed the clocks before its first.
     held->pushed.resize(num_workers, ssp ? join_clock : 0);
-    held->last_clock.resize(num_workers, ssp ? join_clock - 1 : -1);
     if (held->aggregator != nullptr) held->aggregator->AddWorkers(num_workers);
   }
   live_workers_.resize(num_workers, true);

@@ -151,10 +151,12 @@ absl::Status WorkerNode::InitialiseParameters() {
   // The servers restored checkpoints, or this worker joins a running job: training goes on from
   // the least advanced partition's step (a joiner in the shard it took over; at its join clock
   // in bsp and ssp).
-  const double steps = at_clock ? static_cast<double>(registration_.join_clock())
-                       : registration_.joined_running_job()
-                           ? (synthetic() ? 0.0 : pulled.min_steps())
-                           : pulled.min_restored_steps();
+  double steps = pulled.min_restored_steps();
+  if (at_clock) {
+    steps = static_cast<double>(registration_.join_clock());
+  } else if (registration_.joined_running_job()) {
+    steps = synthetic() ? 0.0 : pulled.min_steps();
+  }
   if (steps >= 1) {
     first_step_ = static_cast<int64_t>(steps + 1e-6);
     std::printf("worker %d: the job is at step %lld%s\n", rank,

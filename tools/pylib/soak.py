@@ -1,8 +1,8 @@
 """tools/soak's parts: finding a job's processes in /proc, sampling their memory, the kill
 plan, and judging the outcome. The job itself runs under tools/launch (worker kills: the
 launcher replaces the worker; server kills: the launcher replaces the server, which restores its
-shard from its checkpoint (if the job fails instead, tools/launch --resume runs it on
-from its checkpoints, which is the recovery measured, as live server replacement is not built).
+shard from its checkpoint while the job goes on; should the job fail instead, tools/launch
+--resume runs it on from the servers' checkpoints).
 """
 
 import json
