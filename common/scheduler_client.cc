@@ -91,6 +91,17 @@ absl::Status SchedulerClient::Finish(const proto::NodeCounters& counters) {
   return CallScheduler(std::move(request), options_.request_timeout).status();
 }
 
+absl::StatusOr<std::vector<int>> SchedulerClient::EpochPlan(int epoch, bool starting) {
+  Message request;
+  request.header = NewHeader(proto::EPOCH_PLAN);
+  request.header.mutable_epoch_plan_request()->set_epoch(epoch);
+  request.header.mutable_epoch_plan_request()->set_starting(starting);
+  R2SP_ASSIGN_OR_RETURN(Message reply,
+                        CallScheduler(std::move(request), options_.request_timeout));
+  const auto& live = reply.header.epoch_plan().live_shards();
+  return std::vector<int>(live.begin(), live.end());
+}
+
 absl::StatusOr<proto::SlotGrant> SchedulerClient::RequestSlot(int samples,
                                                               double compute_seconds,
                                                               double comm_seconds,

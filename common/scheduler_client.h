@@ -46,6 +46,9 @@ class SchedulerClient {
   absl::Status Barrier(proto::Group group);
   // A worker that joined a running job takes up the groups' barrier counts from its reply.
   void SetNextBarrier(proto::Group group, uint64_t id) { next_barrier_id_[group] = id; }
+  // Workers, with AddressBook.absorb_orphaned_shards: the data shards live in `epoch` (proto
+  // EpochPlan; `starting`: proto EpochPlanRequest).
+  absl::StatusOr<std::vector<int>> EpochPlan(int epoch, bool starting);
   // Workers: reports the final counters.
   absl::Status Finish(const proto::NodeCounters& counters);
 

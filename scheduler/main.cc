@@ -1,8 +1,11 @@
 // The `scheduler` binary: one per job. Wires the transport to SchedulerCore and waits for the
 // job to end; writes the job's counters as JSON if asked.
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <random>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "common/auth/auth_flags.h"
@@ -10,6 +13,7 @@
 #include "common/transport.h"
 #include "gflags/gflags.h"
 #include "glog/logging.h"
+#include "scheduler/epoch_plans.h"
 #include "scheduler/scheduler_core.h"
 
 DEFINE_string(bind, "tcp://0.0.0.0:9000",
@@ -40,6 +44,12 @@ DEFINE_string(job_id, "", "names the job in the servers' checkpoints (default: r
 DEFINE_double(server_replace_s, 0, "asp, ssp, r2sp: wait this long for a replacement of a lost "
               "server, which restores its shard from its checkpoints (tools/launch "
               "--max_restarts=server:N); 0: a lost server fails the job");
+DEFINE_bool(absorb_orphaned_shards, false, "survivors take over dead workers' data shards from "
+            "the next epoch on, so each epoch still trains every sample once (tools/launch sets "
+            "it unless workers are replaced); a joiner can take only a shard orphaned in the "
+            "current epoch");
+DEFINE_string(epoch_plans, "", "with --absorb_orphaned_shards: keep the epochs' plans in this "
+              "file, and take up those it holds (a job resumed from checkpoints)");
 DEFINE_int32(register_timeout_s, 120, "fail if the job is not complete within this time");
 DEFINE_string(stats_json, "", "if set, write every node's counters here at the end");
 
@@ -57,6 +67,8 @@ r2sp::proto::SyncMode CheckFlags() {
   r2sp::CheckFlag(FLAGS_register_timeout_s >= 1, "--register_timeout_s must be >= 1");
   r2sp::CheckFlag(FLAGS_progress_timeout_s >= 0, "--progress_timeout_s must be >= 0");
   r2sp::CheckFlag(FLAGS_server_replace_s >= 0, "--server_replace_s must be >= 0");
+  r2sp::CheckFlag(FLAGS_epoch_plans.empty() || FLAGS_absorb_orphaned_shards,
+                  "--epoch_plans needs --absorb_orphaned_shards");
   const r2sp::proto::SyncMode sync = r2sp::ValueOrExit(r2sp::ParseSyncMode(FLAGS_sync));
   r2sp::CheckFlag(FLAGS_staleness >= 0, "--staleness must be >= 0");
   r2sp::CheckFlag(FLAGS_r2sp_headroom > 0, "--r2sp_headroom must be > 0");
@@ -74,6 +86,22 @@ r2sp::proto::SyncMode CheckFlags() {
                     "num_workers * max_batch");
   }
   return sync;
+}
+
+// The plans an earlier attempt of the job saved in `path` (none if there is no such file);
+// exits with a clear error if the file cannot be read or is not plans for this job.
+r2sp::proto::EpochPlans LoadEpochPlans(const std::string& path, int workers) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return r2sp::proto::EpochPlans();
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) r2sp::ExitWithError(absl::DataLossError("cannot read --epoch_plans " + path));
+  absl::StatusOr<r2sp::proto::EpochPlans> plans = r2sp::EpochPlanBook::Parse(bytes, workers);
+  if (!plans.ok()) {
+    r2sp::ExitWithError(absl::InvalidArgumentError(
+        absl::StrCat("--epoch_plans ", path, ": ", plans.status().message())));
+  }
+  LOG(INFO) << "took up the plans of " << plans->plans_size() << " epochs from " << path;
+  return *std::move(plans);
 }
 
 r2sp::SchedulerOptions OptionsFromFlags(r2sp::proto::SyncMode sync) {
@@ -97,6 +125,14 @@ r2sp::SchedulerOptions OptionsFromFlags(r2sp::proto::SyncMode sync) {
   options.progress_timeout = absl::Seconds(FLAGS_progress_timeout_s);
   options.server_replace_timeout = absl::Seconds(FLAGS_server_replace_s);
   options.job_id = FLAGS_job_id;
+  options.absorb_orphaned_shards = FLAGS_absorb_orphaned_shards;
+  if (options.absorb_orphaned_shards && !FLAGS_epoch_plans.empty()) {
+    options.restored_epoch_plans = LoadEpochPlans(FLAGS_epoch_plans, options.num_workers);
+    options.save_epoch_plans = [path = FLAGS_epoch_plans](const r2sp::proto::EpochPlans& plans) {
+      absl::Status saved = r2sp::WriteFileAtomically(path, plans.SerializeAsString());
+      if (!saved.ok()) LOG(ERROR) << "cannot save the epoch plans: " << saved;
+    };
+  }
   if (options.job_id.empty()) {
     std::random_device rd;
     options.job_id = absl::StrCat("job-", absl::Hex(rd(), absl::kZeroPad8),

@@ -38,7 +38,12 @@ SchedulerCore::SchedulerCore(const SchedulerOptions& options, Requester* request
       requester_(requester),
       clock_(std::move(clock)),
       started_(clock_()),
-      slots_(SlotOptionsFrom(options)) {}
+      slots_(SlotOptionsFrom(options)),
+      epoch_plans_(options.num_workers) {
+  if (options.restored_epoch_plans.plans_size() > 0) {
+    epoch_plans_.Restore(options.restored_epoch_plans);
+  }
+}
 
 std::string SchedulerCore::failure() const {
   absl::MutexLock lock(&mu_);
@@ -128,6 +133,9 @@ void SchedulerCore::HandleFromNode(const Message& request, Responder& responder,
         break;
       }
       responder.ReplyStatus(slots_.Release(node.rank, header.report().leaving(), now));
+      break;
+    case proto::EPOCH_PLAN:
+      HandleEpochPlan(request, node, responder);
       break;
     case proto::REPORT: {
       absl::StatusOr<proto::BatchAssignment> batch =

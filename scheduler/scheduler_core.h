@@ -22,6 +22,7 @@
 #include "common/handler.h"
 #include "common/log_limiter.h"
 #include "scheduler/batch_tuner.h"
+#include "scheduler/epoch_plans.h"
 #include "scheduler/slot_coordinator.h"
 #include "scheduler/slot_planner.h"
 
@@ -54,6 +55,14 @@ struct SchedulerOptions {
   // its rank and restores its shard from its checkpoints, while workers hold their requests to
   // it. Zero (and always in bsp): the loss of a server fails the job.
   absl::Duration server_replace_timeout = absl::ZeroDuration();
+  // Survivors take over the data shards of dead workers from the next epoch on (proto
+  // EpochPlan; workers ask for each epoch's plan). A joiner can then take only a shard orphaned
+  // in the current epoch. Off: a dead worker's shard waits for a joiner and is not trained.
+  bool absorb_orphaned_shards = false;
+  // With absorb_orphaned_shards: the plans an earlier attempt of this job fixed (checked with
+  // EpochPlanBook::Parse), and where to save the plans each time one is fixed (may be empty).
+  proto::EpochPlans restored_epoch_plans;
+  std::function<void(const proto::EpochPlans&)> save_epoch_plans;
 };
 
 // Thread-safety: the RequestHandler methods run on the I/O thread; done(), failed() and
@@ -186,6 +195,10 @@ class SchedulerCore : public RequestHandler {
   void SendQueuedRequests() ABSL_LOCKS_EXCLUDED(mu_);
   void ServerAcknowledged(int rank, absl::StatusOr<Message> reply);
   void Fail(const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // EPOCH_PLAN (scheduler_epochs.cc): the plan of the epoch a worker asks for, fixed from the
+  // live workers' shards if it is the first to ask.
+  void HandleEpochPlan(const Message& request, const Node& node, Responder& responder)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A worker died or finished: out of the ring and the tuner.
   void WorkerLeft(const Node& node, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -241,6 +254,7 @@ class SchedulerCore : public RequestHandler {
   uint64_t denied_requests_ ABSL_GUARDED_BY(mu_) = 0;
   LogLimiter deny_log_ ABSL_GUARDED_BY(mu_);
   SlotCoordinator slots_ ABSL_GUARDED_BY(mu_);
+  EpochPlanBook epoch_plans_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace r2sp

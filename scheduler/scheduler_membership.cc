@@ -123,6 +123,7 @@ proto::AddressBook SchedulerCore::Book(bool for_servers) const {
   book.set_r2sp_slot_includes_pull(options_.r2sp_slot_includes_pull);
   book.set_job_id(options_.job_id);
   book.set_server_replace_ms(absl::ToInt64Milliseconds(ServerReplaceTimeout()));
+  book.set_absorb_orphaned_shards(options_.absorb_orphaned_shards);
   if (slots_.tuner() != nullptr) {
     book.set_hetero_batching(true);
     book.set_global_batch(options_.batching.global_batch);

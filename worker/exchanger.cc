@@ -14,6 +14,8 @@ namespace r2sp {
 Exchanger::Exchanger(const ExchangerOptions& options, PsClient* ps, SchedulerClient* scheduler,
                      RunLog* log)
     : options_(options),
+      global_batch_(options.global_batch),
+      workers_(options.workers),
       ps_(ps),
       scheduler_(scheduler),
       log_(log),
@@ -65,8 +67,14 @@ float Exchanger::PushScale(int batch) const {
   // BSP sums weighted gradients with hetero batching (else averages them); asynchronous modes
   // apply each push as its fraction of a global-batch step.
   const bool weighted = options_.hetero_batching || options_.sync != proto::BSP;
-  if (!weighted || options_.global_batch <= 0) return 0.0f;
-  return std::min(1.0f, static_cast<float>(batch) / options_.global_batch);
+  if (!weighted || global_batch_ <= 0) return 0.0f;
+  return std::min(1.0f, static_cast<float>(batch) / global_batch_);
+}
+
+void Exchanger::SetLiveWorkers(int workers) {
+  if (options_.hetero_batching || options_.global_batch <= 0 || workers < 1) return;
+  global_batch_ = options_.initial_batch * workers;
+  workers_ = workers;
 }
 
 PullOptions Exchanger::PullFor(const ExchangeStep& step, const IterationMetrics& m) const {
@@ -75,14 +83,14 @@ PullOptions Exchanger::PullFor(const ExchangeStep& step, const IterationMetrics&
   pull.min_version = options_.sync == proto::BSP ? m.clock + 1 : 0;
   pull.min_clock =
       options_.sync == proto::SSP ? std::max<int64_t>(0, m.clock + 1 - options_.staleness) : 0;
-  if (options_.lookahead && options_.sync == proto::R2SP && options_.workers > 1 &&
+  if (options_.lookahead && options_.sync == proto::R2SP && workers_ > 1 &&
       !step.evaluation_next) {
     // The other workers' pushes land before ours: (B - b_i) / B of a step, where b_i is this
     // worker's next batch (known with fixed batches; the current one estimates it with hetero
     // batching).
     pull.predict_fraction =
-        1.0f - std::min(1.0f, static_cast<float>(m.batch) / std::max(1, options_.global_batch));
-    pull.predict_updates = pull.predict_fraction > 0.0f ? options_.workers - 1 : 0;
+        1.0f - std::min(1.0f, static_cast<float>(m.batch) / std::max(1, global_batch_));
+    pull.predict_updates = pull.predict_fraction > 0.0f ? workers_ - 1 : 0;
   }
   return pull;
 }

@@ -91,6 +91,12 @@ class Exchanger {
   // The batch size for the next iteration.
   int next_batch() const { return next_batch_->load(); }
 
+  // An epoch trained by `workers` live workers of the job's (the others died; proto
+  // EpochPlan), with fixed batches: B is their batches' sum from now on, so that a round of
+  // their pushes still makes one step, and r2sp's lookahead counts the others among them.
+  // With hetero batching B stays (the tuner shares it out among the live workers).
+  void SetLiveWorkers(int workers);
+
  private:
   // b_i / B, or 0 (unweighted: bsp averages, or the synthetic workload).
   float PushScale(int batch) const;
@@ -102,6 +108,8 @@ class Exchanger {
                     absl::Time* started, std::optional<Ticket>* pull);
 
   const ExchangerOptions options_;
+  int global_batch_;  // options_.global_batch, or as SetLiveWorkers set it
+  int workers_;       // options_.workers, or as SetLiveWorkers set it
   PsClient* const ps_;
   SchedulerClient* const scheduler_;
   RunLog* const log_;

@@ -86,14 +86,15 @@ class Progress {
   Progress(const LoopOptions& options, absl::Time start)
       : options_(options), start_(start), window_start_(start) {}
 
-  void Step(const LoopResult& so_far, const IterationMetrics& m, int64_t step_in_epoch) {
+  void Step(const LoopResult& so_far, const IterationMetrics& m, int64_t step_in_epoch,
+            int64_t epoch_steps) {
     window_samples_ += m.batch;
     if (options_.log_every <= 0 || so_far.steps % options_.log_every != 0) return;
     const absl::Time now = absl::Now();
     if (m.batch > 0) {
       std::printf("worker %d: epoch %d step %lld/%lld loss %.4f batch %d %.0f samples/s\n",
                   options_.rank, m.epoch + 1, static_cast<long long>(step_in_epoch + 1),
-                  static_cast<long long>(options_.steps_per_epoch), m.loss, m.batch,
+                  static_cast<long long>(epoch_steps), m.loss, m.batch,
                   window_samples_ / absl::ToDoubleSeconds(now - window_start_));
     } else {
       const double steps = static_cast<double>(so_far.steps);
@@ -139,6 +140,31 @@ absl::Status Evaluate(const LoopOptions& options, Workload* workload, int epoch,
   return absl::OkStatus();
 }
 
+// The epoch a run starts in: its number, the step it begins at, and its steps.
+struct EpochStart {
+  int epoch = 0;
+  int64_t begins = 0;
+  int64_t steps = 1;
+};
+
+// Where options.first_step falls (with plan_epoch, walking the planned epochs to it).
+absl::StatusOr<EpochStart> FirstEpoch(const LoopOptions& options) {
+  EpochStart at;
+  if (!options.plan_epoch) {
+    at.epoch = static_cast<int>(options.first_step / options.steps_per_epoch);
+    at.begins = at.epoch * options.steps_per_epoch;
+    at.steps = options.steps_per_epoch;
+    return at;
+  }
+  for (; options.first_step > 0 && at.epoch + 1 < options.epochs; ++at.epoch) {
+    R2SP_ASSIGN_OR_RETURN(const int64_t steps, options.plan_epoch(at.epoch, false));
+    if (options.first_step < at.begins + steps) break;
+    at.begins += steps;
+  }
+  R2SP_ASSIGN_OR_RETURN(at.steps, options.plan_epoch(at.epoch, true));
+  return at;
+}
+
 // Whether the step that makes `steps_done` steps in all ends with a mid-epoch evaluation.
 bool EvaluatesMidEpoch(const LoopOptions& options, int64_t steps_done) {
   return options.eval_every > 0 && steps_done % options.eval_every == 0;
@@ -148,9 +174,8 @@ bool EvaluatesMidEpoch(const LoopOptions& options, int64_t steps_done) {
 
 absl::StatusOr<LoopResult> RunTrainingLoop(const LoopOptions& options, Workload* workload,
                                            Exchanger* exchanger, float* params, RunLog* log) {
-  const int64_t total = options.epochs * options.steps_per_epoch;
-  const int64_t last = options.max_steps > 0 ? std::min(total, options.max_steps) : total;
   LoopResult result;
+  R2SP_ASSIGN_OR_RETURN(const EpochStart at, FirstEpoch(options));
   const absl::Time start = absl::Now();
   Progress progress(options, start);
   std::unique_ptr<ReadyRelay> relay;
@@ -166,27 +191,39 @@ absl::StatusOr<LoopResult> RunTrainingLoop(const LoopOptions& options, Workload*
     if (relay != nullptr) workload->set_gradient_ready(nullptr);
   };
   result.steps = options.first_step;
-  const int first_epoch = static_cast<int>(options.first_step / options.steps_per_epoch);
-  for (int epoch = first_epoch; epoch < options.epochs && result.steps < last; ++epoch) {
+  int64_t begins = at.begins;  // the step the epoch begins at
+  int64_t epoch_steps = at.steps;
+  for (int epoch = at.epoch; epoch < options.epochs; begins += epoch_steps, ++epoch) {
+    if (options.max_steps > 0 && result.steps >= options.max_steps) break;
+    if (epoch > at.epoch) {
+      if (options.plan_epoch) {
+        R2SP_ASSIGN_OR_RETURN(epoch_steps, options.plan_epoch(epoch, false));
+      } else {
+        epoch_steps = options.steps_per_epoch;
+      }
+    }
+    // The run's last step as far as it is known: the epochs left as long as this one.
+    const int64_t total = begins + (options.epochs - epoch) * epoch_steps;
+    const int64_t last = options.max_steps > 0 ? std::min(total, options.max_steps) : total;
+    if (result.steps >= last) break;
     workload->StartEpoch(epoch);
     double epoch_loss = 0;
-    int64_t epoch_steps = 0;
-    int64_t first = 0;
-    if (epoch == first_epoch && options.first_step > 0) {
-      first = options.first_step % options.steps_per_epoch;
+    int64_t steps_done = 0;
+    const int64_t first = epoch == at.epoch ? options.first_step - begins : 0;
+    if (first > 0) {
       workload->SkipSteps(first, exchanger->next_batch());
       std::printf("worker %d: resuming at step %lld (epoch %d, step %lld of it)\n", options.rank,
                   static_cast<long long>(options.first_step), epoch + 1,
                   static_cast<long long>(first + 1));
       std::fflush(stdout);
     }
-    for (int64_t s = first; s < options.steps_per_epoch && result.steps < last; ++s) {
+    for (int64_t s = first; s < epoch_steps && result.steps < last; ++s) {
       IterationMetrics m;
       m.clock = result.steps;
       m.epoch = epoch;
       const int batch = exchanger->next_batch();
       exchanger->BeginCompute(m.clock, batch,
-                              epoch + static_cast<double>(s) / options.steps_per_epoch);
+                              epoch + static_cast<double>(s) / epoch_steps);
       const absl::Time t0 = absl::Now();
       if (relay != nullptr) relay->Begin(t0);
       R2SP_ASSIGN_OR_RETURN(ComputedStep step, Compute(options, workload, m.clock, batch,
@@ -210,7 +247,7 @@ absl::StatusOr<LoopResult> RunTrainingLoop(const LoopOptions& options, Workload*
       exchange.computed = t1;
       exchange.iterations_left = last - result.steps;
       // The epoch's evaluation follows its last step, or the run's (--max_steps mid-epoch).
-      const bool epoch_end = s + 1 == options.steps_per_epoch || exchange.iterations_left == 1;
+      const bool epoch_end = s + 1 == epoch_steps || exchange.iterations_left == 1;
       const bool evaluate_now = workload->EvaluatesAfterEpoch() && !epoch_end &&
                                 EvaluatesMidEpoch(options, result.steps + 1);
       exchange.evaluation_next = workload->EvaluatesAfterEpoch() && (epoch_end || evaluate_now);
@@ -225,17 +262,17 @@ absl::StatusOr<LoopResult> RunTrainingLoop(const LoopOptions& options, Workload*
       result.samples += m.batch;
       result.final_batch = m.batch;
       epoch_loss += m.loss;
-      ++epoch_steps;
-      progress.Step(result, m, s);
+      ++steps_done;
+      progress.Step(result, m, s, epoch_steps);
       if (evaluate_now) {
         R2SP_RETURN_IF_ERROR(Evaluate(options, workload, epoch, result.steps, false,
-                                      epoch_loss / epoch_steps, params, start, &result,
+                                      epoch_loss / steps_done, params, start, &result,
                                       log));
       }
     }
-    if (epoch_steps == 0) break;
+    if (steps_done == 0) break;
     result.epochs = epoch + 1;
-    result.last_epoch_loss = epoch_loss / epoch_steps;
+    result.last_epoch_loss = epoch_loss / steps_done;
     if (workload->EvaluatesAfterEpoch()) {
       R2SP_RETURN_IF_ERROR(Evaluate(options, workload, epoch, result.steps, true,
                                     result.last_epoch_loss, params, start, &result, log));

@@ -9,6 +9,7 @@
 #define R2SP_WORKER_TRAINING_LOOP_H_
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -37,6 +38,12 @@ struct LoopOptions {
   // Workloads that evaluate: also every this many steps (counted over the whole run), besides
   // after each epoch (0: after each epoch only).
   int64_t eval_every = 0;
+  // Epochs planned by the scheduler (survivors take over dead workers' data; proto EpochPlan):
+  // called before each epoch, with whether the run starts in it, and, for a run that starts at
+  // first_step > 0, for the epochs before it too, to find where that step falls. It sets the
+  // workload's data up for the epoch and returns the epoch's steps, which then stand in for
+  // steps_per_epoch. Empty: every epoch has steps_per_epoch steps.
+  std::function<absl::StatusOr<int64_t>(int epoch, bool starting)> plan_epoch;
 };
 
 struct LoopResult {

@@ -14,6 +14,7 @@
 #include "models/backend.h"
 #include "models/model_file.h"
 #include "models/data/batcher.h"
+#include "models/data/epoch_samples.h"
 #include "worker/exchanger.h"
 #include "worker/model_workload.h"
 #include "worker/synthetic_workload.h"
@@ -203,6 +204,34 @@ absl::StatusOr<LoopResult> WorkerNode::Train() {
   return RunTrainingLoop(loop, &workload, &exchanger, params_.data(), log.get());
 }
 
+std::function<absl::StatusOr<int64_t>(int, bool)> WorkerNode::EpochPlanner(
+    int world, int shard, int batch, int64_t fixed_steps, models::Batcher* batcher,
+    Exchanger* exchanger) {
+  return [this, world, shard, batch, fixed_steps, batcher, exchanger](
+             int epoch, bool starting) -> absl::StatusOr<int64_t> {
+    R2SP_ASSIGN_OR_RETURN(const std::vector<int> live,
+                          WithContext(scheduler_->EpochPlan(epoch, starting),
+                                      absl::StrCat("asking for the plan of epoch ", epoch + 1)));
+    R2SP_RETURN_IF_ERROR_WITH(models::CheckLiveShards(live, world),
+                              absl::StrCat("the scheduler's plan of epoch ", epoch + 1));
+    const int64_t size = data_->train.size();
+    // A worker the plan did not count (one of a resumed job, in the epoch it resumes in)
+    // trains its own shard, as often as the counted ones' steps take.
+    const bool counted = std::find(live.begin(), live.end(), shard) != live.end();
+    batcher->SetSamples(models::EpochSamples(size, world, shard, live), !counted);
+    exchanger->SetLiveWorkers(static_cast<int>(live.size()));
+    const int dead = world - static_cast<int>(live.size());
+    if (dead > 0) {
+      std::printf("worker %d: epoch %d also trains a share of the data of %d dead worker%s\n",
+                  registration_.rank(), epoch + 1, dead, dead == 1 ? "" : "s");
+    }
+    // With tuned batches an epoch stays the data set in global batches; with fixed ones, the
+    // smallest load in fixed batches (every worker runs as many, so that clocks line up).
+    if (batch <= 0) return fixed_steps;
+    return std::max<int64_t>(1, models::FewestEpochSamples(size, world, live) / batch);
+  };
+}
+
 absl::StatusOr<LoopResult> WorkerNode::TrainModel(const LoopOptions& loop_in,
                                                   ExchangerOptions mode, RunLog* log) {
   const proto::AddressBook& book = registration_.book();
@@ -213,8 +242,10 @@ absl::StatusOr<LoopResult> WorkerNode::TrainModel(const LoopOptions& loop_in,
   const int shard = registration_.data_shard();
   if (shard < 0 || shard >= world) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "every one of the job's ", world, " data shards has a live worker; a worker can join "
-        "a running job only in place of a dead one"));
+        "no data shard is free: each of the job's ", world, " shards has a live worker, or ",
+        "the survivors took it over (the scheduler's --absorb_orphaned_shards); a worker can "
+        "join a running job only in place of a worker that died in the current epoch, or, "
+        "without --absorb_orphaned_shards, any dead one"));
   }
   models::BackendOptions backend;
   backend.device = options_.device;
@@ -266,6 +297,10 @@ absl::StatusOr<LoopResult> WorkerNode::TrainModel(const LoopOptions& loop_in,
   }
   ModelWorkload workload(workload_options, net.get(), &batcher, &data_->test);
   Exchanger exchanger(mode, ps_.get(), scheduler_.get(), log);
+  if (book.absorb_orphaned_shards()) {
+    loop.plan_epoch = EpochPlanner(world, shard, mode.hetero_batching ? 0 : options_.batch_size,
+                                   loop.steps_per_epoch, &batcher, &exchanger);
+  }
   R2SP_ASSIGN_OR_RETURN(LoopResult r,
                         RunTrainingLoop(loop, &workload, &exchanger, params_.data(), log));
   std::printf("worker %d: %lld steps, %lld samples in %.1f s (%.0f samples/s; compute %.1f s, "

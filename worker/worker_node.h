@@ -7,6 +7,7 @@
 #define R2SP_WORKER_WORKER_NODE_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -20,11 +21,13 @@
 #include "common/node_connection.h"
 #include "common/scheduler_client.h"
 #include "common/transport.h"
+#include "models/data/batcher.h"
 #include "models/data/dataset.h"
 #include "models/graph.h"
 #include "models/host_array.h"
 #include "worker/ps_client.h"
 #include "worker/run_log.h"
+#include "worker/exchanger.h"
 #include "worker/server_follower.h"
 #include "worker/training_loop.h"
 
@@ -90,6 +93,13 @@ class WorkerNode {
   // --init=checkpoint:PATH into params_ (worker 0, before it initialises the servers).
   absl::Status LoadInitialModel();
   absl::StatusOr<LoopResult> Train();
+  // LoopOptions.plan_epoch for a job whose survivors take over dead workers' data: asks the
+  // scheduler for each epoch's plan, hands `batcher` this worker's samples for it and tells
+  // `exchanger` how many workers it has; the epoch's steps are `fixed_steps` with tuned
+  // batches (`batch` 0), else the fewest samples a live worker trains, in batches of `batch`.
+  std::function<absl::StatusOr<int64_t>(int, bool)> EpochPlanner(
+      int world, int shard, int batch, int64_t fixed_steps, models::Batcher* batcher,
+      Exchanger* exchanger);
   absl::StatusOr<LoopResult> TrainModel(const LoopOptions& loop, ExchangerOptions mode,
                                         RunLog* log);
   absl::Status Finish(const LoopResult& result);

@@ -23,6 +23,10 @@ void Batcher::StartEpoch(int epoch) {
 }
 
 int Batcher::Next(int batch, float* images, int32_t* labels) {
+  return wrap_ ? NextWrapping(batch, images, labels) : Take(batch, images, labels);
+}
+
+int Batcher::Take(int batch, float* images, int32_t* labels) {
   const int64_t per_image = data_->shape.size();
   int n = 0;
   while (n < batch && cursor_ < order_.size()) {
@@ -36,15 +40,16 @@ int Batcher::Next(int batch, float* images, int32_t* labels) {
 
 int Batcher::NextWrapping(int batch, float* images, int32_t* labels) {
   const int64_t per_image = data_->shape.size();
-  int n = Next(batch, images, labels);
+  int n = Take(batch, images, labels);
   while (n < batch && !order_.empty()) {
     StartEpoch(epoch_ + 1);
-    n += Next(batch - n, images + n * per_image, labels + n);
+    n += Take(batch - n, images + n * per_image, labels + n);
   }
   return n;
 }
 
 void Batcher::Skip(int64_t samples, bool wrapping) {
+  wrapping = wrapping || wrap_;
   while (samples > 0 && !order_.empty()) {
     const int64_t left = static_cast<int64_t>(order_.size() - cursor_);
     const int64_t take = std::min(left, samples);

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "models/data/dataset.h"
@@ -26,10 +27,18 @@ class Batcher {
   Batcher(const Dataset* data, const BatcherOptions& options);
 
   int64_t shard_size() const { return static_cast<int64_t>(order_.size()); }
+  // Trains `samples` (indices into the data set) from the next StartEpoch on, instead of the
+  // shard: an epoch in which this worker takes over part of dead workers' shards
+  // (epoch_samples.h). `wrap`: Next goes on as NextWrapping at the end of them, for a worker
+  // that must run more steps than its samples fill (one an epoch's plan did not count).
+  void SetSamples(std::vector<int64_t> samples, bool wrap = false) {
+    order_ = std::move(samples);
+    wrap_ = wrap;
+  }
   // Reorders the shard for `epoch` and rewinds.
   void StartEpoch(int epoch);
   // Fills up to `batch` samples (images NCHW floats, labels); returns how many (0 at the end
-  // of the epoch).
+  // of the epoch; see SetSamples for the exception).
   int Next(int batch, float* images, int32_t* labels);
   // Like Next, but always fills `batch` samples: at the end of the shard it reshuffles (the
   // next epoch of an internal count) and goes on. For batch sizes that change per step.
@@ -42,11 +51,15 @@ class Batcher {
   static void Normalise(const Dataset& data, int64_t index, std::mt19937_64* rng, float* out);
 
  private:
+  // Next without wrapping.
+  int Take(int batch, float* images, int32_t* labels);
+
   const Dataset* data_;
   const BatcherOptions options_;
   std::vector<int64_t> order_;
   size_t cursor_ = 0;
   int epoch_ = 0;
+  bool wrap_ = false;
   std::mt19937_64 rng_;
 };
 

@@ -2,7 +2,8 @@
 // arrives from a few peers' connections (frames through DecodeFrames, then HandleRequest),
 // with the clock moving, OnTick, and the servers' answers to its own requests (SHUTDOWN,
 // MEMBERSHIP) coming back, in time or not. Input: an options byte (servers, workers, mode,
-// hetero batching, server replacement), then operations (fuzz_input.h).
+// hetero batching, slot order or epoch plans, server replacement), then operations
+// (fuzz_input.h).
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -54,6 +55,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   options.sync = kModes[(config >> 3) & 3];
   options.hetero_batching = (config & 0x20) != 0;
   options.r2sp_order = (config & 0x40) != 0 ? SlotOrder::kFirstCome : SlotOrder::kRing;
+  // The same bit, in the other modes (which have no slot order): epoch plans (EPOCH_PLAN).
+  options.absorb_orphaned_shards = options.sync != proto::R2SP && (config & 0x40) != 0;
   // Lost servers awaited and replaced by servers registering later.
   options.server_replace_timeout = (config & 0x80) != 0 ? absl::Seconds(30) : absl::ZeroDuration();
   options.staleness = 2;

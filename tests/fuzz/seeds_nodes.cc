@@ -173,10 +173,19 @@ Message Report(proto::MsgType type, int rank, int samples, bool leaving = false)
   return m;
 }
 
+// Worker `rank`'s EPOCH_PLAN request for `epoch`.
+Message EpochPlan(int rank, int epoch, bool starting) {
+  Message m = From(proto::WORKER, rank, proto::EPOCH_PLAN);
+  m.header.mutable_epoch_plan_request()->set_epoch(epoch);
+  m.header.mutable_epoch_plan_request()->set_starting(starting);
+  return m;
+}
+
 void AddSchedulerSeeds(Seeds* seeds) {
   auto& s = (*seeds)["scheduler_core"];
   // Peers: s0, s1, w0, w1, w2, w3. Config: servers - 1 (bit 0), workers - 1 (bits 1-2),
-  // mode (bits 3-4: asp, bsp, ssp, r2sp), hetero batching (bit 5), first-come slots (bit 6).
+  // mode (bits 3-4: asp, bsp, ssp, r2sp), hetero batching (bit 5), first-come slots (bit 6;
+  // outside r2sp: epoch plans).
   constexpr int kS0 = 0, kW0 = 2, kW1 = 3, kW2 = 4;
   // bsp, one server and two workers: barriers, heartbeats, both finish, SHUTDOWN answered.
   Ops bsp((1 << 3) | (1 << 1));
@@ -211,6 +220,17 @@ void AddSchedulerSeeds(Seeds* seeds) {
   join.Send(kW1, From(proto::WORKER, 1, proto::HEARTBEAT)).Byte(6).U16(500);
   join.Send(kW2, From(proto::WORKER, 2, proto::HEARTBEAT));  // declared dead by now
   s["asp_join"] = join.bytes();
+  // asp with epoch plans (bit 6 outside r2sp): epoch 0 planned, worker 1 falls silent, epoch 1
+  // deals its shard out; an epoch past the next is refused.
+  Ops plans((1 << 1) | (1 << 6));
+  plans.Send(kS0, Register(proto::SERVER, "s0")).Send(kW0, Register(proto::WORKER, "w0"));
+  plans.Send(kW1, Register(proto::WORKER, "w1"));
+  plans.Send(kW0, EpochPlan(0, 0, true)).Send(kW1, EpochPlan(1, 0, true));
+  plans.Send(kS0, From(proto::SERVER, 0, proto::HEARTBEAT)).Byte(6).U16(1000);  // 4 s
+  plans.Send(kS0, From(proto::SERVER, 0, proto::HEARTBEAT));
+  plans.Send(kW0, From(proto::WORKER, 0, proto::HEARTBEAT)).Byte(6).U16(10);
+  plans.Send(kW0, EpochPlan(0, 1, false)).Send(kW0, EpochPlan(0, 7, false));
+  s["asp_epoch_plans"] = plans.bytes();
 }
 
 void AddHeaderSeeds(Seeds* seeds) {

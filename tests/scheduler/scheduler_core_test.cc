@@ -3,6 +3,7 @@
 #include "scheduler/scheduler_core.h"
 
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "tests/testing/fakes.h"
@@ -68,6 +69,41 @@ class SchedulerCoreTest : public ::testing::Test {
     RegisterAll();
     Register(proto::WORKER, "w2");  // waits for server 0's MEMBERSHIP acknowledgement
     EXPECT_TRUE(sink_.Take().empty());
+  }
+
+  // A worker `id` registering with the running job, wanting a dead worker's data shard.
+  void RegisterJoiner(const std::string& id) {
+    Message m;
+    m.header.set_type(proto::REGISTER);
+    auto* reg = m.header.mutable_register_request();
+    reg->set_role(proto::WORKER);
+    reg->set_endpoint("tcp://127.0.0.1:1/" + id);
+    reg->set_instance_id(id);
+    reg->set_wants_data_shard(true);
+    auto* t = reg->add_model();
+    t->set_name("w");
+    t->set_num_elements(10);
+    Send(std::move(m), id);
+  }
+
+  // Every server acknowledges the MEMBERSHIP requests sent so far.
+  void AckJoins() {
+    for (auto& sent : requester_.sent) {
+      Message ack;
+      ack.header.set_is_reply(true);
+      sent.callback(std::move(ack));
+    }
+    requester_.sent.clear();
+  }
+
+  // At `second` s after the start, server 0 and worker 0 send heartbeats (worker 1 is silent),
+  // the scheduler ticks and the servers acknowledge its MEMBERSHIP requests.
+  void BeatAndTick(int second) {
+    now_ = start_ + absl::Seconds(second);
+    Send(From(proto::SERVER, 0, proto::HEARTBEAT), "s0");
+    Send(From(proto::WORKER, 0, proto::HEARTBEAT), "w0");
+    core_->OnTick(now_);
+    AckJoins();
   }
 
   void RegisterAll() {
@@ -323,40 +359,16 @@ TEST_F(SchedulerCoreTest, JoinerTakesOverADeadWorkersDataShard) {
   options_.sync = proto::ASP;
   core_ = std::make_unique<SchedulerCore>(options_, &requester_, [this] { return now_; });
   RegisterAll();
-  for (const char* id : {"w2", "w3", "w4"}) {
-    Message m;
-    m.header.set_type(proto::REGISTER);
-    auto* reg = m.header.mutable_register_request();
-    reg->set_role(proto::WORKER);
-    reg->set_endpoint(std::string("tcp://127.0.0.1:1/") + id);
-    reg->set_instance_id(id);
-    reg->set_wants_data_shard(true);
-    auto* t = reg->add_model();
-    t->set_name("w");
-    t->set_num_elements(10);
-    Send(std::move(m), id);
-  }
+  for (const char* id : {"w2", "w3", "w4"}) RegisterJoiner(id);
   EXPECT_TRUE(requester_.sent.empty());  // two wait
   // No more than the job's worker count may wait (a flood of joiners, with auth off).
   auto refused = sink_.Take();
   ASSERT_EQ(refused.size(), 1u);
   EXPECT_EQ(refused[0].first, "w4");
   EXPECT_EQ(refused[0].second.header.code(), proto::FAILED_PRECONDITION);
-  auto ack_joins = [this] {
-    for (auto& sent : requester_.sent) {
-      Message ack;
-      ack.header.set_is_reply(true);
-      sent.callback(std::move(ack));
-    }
-    requester_.sent.clear();
-  };
   std::vector<std::pair<std::string, Message>> joined;
   for (int s = 1; s <= 14; ++s) {  // worker 1 falls silent: dead after 3 s
-    now_ = start_ + absl::Seconds(s);
-    Send(From(proto::SERVER, 0, proto::HEARTBEAT), "s0");
-    Send(From(proto::WORKER, 0, proto::HEARTBEAT), "w0");
-    core_->OnTick(now_);
-    ack_joins();
+    BeatAndTick(s);
     for (auto& r : sink_.Take()) {
       if (r.second.header.has_register_reply()) joined.push_back(std::move(r));
     }
@@ -369,6 +381,71 @@ TEST_F(SchedulerCoreTest, JoinerTakesOverADeadWorkersDataShard) {
   EXPECT_EQ(joined[0].second.header.register_reply().data_shard(), 1);
   EXPECT_EQ(joined[0].second.header.register_reply().data_world(), 2);
   EXPECT_EQ(joined[1].second.header.register_reply().data_shard(), -1);
+}
+
+// With --absorb_orphaned_shards the first worker to ask fixes an epoch's plan from the shards
+// of the live workers; a dead worker's shard is dealt out from the next epoch on, the plans are
+// saved each time one is fixed, and a joiner can no longer take that shard.
+TEST_F(SchedulerCoreTest, DeadWorkersShardIsDealtOutFromTheNextEpoch) {
+  options_.sync = proto::ASP;
+  options_.absorb_orphaned_shards = true;
+  std::vector<proto::EpochPlans> saved;
+  options_.save_epoch_plans = [&saved](const proto::EpochPlans& p) { saved.push_back(p); };
+  core_ = std::make_unique<SchedulerCore>(options_, &requester_, [this] { return now_; });
+  Register(proto::SERVER, "s0");
+  Register(proto::WORKER, "w0");
+  Register(proto::WORKER, "w1");
+  auto replies = sink_.Take();
+  ASSERT_EQ(replies.size(), 3u);
+  EXPECT_TRUE(replies[1].second.header.register_reply().book().absorb_orphaned_shards());
+  auto plan = [this](int epoch, bool starting) {
+    Message m = From(proto::WORKER, 0, proto::EPOCH_PLAN);
+    m.header.mutable_epoch_plan_request()->set_epoch(epoch);
+    m.header.mutable_epoch_plan_request()->set_starting(starting);
+    Send(std::move(m), "w0");
+    auto r = sink_.Take();
+    EXPECT_EQ(r.size(), 1u);
+    EXPECT_EQ(r[0].second.header.code(), proto::OK) << r[0].second.header.error();
+    const auto& live = r[0].second.header.epoch_plan().live_shards();
+    return std::vector<int>(live.begin(), live.end());
+  };
+  EXPECT_EQ(plan(0, true), (std::vector<int>{0, 1}));
+  for (int s = 1; s <= 5; ++s) BeatAndTick(s);  // worker 1 falls silent: dead after 3 s
+  sink_.Take();
+  EXPECT_EQ(plan(0, false), (std::vector<int>{0, 1}));  // fixed: the dead one's part is lost
+  EXPECT_EQ(plan(1, false), (std::vector<int>{0}));     // dealt out to worker 0
+  ASSERT_EQ(saved.size(), 2u);
+  EXPECT_EQ(saved[1].plans_size(), 2);
+  EXPECT_EQ(saved[1].data_world(), 2);
+  // A replacement arriving now finds no free shard: it joins without one (and a real model
+  // then stops with a clear error rather than train worker 0's data twice).
+  RegisterJoiner("w2");
+  int shard = -2;
+  for (int s = 6; s <= 20 && shard == -2; ++s) {
+    BeatAndTick(s);
+    for (auto& r : sink_.Take()) {
+      if (r.second.header.has_register_reply()) {
+        shard = r.second.header.register_reply().data_shard();
+      }
+    }
+  }
+  EXPECT_EQ(shard, -1);
+  // Asking for an epoch past the next one, or without the flag, is refused.
+  Message ahead = From(proto::WORKER, 0, proto::EPOCH_PLAN);
+  ahead.header.mutable_epoch_plan_request()->set_epoch(5);
+  Send(std::move(ahead), "w0");
+  auto refused = sink_.Take();
+  ASSERT_EQ(refused.size(), 1u);
+  EXPECT_EQ(refused[0].second.header.code(), proto::INVALID_ARGUMENT);
+}
+
+TEST_F(SchedulerCoreTest, EpochPlansNeedTheFlag) {
+  RegisterAll();
+  Message m = From(proto::WORKER, 0, proto::EPOCH_PLAN);
+  Send(std::move(m), "w0");
+  auto refused = sink_.Take();
+  ASSERT_EQ(refused.size(), 1u);
+  EXPECT_EQ(refused[0].second.header.code(), proto::FAILED_PRECONDITION);
 }
 
 TEST_F(SchedulerCoreTest, LeavingWorkerNoLongerHoldsUpTheRing) {

@@ -147,5 +147,24 @@ TEST(ExchangerTest, AspPushIsWeightedByItsShareOfTheGlobalBatch) {
   EXPECT_EQ(m.wait_seconds, m.parked_seconds);  // no slot to wait for outside r2sp
 }
 
+// Two of a job's four workers died and the survivors train their data (an epoch planned with
+// 2 live workers): B is the 2 survivors' batches, so each push of 16 is half a step.
+TEST(ExchangerTest, LiveWorkersOfAPlannedEpochMakeTheGlobalBatch) {
+  testing::InProcessJob plain(Job(proto::ASP, 1), PlainSgd(), Model());
+  ASSERT_OK(plain.Start(std::vector<float>(kElements, 0.0f)));
+  testing::JobWorker& w = plain.workers()[0];
+  ExchangerOptions mode = ModeOf(w);
+  mode.global_batch = 64;
+  mode.initial_batch = 16;
+  mode.workers = 4;
+  Exchanger exchanger(mode, w.ps.get(), w.scheduler.get(), nullptr);
+  exchanger.SetLiveWorkers(2);
+  std::vector<float> grad(kElements, 1.0f);
+  IterationMetrics m;
+  m.batch = 16;
+  ASSERT_OK(exchanger.Exchange(StepOf(grad, w, 1), &m));
+  EXPECT_FLOAT_EQ(w.params[0], -0.1f * 0.5f);
+}
+
 }  // namespace
 }  // namespace r2sp

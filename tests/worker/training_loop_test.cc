@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/status_macros.h"
@@ -170,6 +171,62 @@ TEST(TrainingLoopTest, ResumedLoopStartsMidEpochAtItsStep) {
   EXPECT_EQ(r->epochs, 3);
   EXPECT_EQ(seen.started, (std::vector<int>{1, 2}));
   EXPECT_EQ(seen.skipped, 2 * 8);
+}
+
+// Three epochs planned 4, 6 and 6 steps long (survivors taking over dead workers' data make
+// epochs differ in length), starting at `first_step`; `asked` records the plans asked for.
+LoopOptions PlannedLoop(int64_t first_step, std::vector<std::pair<int, bool>>* asked) {
+  LoopOptions loop;
+  loop.epochs = 3;
+  loop.steps_per_epoch = 99;  // stands aside for the plans
+  loop.first_step = first_step;
+  loop.log_every = 0;
+  loop.plan_epoch = [asked](int epoch, bool starting) -> absl::StatusOr<int64_t> {
+    asked->push_back({epoch, starting});
+    return std::vector<int64_t>{4, 6, 6}[epoch];
+  };
+  return loop;
+}
+
+// The loop asks for each epoch's plan as it starts it, runs the steps that plan gives, and
+// asks for the first epoch it runs with `starting`.
+TEST(TrainingLoopTest, PlannedEpochsRunTheStepsTheirPlanGives) {
+  std::vector<std::pair<int, bool>> asked;
+  CountingWorkload seen(0);
+  absl::StatusOr<LoopResult> r = RunCounting(
+      PlannedLoop(0, &asked), 0.5f, ::testing::TempDir() + "/loop_planned.jsonl", &seen);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->steps, 16);
+  EXPECT_EQ(r->samples, 16 * 8);
+  EXPECT_EQ(r->epochs, 3);
+  EXPECT_EQ(seen.started, (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(asked, (std::vector<std::pair<int, bool>>{{0, true}, {1, false}, {2, false}}));
+}
+
+// A run that starts at step 7 walks the plans to find it: the second epoch, three steps in;
+// only that epoch is asked for with `starting`.
+TEST(TrainingLoopTest, ResumedLoopFindsItsStepInThePlannedEpochs) {
+  std::vector<std::pair<int, bool>> asked;
+  LoopOptions loop = PlannedLoop(7, &asked);
+  CountingWorkload seen(0);
+  absl::StatusOr<LoopResult> r =
+      RunCounting(loop, 0.5f, ::testing::TempDir() + "/loop_planned_resumed.jsonl", &seen);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->steps, 16);
+  EXPECT_EQ(r->samples, 9 * 8);
+  EXPECT_EQ(seen.started, (std::vector<int>{1, 2}));
+  EXPECT_EQ(seen.skipped, 3 * 8);
+  EXPECT_EQ(asked, (std::vector<std::pair<int, bool>>{
+                       {0, false}, {1, false}, {1, true}, {2, false}}));
+  // A plan that cannot be had stops the run with the error.
+  loop.first_step = 0;
+  loop.plan_epoch = [](int, bool) -> absl::StatusOr<int64_t> {
+    return absl::UnavailableError("no scheduler");
+  };
+  EXPECT_EQ(RunCounting(loop, 0.5f, ::testing::TempDir() + "/loop_unplanned.jsonl")
+                .status()
+                .code(),
+            absl::StatusCode::kUnavailable);
 }
 
 TEST(TrainingLoopTest, EpochsEvaluationsAndEmulatedComputeAreRecorded) {

@@ -60,3 +60,16 @@ def outcome(run_dir, returncode, tool):
         sys.exit(f"{tool}: the job in {run_dir} failed (status {returncode})")
     with open(os.path.join(run_dir, "summary.json")) as f:
         return json.load(f)
+
+
+def not_evaluating(run_dir, workers):
+    """A launched worker (its index) that is not rank 0, which evaluates: ranks follow the order
+    of registration, which the metrics rows ("worker": rank) tell."""
+    for i in range(workers):
+        try:
+            with open(os.path.join(run_dir, f"metrics_worker{i}.jsonl")) as f:
+                if json.loads(f.readline()).get("worker") != 0:
+                    return i
+        except (OSError, ValueError):
+            continue
+    return None

@@ -7,6 +7,7 @@ Failures are raised as JobError; whatever the exception, run_job stops every pro
 before passing it on. Signal handlers belong to the entry scripts: theirs raise Interrupted."""
 
 import argparse
+import contextlib
 import json
 import os
 import shlex
@@ -263,7 +264,18 @@ def scheduler_command(args, binary, bind_flags, endpoint_file, stats_file):
         "--endpoint_file=" + endpoint_file, "--stats_json=" + stats_file,
         f"--num_servers={args.servers}", f"--num_workers={args.workers}",
         "--sync=" + args.sync, "--job_id=" + job_id] + server_replace_flags(args) + \
-        shlex.split(args.scheduler_flags)
+        absorb_flags(args) + shlex.split(args.scheduler_flags)
+
+
+def absorb_flags(args):
+    """Unless dead workers are replaced (--max_restarts=N), the survivors take over their data
+    from the next epoch, the scheduler keeping the epochs' plans in RUN_DIR for --resume (a
+    resumed job whose first attempt made plans goes on with them, whatever its restarts)."""
+    plans = os.path.join(args.run_dir, resume.EPOCH_PLANS)
+    workers = supervisor.parse_max_restarts(args.max_restarts or "0")["worker"]
+    if workers and not (args.resume and os.path.exists(plans)):
+        return []
+    return ["--absorb_orphaned_shards", "--epoch_plans=" + plans]
 
 
 def server_replace_flags(args):
@@ -303,6 +315,9 @@ def start_processes(job, bind_flags, endpoint_file, stats_file):
     """Starts the scheduler, waits for its endpoint, then starts the servers and the workers."""
     args = job.args
     binaries = {role: job.binary(role) for role in ROLES}  # all found before anything starts
+    if not args.resume:  # a fresh job takes up no epoch plans a run before it left here
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(os.path.join(args.run_dir, resume.EPOCH_PLANS))
     scheduler = job.start("scheduler", scheduler_command(args, binaries["scheduler"], bind_flags,
                                                          endpoint_file, stats_file), echo=False)
     endpoint = wait_for_endpoint(scheduler, endpoint_file, args.run_dir)

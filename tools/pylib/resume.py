@@ -16,6 +16,8 @@ from job_keys import KEYS
 import supervisor
 
 LAUNCH_FILE = "launch.json"
+# The scheduler's epoch plans (--absorb_orphaned_shards): a resumed job maps its step with them.
+EPOCH_PLANS = "epoch_plans.pb"
 CHECKPOINTS = "checkpoints"  # RUN_DIR/checkpoints/server<R>/..., unless the server flags say
 # The options that may be given with --resume; any other is the saved one.
 RESUME_OVERRIDES = ("timeout", "quiet", "max_restarts")
@@ -98,8 +100,9 @@ def missing_shards(directory, servers):
 def kept_names(run_dir, checkpoints):
     """The entries of RUN_DIR that stay when an attempt is archived: launch.json, the
     checkpoints (RUN_DIR/checkpoints, or where the server flags put them inside RUN_DIR), the
-    job's keys (RUN_DIR/keys: a resumed job keeps them) and the earlier attempts."""
-    keep = {LAUNCH_FILE, CHECKPOINTS, KEYS}
+    job's keys (RUN_DIR/keys: a resumed job keeps them), the epoch plans and the earlier
+    attempts."""
+    keep = {LAUNCH_FILE, CHECKPOINTS, KEYS, EPOCH_PLANS}
     inside = os.path.relpath(os.path.abspath(checkpoints), os.path.abspath(run_dir))
     if inside == ".":  # the shards' directories are RUN_DIR's own
         keep.update(n for n in os.listdir(run_dir) if re.fullmatch(r"server\d+", n))

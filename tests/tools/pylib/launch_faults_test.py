@@ -1,13 +1,17 @@
 """tools/launch with the real binaries through failures (issue 15): the mlp on Fashion-MNIST
-keeps training when a worker is killed with SIGKILL (and its replacement, --max_restarts=1,
+keeps training when a worker is killed with SIGKILL (the survivors taking over its data from
+the next epoch, in every mode, and a job resumed after that going on with the same epoch plans;
+or its replacement, --max_restarts=1,
 takes over the dead worker's data shard; in bsp and ssp at a clock boundary), a server killed with SIGKILL is replaced from its
 checkpoint while the job goes on (--max_restarts=server:1; a bsp job resumes from the
 checkpoints by itself instead), and a job stopped with SIGTERM (the
 servers write checkpoints) completes with `tools/launch --resume=RUN_DIR` at the accuracy of an undisturbed
 run (>= 0.80, as tests/integration/training_test.cc)."""
 
+import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -16,7 +20,7 @@ import time
 import unittest
 
 import junit_main
-from fault_runs import steps_done
+from fault_runs import not_evaluating, steps_done
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 BIN_DIR = os.environ.get("R2SP_BIN_DIR", ROOT)  # the runfiles under Bazel
@@ -38,6 +42,20 @@ def wait_for_steps(proc, run_dir, worker, steps, timeout=120):
     while steps_done(run_dir, worker) < steps:
         if proc.poll() is not None or time.time() > deadline:
             raise AssertionError(f"worker{worker} never reached step {steps}: " + proc.stdout.read())
+        time.sleep(0.1)
+
+
+def wait_for_log(proc, path, pattern, timeout=120):
+    """The first group of the first match of `pattern` in the file at `path`, as an int, once
+    it is there."""
+    deadline = time.time() + timeout
+    while True:
+        with contextlib.suppress(OSError), open(path) as f:
+            found = re.search(pattern, f.read())
+            if found:
+                return int(found.group(1))
+        if proc.poll() is not None or time.time() > deadline:
+            raise AssertionError(f"no '{pattern}' in {path}: " + proc.stdout.read())
         time.sleep(0.1)
 
 
@@ -99,6 +117,75 @@ class LaunchFaultsTest(unittest.TestCase):
         models = sorted(os.listdir(os.path.join(run_dir, "model")))
         self.assertTrue(models and all(m.startswith("model-step") for m in models), models)
         return log
+
+    def test_killed_asp_worker_not_replaced_leaves_its_data_to_the_survivors(self):
+        self.absorb_a_killed_worker("asp")
+
+    def test_killed_ssp_worker_not_replaced_leaves_its_data_to_the_survivors(self):
+        self.absorb_a_killed_worker("ssp")
+
+    def test_killed_r2sp_worker_not_replaced_leaves_its_data_to_the_survivors(self):
+        self.absorb_a_killed_worker("r2sp")
+
+    def absorb_a_killed_worker(self, sync):
+        """Kills worker 1 of 3 early in epoch 1 (compute stretched 4 times, so that an epoch
+        outlasts the death's detection); the job completes, the survivors train its data in
+        epoch 2."""
+        run_dir = os.path.join(self.dir, "absorbed-" + sync)
+        proc = launch(["--servers=1", "--workers=3", "--sync=" + sync,
+                       "--scheduler_flags=--heartbeat_timeout_ms=1000", "--server_flags=" + NODE,
+                       f"--worker_flags={WORKER} {NODE} --epochs=2 --compute_slowdown=4"],
+                      run_dir)
+        survivor = self.kill_one_not_evaluating(proc, run_dir, 50)
+        out, _ = proc.communicate(timeout=300)
+        self.assertEqual(proc.returncode, 0, out)
+        s = summary(run_dir)
+        self.assertTrue(s["completed"], s)
+        self.assertEqual(s["deaths"]["worker"], 1)
+        self.assertGreaterEqual(s["final_test_accuracy"], 0.80, s)
+        with open(os.path.join(run_dir, f"worker{survivor}.log")) as f:
+            self.assertIn("epoch 2 also trains a share of the data of 1 dead worker", f.read())
+
+    def kill_one_not_evaluating(self, proc, run_dir, steps):
+        """SIGKILLs a worker of 3 other than the evaluating one (rank 0) once launched worker
+        0 has done `steps` steps; a survivor's launched index."""
+        wait_for_steps(proc, run_dir, 0, steps)
+        victim = not_evaluating(run_dir, 3)
+        self.assertIsNotNone(victim)
+        os.kill(pid_of(run_dir, victim), signal.SIGKILL)
+        return 1 if victim == 0 else 0
+
+    def test_killed_bsp_worker_not_replaced_leaves_its_data_to_the_survivors_and_resumes(self):
+        """Without --max_restarts the survivors of a bsp job take over the dead worker's data
+        from the next epoch: 312 steps an epoch for 3 workers, 468 (the data set in their 2
+        batches of 64) once the death is known. A stop and --resume after that starts in the
+        epoch its checkpoint falls in, as planned then (the scheduler's epoch plans, kept in
+        the run directory), and plans the epochs after it from the 3 workers it has again."""
+        run_dir = os.path.join(self.dir, "absorbed")
+        proc = launch(["--servers=1", "--workers=3", "--sync=bsp", "--checkpoint_every=100steps",
+                       "--scheduler_flags=--heartbeat_timeout_ms=1000", "--server_flags=" + NODE,
+                       f"--worker_flags={WORKER} {NODE} --epochs=3"], run_dir)
+        survivor = self.kill_one_not_evaluating(proc, run_dir, 100)
+        # The first epoch planned once the death is known (2, or 3 if epoch 2 began before).
+        epoch = wait_for_log(proc, os.path.join(run_dir, f"worker{survivor}.log"),
+                             r"epoch (\d) also trains a share of the data of 1 dead worker")
+        wait_for_steps(proc, run_dir, survivor, 312 * (epoch - 1) + 120)  # 120 steps into it
+        os.killpg(proc.pid, signal.SIGTERM)
+        out, _ = proc.communicate(timeout=60)
+        self.assertEqual(proc.returncode, 130, out)
+        self.assertTrue(os.path.exists(os.path.join(run_dir, "epoch_plans.pb")))
+
+        proc = subprocess.run([sys.executable, LAUNCH, "--resume=" + run_dir, "--quiet"],
+                              capture_output=True, text=True, timeout=300)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        s = summary(run_dir)
+        self.assertTrue(s["completed"] and s["resumed"], s)
+        # 312 steps in each epoch of 3 workers, 468 in the one of 2 (as the first attempt
+        # planned it; the resumed job has 3 workers again).
+        self.assertEqual(s["iterations"], 312 * 2 + 468, s)
+        self.assertGreaterEqual(s["final_test_accuracy"], 0.80, s)
+        with open(os.path.join(run_dir, f"worker{survivor}.log")) as f:
+            self.assertIn(f"(epoch {epoch}, step", f.read())
 
     def kill_a_server(self, sync):
         """Runs the mlp on 2 servers under --max_restarts=server:1, kills a server with SIGKILL

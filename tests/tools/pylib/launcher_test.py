@@ -350,6 +350,33 @@ class RunJobTest(JobTest):
         self.assertIn("--checkpoint_every=30s", argv)
         self.assertNotIn("--resume", argv)
 
+    def test_survivors_absorb_dead_workers_data_unless_workers_are_replaced(self):
+        lines = launcher.describe_local(Args(run_dir="/r"))
+        scheduler = [line for line in lines.splitlines() if "/scheduler/scheduler " in line][0]
+        self.assertIn("--absorb_orphaned_shards --epoch_plans=/r/epoch_plans.pb", scheduler)
+        for restarts in ("1", "worker:2,server:1"):
+            lines = launcher.describe_local(Args(run_dir="/r", max_restarts=restarts))
+            self.assertNotIn("--absorb_orphaned_shards", lines)
+        # Servers replaced, workers not: their data is absorbed.
+        self.assertIn("--absorb_orphaned_shards",
+                      launcher.describe_local(Args(run_dir="/r", max_restarts="server:1")))
+
+    def test_a_resumed_job_with_epoch_plans_keeps_them_whatever_its_restarts(self):
+        os.makedirs(self.run_dir)
+        resumed = Args(run_dir=self.run_dir, max_restarts="1", resume=self.run_dir)
+        self.assertNotIn("--absorb_orphaned_shards", launcher.describe_local(resumed))
+        with open(os.path.join(self.run_dir, "epoch_plans.pb"), "w") as f:
+            f.write("plans")
+        self.assertIn("--absorb_orphaned_shards", launcher.describe_local(resumed))
+
+    def test_a_fresh_job_takes_up_no_earlier_runs_epoch_plans(self):
+        os.makedirs(self.run_dir)
+        plans = os.path.join(self.run_dir, "epoch_plans.pb")
+        with open(plans, "w") as f:
+            f.write("stale")
+        self.run_job()
+        self.assertFalse(os.path.exists(plans))
+
     def test_the_server_flags_checkpoint_dir_wins(self):
         lines = launcher.describe_local(Args(run_dir="/r", server_flags="--checkpoint_dir /c"))
         self.assertNotIn("--checkpoint_dir=/r/checkpoints", lines)

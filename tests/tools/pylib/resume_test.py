@@ -90,13 +90,15 @@ class RunDirTest(unittest.TestCase):
             with self.subTest(text=text), self.assertRaisesRegex(JobError, "tools/launch"):
                 resume.load_options(self.dir)
 
-    def test_archive_keeps_options_checkpoints_keys_and_attempts(self):
+    def test_archive_keeps_options_checkpoints_keys_plans_and_attempts(self):
         self.make("launch.json", "checkpoints/server0/", "attempt-1/summary.json", "summary.json",
-                  "worker0.log", "timeline.json", "attempt-x.log", "extra/", "keys/worker.key")
+                  "worker0.log", "timeline.json", "attempt-x.log", "extra/", "keys/worker.key",
+                  "epoch_plans.pb")
         self.assertEqual(resume.archive_attempt(self.dir, resume.kept_names(
             self.dir, os.path.join(self.dir, "checkpoints"))), 2)
         self.assertEqual(sorted(os.listdir(self.dir)),
-                         ["attempt-1", "attempt-2", "checkpoints", "keys", "launch.json"])
+                         ["attempt-1", "attempt-2", "checkpoints", "epoch_plans.pb", "keys",
+                          "launch.json"])
         self.assertEqual(sorted(os.listdir(os.path.join(self.dir, "attempt-2"))),
                          ["attempt-x.log", "extra", "summary.json", "timeline.json", "worker0.log"])
 

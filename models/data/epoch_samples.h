@@ -1,0 +1,35 @@
+// Which samples a worker trains in an epoch when some workers died (the scheduler's
+// --absorb_orphaned_shards, proto EpochPlan). The data set is cut into `world` shards (shard s:
+// every world-th sample from s). The epoch's plan lists the shards that have a live worker, in
+// ascending order; each trains its own shard, and every other (orphaned) shard is dealt out
+// among them: the sample at position j of an orphaned shard goes to the (j mod L)-th live shard
+// (L of them). So an epoch visits every sample once, and the live workers' loads differ by at
+// most one sample per orphaned shard.
+#ifndef R2SP_MODELS_DATA_EPOCH_SAMPLES_H_
+#define R2SP_MODELS_DATA_EPOCH_SAMPLES_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace r2sp::models {
+
+// OK if `live` is a plan's list of live shards: non-empty, ascending, distinct, each in
+// [0, world); else an error saying what is wrong (a plan from the network is checked first).
+absl::Status CheckLiveShards(const std::vector<int>& live, int world);
+
+// The samples (indices into the data set of `dataset_size`) that shard `shard` trains in an
+// epoch whose live shards are `live` (ascending): its own, in ascending order, then its share
+// of the orphaned ones. A shard not in `live` (a worker the plan did not count) trains its own.
+// REQUIRES: 0 <= shard < world; every element of `live` in [0, world).
+std::vector<int64_t> EpochSamples(int64_t dataset_size, int world, int shard,
+                                  const std::vector<int>& live);
+
+// The fewest samples any live shard trains in that epoch (0 if `live` is empty). With a fixed
+// batch, every worker runs this many samples / batch steps, so that clocks line up.
+int64_t FewestEpochSamples(int64_t dataset_size, int world, const std::vector<int>& live);
+
+}  // namespace r2sp::models
+
+#endif  // R2SP_MODELS_DATA_EPOCH_SAMPLES_H_
