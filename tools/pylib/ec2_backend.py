@@ -3,8 +3,9 @@ AWS CLI (`aws`, v1 or v2, with the caller's credentials and region).
 
 1. Finds the subnet's VPC and creates a security group r2sp-JOB-RUN there that lets the job's
    instances reach each other's job ports (the scheduler's, each host's server and worker
-   ranges) and nothing else: the rule names the group itself as the only source. Uploads the
-   release bundle (tools/package) to bundle_url.
+   ranges) and nothing else: the rule names the group itself as the only source. With
+   placement, creates the placement group r2sp-JOB-RUN. Uploads the release bundle
+   (tools/package) to bundle_url.
 2. Starts the scheduler's host, then the others, each with run-instances and its own user-data
    (ec2_user_data.py): the scheduler's private address, in run-instances' answer, is where the
    other hosts find it. Instances are tagged r2sp-job=JOB, r2sp-run=RUN, Name=JOB-HOST, and
@@ -12,8 +13,10 @@ AWS CLI (`aws`, v1 or v2, with the caller's credentials and region).
 3. Follows the job through the markers the hosts leave in results_url (HOST.done, HOST.failed)
    and the instances' states, until every host is done, one failed or died, or --timeout.
 4. Always, also on failure and Ctrl-C: terminates every instance it started (and any other
-   tagged with this run), waits until they are gone, deletes the security group (and with
-   --auth=curve the hosts' key files next to the results, which the hosts fetched at boot).
+   tagged with this run), waits until they are gone, deletes the security group, the
+   placement group, the bundle it uploaded for the run (not a bundle_url the cluster file
+   gives) and, with --auth=curve, the hosts' key files next to the results, which the hosts
+   fetched at boot.
    Then copies each host's results into RUN_DIR and summarises the run as tools/launch does.
 
 The [ec2] table's keys: ec2_plan.py. The environment's R2SP_AWS_ENDPOINT_URL, if set, is passed
@@ -59,6 +62,8 @@ class Aws:
 class Started:
     """What the launch created and the cleanup must remove."""
     group_id: str | None = None
+    placement_group: str | None = None
+    bundle_uploaded: bool = False
     instances: dict = dataclasses.field(default_factory=dict)  # host name -> instance id
 
 
@@ -68,8 +73,12 @@ def launch(plan, aws, started, work_dir):
     vpc_id = subnets[0]["VpcId"]
     started.group_id = aws.json(plan.create_security_group(vpc_id), "create-security-group")["GroupId"]
     aws.command(plan.authorize_ingress(started.group_id), "authorize-security-group-ingress")
+    if plan.placement_group:
+        aws.command(plan.create_placement_group(), "create-placement-group")
+        started.placement_group = plan.placement_group
     upload = plan.upload_bundle()
     if upload:
+        started.bundle_uploaded = True  # a failed upload may leave part of it
         aws.command(upload, f"uploading the bundle to {plan.bundle_url}")
     for host in plan.ordered_hosts():
         for argv in plan.upload_keys(host):
@@ -139,17 +148,32 @@ def clean_up(plan, aws, started):
             aws.command(plan.delete_keys(), "deleting the keys")
         except launcher.JobError as e:
             problems.append(f"{e}; delete {plan.keys_url}/ yourself")
-    if started.group_id:
-        for attempt in range(12):  # the instances' network interfaces linger a little
-            try:
-                aws.command(plan.delete_security_group(started.group_id), "delete-security-group")
-                break
-            except launcher.JobError as e:
-                if attempt == 11:
-                    problems.append(f"{e}; delete security group {started.group_id} yourself")
-                else:
-                    time.sleep(5)
+    if started.group_id:  # the instances' network interfaces linger a little: retried
+        retrying(aws, plan.delete_security_group(started.group_id), "delete-security-group",
+                 f"delete security group {started.group_id} yourself", problems)
+    if started.placement_group:
+        retrying(aws, plan.delete_placement_group(), "delete-placement-group",
+                 f"delete placement group {started.placement_group} yourself", problems)
+    if started.bundle_uploaded and plan.delete_bundle():
+        try:
+            aws.command(plan.delete_bundle(), "deleting the bundle")
+        except launcher.JobError as e:
+            problems.append(f"{e}; delete {plan.bundle_url} yourself")
     return problems
+
+
+def retrying(aws, argv, what, advice, problems, attempts=12):
+    """Runs `argv` until it succeeds, `attempts` times at most, 5 s apart; else adds the last
+    error and `advice` to `problems`."""
+    for attempt in range(attempts):
+        try:
+            aws.command(argv, what)
+            return
+        except launcher.JobError as e:
+            if attempt == attempts - 1:
+                problems.append(f"{e}; {advice}")
+            else:
+                time.sleep(5)
 
 
 def run(args, cluster, tarball):

@@ -5,9 +5,12 @@ or, for --dry_run, placeholders. Pure: nothing here runs a command.
 [ec2] keys (cluster_file.BACKEND_TABLES): ami, subnet and results_url are required;
 instance_type (default g5.xlarge), region (default: the CLI's), key_name, instance_profile
 (needed for s3:// URLs: the instances read and write S3 with it), spot (default false:
-on-demand), root_volume_gb, bundle_url (default RESULTS_URL/JOB/RUN/BUNDLE.tar.gz; a URL ending
-in / gets the tarball's name). URLs are s3://, file:// (tests) or, for an already uploaded
-bundle, https://.
+on-demand), root_volume_gb, placement ("cluster", "spread" or "partition": a placement group
+r2sp-JOB-RUN of that strategy, made for the run and deleted after it; "cluster" packs the
+instances close together for the lowest latency and the most bandwidth between them, what p4d
+and p5 jobs want), bundle_url (default RESULTS_URL/JOB/RUN/BUNDLE.tar.gz, uploaded for the run
+and deleted after it; a URL ending in / gets the tarball's name, and a bundle_url given is kept).
+URLs are s3://, file:// (tests) or, for an already uploaded bundle, https://.
 
 With --auth=curve each host's key files (the public keys, the secret keys of its roles) go to
 RESULTS_URL/JOB/RUN.keys/HOST/ beside the run's results (not under them: they are never
@@ -27,6 +30,7 @@ import release_bundle
 import role_commands
 
 REQUIRED = ("ami", "subnet", "results_url")
+PLACEMENT_STRATEGIES = ("cluster", "spread", "partition")
 POLL_SECONDS = 5
 # Time for an instance to boot, install the AWS CLI and fetch the bundle, beyond --timeout.
 BOOT_MINUTES = 20
@@ -46,7 +50,8 @@ class Ec2Options:
     spot: bool = False
     root_volume_gb: int | None = None
     bundle_url: str | None = None
-    ssh_cidr: str | None = None  # opens port 22 to this CIDR; not in the cluster file yet
+    placement: str | None = None  # a placement group's strategy (PLACEMENT_STRATEGIES)
+    ssh_cidr: str | None = None  # opens port 22 to this CIDR
 
 
 def options_of(cluster):
@@ -62,6 +67,9 @@ def options_of(cluster):
         if url and not url.startswith(schemes):
             raise launcher.JobError(f"{cluster.path}: [ec2] {key} must be an s3:// or file:// URL"
                                     + (" (or https:// for an uploaded bundle)" if key == "bundle_url" else ""))
+    if values.get("placement", PLACEMENT_STRATEGIES[0]) not in PLACEMENT_STRATEGIES:
+        raise launcher.JobError(f"{cluster.path}: [ec2] placement must be one of "
+                                f"{', '.join(PLACEMENT_STRATEGIES)}, not {values['placement']!r}")
     return Ec2Options(**values)
 
 
@@ -96,7 +104,10 @@ class Plan:
         if bundle_url.endswith("/"):
             bundle_url += os.path.basename(tarball)
         self.bundle_url = bundle_url
+        # The bundle uploaded for this run only goes with it; one the user placed stays.
+        self.bundle_is_the_runs = options.bundle_url is None
         self.group_name = f"r2sp-{cluster.job_name}-{run_id}"
+        self.placement_group = self.group_name if options.placement else None
         self.tags = {"r2sp-job": cluster.job_name, "r2sp-run": run_id}
 
     def aws(self, *argv):
@@ -140,6 +151,22 @@ class Plan:
         if self.bundle_url.startswith("file://"):
             return ["install", "-D", "-m", "644", self.tarball, self.bundle_url[len("file://"):]]
         return None
+
+    def delete_bundle(self):
+        """The command that deletes the bundle this run uploaded (None: none, or the user's)."""
+        if not self.bundle_is_the_runs or self.upload_bundle() is None:
+            return None
+        if self.bundle_url.startswith("s3://"):
+            return self.aws("s3", "rm", "--only-show-errors", self.bundle_url)
+        return ["rm", "-f", self.bundle_url[len("file://"):]]
+
+    def create_placement_group(self):
+        return self.aws("ec2", "create-placement-group", "--group-name", self.placement_group,
+                        "--strategy", self.options.placement,
+                        "--tag-specifications", self.tag_specification(["placement-group"]))
+
+    def delete_placement_group(self):
+        return self.aws("ec2", "delete-placement-group", "--group-name", self.placement_group)
 
     def key_files(self, host):
         return job_keys.files_for(role_commands.roles_of(host))
@@ -200,6 +227,8 @@ class Plan:
             argv += ["--instance-market-options", json.dumps(
                 {"MarketType": "spot", "SpotOptions": {"SpotInstanceType": "one-time",
                                                        "InstanceInterruptionBehavior": "terminate"}})]
+        if self.placement_group:
+            argv += ["--placement", json.dumps({"GroupName": self.placement_group})]
         if o.root_volume_gb:
             argv += ["--block-device-mappings", json.dumps(
                 [{"DeviceName": root_device, "Ebs": {"VolumeSize": o.root_volume_gb,
@@ -232,6 +261,8 @@ class Plan:
         lines.append(shlex.join(self.describe_subnet()) + f"   # -> Subnets[0].VpcId = {VPC_ID}")
         lines.append(shlex.join(self.create_security_group(VPC_ID)) + f"   # -> GroupId = {SG_ID}")
         lines.append(shlex.join(self.authorize_ingress(SG_ID)))
+        if self.placement_group:
+            lines.append(shlex.join(self.create_placement_group()))
         upload = self.upload_bundle()
         lines.append(shlex.join(upload) if upload else f"# {self.bundle_url}: uploaded already")
         if self.keys:
@@ -259,6 +290,10 @@ class Plan:
         lines.append(shlex.join(self.terminate(ids)))
         lines.append(shlex.join(self.wait("terminated", ids)))
         lines.append(shlex.join(self.delete_security_group(SG_ID)))
+        if self.placement_group:
+            lines.append(shlex.join(self.delete_placement_group()))
+        if self.delete_bundle():
+            lines.append(shlex.join(self.delete_bundle()))
         if self.keys:
             lines.append(shlex.join(self.delete_keys()))
         for host in self.cluster.hosts:

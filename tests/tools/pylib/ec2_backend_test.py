@@ -126,6 +126,42 @@ class PlanTest(unittest.TestCase):
         with self.assertRaisesRegex(Exception, "needs ami, subnet"):
             ec2_plan.options_of(cluster_file.load(self.path))
 
+    def plan(self, extra_ec2="", results="s3://bucket/results"):
+        with open(self.path, "w") as f:
+            f.write(cluster_text(self.hosts, results).replace("[ec2]\n", "[ec2]\n" + extra_ec2))
+        cluster = cluster_file.load(self.path)
+        return ec2_plan.Plan(cluster, ec2_plan.options_of(cluster), self.bundle, "run9",
+                             {"scheduler": [], "server": [], "worker": []}, 60)
+
+    def test_placement_group_made_for_the_run_and_deleted_after_it(self):
+        plan = self.plan('placement = "cluster"\n')
+        self.assertEqual(plan.placement_group, "r2sp-ec2-test-run9")
+        create = plan.create_placement_group()
+        self.assertEqual(create[:7], ["aws", "ec2", "create-placement-group", "--group-name",
+                                      "r2sp-ec2-test-run9", "--strategy", "cluster"])
+        argv = plan.run_instance(plan.cluster.hosts[0], "sg-1", "/u.sh", "/dev/sda1")
+        self.assertEqual(json.loads(argv[argv.index("--placement") + 1]),
+                         {"GroupName": "r2sp-ec2-test-run9"})
+        lines = plan.describe()
+        self.assertLess(lines.index("create-placement-group"), lines.index("run-instances"))
+        self.assertLess(lines.index("terminate-instances"), lines.index("delete-placement-group"))
+        plain = self.plan()
+        self.assertNotIn("--placement", plain.run_instance(plain.cluster.hosts[0], "sg-1",
+                                                           "/u.sh", "/dev/sda1"))
+        with self.assertRaisesRegex(Exception, "placement must be one of cluster, spread"):
+            self.plan('placement = "tight"\n')
+
+    def test_the_bundle_uploaded_for_the_run_is_deleted_after_it_and_the_users_kept(self):
+        plan = self.plan()
+        self.assertEqual(plan.delete_bundle(), plan.aws(
+            "s3", "rm", "--only-show-errors",
+            "s3://bucket/results/ec2-test/run9/r2sp-0.0.0-cpu.tar.gz"))
+        self.assertIn("aws s3 rm --only-show-errors s3://bucket/results/ec2-test/run9/", plan.describe())
+        self.assertEqual(self.plan(results="file:///r").delete_bundle(),
+                         ["rm", "-f", "/r/ec2-test/run9/r2sp-0.0.0-cpu.tar.gz"])
+        for url in ("s3://shared/bundles/", "https://example.invalid/r2sp.tar.gz"):
+            self.assertIsNone(self.plan(f'bundle_url = "{url}"\n').delete_bundle(), url)
+
     def test_stand_ins_become_variables_and_the_rest_is_quoted(self):
         word = ec2_user_data.shell_word(f"--x=$(rm -rf /)'{ec2_user_data.OUT}/m")
         out = subprocess.run(["bash", "-c", f'out=/r; printf %s {word}'], capture_output=True, text=True)
@@ -313,13 +349,14 @@ class AwsCliTest(unittest.TestCase):
     def tearDown(self):
         self.fake.close()
 
-    def launch_argv(self, run_id, iterations=5, worker_flags="", flags=()):
+    def launch_argv(self, run_id, iterations=5, worker_flags="", flags=(), extra_ec2=""):
         path = os.path.join(self.dir, run_id + ".toml")
         b = "workers = 2" + (f"\nworker_flags = {json.dumps(worker_flags)}" if worker_flags else "")
         with open(path, "w") as f:
             f.write(cluster_text([("a", "scheduler = true\nservers = 1"), ("b", b)],
                                  f"file://{self.dir}/results", iterations=iterations,
-                                 ports=(self.base, self.base + 100, self.base + 200)))
+                                 ports=(self.base, self.base + 100, self.base + 200))
+                    .replace("[ec2]\n", "[ec2]\n" + extra_ec2))
         return [sys.executable, os.path.join(ROOT, "tools", "launch"), "--cluster=" + path,
                 "--backend=ec2", "--bundle=" + self.bundle, "--run_dir=" + os.path.join(self.dir, run_id),
                 "--timeout=120", "--bin_dir=" + BIN_DIR, *flags]
@@ -330,7 +367,7 @@ class AwsCliTest(unittest.TestCase):
                     AWS_EC2_METADATA_DISABLED="true", AWS_CONFIG_FILE=os.path.join(self.dir, "aws_config"),
                     AWS_SHARED_CREDENTIALS_FILE=os.path.join(self.dir, "no_credentials"))
 
-    def launch(self, run_id, **kwargs):
+    def launch(self, run_id, **kwargs):  # launch_argv's options
         return subprocess.run(self.launch_argv(run_id, **kwargs), env=self.env(), capture_output=True,
                               text=True, timeout=180)
 
@@ -388,6 +425,25 @@ class AwsCliTest(unittest.TestCase):
             user_data = f.read()
         self.assertEqual(base64.b64decode(launched[1]["UserData"]).decode(), user_data)
         self.assertIn(f"--scheduler=tcp://127.0.0.1:{self.base}", user_data)  # a's address
+        self.assert_cleaned_up()
+
+    def test_placement_group_and_the_runs_bundle_go_with_the_run(self):
+        r = self.launch("run5", extra_ec2='placement = "cluster"\n')
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertEqual([(g["GroupName"], g["Strategy"])
+                          for g in self.fake.requests_of("CreatePlacementGroup")],
+                         [("r2sp-ec2-test-run5", "cluster")])
+        for request in self.fake.requests_of("RunInstances"):
+            self.assertEqual(request["Placement.GroupName"], "r2sp-ec2-test-run5")
+        actions = self.fake.actions()
+        self.assertLess(actions.index("CreatePlacementGroup"), actions.index("RunInstances"))
+        self.assertEqual([g["GroupName"] for g in self.fake.requests_of("DeletePlacementGroup")],
+                         ["r2sp-ec2-test-run5"])
+        self.assertGreater(actions.index("DeletePlacementGroup"), actions.index("TerminateInstances"))
+        # The bundle uploaded beside the run's results is gone; the results were collected.
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "results", "ec2-test", "run5",
+                                                     os.path.basename(self.bundle))))
+        self.assertTrue(os.path.exists(os.path.join(self.dir, "run5", "summary.json")))
         self.assert_cleaned_up()
 
     def test_curve_job_completes_and_its_keys_are_deleted(self):

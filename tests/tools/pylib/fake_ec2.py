@@ -89,6 +89,13 @@ class FakeEc2:
     def on_DeleteSecurityGroup(self, p):
         return "<return>true</return>"
 
+    def on_CreatePlacementGroup(self, p):
+        return (f"<return>true</return><placementGroup><groupName>{p['GroupName']}</groupName>"
+                f"<strategy>{p['Strategy']}</strategy><state>available</state></placementGroup>")
+
+    def on_DeletePlacementGroup(self, p):
+        return "<return>true</return>"
+
     def on_DescribeImages(self, p):
         return (f"<imagesSet><item><imageId>{p['ImageId.1']}</imageId>"
                 "<rootDeviceName>/dev/sda1</rootDeviceName></item></imagesSet>")
