@@ -4,6 +4,8 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/live_shards.h"
+#include "common/status_macros.h"
 
 namespace r2sp {
 
@@ -23,13 +25,7 @@ absl::StatusOr<proto::EpochPlans> EpochPlanBook::Parse(const std::string& bytes,
   }
   for (int e = 0; e < saved.plans_size(); ++e) {
     const auto& live = saved.plans(e).live_shards();
-    if (live.empty()) return absl::InvalidArgumentError(absl::StrCat("epoch ", e, ": no shard"));
-    for (int i = 0; i < live.size(); ++i) {
-      if (live[i] < 0 || live[i] >= world || (i > 0 && live[i] <= live[i - 1])) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "epoch ", e, ": the live shards are not ascending, distinct shards of ", world));
-      }
-    }
+    R2SP_RETURN_IF_ERROR_WITH(CheckLiveShards(live, world), absl::StrCat("epoch ", e));
   }
   return saved;
 }

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/cli.h"
+#include "common/live_shards.h"
 #include "common/status_macros.h"
 #include "common/termination_signals.h"
 #include "glog/logging.h"
@@ -212,7 +213,7 @@ std::function<absl::StatusOr<int64_t>(int, bool)> WorkerNode::EpochPlanner(
     R2SP_ASSIGN_OR_RETURN(const std::vector<int> live,
                           WithContext(scheduler_->EpochPlan(epoch, starting),
                                       absl::StrCat("asking for the plan of epoch ", epoch + 1)));
-    R2SP_RETURN_IF_ERROR_WITH(models::CheckLiveShards(live, world),
+    R2SP_RETURN_IF_ERROR_WITH(CheckLiveShards(live, world),
                               absl::StrCat("the scheduler's plan of epoch ", epoch + 1));
     const int64_t size = data_->train.size();
     // A worker the plan did not count (one of a resumed job, in the epoch it resumes in)

@@ -4,8 +4,6 @@
 #include <algorithm>
 #include <limits>
 
-#include "absl/strings/str_cat.h"
-
 namespace r2sp::models {
 namespace {
 
@@ -25,17 +23,6 @@ bool Orphaned(const std::vector<int>& live, int s) {
 }
 
 }  // namespace
-
-absl::Status CheckLiveShards(const std::vector<int>& live, int world) {
-  if (live.empty()) return absl::InvalidArgumentError("no live shard");
-  for (size_t i = 0; i < live.size(); ++i) {
-    if (live[i] < 0 || live[i] >= world || (i > 0 && live[i] <= live[i - 1])) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "the live shards are not ascending, distinct shards of ", world));
-    }
-  }
-  return absl::OkStatus();
-}
 
 std::vector<int64_t> EpochSamples(int64_t dataset_size, int world, int shard,
                                   const std::vector<int>& live) {

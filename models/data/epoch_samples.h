@@ -11,18 +11,12 @@
 #include <cstdint>
 #include <vector>
 
-#include "absl/status/status.h"
-
 namespace r2sp::models {
-
-// OK if `live` is a plan's list of live shards: non-empty, ascending, distinct, each in
-// [0, world); else an error saying what is wrong (a plan from the network is checked first).
-absl::Status CheckLiveShards(const std::vector<int>& live, int world);
 
 // The samples (indices into the data set of `dataset_size`) that shard `shard` trains in an
 // epoch whose live shards are `live` (ascending): its own, in ascending order, then its share
 // of the orphaned ones. A shard not in `live` (a worker the plan did not count) trains its own.
-// REQUIRES: 0 <= shard < world; every element of `live` in [0, world).
+// REQUIRES: 0 <= shard < world; `live` passes CheckLiveShards (common/live_shards.h).
 std::vector<int64_t> EpochSamples(int64_t dataset_size, int world, int shard,
                                   const std::vector<int>& live);
 

@@ -154,9 +154,10 @@ def clean_up(plan, aws, started):
     if started.placement_group:
         retrying(aws, plan.delete_placement_group(), "delete-placement-group",
                  f"delete placement group {started.placement_group} yourself", problems)
-    if started.bundle_uploaded and plan.delete_bundle():
+    delete_bundle = plan.delete_bundle() if started.bundle_uploaded else None
+    if delete_bundle:
         try:
-            aws.command(plan.delete_bundle(), "deleting the bundle")
+            aws.command(delete_bundle, "deleting the bundle")
         except launcher.JobError as e:
             problems.append(f"{e}; delete {plan.bundle_url} yourself")
     return problems

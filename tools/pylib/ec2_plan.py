@@ -292,8 +292,9 @@ class Plan:
         lines.append(shlex.join(self.delete_security_group(SG_ID)))
         if self.placement_group:
             lines.append(shlex.join(self.delete_placement_group()))
-        if self.delete_bundle():
-            lines.append(shlex.join(self.delete_bundle()))
+        delete_bundle = self.delete_bundle()
+        if delete_bundle:
+            lines.append(shlex.join(delete_bundle))
         if self.keys:
             lines.append(shlex.join(self.delete_keys()))
         for host in self.cluster.hosts:

@@ -20,14 +20,13 @@ import time
 import job_keys
 import resume
 import supervisor
+from local_commands import node_commands, scheduler_command
 from cpu_meter import CpuMeter
 from job_errors import Interrupted, JobError  # noqa: F401 (the scripts' launcher.JobError)
 from job_summary import write_summary
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ROLES = ("scheduler", "server", "worker")
-# With --max_restarts=server:N: how long the scheduler waits for a lost server's replacement.
-SERVER_REPLACE_SECONDS = 60
 
 
 def parse_args(argv, description, parser=None):
@@ -135,15 +134,6 @@ def given_options(parser, argv, names):
     parser.set_defaults(**{name: unset for name in names})
     parsed = vars(parser.parse_args(argv))
     return {name for name in names if parsed[name] is not unset}
-
-
-def per_worker_flags(items):
-    """{rank: [flags]} from --worker_flags_for values 'RANK:FLAGS' (repeats accumulate)."""
-    flags = {}
-    for item in items:
-        rank, _, text = item.partition(":")
-        flags.setdefault(int(rank), []).extend(shlex.split(text))
-    return flags
 
 
 class Job:
@@ -254,61 +244,6 @@ def wait_for_endpoint(scheduler, endpoint_file, run_dir):
             if endpoint:
                 return endpoint
         time.sleep(0.05)
-
-
-def scheduler_command(args, binary, bind_flags, endpoint_file, stats_file):
-    # The job id names the run directory, so that a resumed job's servers accept the
-    # checkpoints its first attempt wrote (the user's --job_id, after it, wins).
-    job_id = "r2sp-" + os.path.basename(os.path.normpath(args.run_dir))
-    return [binary] + bind_flags("scheduler") + job_keys.flags(args) + [
-        "--endpoint_file=" + endpoint_file, "--stats_json=" + stats_file,
-        f"--num_servers={args.servers}", f"--num_workers={args.workers}",
-        "--sync=" + args.sync, "--job_id=" + job_id] + server_replace_flags(args) + \
-        absorb_flags(args) + shlex.split(args.scheduler_flags)
-
-
-def absorb_flags(args):
-    """Unless dead workers are replaced (--max_restarts=N), the survivors take over their data
-    from the next epoch, the scheduler keeping the epochs' plans in RUN_DIR for --resume (a
-    resumed job whose first attempt made plans goes on with them, whatever its restarts)."""
-    plans = os.path.join(args.run_dir, resume.EPOCH_PLANS)
-    workers = supervisor.parse_max_restarts(args.max_restarts or "0")["worker"]
-    if workers and not (args.resume and os.path.exists(plans)):
-        return []
-    return ["--absorb_orphaned_shards", "--epoch_plans=" + plans]
-
-
-def server_replace_flags(args):
-    """With --max_restarts=server:N the scheduler waits for a lost server's replacement (bsp:
-    the job resumes from the checkpoints instead, resume.run_resuming)."""
-    servers = supervisor.parse_max_restarts(args.max_restarts or "0")["server"]
-    return [f"--server_replace_s={SERVER_REPLACE_SECONDS:g}"] if servers and args.sync != "bsp" \
-        else []
-
-
-def model_dir_flags(args):
-    """Real models: the evaluating worker's model files go to RUN_DIR/model (worker
-    --eval_only --init=checkpoint:RUN_DIR/model evaluates the newest)."""
-    synthetic = "--model=" not in args.worker_flags or "--model=synthetic" in args.worker_flags
-    return [] if synthetic else [f"--model_dir={args.run_dir}/model"]
-
-
-def node_commands(args, binaries, bind_flags, endpoint):
-    """[(name, argv, echo)] of the servers and the workers, which find the scheduler at
-    `endpoint`."""
-    def common(name):
-        return ["--scheduler=" + endpoint] + bind_flags(name) + job_keys.flags(args)
-
-    server_flags = resume.server_flags(args) + shlex.split(args.server_flags)
-    commands = [(f"server{i}", [binaries["server"]] + common(f"server{i}") + server_flags, False)
-                for i in range(args.servers)]
-    extra = per_worker_flags(args.worker_flags_for)
-    for i in range(args.workers):
-        trace = [f"--metrics={args.run_dir}/metrics_worker{i}.jsonl",
-                 f"--timeline={args.run_dir}/timeline_worker{i}.json"] + model_dir_flags(args)
-        commands.append((f"worker{i}", [binaries["worker"]] + common(f"worker{i}") + trace
-                         + shlex.split(args.worker_flags) + extra.get(i, []), True))
-    return commands
 
 
 def start_processes(job, bind_flags, endpoint_file, stats_file):

@@ -20,6 +20,7 @@ from unittest import mock
 
 import junit_main
 import launcher
+import local_commands
 import resume
 import supervisor
 
@@ -122,11 +123,11 @@ class Args:
 
 class PerWorkerFlagsTest(unittest.TestCase):
     def test_ranks_and_repeats(self):
-        got = launcher.per_worker_flags(["3:--compute_slowdown=2", "0:--a --b='x y'", "3:--c"])
+        got = local_commands.per_worker_flags(["3:--compute_slowdown=2", "0:--a --b='x y'", "3:--c"])
         self.assertEqual(got, {3: ["--compute_slowdown=2", "--c"], 0: ["--a", "--b=x y"]})
 
     def test_none(self):
-        self.assertEqual(launcher.per_worker_flags([]), {})
+        self.assertEqual(local_commands.per_worker_flags([]), {})
 
 
 class ParseArgsTest(unittest.TestCase):
