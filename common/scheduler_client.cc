@@ -102,18 +102,43 @@ absl::StatusOr<std::vector<int>> SchedulerClient::EpochPlan(int epoch, bool star
   return std::vector<int>(live.begin(), live.end());
 }
 
-absl::StatusOr<proto::SlotGrant> SchedulerClient::RequestSlot(int samples,
-                                                              double compute_seconds,
-                                                              double comm_seconds,
-                                                              int64_t iterations_left) {
+Message SchedulerClient::SlotRequest(int samples, double compute_seconds, double comm_seconds,
+                                     int64_t iterations_left) const {
   Message request;
   request.header = NewHeader(proto::SLOT);
   request.header.mutable_report()->set_samples(samples);
   request.header.mutable_report()->set_compute_seconds(compute_seconds);
   request.header.mutable_report()->set_comm_seconds(comm_seconds);
   request.header.mutable_report()->set_iterations_left(iterations_left);
-  R2SP_ASSIGN_OR_RETURN(Message reply, CallScheduler(std::move(request), options_.barrier_timeout));
+  return request;
+}
+
+absl::StatusOr<proto::SlotGrant> SchedulerClient::RequestSlot(int samples,
+                                                              double compute_seconds,
+                                                              double comm_seconds,
+                                                              int64_t iterations_left) {
+  R2SP_ASSIGN_OR_RETURN(
+      Message reply,
+      CallScheduler(SlotRequest(samples, compute_seconds, comm_seconds, iterations_left),
+                    options_.barrier_timeout));
   return reply.header.slot_grant();
+}
+
+void SchedulerClient::RequestSlotAsync(
+    int samples, double compute_seconds, double comm_seconds, int64_t iterations_left,
+    std::function<void(absl::StatusOr<proto::SlotGrant>)> done) {
+  requester_->Request(options_.scheduler,
+                      SlotRequest(samples, compute_seconds, comm_seconds, iterations_left),
+                      options_.barrier_timeout,
+                      [done = std::move(done)](absl::StatusOr<Message> reply) {
+                        absl::Status s = reply.ok() ? FromReplyHeader(reply->header)
+                                                    : reply.status();
+                        if (!s.ok()) {
+                          done(std::move(s));
+                        } else {
+                          done(reply->header.slot_grant());
+                        }
+                      });
 }
 
 void SchedulerClient::ReleaseSlot(bool leaving) {

@@ -59,6 +59,11 @@ class SchedulerClient {
   absl::StatusOr<proto::SlotGrant> RequestSlot(int samples, double compute_seconds,
                                                double comm_seconds = 0,
                                                int64_t iterations_left = 0);
+  // R2SP: the same request without waiting (r2sp with --overlap asks before backward ends):
+  // `done` gets the grant or the error on the transport's I/O thread.
+  void RequestSlotAsync(int samples, double compute_seconds, double comm_seconds,
+                        int64_t iterations_left,
+                        std::function<void(absl::StatusOr<proto::SlotGrant>)> done);
   // R2SP: gives the slot back; `leaving` after the worker's last iteration takes it out of the
   // ring, so the others do not wait for its turn. Asynchronous; an error is logged.
   void ReleaseSlot(bool leaving = false);
@@ -94,6 +99,8 @@ class SchedulerClient {
 
  private:
   absl::StatusOr<Message> CallScheduler(Message request, absl::Duration timeout);
+  Message SlotRequest(int samples, double compute_seconds, double comm_seconds,
+                      int64_t iterations_left) const;
   // Sends without waiting: a failure is logged with `what`; `on_ok` (may be empty) sees a
   // successful reply on the transport's I/O thread.
   void SendAsync(Message request, absl::Duration timeout, const char* what,

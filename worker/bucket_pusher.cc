@@ -17,14 +17,18 @@ BucketPusher::BucketPusher(PsClient* ps, size_t bucket_bytes)
   }
 }
 
-void BucketPusher::Start(int64_t clock, float scale) {
+void BucketPusher::Start(int64_t clock, float scale, bool gated) {
+  absl::MutexLock lock(&mu_);
   const std::vector<Partition>& parts = ps_->layout().partitions();
   remaining_.resize(parts.size());
   for (size_t i = 0; i < parts.size(); ++i) remaining_[i] = parts[i].num_elements;
   bucket_.clear();
   bucket_size_ = 0;
   tickets_.clear();
+  grads_ = nullptr;
   started_ = true;
+  open_ = !gated;
+  backward_ended_ = false;
   clock_ = clock;
   scale_ = scale;
   early_ = 0;
@@ -32,7 +36,9 @@ void BucketPusher::Start(int64_t clock, float scale) {
 }
 
 void BucketPusher::Ready(const float* grads, int64_t offset, int64_t count) {
+  absl::MutexLock lock(&mu_);
   if (!started_ || count <= 0) return;
+  grads_ = grads;
   const std::vector<Partition>& parts = ps_->layout().partitions();
   const size_t begin = static_cast<size_t>(offset), end = begin + static_cast<size_t>(count);
   // The first partition that ends after `begin`.
@@ -52,34 +58,68 @@ void BucketPusher::Ready(const float* grads, int64_t offset, int64_t count) {
       bucket_size_ += parts[i].bytes();
     }
   }
-  if (!bucket_.empty() && bucket_size_ >= bucket_bytes_) {
-    early_ += static_cast<int>(bucket_.size());
-    Flush(grads);
-  }
+  if (open_ && !bucket_.empty() && bucket_size_ >= bucket_bytes_) Flush();
 }
 
-void BucketPusher::Flush(const float* grads) {
-  for (size_t index : bucket_) PushPartition(grads, index);
+void BucketPusher::Open() {
+  absl::MutexLock lock(&mu_);
+  if (!started_ || open_) return;
+  open_ = true;
+  Flush();
+}
+
+void BucketPusher::BackwardEnded() {
+  absl::MutexLock lock(&mu_);
+  backward_ended_ = true;
+}
+
+void BucketPusher::Flush() {
+  if (!backward_ended_) early_ += static_cast<int>(bucket_.size());
+  for (size_t index : bucket_) PushPartition(index);
   bucket_.clear();
   bucket_size_ = 0;
 }
 
-void BucketPusher::PushPartition(const float* grads, size_t index) {
+void BucketPusher::PushPartition(size_t index) {
   if (first_push_ == absl::InfinitePast()) first_push_ = absl::Now();
   const Partition& p = ps_->layout().partitions()[index];
-  tickets_.push_back(ps_->PushPartition(p.key, grads + p.offset, clock_, /*init=*/false, scale_));
+  tickets_.push_back(
+      ps_->PushPartition(p.key, grads_ + p.offset, clock_, /*init=*/false, scale_));
 }
 
 absl::Status BucketPusher::Finish(const float* grads) {
-  CHECK(started_) << "BucketPusher::Finish without Start";
-  started_ = false;
-  Flush(grads);
-  for (size_t i = 0; i < remaining_.size(); ++i) {
-    if (remaining_[i] != 0) PushPartition(grads, i);  // backward never reported all of it
+  std::vector<Ticket> tickets;
+  {
+    absl::MutexLock lock(&mu_);
+    CHECK(started_) << "BucketPusher::Finish without Start";
+    started_ = false;
+    open_ = true;
+    backward_ended_ = true;
+    grads_ = grads;
+    Flush();
+    for (size_t i = 0; i < remaining_.size(); ++i) {
+      if (remaining_[i] != 0) PushPartition(i);  // backward never reported all of it
+    }
+    tickets.swap(tickets_);
   }
   absl::Status status;
-  for (const Ticket& t : tickets_) status.Update(t.Wait());
+  for (const Ticket& t : tickets) status.Update(t.Wait());
   return status;
+}
+
+bool BucketPusher::started() const {
+  absl::MutexLock lock(&mu_);
+  return started_;
+}
+
+int BucketPusher::early_partitions() const {
+  absl::MutexLock lock(&mu_);
+  return early_;
+}
+
+absl::Time BucketPusher::first_push() const {
+  absl::MutexLock lock(&mu_);
+  return first_push_;
 }
 
 }  // namespace r2sp

@@ -5,6 +5,8 @@
 // at once), then go out together (PsClient::PushPartition, asynchronous). Finish pushes what is
 // left when backward has ended and waits for every push of the iteration. Fewer, larger
 // messages cost less per byte; smaller buckets start sooner: the threshold trades the two.
+// A gated iteration (r2sp: the push must wait for the worker's slot) holds complete partitions
+// until Open, which sends them at once; after it the bucket works as above.
 #ifndef R2SP_WORKER_BUCKET_PUSHER_H_
 #define R2SP_WORKER_BUCKET_PUSHER_H_
 
@@ -12,49 +14,65 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/model_layout.h"
 #include "worker/ps_client.h"
 
 namespace r2sp {
 
-// One training thread uses it (Start, Ready and Finish in turn, every iteration).
+// One training thread calls Start, Ready, BackwardEnded and Finish in turn, every iteration;
+// Open may come from any thread (the slot grant's callback).
 class BucketPusher {
  public:
   // Borrowed: ps outlives the pusher.
   BucketPusher(PsClient* ps, size_t bucket_bytes);
 
-  // A new iteration's gradient, pushed as `clock` with `scale` (PsClient::Push's arguments).
-  void Start(int64_t clock, float scale);
+  // A new iteration's gradient, pushed as `clock` with `scale` (PsClient::Push's arguments);
+  // `gated`: nothing goes out before Open.
+  void Start(int64_t clock, float scale, bool gated = false);
   // Backward finished [offset, offset + count) of `grads` (the flat gradient, which must stay
   // unchanged until Finish returns).
   void Ready(const float* grads, int64_t offset, int64_t count);
+  // Opens the gate of a gated iteration: the complete partitions go out now. A no-op when not
+  // started or open already.
+  void Open();
+  // Backward has ended: partitions that go out from now on are not counted as early.
+  void BackwardEnded();
   // Pushes the partitions not sent yet from `grads` (all of them if Ready was never called, or
   // backward reported only part) and waits for the iteration's pushes; the first error.
+  // Opens the gate.
   absl::Status Finish(const float* grads);
 
-  bool started() const { return started_; }
-  // This iteration: partitions whose push started before Finish, and when the first one did.
-  int early_partitions() const { return early_; }
-  absl::Time first_push() const { return first_push_; }
+  bool started() const;
+  // This iteration: partitions whose push started before backward ended, and when the first
+  // push of the iteration started.
+  int early_partitions() const;
+  absl::Time first_push() const;
 
  private:
-  void Flush(const float* grads);
-  void PushPartition(const float* grads, size_t index);
+  void Flush() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PushPartition(size_t index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   PsClient* const ps_;
   const size_t bucket_bytes_;
+  mutable absl::Mutex mu_;
   // Values not yet ready, per partition (layout order); 0: complete, in the bucket or pushed.
-  std::vector<size_t> remaining_;
-  std::vector<size_t> bucket_;     // complete partitions waiting for the threshold
-  size_t bucket_size_ = 0;         // their fp32 bytes
-  std::vector<Ticket> tickets_;
-  bool started_ = false;
-  int64_t clock_ = 0;
-  float scale_ = 0;
-  int early_ = 0;
-  absl::Time first_push_ = absl::InfinitePast();
+  std::vector<size_t> remaining_ ABSL_GUARDED_BY(mu_);
+  // Complete partitions waiting for the threshold (or the gate).
+  std::vector<size_t> bucket_ ABSL_GUARDED_BY(mu_);
+  size_t bucket_size_ ABSL_GUARDED_BY(mu_) = 0;  // their fp32 bytes
+  std::vector<Ticket> tickets_ ABSL_GUARDED_BY(mu_);
+  const float* grads_ ABSL_GUARDED_BY(mu_) = nullptr;  // as the last Ready gave it
+  bool started_ ABSL_GUARDED_BY(mu_) = false;
+  bool open_ ABSL_GUARDED_BY(mu_) = true;
+  bool backward_ended_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t clock_ ABSL_GUARDED_BY(mu_) = 0;
+  float scale_ ABSL_GUARDED_BY(mu_) = 0;
+  int early_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time first_push_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
 };
 
 }  // namespace r2sp

@@ -2,6 +2,7 @@
 #include "worker/exchanger.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -20,14 +21,19 @@ Exchanger::Exchanger(const ExchangerOptions& options, PsClient* ps, SchedulerCli
       scheduler_(scheduler),
       log_(log),
       next_batch_(std::make_shared<std::atomic<int>>(options.initial_batch)) {
-  if (options.overlap && options.sync == proto::R2SP) {
-    LOG(WARNING) << "--overlap: r2sp pushes in its slot, after backward (docs/ARCHITECTURE.md)";
-  } else if (options.overlap) {
+  if (options.overlap) {
     pusher_ = std::make_unique<BucketPusher>(ps, options.bucket_bytes);
+    // r2sp: the slot gates the push; ask for it early (early_slot.h).
+    if (options.sync == proto::R2SP) {
+      early_slot_ = std::make_unique<EarlySlot>(scheduler, pusher_.get());
+    }
   }
 }
 
-void Exchanger::BeginCompute(int64_t clock, int batch, double epochs_done) {
+Exchanger::~Exchanger() = default;
+
+void Exchanger::BeginCompute(int64_t clock, int batch, double epochs_done,
+                             int64_t iterations_left) {
   scheduler_->NoteProgress();
   if (options_.density_warmup_epochs > 0) {
     ps_->set_push_density(codec::WarmupDensity(options_.push_density, epochs_done,
@@ -35,11 +41,36 @@ void Exchanger::BeginCompute(int64_t clock, int batch, double epochs_done) {
   }
   // Early pushes carry the batch asked for (a workload computes fewer samples only when a
   // fixed-batch shard runs out, which steps_per_epoch prevents).
-  if (pusher_ != nullptr) pusher_->Start(clock, PushScale(batch));
+  if (pusher_ != nullptr) {
+    pusher_->Start(clock, PushScale(batch), /*gated=*/early_slot_ != nullptr);
+  }
+  if (early_slot_ != nullptr) {
+    SlotReport previous = previous_;
+    previous.iterations_left = iterations_left;
+    early_slot_->Begin(absl::Now(), previous);
+  }
 }
 
 void Exchanger::GradientReady(const float* grads, int64_t offset, int64_t count) {
   pusher_->Ready(grads, offset, count);
+}
+
+absl::StatusOr<proto::SlotGrant> Exchanger::AwaitSlot(const ExchangeStep& step,
+                                                      const IterationMetrics& m,
+                                                      absl::Time* granted) {
+  const SlotReport current{m.batch, m.compute_seconds, previous_comm_seconds_,
+                           step.iterations_left};
+  if (early_slot_ == nullptr) {
+    absl::StatusOr<proto::SlotGrant> grant = scheduler_->RequestSlot(
+        current.samples, current.compute_seconds, current.comm_seconds, current.iterations_left);
+    *granted = absl::Now();
+    return grant;
+  }
+  pusher_->BackwardEnded();
+  absl::StatusOr<proto::SlotGrant> grant = early_slot_->Await(current, granted);
+  // Granted during backward: no wait after compute.
+  *granted = std::max(*granted, step.computed);
+  return grant;
 }
 
 absl::Status Exchanger::Push(const ExchangeStep& step, IterationMetrics* m, absl::Time now,
@@ -100,12 +131,8 @@ absl::Status Exchanger::Exchange(const ExchangeStep& step, IterationMetrics* m) 
   const bool last = step.iterations_left == 1;
   absl::Time granted = step.computed;
   if (r2sp) {
-    R2SP_ASSIGN_OR_RETURN(
-        proto::SlotGrant grant,
-        WithContext(scheduler_->RequestSlot(m->batch, m->compute_seconds, previous_comm_seconds_,
-                                              step.iterations_left),
-                      "waiting for a slot"));
-    granted = absl::Now();
+    R2SP_ASSIGN_OR_RETURN(proto::SlotGrant grant,
+                          WithContext(AwaitSlot(step, *m, &granted), "waiting for a slot"));
     m->gap_seconds = grant.gap_seconds();
     if (options_.hetero_batching && grant.batch().batch_size() > 0) {
       *next_batch_ = grant.batch().batch_size();
@@ -144,6 +171,10 @@ absl::Status Exchanger::Exchange(const ExchangeStep& step, IterationMetrics* m) 
   }
   // The tuner's fixed per-iteration cost: communication, which does not shrink with the batch.
   previous_comm_seconds_ = m->CommSeconds();
+  previous_ = SlotReport{m->batch, m->compute_seconds, previous_comm_seconds_, 0};
+  if (early_slot_ != nullptr) {
+    early_slot_->Record(m->compute_seconds, m->push_seconds, m->early_partitions > 0);
+  }
   if (options_.hetero_batching && !r2sp) {
     scheduler_->Report(m->batch, m->compute_seconds, previous_comm_seconds_, step.iterations_left,
                        [next = next_batch_](int b) { *next = b; });

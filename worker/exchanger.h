@@ -1,5 +1,6 @@
 // One iteration's communication in the job's consistency mode, for every workload:
-//   r2sp: wait for this worker's slot (reporting the iteration for the gap and the tuner)
+//   r2sp: wait for this worker's slot (reporting the iteration for the gap and the tuner; with
+//      overlap it was asked for before backward ended, early_slot.h)
 //   -> push the gradient, weighted b_i / B where the mode sums or applies fractions
 //   -> r2sp: release the slot once the push is acknowledged (or, with slot_includes_pull,
 //      after the pull; the worker's last slot takes it out of the ring)
@@ -21,6 +22,7 @@
 #include "absl/time/time.h"
 #include "common/scheduler_client.h"
 #include "worker/bucket_pusher.h"
+#include "worker/early_slot.h"
 #include "worker/ps_client.h"
 #include "worker/run_log.h"
 
@@ -49,7 +51,8 @@ struct ExchangerOptions {
   double push_density = 1.0;
   double density_warmup_epochs = 0.0;
   // Push partitions while backward runs (bucket_pusher.h), in buckets of this many fp32 bytes.
-  // bsp, ssp and asp; r2sp's push waits for its slot after backward (docs/ARCHITECTURE.md).
+  // r2sp: the push still waits for the slot, which the worker asks for before backward ends
+  // (early_slot.h).
   bool overlap = false;
   size_t bucket_bytes = 4 << 20;
   // Pull each partition as soon as its push is acknowledged (PsClient::PushThenPull) instead
@@ -74,10 +77,12 @@ class Exchanger {
  public:
   Exchanger(const ExchangerOptions& options, PsClient* ps, SchedulerClient* scheduler,
             RunLog* log);
+  ~Exchanger();
 
   // Before each compute of `batch` samples for `clock`, `epochs_done` (fractional) into
-  // training: sets the push density (warm-up) and, with overlap, readies the early pushes.
-  void BeginCompute(int64_t clock, int batch, double epochs_done);
+  // training, with `iterations_left` as in ExchangeStep: sets the push density (warm-up) and,
+  // with overlap, readies the early pushes (and r2sp's early slot).
+  void BeginCompute(int64_t clock, int batch, double epochs_done, int64_t iterations_left = 0);
   // Whether pushes start during backward: then the training loop forwards the workload's
   // GradientReady reports to GradientReady (REQUIRES: overlaps_backward()).
   bool overlaps_backward() const { return pusher_ != nullptr; }
@@ -101,6 +106,10 @@ class Exchanger {
   // b_i / B, or 0 (unweighted: bsp averages, or the synthetic workload).
   float PushScale(int batch) const;
   PullOptions PullFor(const ExchangeStep& step, const IterationMetrics& m) const;
+  // r2sp: waits for the slot (asking now, or early with overlap); *granted: when the push may
+  // start (never before the compute ended).
+  absl::StatusOr<proto::SlotGrant> AwaitSlot(const ExchangeStep& step,
+                                             const IterationMetrics& m, absl::Time* granted);
   // The iteration's push: finishing the early one (setting m->early_partitions), or the whole
   // gradient now. Sets *started to when the push began (before `now` when it overlapped). With
   // early pulls, sets *pull to the pulls it started (each as its partition's push is done).
@@ -116,7 +125,9 @@ class Exchanger {
   // Shared with REPORT callbacks, whose replies may arrive after the exchanger is gone.
   const std::shared_ptr<std::atomic<int>> next_batch_;
   double previous_comm_seconds_ = 0;  // the tuner's fixed per-iteration cost
+  SlotReport previous_;  // the last iteration, as an early SLOT reports it
   std::unique_ptr<BucketPusher> pusher_;  // with overlap
+  std::unique_ptr<EarlySlot> early_slot_;  // r2sp with overlap; destroyed before pusher_
 };
 
 }  // namespace r2sp

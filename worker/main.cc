@@ -60,8 +60,9 @@ DEFINE_string(pull_codec, "fp32", "how parameters travel back: fp32, fp16 (the w
               "rounded) or fp16_delta (binary16 differences to the worker's copy, the rounding "
               "error carried to the next pull; servers keep a copy per worker); the first and "
               "the final pull are always fp32");
-DEFINE_bool(overlap, false, "bsp/ssp/asp: push each partition while backward still runs, as soon "
-            "as its gradient is complete, in buckets of --bucket_bytes (r2sp pushes in its slot)");
+DEFINE_bool(overlap, false, "push each partition while backward still runs, as soon as its "
+            "gradient is complete, in buckets of --bucket_bytes (r2sp: asks for its slot before "
+            "backward ends, from its predicted end, and pushes once granted)");
 DEFINE_bool(early_pulls, false, "pull each partition as soon as its push is acknowledged, "
             "while the next partitions are still being pushed (not with --overlap)");
 DEFINE_uint64(bucket_bytes, 4 << 20, "--overlap: push complete partitions once this many fp32 "

@@ -222,8 +222,8 @@ absl::StatusOr<LoopResult> RunTrainingLoop(const LoopOptions& options, Workload*
       m.clock = result.steps;
       m.epoch = epoch;
       const int batch = exchanger->next_batch();
-      exchanger->BeginCompute(m.clock, batch,
-                              epoch + static_cast<double>(s) / epoch_steps);
+      exchanger->BeginCompute(m.clock, batch, epoch + static_cast<double>(s) / epoch_steps,
+                              last - result.steps);
       const absl::Time t0 = absl::Now();
       if (relay != nullptr) relay->Begin(t0);
       R2SP_ASSIGN_OR_RETURN(ComputedStep step, Compute(options, workload, m.clock, batch,

@@ -166,8 +166,9 @@ INSTANTIATE_TEST_SUITE_P(Codecs, SparseModesTest,
                                                std::string(std::get<1>(info.param)).substr(0, 3));
                          });
 
-// Pushes overlapped with backward (--overlap, 64 KiB partitions in 128 KiB buckets): bsp and asp
-// still train the mlp to 80%, and the metrics show partitions pushed before backward ended.
+// Pushes overlapped with backward (--overlap, 64 KiB partitions in 128 KiB buckets): bsp, asp and
+// r2sp (asking for its slot before backward ends) still train the mlp to 80%, and in bsp and asp
+// the metrics show partitions pushed before backward ended.
 class OverlapModesTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(OverlapModesTest, FourWorkersTrainTheMlpTo80PercentPushingDuringBackward) {
@@ -185,10 +186,15 @@ TEST_P(OverlapModesTest, FourWorkersTrainTheMlpTo80PercentPushingDuringBackward)
                                                '\n')) {
     if (absl::StrContains(line, "\"clock\"")) early += Field(std::string(line), "early_partitions");
   }
-  EXPECT_GT(early, 234) << "at least one partition a step went out during backward";
+  // r2sp asks for its slot one predicted push before backward ends: on loopback a push is
+  // shorter than the time between the mlp's last two gradient reports, so the ask and the grant
+  // come at backward's end (exchanger_test covers grants during backward).
+  if (GetParam() != "r2sp") {
+    EXPECT_GT(early, 234) << "at least one partition a step went out during backward";
+  }
 }
 
-INSTANTIATE_TEST_SUITE_P(Modes, OverlapModesTest, ::testing::Values("bsp", "asp"));
+INSTANTIATE_TEST_SUITE_P(Modes, OverlapModesTest, ::testing::Values("bsp", "asp", "r2sp"));
 
 // Pulls of each partition as soon as its push is done (--early_pulls, 64 KiB partitions): bsp
 // and r2sp (with its predicted pulls) still train the mlp to 80%.

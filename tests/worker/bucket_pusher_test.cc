@@ -88,5 +88,41 @@ TEST_F(BucketPusherTest, WithoutReportsFinishPushesTheWholeGradient) {
   for (float v : Weights()) EXPECT_EQ(v, -4.0f);
 }
 
+// r2sp's slot gates the push: complete partitions wait for Open whatever the threshold, go out
+// together when it comes, and later ones as usual; only partitions out before backward ended
+// count as early.
+TEST_F(BucketPusherTest, AGatedIterationHoldsCompletePartitionsUntilOpen) {
+  BucketPusher pusher(ps_, /*bucket_bytes=*/0);
+  std::vector<float> grad(10, 1.0f);
+  pusher.Start(0, 0, /*gated=*/true);
+  pusher.Ready(grad.data(), 7, 3);  // 7..9 complete, held
+  EXPECT_EQ(ServerPushesAfterWaiting(4), 3u);
+  pusher.Open();
+  EXPECT_EQ(ServerPushesAfterWaiting(4), 4u);
+  pusher.Ready(grad.data(), 4, 3);  // 4..6: out at once now
+  EXPECT_EQ(ServerPushesAfterWaiting(5), 5u);
+  pusher.Open();  // open already: nothing happens
+  pusher.BackwardEnded();
+  ASSERT_TRUE(pusher.Finish(grad.data()).ok());  // 0..3
+  EXPECT_EQ(server_->counters().pushes(), 6u);
+  EXPECT_EQ(pusher.early_partitions(), 2);
+  for (float v : Weights()) EXPECT_EQ(v, -1.0f);
+}
+
+TEST_F(BucketPusherTest, AGateOpenedAfterBackwardPushesButNothingCountsAsEarly) {
+  BucketPusher pusher(ps_, 0);
+  std::vector<float> grad(10, 1.0f);
+  pusher.Start(0, 0, /*gated=*/true);
+  pusher.Ready(grad.data(), 0, 10);
+  pusher.BackwardEnded();
+  EXPECT_EQ(ServerPushesAfterWaiting(4), 3u);
+  pusher.Open();  // the grant came while the worker waited for it after compute
+  EXPECT_EQ(ServerPushesAfterWaiting(6), 6u);
+  ASSERT_TRUE(pusher.Finish(grad.data()).ok());
+  EXPECT_EQ(server_->counters().pushes(), 6u);
+  EXPECT_EQ(pusher.early_partitions(), 0);
+  for (float v : Weights()) EXPECT_EQ(v, -1.0f);
+}
+
 }  // namespace
 }  // namespace r2sp

@@ -166,5 +166,40 @@ TEST(ExchangerTest, LiveWorkersOfAPlannedEpochMakeTheGlobalBatch) {
   EXPECT_FLOAT_EQ(w.params[0], -0.1f * 0.5f);
 }
 
+// r2sp with --overlap (early_slot.h): from the second iteration on the worker asks for its slot
+// during backward, the grant opens the gate, and the partitions complete by then are pushed
+// before backward ends; the step is the same, and no wait is counted after compute.
+TEST(ExchangerTest, R2spWithOverlapAsksForTheSlotDuringBackwardAndPushesOnceGranted) {
+  testing::InProcessJob job(Job(proto::R2SP, 1), PlainSgd(), Model());
+  ASSERT_OK(job.Start(std::vector<float>(kElements, 1.0f)));
+  testing::JobWorker& w = job.workers()[0];
+  ExchangerOptions mode = ModeOf(w);
+  mode.overlap = true;
+  mode.bucket_bytes = 0;
+  Exchanger exchanger(mode, w.ps.get(), w.scheduler.get(), nullptr);
+  ASSERT_TRUE(exchanger.overlaps_backward());
+  std::vector<float> grad(kElements, 1.0f);
+  for (int clock = 0; clock < 4; ++clock) {
+    IterationMetrics m;
+    m.clock = clock;
+    m.batch = 8;
+    const uint64_t pushed_before = w.ps->counters().pushes;
+    exchanger.BeginCompute(clock, m.batch, 0, 4 - clock);
+    absl::SleepFor(absl::Milliseconds(5));
+    // Partitions are [0,256) [256,512) [512,768) [768,1000): this completes the last two,
+    // which go out once the slot is granted (the first iteration has no prediction, so it
+    // asks after compute, as without overlap).
+    exchanger.GradientReady(grad.data(), 500, 500);
+    absl::SleepFor(absl::Milliseconds(200));  // the rest of backward
+    EXPECT_EQ(w.ps->counters().pushes - pushed_before, clock == 0 ? 0u : 2u) << clock;
+    exchanger.GradientReady(grad.data(), 0, 500);  // backward's last report
+    m.compute_seconds = 0.001;  // predicted compute shorter than a push: ask at the start
+    ASSERT_OK(exchanger.Exchange(StepOf(grad, w, 4 - clock), &m));
+    EXPECT_EQ(m.early_partitions, clock == 0 ? 0 : 4) << "clock " << clock;
+    if (clock > 0) EXPECT_EQ(m.wait_seconds, m.parked_seconds) << "granted during backward";
+    for (float p : w.params) ASSERT_NEAR(p, 1.0f - 0.1f * (clock + 1), 1e-5) << clock;
+  }
+}
+
 }  // namespace
 }  // namespace r2sp
