@@ -2,11 +2,14 @@
 #ifndef R2SP_TOOLS_BENCH_BENCH_UTIL_H_
 #define R2SP_TOOLS_BENCH_BENCH_UTIL_H_
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <functional>
 #include <random>
+#include <utility>
 #include <vector>
 
 namespace r2sp::bench {
@@ -27,6 +30,23 @@ inline double MedianSeconds(int warmup, int reps, const std::function<void()>& b
 inline double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
+}
+
+// CPU seconds this process has used so far, all threads (user + system).
+inline double ProcessCpuSeconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_utime.tv_sec + usage.ru_stime.tv_sec +
+         1e-6 * (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec);
+}
+
+// `body`, appending the CPU seconds the whole process used while it ran to *cpu.
+inline std::function<void()> CountingCpu(std::function<void()> body, std::vector<double>* cpu) {
+  return [body = std::move(body), cpu] {
+    const double before = ProcessCpuSeconds();
+    body();
+    cpu->push_back(ProcessCpuSeconds() - before);
+  };
 }
 
 inline double TimeOnce(const std::function<void()>& body) {

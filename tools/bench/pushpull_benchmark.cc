@@ -82,8 +82,9 @@ struct SizeResult {
   // Per CodecColumn: push+pull median seconds; time fp32 / time codec for the same gradient,
   // per round; the pushes' wire bytes over fp32's.
   std::vector<double> codec_pushpull, codec_vs_fp32, codec_wire;
-  // --auth=curve: push+pull median seconds over CURVE; time plain / time CURVE, per round.
-  double curve_pushpull = 0, curve_vs_plain = 0;
+  // --auth=curve: push+pull median seconds over CURVE; time plain / time CURVE, per round;
+  // median CPU seconds the process used per plain and per CURVE push+pull.
+  double curve_pushpull = 0, curve_vs_plain = 0, plain_cpu = 0, curve_cpu = 0;
 };
 
 SizeResult MeasureSize(size_t bytes, const std::vector<CodecColumn>& codecs) {
@@ -101,10 +102,12 @@ SizeResult MeasureSize(size_t bytes, const std::vector<CodecColumn>& codecs) {
     bodies.push_back([o = coded.back().get()] { o->PushPull(); });
   }
   std::unique_ptr<bench::Ours> curve;
+  std::vector<double> plain_cpu, curve_cpu;  // where CURVE's time goes: CPU per round
   if (FLAGS_auth == "curve") {
     const auto keys = ValueOrExit(GenerateJobKeys());
     curve = std::make_unique<bench::Ours>(grads, codec::CodecSpec(), FLAGS_partition_bytes, &keys);
-    bodies.push_back([&curve] { curve->PushPull(); });
+    bodies[4] = bench::CountingCpu(bodies[4], &plain_cpu);
+    bodies.push_back(bench::CountingCpu([&curve] { curve->PushPull(); }, &curve_cpu));
   }
   const std::vector<std::vector<double>> t = bench::InterleavedSeconds(2, Reps(bytes), bodies);
   SizeResult r;
@@ -121,6 +124,8 @@ SizeResult MeasureSize(size_t bytes, const std::vector<CodecColumn>& codecs) {
   if (curve != nullptr) {
     r.curve_pushpull = bench::Median(t.back());
     r.curve_vs_plain = bench::MedianRatio(t[4], t.back());
+    r.plain_cpu = bench::Median(plain_cpu);
+    r.curve_cpu = bench::Median(curve_cpu);
   }
   // Throughput ratio ours/raw = time raw / time ours.
   r.transport_vs_raw = bench::MedianRatio(t[0], t[1]);
@@ -188,6 +193,11 @@ void PrintRow(size_t bytes, const SizeResult& r, const std::vector<CodecColumn>&
   if (r.curve_pushpull > 0) {
     std::printf("\n%-8s CURVE fp32 push+pull: %.2f GB/s (2 dirs), %.2fx plain in the same rounds",
                 "", GBps(2.0 * bytes, r.curve_pushpull), r.curve_vs_plain);
+    // Both ends share this machine's cores: CPU per round over the cores there are bounds
+    // a round's time from below.
+    std::printf("\n%-8s CPU per push+pull, both ends: plain %.1f ms (%.2f cores busy), CURVE %.1f "
+                "ms (%.2f cores busy)", "", r.plain_cpu * 1e3, r.plain_cpu / r.pushpull,
+                r.curve_cpu * 1e3, r.curve_cpu / r.curve_pushpull);
   }
   std::printf("\n");
   std::fflush(stdout);
