@@ -24,6 +24,26 @@ float ChunkSquaredNorm(const float* __restrict v, size_t n) {
   return sum;
 }
 
+R2SP_TARGET_CLONES
+float AddIntoAndSquaredNorm(const float* __restrict g, float* __restrict acc, size_t n) {
+  float part[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int j = 0; j < 8; ++j) {
+      const float a = acc[i + j] + g[i + j];
+      acc[i + j] = a;
+      part[j] += a * a;
+    }
+  }
+  float sum = 0;
+  for (; i < n; ++i) {
+    acc[i] += g[i];
+    sum += acc[i] * acc[i];
+  }
+  for (float p : part) sum += p;
+  return sum;
+}
+
 size_t NumChunks(size_t n, uint32_t chunk) { return (n + chunk - 1) / chunk; }
 
 size_t ChunkLength(size_t n, uint32_t chunk, size_t id) {

@@ -23,6 +23,9 @@ void SelectChunks(const float* v, size_t n, uint32_t chunk, size_t count,
 
 // The squared L2 norm of n values (a chunk's rank), summed in eight lanes (vectorised).
 float ChunkSquaredNorm(const float* v, size_t n);
+// acc += g over n values, returning ChunkSquaredNorm of the result (the same float, bit for bit)
+// from the same pass: error feedback's add and the chunk's norm read the chunk once.
+float AddIntoAndSquaredNorm(const float* g, float* acc, size_t n);
 
 // The same from the chunks' squared norms (the GPU encoder computes them on the device); a NaN
 // norm ranks as +Inf. `ids` is overwritten.

@@ -84,7 +84,10 @@ void SparseEncoder::SelectTopKBlocked(const float* grad, size_t k, SparseGradien
     for (; j < sample.size() && search.SamplePosition(j) < end; ++j) {
       sample[j] = MagnitudeKey(residual_[search.SamplePosition(j)]);
     }
-    if (topk_threshold_ != 0) guess.Scan(residual_.data() + begin, end - begin, begin);
+    // Once more values clear the guess than the tolerance allows, it has failed: stop looking.
+    if (topk_threshold_ != 0 && guess.count() <= search.high()) {
+      guess.Scan(residual_.data() + begin, end - begin, begin);
+    }
   }
   if (topk_threshold_ != 0 && search.within(guess.count())) {
     out->ids.resize(guess.count());
@@ -104,8 +107,12 @@ void SparseEncoder::SelectChunksInOnePass(const float* grad, double density,
   for (size_t c = 0; c < chunks; ++c) {
     const size_t begin = c * static_cast<size_t>(chunk);
     const size_t end = begin + ChunkLength(n_, chunk, c);
-    Accumulate(grad, begin, end);
-    norms[c] = ChunkSquaredNorm(residual_.data() + begin, end - begin);
+    if (options_.error_feedback && velocity_.empty()) {
+      norms[c] = AddIntoAndSquaredNorm(grad + begin, residual_.data() + begin, end - begin);
+    } else {
+      Accumulate(grad, begin, end);
+      norms[c] = ChunkSquaredNorm(residual_.data() + begin, end - begin);
+    }
   }
   SelectChunksByNorm(norms, chunk_credit_.Take(density, chunks), &out->ids);
 }
@@ -113,39 +120,60 @@ void SparseEncoder::SelectChunksInOnePass(const float* grad, double density,
 // Moves the selected values out of the residual into `out`: the residual keeps only what was
 // not sent (for fp16 values, also each sent value's rounding error: exact in fp32).
 void SparseEncoder::TakeValues(SparseGradient* out) {
-  const bool half = options_.spec.fp16_values;
   out->values.clear();
   out->half_values.clear();
-  size_t count = out->ids.size();
   if (options_.spec.codec == proto::CSC) {
-    count = 0;
-    for (uint32_t id : out->ids) count += ChunkLength(n_, options_.spec.chunk_elements, id);
-  }
-  (half ? out->half_values.reserve(count) : out->values.reserve(count));
-  float* r = residual_.data();
-  auto take = [&](size_t i) {
-    if (half) {
-      const uint16_t h = FloatToHalf(r[i]);
-      out->half_values.push_back(h);
-      r[i] -= HalfToFloat(h);
-    } else {
-      out->values.push_back(r[i]);
-      r[i] = 0.0f;
-    }
-    if (!velocity_.empty()) velocity_[i] = 0.0f;
-  };
-  if (options_.spec.codec == proto::CSC) {
-    const uint32_t chunk = options_.spec.chunk_elements;
-    for (uint32_t id : out->ids) {
-      const size_t begin = static_cast<size_t>(id) * chunk;
-      const size_t end = begin + ChunkLength(n_, chunk, id);
-      for (size_t i = begin; i < end; ++i) take(i);
-    }
+    TakeChunks(out);
   } else {
-    for (uint32_t i : out->ids) take(i);
+    const bool half = options_.spec.fp16_values;
+    (half ? out->half_values.reserve(out->ids.size()) : out->values.reserve(out->ids.size()));
+    float* r = residual_.data();
+    for (uint32_t i : out->ids) {
+      if (half) {
+        const uint16_t h = FloatToHalf(r[i]);
+        out->half_values.push_back(h);
+        r[i] -= HalfToFloat(h);
+      } else {
+        out->values.push_back(r[i]);
+        r[i] = 0.0f;
+      }
+      if (!velocity_.empty()) velocity_[i] = 0.0f;
+    }
   }
   if (!options_.error_feedback && velocity_.empty()) {
     std::memset(residual_.data(), 0, n_ * sizeof(float));
+  }
+}
+
+// csc's chunks are contiguous: moved out whole (memcpy and memset; fp16 through the vector
+// converters), not value by value.
+void SparseEncoder::TakeChunks(SparseGradient* out) {
+  const bool half = options_.spec.fp16_values;
+  const uint32_t chunk = options_.spec.chunk_elements;
+  size_t count = 0;
+  for (uint32_t id : out->ids) count += ChunkLength(n_, chunk, id);
+  if (half) {
+    out->half_values.resize(count);
+    rounded_.resize(chunk);
+  } else {
+    out->values.reserve(count);
+  }
+  size_t at = 0;
+  for (uint32_t id : out->ids) {
+    const size_t begin = static_cast<size_t>(id) * chunk;
+    const size_t length = ChunkLength(n_, chunk, id);
+    float* r = residual_.data() + begin;
+    if (half) {
+      uint16_t* h = out->half_values.data() + at;
+      EncodeFp16(r, length, h);
+      DecodeFp16(h, length, rounded_.data());
+      for (size_t i = 0; i < length; ++i) r[i] -= rounded_[i];  // the rounding error stays
+    } else {
+      out->values.insert(out->values.end(), r, r + length);
+      std::memset(r, 0, length * sizeof(float));
+    }
+    if (!velocity_.empty()) std::memset(velocity_.data() + begin, 0, length * sizeof(float));
+    at += length;
   }
 }
 

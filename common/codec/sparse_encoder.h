@@ -64,6 +64,8 @@ class SparseEncoder {
   // csc: accumulating block by block, each chunk's norm taken while it is in cache.
   void SelectChunksInOnePass(const float* grad, double density, SparseGradient* out);
   void TakeValues(SparseGradient* out);
+  // TakeValues for csc.
+  void TakeChunks(SparseGradient* out);
 
   const size_t n_;
   const SparseEncoderOptions options_;
@@ -71,6 +73,7 @@ class SparseEncoder {
   std::vector<float> velocity_;  // momentum correction's u
   ChunkCredit chunk_credit_;     // csc
   uint32_t topk_threshold_ = 0;  // the last push's cut (MagnitudeKey), 0 before the first
+  std::vector<float> rounded_;   // csc with fp16 values: a chunk as sent, decoded
 };
 
 }  // namespace r2sp::codec

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <random>
 #include <utility>
@@ -85,12 +86,12 @@ inline double MedianRatio(const std::vector<double>& numerator,
   return Median(ratios);
 }
 
-// n gradient-like values: normal, sigma 1e-3, the same for every call (seeded). Top-k's sampled
-// threshold needs a spread of magnitudes: a constant gradient would make it fall back to exact
-// selection on every push.
-inline std::vector<float> GradientLike(size_t n) {
+// n gradient-like values: normal, sigma 1e-3, the same for every call with the same seed. Top-k's
+// sampled threshold needs a spread of magnitudes: a constant gradient would make it fall back to
+// exact selection on every push.
+inline std::vector<float> GradientLike(size_t n, uint32_t seed = 1) {
   std::vector<float> grads(n);
-  std::mt19937 rng(1);
+  std::mt19937 rng(seed);
   std::normal_distribution<float> normal(0.0f, 1e-3f);
   for (float& g : grads) g = normal(rng);
   return grads;

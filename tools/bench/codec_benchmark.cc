@@ -4,7 +4,10 @@
 // EncodeFp16 picks and on each path this CPU has), and the sparse push encoders as the worker
 // runs them (SparseEncoder, error feedback on): top-k at 1% and csc at 5%, each figure covering
 // the residual add, the selection and the value gather. Error feedback changes the residual
-// every call (unsent values accumulate), as it does in training.
+// every call (unsent values accumulate), as it does in training. The sparse encoders (and the
+// memcpy they are compared with) take the --gradients distinct gradients in turn, as training
+// pushes a new one every step; with --gradients=1 every push adds the same gradient, so the
+// unsent values grow in step and the last push's top-k threshold never holds.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -30,6 +33,12 @@ DEFINE_int64(floats, 25000000, "values per buffer");
 DEFINE_int32(rounds, 15, "timed rounds (after 2 warm-up rounds)");
 DEFINE_string(topk_codec, "topk:0.01", "the top-k push codec timed (a worker --push_codec)");
 DEFINE_string(csc_codec, "csc:0.05", "the csc push codec timed (a worker --push_codec)");
+DEFINE_int32(sparse_warmup, 0,
+             "untimed pushes through the sparse encoders first, so that error feedback reaches "
+             "its steady state (each value sent about every 1 / density pushes; a few hundred "
+             "at 1%); 0: time the first pushes, while the residual still grows");
+DEFINE_int32(gradients, 1, "distinct gradients (seeded) the sparse encoders and memcpy take in "
+             "turn, one per push (1: the same gradient every push)");
 DEFINE_int64(partition_floats, 0,
              "sparse encoders: one encoder per this many values, as the worker keeps one per "
              "partition (262144 = the scheduler's 1 MiB partitions); 0 = one over the buffer");
@@ -125,6 +134,8 @@ class SparseBench {
   uint64_t exact() const { return exact_; }
   uint64_t encodes() const { return encodes_; }
   uint64_t pushes() const { return encodes_ / parts_.size(); }
+  // Forgets the pushes so far (warm-up) in the figures above.
+  void ResetStats() { passes_ = max_passes_ = exact_ = values_ = encodes_ = 0; }
 
  private:
   struct Part {
@@ -192,7 +203,12 @@ int Run() {
   const size_t partition = FLAGS_partition_floats > 0 ? FLAGS_partition_floats : n;
   const codec::CodecSpec topk_spec = SpecOrDie("topk_codec", FLAGS_topk_codec, proto::TOPK);
   const codec::CodecSpec csc_spec = SpecOrDie("csc_codec", FLAGS_csc_codec, proto::CSC);
-  const std::vector<float> grads = GradientLike(n);
+  CHECK_GE(FLAGS_gradients, 1);
+  std::vector<std::vector<float>> pushed;  // what the sparse encoders and memcpy take in turn
+  for (int s = 0; s < FLAGS_gradients; ++s) pushed.push_back(GradientLike(n, 1 + s));
+  const std::vector<float>& grads = pushed[0];
+  size_t memcpys = 0, topk_pushes = 0, csc_pushes = 0;
+  auto next = [&pushed](size_t* calls) { return pushed[(*calls)++ % pushed.size()].data(); };
   std::vector<float> copy(n), decoded(n);
   std::vector<uint16_t> half(n);
   SparseBench topk(topk_spec, n, partition), csc(csc_spec, n, partition);
@@ -200,11 +216,11 @@ int Run() {
   for (size_t i = 0; i < n; ++i) shadow[i] = 0.99f * grads[i];
 
   std::vector<std::function<void()>> bodies = {
-      [&] { std::memcpy(copy.data(), grads.data(), n * sizeof(float)); },
+      [&] { std::memcpy(copy.data(), next(&memcpys), n * sizeof(float)); },
       [&] { codec::EncodeFp16(grads.data(), n, half.data()); },
       [&] { codec::DecodeFp16(half.data(), n, decoded.data()); },
-      [&] { topk.Encode(grads.data()); },
-      [&] { csc.Encode(grads.data()); },
+      [&] { topk.Encode(next(&topk_pushes)); },
+      [&] { csc.Encode(next(&csc_pushes)); },
       [&] { CHECK(codec::EncodeFp16Deltas(grads.data(), n, shadow.data(), half.data())); },
   };
   const std::vector<codec::Fp16Path> paths = codec::AvailableFp16Paths();
@@ -212,14 +228,22 @@ int Run() {
     bodies.push_back([&, p] { codec::EncodeFp16With(p, grads.data(), n, half.data()); });
     bodies.push_back([&, p] { codec::DecodeFp16With(p, half.data(), n, decoded.data()); });
   }
+  for (int w = 0; w < FLAGS_sparse_warmup; ++w) {
+    topk.Encode(next(&topk_pushes));
+    csc.Encode(next(&csc_pushes));
+  }
+  topk.ResetStats();
+  csc.ResetStats();
   const Timings t{InterleavedSeconds(2, FLAGS_rounds, bodies), double(n) * sizeof(float)};
-  CHECK_EQ(std::memcmp(copy.data(), grads.data(), n * sizeof(float)), 0);  // verify
+  const std::vector<float>& copied = pushed[(memcpys - 1) % pushed.size()];
+  CHECK_EQ(std::memcmp(copy.data(), copied.data(), n * sizeof(float)), 0);  // verify
   topk.Verify();
   csc.Verify();
 
   const double fp16_bytes = n * sizeof(uint16_t);
-  std::printf("%zu floats (%.0f MB fp32), medians of %d interleaved rounds\n", n,
-              t.fp32_bytes / 1e6, FLAGS_rounds);
+  std::printf("%zu floats (%.0f MB fp32), medians of %d interleaved rounds; sparse encoders "
+              "after %d untimed pushes, %d distinct gradients pushed in turn\n", n,
+              t.fp32_bytes / 1e6, FLAGS_rounds, FLAGS_sparse_warmup, FLAGS_gradients);
   std::printf("memcpy                 %6.2f GB/s\n", t.GBps(kMemcpy, t.fp32_bytes));
   PrintFp16(t, paths, n);
   PrintSparse(t, kTopK, codec::CodecSpecName(topk_spec), topk);
