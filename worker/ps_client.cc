@@ -58,6 +58,25 @@ void Ticket::Complete(State& state, const absl::Status& status, double waited, d
   --state.outstanding;
 }
 
+namespace {
+
+// The tensors of fewer than `below` values that lie in `p`, as ranges of the partition.
+std::vector<std::pair<uint32_t, uint32_t>> DenseRanges(const ModelLayout& layout,
+                                                       const Partition& p, size_t below) {
+  std::vector<std::pair<uint32_t, uint32_t>> ranges;
+  for (const TensorInfo& t : layout.tensors()) {
+    if (t.num_elements >= below || t.offset < p.offset ||
+        t.offset + t.num_elements > p.offset + p.num_elements) {
+      continue;  // large, or not (wholly) in this partition
+    }
+    ranges.emplace_back(static_cast<uint32_t>(t.offset - p.offset),
+                        static_cast<uint32_t>(t.offset - p.offset + t.num_elements));
+  }
+  return ranges;
+}
+
+}  // namespace
+
 PsClient::PsClient(Requester* requester, const ModelLayout* layout,
                    std::vector<std::string> server_endpoints, const PsClientOptions& options)
     : requester_(requester),
@@ -77,6 +96,7 @@ PsClient::PsClient(Requester* requester, const ModelLayout* layout,
     encoder.error_feedback = options.error_feedback;
     encoder.momentum_correction = options.momentum_correction;
     for (const Partition& p : layout_->partitions()) {
+      encoder.dense = DenseRanges(*layout_, p, options.topk_dense_below);
       encoders_.push_back(std::make_unique<SparsePartition>(p.num_elements, encoder));
     }
   }

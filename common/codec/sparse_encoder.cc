@@ -32,6 +32,13 @@ void AccumulateVelocity(float mu, const float* __restrict g, float* __restrict u
 SparseEncoder::SparseEncoder(size_t num_elements, const SparseEncoderOptions& options)
     : n_(num_elements), options_(options), residual_(num_elements, 0.0f) {
   CHECK(options.spec.sparse()) << "SparseEncoder is for topk and csc";
+  uint32_t last_end = 0;
+  for (const auto& [begin, end] : options.dense) {
+    CHECK(last_end <= begin && begin < end && end <= num_elements)
+        << "dense ranges must increase and lie in the partition: [" << begin << ", " << end
+        << ")";
+    last_end = end;
+  }
   if (options.momentum_correction > 0.0f) velocity_.assign(num_elements, 0.0f);
 }
 
@@ -62,6 +69,7 @@ void SparseEncoder::Encode(const float* grad, double density, SparseGradient* ou
   } else {
     SelectTopKBlocked(grad, TopKCount(n_, density), out);
   }
+  if (spec.codec == proto::TOPK && !options_.dense.empty()) AddDenseRanges(&out->ids);
   TakeValues(out);
 }
 
@@ -115,6 +123,19 @@ void SparseEncoder::SelectChunksInOnePass(const float* grad, double density,
     }
   }
   SelectChunksByNorm(norms, chunk_credit_.Take(density, chunks), &out->ids);
+}
+
+void SparseEncoder::AddDenseRanges(std::vector<uint32_t>* ids) {
+  merged_.clear();
+  merged_.reserve(ids->size() + options_.dense.size());
+  auto next = ids->begin();
+  for (const auto& [begin, end] : options_.dense) {
+    for (; next != ids->end() && *next < begin; ++next) merged_.push_back(*next);
+    for (uint32_t i = begin; i < end; ++i) merged_.push_back(i);
+    while (next != ids->end() && *next < end) ++next;  // selected already: once is enough
+  }
+  merged_.insert(merged_.end(), next, ids->end());
+  ids->swap(merged_);
 }
 
 // Moves the selected values out of the residual into `out`: the residual keeps only what was

@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "common/codec/codec_spec.h"
@@ -29,6 +30,10 @@ struct SparseEncoderOptions {
   bool error_feedback = true;  // false: what is not sent is dropped
   float momentum_correction = 0.0f;  // DGC's mu; 0 = off
   TopKOptions topk;
+  // top-k: [begin, end) ranges of the partition sent whole in every push, besides the selection
+  // (small tensors: biases, batch norm; DGC leaves small layers uncompressed). Increasing,
+  // disjoint, within the partition.
+  std::vector<std::pair<uint32_t, uint32_t>> dense;
 };
 
 // One encoded push: ids (element indices or chunk ids, increasing) and the values they carry,
@@ -63,6 +68,8 @@ class SparseEncoder {
   void SelectTopKBlocked(const float* grad, size_t k, SparseGradient* out);
   // csc: accumulating block by block, each chunk's norm taken while it is in cache.
   void SelectChunksInOnePass(const float* grad, double density, SparseGradient* out);
+  // Adds the dense ranges' ids to the selection (sorted, each once).
+  void AddDenseRanges(std::vector<uint32_t>* ids);
   void TakeValues(SparseGradient* out);
   // TakeValues for csc.
   void TakeChunks(SparseGradient* out);
@@ -74,6 +81,7 @@ class SparseEncoder {
   ChunkCredit chunk_credit_;     // csc
   uint32_t topk_threshold_ = 0;  // the last push's cut (MagnitudeKey), 0 before the first
   std::vector<float> rounded_;   // csc with fp16 values: a chunk as sent, decoded
+  std::vector<uint32_t> merged_;  // top-k with dense ranges: the selection and the ranges
 };
 
 }  // namespace r2sp::codec

@@ -157,6 +157,41 @@ TEST_F(PsClientTest, TopKPushesSendTheLargestValuesAndKeepTheRestForLater) {
   EXPECT_EQ(pulled, (std::vector<float>{-0.5f, 4, -1, -2, 0, 0, -3, 1, -1.5f, -0.5f}));
 }
 
+// --topk_dense_below: the tensors smaller than the limit go whole in every top-k push, besides
+// the selection. Model: w (6 values, split 3 + 3) and two 2-value tensors sharing a partition.
+TEST(PsClientDenseTest, TopKSendsSmallTensorsWholeBesidesTheSelection) {
+  std::vector<proto::TensorSpec> model(3);
+  model[0].set_name("w"), model[0].set_num_elements(6);
+  model[1].set_name("b"), model[1].set_num_elements(2);
+  model[2].set_name("c"), model[2].set_num_elements(2);
+  const ModelLayout layout = *ModelLayout::Create(model, /*partition_bytes=*/16, 1);
+  ASSERT_EQ(layout.partitions().size(), 3u);
+  ServerOptions server_options;
+  server_options.sync = proto::ASP;
+  server_options.sgd = {/*learning_rate=*/1.0f, /*momentum=*/0.0f, /*weight_decay=*/0.0f};
+  server_options.per_sample_updates = false;
+  ServerHandler server(server_options);
+  server.Configure(0, ServerPeers{"scheduler", {"worker0"}}, layout);
+  testing::InProcessNetwork network;
+  network.Serve("server0", &server);
+  PsClientOptions options;
+  options.push_codec = *codec::ParseCodecSpec("push_codec", "topk:0.25,exact");
+  options.topk_dense_below = 3;
+  PsClient ps(network.Client("worker0"), &layout, {"server0"}, options);
+  std::vector<float> zero(10, 0.0f);
+  ASSERT_TRUE(ps.Push(zero.data(), 0, /*init=*/true).Wait().ok());
+  const std::vector<float> grad = {1, 5, 2, 3, 1, 1, 1, 2, 3, 4};
+  ASSERT_TRUE(ps.Push(grad.data(), 0).Wait().ok());
+  std::vector<float> w;
+  for (const Partition& p : layout.partitions()) {
+    const std::vector<float> part = *server.Weights(p.key);
+    w.insert(w.end(), part.begin(), part.end());
+  }
+  // w: one value a partition (5, then 3); b and c: every value, though top-k picks one.
+  EXPECT_EQ(w, (std::vector<float>{0, -5, 0, -3, 0, 0, -1, -2, -3, -4}));
+  EXPECT_EQ(ps.counters().bytes_pushed, 10 * sizeof(float) + 6 * 8);  // init + (id, value)s
+}
+
 TEST_F(PsClientTest, CscPushesSendWholeChunksAndTheDensityCanChange) {
   // Partitions of 4, 3 and 3 values in chunks of 2 (the last of each of the 3-value ones
   // short): csc 0.5 sends the larger chunk of each. Then density 1 sends everything held back.

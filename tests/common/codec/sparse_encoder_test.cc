@@ -334,5 +334,53 @@ TEST(SparseEncoderTest, TopKReusesTheLastThresholdInOnePass) {
   EXPECT_GE(one_pass_late, 60) << "in the steady state the last threshold usually holds";
 }
 
+// Dense ranges (small tensors) go whole in every push besides the top-k selection: each id
+// once, in order, and error feedback still conserves the mass exactly.
+TEST(SparseEncoderTest, TopKSendsDenseRangesWholeBesidesTheSelection) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 1e-3f);
+  const size_t n = 20000;
+  SparseEncoderOptions options;
+  options.spec.codec = proto::TOPK;
+  options.spec.ratio = 0.01;
+  options.dense = {{0, 10}, {5000, 5032}, {19990, 20000}};
+  std::vector<float> grad(n);
+  for (float& g : grad) g = normal(rng);
+  grad[5010] = 1.0f;  // selected by top-k too: sent once
+  for (bool exact : {false, true}) {
+    options.spec.exact = exact;
+    SparseEncoder encoder(n, options);
+    SparseGradient out;
+    encoder.Encode(grad.data(), 0.01, &out);
+    ASSERT_TRUE(std::is_sorted(out.ids.begin(), out.ids.end()));
+    ASSERT_EQ(std::adjacent_find(out.ids.begin(), out.ids.end()), out.ids.end()) << "twice";
+    std::vector<bool> sent(n, false);
+    for (uint32_t id : out.ids) sent[id] = true;
+    for (const auto& [begin, end] : options.dense) {
+      for (uint32_t i = begin; i < end; ++i) EXPECT_TRUE(sent[i]) << i;
+    }
+    // Exactly the selection without the ranges, and the ranges.
+    SparseEncoderOptions plain = options;
+    plain.dense.clear();
+    SparseEncoder alone(n, plain);
+    SparseGradient selection;
+    alone.Encode(grad.data(), 0.01, &selection);
+    std::vector<uint32_t> want = selection.ids;
+    for (const auto& [begin, end] : options.dense) {
+      for (uint32_t i = begin; i < end; ++i) want.push_back(i);
+    }
+    std::sort(want.begin(), want.end());
+    want.erase(std::unique(want.begin(), want.end()), want.end());
+    EXPECT_EQ(out.ids, want);
+    for (size_t j = 0; j < out.ids.size(); ++j) {
+      EXPECT_EQ(out.values[j] + encoder.residual()[out.ids[j]], grad[out.ids[j]]);
+      EXPECT_EQ(encoder.residual()[out.ids[j]], 0.0f);
+    }
+    for (size_t i = 0; i < n; ++i) {
+      if (!sent[i]) EXPECT_EQ(encoder.residual()[i], grad[i]) << i;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace r2sp::codec
