@@ -54,9 +54,9 @@ DEFINE_string(push_codec, "fp32", "how gradients travel to the servers: fp32, fp
 DEFINE_bool(error_feedback, true, "topk/csc: add what a push did not send to the next gradient");
 DEFINE_double(momentum_correction, 0, "topk/csc: DGC momentum correction with this momentum "
               "(0 = off); run the servers with --momentum=0 then");
-DEFINE_uint64(topk_dense_below, 16384, "topk: tensors of fewer values than this (biases, batch "
-              "norm, a small classifier) go whole in every push, besides the top-k selection "
-              "(0 = none; docs/RESULTS.md §4)");
+DEFINE_uint64(dense_below, 16384, "topk/csc: tensors of fewer values than this (biases, batch "
+              "norm, a small classifier) go whole in every push besides the selection (csc: the "
+              "chunks that hold them; 0 = none; docs/RESULTS.md §4)");
 DEFINE_double(density_warmup_epochs, 0, "topk/csc: start dense and lower the density "
               "geometrically to the codec's ratio over this many epochs (0 = off)");
 DEFINE_string(pull_codec, "fp32", "how parameters travel back: fp32, fp16 (the weights "
@@ -159,7 +159,7 @@ r2sp::WorkerOptions OptionsFromFlags() {
                   "--push_codec: fp16_delta is for pulls (--pull_codec)");
   o.error_feedback = FLAGS_error_feedback;
   o.momentum_correction = static_cast<float>(FLAGS_momentum_correction);
-  o.topk_dense_below = FLAGS_topk_dense_below;
+  o.dense_below = FLAGS_dense_below;
   o.density_warmup_epochs = FLAGS_density_warmup_epochs;
   o.overlap = FLAGS_overlap;
   o.bucket_bytes = FLAGS_bucket_bytes;

@@ -96,7 +96,7 @@ PsClient::PsClient(Requester* requester, const ModelLayout* layout,
     encoder.error_feedback = options.error_feedback;
     encoder.momentum_correction = options.momentum_correction;
     for (const Partition& p : layout_->partitions()) {
-      encoder.dense = DenseRanges(*layout_, p, options.topk_dense_below);
+      encoder.dense = DenseRanges(*layout_, p, options.dense_below);
       encoders_.push_back(std::make_unique<SparsePartition>(p.num_elements, encoder));
     }
   }

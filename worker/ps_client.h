@@ -62,9 +62,9 @@ struct PsClientOptions {
   // and DGC momentum correction (0 = off); see common/codec/sparse_encoder.h.
   bool error_feedback = true;
   float momentum_correction = 0.0f;
-  // top-k: tensors of fewer values than this go whole in every push (SparseEncoderOptions::
-  // dense); 0: none.
-  size_t topk_dense_below = 0;
+  // Sparse codecs: tensors of fewer values than this go whole in every push (top-k), or the
+  // chunks that hold them (csc); SparseEncoderOptions::dense. 0: none.
+  size_t dense_below = 0;
   // A request a server answers UNAVAILABLE (its connection was reset because the server was
   // lost, or its replacement is not serving yet) is sent again, with backoff, until this long
   // after its first try (the job's --server_replace_s and then some). Zero: never.

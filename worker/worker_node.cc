@@ -81,7 +81,7 @@ absl::Status WorkerNode::Join() {
   ps_options.push_codec = options_.push_codec;
   ps_options.error_feedback = options_.error_feedback;
   ps_options.momentum_correction = options_.momentum_correction;
-  ps_options.topk_dense_below = options_.topk_dense_below;
+  ps_options.dense_below = options_.dense_below;
   if (book.server_replace_ms() > 0) {
     // Long enough for the loss to be noticed and a replacement to restore; if none comes, the
     // job fails and the heartbeats say so.
@@ -102,8 +102,8 @@ absl::Status WorkerNode::Join() {
             << options_.model << ", " << layout_->total_bytes() << " bytes in "
             << layout_->partitions().size() << " partitions over " << servers.size()
             << " servers (" << SyncModeName(book.sync()) << "; push " << codec::CodecSpecName(options_.push_codec)
-            << (options_.push_codec.codec == proto::TOPK && options_.topk_dense_below > 0
-                    ? absl::StrCat(" with tensors under ", options_.topk_dense_below,
+            << (options_.push_codec.sparse() && options_.dense_below > 0
+                    ? absl::StrCat(" with tensors under ", options_.dense_below,
                                    " values whole")
                     : "")
             << ", pull " << codec::CodecSpecName({options_.pull_codec}) << ")";

@@ -65,7 +65,7 @@ struct WorkerOptions {
   codec::CodecSpec push_codec;  // training pushes (initial values go as fp32)
   bool error_feedback = true;   // sparse push codecs
   float momentum_correction = 0.0f;
-  size_t topk_dense_below = 0;  // PsClientOptions::topk_dense_below
+  size_t dense_below = 0;  // PsClientOptions::dense_below
   double density_warmup_epochs = 0.0;
   bool overlap = false;  // push during backward (bsp, ssp, asp)
   size_t bucket_bytes = 4 << 20;

@@ -123,6 +123,22 @@ void SparseEncoder::SelectChunksInOnePass(const float* grad, double density,
     }
   }
   SelectChunksByNorm(norms, chunk_credit_.Take(density, chunks), &out->ids);
+  if (!options_.dense.empty()) AddDenseChunks(&out->ids);
+}
+
+void SparseEncoder::AddDenseChunks(std::vector<uint32_t>* ids) {
+  const uint32_t chunk = options_.spec.chunk_elements;
+  merged_.clear();
+  for (const auto& [begin, end] : options_.dense) {
+    for (uint32_t c = begin / chunk; c <= (end - 1) / chunk; ++c) {
+      if (merged_.empty() || merged_.back() != c) merged_.push_back(c);
+    }
+  }
+  const size_t forced = merged_.size();
+  merged_.insert(merged_.end(), ids->begin(), ids->end());
+  std::inplace_merge(merged_.begin(), merged_.begin() + forced, merged_.end());
+  merged_.erase(std::unique(merged_.begin(), merged_.end()), merged_.end());
+  ids->swap(merged_);
 }
 
 void SparseEncoder::AddDenseRanges(std::vector<uint32_t>* ids) {

@@ -30,9 +30,9 @@ struct SparseEncoderOptions {
   bool error_feedback = true;  // false: what is not sent is dropped
   float momentum_correction = 0.0f;  // DGC's mu; 0 = off
   TopKOptions topk;
-  // top-k: [begin, end) ranges of the partition sent whole in every push, besides the selection
-  // (small tensors: biases, batch norm; DGC leaves small layers uncompressed). Increasing,
-  // disjoint, within the partition.
+  // [begin, end) ranges of the partition sent whole in every push, besides the selection (small
+  // tensors: biases, batch norm; DGC leaves small layers uncompressed); csc sends the chunks
+  // that hold them. Increasing, disjoint, within the partition.
   std::vector<std::pair<uint32_t, uint32_t>> dense;
 };
 
@@ -68,8 +68,10 @@ class SparseEncoder {
   void SelectTopKBlocked(const float* grad, size_t k, SparseGradient* out);
   // csc: accumulating block by block, each chunk's norm taken while it is in cache.
   void SelectChunksInOnePass(const float* grad, double density, SparseGradient* out);
-  // Adds the dense ranges' ids to the selection (sorted, each once).
+  // Adds the dense ranges' ids (top-k) or the chunks that hold them (csc) to the selection
+  // (sorted, each once).
   void AddDenseRanges(std::vector<uint32_t>* ids);
+  void AddDenseChunks(std::vector<uint32_t>* ids);
   void TakeValues(SparseGradient* out);
   // TakeValues for csc.
   void TakeChunks(SparseGradient* out);

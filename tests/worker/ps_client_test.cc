@@ -157,7 +157,7 @@ TEST_F(PsClientTest, TopKPushesSendTheLargestValuesAndKeepTheRestForLater) {
   EXPECT_EQ(pulled, (std::vector<float>{-0.5f, 4, -1, -2, 0, 0, -3, 1, -1.5f, -0.5f}));
 }
 
-// --topk_dense_below: the tensors smaller than the limit go whole in every top-k push, besides
+// --dense_below: the tensors smaller than the limit go whole in every top-k push, besides
 // the selection. Model: w (6 values, split 3 + 3) and two 2-value tensors sharing a partition.
 TEST(PsClientDenseTest, TopKSendsSmallTensorsWholeBesidesTheSelection) {
   std::vector<proto::TensorSpec> model(3);
@@ -176,7 +176,7 @@ TEST(PsClientDenseTest, TopKSendsSmallTensorsWholeBesidesTheSelection) {
   network.Serve("server0", &server);
   PsClientOptions options;
   options.push_codec = *codec::ParseCodecSpec("push_codec", "topk:0.25,exact");
-  options.topk_dense_below = 3;
+  options.dense_below = 3;
   PsClient ps(network.Client("worker0"), &layout, {"server0"}, options);
   std::vector<float> zero(10, 0.0f);
   ASSERT_TRUE(ps.Push(zero.data(), 0, /*init=*/true).Wait().ok());

@@ -382,5 +382,31 @@ TEST(SparseEncoderTest, TopKSendsDenseRangesWholeBesidesTheSelection) {
   }
 }
 
+// csc sends the chunks that hold the dense ranges in every push, besides the chunks its norms
+// choose: ids in order, each once, whole chunks moved out of the residual.
+TEST(SparseEncoderTest, CscSendsTheChunksHoldingDenseRanges) {
+  const size_t n = 40;  // 5 chunks of 8
+  SparseEncoderOptions options;
+  options.spec.codec = proto::CSC;
+  options.spec.ratio = 0.2;  // one chunk a push by norm
+  options.spec.chunk_elements = 8;
+  options.dense = {{1, 2}, {17, 20}};  // in chunks 0 and 2
+  SparseEncoder encoder(n, options);
+  std::vector<float> grad(n, 0.001f);
+  for (size_t i = 32; i < 40; ++i) grad[i] = 1.0f;  // chunk 4 has the largest norm
+  grad[0] = 0.5f;  // chunk 0 is second: forced anyway, sent once
+  SparseGradient out;
+  encoder.Encode(grad.data(), 0.2, &out);
+  EXPECT_EQ(out.ids, (std::vector<uint32_t>{0, 2, 4}));
+  ASSERT_EQ(out.values.size(), 24u);
+  for (size_t j = 0; j < 3; ++j) {
+    for (size_t i = 0; i < 8; ++i) {
+      EXPECT_EQ(out.values[8 * j + i], grad[8 * out.ids[j] + i]);
+      EXPECT_EQ(encoder.residual()[8 * out.ids[j] + i], 0.0f);
+    }
+  }
+  EXPECT_EQ(encoder.residual()[8], 0.001f);  // chunk 1 waits
+}
+
 }  // namespace
 }  // namespace r2sp::codec
