@@ -39,7 +39,6 @@ void EarlySlot::Begin(absl::Time start, const SlotReport& previous) {
     absl::MutexLock lock(&shared_->mu);
     iteration_ = ++shared_->iteration;
     shared_->asked = false;
-    shared_->arrived = false;
     shared_->grant.reset();
   }
   // No prediction before the first Record: the first iteration asks after compute.
@@ -64,7 +63,6 @@ void EarlySlot::AskOnce(uint64_t iteration, const SlotReport& report) {
         if (grant.ok() && shared->pusher != nullptr) shared->pusher->Open();
         shared->granted = absl::Now();
         shared->grant = std::move(grant);
-        shared->arrived = true;
       });
 }
 
@@ -72,7 +70,7 @@ absl::StatusOr<proto::SlotGrant> EarlySlot::Await(const SlotReport& current,
                                                   absl::Time* granted) {
   AskOnce(iteration_, current);
   absl::MutexLock lock(&shared_->mu);
-  shared_->mu.Await(absl::Condition(&shared_->arrived));
+  shared_->mu.Await(absl::Condition(shared_.get(), &Shared::Arrived));
   *granted = shared_->granted;
   return *shared_->grant;
 }

@@ -67,9 +67,10 @@ class EarlySlot {
     BucketPusher* pusher ABSL_GUARDED_BY(mu);  // null once the EarlySlot is gone
     uint64_t iteration ABSL_GUARDED_BY(mu) = 0;  // Begin's count: a late timer asks for nothing
     bool asked ABSL_GUARDED_BY(mu) = false;
-    bool arrived ABSL_GUARDED_BY(mu) = false;  // `grant` holds this iteration's answer
+    // This iteration's answer, once it came.
     std::optional<absl::StatusOr<proto::SlotGrant>> grant ABSL_GUARDED_BY(mu);
     absl::Time granted ABSL_GUARDED_BY(mu);
+    bool Arrived() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return grant.has_value(); }
   };
   // Sends iteration `iteration`'s SLOT request unless it went out already.
   void AskOnce(uint64_t iteration, const SlotReport& report);

@@ -58,7 +58,7 @@ void Exchanger::GradientReady(const float* grads, int64_t offset, int64_t count)
 absl::StatusOr<proto::SlotGrant> Exchanger::AwaitSlot(const ExchangeStep& step,
                                                       const IterationMetrics& m,
                                                       absl::Time* granted) {
-  const SlotReport current{m.batch, m.compute_seconds, previous_comm_seconds_,
+  const SlotReport current{m.batch, m.compute_seconds, previous_.comm_seconds,
                            step.iterations_left};
   if (early_slot_ == nullptr) {
     absl::StatusOr<proto::SlotGrant> grant = scheduler_->RequestSlot(
@@ -170,13 +170,12 @@ absl::Status Exchanger::Exchange(const ExchangeStep& step, IterationMetrics* m) 
                absl::StrCat("{\"parked_ms\": ", pull.waited_seconds() * 1e3, "}"));
   }
   // The tuner's fixed per-iteration cost: communication, which does not shrink with the batch.
-  previous_comm_seconds_ = m->CommSeconds();
-  previous_ = SlotReport{m->batch, m->compute_seconds, previous_comm_seconds_, 0};
+  previous_ = SlotReport{m->batch, m->compute_seconds, m->CommSeconds(), 0};
   if (early_slot_ != nullptr) {
     early_slot_->Record(m->compute_seconds, m->push_seconds, m->early_partitions > 0);
   }
   if (options_.hetero_batching && !r2sp) {
-    scheduler_->Report(m->batch, m->compute_seconds, previous_comm_seconds_, step.iterations_left,
+    scheduler_->Report(m->batch, m->compute_seconds, previous_.comm_seconds, step.iterations_left,
                        [next = next_batch_](int b) { *next = b; });
   }
   return absl::OkStatus();

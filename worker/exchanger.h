@@ -124,8 +124,9 @@ class Exchanger {
   RunLog* const log_;
   // Shared with REPORT callbacks, whose replies may arrive after the exchanger is gone.
   const std::shared_ptr<std::atomic<int>> next_batch_;
-  double previous_comm_seconds_ = 0;  // the tuner's fixed per-iteration cost
-  SlotReport previous_;  // the last iteration, as an early SLOT reports it
+  // The last iteration, as the next SLOT or REPORT describes it; comm_seconds is the tuner's
+  // fixed per-iteration cost.
+  SlotReport previous_;
   std::unique_ptr<BucketPusher> pusher_;  // with overlap
   std::unique_ptr<EarlySlot> early_slot_;  // r2sp with overlap; destroyed before pusher_
 };

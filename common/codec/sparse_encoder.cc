@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 
 #include "common/codec/csc.h"
 #include "common/codec/fp16.h"
@@ -38,6 +39,11 @@ SparseEncoder::SparseEncoder(size_t num_elements, const SparseEncoderOptions& op
         << "dense ranges must increase and lie in the partition: [" << begin << ", " << end
         << ")";
     last_end = end;
+    // Fixed for the encoder's life: the values (top-k) or the chunks (csc) every push sends.
+    const uint32_t unit = options.spec.codec == proto::CSC ? options.spec.chunk_elements : 1;
+    for (uint32_t id = begin / unit; id <= (end - 1) / unit; ++id) {
+      if (dense_ids_.empty() || dense_ids_.back() != id) dense_ids_.push_back(id);
+    }
   }
   if (options.momentum_correction > 0.0f) velocity_.assign(num_elements, 0.0f);
 }
@@ -69,7 +75,7 @@ void SparseEncoder::Encode(const float* grad, double density, SparseGradient* ou
   } else {
     SelectTopKBlocked(grad, TopKCount(n_, density), out);
   }
-  if (spec.codec == proto::TOPK && !options_.dense.empty()) AddDenseRanges(&out->ids);
+  if (!dense_ids_.empty()) AddDenseIds(&out->ids);
   TakeValues(out);
 }
 
@@ -123,34 +129,13 @@ void SparseEncoder::SelectChunksInOnePass(const float* grad, double density,
     }
   }
   SelectChunksByNorm(norms, chunk_credit_.Take(density, chunks), &out->ids);
-  if (!options_.dense.empty()) AddDenseChunks(&out->ids);
 }
 
-void SparseEncoder::AddDenseChunks(std::vector<uint32_t>* ids) {
-  const uint32_t chunk = options_.spec.chunk_elements;
-  merged_.clear();
-  for (const auto& [begin, end] : options_.dense) {
-    for (uint32_t c = begin / chunk; c <= (end - 1) / chunk; ++c) {
-      if (merged_.empty() || merged_.back() != c) merged_.push_back(c);
-    }
-  }
-  const size_t forced = merged_.size();
-  merged_.insert(merged_.end(), ids->begin(), ids->end());
-  std::inplace_merge(merged_.begin(), merged_.begin() + forced, merged_.end());
-  merged_.erase(std::unique(merged_.begin(), merged_.end()), merged_.end());
-  ids->swap(merged_);
-}
 
-void SparseEncoder::AddDenseRanges(std::vector<uint32_t>* ids) {
+void SparseEncoder::AddDenseIds(std::vector<uint32_t>* ids) {
   merged_.clear();
-  merged_.reserve(ids->size() + options_.dense.size());
-  auto next = ids->begin();
-  for (const auto& [begin, end] : options_.dense) {
-    for (; next != ids->end() && *next < begin; ++next) merged_.push_back(*next);
-    for (uint32_t i = begin; i < end; ++i) merged_.push_back(i);
-    while (next != ids->end() && *next < end) ++next;  // selected already: once is enough
-  }
-  merged_.insert(merged_.end(), next, ids->end());
+  std::set_union(ids->begin(), ids->end(), dense_ids_.begin(), dense_ids_.end(),
+                 std::back_inserter(merged_));
   ids->swap(merged_);
 }
 

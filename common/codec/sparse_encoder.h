@@ -68,10 +68,8 @@ class SparseEncoder {
   void SelectTopKBlocked(const float* grad, size_t k, SparseGradient* out);
   // csc: accumulating block by block, each chunk's norm taken while it is in cache.
   void SelectChunksInOnePass(const float* grad, double density, SparseGradient* out);
-  // Adds the dense ranges' ids (top-k) or the chunks that hold them (csc) to the selection
-  // (sorted, each once).
-  void AddDenseRanges(std::vector<uint32_t>* ids);
-  void AddDenseChunks(std::vector<uint32_t>* ids);
+  // Adds dense_ids_ to the selection (sorted, each once).
+  void AddDenseIds(std::vector<uint32_t>* ids);
   void TakeValues(SparseGradient* out);
   // TakeValues for csc.
   void TakeChunks(SparseGradient* out);
@@ -83,7 +81,9 @@ class SparseEncoder {
   ChunkCredit chunk_credit_;     // csc
   uint32_t topk_threshold_ = 0;  // the last push's cut (MagnitudeKey), 0 before the first
   std::vector<float> rounded_;   // csc with fp16 values: a chunk as sent, decoded
-  std::vector<uint32_t> merged_;  // top-k with dense ranges: the selection and the ranges
+  // options.dense as ids: its values (top-k) or the chunks that hold them (csc), increasing.
+  std::vector<uint32_t> dense_ids_;
+  std::vector<uint32_t> merged_;  // the selection and dense_ids_
 };
 
 }  // namespace r2sp::codec
