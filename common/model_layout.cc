@@ -2,10 +2,12 @@
 #include "common/model_layout.h"
 
 #include <algorithm>
+#include <iterator>
 #include <numeric>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "glog/logging.h"
 
 namespace r2sp {
 
@@ -80,6 +82,19 @@ absl::StatusOr<ModelLayout> ModelLayout::Create(const std::vector<proto::TensorS
     ++count[best];
   }
   return layout;
+}
+
+std::pair<uint64_t, uint64_t> ModelLayout::KeysCovering(size_t offset, size_t count) const {
+  CHECK_GE(count, 1u);
+  CHECK_LE(offset + count, total_elements_);
+  // The last partition starting at or before an element holds it.
+  auto holding = [this](size_t element) {
+    const auto after = std::upper_bound(
+        partitions_.begin(), partitions_.end(), element,
+        [](size_t e, const Partition& p) { return e < p.offset; });
+    return std::prev(after)->key;
+  };
+  return {holding(offset), holding(offset + count - 1)};
 }
 
 std::vector<uint64_t> ModelLayout::KeysOf(int server) const {

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -50,6 +51,10 @@ class ModelLayout {
   const Partition* Find(uint64_t key) const {
     return key < partitions_.size() ? &partitions_[key] : nullptr;
   }
+  // The keys of the first and the last partition holding any of [offset, offset + count): the
+  // partitions are contiguous and in key order, so those and every key between them.
+  // REQUIRES: count >= 1 and offset + count <= total_elements().
+  std::pair<uint64_t, uint64_t> KeysCovering(size_t offset, size_t count) const;
   // Keys owned by `server`, ascending.
   std::vector<uint64_t> KeysOf(int server) const;
   // Bytes owned by `server`.

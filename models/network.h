@@ -68,6 +68,17 @@ class Network {
   using GradientReady = std::function<void(int64_t offset, int64_t count)>;
   void set_gradient_ready(GradientReady fn) { gradient_ready_ = std::move(fn); }
 
+  // Called during TrainStep before forward first reads a node's parameters: [offset, offset +
+  // count) of `params` (a ParamGroup) must be final when it returns. Lets the worker start the
+  // forward pass while the pull that writes the parameters still runs. Returns whether this
+  // backend calls it (one that does not reads `params` whole at the step's start). Empty: not
+  // called.
+  using ParamsNeeded = std::function<void(int64_t offset, int64_t count)>;
+  bool set_params_needed(ParamsNeeded fn) {
+    params_needed_ = std::move(fn);
+    return CallsParamsNeeded();
+  }
+
   // The logits of the last forward pass (batch x num_classes), for tests.
   virtual const float* logits() const = 0;
 
@@ -101,9 +112,13 @@ class Network {
                                                    " values for a model with ",
                                                    graph_.BatchNormStatisticsSize()));
   }
+  // Whether TrainStep calls params_needed_ (set_params_needed).
+  virtual bool CallsParamsNeeded() const { return false; }
+
   const Graph graph_;
   int64_t step_ = 0;
   GradientReady gradient_ready_;
+  ParamsNeeded params_needed_;
 };
 
 }  // namespace r2sp::models

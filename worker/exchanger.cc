@@ -30,7 +30,40 @@ Exchanger::Exchanger(const ExchangerOptions& options, PsClient* ps, SchedulerCli
   }
 }
 
-Exchanger::~Exchanger() = default;
+// Replies must not write the parameters after the exchanger is gone (an error ended the loop).
+Exchanger::~Exchanger() {
+  if (pending_pull_.has_value()) pending_pull_->Wait().IgnoreError();
+}
+
+bool Exchanger::overlaps_pulls() const {
+  return options_.overlap && options_.overlap_pulls && !options_.slot_includes_pull;
+}
+
+void Exchanger::ParamsNeeded(int64_t offset, int64_t count) {
+  if (!pending_pull_.has_value() || count <= 0 || pending_pull_->Done()) return;
+  const auto [first, last] = ps_->layout().KeysCovering(offset, count);
+  const absl::Time start = absl::Now();
+  // An error stops nothing here: FinishPull reports it before the gradient is pushed.
+  pending_pull_->WaitKeys(first, last).IgnoreError();
+  stall_ += absl::Now() - start;
+}
+
+absl::Status Exchanger::FinishPull() {
+  if (!pending_pull_.has_value()) return absl::OkStatus();
+  const absl::Time start = absl::Now();
+  const absl::Status status = pending_pull_->Wait();
+  stall_ += absl::Now() - start;
+  // Parked time the compute did not hide is the mode's wait (bsp's barrier, ssp's bound).
+  stall_parked_seconds_ =
+      std::min(pending_pull_->waited_seconds(), absl::ToDoubleSeconds(stall_));
+  if (log_ != nullptr) {
+    log_->Span("pull", pull_sent_, pending_pull_->finished(),
+               absl::StrCat("{\"overlapped\": true, \"stall_ms\": ",
+                            absl::ToDoubleMilliseconds(stall_), "}"));
+  }
+  pending_pull_.reset();
+  return status;
+}
 
 void Exchanger::BeginCompute(int64_t clock, int batch, double epochs_done,
                              int64_t iterations_left) {
@@ -129,6 +162,11 @@ PullOptions Exchanger::PullFor(const ExchangeStep& step, const IterationMetrics&
 absl::Status Exchanger::Exchange(const ExchangeStep& step, IterationMetrics* m) {
   const bool r2sp = options_.sync == proto::R2SP;
   const bool last = step.iterations_left == 1;
+  R2SP_RETURN_IF_ERROR_WITH(FinishPull(), "pull");
+  const absl::Duration earlier_pull = stall_;
+  const double earlier_parked = stall_parked_seconds_;
+  stall_ = absl::ZeroDuration();
+  stall_parked_seconds_ = 0;
   absl::Time granted = step.computed;
   if (r2sp) {
     R2SP_ASSIGN_OR_RETURN(proto::SlotGrant grant,
@@ -152,27 +190,39 @@ absl::Status Exchanger::Exchange(const ExchangeStep& step, IterationMetrics* m) 
   // joined late, say) do not wait for its turn.
   if (r2sp && !options_.slot_includes_pull) scheduler_->ReleaseSlot(/*leaving=*/last);
   Ticket pull = early_pull.has_value() ? *early_pull : ps_->Pull(step.params, PullFor(step, *m));
-  R2SP_RETURN_IF_ERROR_WITH(pull.Wait(), "pull");
+  m->pull_overlapped = overlaps_pulls() && step.forward_waits && !step.evaluation_next && !last;
+  double parked = earlier_parked;
+  if (m->pull_overlapped) {
+    pending_pull_ = pull;
+    pull_sent_ = after_push;
+  } else {
+    R2SP_RETURN_IF_ERROR_WITH(pull.Wait(), "pull");
+    parked += pull.waited_seconds();
+  }
   const absl::Time after_pull = absl::Now();
   scheduler_->NoteProgress();
   if (r2sp && options_.slot_includes_pull) scheduler_->ReleaseSlot(/*leaving=*/last);
 
   const uint64_t bytes = ps_->layout().total_bytes();
-  m->wait_seconds = absl::ToDoubleSeconds(granted - step.computed) + pull.waited_seconds();
+  m->wait_seconds = absl::ToDoubleSeconds(granted - step.computed) + parked;
   m->push_seconds = absl::ToDoubleSeconds(after_push - granted);
-  m->pull_seconds = absl::ToDoubleSeconds(after_pull - after_push);
-  m->parked_seconds = pull.waited_seconds();
+  m->pull_seconds = absl::ToDoubleSeconds(after_pull - after_push + earlier_pull);
+  m->parked_seconds = parked;
   m->push_bytes = m->pull_bytes = bytes;
   if (log_ != nullptr) {
     log_->Span("push", push_started, after_push,
                push_started < granted ? "{\"overlapped\": true}" : "");
-    log_->Span("pull", after_push, after_pull,
-               absl::StrCat("{\"parked_ms\": ", pull.waited_seconds() * 1e3, "}"));
+    if (!m->pull_overlapped) {
+      log_->Span("pull", after_push, after_pull,
+                 absl::StrCat("{\"parked_ms\": ", pull.waited_seconds() * 1e3, "}"));
+    }
   }
   // The tuner's fixed per-iteration cost: communication, which does not shrink with the batch.
   previous_ = SlotReport{m->batch, m->compute_seconds, m->CommSeconds(), 0};
   if (early_slot_ != nullptr) {
-    early_slot_->Record(m->compute_seconds, m->push_seconds, m->early_partitions > 0);
+    // From BeginCompute to the end of compute: what the next early ask is timed by.
+    early_slot_->Record(m->compute_seconds + absl::ToDoubleSeconds(earlier_pull),
+                        m->push_seconds, m->early_partitions > 0);
   }
   if (options_.hetero_batching && !r2sp) {
     scheduler_->Report(m->batch, m->compute_seconds, previous_.comm_seconds, step.iterations_left,

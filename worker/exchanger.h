@@ -59,6 +59,11 @@ struct ExchangerOptions {
   // of after all the pushes. Without --overlap (whose early pushes run during backward, which
   // still reads the parameters the pulls would overwrite).
   bool early_pulls = false;
+  // With overlap: the pull runs while the next forward does. Exchange returns once the pull is
+  // sent; the next forward waits for each part of the parameters as it reaches it
+  // (ParamsNeeded), and the next Exchange (or FinishPull) for the rest. Not when the next
+  // compute evaluates, on the worker's last iteration, or when the slot covers the pull.
+  bool overlap_pulls = false;
 };
 
 // What one iteration hands over besides its metrics.
@@ -69,6 +74,9 @@ struct ExchangeStep {
   int64_t iterations_left = 0;   // this one included; 1 marks the worker's last iteration
   // The next compute is an evaluation, which must see the current weights (no lookahead).
   bool evaluation_next = false;
+  // The next compute calls ParamsNeeded before it reads each part of the parameters, so the
+  // pull may still run when Exchange returns (overlaps_pulls()).
+  bool forward_waits = false;
 };
 
 // Thread-safety: one training thread calls Exchange and next_batch. Borrowed pointers outlive
@@ -90,8 +98,22 @@ class Exchanger {
 
   // `m` holds the iteration's clock, batch and compute_seconds; Exchange fills in its wait,
   // gap, push and pull fields and adds wait (r2sp), push and pull spans to the log. Pushes
-  // begun during backward are finished here.
+  // begun during backward are finished here. A pull left running by the previous Exchange is
+  // finished first: its time is this iteration's pull time (the part the compute waited for
+  // included), and this iteration's own pull may be left running in turn.
   absl::Status Exchange(const ExchangeStep& step, IterationMetrics* m);
+
+  // Whether Exchange may return with the pull still running (options overlap_pulls, with the
+  // slot not covering the pull); the next compute must then call ParamsNeeded before reading
+  // the parameters (ExchangeStep::forward_waits).
+  bool overlaps_pulls() const;
+  // During compute: blocks until [offset, offset + count) of the parameters is pulled.
+  void ParamsNeeded(int64_t offset, int64_t count);
+  // The time this compute has waited in ParamsNeeded so far.
+  absl::Duration pull_stall() const { return stall_; }
+  // Waits for the rest of a pull left running, if any; its first error. Before anything reads
+  // the parameters whole (an evaluation, the end of the run).
+  absl::Status FinishPull();
 
   // The batch size for the next iteration.
   int next_batch() const { return next_batch_->load(); }
@@ -129,6 +151,13 @@ class Exchanger {
   SlotReport previous_;
   std::unique_ptr<BucketPusher> pusher_;  // with overlap
   std::unique_ptr<EarlySlot> early_slot_;  // r2sp with overlap; destroyed before pusher_
+  // The pull left running into the next compute (overlap_pulls), sent at pull_sent_.
+  std::optional<Ticket> pending_pull_;
+  absl::Time pull_sent_;
+  // What this iteration waited for that pull: in ParamsNeeded and FinishPull, and of it the
+  // time the pull was parked on a server.
+  absl::Duration stall_;
+  double stall_parked_seconds_ = 0;
 };
 
 }  // namespace r2sp

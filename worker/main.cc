@@ -66,6 +66,9 @@ DEFINE_string(pull_codec, "fp32", "how parameters travel back: fp32, fp16 (the w
 DEFINE_bool(overlap, false, "push each partition while backward still runs, as soon as its "
             "gradient is complete, in buckets of --bucket_bytes (r2sp: asks for its slot before "
             "backward ends, from its predicted end, and pushes once granted)");
+DEFINE_bool(overlap_pulls, true, "--overlap: also start the next forward while the pull "
+            "runs, each layer waiting only for its own parameters (the synthetic model and the "
+            "CPU backend; others wait for the whole pull)");
 DEFINE_bool(early_pulls, false, "pull each partition as soon as its push is acknowledged, "
             "while the next partitions are still being pushed (not with --overlap)");
 DEFINE_uint64(bucket_bytes, 4 << 20, "--overlap: push complete partitions once this many fp32 "
@@ -162,6 +165,7 @@ r2sp::WorkerOptions OptionsFromFlags() {
   o.dense_below = FLAGS_dense_below;
   o.density_warmup_epochs = FLAGS_density_warmup_epochs;
   o.overlap = FLAGS_overlap;
+  o.overlap_pulls = FLAGS_overlap_pulls;
   o.bucket_bytes = FLAGS_bucket_bytes;
   o.early_pulls = FLAGS_early_pulls;
   const absl::StatusOr<r2sp::codec::CodecSpec> pull =

@@ -51,6 +51,9 @@ class ModelWorkload : public Workload {
 
   void StartEpoch(int epoch) override;
   void SkipSteps(int64_t steps, int batch) override;
+  bool set_params_needed(ParamsNeeded fn) override {
+    return net_->set_params_needed(std::move(fn));
+  }
   void set_gradient_ready(GradientReady fn) override;
   absl::StatusOr<ComputedStep> ComputeGradient(int64_t clock, int batch,
                                                const float* params) override;

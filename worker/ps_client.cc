@@ -27,6 +27,32 @@ bool Ticket::Done() const {
   return state_->outstanding == 0;
 }
 
+absl::Status Ticket::WaitKeys(uint64_t first, uint64_t last) const {
+  if (state_ == nullptr) return absl::OkStatus();
+  struct Range {
+    State* s;
+    uint64_t first, last;
+    bool Answered() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu) {
+      if (s->outstanding == 0 || s->failed > 0) return true;
+      if (last >= s->answered.size()) return false;  // not a by-key group: all of it
+      for (uint64_t k = first; k <= last; ++k) {
+        if (!s->answered[k]) return false;
+      }
+      return true;
+    }
+  };
+  const Range range{state_.get(), first, last};
+  absl::MutexLock lock(&state_->mu);
+  state_->mu.Await(absl::Condition(&range, &Range::Answered));
+  return state_->status;
+}
+
+absl::Time Ticket::finished() const {
+  if (state_ == nullptr) return absl::InfinitePast();
+  absl::MutexLock lock(&state_->mu);
+  return state_->finished;
+}
+
 double Ticket::waited_seconds() const {
   if (state_ == nullptr) return 0;
   absl::MutexLock lock(&state_->mu);
@@ -46,16 +72,18 @@ double Ticket::min_restored_steps() const {
 }
 
 void Ticket::Complete(State& state, const absl::Status& status, double waited, double steps,
-                      double restored_steps) {
+                      double restored_steps, int64_t key) {
   absl::MutexLock lock(&state.mu);
   if (!status.ok() && state.status.ok()) state.status = status;
+  if (!status.ok()) ++state.failed;
+  if (key >= 0 && static_cast<size_t>(key) < state.answered.size()) state.answered[key] = true;
   state.waited = std::max(state.waited, waited);
   auto keep_min = [](double& min, double value) {
     if (value >= 0) min = min < 0 ? value : std::min(min, value);
   };
   keep_min(state.min_steps, steps);
   keep_min(state.min_restored_steps, restored_steps);
-  --state.outstanding;
+  if (--state.outstanding == 0) state.finished = absl::Now();
 }
 
 namespace {
@@ -171,7 +199,7 @@ PsClient::Exchange PsClient::PushThenPull(const float* grads, int64_t clock, flo
                                           float* params, const PullOptions& pull) {
   const int n = static_cast<int>(layout_->partitions().size());
   auto pushed = std::make_shared<Ticket::State>(n);
-  auto pulled = std::make_shared<Ticket::State>(n);
+  auto pulled = std::make_shared<Ticket::State>(n, /*by_key=*/true);
   for (const Partition& p : layout_->partitions()) {
     SendPush(p, grads + p.offset, clock, /*init=*/false, scale,
              [this, partition = &p, params, pull, pushed, pulled](const absl::Status& status) {
@@ -179,9 +207,10 @@ PsClient::Exchange PsClient::PushThenPull(const float* grads, int64_t clock, flo
                if (status.ok()) {
                  SendPull(*partition, params + partition->offset, pull, pulled);
                } else {
-                 Ticket::Complete(*pulled, absl::AbortedError(absl::StrCat(
-                                               "not pulled: the push of key ", partition->key,
-                                               " failed")));
+                 Ticket::Complete(*pulled,
+                                  absl::AbortedError(absl::StrCat(
+                                      "not pulled: the push of key ", partition->key, " failed")),
+                                  0, -1, -1, static_cast<int64_t>(partition->key));
                }
              });
   }
@@ -205,7 +234,8 @@ Ticket PsClient::PushPartition(uint64_t key, const float* data, int64_t clock, b
 }
 
 Ticket PsClient::Pull(float* params, const PullOptions& options) {
-  auto state = std::make_shared<Ticket::State>(static_cast<int>(layout_->partitions().size()));
+  auto state = std::make_shared<Ticket::State>(static_cast<int>(layout_->partitions().size()),
+                                               /*by_key=*/true);
   for (const Partition& p : layout_->partitions()) {
     SendPull(p, params + p.offset, options, state);
   }
@@ -306,7 +336,7 @@ void PsClient::SendPull(const Partition& p, float* data, const PullOptions& opti
         absl::StatusOr<PulledPartition> pulled =
             reply.ok() ? DecodePullReply(*reply, asked, data) : reply.status();
         if (!pulled.ok()) {
-          Ticket::Complete(*state, pulled.status());
+          Ticket::Complete(*state, pulled.status(), 0, -1, -1, asked.key);
           return;
         }
         const double before = steps_seen.exchange(pulled->steps);
@@ -321,7 +351,7 @@ void PsClient::SendPull(const Partition& p, float* data, const PullOptions& opti
         bytes_pulled_ += pulled->bytes;
         ++pulls_;
         Ticket::Complete(*state, absl::OkStatus(), pulled->waited_seconds, pulled->steps,
-                         pulled->restored_steps);
+                         pulled->restored_steps, asked.key);
       });
 }
 

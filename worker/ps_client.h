@@ -28,6 +28,12 @@ class Ticket {
   // Blocks until every request of the group is answered; the first error, if any.
   absl::Status Wait() const;
   bool Done() const;
+  // A whole-model pull (Pull, PushThenPull's): blocks until the partitions with keys
+  // [first, last] are answered, or any request of the group failed; the first error, if any.
+  // Other tickets: as Wait.
+  absl::Status WaitKeys(uint64_t first, uint64_t last) const;
+  // When the last request was answered (InfinitePast until then).
+  absl::Time finished() const;
   // The longest any reply of the group said it was parked on a server (BSP/SSP waits).
   double waited_seconds() const;
   // Pulls: the fewest global-batch steps any pulled partition had had, and the fewest its
@@ -38,17 +44,22 @@ class Ticket {
  private:
   friend class PsClient;
   struct State {
-    explicit State(int n) : outstanding(n) {}
+    // `by_key`: the group is one request per partition, key k the k-th (WaitKeys).
+    explicit State(int n, bool by_key = false) : outstanding(n), answered(by_key ? n : 0) {}
     mutable absl::Mutex mu;
     int outstanding ABSL_GUARDED_BY(mu);
+    std::vector<bool> answered ABSL_GUARDED_BY(mu);  // by key, with by_key
+    int failed ABSL_GUARDED_BY(mu) = 0;
+    absl::Time finished ABSL_GUARDED_BY(mu) = absl::InfinitePast();
     absl::Status status ABSL_GUARDED_BY(mu);
     double waited ABSL_GUARDED_BY(mu) = 0;
     double min_steps ABSL_GUARDED_BY(mu) = -1;  // -1: no pull reply yet
     double min_restored_steps ABSL_GUARDED_BY(mu) = -1;
   };
   explicit Ticket(std::shared_ptr<State> state) : state_(std::move(state)) {}
+  // One request of the group answered (`key`: which partition's, for by_key groups).
   static void Complete(State& state, const absl::Status& status, double waited = 0,
-                       double steps = -1, double restored_steps = -1);
+                       double steps = -1, double restored_steps = -1, int64_t key = -1);
 
   std::shared_ptr<State> state_;
 };

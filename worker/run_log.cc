@@ -52,12 +52,13 @@ void RunLog::Metrics(const IterationMetrics& m) {
                "{\"worker\": %d, \"clock\": %lld, \"epoch\": %d, \"batch\": %d, "
                "\"compute_s\": %.6f, \"wait_s\": %.6f, \"push_s\": %.6f, \"pull_s\": %.6f, "
                "\"push_bytes\": %llu, \"pull_bytes\": %llu, \"loss\": %.6f, \"gap_s\": %.6f, "
-               "\"early_partitions\": %d, \"t\": %.6f}\n",
+               "\"early_partitions\": %d, \"pull_overlapped\": %s, \"t\": %.6f}\n",
                rank_, static_cast<long long>(m.clock), m.epoch, m.batch, m.compute_seconds,
                m.wait_seconds, m.push_seconds, m.pull_seconds,
                static_cast<unsigned long long>(m.push_bytes),
                static_cast<unsigned long long>(m.pull_bytes), m.loss, m.gap_seconds,
-               m.early_partitions, absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()));
+               m.early_partitions, m.pull_overlapped ? "true" : "false",
+               absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()));
 }
 
 void RunLog::Evaluation(const EvaluationRecord& e) {

@@ -30,6 +30,9 @@ struct IterationMetrics {
   double gap_seconds = 0;      // r2sp: the slot gap in force
   double parked_seconds = 0;   // of pull_seconds, the time the pull was parked on a server
   int early_partitions = 0;    // --overlap: partitions whose push began during backward
+  // --overlap: this iteration's pull was left running into the next compute (pull_seconds is
+  // the time each iteration waited for pulls: its own, or the previous one's during compute).
+  bool pull_overlapped = false;
 
   // The worker's own communication time: push and pull, parked time excluded.
   double CommSeconds() const { return push_seconds + pull_seconds - parked_seconds; }

@@ -71,19 +71,26 @@ absl::StatusOr<ComputedStep> SyntheticWorkload::ComputeGradient(int64_t clock, i
   if (options_.known_gradients) {
     FillKnownGradient(options_.rank, clock, gradient_.data(), gradient_.size());
   }
-  if (!gradient_ready_) {
-    if (options_.compute_ms > 0) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(options_.compute_ms));
-    }
-  } else {
-    // Forward, then backward: slices of the gradient ready from the last to the first.
-    const auto third = std::chrono::microseconds(options_.compute_ms * 1000 / 3);
-    const auto slice = std::chrono::microseconds(options_.compute_ms * 2000 / 3 / kBackwardSteps);
+  // Forward (a third of the time), then backward: with callbacks, slices of the parameters
+  // needed from the first to the last, then of the gradient ready from the last to the first.
+  const int64_t n = static_cast<int64_t>(gradient_.size());
+  const auto third = std::chrono::microseconds(options_.compute_ms * 1000 / 3);
+  const auto backward = std::chrono::microseconds(options_.compute_ms * 1000) - third;
+  if (!params_needed_) {
     std::this_thread::sleep_for(third);
-    const int64_t n = static_cast<int64_t>(gradient_.size());
-    for (int k = kBackwardSteps - 1; k >= 0; --k) {
-      std::this_thread::sleep_for(slice);
-      const int64_t begin = n * k / kBackwardSteps, end = n * (k + 1) / kBackwardSteps;
+  } else {
+    for (int k = 0; k < kSlices; ++k) {
+      const int64_t begin = n * k / kSlices, end = n * (k + 1) / kSlices;
+      if (end > begin) params_needed_(begin, end - begin);
+      std::this_thread::sleep_for(third / kSlices);
+    }
+  }
+  if (!gradient_ready_) {
+    std::this_thread::sleep_for(backward);
+  } else {
+    for (int k = kSlices - 1; k >= 0; --k) {
+      std::this_thread::sleep_for(backward / kSlices);
+      const int64_t begin = n * k / kSlices, end = n * (k + 1) / kSlices;
       if (end > begin) gradient_ready_(gradient_.data(), begin, end - begin);
     }
   }

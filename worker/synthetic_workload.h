@@ -34,17 +34,23 @@ struct SyntheticOptions {
 };
 
 // The synthetic model as a Workload: each iteration sleeps compute_ms, then gives the known or
-// the random gradient; it has no samples and no test set. With a gradient-ready callback the
-// sleep stands for forward and backward: a third of it, then the gradient is reported ready
-// from the end to the start in kBackwardSteps equal slices over the rest.
+// the random gradient; it has no samples and no test set. The sleep stands for forward (a
+// third of it) and backward (the rest). With a params-needed callback, forward asks for the
+// parameters in kSlices equal slices from the start to the end, one before each slice of its
+// sleep; with a gradient-ready callback, backward reports the gradient ready from the end to the
+// start in kSlices equal slices, one after each slice of its sleep.
 class SyntheticWorkload : public Workload {
  public:
   SyntheticWorkload(const SyntheticOptions& options, size_t num_parameters);
 
-  static constexpr int kBackwardSteps = 16;
+  static constexpr int kSlices = 16;
 
   void StartEpoch(int /*epoch*/) override {}
   void set_gradient_ready(GradientReady fn) override { gradient_ready_ = std::move(fn); }
+  bool set_params_needed(ParamsNeeded fn) override {
+    params_needed_ = std::move(fn);
+    return true;
+  }
   absl::StatusOr<ComputedStep> ComputeGradient(int64_t clock, int batch,
                                                const float* params) override;
 
@@ -52,6 +58,7 @@ class SyntheticWorkload : public Workload {
   const SyntheticOptions options_;
   std::vector<float> gradient_;  // random ones are generated once
   GradientReady gradient_ready_;
+  ParamsNeeded params_needed_;
 };
 
 }  // namespace r2sp

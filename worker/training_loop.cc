@@ -61,20 +61,23 @@ class ReadyRelay {
   std::vector<Held> held_;
 };
 
-// The workload's step, then the sleep that emulation asks for (replaying held gradient-ready
-// reports through it).
+// The workload's step, the rest of a pull it overlapped, then the sleep that emulation asks
+// for (replaying held gradient-ready reports through it). Time spent waiting for the pull is
+// not stretched: it stays the exchanger's pull_stall().
 absl::StatusOr<ComputedStep> Compute(const LoopOptions& options, Workload* workload,
                                      int64_t clock, int batch, const float* params,
-                                     absl::Time start, ReadyRelay* relay) {
+                                     absl::Time start, ReadyRelay* relay, Exchanger* exchanger) {
   R2SP_ASSIGN_OR_RETURN(ComputedStep step, workload->ComputeGradient(clock, batch, params));
-  const absl::Duration worked = absl::Now() - start;
+  R2SP_RETURN_IF_ERROR_WITH(exchanger->FinishPull(), "pull");
+  const absl::Duration stall = exchanger->pull_stall();
+  const absl::Duration worked = absl::Now() - start - stall;
   absl::Duration target = worked;
   if (options.emulate_ms_per_sample > 0) {
     target = std::max(target, absl::Milliseconds(options.emulate_ms_per_sample * step.samples));
   }
   if (options.compute_slowdown > 1.0) target = target * options.compute_slowdown;
   if (relay != nullptr) relay->Replay(absl::FDivDuration(target, std::max(worked, absl::Nanoseconds(1))));
-  const absl::Duration left = start + target - absl::Now();
+  const absl::Duration left = start + stall + target - absl::Now();
   if (left > absl::ZeroDuration()) std::this_thread::sleep_for(absl::ToChronoNanoseconds(left));
   return step;
 }
@@ -186,9 +189,16 @@ absl::StatusOr<LoopResult> RunTrainingLoop(const LoopOptions& options, Workload*
       r->Report(grads, offset, count);
     });
   }
-  // The workload must not keep calling the relay once the loop returns, error or not.
-  absl::Cleanup detach = [&relay, workload] {
+  const bool forward_waits =
+      exchanger->overlaps_pulls() &&
+      workload->set_params_needed([exchanger](int64_t offset, int64_t count) {
+        exchanger->ParamsNeeded(offset, count);
+      });
+  // The workload must not keep calling the relay or the exchanger once the loop returns, error
+  // or not.
+  absl::Cleanup detach = [&relay, workload, forward_waits] {
     if (relay != nullptr) workload->set_gradient_ready(nullptr);
+    if (forward_waits) workload->set_params_needed(nullptr);
   };
   result.steps = options.first_step;
   int64_t begins = at.begins;  // the step the epoch begins at
@@ -227,11 +237,11 @@ absl::StatusOr<LoopResult> RunTrainingLoop(const LoopOptions& options, Workload*
       const absl::Time t0 = absl::Now();
       if (relay != nullptr) relay->Begin(t0);
       R2SP_ASSIGN_OR_RETURN(ComputedStep step, Compute(options, workload, m.clock, batch,
-                                                       params, t0, relay.get()));
+                                                       params, t0, relay.get(), exchanger));
       const absl::Time t1 = absl::Now();
       m.batch = step.samples;
       m.loss = step.loss;
-      m.compute_seconds = absl::ToDoubleSeconds(t1 - t0);
+      m.compute_seconds = absl::ToDoubleSeconds(t1 - t0 - exchanger->pull_stall());
       if (log != nullptr) {
         log->Span("compute", t0, t1,
                   step.samples > 0 ? absl::StrCat("{\"batch\": ", step.samples, "}") : "");
@@ -246,6 +256,7 @@ absl::StatusOr<LoopResult> RunTrainingLoop(const LoopOptions& options, Workload*
       exchange.params = params;
       exchange.computed = t1;
       exchange.iterations_left = last - result.steps;
+      exchange.forward_waits = forward_waits;
       // The epoch's evaluation follows its last step, or the run's (--max_steps mid-epoch).
       const bool epoch_end = s + 1 == epoch_steps || exchange.iterations_left == 1;
       const bool evaluate_now = workload->EvaluatesAfterEpoch() && !epoch_end &&
@@ -258,6 +269,7 @@ absl::StatusOr<LoopResult> RunTrainingLoop(const LoopOptions& options, Workload*
       result.push_seconds += m.push_seconds;
       result.pull_seconds += m.pull_seconds;
       result.early_partitions += m.early_partitions;
+      result.overlapped_pulls += m.pull_overlapped;
       ++result.steps;
       result.samples += m.batch;
       result.final_batch = m.batch;
@@ -270,6 +282,8 @@ absl::StatusOr<LoopResult> RunTrainingLoop(const LoopOptions& options, Workload*
                                       log));
       }
     }
+    // Whatever the plan did to the last step, nothing reads the parameters half-pulled.
+    R2SP_RETURN_IF_ERROR_WITH(exchanger->FinishPull(), "pull");
     if (steps_done == 0) break;
     result.epochs = epoch + 1;
     result.last_epoch_loss = epoch_loss / steps_done;

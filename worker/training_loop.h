@@ -4,7 +4,9 @@
 //   spans and a progress line; after every epoch, the workload's test evaluation if it has one.
 // The batch size of each iteration is the exchanger's (fixed, or tuned by the scheduler). With
 // --overlap the workload's gradient-ready reports go to the exchanger during compute (held and
-// replayed over the stretched time when emulating), so pushes start during backward.
+// replayed over the stretched time when emulating), so pushes start during backward, and the
+// workload's forward waits for each part of the parameters the pull is still writing
+// (Exchanger::ParamsNeeded) where the workload can; that wait counts as pull time, not compute.
 #ifndef R2SP_WORKER_TRAINING_LOOP_H_
 #define R2SP_WORKER_TRAINING_LOOP_H_
 
@@ -59,6 +61,7 @@ struct LoopResult {
   double test_accuracy = -1;   // after the last epoch, if evaluated
   int final_batch = 0;
   int64_t early_partitions = 0;  // --overlap: partition pushes begun during backward, in all
+  int64_t overlapped_pulls = 0;  // --overlap: pulls left running into the next forward
 };
 
 // Trains from `params` (the model's size; holds the last pulled parameters on return).

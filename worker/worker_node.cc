@@ -182,6 +182,7 @@ absl::StatusOr<LoopResult> WorkerNode::Train() {
   mode.workers = book.workers_size();
   mode.pull_codec = options_.pull_codec;
   mode.overlap = options_.overlap;
+  mode.overlap_pulls = options_.overlap_pulls;
   mode.bucket_bytes = options_.bucket_bytes;
   mode.early_pulls = options_.early_pulls;
   if (options_.push_codec.sparse()) {

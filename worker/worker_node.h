@@ -67,7 +67,8 @@ struct WorkerOptions {
   float momentum_correction = 0.0f;
   size_t dense_below = 0;  // PsClientOptions::dense_below
   double density_warmup_epochs = 0.0;
-  bool overlap = false;  // push during backward (bsp, ssp, asp)
+  bool overlap = false;  // push during backward (r2sp: ask for the slot before it ends)
+  bool overlap_pulls = true;  // with overlap: pull while the next forward runs
   size_t bucket_bytes = 4 << 20;
   bool early_pulls = false;  // pull each partition once its push is acknowledged
   proto::Codec pull_codec = proto::FP32;  // training pulls (the first and final ones: fp32)

@@ -36,6 +36,10 @@ struct TestEvaluation {
 // with backward (worker/bucket_pusher.h).
 using GradientReady = std::function<void(const float* grads, int64_t offset, int64_t count)>;
 
+// The next forward is about to read [offset, offset + count) of the parameters: blocks until
+// those values are final. For overlapping the pull with the next forward (Exchanger, --overlap).
+using ParamsNeeded = std::function<void(int64_t offset, int64_t count)>;
+
 // Called from the training thread only.
 class Workload {
  public:
@@ -44,6 +48,12 @@ class Workload {
   // Once set, every ComputeGradient reports each gradient value exactly once through `fn`
   // before it returns (as backward produces them where the workload can, else all at the end).
   virtual void set_gradient_ready(GradientReady fn) = 0;
+
+  // Once set (non-empty), every ComputeGradient calls `fn` for each part of `params` before it
+  // first reads it, covering every parameter, in the order forward reads them. Returns whether
+  // this workload does so; false: it reads the parameters before saying, so they must be final
+  // when ComputeGradient starts.
+  virtual bool set_params_needed(ParamsNeeded /*fn*/) { return false; }
 
   // Before each epoch's first step (epochs count from 0).
   virtual void StartEpoch(int epoch) = 0;

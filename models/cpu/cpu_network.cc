@@ -20,14 +20,21 @@ std::unique_ptr<Plan> CpuNetwork::BuildPlan(int batch, bool training) {
   plan->batch = batch;
   plan->training = training;
   plan->nodes.resize(graph_.nodes.size());
-  for (size_t i = 0; i < graph_.nodes.size(); ++i) BuildForward(*plan, static_cast<int>(i));
+  const std::vector<ParamGroup> groups = graph_.ParamGroups();
+  auto needed = groups.begin();
+  for (size_t i = 0; i < graph_.nodes.size(); ++i) {
+    if (needed != groups.end() && needed->node == static_cast<int>(i)) {
+      if (training) AddParamsNeededStep(*plan, *needed);
+      ++needed;
+    }
+    BuildForward(*plan, static_cast<int>(i));
+  }
   if (training) {
     for (size_t i = 0; i < graph_.nodes.size(); ++i) {
       plan->nodes[i].diff = memory(plan->nodes[i].out.get_desc(), engine_);
     }
     std::vector<bool> written(graph_.nodes.size(), false);
     written.back() = true;  // the loss writes the logits' gradient
-    const std::vector<ParamGroup> groups = graph_.ParamGroups();
     auto group = groups.rbegin();
     for (int i = static_cast<int>(graph_.nodes.size()) - 1; i > 0; --i) {
       BuildBackward(*plan, i, written);
@@ -36,6 +43,12 @@ std::unique_ptr<Plan> CpuNetwork::BuildPlan(int batch, bool training) {
   }
   VLOG(1) << "built " << (training ? "training" : "inference") << " plan for batch " << batch;
   return plan;
+}
+
+void CpuNetwork::AddParamsNeededStep(Plan& plan, const ParamGroup& group) {
+  plan.forward.push_back([this, offset = group.offset, count = group.count] {
+    if (params_needed_) params_needed_(offset, count);
+  });
 }
 
 void CpuNetwork::AddGradientReadyStep(Plan& plan, const ParamGroup& group) {

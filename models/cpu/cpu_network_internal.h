@@ -116,6 +116,8 @@ class CpuNetwork : public Network {
     return EvalResult{loss.correct, loss.loss_sum};
   }
 
+  bool CallsParamsNeeded() const override { return true; }
+
   const float* logits() const override {
     return last_plan_ == nullptr
                ? nullptr
@@ -225,6 +227,8 @@ class CpuNetwork : public Network {
   // Node i's backward steps (cpu_backward.cc), in reverse node order; `written[k]`: node k's
   // gradient has a writer already, so later ones accumulate (DiffTarget).
   void BuildBackward(Plan& plan, int i, std::vector<bool>& written);
+  // Before a node's forward in training plans: waits for its parameters (params_needed_).
+  void AddParamsNeededStep(Plan& plan, const ParamGroup& group);
   // After a node's backward: reports its parameters as final (gradient_ready_).
   void AddGradientReadyStep(Plan& plan, const ParamGroup& group);
   void BackwardConv(Plan& plan, int i, std::vector<bool>& written);

@@ -1,7 +1,9 @@
 // Partitioning of the model and assignment of partitions to servers.
 #include "common/model_layout.h"
 
+#include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -84,6 +86,27 @@ TEST(ModelLayoutTest, FindRejectsUnknownKeys) {
   EXPECT_NE(layout->Find(1), nullptr);
   EXPECT_EQ(layout->Find(2), nullptr);
   EXPECT_EQ(layout->Find(UINT64_MAX), nullptr);
+}
+
+// Every range of a model cut into partitions of 10 floats (a 25-float tensor split, two small
+// ones packed), against the partitions found one by one.
+TEST(ModelLayoutTest, KeysCoveringARangeAreItsFirstAndLastPartitions) {
+  auto layout = ModelLayout::Create(Model({10, 25, 3, 2}), 40, 2);
+  ASSERT_TRUE(layout.ok());
+  const size_t n = layout->total_elements();
+  for (size_t offset = 0; offset < n; ++offset) {
+    for (size_t count = 1; offset + count <= n; ++count) {
+      uint64_t first = UINT64_MAX, last = 0;
+      for (const Partition& p : layout->partitions()) {
+        if (p.offset < offset + count && offset < p.offset + p.num_elements) {
+          first = std::min(first, p.key);
+          last = std::max(last, p.key);
+        }
+      }
+      EXPECT_EQ(layout->KeysCovering(offset, count), std::make_pair(first, last))
+          << offset << " + " << count;
+    }
+  }
 }
 
 TEST(ModelLayoutTest, RejectsBadInput) {

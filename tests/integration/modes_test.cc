@@ -171,9 +171,10 @@ INSTANTIATE_TEST_SUITE_P(Codecs, SparseModesTest,
                                                std::string(std::get<1>(info.param)).substr(0, 3));
                          });
 
-// Pushes overlapped with backward (--overlap, 64 KiB partitions in 128 KiB buckets): bsp, asp and
-// r2sp (asking for its slot before backward ends) still train the mlp to 80%, and in bsp and asp
-// the metrics show partitions pushed before backward ended.
+// Pushes overlapped with backward (--overlap, 64 KiB partitions in 128 KiB buckets) and pulls
+// with the next forward: bsp, asp and r2sp (asking for its slot before backward ends) still train
+// the mlp to 80%, in bsp and asp the metrics show partitions pushed before backward ended, and in
+// every mode the pulls ran into the next forward (all but those before an evaluation).
 class OverlapModesTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(OverlapModesTest, FourWorkersTrainTheMlpTo80PercentPushingDuringBackward) {
@@ -187,10 +188,16 @@ TEST_P(OverlapModesTest, FourWorkersTrainTheMlpTo80PercentPushingDuringBackward)
   const std::string stats = job.Stats();
   EXPECT_GE(testing::ReportedAccuracy(stats), 0.80) << stats;
   double early = 0;
+  int iterations = 0, overlapped_pulls = 0;
   for (absl::string_view line : absl::StrSplit(testing::ReadFile(job.WorkerFile(0, ".jsonl")),
                                                '\n')) {
-    if (absl::StrContains(line, "\"clock\"")) early += Field(std::string(line), "early_partitions");
+    if (!absl::StrContains(line, "\"clock\"")) continue;
+    early += Field(std::string(line), "early_partitions");
+    ++iterations;
+    overlapped_pulls += absl::StrContains(line, "\"pull_overlapped\": true");
   }
+  EXPECT_GT(iterations, 200);
+  EXPECT_GE(overlapped_pulls, iterations - 2) << "2 epochs, each ending in an evaluation";
   // r2sp asks for its slot one predicted push before backward ends: on loopback a push is
   // shorter than the time between the mlp's last two gradient reports, so the ask and the grant
   // come at backward's end (exchanger_test covers grants during backward).

@@ -211,6 +211,34 @@ TEST_F(PsClientTest, CscPushesSendWholeChunksAndTheDensityCanChange) {
   for (int i = 0; i < 10; ++i) EXPECT_EQ(pulled[i], -0.5f * grad[i]) << i;
 }
 
+// A whole-model pull can be waited on partition by partition (a forward overlapping the pull):
+// in bsp each partition's pull is answered once that partition's clock is complete.
+TEST_F(PsClientTest, PullCanBeWaitedOnPartitionByPartition) {
+  SetUp(proto::BSP);
+  std::vector<float> init(10, 1.0f), grad(10, 1.0f), pulled(10, -1.0f);
+  ASSERT_TRUE(ps_->Push(init.data(), 0, /*init=*/true).Wait().ok());
+  PullOptions next_clock;
+  next_clock.min_version = 1;
+  Ticket pull = ps_->Pull(pulled.data(), next_clock);
+  EXPECT_EQ(pull.finished(), absl::InfinitePast());
+  ASSERT_TRUE(ps_->PushPartition(1, grad.data() + 4, 0).Wait().ok());
+  ASSERT_TRUE(pull.WaitKeys(1, 1).ok());
+  for (int i = 4; i < 7; ++i) EXPECT_FLOAT_EQ(pulled[i], 0.5f) << i;
+  absl::SleepFor(absl::Milliseconds(20));
+  EXPECT_FALSE(pull.Done());  // partitions 0 and 2 are still parked
+  EXPECT_FLOAT_EQ(pulled[0], -1.0f);
+  ASSERT_TRUE(ps_->PushPartition(0, grad.data(), 0).Wait().ok());
+  ASSERT_TRUE(pull.WaitKeys(0, 1).ok());
+  EXPECT_FALSE(pull.Done());
+  ASSERT_TRUE(ps_->PushPartition(2, grad.data() + 7, 0).Wait().ok());
+  const absl::Time before = absl::Now();
+  ASSERT_TRUE(pull.WaitKeys(2, 2).ok());
+  EXPECT_TRUE(pull.Done());
+  EXPECT_LE(pull.finished(), absl::Now());
+  EXPECT_GE(pull.finished() + absl::Milliseconds(50), before);
+  for (float p : pulled) EXPECT_FLOAT_EQ(p, 0.5f);
+}
+
 TEST_F(PsClientTest, ServerThatNeverAnswersEndsTheTicketWithDeadlineExceeded) {
   SetUp(proto::ASP);
   PsClientOptions options;
@@ -220,6 +248,9 @@ TEST_F(PsClientTest, ServerThatNeverAnswersEndsTheTicketWithDeadlineExceeded) {
   std::vector<float> pulled(10);
   const absl::Status s = lost.Pull(pulled.data()).Wait();
   EXPECT_TRUE(absl::IsDeadlineExceeded(s)) << s;
+  // Waiting on one partition ends with an error too.
+  const absl::Status one = lost.Pull(pulled.data()).WaitKeys(2, 2);
+  EXPECT_TRUE(absl::IsDeadlineExceeded(one)) << one;
   // A push that is never answered: its partition is not pulled, and both tickets end.
   std::vector<float> grad(10, 1.0f);
   PsClient::Exchange exchange = lost.PushThenPull(grad.data(), 0, 0.0f, pulled.data(), {});

@@ -4,6 +4,7 @@
 // (after each epoch, and every --eval_every steps) in the metrics file.
 #include "worker/training_loop.h"
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -11,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/time/clock.h"
 #include "common/status_macros.h"
 #include "gtest/gtest.h"
 #include "tests/testing/status_assert.h"
@@ -37,19 +39,21 @@ ServerOptions PlainSgd() {
 }
 
 // With --overlap the partitions go out while the synthetic backward reports them (buckets of one
-// 4 KiB partition): the same sums arrive, and most pushes began before backward ended. With
-// early pulls each partition is pulled once its push is done: the same sums again.
-enum class Exchange { kPlain, kOverlap, kEarlyPulls };
+// 4 KiB partition): the same sums arrive, and most pushes began before backward ended; with its
+// pulls overlapped too, every pull but the last runs into the next forward. With early pulls
+// each partition is pulled once its push is done: the same sums again.
+enum class Exchange { kPlain, kOverlap, kOverlapPulls, kEarlyPulls };
 class KnownGradientsTest : public ::testing::TestWithParam<Exchange> {};
 
 TEST_P(KnownGradientsTest, SyntheticKnownGradientsGiveTheBspSum) {
-  const bool overlap = GetParam() == Exchange::kOverlap;
+  const bool overlap_pulls = GetParam() == Exchange::kOverlapPulls;
+  const bool overlap = GetParam() == Exchange::kOverlap || overlap_pulls;
   const bool early_pulls = GetParam() == Exchange::kEarlyPulls;
   const std::vector<proto::TensorSpec> model = SyntheticModel(4000, 2);
   testing::InProcessJob job(Job(proto::BSP, 2), PlainSgd(), model);
   ASSERT_OK(job.Start(std::vector<float>(4000, 0.0f)));
   std::vector<LoopResult> results(2);
-  ASSERT_OK(job.OnEveryWorker([&results, overlap,
+  ASSERT_OK(job.OnEveryWorker([&results, overlap, overlap_pulls,
                                early_pulls](testing::JobWorker& w) -> absl::Status {
                    SyntheticOptions synthetic;
                    synthetic.rank = w.rank();
@@ -60,6 +64,7 @@ TEST_P(KnownGradientsTest, SyntheticKnownGradientsGiveTheBspSum) {
                    mode.sync = proto::BSP;
                    mode.workers = 2;
                    mode.overlap = overlap;
+                   mode.overlap_pulls = overlap_pulls;
                    mode.bucket_bytes = 4096;
                    mode.early_pulls = early_pulls;
                    Exchanger exchanger(mode, w.ps.get(), w.scheduler.get(), nullptr);
@@ -81,6 +86,7 @@ TEST_P(KnownGradientsTest, SyntheticKnownGradientsGiveTheBspSum) {
     } else {
       EXPECT_EQ(results[w.rank()].early_partitions, 0);
     }
+    EXPECT_EQ(results[w.rank()].overlapped_pulls, overlap_pulls ? 4 : 0);
     // Clock c's mean known gradient is 1.5 + c + (i % 4); five clocks sum to 17.5 + 5 (i % 4).
     for (size_t i = 0; i < w.params.size(); i += 97) {
       EXPECT_NEAR(w.params[i], -0.01f * (17.5f + 5.0f * (i % 4)), 1e-5) << i;
@@ -90,7 +96,89 @@ TEST_P(KnownGradientsTest, SyntheticKnownGradientsGiveTheBspSum) {
 
 INSTANTIATE_TEST_SUITE_P(Exchanges, KnownGradientsTest,
                          ::testing::Values(Exchange::kPlain, Exchange::kOverlap,
-                                           Exchange::kEarlyPulls));
+                                           Exchange::kOverlapPulls, Exchange::kEarlyPulls));
+
+// Known gradients whose forward asks for the parameters in four slices (ParamsNeeded) and
+// checks that each holds exactly the bsp weights of its clock when the ask returns (from zero
+// weights, lr 0.01, two workers: -0.01 (1.5 c + c (c - 1) / 2 + c (i % 4)) before clock c).
+// `delay` slows the compute down, so the other worker's pull is still parked when its next
+// forward starts.
+class BspCheckingWorkload : public Workload {
+ public:
+  BspCheckingWorkload(int rank, size_t n, absl::Duration delay)
+      : rank_(rank), delay_(delay), grads_(n) {}
+  void StartEpoch(int) override {}
+  void set_gradient_ready(GradientReady) override {}
+  bool set_params_needed(ParamsNeeded fn) override {
+    needed_ = std::move(fn);
+    return true;
+  }
+  absl::StatusOr<ComputedStep> ComputeGradient(int64_t clock, int, const float* params) override {
+    absl::SleepFor(delay_);
+    const int64_t n = static_cast<int64_t>(grads_.size());
+    for (int k = 0; k < 4; ++k) {
+      const int64_t begin = n * k / 4, end = n * (k + 1) / 4;
+      if (needed_) needed_(begin, end - begin);
+      const float c = static_cast<float>(clock);
+      for (int64_t i = begin; i < end; ++i) {
+        const float want = -0.01f * (1.5f * c + c * (c - 1) / 2 + c * (i % 4));
+        stale += std::abs(params[i] - want) > 1e-5f;
+      }
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+    FillKnownGradient(rank_, clock, grads_.data(), grads_.size());
+    ComputedStep step;
+    step.grads = grads_.data();
+    return step;
+  }
+
+  int64_t stale = 0;  // parameters read before they held their clock's weights
+
+ private:
+  const int rank_;
+  const absl::Duration delay_;
+  std::vector<float> grads_;
+  ParamsNeeded needed_;
+};
+
+// A forward overlapping the pull waits for each slice it reads: it never sees a stale weight,
+// and the time the fast worker waits for the slow one's push counts as pull time, not compute.
+TEST(TrainingLoopTest, ForwardOverlappingThePullReadsEachSliceOnceItIsPulled) {
+  const std::vector<proto::TensorSpec> model = SyntheticModel(4000, 2);
+  testing::InProcessJob job(Job(proto::BSP, 2), PlainSgd(), model);
+  ASSERT_OK(job.Start(std::vector<float>(4000, 0.0f)));
+  std::vector<LoopResult> results(2);
+  std::vector<int64_t> stale(2);
+  ASSERT_OK(job.OnEveryWorker([&](testing::JobWorker& w) -> absl::Status {
+    BspCheckingWorkload workload(w.rank(), w.params.size(),
+                                 absl::Milliseconds(w.rank() == 1 ? 40 : 0));
+    ExchangerOptions mode;
+    mode.sync = proto::BSP;
+    mode.workers = 2;
+    mode.overlap = true;
+    mode.overlap_pulls = true;
+    Exchanger exchanger(mode, w.ps.get(), w.scheduler.get(), nullptr);
+    EXPECT_TRUE(exchanger.overlaps_pulls());
+    LoopOptions loop;
+    loop.rank = w.rank();
+    loop.steps_per_epoch = 6;
+    loop.log_every = 0;
+    R2SP_ASSIGN_OR_RETURN(results[w.rank()], RunTrainingLoop(loop, &workload, &exchanger,
+                                                             w.params.data(), nullptr));
+    stale[w.rank()] = workload.stale;
+    return absl::OkStatus();
+  }));
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_EQ(stale[rank], 0) << rank;
+    EXPECT_EQ(results[rank].overlapped_pulls, 5) << rank;
+  }
+  // Worker 0 computes about 4 ms a step and waits about 40 ms for worker 1's push.
+  EXPECT_LT(results[0].compute_seconds * 2, results[0].pull_seconds);
+  // The last step's pull was waited for: the returned weights are clock 6's.
+  for (size_t i = 0; i < 4000; i += 97) {
+    EXPECT_NEAR(job.workers()[0].params[i], -0.01f * (9.0f + 15.0f + 6.0f * (i % 4)), 1e-5);
+  }
+}
 
 // Batches of the asked-for size, a constant gradient, loss 1 / (epoch + 1), and a test set
 // whose accuracy is the first parameter.
