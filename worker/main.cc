@@ -67,8 +67,8 @@ DEFINE_bool(overlap, false, "push each partition while backward still runs, as s
             "gradient is complete, in buckets of --bucket_bytes (r2sp: asks for its slot before "
             "backward ends, from its predicted end, and pushes once granted)");
 DEFINE_bool(overlap_pulls, true, "--overlap: also start the next forward while the pull "
-            "runs, each layer waiting only for its own parameters (the synthetic model and the "
-            "CPU backend; others wait for the whole pull)");
+            "runs, each layer waiting only for its own parameters (the CUDA backend uploads each "
+            "layer's once its pull has landed)");
 DEFINE_bool(early_pulls, false, "pull each partition as soon as its push is acknowledged, "
             "while the next partitions are still being pushed (not with --overlap)");
 DEFINE_uint64(bucket_bytes, 4 << 20, "--overlap: push complete partitions once this many fp32 "

@@ -40,26 +40,42 @@ absl::Status CopyPipeline::Init(const Graph& graph) {
   return absl::OkStatus();
 }
 
-absl::Status CopyPipeline::BeginStep(cudaStream_t compute, const float* host, float* device) {
+absl::Status CopyPipeline::BeginStep(cudaStream_t compute, const float* host, float* device,
+                                     const Network::ParamsNeeded* needed) {
   backward_order_.clear();
   CUDA_OK(cudaEventRecord(start_, compute));
   // The copy stream starts after the origin, so no span begins before it.
   CUDA_OK(cudaStreamWaitEvent(copy_, start_, 0));
   CUDA_OK(cudaEventRecord(h2d_begin_, copy_));
-  for (Group& g : groups_) {
-    const ParamGroup& p = g.params;
-    CUDA_OK(cudaMemcpyAsync(device + p.offset, host + p.offset, p.count * sizeof(float),
-                            cudaMemcpyHostToDevice, copy_));
-    CUDA_OK(cudaEventRecord(g.uploaded, copy_));
+  host_ = host;
+  device_ = device;
+  uploaded_ = 0;
+  needed_ = needed != nullptr && *needed ? needed : nullptr;
+  if (needed_ == nullptr) {
+    for (Group& g : groups_) R2SP_RETURN_IF_ERROR(Upload(g));
   }
-  CUDA_OK(cudaEventRecord(h2d_end_, copy_));
+  return absl::OkStatus();
+}
+
+absl::Status CopyPipeline::Upload(Group& g) {
+  const ParamGroup& p = g.params;
+  CUDA_OK(cudaMemcpyAsync(device_ + p.offset, host_ + p.offset, p.count * sizeof(float),
+                          cudaMemcpyHostToDevice, copy_));
+  CUDA_OK(cudaEventRecord(g.uploaded, copy_));
+  if (++uploaded_ == groups_.size()) CUDA_OK(cudaEventRecord(h2d_end_, copy_));
   return absl::OkStatus();
 }
 
 absl::Status CopyPipeline::WaitForParams(int node, cudaStream_t compute) {
-  const int g = group_of_node_[node];
-  if (g < 0) return absl::OkStatus();
-  CUDA_OK(cudaStreamWaitEvent(compute, groups_[g].uploaded, 0));
+  const int index = group_of_node_[node];
+  if (index < 0) return absl::OkStatus();
+  Group& g = groups_[index];
+  if (needed_ != nullptr) {
+    // The compute stream runs the layers queued so far while the host waits for the pull.
+    (*needed_)(g.params.offset, g.params.count);
+    R2SP_RETURN_IF_ERROR(Upload(g));
+  }
+  CUDA_OK(cudaStreamWaitEvent(compute, g.uploaded, 0));
   return absl::OkStatus();
 }
 
@@ -81,7 +97,7 @@ absl::Status CopyPipeline::CopyGradients(int node, cudaStream_t compute, const f
 }
 
 absl::Status CopyPipeline::FinishStep(const Network::GradientReady& ready) {
-  if (backward_order_.size() != groups_.size()) {
+  if (backward_order_.size() != groups_.size() || uploaded_ != groups_.size()) {
     return absl::InternalError("a step finished without copying every parameter group");
   }
   if (groups_.empty()) return absl::OkStatus();

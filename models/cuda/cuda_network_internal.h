@@ -152,14 +152,15 @@ class CudaNetwork : public Network {
   }
 
   // One step, queued without waiting: parameters in group by group on the copy stream (each
-  // layer's forward waits for its own), images and labels in, forward, loss, backward, each
+  // layer's forward waits for its own; with set_params_needed, each group's upload is queued
+  // once the host has it), images and labels in, forward, loss, backward, each
   // group's gradients out as backward produces them; then the host waits for the groups in
   // backward order, reporting each, and reads the loss.
   absl::StatusOr<float> TrainStep(const float* params, const float* images,
                                   const int32_t* labels, int batch, float* grads) override {
     R2SP_ASSIGN_OR_RETURN(PlanGpu* plan, PlanFor(batch));
     R2SP_RETURN_IF_ERROR(CheckLabels(labels, batch));
-    R2SP_RETURN_IF_ERROR(copies_.BeginStep(stream_, params, params_.ptr));
+    R2SP_RETURN_IF_ERROR(copies_.BeginStep(stream_, params, params_.ptr, &params_needed_));
     R2SP_RETURN_IF_ERROR(UploadBatch(*plan, images, labels));
     R2SP_RETURN_IF_ERROR(Forward(*plan, /*training=*/true, &copies_));
     R2SP_RETURN_IF_ERROR(QueueLoss(*plan, /*grad=*/true));
@@ -235,6 +236,8 @@ class CudaNetwork : public Network {
   }
 
   // Copies the last forward pass's logits back (for tests; not on the step path).
+  bool CallsParamsNeeded() const override { return true; }
+
   const float* logits() const override {
     host_logits_.clear();
     if (last_plan_ == nullptr) return host_logits_.data();

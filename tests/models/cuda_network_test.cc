@@ -1,6 +1,7 @@
 // The CUDA backend against the CPU backend on random inputs: logits, loss, every gradient and
-// evaluation, for the three models and a dropout graph; its copy pipeline: gradients reported
-// group by group as they land, pinned host arrays, the device spans. Reports itself skipped
+// evaluation, for the three models and a dropout graph; its copy pipeline: parameters uploaded
+// group by group as the host gets them, gradients reported group by group as they land, pinned
+// host arrays, the device spans. Reports itself skipped
 // when no GPU is visible (CI compiles it; the GPU machine runs it).
 #include <cmath>
 #include <cstring>
@@ -98,6 +99,53 @@ Batch RandomBatch(const Graph& g, int batch) {
   for (float& x : b.images) x = normal(rng);
   for (int k = 0; k < batch; ++k) b.labels.push_back(static_cast<int32_t>(rng() % g.num_classes));
   return b;
+}
+
+// Parameters the host writes only when the forward asks for them (a pull overlapping it, whose
+// uploads are then queued group by group) give the same step as parameters there from the start;
+// every group is asked for once, first layer first.
+TEST_F(CudaNetworkTest, ParamsAskedForLayerByLayerGiveTheSameStep) {
+  for (const Graph& g : {BuildCnn({1, 28, 28}, 10), BuildResNet20({3, 32, 32}, 10)}) {
+    SCOPED_TRACE(g.name);
+    std::vector<float> params(g.num_parameters()), grads(params.size()), late_grads(params.size());
+    std::vector<float> arriving(params.size());
+    InitParams(g, 1, params.data());
+    const Batch b = RandomBatch(g, 8);
+    CudaOptions precise;
+    precise.allow_tf32 = false;
+    auto net = CreateCudaNetwork(g, precise);
+    ASSERT_TRUE(net.ok()) << net.status();
+    std::vector<std::pair<int64_t, int64_t>> ranges;
+    auto ask = [&](int64_t offset, int64_t count) {
+      ranges.emplace_back(offset, count);
+      std::memcpy(arriving.data() + offset, params.data() + offset, count * sizeof(float));
+    };
+    for (int step = 0; step < 2; ++step) {
+      (*net)->set_params_needed(nullptr);
+      (*net)->set_step(step);
+      absl::StatusOr<float> loss =
+          (*net)->TrainStep(params.data(), b.images.data(), b.labels.data(), 8, grads.data());
+      ranges.clear();
+      arriving.assign(params.size(), 1e30f);
+      EXPECT_TRUE((*net)->set_params_needed(ask));
+      (*net)->set_step(step);
+      absl::StatusOr<float> late_loss = (*net)->TrainStep(arriving.data(), b.images.data(),
+                                                          b.labels.data(), 8, late_grads.data());
+      ASSERT_TRUE(loss.ok() && late_loss.ok()) << late_loss.status();
+      EXPECT_NEAR(*late_loss, *loss, 1e-5 * std::max(1.0f, std::abs(*loss)));
+      double scale = 0;
+      for (float v : grads) scale = std::max(scale, static_cast<double>(std::abs(v)));
+      for (size_t k = 0; k < params.size(); ++k) {
+        ASSERT_NEAR(late_grads[k], grads[k], 1e-5 * scale + 1e-7) << "gradient " << k;
+      }
+      int64_t next = 0;
+      for (const auto& [offset, count] : ranges) {
+        EXPECT_EQ(offset, next) << "first layer first, each parameter once";
+        next = offset + count;
+      }
+      EXPECT_EQ(next, static_cast<int64_t>(params.size()));
+    }
+  }
 }
 
 // Every parameter group is reported once, last layer first, and is final when reported (the
