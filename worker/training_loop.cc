@@ -62,14 +62,15 @@ class ReadyRelay {
 };
 
 // The workload's step, the rest of a pull it overlapped, then the sleep that emulation asks
-// for (replaying held gradient-ready reports through it). Time spent waiting for the pull is
-// not stretched: it stays the exchanger's pull_stall().
+// for (replaying held gradient-ready reports through it). Time spent waiting for the pull (the
+// exchanger's pull_stall() beyond `stalled` at the start) is not stretched.
 absl::StatusOr<ComputedStep> Compute(const LoopOptions& options, Workload* workload,
                                      int64_t clock, int batch, const float* params,
-                                     absl::Time start, ReadyRelay* relay, Exchanger* exchanger) {
+                                     absl::Time start, ReadyRelay* relay, Exchanger* exchanger,
+                                     absl::Duration stalled) {
   R2SP_ASSIGN_OR_RETURN(ComputedStep step, workload->ComputeGradient(clock, batch, params));
   R2SP_RETURN_IF_ERROR_WITH(exchanger->FinishPull(), "pull");
-  const absl::Duration stall = exchanger->pull_stall();
+  const absl::Duration stall = exchanger->pull_stall() - stalled;
   const absl::Duration worked = absl::Now() - start - stall;
   absl::Duration target = worked;
   if (options.emulate_ms_per_sample > 0) {
@@ -121,9 +122,12 @@ class Progress {
 
 // Evaluates the test set at `params` after `steps` steps in all, in (0-based) `epoch`, with
 // `train_loss` the epoch's mean loss so far; `epoch_end` when the epoch is done.
-absl::Status Evaluate(const LoopOptions& options, Workload* workload, int epoch, int64_t steps,
-                      bool epoch_end, double train_loss, const float* params, absl::Time start,
-                      LoopResult* result, RunLog* log) {
+absl::Status Evaluate(const LoopOptions& options, Workload* workload, Exchanger* exchanger,
+                      int epoch, int64_t steps, bool epoch_end, double train_loss,
+                      const float* params, absl::Time start, LoopResult* result, RunLog* log) {
+  // The step before an evaluation waits for its pull (ExchangeStep::evaluation_next); this is
+  // for an epoch plan that ended the run sooner than the loop knew.
+  R2SP_RETURN_IF_ERROR_WITH(exchanger->FinishPull(), "pull");
   R2SP_ASSIGN_OR_RETURN(TestEvaluation eval, workload->EvaluateTest(params));
   result->test_accuracy = eval.accuracy;
   EvaluationRecord record;
@@ -234,14 +238,16 @@ absl::StatusOr<LoopResult> RunTrainingLoop(const LoopOptions& options, Workload*
       const int batch = exchanger->next_batch();
       exchanger->BeginCompute(m.clock, batch, epoch + static_cast<double>(s) / epoch_steps,
                               last - result.steps);
+      // Waits for the pull before the compute (an evaluation's) are pull time, not compute.
+      const absl::Duration stalled = exchanger->pull_stall();
       const absl::Time t0 = absl::Now();
       if (relay != nullptr) relay->Begin(t0);
-      R2SP_ASSIGN_OR_RETURN(ComputedStep step, Compute(options, workload, m.clock, batch,
-                                                       params, t0, relay.get(), exchanger));
+      R2SP_ASSIGN_OR_RETURN(ComputedStep step, Compute(options, workload, m.clock, batch, params,
+                                                       t0, relay.get(), exchanger, stalled));
       const absl::Time t1 = absl::Now();
       m.batch = step.samples;
       m.loss = step.loss;
-      m.compute_seconds = absl::ToDoubleSeconds(t1 - t0 - exchanger->pull_stall());
+      m.compute_seconds = absl::ToDoubleSeconds(t1 - t0 - (exchanger->pull_stall() - stalled));
       if (log != nullptr) {
         log->Span("compute", t0, t1,
                   step.samples > 0 ? absl::StrCat("{\"batch\": ", step.samples, "}") : "");
@@ -277,21 +283,21 @@ absl::StatusOr<LoopResult> RunTrainingLoop(const LoopOptions& options, Workload*
       ++steps_done;
       progress.Step(result, m, s, epoch_steps);
       if (evaluate_now) {
-        R2SP_RETURN_IF_ERROR(Evaluate(options, workload, epoch, result.steps, false,
+        R2SP_RETURN_IF_ERROR(Evaluate(options, workload, exchanger, epoch, result.steps, false,
                                       epoch_loss / steps_done, params, start, &result,
                                       log));
       }
     }
-    // Whatever the plan did to the last step, nothing reads the parameters half-pulled.
-    R2SP_RETURN_IF_ERROR_WITH(exchanger->FinishPull(), "pull");
     if (steps_done == 0) break;
     result.epochs = epoch + 1;
     result.last_epoch_loss = epoch_loss / steps_done;
     if (workload->EvaluatesAfterEpoch()) {
-      R2SP_RETURN_IF_ERROR(Evaluate(options, workload, epoch, result.steps, true,
+      R2SP_RETURN_IF_ERROR(Evaluate(options, workload, exchanger, epoch, result.steps, true,
                                     result.last_epoch_loss, params, start, &result, log));
     }
   }
+  // The run ends with the parameters whole, whatever an epoch plan did to its last step.
+  R2SP_RETURN_IF_ERROR_WITH(exchanger->FinishPull(), "pull");
   result.seconds = absl::ToDoubleSeconds(absl::Now() - start);
   return result;
 }
