@@ -55,7 +55,7 @@ void SlotCoordinator::RequestSlot(int rank, const proto::IterationReport& report
 absl::Status SlotCoordinator::Release(int rank, bool leaving, absl::Time now) {
   absl::Status released = planner_.Release(rank, now);
   if (released.ok() && leaving) {
-    planner_.Remove(rank);  // done training: the ring closes over it
+    planner_.Remove(rank, /*finished=*/true);  // done training: the ring closes over it
     LOG(INFO) << "worker " << rank << " left the slot ring (" << planner_.ring().size()
               << " left in it)";
   }

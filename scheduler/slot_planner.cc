@@ -17,6 +17,7 @@ SlotPlanner::SlotPlanner(double headroom, double smoothing, SlotOrder order)
 void SlotPlanner::SetMembers(std::vector<int> ranks) {
   std::sort(ranks.begin(), ranks.end());
   ring_ = std::move(ranks);
+  finished_ = 0;
   next_ = 0;
   holder_ = -1;
   waiting_.clear();
@@ -31,11 +32,12 @@ void SlotPlanner::Add(int rank) {
   if (ring_.size() > 1 && index <= next_) ++next_;
 }
 
-void SlotPlanner::Remove(int rank) {
+void SlotPlanner::Remove(int rank, bool finished) {
   auto it = std::find(ring_.begin(), ring_.end(), rank);
   if (it == ring_.end()) return;
   const size_t index = static_cast<size_t>(it - ring_.begin());
   ring_.erase(it);
+  if (finished) ++finished_;
   waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), rank), waiting_.end());
   if (holder_ == rank) holder_ = -1;
   // Keep the turn on the same member: entries after the removed one shifted left.
@@ -69,7 +71,7 @@ absl::Status SlotPlanner::Release(int rank, absl::Time /*now*/) {
 
 absl::Duration SlotPlanner::gap() const {
   if (ring_.empty() || !have_compute_) return absl::ZeroDuration();
-  return absl::Seconds(mean_compute_ / (headroom_ * ring_.size()));
+  return absl::Seconds(mean_compute_ / (headroom_ * (ring_.size() + finished_)));
 }
 
 std::optional<int> SlotPlanner::Candidate() const {

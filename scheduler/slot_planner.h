@@ -2,7 +2,9 @@
 // the slot at a time. The next worker in the ring is granted once it has asked, the previous
 // holder has released, and at least `gap` has passed since the previous grant, where
 // gap = T / (h * W): T the smoothed compute time of an iteration (blocked time excluded), W the
-// workers in the ring, h the headroom (1.2 in the public reference implementation). Workers that
+// workers in the ring and those that finished training (whose phases are spread over the cycle
+// already: as a job ends and the ring empties, its last members need not wait longer for their
+// final slots), h the headroom (1.2 in the public reference implementation). Workers that
 // finish computing out of turn wait for theirs, so pushes never collide and are evenly spaced.
 // In first-come order (SlotOrder::kFirstCome) the slot goes to whoever asked first instead: a
 // worker that is late does not hold up the ones behind it in the ring, which still never collide
@@ -33,9 +35,10 @@ class SlotPlanner {
   // Puts `rank` into the ring (a worker joined), in rank order, without disturbing whose turn
   // it is. Ranks already in it are ignored.
   void Add(int rank);
-  // Takes `rank` out of the ring (died, finished): a slot it held is free again and the turn
-  // passes to the next member if it was this one's. Unknown ranks are ignored.
-  void Remove(int rank);
+  // Takes `rank` out of the ring (died, or `finished` training): a slot it held is free again
+  // and the turn passes to the next member if it was this one's. A finished worker still counts
+  // in the gap's W. Unknown ranks are ignored.
+  void Remove(int rank, bool finished = false);
 
   // `rank` finished computing an iteration that took `compute_seconds` and wants its slot.
   // InvalidArgument for a rank not in the ring or already waiting.
@@ -62,6 +65,7 @@ class SlotPlanner {
   const double smoothing_;
   const SlotOrder order_;
   std::vector<int> ring_;
+  int finished_ = 0;  // workers that left the ring done training, since SetMembers
   size_t next_ = 0;  // index in ring_ of the next worker to grant
   int holder_ = -1;
   absl::Time last_grant_ = absl::InfinitePast();

@@ -1,6 +1,7 @@
 // The scheduler's r2sp and tuning part on its own: SLOT parks the responder until the turn
-// comes, grants carry the tuned batch, RELEASE with leaving closes the ring, REPORT needs
-// hetero batching, and a worker that leaves drops its pending request.
+// comes, grants carry the tuned batch, RELEASE with leaving closes the ring (the finished worker
+// still counting in the gap), REPORT needs hetero batching, and a worker that leaves (dies)
+// drops its pending request and stops counting.
 #include "scheduler/slot_coordinator.h"
 
 #include "gtest/gtest.h"
@@ -48,6 +49,10 @@ TEST(SlotCoordinatorTest, GrantsOneAtATimeWithTheTunedBatch) {
   EXPECT_EQ(replies[0].first, "worker1");
   EXPECT_GT(replies[0].second.header.slot_grant().batch().throughput(), 0);  // measured
   EXPECT_EQ(slots.planner().ring().size(), 1u);  // worker 0 left the ring
+  // ... done training, so it still counts in the gap: T / (1.2 * 2), T smoothed over 32 and
+  // 128 ms with the default smoothing.
+  EXPECT_EQ(slots.planner().gap(),
+            absl::Seconds(slots.planner().mean_compute_seconds() / (1.2 * 2)));
 }
 
 TEST(SlotCoordinatorTest, ReportsMoveSamplesToTheFasterWorker) {
@@ -95,6 +100,8 @@ TEST(SlotCoordinatorTest, AWorkerThatLeavesIsNotGranted) {
   slots.GrantDue(t0 + absl::Seconds(10));
   EXPECT_TRUE(sink.Take().empty());
   EXPECT_EQ(slots.planner().ring().size(), 1u);
+  // A dead worker no longer counts in the gap: T / (1.2 * 1).
+  EXPECT_EQ(slots.planner().gap(), absl::Seconds(slots.planner().mean_compute_seconds() / 1.2));
 }
 
 }  // namespace

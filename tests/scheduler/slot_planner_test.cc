@@ -107,6 +107,28 @@ TEST(SlotPlannerTest, DeadOrFinishedWorkersLeaveTheRing) {
   EXPECT_EQ(p.Poll(kT0), 4);
 }
 
+// T = 120 ms, h = 1, W = 4: gap 30 ms. Workers that finish leave the ring but keep counting in
+// W, so the last ones of a job do not wait longer and longer for their final slots; a dead one
+// no longer counts, and the survivors spread out over the cycle.
+TEST(SlotPlannerTest, FinishedWorkersStillCountInTheGap) {
+  SlotPlanner p(1.0, 1.0);
+  p.SetMembers({0, 1, 2, 3});
+  ASSERT_TRUE(p.Request(0, 0.120).ok());
+  EXPECT_EQ(p.gap(), absl::Milliseconds(30));
+  EXPECT_EQ(p.Poll(kT0), 0);
+  ASSERT_TRUE(p.Release(0, kT0).ok());
+  p.Remove(0, /*finished=*/true);
+  p.Remove(1, /*finished=*/true);
+  EXPECT_EQ(p.ring(), (std::vector<int>{2, 3}));
+  EXPECT_EQ(p.gap(), absl::Milliseconds(30));
+  ASSERT_TRUE(p.Request(2, 0.120).ok());
+  EXPECT_EQ(p.NextWakeup(), kT0 + absl::Milliseconds(30));
+  p.Remove(3);  // dies: W = 1 in the ring + 2 finished
+  EXPECT_EQ(p.gap(), absl::Milliseconds(40));
+  p.SetMembers({2, 3});  // rebuilt: the finished ones are forgotten
+  EXPECT_EQ(p.gap(), absl::Milliseconds(60));
+}
+
 TEST(SlotPlannerTest, JoiningWorkerEntersTheRingWithoutChangingTheTurn) {
   SlotPlanner p(1.0, 1.0);
   p.SetMembers({0, 2});
