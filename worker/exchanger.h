@@ -109,7 +109,8 @@ class Exchanger {
   bool overlaps_pulls() const;
   // During compute: blocks until [offset, offset + count) of the parameters is pulled.
   void ParamsNeeded(int64_t offset, int64_t count);
-  // The time this compute has waited in ParamsNeeded so far.
+  // The time waited for a pull left running (ParamsNeeded, FinishPull) since the last Exchange,
+  // which counts it as that iteration's pull time and starts again from zero.
   absl::Duration pull_stall() const { return stall_; }
   // Waits for the rest of a pull left running, if any; its first error. Before anything reads
   // the parameters whole (an evaluation, the end of the run).
