@@ -59,9 +59,79 @@ __attribute__((target("avx512f"))) size_t CollectAvx512(const float* v, size_t n
   return CollectScalar(v + i, n - i, threshold, base + i, count, capacity, out);
 }
 
-bool HaveAvx512() {
-  static const bool have = __builtin_cpu_supports("avx512f");
-  return have;
+// The lanes of each 8-bit hit mask, packed to the front: a permutation for vpermd.
+struct CompressTable {
+  alignas(32) uint32_t lanes[256][8];
+};
+constexpr CompressTable MakeCompressTable() {
+  CompressTable table{};
+  for (int mask = 0; mask < 256; ++mask) {
+    int next = 0;
+    for (int lane = 0; lane < 8; ++lane) {
+      if ((mask >> lane) & 1) table.lanes[mask][next++] = static_cast<uint32_t>(lane);
+    }
+  }
+  return table;
+}
+constexpr CompressTable kCompress = MakeCompressTable();
+
+// The hit mask of the 8 keys at v: bit j set when |v[j]|'s key > below.
+__attribute__((target("avx2"))) inline unsigned HitsAvx2(const float* v, __m256i abs_mask,
+                                                         __m256i below) {
+  const __m256i key =
+      _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(v)), abs_mask);
+  return static_cast<unsigned>(
+      _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(key, below))));
+}
+
+// Stores the indices (`lanes`) of `hit`'s set bits at out + count; returns the new count. A
+// whole vector where 8 slots are left, else one by one as the scalar path does.
+__attribute__((target("avx2,popcnt"))) inline size_t StoreHitsAvx2(unsigned hit, __m256i lanes,
+                                                                   size_t count, size_t capacity,
+                                                                   uint32_t* out) {
+  if (count + 8 <= capacity) {
+    const __m256i order = _mm256_load_si256(reinterpret_cast<const __m256i*>(kCompress.lanes[hit]));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + count),
+                        _mm256_permutevar8x32_epi32(lanes, order));
+    return count + static_cast<size_t>(__builtin_popcount(hit));
+  }
+  alignas(32) uint32_t index[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(index), lanes);
+  for (; hit != 0; hit &= hit - 1) {
+    out[count < capacity ? count : capacity] = index[__builtin_ctz(hit)];
+    ++count;
+  }
+  return count;
+}
+
+// 16 values a step (two vectors, one test for the common case of no hit): keys compared as
+// signed integers, exact because keys and a threshold below 2^31 are non-negative; the hits'
+// indices packed with a permutation.
+__attribute__((target("avx2,popcnt"))) size_t CollectAvx2(const float* v, size_t n,
+                                                          uint32_t threshold, size_t base,
+                                                          size_t count, size_t capacity,
+                                                          uint32_t* out) {
+  if (threshold == 0 || threshold > 0x7fffffffu) {  // every key hits, or none: no compare needed
+    return CollectScalar(v, n, threshold, base, count, capacity, out);
+  }
+  const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff);
+  const __m256i below = _mm256_set1_epi32(static_cast<int>(threshold - 1));
+  const __m256i step = _mm256_set1_epi32(8);
+  __m256i index = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(base)),
+                                   _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const unsigned low = HitsAvx2(v + i, abs_mask, below);
+    const unsigned high = HitsAvx2(v + i + 8, abs_mask, below);
+    if ((low | high) != 0) {
+      if (low != 0) count = StoreHitsAvx2(low, index, count, capacity, out);
+      if (high != 0) {
+        count = StoreHitsAvx2(high, _mm256_add_epi32(index, step), count, capacity, out);
+      }
+    }
+    index = _mm256_add_epi32(index, _mm256_add_epi32(step, step));
+  }
+  return CollectScalar(v + i, n - i, threshold, base + i, count, capacity, out);
 }
 #endif
 
@@ -97,14 +167,47 @@ uint32_t MagnitudeKey(float x) {
   return bits & 0x7fffffffu;
 }
 
-void ThresholdCollector::Scan(const float* v, size_t n, size_t base) {
+std::vector<CollectPath> AvailableCollectPaths() {
+  std::vector<CollectPath> paths = {CollectPath::kScalar};
 #if defined(__x86_64__) && defined(__GNUC__)
-  if (HaveAvx512()) {
-    count_ = CollectAvx512(v, n, threshold_, base, count_, capacity_, out_);
-    return;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt")) {
+    paths.push_back(CollectPath::kAvx2);
   }
+  if (__builtin_cpu_supports("avx512f")) paths.push_back(CollectPath::kAvx512);
 #endif
-  count_ = CollectScalar(v, n, threshold_, base, count_, capacity_, out_);
+  return paths;
+}
+
+CollectPath BestCollectPath() {
+  static const CollectPath best = AvailableCollectPaths().back();
+  return best;
+}
+
+const char* CollectPathName(CollectPath path) {
+  switch (path) {
+    case CollectPath::kScalar:
+      return "scalar";
+    case CollectPath::kAvx2:
+      return "avx2";
+    case CollectPath::kAvx512:
+      return "avx512";
+  }
+  return "?";
+}
+
+void ThresholdCollector::Scan(const float* v, size_t n, size_t base) {
+  switch (path_) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    case CollectPath::kAvx512:
+      count_ = CollectAvx512(v, n, threshold_, base, count_, capacity_, out_);
+      return;
+    case CollectPath::kAvx2:
+      count_ = CollectAvx2(v, n, threshold_, base, count_, capacity_, out_);
+      return;
+#endif
+    default:
+      count_ = CollectScalar(v, n, threshold_, base, count_, capacity_, out_);
+  }
 }
 
 size_t TopKCount(size_t n, double ratio) {

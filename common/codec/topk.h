@@ -57,11 +57,20 @@ TopKStats FinishTopK(const float* v, size_t n, size_t k, TopKThresholdSearch& se
 // The indices, in increasing order, of the values whose key is at or above `threshold`, over
 // one or more consecutive scans: all are counted, the first `capacity` stored in `out` (which
 // has room for capacity + 1). A count above capacity means "too many": the stored ones are then
-// not all of them. AVX-512 compress-stores where the CPU has them, else branch-free scalar.
+// not all of them. AVX-512 compress-stores where the CPU has them, else AVX2 (a permutation
+// table compresses 8 lanes), else branch-free scalar; tests pick each path the CPU runs.
+enum class CollectPath { kScalar, kAvx2, kAvx512 };
+std::vector<CollectPath> AvailableCollectPaths();  // this CPU's, widest last
+CollectPath BestCollectPath();                      // AvailableCollectPaths().back()
+const char* CollectPathName(CollectPath path);
+
 class ThresholdCollector {
  public:
   ThresholdCollector(uint32_t threshold, size_t capacity, uint32_t* out)
-      : threshold_(threshold), capacity_(capacity), out_(out) {}
+      : ThresholdCollector(threshold, capacity, out, BestCollectPath()) {}
+  // REQUIRES: `path` is one of AvailableCollectPaths().
+  ThresholdCollector(uint32_t threshold, size_t capacity, uint32_t* out, CollectPath path)
+      : threshold_(threshold), capacity_(capacity), out_(out), path_(path) {}
   // Scans v[0, n), which is element `base` on of the whole vector. REQUIRES: base + n < 2^32.
   void Scan(const float* v, size_t n, size_t base);
   size_t count() const { return count_; }
@@ -70,6 +79,7 @@ class ThresholdCollector {
   const uint32_t threshold_;
   const size_t capacity_;
   uint32_t* const out_;
+  const CollectPath path_;
   size_t count_ = 0;
 };
 

@@ -249,32 +249,50 @@ TEST(TopKTest, TopKCountRoundsWithAMinimumOfOne) {
   EXPECT_EQ(TopKCount(2000000, 0.001), 2000u);
 }
 
-// ThresholdCollector against a plain loop: every size around the 16-value vector width, any
-// base offset, consecutive scans, and the capacity cut (all counted, the first `capacity` kept).
-TEST(TopKTest, ThresholdCollectorMatchesAPlainLoop) {
+// ThresholdCollector against a plain loop, on every path this CPU runs (scalar, AVX2, AVX-512):
+// every size around the vector widths, any base offset, consecutive scans, thresholds that
+// every key, some, only NaN or none clear, and the capacity cut (all counted, the first
+// `capacity` kept, nothing written past the slot at `capacity`).
+TEST(TopKTest, ThresholdCollectorMatchesAPlainLoopOnEveryPath) {
   std::mt19937 rng(5);
   std::normal_distribution<float> normal;
-  for (size_t n : {0, 1, 15, 16, 17, 31, 33, 1000, 4099}) {
-    std::vector<float> v(n);
-    for (float& x : v) x = normal(rng);
-    if (n > 3) v[3] = kNaN;
-    const uint32_t threshold = MagnitudeKey(1.0f);
-    std::vector<uint32_t> want;
-    for (size_t i = 0; i < n; ++i) {
-      if (MagnitudeKey(v[i]) >= threshold) want.push_back(static_cast<uint32_t>(i + 100));
-    }
-    for (size_t capacity : {want.size(), want.size() + 5, want.size() / 2}) {
-      std::vector<uint32_t> out(capacity + 1, 0xdeadbeef);
-      ThresholdCollector collector(threshold, capacity, out.data());
-      const size_t half = n / 2;  // two scans, as a blocked pass makes them
-      collector.Scan(v.data(), half, 100);
-      collector.Scan(v.data() + half, n - half, 100 + half);
-      ASSERT_EQ(collector.count(), want.size()) << n;
-      if (capacity >= want.size()) {
-        EXPECT_EQ(std::vector<uint32_t>(out.begin(), out.begin() + want.size()), want) << n;
+  for (const CollectPath path : AvailableCollectPaths()) {
+    SCOPED_TRACE(CollectPathName(path));
+    for (size_t n : {0, 1, 7, 8, 9, 15, 16, 17, 31, 33, 1000, 4099}) {
+      std::vector<float> v(n);
+      for (float& x : v) x = normal(rng);
+      if (n > 3) v[3] = kNaN;
+      if (n > 20) v[20] = -std::numeric_limits<float>::infinity();
+      if (n > 9) v[5] = 1.0f, v[9] = -2.5f;  // exactly at a threshold: a hit
+      for (uint32_t threshold : {0u, MagnitudeKey(1.0f), MagnitudeKey(2.5f), 0x7f800000u,
+                                 0x80000000u}) {
+        std::vector<uint32_t> want;
+        for (size_t i = 0; i < n; ++i) {
+          if (MagnitudeKey(v[i]) >= threshold) want.push_back(static_cast<uint32_t>(i + 100));
+        }
+        for (size_t capacity : {want.size(), want.size() + 5, want.size() / 2, size_t{3}}) {
+          std::vector<uint32_t> out(capacity + 2, 0xdeadbeef);
+          ThresholdCollector collector(threshold, capacity, out.data(), path);
+          const size_t half = n / 2;  // two scans, as a blocked pass makes them
+          collector.Scan(v.data(), half, 100);
+          collector.Scan(v.data() + half, n - half, 100 + half);
+          ASSERT_EQ(collector.count(), want.size()) << n << " " << threshold;
+          const size_t kept = std::min(capacity, want.size());
+          EXPECT_EQ(std::vector<uint32_t>(out.begin(), out.begin() + kept),
+                    std::vector<uint32_t>(want.begin(), want.begin() + kept))
+              << n << " " << threshold << " " << capacity;
+          EXPECT_EQ(out[capacity + 1], 0xdeadbeef) << "written past the capacity's slot";
+        }
       }
     }
   }
+}
+
+TEST(TopKTest, CollectPathsIncludeScalarAndTheBestIsLast) {
+  const std::vector<CollectPath> paths = AvailableCollectPaths();
+  ASSERT_FALSE(paths.empty());
+  EXPECT_EQ(paths.front(), CollectPath::kScalar);
+  EXPECT_EQ(BestCollectPath(), paths.back());
 }
 
 // A first guess within the tolerance is taken in one pass and cut exactly at the guess; a guess
