@@ -7,13 +7,17 @@
 //     behind a Transport (1 MiB partitions by default, SGD with momentum applied on arrival),
 //     in fp32 and, push+pull only, with each wire codec: fp16 (pushes and pulls in fp16), and
 //     the sparse push codecs top-k and csc (error feedback on, as a worker runs them; pulls
-//     stay fp32). A codec's figure counts the fp32 gradient and weight bytes moved (what the
-//     job gets), and its ratio is time fp32 / time codec for the same gradient.
+//     stay fp32); and each codec's push alone. A codec's figure counts the fp32 gradient and
+//     weight bytes moved (what the job gets), and its ratio is time fp32 / time codec for the
+//     same gradient: for pushes alone, the effective gradient bytes per second over fp32's.
 // (c) transport only: the same partitions through our Transport and framing to a handler that
 //     only acknowledges, i.e. (b) without the optimizer: what the protocol itself costs.
 // (d) with --auth=curve: (b)'s fp32 push+pull between a worker and a server that speak CURVE
 //     (keys made in memory, a ZAP handler on the server, as with the binaries' --auth=curve),
 //     and its ratio to plain (b) per round.
+// (e) with --link=RATE (e.g. 419mbit): all of the above on a loopback shaped to that rate in a
+//     private network namespace (tools/bench/shaped_loopback.h; root), where bytes cost what a
+//     link charges for them instead of a memory copy. One queue carries both directions.
 // All of a size's measurements run interleaved, round by round, on connections set up once;
 // GB/s are medians over rounds (payload bytes per second, 1 GB = 1e9 bytes; push+pull counts
 // both directions) and the ratios are medians of the per-round ratios, so a noisy moment of the
@@ -38,6 +42,7 @@
 #include "server/sgd.h"
 #include "tools/bench/bench_util.h"
 #include "tools/bench/pushpull_setups.h"
+#include "tools/bench/shaped_loopback.h"
 
 DEFINE_double(reps_scale, 1.0, "multiply every repetition count by this");
 DEFINE_uint64(partition_bytes, 1 << 20, "largest partition (the scheduler's default)");
@@ -49,6 +54,8 @@ DEFINE_string(topk_codec, "topk:0.01", "the top-k push codec compared (a worker 
 DEFINE_string(csc_codec, "csc:0.05", "the csc push codec compared (a worker --push_codec)");
 DEFINE_string(auth, "none", "curve: also time fp32 push+pull over CurveZMQ (keys made in "
               "memory), against plain in the same rounds");
+DEFINE_string(link, "", "run over a loopback shaped to this rate (e.g. 419mbit, 1gbit) in a "
+              "private network namespace; needs root, ip and tc");
 
 namespace r2sp {
 namespace {
@@ -80,8 +87,9 @@ struct SizeResult {
   double raw, transport, push, pull, pushpull;        // median seconds
   double push_vs_raw, pull_vs_raw, transport_vs_raw;  // median per-round throughput ratios
   // Per CodecColumn: push+pull median seconds; time fp32 / time codec for the same gradient,
-  // per round; the pushes' wire bytes over fp32's.
-  std::vector<double> codec_pushpull, codec_vs_fp32, codec_wire;
+  // per round; the pushes' wire bytes over fp32's; push alone: median seconds and time fp32
+  // push / time codec push per round (effective gradient bytes per second over fp32's).
+  std::vector<double> codec_pushpull, codec_vs_fp32, codec_wire, codec_push, codec_push_vs_fp32;
   // --auth=curve: push+pull median seconds over CURVE; time plain / time CURVE, per round;
   // median CPU seconds the process used per plain and per CURVE push+pull.
   double curve_pushpull = 0, curve_vs_plain = 0, plain_cpu = 0, curve_cpu = 0;
@@ -101,6 +109,8 @@ SizeResult MeasureSize(size_t bytes, const std::vector<CodecColumn>& codecs) {
     coded.push_back(std::make_unique<bench::Ours>(grads, c.spec, FLAGS_partition_bytes));
     bodies.push_back([o = coded.back().get()] { o->PushPull(); });
   }
+  const size_t first_codec_push = bodies.size();
+  for (const auto& o : coded) bodies.push_back([o = o.get()] { o->Push(); });
   std::unique_ptr<bench::Ours> curve;
   std::vector<double> plain_cpu, curve_cpu;  // where CURVE's time goes: CPU per round
   if (FLAGS_auth == "curve") {
@@ -120,6 +130,8 @@ SizeResult MeasureSize(size_t bytes, const std::vector<CodecColumn>& codecs) {
     r.codec_pushpull.push_back(bench::Median(t[kFirstCodec + c]));
     r.codec_vs_fp32.push_back(bench::MedianRatio(t[4], t[kFirstCodec + c]));
     r.codec_wire.push_back(coded[c]->WireFraction());
+    r.codec_push.push_back(bench::Median(t[first_codec_push + c]));
+    r.codec_push_vs_fp32.push_back(bench::MedianRatio(t[2], t[first_codec_push + c]));
   }
   if (curve != nullptr) {
     r.curve_pushpull = bench::Median(t.back());
@@ -173,7 +185,14 @@ void PrintHeader(const std::vector<CodecColumn>& codecs) {
   }
   std::printf(" %9s %9s %11s", "push/zmq", "pull/zmq", "trans/zmq");
   for (const CodecColumn& c : codecs) std::printf(" %10s", (c.key + "/fp32").c_str());
+  for (const CodecColumn& c : codecs) {
+    std::printf(" %19s", (codec::CodecSpecName(c.spec) + " push").c_str());
+  }
+  for (const CodecColumn& c : codecs) std::printf(" %11s", (c.key + " push/fp32").c_str());
   std::printf("\n%-8s %9s %11s %9s %9s %14s", "", "GB/s", "GB/s", "GB/s", "GB/s", "GB/s (2 dirs)");
+  for (size_t c = 0; c < codecs.size(); ++c) std::printf(" %19s", "fp32-equiv GB/s");
+  std::printf(" %9s %9s %11s", "", "", "");
+  for (size_t c = 0; c < codecs.size(); ++c) std::printf(" %10s", "");
   for (size_t c = 0; c < codecs.size(); ++c) std::printf(" %19s", "fp32-equiv GB/s");
   std::printf("\n");
 }
@@ -186,6 +205,8 @@ void PrintRow(size_t bytes, const SizeResult& r, const std::vector<CodecColumn>&
   for (double seconds : r.codec_pushpull) std::printf(" %19.2f", GBps(2.0 * bytes, seconds));
   std::printf(" %9.2f %9.2f %11.2f", r.push_vs_raw, r.pull_vs_raw, r.transport_vs_raw);
   for (double ratio : r.codec_vs_fp32) std::printf(" %10.2f", ratio);
+  for (double seconds : r.codec_push) std::printf(" %19.2f", GBps(bytes, seconds));
+  for (double ratio : r.codec_push_vs_fp32) std::printf(" %11.2f", ratio);
   std::printf("\n%-8s pushes' wire bytes vs fp32:", "");
   for (size_t c = 0; c < codecs.size(); ++c) {
     std::printf(" %s %.2f%%", codec::CodecSpecName(codecs[c].spec).c_str(), 100 * r.codec_wire[c]);
@@ -222,10 +243,15 @@ struct Headline {
   static constexpr double kNone = std::numeric_limits<double>::quiet_NaN();
   double push16 = kNone, push100 = kNone, pull100 = kNone, pp16 = kNone, pp100 = kNone,
          trans16 = kNone;
-  std::vector<double> codec16, codec100;  // per CodecColumn: time fp32 / time codec
+  // Per CodecColumn: time fp32 / time codec, push+pull and push alone.
+  std::vector<double> codec16, codec100, push_codec16, push_codec100;
   double curve1 = kNone, curve16 = kNone, curve100 = kNone;  // --auth=curve: CURVE / plain
 
-  Headline(size_t codecs) : codec16(codecs, kNone), codec100(codecs, kNone) {}
+  Headline(size_t codecs)
+      : codec16(codecs, kNone),
+        codec100(codecs, kNone),
+        push_codec16(codecs, kNone),
+        push_codec100(codecs, kNone) {}
   void Record(size_t bytes, const SizeResult& r) {
     const double pp = GBps(2.0 * bytes, r.pushpull);
     if (r.curve_pushpull > 0) {
@@ -234,9 +260,11 @@ struct Headline {
     }
     if (bytes == 16 * kMB) {
       push16 = r.push_vs_raw, pp16 = pp, trans16 = r.transport_vs_raw, codec16 = r.codec_vs_fp32;
+      push_codec16 = r.codec_push_vs_fp32;
     }
     if (bytes == 100 * kMB) {
       push100 = r.push_vs_raw, pull100 = r.pull_vs_raw, pp100 = pp, codec100 = r.codec_vs_fp32;
+      push_codec100 = r.codec_push_vs_fp32;
     }
   }
   void Print(double apply_vs_memcpy, const std::vector<CodecColumn>& codecs) const {
@@ -249,6 +277,11 @@ struct Headline {
       const char* key = codecs[c].key.c_str();
       std::printf(" %s_vs_fp32_pushpull_16MB=%.2f %s_vs_fp32_pushpull_100MB=%.2f", key, codec16[c],
                   key, codec100[c]);
+    }
+    for (size_t c = 0; c < codecs.size(); ++c) {
+      const char* key = codecs[c].key.c_str();
+      std::printf(" %s_vs_fp32_push_16MB=%.2f %s_vs_fp32_push_100MB=%.2f", key, push_codec16[c],
+                  key, push_codec100[c]);
     }
     if (FLAGS_auth == "curve") {
       std::printf(" curve_vs_plain_pushpull_1MB=%.2f curve_vs_plain_pushpull_16MB=%.2f "
@@ -268,6 +301,14 @@ int main(int argc, char** argv) {
   google::InitGoogleLogging(argv[0]);
   r2sp::KeepFreedMemoryForReuse();  // as the server and worker binaries do
   using namespace r2sp;
+  if (!FLAGS_link.empty()) {  // before any socket or thread exists
+    const uint64_t bits = ValueOrExit(bench::ParseLinkRate(FLAGS_link));
+    const absl::Status shaped = bench::EnterShapedLoopback(FLAGS_link);
+    if (!shaped.ok()) ExitWithError(shaped);
+    std::printf("link: loopback shaped to %.1f Mbit/s (tbf, burst %llu bytes) in a private "
+                "network namespace; both directions share it\n",
+                bits / 1e6, static_cast<unsigned long long>(bench::LinkBurstBytes(bits)));
+  }
   const std::vector<CodecColumn> codecs = CodecColumns();
   const std::vector<size_t> sizes = SizesFromFlag();
   PrintHeader(codecs);
