@@ -165,11 +165,19 @@ def time_to_accuracy(evals, target):
     return min((e["elapsed_s"] for e in evals if e["test_accuracy"] >= target), default=None)
 
 
-def link_rate(links, host="server0"):
-    """[(seconds, bytes per second into `host`)] from the sampled link counters."""
+def link_rate(links, host="server0", counter="rx_bytes"):
+    """[(seconds, bytes per second)] from the sampled link counters: into `host` (rx_bytes, the
+    pushes) or, with counter="tx_bytes", out of it (the pulls)."""
     rows = [l for l in links if l["host"] == host]
-    return [(b["t"], (b["rx_bytes"] - a["rx_bytes"]) / max(1e-6, b["t"] - a["t"]))
+    return [(b["t"], (b[counter] - a[counter]) / max(1e-6, b["t"] - a["t"]))
             for a, b in zip(rows, rows[1:])]
+
+
+def mean_utilisation(links, configured, counter):
+    """Mean rate of one direction of server0's link over `configured` (bytes/s); None without
+    samples or a configured rate."""
+    rates = [r for _, r in link_rate(links, counter=counter)]
+    return sum(rates) / len(rates) / configured if rates and configured else None
 
 
 def run_figures(run, workers, target_accuracy, configured):
@@ -181,7 +189,6 @@ def run_figures(run, workers, target_accuracy, configured):
     total_batch = sum(x["batch"] for x in metrics)
     samples = its * total_batch / len(metrics) if metrics and total_batch else None
     overlaps, pushes = overlapping_pushes(run.events)
-    rates = [r for _, r in link_rate(run.links)]
     cores = summary.get("cpu_cores", {})
     return {
         "iterations_per_s": its,
@@ -190,7 +197,8 @@ def run_figures(run, workers, target_accuracy, configured):
         "time_to_target_s": time_to_accuracy(run.evaluations, target_accuracy),
         "final_accuracy": summary.get("final_test_accuracy"),
         "wait_ms": 1e3 * sum(x["wait_s"] for x in metrics) / len(metrics) if metrics else None,
-        "link_utilisation": sum(rates) / len(rates) / configured if rates and configured else None,
+        "link_utilisation": mean_utilisation(run.links, configured, "rx_bytes"),
+        "link_out_utilisation": mean_utilisation(run.links, configured, "tx_bytes"),
         "server_cores": sum(c for n, c in cores.items() if n.startswith("server")) or None,
         "worker_cores": sum(c for n, c in cores.items() if n.startswith("worker")) or None,
         "machine_busy_cores": summary.get("machine_busy_cores"),
@@ -228,7 +236,8 @@ COLUMNS = [  # (header, figure, format, text for a run without it)
     ("time to {target} (s)", "time_to_target_s", "{:.1f}", "not reached"),
     ("final accuracy", "final_accuracy", "{:.4f}", "n/a"),
     ("mean wait per iteration (ms)", "wait_ms", "{:.1f}", "n/a"),
-    ("server-link utilisation", "link_utilisation", "{:.0%}", "n/a"),
+    ("server-link utilisation in (pushes)", "link_utilisation", "{:.0%}", "n/a"),
+    ("server-link utilisation out (pulls)", "link_out_utilisation", "{:.0%}", "n/a"),
     ("servers' CPU (cores)", "server_cores", "{:.2f}", "n/a"),
     ("workers' CPU (cores)", "worker_cores", "{:.2f}", "n/a"),
     ("machine busy (cores)", "machine_busy_cores", "{:.2f}", "n/a"),

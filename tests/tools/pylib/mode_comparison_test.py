@@ -144,8 +144,8 @@ class RunFiguresTest(unittest.TestCase):
         run = run_data({0: [0, 1, 2, 3, 4], 1: [0, 1, 2, 3, 4]},
                        events=[push(0, 0, 10), push(1, 5, 10)],
                        evals=[{"elapsed_s": 3.5, "test_accuracy": 0.6}],
-                       links=[{"t": 0.0, "host": "server0", "rx_bytes": 0},
-                              {"t": 1.0, "host": "server0", "rx_bytes": 500}])
+                       links=[{"t": 0.0, "host": "server0", "rx_bytes": 0, "tx_bytes": 100},
+                              {"t": 1.0, "host": "server0", "rx_bytes": 500, "tx_bytes": 350}])
         f = mc.run_figures(run, workers=2, target_accuracy=0.5, configured=1000.0)
         self.assertAlmostEqual(f["iterations_per_s"], 2.0)
         self.assertAlmostEqual(f["samples_per_s"], 20.0)
@@ -154,6 +154,7 @@ class RunFiguresTest(unittest.TestCase):
         self.assertEqual(f["final_accuracy"], 0.9)
         self.assertAlmostEqual(f["wait_ms"], 1.0)
         self.assertAlmostEqual(f["link_utilisation"], 0.5)
+        self.assertAlmostEqual(f["link_out_utilisation"], 0.25)  # pulls: out of the server
         self.assertAlmostEqual(f["server_cores"], 0.5)
         self.assertAlmostEqual(f["worker_cores"], 1.25)
         self.assertEqual(f["machine_busy_cores"], 1.5)
@@ -165,6 +166,7 @@ class RunFiguresTest(unittest.TestCase):
         f = mc.run_figures(run, workers=1, target_accuracy=0.5, configured=None)
         self.assertIsNone(f["time_to_target_s"])
         self.assertIsNone(f["link_utilisation"])
+        self.assertIsNone(f["link_out_utilisation"])
 
     def test_too_few_iterations_fall_back_to_the_summary(self):
         run = run_data({0: [0, 1]}, summary={"iterations": 2, "wall_seconds": 4.0})
