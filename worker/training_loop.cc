@@ -62,15 +62,17 @@ class ReadyRelay {
 };
 
 // The workload's step, the rest of a pull it overlapped, then the sleep that emulation asks
-// for (replaying held gradient-ready reports through it). Time spent waiting for the pull (the
-// exchanger's pull_stall() beyond `stalled` at the start) is not stretched.
+// for (replaying held gradient-ready reports through it). Time spent waiting for the pull in
+// here (*stall; waits before it, an evaluation's, are not this compute's) is not stretched.
 absl::StatusOr<ComputedStep> Compute(const LoopOptions& options, Workload* workload,
                                      int64_t clock, int batch, const float* params,
                                      absl::Time start, ReadyRelay* relay, Exchanger* exchanger,
-                                     absl::Duration stalled) {
+                                     absl::Duration* stall_out) {
+  const absl::Duration stalled_before = exchanger->pull_stall();
   R2SP_ASSIGN_OR_RETURN(ComputedStep step, workload->ComputeGradient(clock, batch, params));
   R2SP_RETURN_IF_ERROR_WITH(exchanger->FinishPull(), "pull");
-  const absl::Duration stall = exchanger->pull_stall() - stalled;
+  const absl::Duration stall = exchanger->pull_stall() - stalled_before;
+  *stall_out = stall;
   const absl::Duration worked = absl::Now() - start - stall;
   absl::Duration target = worked;
   if (options.emulate_ms_per_sample > 0) {
@@ -238,16 +240,15 @@ absl::StatusOr<LoopResult> RunTrainingLoop(const LoopOptions& options, Workload*
       const int batch = exchanger->next_batch();
       exchanger->BeginCompute(m.clock, batch, epoch + static_cast<double>(s) / epoch_steps,
                               last - result.steps);
-      // Waits for the pull before the compute (an evaluation's) are pull time, not compute.
-      const absl::Duration stalled = exchanger->pull_stall();
       const absl::Time t0 = absl::Now();
       if (relay != nullptr) relay->Begin(t0);
+      absl::Duration stall;  // waited for the pull during this compute: pull time, not compute
       R2SP_ASSIGN_OR_RETURN(ComputedStep step, Compute(options, workload, m.clock, batch, params,
-                                                       t0, relay.get(), exchanger, stalled));
+                                                       t0, relay.get(), exchanger, &stall));
       const absl::Time t1 = absl::Now();
       m.batch = step.samples;
       m.loss = step.loss;
-      m.compute_seconds = absl::ToDoubleSeconds(t1 - t0 - (exchanger->pull_stall() - stalled));
+      m.compute_seconds = absl::ToDoubleSeconds(t1 - t0 - stall);
       if (log != nullptr) {
         log->Span("compute", t0, t1,
                   step.samples > 0 ? absl::StrCat("{\"batch\": ", step.samples, "}") : "");

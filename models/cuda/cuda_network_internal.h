@@ -235,9 +235,9 @@ class CudaNetwork : public Network {
     return absl::OkStatus();
   }
 
-  // Copies the last forward pass's logits back (for tests; not on the step path).
   bool CallsParamsNeeded() const override { return true; }
 
+  // Copies the last forward pass's logits back (for tests; not on the step path).
   const float* logits() const override {
     host_logits_.clear();
     if (last_plan_ == nullptr) return host_logits_.data();

@@ -42,7 +42,7 @@ TEST(ShapedLoopbackTest, BucketHoldsFourMillisecondsAndOneSegment) {
 // In the child: enters a loopback shaped to 20 Mbit/s and times 1 MB over TCP through it.
 // Exits 0 when that took at least 80% of the link's 0.42 s, 3 when faster, 2 on a socket error.
 int ChildTimesTransfer() {
-  if (!EnterShapedLoopback("20mbit").ok()) return 1;
+  if (!EnterShapedLoopback(20000000).ok()) return 1;
   const int listener = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;

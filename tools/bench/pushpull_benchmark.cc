@@ -303,7 +303,7 @@ int main(int argc, char** argv) {
   using namespace r2sp;
   if (!FLAGS_link.empty()) {  // before any socket or thread exists
     const uint64_t bits = ValueOrExit(bench::ParseLinkRate(FLAGS_link));
-    const absl::Status shaped = bench::EnterShapedLoopback(FLAGS_link);
+    const absl::Status shaped = bench::EnterShapedLoopback(bits);
     if (!shaped.ok()) ExitWithError(shaped);
     std::printf("link: loopback shaped to %.1f Mbit/s (tbf, burst %llu bytes) in a private "
                 "network namespace; both directions share it\n",

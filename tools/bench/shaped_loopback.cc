@@ -70,8 +70,7 @@ uint64_t LinkBurstBytes(uint64_t bits_per_second) {
   return std::max<uint64_t>(128 * 1024, bits_per_second / 8 * 4 / 1000);
 }
 
-absl::Status EnterShapedLoopback(absl::string_view rate) {
-  R2SP_ASSIGN_OR_RETURN(const uint64_t bits, ParseLinkRate(rate));
+absl::Status EnterShapedLoopback(uint64_t bits) {
   if (unshare(CLONE_NEWNET) != 0) {
     return absl::FailedPreconditionError(absl::StrCat(
         "unshare(CLONE_NEWNET): ", std::strerror(errno), " (a shaped link needs root)"));

@@ -25,8 +25,9 @@ absl::StatusOr<uint64_t> ParseLinkRate(absl::string_view text);
 uint64_t LinkBurstBytes(uint64_t bits_per_second);
 
 // Moves this process (call it before any thread or socket exists) into a new network
-// namespace and shapes its loopback to `rate`. An error says which step failed.
-absl::Status EnterShapedLoopback(absl::string_view rate);
+// namespace and shapes its loopback to `bits_per_second` (from ParseLinkRate). An error says
+// which step failed.
+absl::Status EnterShapedLoopback(uint64_t bits_per_second);
 
 }  // namespace r2sp::bench
 
