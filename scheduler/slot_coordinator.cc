@@ -89,6 +89,7 @@ void SlotCoordinator::GrantDue(absl::Time now) {
     proto::SlotGrant* grant = reply.header.mutable_slot_grant();
     grant->set_gap_seconds(absl::ToDoubleSeconds(planner_.gap()));
     grant->set_grant_index(planner_.grants() - 1);
+    grant->set_granted_unix_us(absl::ToUnixMicros(now));
     if (tuner_ != nullptr) *grant->mutable_batch() = Assignment(*w);
     it->second.Reply(std::move(reply));
     waiting_.erase(it);

@@ -178,7 +178,8 @@ absl::Status Exchanger::Exchange(const ExchangeStep& step, IterationMetrics* m) 
     if (log_ != nullptr) {
       log_->Span("wait", step.computed, granted,
                  absl::StrCat("{\"gap_ms\": ", m->gap_seconds * 1e3, ", \"grant\": ",
-                              grant.grant_index(), "}"));
+                              grant.grant_index(), ", \"granted_us\": ", grant.granted_unix_us(),
+                              "}"));
     }
   }
   absl::Time push_started;

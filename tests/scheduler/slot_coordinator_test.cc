@@ -1,5 +1,5 @@
 // The scheduler's r2sp and tuning part on its own: SLOT parks the responder until the turn
-// comes, grants carry the tuned batch, RELEASE with leaving closes the ring (the finished worker
+// comes, grants carry the tuned batch and their time, RELEASE with leaving closes the ring (the finished worker
 // still counting in the gap), REPORT needs hetero batching, and a worker that leaves (dies)
 // drops its pending request and stops counting.
 #include "scheduler/slot_coordinator.h"
@@ -43,11 +43,15 @@ TEST(SlotCoordinatorTest, GrantsOneAtATimeWithTheTunedBatch) {
   ASSERT_EQ(replies.size(), 1u);  // the slot is held: worker 1 waits
   EXPECT_EQ(replies[0].first, "worker0");
   EXPECT_EQ(replies[0].second.header.slot_grant().batch().batch_size(), 32);  // one report
+  EXPECT_EQ(replies[0].second.header.slot_grant().granted_unix_us(), absl::ToUnixMicros(t0));
   ASSERT_TRUE(slots.Release(0, /*leaving=*/true, t0 + absl::Seconds(1)).ok());
   replies = sink.Take();
   ASSERT_EQ(replies.size(), 1u);
   EXPECT_EQ(replies[0].first, "worker1");
   EXPECT_GT(replies[0].second.header.slot_grant().batch().throughput(), 0);  // measured
+  // Granted at the release that freed the slot, on the scheduler's clock.
+  EXPECT_EQ(replies[0].second.header.slot_grant().granted_unix_us(),
+            absl::ToUnixMicros(t0 + absl::Seconds(1)));
   EXPECT_EQ(slots.planner().ring().size(), 1u);  // worker 0 left the ring
   // ... done training, so it still counts in the gap: T / (1.2 * 2), T smoothed over 32 and
   // 128 ms with the default smoothing.
