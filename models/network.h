@@ -79,6 +79,18 @@ class Network {
     return CallsParamsNeeded();
   }
 
+  // Gradients as binary16, the fp16 push codec's values (round to nearest even: bit for bit what
+  // codec::EncodeFp16 makes of the fp32 gradient). Once set non-null (`half` holds
+  // num_parameters values and outlives its use), TrainStep writes the gradient to `half`, leaves
+  // `grads` unspecified, and GradientReady's ranges are of `half`. A backend with a device
+  // encodes before copying, so half the bytes cross the bus and the host encodes nothing.
+  // Returns whether this backend does; one that does not (the CPU's) keeps writing `grads`.
+  // Null: fp32 gradients again.
+  bool set_fp16_gradients(uint16_t* half) {
+    fp16_grads_ = WritesFp16Gradients() ? half : nullptr;
+    return fp16_grads_ != nullptr;
+  }
+
   // The logits of the last forward pass (batch x num_classes), for tests.
   virtual const float* logits() const = 0;
 
@@ -114,11 +126,14 @@ class Network {
   }
   // Whether TrainStep calls params_needed_ (set_params_needed).
   virtual bool CallsParamsNeeded() const { return false; }
+  // Whether TrainStep can write binary16 gradients to fp16_grads_ (set_fp16_gradients).
+  virtual bool WritesFp16Gradients() const { return false; }
 
   const Graph graph_;
   int64_t step_ = 0;
   GradientReady gradient_ready_;
   ParamsNeeded params_needed_;
+  uint16_t* fp16_grads_ = nullptr;  // set_fp16_gradients; null: fp32 gradients to `grads`
 };
 
 }  // namespace r2sp::models

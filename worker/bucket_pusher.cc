@@ -25,7 +25,7 @@ void BucketPusher::Start(int64_t clock, float scale, bool gated) {
   bucket_.clear();
   bucket_size_ = 0;
   tickets_.clear();
-  grads_ = nullptr;
+  grads_ = HostGradient();
   started_ = true;
   open_ = !gated;
   backward_ended_ = false;
@@ -35,7 +35,7 @@ void BucketPusher::Start(int64_t clock, float scale, bool gated) {
   first_push_ = absl::InfinitePast();
 }
 
-void BucketPusher::Ready(const float* grads, int64_t offset, int64_t count) {
+void BucketPusher::Ready(HostGradient grads, int64_t offset, int64_t count) {
   absl::MutexLock lock(&mu_);
   if (!started_ || count <= 0) return;
   grads_ = grads;
@@ -84,10 +84,10 @@ void BucketPusher::PushPartition(size_t index) {
   if (first_push_ == absl::InfinitePast()) first_push_ = absl::Now();
   const Partition& p = ps_->layout().partitions()[index];
   tickets_.push_back(
-      ps_->PushPartition(p.key, grads_ + p.offset, clock_, /*init=*/false, scale_));
+      ps_->PushPartition(p.key, grads_.At(p.offset), clock_, /*init=*/false, scale_));
 }
 
-absl::Status BucketPusher::Finish(const float* grads) {
+absl::Status BucketPusher::Finish(HostGradient grads) {
   std::vector<Ticket> tickets;
   {
     absl::MutexLock lock(&mu_);

@@ -19,6 +19,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/model_layout.h"
+#include "worker/host_gradient.h"
 #include "worker/ps_client.h"
 
 namespace r2sp {
@@ -35,7 +36,7 @@ class BucketPusher {
   void Start(int64_t clock, float scale, bool gated = false);
   // Backward finished [offset, offset + count) of `grads` (the flat gradient, which must stay
   // unchanged until Finish returns).
-  void Ready(const float* grads, int64_t offset, int64_t count);
+  void Ready(HostGradient grads, int64_t offset, int64_t count);
   // Opens the gate of a gated iteration: the complete partitions go out now. A no-op when not
   // started or open already.
   void Open();
@@ -44,7 +45,7 @@ class BucketPusher {
   // Pushes the partitions not sent yet from `grads` (all of them if Ready was never called, or
   // backward reported only part) and waits for the iteration's pushes; the first error.
   // Opens the gate.
-  absl::Status Finish(const float* grads);
+  absl::Status Finish(HostGradient grads);
 
   bool started() const;
   // This iteration: partitions whose push started before backward ended, and when the first
@@ -65,7 +66,7 @@ class BucketPusher {
   std::vector<size_t> bucket_ ABSL_GUARDED_BY(mu_);
   size_t bucket_size_ ABSL_GUARDED_BY(mu_) = 0;  // their fp32 bytes
   std::vector<Ticket> tickets_ ABSL_GUARDED_BY(mu_);
-  const float* grads_ ABSL_GUARDED_BY(mu_) = nullptr;  // as the last Ready gave it
+  HostGradient grads_ ABSL_GUARDED_BY(mu_);  // as the last Ready gave it
   bool started_ ABSL_GUARDED_BY(mu_) = false;
   bool open_ ABSL_GUARDED_BY(mu_) = true;
   bool backward_ended_ ABSL_GUARDED_BY(mu_) = false;

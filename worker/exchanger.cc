@@ -84,7 +84,7 @@ void Exchanger::BeginCompute(int64_t clock, int batch, double epochs_done,
   }
 }
 
-void Exchanger::GradientReady(const float* grads, int64_t offset, int64_t count) {
+void Exchanger::GradientReady(HostGradient grads, int64_t offset, int64_t count) {
   pusher_->Ready(grads, offset, count);
 }
 

@@ -23,6 +23,7 @@
 #include "common/scheduler_client.h"
 #include "worker/bucket_pusher.h"
 #include "worker/early_slot.h"
+#include "worker/host_gradient.h"
 #include "worker/ps_client.h"
 #include "worker/run_log.h"
 
@@ -68,7 +69,7 @@ struct ExchangerOptions {
 
 // What one iteration hands over besides its metrics.
 struct ExchangeStep {
-  const float* grads = nullptr;  // REQUIRES: unchanged until Exchange returns
+  HostGradient grads;  // REQUIRES: unchanged until Exchange returns
   float* params = nullptr;       // overwritten with the pulled parameters
   absl::Time computed;           // when the compute phase ended
   int64_t iterations_left = 0;   // this one included; 1 marks the worker's last iteration
@@ -94,7 +95,7 @@ class Exchanger {
   // Whether pushes start during backward: then the training loop forwards the workload's
   // GradientReady reports to GradientReady (REQUIRES: overlaps_backward()).
   bool overlaps_backward() const { return pusher_ != nullptr; }
-  void GradientReady(const float* grads, int64_t offset, int64_t count);
+  void GradientReady(HostGradient grads, int64_t offset, int64_t count);
 
   // `m` holds the iteration's clock, batch and compute_seconds; Exchange fills in its wait,
   // gap, push and pull fields and adds wait (r2sp), push and pull spans to the log. Pushes

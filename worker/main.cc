@@ -51,6 +51,9 @@ DEFINE_string(push_codec, "fp32", "how gradients travel to the servers: fp32, fp
               "topk:RATIO[,fp16][,exact] (the largest RATIO of the values) or "
               "csc:RATIO[,fp16][,chunk=N] (the RATIO of N-value chunks with the largest norms; "
               "N = 32768 by default)");
+DEFINE_bool(encode_on_device, true, "--push_codec=fp16 on a GPU (--device=cuda): encode the "
+            "gradients to fp16 on the GPU before copying them out, halving the bytes over the "
+            "bus (false: copy fp32 and encode on the host)");
 DEFINE_bool(error_feedback, true, "topk/csc: add what a push did not send to the next gradient");
 DEFINE_double(momentum_correction, 0, "topk/csc: DGC momentum correction with this momentum "
               "(0 = off); run the servers with --momentum=0 then");
@@ -160,6 +163,7 @@ r2sp::WorkerOptions OptionsFromFlags() {
       r2sp::ValueOrExit(r2sp::codec::ParseCodecSpec("push_codec", FLAGS_push_codec));
   r2sp::CheckFlag(o.push_codec.codec != r2sp::proto::FP16_DELTA,
                   "--push_codec: fp16_delta is for pulls (--pull_codec)");
+  o.encode_on_device = FLAGS_encode_on_device;
   o.error_feedback = FLAGS_error_feedback;
   o.momentum_correction = static_cast<float>(FLAGS_momentum_correction);
   o.dense_below = FLAGS_dense_below;

@@ -47,14 +47,31 @@ ModelWorkload::ModelWorkload(const ModelWorkloadOptions& options, models::Networ
       images_(static_cast<size_t>(options.largest_batch) * net->graph().input.size()),
       labels_(options.largest_batch),
       grads_(net->graph().num_parameters()) {
-  // Backward's copies land straight in grads_ (the pushes' source) at the bus's speed.
+  if (options.fp16_gradients) {
+    half_grads_.resize(grads_.size());
+    if (!net_->set_fp16_gradients(half_grads_.data())) {
+      half_grads_ = decltype(half_grads_)();  // freed
+      LOG(INFO) << "this backend gives fp32 gradients; the pushes encode them to fp16";
+    }
+  }
+  // Backward's copies land straight in the pushes' source at the bus's speed.
+  void* copied = half_grads_.empty() ? static_cast<void*>(grads_.data()) : half_grads_.data();
+  const size_t bytes = half_grads_.empty() ? grads_.size() * sizeof(float)
+                                           : half_grads_.size() * sizeof(uint16_t);
   absl::StatusOr<std::unique_ptr<models::PinnedHostMemory>> pin =
-      net_->PinHostMemory(grads_.data(), grads_.size() * sizeof(float));
+      net_->PinHostMemory(copied, bytes);
   if (pin.ok()) {
-    grads_pin_ = *std::move(pin);
+    (half_grads_.empty() ? grads_pin_ : half_pin_) = *std::move(pin);
   } else {
     LOG(WARNING) << "gradients stay in pageable memory (slower device copies): " << pin.status();
   }
+}
+
+ModelWorkload::~ModelWorkload() { net_->set_fp16_gradients(nullptr); }
+
+HostGradient ModelWorkload::Gradient() const {
+  return half_grads_.empty() ? HostGradient(grads_.data())
+                             : HostGradient::Fp16(half_grads_.data());
 }
 
 void ModelWorkload::set_gradient_ready(GradientReady fn) {
@@ -62,8 +79,8 @@ void ModelWorkload::set_gradient_ready(GradientReady fn) {
     net_->set_gradient_ready(nullptr);
     return;
   }
-  net_->set_gradient_ready([fn = std::move(fn), grads = grads_.data()](int64_t offset,
-                                                                       int64_t count) {
+  net_->set_gradient_ready([fn = std::move(fn), grads = Gradient()](int64_t offset,
+                                                                     int64_t count) {
     fn(grads, offset, count);
   });
 }
@@ -94,7 +111,7 @@ absl::StatusOr<ComputedStep> ModelWorkload::ComputeGradient(int64_t clock, int b
   step.samples = n;
   R2SP_ASSIGN_OR_RETURN(step.loss,
                         net_->TrainStep(params, images_.data(), labels_.data(), n, grads_.data()));
-  step.grads = grads_.data();
+  step.grads = Gradient();
   for (const models::DeviceSpan& d : net_->LastStepDeviceSpans()) {
     step.device_spans.push_back({d.name, d.begin_seconds, d.end_seconds});
   }

@@ -14,6 +14,7 @@
 #include "models/data/dataset.h"
 #include "models/host_array.h"
 #include "models/network.h"
+#include "worker/host_gradient.h"
 #include "worker/workload.h"
 
 namespace r2sp {
@@ -32,6 +33,10 @@ struct ModelWorkloadOptions {
   std::string model_dir;
   int keep_models = 3;
   std::string data;  // the data set's name, recorded in the model files
+  // Ask the backend for binary16 gradients (the fp16 push codec's values): a GPU encodes them
+  // before copying them out, so half the bytes cross the bus. A backend that cannot (the CPU's)
+  // gives fp32, which the push encodes as before.
+  bool fp16_gradients = false;
 };
 
 // The data set `name` from `dir` (empty: Debian's copy for fashion-mnist, else an error).
@@ -48,6 +53,7 @@ class ModelWorkload : public Workload {
  public:
   ModelWorkload(const ModelWorkloadOptions& options, models::Network* net,
                 models::Batcher* batcher, const models::Dataset* test);
+  ~ModelWorkload() override;  // the network writes fp32 gradients again
 
   void StartEpoch(int epoch) override;
   void SkipSteps(int64_t steps, int batch) override;
@@ -72,6 +78,12 @@ class ModelWorkload : public Workload {
   std::vector<int32_t> labels_;
   models::HostArray grads_;  // page-aligned: pinned for GPU copies
   std::unique_ptr<models::PinnedHostMemory> grads_pin_;  // after grads_: unpinned first
+  // With options_.fp16_gradients, when the backend writes them (else empty): the gradient as
+  // binary16, pinned.
+  std::vector<uint16_t, models::PageAlignedAllocator<uint16_t>> half_grads_;
+  std::unique_ptr<models::PinnedHostMemory> half_pin_;
+  // What the pushes read: grads_, or half_grads_.
+  HostGradient Gradient() const;
   int epoch_ = 0;            // the epoch being trained (0-based)
   int64_t steps_done_ = 0;   // global steps computed so far (the last clock + 1)
 };

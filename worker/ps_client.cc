@@ -187,21 +187,21 @@ void PsClient::SendAttempt(int rank, Message request, absl::Time first_try, int 
       });
 }
 
-Ticket PsClient::Push(const float* grads, int64_t clock, bool init, float scale) {
+Ticket PsClient::Push(HostGradient grads, int64_t clock, bool init, float scale) {
   auto state = std::make_shared<Ticket::State>(static_cast<int>(layout_->partitions().size()));
   for (const Partition& p : layout_->partitions()) {
-    SendPush(p, grads + p.offset, clock, init, scale, CompleteOn(state));
+    SendPush(p, grads.At(p.offset), clock, init, scale, CompleteOn(state));
   }
   return Ticket(std::move(state));
 }
 
-PsClient::Exchange PsClient::PushThenPull(const float* grads, int64_t clock, float scale,
+PsClient::Exchange PsClient::PushThenPull(HostGradient grads, int64_t clock, float scale,
                                           float* params, const PullOptions& pull) {
   const int n = static_cast<int>(layout_->partitions().size());
   auto pushed = std::make_shared<Ticket::State>(n);
   auto pulled = std::make_shared<Ticket::State>(n, /*by_key=*/true);
   for (const Partition& p : layout_->partitions()) {
-    SendPush(p, grads + p.offset, clock, /*init=*/false, scale,
+    SendPush(p, grads.At(p.offset), clock, /*init=*/false, scale,
              [this, partition = &p, params, pull, pushed, pulled](const absl::Status& status) {
                Ticket::Complete(*pushed, status);
                if (status.ok()) {
@@ -224,7 +224,7 @@ std::function<void(const absl::Status&)> PsClient::CompleteOn(
   };
 }
 
-Ticket PsClient::PushPartition(uint64_t key, const float* data, int64_t clock, bool init,
+Ticket PsClient::PushPartition(uint64_t key, HostGradient data, int64_t clock, bool init,
                                float scale) {
   const Partition* p = layout_->Find(key);
   CHECK(p != nullptr) << "unknown key " << key;
@@ -250,8 +250,16 @@ Ticket PsClient::PullPartition(uint64_t key, float* data, const PullOptions& opt
   return Ticket(std::move(state));
 }
 
-void PsClient::SendPush(const Partition& p, const float* data, int64_t clock, bool init,
+void PsClient::SendPush(const Partition& p, HostGradient data, int64_t clock, bool init,
                         float scale, std::function<void(const absl::Status&)> done) {
+  const proto::Codec codec = init ? proto::FP32 : options_.push_codec.codec;
+  if (data.fp16 != nullptr && codec != proto::FP16) {
+    const std::string why = init ? "is an init push, which is fp32"
+                                 : absl::StrCat("has push codec ", proto::Codec_Name(codec));
+    done(absl::InvalidArgumentError(absl::StrCat(
+        "a gradient encoded to fp16 already goes only in an fp16 push; key ", p.key, " ", why)));
+    return;
+  }
   Message request;
   request.header.set_type(proto::PUSH);
   request.header.set_sender_role(proto::WORKER);
@@ -260,16 +268,19 @@ void PsClient::SendPush(const Partition& p, const float* data, int64_t clock, bo
   request.header.set_clock(clock);
   if (init) request.header.mutable_push()->set_init(true);
   if (scale > 0.0f) request.header.mutable_push()->set_scale(scale);
-  const proto::Codec codec = init ? proto::FP32 : options_.push_codec.codec;
   if (codec == proto::FP16) {
-    zmq::message_t half(p.num_elements * sizeof(uint16_t));
-    codec::EncodeFp16(data, p.num_elements, static_cast<uint16_t*>(half.data()));
     request.header.set_codec(proto::FP16);
-    request.payload.push_back(std::move(half));
+    if (data.fp16 != nullptr) {
+      request.payload.push_back(BorrowedFrame(data.fp16, p.num_elements * sizeof(uint16_t)));
+    } else {
+      zmq::message_t half(p.num_elements * sizeof(uint16_t));
+      codec::EncodeFp16(data.fp32, p.num_elements, static_cast<uint16_t*>(half.data()));
+      request.payload.push_back(std::move(half));
+    }
   } else if (codec == proto::FP32) {
-    request.payload.push_back(BorrowedFrame(data, p.bytes()));
+    request.payload.push_back(BorrowedFrame(data.fp32, p.bytes()));
   } else {
-    request.payload = EncodeSparse(p, data, &request.header);
+    request.payload = EncodeSparse(p, data.fp32, &request.header);
   }
   const size_t bytes = PayloadBytes(request);
   Send(p.server, std::move(request),

@@ -15,6 +15,7 @@
 #include "absl/time/time.h"
 #include "common/codec/codec_spec.h"
 #include "common/codec/sparse_encoder.h"
+#include "worker/host_gradient.h"
 #include "common/delayed_calls.h"
 #include "common/model_layout.h"
 #include "common/handler.h"
@@ -120,11 +121,13 @@ class PsClient {
   // Pushes the gradient of every partition from the flat model `grads`
   // (layout.total_elements() floats), tagged with `clock`. `init` sets initial values instead.
   // `scale` > 0 weights the gradient on the server (heterogeneity-aware batching: b_i / B).
-  // Gradients go in options.push_codec. REQUIRES: grads stays valid and unchanged until the
-  // ticket is done (fp32 is sent zero-copy; other codecs encode before Push returns).
+  // Gradients go in options.push_codec. An fp16 view (encoded already, on a device) goes only
+  // with the fp16 push codec, and not as init; otherwise the ticket carries InvalidArgument.
+  // REQUIRES: grads stays valid and unchanged until the ticket is done (fp32, and fp16 encoded
+  // already, are sent zero-copy; other codecs encode before Push returns).
   // Pushes of one partition must not run concurrently.
-  Ticket Push(const float* grads, int64_t clock, bool init = false, float scale = 0.0f);
-  Ticket PushPartition(uint64_t key, const float* data, int64_t clock, bool init = false,
+  Ticket Push(HostGradient grads, int64_t clock, bool init = false, float scale = 0.0f);
+  Ticket PushPartition(uint64_t key, HostGradient data, int64_t clock, bool init = false,
                        float scale = 0.0f);
 
   // A training step's exchange: pushes every partition's gradient (as Push, not init) and
@@ -137,7 +140,7 @@ class PsClient {
     Ticket push;
     Ticket pull;
   };
-  Exchange PushThenPull(const float* grads, int64_t clock, float scale, float* params,
+  Exchange PushThenPull(HostGradient grads, int64_t clock, float scale, float* params,
                         const PullOptions& pull);
 
   // Pulls every partition into the flat model `params` (see PullOptions).
@@ -164,7 +167,7 @@ class PsClient {
   void SendAttempt(int rank, Message request, absl::Time first_try, int attempt,
                    ReplyCallback done);
   // Sends partition `p`'s push; `done` gets its outcome (on the requester's reply thread).
-  void SendPush(const Partition& p, const float* data, int64_t clock, bool init, float scale,
+  void SendPush(const Partition& p, HostGradient data, int64_t clock, bool init, float scale,
                 std::function<void(const absl::Status&)> done);
   static std::function<void(const absl::Status&)> CompleteOn(
       std::shared_ptr<Ticket::State> state);

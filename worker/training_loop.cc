@@ -31,7 +31,7 @@ class ReadyRelay {
       : exchanger_(exchanger), hold_(Emulates(options)) {}
 
   void Begin(absl::Time start) { start_ = start; }
-  void Report(const float* grads, int64_t offset, int64_t count) {
+  void Report(HostGradient grads, int64_t offset, int64_t count) {
     if (!hold_) {
       exchanger_->GradientReady(grads, offset, count);
       return;
@@ -52,7 +52,7 @@ class ReadyRelay {
  private:
   struct Held {
     absl::Duration at;  // since the compute began
-    const float* grads;
+    HostGradient grads;
     int64_t offset, count;
   };
   Exchanger* const exchanger_;
@@ -190,7 +190,7 @@ absl::StatusOr<LoopResult> RunTrainingLoop(const LoopOptions& options, Workload*
   std::unique_ptr<ReadyRelay> relay;
   if (exchanger->overlaps_backward()) {
     relay = std::make_unique<ReadyRelay>(options, exchanger);
-    workload->set_gradient_ready([r = relay.get()](const float* grads, int64_t offset,
+    workload->set_gradient_ready([r = relay.get()](HostGradient grads, int64_t offset,
                                                     int64_t count) {
       r->Report(grads, offset, count);
     });

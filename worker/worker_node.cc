@@ -290,6 +290,8 @@ absl::StatusOr<LoopResult> WorkerNode::TrainModel(const LoopOptions& loop_in,
   workload_options.model_dir = options_.model_dir;
   workload_options.keep_models = options_.keep_models;
   workload_options.data = options_.data;
+  workload_options.fp16_gradients =
+      options_.encode_on_device && options_.push_codec.codec == proto::FP16;
   if (mode.hetero_batching) {
     // The scheduler decides the batch sizes; an epoch is the data set in global batches.
     mode.global_batch = book.global_batch();

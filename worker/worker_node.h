@@ -63,6 +63,7 @@ struct WorkerOptions {
   uint64_t seed = 1;
   std::string dump_params_path;
   codec::CodecSpec push_codec;  // training pushes (initial values go as fp32)
+  bool encode_on_device = true;  // fp16 pushes: ModelWorkloadOptions::fp16_gradients
   bool error_feedback = true;   // sparse push codecs
   float momentum_correction = 0.0f;
   size_t dense_below = 0;  // PsClientOptions::dense_below

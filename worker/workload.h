@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "worker/host_gradient.h"
 
 namespace r2sp {
 
@@ -21,8 +22,9 @@ struct DeviceStepSpan {
 struct ComputedStep {
   int samples = 0;    // the batch actually computed (0: the workload has no samples)
   double loss = 0.0;  // on that batch, before the update
-  // The gradient (the model's size), owned by the workload; valid until the next call.
-  const float* grads = nullptr;
+  // The gradient (the model's size), owned by the workload; valid until the next call. fp32,
+  // or binary16 when the workload's device encoded it for the fp16 push codec.
+  HostGradient grads;
   std::vector<DeviceStepSpan> device_spans;  // for the timeline; empty without a device
 };
 
@@ -34,7 +36,7 @@ struct TestEvaluation {
 // Backward has finished [offset, offset + count) of the gradient `grads` (the model's size, the
 // buffer ComputeGradient will return): those values are final. For overlapping communication
 // with backward (worker/bucket_pusher.h).
-using GradientReady = std::function<void(const float* grads, int64_t offset, int64_t count)>;
+using GradientReady = std::function<void(HostGradient grads, int64_t offset, int64_t count)>;
 
 // The next forward is about to read [offset, offset + count) of the parameters: blocks until
 // those values are final. For overlapping the pull with the next forward (Exchanger, --overlap).

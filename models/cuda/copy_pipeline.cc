@@ -1,6 +1,7 @@
 // See copy_pipeline.h.
 #include "models/cuda/copy_pipeline.h"
 
+#include "common/codec/cuda/codec_kernels.h"
 #include "models/cuda/cuda_status.h"
 
 namespace r2sp::models::cuda_internal {
@@ -80,7 +81,7 @@ absl::Status CopyPipeline::WaitForParams(int node, cudaStream_t compute) {
 }
 
 absl::Status CopyPipeline::CopyGradients(int node, cudaStream_t compute, const float* device,
-                                         float* host) {
+                                         float* host, const HalfGradients* half) {
   const int index = group_of_node_[node];
   if (index < 0) return absl::OkStatus();
   Group& g = groups_[index];
@@ -88,8 +89,15 @@ absl::Status CopyPipeline::CopyGradients(int node, cudaStream_t compute, const f
   CUDA_OK(cudaStreamWaitEvent(copy_, g.computed, 0));
   if (backward_order_.empty()) CUDA_OK(cudaEventRecord(d2h_begin_, copy_));
   const ParamGroup& p = g.params;
-  CUDA_OK(cudaMemcpyAsync(host + p.offset, device + p.offset, p.count * sizeof(float),
-                          cudaMemcpyDeviceToHost, copy_));
+  if (half != nullptr) {
+    // The encoding is one pass over the group, on the copy stream: backward goes on meanwhile.
+    CUDA_OK(codec::cuda::EncodeFp16(device + p.offset, p.count, half->device + p.offset, copy_));
+    CUDA_OK(cudaMemcpyAsync(half->host + p.offset, half->device + p.offset,
+                            p.count * sizeof(uint16_t), cudaMemcpyDeviceToHost, copy_));
+  } else {
+    CUDA_OK(cudaMemcpyAsync(host + p.offset, device + p.offset, p.count * sizeof(float),
+                            cudaMemcpyDeviceToHost, copy_));
+  }
   CUDA_OK(cudaEventRecord(g.copied, copy_));
   backward_order_.push_back(index);
   if (backward_order_.size() == groups_.size()) CUDA_OK(cudaEventRecord(d2h_end_, copy_));

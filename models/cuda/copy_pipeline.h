@@ -5,7 +5,9 @@
 //     pull has written it); the forward pass waits for a node's own group only, so later
 //     layers' copies overlap earlier layers' compute;
 //   - gradients out: each group's copy starts as soon as backward has produced it, so copies
-//     overlap the rest of backward, and the host hears of each group as it lands.
+//     overlap the rest of backward, and the host hears of each group as it lands; for the fp16
+//     push codec each group is first encoded to binary16 on the copy stream, and half the bytes
+//     cross the bus.
 // Events are created once; nothing is allocated per step, and nothing waits on the whole
 // device. With page-locked host arrays (Network::PinHostMemory) the copies are asynchronous
 // DMA; with pageable ones CUDA stages them and they are correct, only slower.
@@ -44,9 +46,17 @@ class CopyPipeline {
   // Before node `node`'s forward: `compute` waits for that node's parameters (if it has any),
   // whose upload is queued first if BeginStep left it to here. Each node once per step.
   absl::Status WaitForParams(int node, cudaStream_t compute);
+  // Where binary16 gradients go: `device`, the encoder's output, and `host`, the copy's; both
+  // the flat gradient's size.
+  struct HalfGradients {
+    uint16_t* device = nullptr;
+    uint16_t* host = nullptr;
+  };
   // After node `node`'s backward: its gradients (device -> host) are copied once `compute`
-  // gets there. Does nothing for a node without parameters.
-  absl::Status CopyGradients(int node, cudaStream_t compute, const float* device, float* host);
+  // gets there; with `half`, encoded to binary16 (into half->device) and copied to half->host
+  // instead of `host`. Does nothing for a node without parameters.
+  absl::Status CopyGradients(int node, cudaStream_t compute, const float* device, float* host,
+                             const HalfGradients* half = nullptr);
   // After the whole backward was queued: waits for each group's gradients in backward order
   // and calls `ready(offset, count)` as each lands (if set).
   absl::Status FinishStep(const Network::GradientReady& ready);

@@ -135,6 +135,7 @@ class CudaNetwork : public Network {
     }
     R2SP_RETURN_IF_ERROR(params_.Allocate(offset));
     R2SP_RETURN_IF_ERROR(grads_.Allocate(offset));
+    R2SP_RETURN_IF_ERROR(half_grads_.Allocate(offset));
     R2SP_RETURN_IF_ERROR(copies_.Init(graph_));
     CUDA_OK(cudaEventCreateWithFlags(&step_done_, cudaEventDisableTiming));
     running_mean_.resize(graph_.nodes.size());
@@ -235,8 +236,6 @@ class CudaNetwork : public Network {
     return absl::OkStatus();
   }
 
-  bool CallsParamsNeeded() const override { return true; }
-
   // Copies the last forward pass's logits back (for tests; not on the step path).
   const float* logits() const override {
     host_logits_.clear();
@@ -248,6 +247,10 @@ class CudaNetwork : public Network {
     CHECK_EQ(e, cudaSuccess) << "copying the logits: " << cudaGetErrorString(e);
     return host_logits_.data();
   }
+
+ protected:
+  bool CallsParamsNeeded() const override { return true; }
+  bool WritesFp16Gradients() const override { return true; }
 
  private:
   float* ParamPtr(int index) { return params_.ptr + offsets_[index]; }
@@ -296,7 +299,8 @@ class CudaNetwork : public Network {
   absl::Status ForwardDropout(const NodeArgs& a, bool training);
   absl::Status ForwardFlatten(const NodeArgs& a);
   absl::Status ForwardAdd(PlanGpu& plan, const NodeArgs& a);
-  // Queues each node's backward, then its gradients' copy to `host_grads`.
+  // Queues each node's backward, then its gradients' copy to `host_grads` (or, with
+  // set_fp16_gradients, their binary16 encoding's copy to fp16_grads_).
   absl::Status Backward(PlanGpu& plan, float* host_grads);
   absl::Status BackwardNode(PlanGpu& plan, const NodeArgs& a);
   absl::Status BackwardConv(PlanGpu& plan, const NodeArgs& a);
@@ -316,6 +320,7 @@ class CudaNetwork : public Network {
   cudnnOpTensorDescriptor_t add_op_ = nullptr;
   std::vector<int64_t> offsets_;
   DeviceArray<float> params_, grads_;
+  DeviceArray<uint16_t> half_grads_;  // set_fp16_gradients: the encoder's output
   std::vector<DeviceArray<float>> running_mean_, running_var_;
   std::map<int, std::unique_ptr<PlanGpu>> plans_;
   CopyPipeline copies_;

@@ -139,9 +139,11 @@ absl::Status CudaNetwork::ForwardAdd(PlanGpu& plan, const NodeArgs& a) {
 }
 
 absl::Status CudaNetwork::Backward(PlanGpu& plan, float* host_grads) {
+  const CopyPipeline::HalfGradients half{half_grads_.ptr, fp16_grads_};
+  const CopyPipeline::HalfGradients* to_half = fp16_grads_ != nullptr ? &half : nullptr;
   for (int i = static_cast<int>(graph_.nodes.size()) - 1; i > 0; --i) {
     R2SP_RETURN_IF_ERROR(BackwardNode(plan, ArgsFor(plan, i)));
-    R2SP_RETURN_IF_ERROR(copies_.CopyGradients(i, stream_, grads_.ptr, host_grads));
+    R2SP_RETURN_IF_ERROR(copies_.CopyGradients(i, stream_, grads_.ptr, host_grads, to_half));
   }
   return absl::OkStatus();
 }

@@ -1,7 +1,7 @@
 // The CUDA backend against the CPU backend on random inputs: logits, loss, every gradient and
 // evaluation, for the three models and a dropout graph; its copy pipeline: parameters uploaded
-// group by group as the host gets them, gradients reported group by group as they land, pinned
-// host arrays, the device spans. Reports itself skipped
+// group by group as the host gets them, gradients reported group by group as they land (fp32,
+// or encoded to fp16 on the device), pinned host arrays, the device spans. Reports itself skipped
 // when no GPU is visible (CI compiles it; the GPU machine runs it).
 #include <cmath>
 #include <cstring>
@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/codec/fp16.h"
 #include "gtest/gtest.h"
 #include "models/cpu/cpu_network.h"
 #include "models/cuda/cuda_network.h"
@@ -221,6 +222,68 @@ TEST_F(CudaNetworkTest, PinnedArraysGiveTheSameStepAndSpans) {
     EXPECT_LT(s.end_seconds, 10) << s.name;
   }
   EXPECT_LE(spans[0].end_seconds, spans[1].end_seconds);
+}
+
+// With set_fp16_gradients the backend encodes on the device and copies binary16 out: the
+// values are the fp32 gradient rounded to nearest even (within the ordering of atomics between
+// two steps), every group is reported once, last first, final when reported, and with the
+// setting cleared the fp32 gradient comes back.
+TEST_F(CudaNetworkTest, Fp16GradientsAreTheFp32OnesEncodedOnTheDevice) {
+  for (const Graph& g : {BuildCnn({1, 28, 28}, 10), BuildResNet20({3, 32, 32}, 10)}) {
+    SCOPED_TRACE(g.name);
+    std::vector<float> params(g.num_parameters()), grads(params.size()), again(params.size());
+    std::vector<uint16_t, PageAlignedAllocator<uint16_t>> half(params.size(), 0xFFFF);
+    std::vector<uint16_t> seen(params.size(), 0xFFFF);
+    InitParams(g, 1, params.data());
+    const Batch b = RandomBatch(g, 8);
+    CudaOptions precise;
+    precise.allow_tf32 = false;
+    auto net = CreateCudaNetwork(g, precise);
+    ASSERT_TRUE(net.ok()) << net.status();
+    auto pin = (*net)->PinHostMemory(half.data(), half.size() * sizeof(uint16_t));
+    ASSERT_TRUE(pin.ok()) << pin.status();
+    ASSERT_TRUE((*net)->TrainStep(params.data(), b.images.data(), b.labels.data(), 8,
+                                  grads.data()).ok());
+    ASSERT_TRUE((*net)->set_fp16_gradients(half.data()));
+    std::vector<std::pair<int64_t, int64_t>> ranges;
+    (*net)->set_gradient_ready([&](int64_t offset, int64_t count) {
+      ranges.emplace_back(offset, count);
+      std::memcpy(seen.data() + offset, half.data() + offset, count * sizeof(uint16_t));
+    });
+    std::vector<float> untouched(params.size(), -7.0f);
+    ASSERT_TRUE((*net)->TrainStep(params.data(), b.images.data(), b.labels.data(), 8,
+                                  untouched.data()).ok());
+    EXPECT_EQ(untouched, std::vector<float>(params.size(), -7.0f));  // fp32 not copied out
+    const std::vector<ParamGroup> groups = g.ParamGroups();
+    ASSERT_EQ(ranges.size(), groups.size());
+    for (size_t k = 0; k < groups.size(); ++k) {
+      const ParamGroup& expected = groups[groups.size() - 1 - k];
+      EXPECT_EQ(ranges[k], std::make_pair(expected.offset, expected.count));
+    }
+    EXPECT_EQ(seen, std::vector<uint16_t>(half.begin(), half.end()));
+    std::vector<uint16_t> encoded(params.size());
+    codec::EncodeFp16(grads.data(), grads.size(), encoded.data());
+    double scale = 0;
+    for (float v : grads) scale = std::max(scale, static_cast<double>(std::abs(v)));
+    size_t exact = 0;
+    for (size_t k = 0; k < params.size(); ++k) {
+      exact += half[k] == encoded[k];
+      // Half a binary16 ulp, relative (2^-11), or of its subnormals' spacing (2^-25).
+      const double rounding = std::max(std::abs(grads[k]) * 0x1p-11, 0x1p-25);
+      ASSERT_NEAR(codec::HalfToFloat(half[k]), grads[k], rounding + 1e-5 * scale)
+          << "gradient " << k;
+    }
+    EXPECT_GT(exact, params.size() * 9 / 10);
+    const std::vector<DeviceSpan> spans = (*net)->LastStepDeviceSpans();
+    ASSERT_EQ(spans.size(), 2u);
+    EXPECT_GT(spans[1].end_seconds, spans[1].begin_seconds);
+    EXPECT_FALSE((*net)->set_fp16_gradients(nullptr));
+    ASSERT_TRUE((*net)->TrainStep(params.data(), b.images.data(), b.labels.data(), 8,
+                                  again.data()).ok());
+    for (size_t k = 0; k < params.size(); ++k) {
+      ASSERT_NEAR(again[k], grads[k], 1e-5 * scale + 1e-7) << "gradient " << k;
+    }
+  }
 }
 
 // Running statistics after the same steps match the CPU backend's and move into another GPU

@@ -1,13 +1,15 @@
 // Lazy bucketing (worker/bucket_pusher.h) against a real ServerHandler over the in-process
 // network: a partition goes out once every value of it was reported ready, complete partitions
 // wait until the bucket holds the threshold, ranges may cut across partitions, Finish pushes
-// whatever backward did not report, and the server ends up where a whole-model push leaves it.
+// whatever backward did not report, and the server ends up where a whole-model push leaves it
+// (from fp32 gradients, or fp16 ones a device encoded).
 #include "worker/bucket_pusher.h"
 
 #include <memory>
 #include <vector>
 
 #include "absl/time/clock.h"
+#include "common/codec/fp16.h"
 #include "gtest/gtest.h"
 #include "tests/worker/one_server.h"
 
@@ -57,6 +59,26 @@ TEST_F(BucketPusherTest, PartitionsGoOutAsTheyCompleteAndFinishSendsTheRest) {
   EXPECT_EQ(server_->counters().pushes(), 6u);
   const std::vector<float> w = Weights();
   for (int i = 0; i < 10; ++i) EXPECT_EQ(w[i], -grad[i]) << i;
+}
+
+// Gradients a device encoded to fp16 (HostGradient::Fp16): each partition goes from its own
+// offset of the binary16 array, and the server ends where the fp32 values leave it.
+TEST(BucketPusherFp16Test, GradientsEncodedOnTheDeviceGoFromTheirOwnOffsets) {
+  codec::CodecSpec fp16;
+  fp16.codec = proto::FP16;
+  testing::OneServer job(proto::ASP, /*learning_rate=*/1.0f, fp16);
+  std::vector<float> zero(10, 0.0f), grad = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};  // exact in fp16
+  ASSERT_TRUE(job.ps().Push(zero.data(), 0, /*init=*/true).Wait().ok());
+  std::vector<uint16_t> half(10);
+  codec::EncodeFp16(grad.data(), grad.size(), half.data());
+  BucketPusher pusher(&job.ps(), /*bucket_bytes=*/0);
+  pusher.Start(0, 0);
+  pusher.Ready(HostGradient::Fp16(half.data()), 4, 6);  // 4..6 and 7..9 go now
+  ASSERT_TRUE(pusher.Finish(HostGradient::Fp16(half.data())).ok());  // and 0..3
+  EXPECT_EQ(pusher.early_partitions(), 2);
+  const std::vector<float> w = job.Weights();
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(w[i], -grad[i]) << i;
+  EXPECT_EQ(job.ps().counters().bytes_pushed, 10 * sizeof(float) + 10 * sizeof(uint16_t));
 }
 
 TEST_F(BucketPusherTest, CompletePartitionsWaitForTheBucketThreshold) {

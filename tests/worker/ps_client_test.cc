@@ -1,6 +1,7 @@
 // The parameter-server client against a real ServerHandler over the in-process network: whole-
-// model pushes and pulls across partitions, BSP pulls parked until their clock, and a request to
-// a server that never answers.
+// model pushes and pulls across partitions, BSP pulls parked until their clock, the codecs
+// (gradients encoded to fp16 on a device included), and a request to a server that never
+// answers.
 #include "worker/ps_client.h"
 
 #include <vector>
@@ -89,6 +90,46 @@ TEST_F(PsClientTest, Fp16PushesAndPullsTravelInHalfTheBytes) {
   const PsClientCounters c = ps_->counters();
   EXPECT_EQ(c.bytes_pushed, 10 * sizeof(float) + 10 * sizeof(uint16_t));  // init fp32, grad fp16
   EXPECT_EQ(c.bytes_pulled, 10 * sizeof(uint16_t));
+}
+
+// A gradient a device encoded already (HostGradient::Fp16) goes as it is: the server applies
+// exactly what the host's encoding of the same gradient gives, in the same bytes.
+TEST_F(PsClientTest, GradientsEncodedOnTheDeviceGoAsTheyAreInFp16Pushes) {
+  std::vector<float> init(10), grad(10);
+  for (int i = 0; i < 10; ++i) {
+    init[i] = 1.0f / (i + 1);
+    grad[i] = 0.1f * i - 0.37f;  // rounded by the encoding
+  }
+  std::vector<uint16_t> half(10);
+  codec::EncodeFp16(grad.data(), grad.size(), half.data());
+  std::vector<std::vector<float>> weights;
+  std::vector<uint64_t> bytes;
+  for (const bool encoded : {false, true}) {
+    SetUp(proto::ASP, proto::FP16);
+    ASSERT_TRUE(ps_->Push(init.data(), 0, /*init=*/true).Wait().ok());
+    const HostGradient g = encoded ? HostGradient::Fp16(half.data()) : HostGradient(grad.data());
+    ASSERT_TRUE(ps_->Push(g, 0).Wait().ok());
+    weights.push_back(ServerWeights());
+    bytes.push_back(ps_->counters().bytes_pushed);
+  }
+  EXPECT_EQ(weights[1], weights[0]);
+  EXPECT_EQ(bytes[1], bytes[0]);
+  EXPECT_NE(weights[1][0], init[0]);  // the gradient was applied
+}
+
+TEST_F(PsClientTest, GradientsEncodedAlreadyGoOnlyInFp16Pushes) {
+  SetUp(proto::ASP, proto::FP32);
+  std::vector<float> init(10, 1.0f);
+  std::vector<uint16_t> half(10, codec::FloatToHalf(0.5f));
+  ASSERT_TRUE(ps_->Push(init.data(), 0, /*init=*/true).Wait().ok());
+  absl::Status status = ps_->Push(HostGradient::Fp16(half.data()), 0).Wait();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_NE(status.message().find("FP32"), std::string::npos) << status;
+  SetUp(proto::ASP, proto::FP16);
+  status = ps_->Push(HostGradient::Fp16(half.data()), 0, /*init=*/true).Wait();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;  // init is fp32
+  EXPECT_EQ(ps_->counters().pushes, 0u);  // nothing was sent
+  EXPECT_EQ(server_->counters().pushes(), 0u);
 }
 
 // fp16 deltas: the first pull brings whole fp32 weights, later ones half the bytes with the

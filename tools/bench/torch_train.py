@@ -4,12 +4,14 @@
 samples/s over timing windows after warm-up. Threads: --threads intra-op threads (OpenBLAS
 threads come from OPENBLAS_NUM_THREADS).
 
-On a GPU, --mode picks what surrounds backward (compare_pytorch_gpu runs all three):
+On a GPU, --mode picks what surrounds backward (compare_pytorch_gpu runs all four):
   gpu       the optimizer on the GPU (PyTorch's own way);
   host_sgd  the same job as a parameter-server worker plus its server: gradients copied into a
             pinned host buffer, SGD with momentum on the host (--host_threads), parameters
             copied back from pinned memory (train_benchmark --device=cuda);
-  copies    only the copies, no update (train_benchmark --device=cuda --nohost_sgd)."""
+  copies    only the copies, no update (train_benchmark --device=cuda --nohost_sgd);
+  copies_fp16  the same, the gradients rounded to fp16 on the GPU before the copy, as a worker
+            pushing fp16 (train_benchmark --device=cuda --nohost_sgd --fp16_grads)."""
 import argparse
 import time
 
@@ -79,7 +81,9 @@ def host_update(model, a):
     params = list(model.parameters())
     sizes = [p.numel() for p in params]
     total = sum(sizes)
-    grads_host = torch.empty(total, pin_memory=True)
+    fp16 = a.mode == "copies_fp16"  # gradients rounded to fp16 on the GPU, half the bytes out
+    grads_host = torch.empty(total, dtype=torch.float16 if fp16 else torch.float32,
+                             pin_memory=True)
     params_host = torch.empty(total, pin_memory=True)
     momentum = torch.zeros(total)
     offset = 0
@@ -92,7 +96,8 @@ def host_update(model, a):
 
     def update():
         for p, off, n in views:
-            grads_host[off:off + n].copy_(p.grad.reshape(-1), non_blocking=True)
+            g = p.grad.reshape(-1)
+            grads_host[off:off + n].copy_(g.half() if fp16 else g, non_blocking=True)
         torch.cuda.synchronize()
         if a.mode == "host_sgd":
             momentum.mul_(0.9).add_(grads_host)
@@ -113,7 +118,7 @@ def main():
     p.add_argument("--windows", type=int, default=3)
     p.add_argument("--device", default="cpu", help="cpu or cuda")
     p.add_argument("--lr", type=float, default=0.001, help="as train_benchmark's --lr")
-    p.add_argument("--mode", default="gpu", choices=["gpu", "host_sgd", "copies"])
+    p.add_argument("--mode", default="gpu", choices=["gpu", "host_sgd", "copies", "copies_fp16"])
     p.add_argument("--host_threads", type=int, default=4, help="host SGD threads (host_sgd)")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
@@ -149,7 +154,7 @@ def main():
             if elapsed >= a.window_seconds:
                 break
         rates.append(steps * a.batch / elapsed)
-    if a.mode == "copies":  # fixed parameters: the loss must stay where it began
+    if a.mode.startswith("copies"):  # fixed parameters: the loss must stay where it began
         assert abs(last - first) <= 1e-3 * abs(first), f"loss moved: {first} -> {last}"
     else:
         assert last < first, f"loss did not decrease: {first} -> {last}"

@@ -4,7 +4,9 @@
 //   bazel run -c opt //tools/bench:train_benchmark -- --model=cnn --batch=64 --threads=2
 // The SGD update runs on the host (as the parameter server would apply it); --nohost_sgd leaves
 // it out, so the step is exactly a worker's: parameters in, gradients out (with CUDA, through
-// page-locked arrays unless --nopin).
+// page-locked arrays unless --nopin); --fp16_grads is a worker's step with --push_codec=fp16:
+// the gradients come out as binary16, encoded on the GPU before the copy (Network::
+// set_fp16_gradients) or, on the CPU, by the host afterwards as the push would.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -16,6 +18,7 @@
 #include "gflags/gflags.h"
 #include "glog/logging.h"
 #include "models/backend.h"
+#include "common/codec/fp16.h"
 #include "models/host_array.h"
 #include "server/sgd.h"
 
@@ -27,6 +30,9 @@ DEFINE_bool(host_sgd, true,
             "apply SGD with momentum on the host after every step; false: a parameter-server "
             "worker's step (the servers apply the update), checked by a steady loss instead");
 DEFINE_int32(sgd_threads, 4, "host threads for the SGD update (torch_train.py --host_threads)");
+DEFINE_bool(fp16_grads, false,
+            "with --nohost_sgd: gradients out as binary16 (a worker pushing fp16): encoded on "
+            "the GPU before the copy, or on the host after the CPU backend's step");
 DEFINE_bool(pin, true, "page-lock the parameter and gradient arrays (Network::PinHostMemory)");
 DEFINE_double(window_seconds, 1.5, "length of one timing window");
 DEFINE_int32(windows, 3, "timing windows (the median is reported)");
@@ -41,6 +47,7 @@ DEFINE_double(lr, 0.001, "SGD learning rate (momentum 0.9)");
 namespace {
 
 using r2sp::models::Network;
+using HalfArray = std::vector<uint16_t, r2sp::models::PageAlignedAllocator<uint16_t>>;
 
 // Median samples/s of `step` over the timing windows.
 template <typename Step>
@@ -80,7 +87,7 @@ void HostSgd(const r2sp::SgdOptions& sgd, const float* grads, float* params, flo
 // Verifies that what was timed was a real training step: with host SGD the loss on the fixed
 // batch must fall; without, the parameters never change, so the loss must stay where it began
 // and the gradient must be finite and not all zero.
-void CheckTraining(float first_loss, float last_loss, const r2sp::models::HostArray& grads) {
+void CheckTraining(float first_loss, float last_loss, const std::vector<float>& grads) {
   CHECK(std::isfinite(last_loss)) << "loss " << last_loss;
   if (FLAGS_host_sgd) {
     CHECK(last_loss < first_loss) << "loss did not decrease: " << first_loss << " -> "
@@ -94,6 +101,32 @@ void CheckTraining(float first_loss, float last_loss, const r2sp::models::HostAr
   CHECK(std::isfinite(norm) && norm > 0) << "gradient norm^2 " << norm;
 }
 
+// The arrays every step copies to or from the device (the parameters, and the gradients in the
+// form the device writes them), page-locked while the result lives; none with --nopin.
+std::vector<std::unique_ptr<r2sp::models::PinnedHostMemory>> Pin(
+    Network* net, r2sp::models::HostArray& params, r2sp::models::HostArray& grads,
+    HalfArray& half, bool device_encodes) {
+  std::vector<std::unique_ptr<r2sp::models::PinnedHostMemory>> pins;
+  if (!FLAGS_pin) return pins;
+  using Array = std::pair<void*, size_t>;
+  const size_t bytes = params.size() * sizeof(float);
+  const Array out = device_encodes ? Array(half.data(), bytes / 2) : Array(grads.data(), bytes);
+  for (const Array& a : {Array(params.data(), bytes), out}) {
+    auto pin = net->PinHostMemory(a.first, a.second);
+    CHECK(pin.ok()) << pin.status();
+    pins.push_back(*std::move(pin));
+  }
+  return pins;
+}
+
+// The gradient as the final check reads it: fp32, or the binary16 values decoded.
+std::vector<float> Gradient(const r2sp::models::HostArray& grads, const HalfArray& half) {
+  if (!FLAGS_fp16_grads) return std::vector<float>(grads.begin(), grads.end());
+  std::vector<float> out(half.size());
+  for (size_t i = 0; i < half.size(); ++i) out[i] = r2sp::codec::HalfToFloat(half[i]);
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -103,7 +136,9 @@ int main(int argc, char** argv) {
   const Shape input = FLAGS_model == "resnet20" ? Shape{3, 32, 32} : Shape{1, 28, 28};
   absl::StatusOr<Graph> g = BuildModel(FLAGS_model, input, 10);
   CHECK(g.ok()) << g.status();
+  CHECK(!FLAGS_fp16_grads || !FLAGS_host_sgd) << "--fp16_grads needs --nohost_sgd";
   HostArray params(g->num_parameters()), grads(params.size());
+  HalfArray half(FLAGS_fp16_grads ? params.size() : 0);
   std::vector<float> momentum(params.size());
   InitParams(*g, 1, params.data());
   std::mt19937 rng(1);
@@ -117,15 +152,8 @@ int main(int argc, char** argv) {
   backend.threads = FLAGS_threads;
   absl::StatusOr<std::unique_ptr<Network>> net = CreateNetwork(*g, backend);
   CHECK(net.ok()) << net.status();
-  std::unique_ptr<PinnedHostMemory> pins[2];
-  if (FLAGS_pin) {
-    for (int k = 0; k < 2; ++k) {
-      float* array = k == 0 ? params.data() : grads.data();
-      auto pin = (*net)->PinHostMemory(array, params.size() * sizeof(float));
-      CHECK(pin.ok()) << pin.status();
-      pins[k] = *std::move(pin);
-    }
-  }
+  const bool device_encodes = FLAGS_fp16_grads && (*net)->set_fp16_gradients(half.data());
+  const auto pins = Pin(net->get(), params, grads, half, device_encodes);
   const r2sp::SgdOptions sgd{static_cast<float>(FLAGS_lr), 0.9f, 0.0f};
   float last_loss = 0;
   auto step = [&] {
@@ -135,13 +163,16 @@ int main(int argc, char** argv) {
     if (FLAGS_host_sgd) {
       HostSgd(sgd, grads.data(), params.data(), momentum.data(), params.size());
     }
+    if (FLAGS_fp16_grads && !device_encodes) {
+      r2sp::codec::EncodeFp16(grads.data(), grads.size(), half.data());
+    }
     last_loss = *loss;
   };
   step();
   const float first_loss = last_loss;  // at the initial parameters
   for (int i = 0; i < 2; ++i) step();
   const double rate = MedianRate(step);
-  CheckTraining(first_loss, last_loss, grads);
+  CheckTraining(first_loss, last_loss, Gradient(grads, half));
   std::printf("%.1f\n", rate);
   return 0;
 }
