@@ -31,7 +31,8 @@ using ReplyCallback = std::function<void(absl::StatusOr<Message>)>;
 class Requester {
  public:
   virtual ~Requester() = default;
-  // The routing id this requester's requests arrive with (Responder::routing_id at the peer).
+  // The routing id this requester's requests arrive with (Responder::routing_id at the peer,
+  // whichever of its connections to the peer carried them).
   virtual const std::string& RoutingId() const = 0;
   // Requests to `peer_endpoint` go to a node of `role`. With CURVE the transport authenticates
   // the peer by that role's key, and sends nothing to an endpoint whose role it was not told.
@@ -60,15 +61,19 @@ inline absl::StatusOr<Message> CallAndWait(Requester& requester, const std::stri
 }
 
 // Answers one received request, now or later (handlers may park it). Movable; cheap.
-// It also says who sent the request, as the transport knows it: the connection's routing id
-// and, with CURVE, the role whose key the peer proved. Handlers trust these, never the header's
-// sender_role and sender_rank alone.
+// It also says who sent the request, as the transport knows it: the sending process's routing
+// id and, with CURVE, the role whose key the peer proved. Handlers trust these, never the
+// header's sender_role and sender_rank alone.
 class Responder {
  public:
+  // `reply_route`: the connection the reply goes back on, when it is not `routing_id` itself
+  // (a process with several connections to this one: Transport's connections_per_peer).
   Responder(ReplySink* sink, std::string routing_id, const proto::Header& request,
-            proto::Role authenticated_role = proto::ROLE_UNSPECIFIED)
+            proto::Role authenticated_role = proto::ROLE_UNSPECIFIED,
+            std::string reply_route = "")
       : sink_(sink),
         routing_id_(std::move(routing_id)),
+        reply_route_(reply_route.empty() ? routing_id_ : std::move(reply_route)),
         authenticated_role_(authenticated_role) {
     request_.set_type(request.type());
     request_.set_request_id(request.request_id());
@@ -88,12 +93,13 @@ class Responder {
       header.set_error(std::string(status.message()));
     }
     reply.header = std::move(header);
-    sink_->SendReply(routing_id_, std::move(reply));
+    sink_->SendReply(reply_route_, std::move(reply));
   }
 
   // A reply with no payload.
   void ReplyStatus(const absl::Status& status) { Reply(Message(), status); }
 
+  // The sending process (the same for every connection it has to this one).
   const std::string& routing_id() const { return routing_id_; }
   // The sender's role as CURVE authenticated it; ROLE_UNSPECIFIED without authentication.
   proto::Role authenticated_role() const { return authenticated_role_; }
@@ -105,6 +111,7 @@ class Responder {
  private:
   ReplySink* sink_;  // Outlives every Responder (the transport outlives its handlers' work).
   std::string routing_id_;
+  std::string reply_route_;
   proto::Role authenticated_role_;
   proto::Header request_;  // Only type, request_id and key are kept.
 };

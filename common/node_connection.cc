@@ -10,6 +10,8 @@ absl::StatusOr<NodeConnection> ConnectNode(const NodeConnectionOptions& options)
   transport_options.bind_endpoint = options.bind;
   transport_options.advertise_host = options.advertise_host;
   transport_options.curve = options.curve;
+  transport_options.zmq_io_threads = options.io_threads;
+  transport_options.connections_per_peer = options.connections_per_peer;
   NodeConnection node;
   R2SP_ASSIGN_OR_RETURN(node.transport, Transport::Create(transport_options));
   node.transport->Start(nullptr);

@@ -22,6 +22,8 @@ struct NodeConnectionOptions {
   absl::Duration heartbeat_period = absl::Seconds(1);
   absl::Duration scheduler_timeout = absl::Seconds(9);  // see SchedulerClientOptions
   std::shared_ptr<const JobKeys> curve;  // see TransportOptions
+  int io_threads = 1;                    // TransportOptions::zmq_io_threads
+  int connections_per_peer = 1;          // see TransportOptions
 };
 
 struct NodeConnection {

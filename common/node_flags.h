@@ -1,5 +1,6 @@
 // The flags every server and worker takes to reach its job (--scheduler, --bind,
-// --advertise_host, --heartbeat_ms, --register_timeout_s), defined once for both binaries.
+// --advertise_host, --heartbeat_ms, --register_timeout_s, --io_threads,
+// --connections_per_peer), defined once for both binaries.
 #ifndef R2SP_COMMON_NODE_FLAGS_H_
 #define R2SP_COMMON_NODE_FLAGS_H_
 

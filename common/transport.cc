@@ -46,6 +46,13 @@ std::string WithHost(const std::string& endpoint, const std::string& host) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Transport>> Transport::Create(const TransportOptions& options) {
+  if (options.zmq_io_threads < 1 || options.connections_per_peer < 1 ||
+      options.connections_per_peer > kMaxConnectionsPerPeer) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a transport needs at least one I/O thread and 1 to ", kMaxConnectionsPerPeer,
+        " connections per peer; got ", options.zmq_io_threads, " and ",
+        options.connections_per_peer));
+  }
   std::unique_ptr<Transport> transport(new Transport(options));
   R2SP_RETURN_IF_ERROR(transport->Bind());
   return transport;
@@ -139,7 +146,7 @@ void Transport::Request(const std::string& peer_endpoint, Message request,
 void Transport::SendReply(const std::string& routing_id, Message reply) {
   {
     absl::MutexLock lock(&mu_);
-    auto it = outstanding_.find(routing_id);
+    auto it = outstanding_.find(ProcessOfRoutingId(routing_id));
     if (it != outstanding_.end() && --it->second <= 0) outstanding_.erase(it);
   }
   Enqueue(Outgoing{true, routing_id, std::move(reply), absl::InfiniteFuture(), nullptr});
@@ -241,13 +248,15 @@ void Transport::SendOne(Outgoing& item) {
   item.message.header.set_request_id(id);
   item.message.header.set_is_reply(false);
   const size_t bytes = PayloadBytes(item.message);
-  absl::StatusOr<zmq::socket_t*> dealer = DealerFor(item.destination);
+  const int connection = ConnectionFor(item.destination, item.message.header);
+  absl::StatusOr<zmq::socket_t*> dealer = DealerFor(item.destination, connection);
   if (!dealer.ok()) {
     item.callback(dealer.status());
     return;
   }
   try {
-    pending_.emplace(id, Pending{std::move(item.callback), item.deadline, item.destination});
+    pending_.emplace(id, Pending{std::move(item.callback), item.deadline, item.destination,
+                                 connection});
     SendFrames(**dealer, item.message, nullptr);
     absl::MutexLock lock(&mu_);
     counters_.payload_bytes_sent += bytes;
@@ -305,7 +314,8 @@ void Transport::ReceiveFromRouter() {
       Drop("a reply arrived on the ROUTER socket");
       continue;
     }
-    if (!TakeOutstanding(routing_id)) {
+    std::string peer = ProcessOfRoutingId(routing_id);
+    if (!TakeOutstanding(peer)) {
       Drop(absl::StrCat("a peer has ", options_.max_outstanding_per_peer,
                         " requests outstanding already"));
       ReplyFromTransport(routing_id, proto::NOT_READY,
@@ -316,7 +326,7 @@ void Transport::ReceiveFromRouter() {
       absl::MutexLock lock(&mu_);
       counters_.payload_bytes_received += PayloadBytes(*decoded);
     }
-    Responder responder(this, std::move(routing_id), decoded->header, role);
+    Responder responder(this, std::move(peer), decoded->header, role, std::move(routing_id));
     RequestHandler* handler = handler_.load();
     if (handler == nullptr || stopping_.load()) {
       responder.ReplyStatus(absl::UnavailableError("this process takes no requests now"));
@@ -349,6 +359,7 @@ void Transport::ReceiveFromDealer(zmq::socket_t& dealer) {
       continue;
     }
     ReplyCallback callback = std::move(it->second.callback);
+    ConnectionAnswered(it->second.peer, it->second.connection);
     pending_.erase(it);
     {
       absl::MutexLock lock(&mu_);

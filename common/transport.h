@@ -1,9 +1,10 @@
 // ZeroMQ transport: one ROUTER bound for requests received (replies go back on it) and one
-// DEALER per peer for requests sent, all owned by a single I/O thread. Every DEALER connects with
-// the transport's own random routing id, which is how peers tell its requests apart (the
-// scheduler binds it to a rank at registration). With CURVE keys every connection is encrypted
-// and the ROUTER admits only peers holding one of the job's keys, whose role each request then
-// carries (Responder::authenticated_role).
+// DEALER per peer for requests sent (or several: connections_per_peer), all owned by a single
+// I/O thread. Every DEALER connects with the transport's own random routing id (a further
+// connection to the same peer with ".K" after it), which is how peers tell its requests apart
+// (the scheduler binds it to a rank at registration; a receiver strips the ".K"). With CURVE keys
+// every connection is encrypted and the ROUTER admits only peers holding one of the job's keys,
+// whose role each request then carries (Responder::authenticated_role).
 #ifndef R2SP_COMMON_TRANSPORT_H_
 #define R2SP_COMMON_TRANSPORT_H_
 
@@ -48,8 +49,25 @@ struct TransportOptions {
   std::shared_ptr<const JobKeys> curve;
   // How often RequestHandler::OnTick runs and request deadlines are checked.
   absl::Duration tick_period = absl::Milliseconds(50);
+  // libzmq's I/O threads: where CURVE seals and opens every message, one connection always on
+  // the same thread. REQUIRES: >= 1.
   int zmq_io_threads = 1;
+  // Connections to each peer requests go on: pushes and pulls pick one by partition key,
+  // everything else takes the first. With more than one I/O thread at both ends, one peer's
+  // CURVE work spreads over them: connection k is served by I/O thread k mod zmq_io_threads
+  // here, and the peer's libzmq gives a new connection its least loaded I/O thread, so they
+  // open one at a time, each once the one before has answered (until then its keys use the
+  // newest open one). REQUIRES: in [1, kMaxConnectionsPerPeer].
+  int connections_per_peer = 1;
 };
+
+// Connection k's routing id ends in ".K" (1 or 2 digits).
+inline constexpr int kMaxConnectionsPerPeer = 99;
+
+// The routing id of `routing_id`'s connection `k` (0: `routing_id` itself), and back: the
+// sending process of a routing id a request arrived with.
+std::string ConnectionRoutingId(const std::string& routing_id, int k);
+std::string ProcessOfRoutingId(const std::string& routing_id);
 
 struct TransportCounters {
   uint64_t requests_received = 0;
@@ -115,6 +133,7 @@ class Transport : public ReplySink, public Requester {
     ReplyCallback callback;
     absl::Time deadline;
     std::string peer;  // endpoint
+    int connection = 0;
   };
 
   static constexpr int kLingerMs = 2000;  // flush queued messages when closing
@@ -127,8 +146,8 @@ class Transport : public ReplySink, public Requester {
                           const std::string& why, const proto::Header* request);
   // The role the peer that sent `frame` authenticated as (CURVE), else ROLE_UNSPECIFIED.
   proto::Role AuthenticatedRole(zmq::message_t& frame) const;
-  // Counts a request in from `routing_id`; false when it has too many outstanding already.
-  bool TakeOutstanding(const std::string& routing_id);
+  // Counts a request in from process `peer`; false when it has too many outstanding already.
+  bool TakeOutstanding(const std::string& peer);
   void Loop();
   void DrainOutbox();
   void SendOne(Outgoing& item);
@@ -140,8 +159,12 @@ class Transport : public ReplySink, public Requester {
   void ApplyResets();
   // Wakes the I/O thread from its poll.
   void Wake();
-  // The DEALER connected to `peer`, made on first use.
-  absl::StatusOr<zmq::socket_t*> DealerFor(const std::string& peer);
+  // Which of the connections to `peer` `header`'s request goes on.
+  int ConnectionFor(const std::string& peer, const proto::Header& header) const;
+  // A reply came on connection k to `peer`: the next connection may open.
+  void ConnectionAnswered(const std::string& peer, int k);
+  // DEALER `k` connected to `peer`, made on first use.
+  absl::StatusOr<zmq::socket_t*> DealerFor(const std::string& peer, int k);
   void Drop(const std::string& why);
 
   const TransportOptions options_;
@@ -160,13 +183,16 @@ class Transport : public ReplySink, public Requester {
   std::deque<Outgoing> outbox_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;  // the I/O thread has exited
   TransportCounters counters_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<std::string, int> outstanding_ ABSL_GUARDED_BY(mu_);  // by routing id
+  absl::flat_hash_map<std::string, int> outstanding_ ABSL_GUARDED_BY(mu_);  // by process
   absl::flat_hash_map<std::string, proto::Role> peer_roles_ ABSL_GUARDED_BY(mu_);  // by endpoint
   std::vector<std::pair<std::string, std::string>> resets_ ABSL_GUARDED_BY(mu_);  // peer, why
   LogLimiter drop_log_ ABSL_GUARDED_BY(mu_);
 
   // Touched only by the I/O thread.
-  absl::flat_hash_map<std::string, std::unique_ptr<zmq::socket_t>> dealers_;
+  // By peer endpoint: connection k at [k] (null until first used), and how many of them
+  // requests may use (absent: 1).
+  absl::flat_hash_map<std::string, std::vector<std::unique_ptr<zmq::socket_t>>> dealers_;
+  absl::flat_hash_map<std::string, int> open_connections_;
   std::vector<zmq::socket_t*> dealer_list_;
   absl::flat_hash_map<uint64_t, Pending> pending_;
   uint64_t next_request_id_ = 1;

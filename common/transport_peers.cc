@@ -1,5 +1,5 @@
-// Transport (transport.h): what it knows and bounds about its peers. The DEALER to each peer
-// (with the transport's routing id and, with CURVE, the peer's role key), the roles peers were
+// Transport (transport.h): what it knows and bounds about its peers. The DEALERs to each peer
+// (with the transport's routing id, one per connection, and, with CURVE, the peer's role key), the roles peers were
 // said to have, the requests each peer has outstanding, the replies the transport sends on its
 // own, the role a CURVE peer proved, and rate-limited drop warnings.
 #include <algorithm>
@@ -7,11 +7,26 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "common/transport.h"
 #include "glog/logging.h"
 
 namespace r2sp {
+
+std::string ConnectionRoutingId(const std::string& routing_id, int k) {
+  return k == 0 ? routing_id : absl::StrCat(routing_id, ".", k);
+}
+
+std::string ProcessOfRoutingId(const std::string& routing_id) {
+  const size_t dot = routing_id.rfind('.');
+  if (dot == std::string::npos || dot == 0) return routing_id;
+  const absl::string_view k = absl::string_view(routing_id).substr(dot + 1);
+  const bool connection = !k.empty() && k.size() <= 2 && k[0] != '0' &&
+                          std::all_of(k.begin(), k.end(), absl::ascii_isdigit);
+  return connection ? routing_id.substr(0, dot) : routing_id;
+}
 
 void Transport::ExpectPeer(const std::string& peer_endpoint, proto::Role role) {
   absl::MutexLock lock(&mu_);
@@ -33,13 +48,16 @@ void Transport::ApplyResets() {
     resets.swap(resets_);
   }
   for (const auto& [peer, why] : resets) {
-    auto dealer = dealers_.find(peer);
-    if (dealer != dealers_.end()) {
-      dealer->second->set(zmq::sockopt::linger, 0);  // what was not delivered never will be
-      dealer_list_.erase(std::find(dealer_list_.begin(), dealer_list_.end(),
-                                   dealer->second.get()));
-      dealers_.erase(dealer);  // closes it
+    auto dealers = dealers_.find(peer);
+    if (dealers != dealers_.end()) {
+      for (std::unique_ptr<zmq::socket_t>& dealer : dealers->second) {
+        if (dealer == nullptr) continue;
+        dealer->set(zmq::sockopt::linger, 0);  // what was not delivered never will be
+        dealer_list_.erase(std::find(dealer_list_.begin(), dealer_list_.end(), dealer.get()));
+      }
+      dealers_.erase(dealers);  // closes them
     }
+    open_connections_.erase(peer);
     std::vector<ReplyCallback> failed;
     for (auto it = pending_.begin(); it != pending_.end();) {
       if (it->second.peer == peer) {
@@ -72,9 +90,9 @@ void Transport::ReplyFromTransport(const std::string& routing_id, proto::ErrorCo
                    nullptr});
 }
 
-bool Transport::TakeOutstanding(const std::string& routing_id) {
+bool Transport::TakeOutstanding(const std::string& peer) {
   absl::MutexLock lock(&mu_);
-  int& n = outstanding_[routing_id];
+  int& n = outstanding_[peer];
   if (n >= options_.max_outstanding_per_peer) {
     ++counters_.refused_requests;
     return false;
@@ -90,9 +108,24 @@ proto::Role Transport::AuthenticatedRole(zmq::message_t& frame) const {
   return user != nullptr ? RoleFromKeyName(user) : proto::ROLE_UNSPECIFIED;
 }
 
-absl::StatusOr<zmq::socket_t*> Transport::DealerFor(const std::string& peer) {
-  auto it = dealers_.find(peer);
-  if (it != dealers_.end()) return it->second.get();
+int Transport::ConnectionFor(const std::string& peer, const proto::Header& header) const {
+  const bool keyed = header.type() == proto::PUSH || header.type() == proto::PULL;
+  if (!keyed || options_.connections_per_peer == 1) return 0;
+  const int k = static_cast<int>(header.key() % options_.connections_per_peer);
+  auto open = open_connections_.find(peer);
+  return std::min(k, open == open_connections_.end() ? 0 : open->second - 1);
+}
+
+void Transport::ConnectionAnswered(const std::string& peer, int k) {
+  if (options_.connections_per_peer == 1) return;
+  int& open = open_connections_.try_emplace(peer, 1).first->second;
+  if (k == open - 1 && open < options_.connections_per_peer) ++open;
+}
+
+absl::StatusOr<zmq::socket_t*> Transport::DealerFor(const std::string& peer, int k) {
+  std::vector<std::unique_ptr<zmq::socket_t>>& connections = dealers_[peer];
+  connections.resize(options_.connections_per_peer);
+  if (connections[k] != nullptr) return connections[k].get();
   const std::string* server_key = nullptr;
   if (options_.curve != nullptr) {
     proto::Role role = proto::ROLE_UNSPECIFIED;
@@ -114,7 +147,9 @@ absl::StatusOr<zmq::socket_t*> Transport::DealerFor(const std::string& peer) {
     dealer->set(zmq::sockopt::sndhwm, 0);
     dealer->set(zmq::sockopt::rcvhwm, options_.queue_messages);
     dealer->set(zmq::sockopt::maxmsgsize, options_.max_frame_bytes);
-    dealer->set(zmq::sockopt::routing_id, routing_id_);
+    dealer->set(zmq::sockopt::routing_id, ConnectionRoutingId(routing_id_, k));
+    // Connection k on I/O thread k (mod their number): set before connecting.
+    dealer->set(zmq::sockopt::affinity, uint64_t{1} << (k % std::min(options_.zmq_io_threads, 64)));
     if (server_key != nullptr) {
       dealer->set(zmq::sockopt::curve_serverkey, *server_key);
       dealer->set(zmq::sockopt::curve_publickey, options_.curve->public_key);
@@ -126,7 +161,7 @@ absl::StatusOr<zmq::socket_t*> Transport::DealerFor(const std::string& peer) {
   }
   zmq::socket_t* socket = dealer.get();
   dealer_list_.push_back(socket);
-  dealers_.emplace(peer, std::move(dealer));
+  connections[k] = std::move(dealer);
   return socket;
 }
 

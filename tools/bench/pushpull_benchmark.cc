@@ -13,8 +13,8 @@
 // (c) transport only: the same partitions through our Transport and framing to a handler that
 //     only acknowledges, i.e. (b) without the optimizer: what the protocol itself costs.
 // (d) with --auth=curve: (b)'s fp32 push+pull between a worker and a server that speak CURVE
-//     (keys made in memory, a ZAP handler on the server, as with the binaries' --auth=curve),
-//     and its ratio to plain (b) per round.
+//     (keys made in memory, a ZAP handler on the server, as with the binaries' --auth=curve,
+//     with --curve_io_threads and --curve_connections), and its ratio to plain (b) per round.
 // (e) with --link=RATE (e.g. 419mbit): all of the above on a loopback shaped to that rate in a
 //     private network namespace (tools/bench/shaped_loopback.h; root), where bytes cost what a
 //     link charges for them instead of a memory copy. One queue carries both directions.
@@ -43,6 +43,7 @@
 #include "tools/bench/bench_util.h"
 #include "tools/bench/pushpull_setups.h"
 #include "tools/bench/shaped_loopback.h"
+#include "tools/bench/thread_cpu.h"
 
 DEFINE_double(reps_scale, 1.0, "multiply every repetition count by this");
 DEFINE_uint64(partition_bytes, 1 << 20, "largest partition (the scheduler's default)");
@@ -54,6 +55,10 @@ DEFINE_string(topk_codec, "topk:0.01", "the top-k push codec compared (a worker 
 DEFINE_string(csc_codec, "csc:0.05", "the csc push codec compared (a worker --push_codec)");
 DEFINE_string(auth, "none", "curve: also time fp32 push+pull over CurveZMQ (keys made in "
               "memory), against plain in the same rounds");
+DEFINE_int32(curve_io_threads, 2, "--auth=curve: ZeroMQ I/O threads at each end (the binaries' "
+             "--io_threads; 2 is their default with --auth=curve)");
+DEFINE_int32(curve_connections, 0, "--auth=curve: the worker's connections to the server (the "
+             "binaries' --connections_per_peer; 0: --curve_io_threads, their default)");
 DEFINE_string(link, "", "run over a loopback shaped to this rate (e.g. 419mbit, 1gbit) in a "
               "private network namespace; needs root, ip and tc");
 
@@ -81,6 +86,9 @@ std::vector<CodecColumn> CodecColumns() {
   return columns;
 }
 
+// libzmq names its I/O threads "ZMQbg/IO/N".
+constexpr char kZmqIoThread[] = "ZMQbg/IO";
+
 // One payload size: all measurements interleaved round by round (bench::InterleavedSeconds),
 // so that ratios compare runs taken at the same moments of a noisy machine.
 struct SizeResult {
@@ -93,6 +101,9 @@ struct SizeResult {
   // --auth=curve: push+pull median seconds over CURVE; time plain / time CURVE, per round;
   // median CPU seconds the process used per plain and per CURVE push+pull.
   double curve_pushpull = 0, curve_vs_plain = 0, plain_cpu = 0, curve_cpu = 0;
+  // --auth=curve: each of the CURVE pair's ZeroMQ I/O threads' CPU seconds per push+pull,
+  // largest first (where the cipher runs).
+  std::vector<double> curve_io_cpu;
 };
 
 SizeResult MeasureSize(size_t bytes, const std::vector<CodecColumn>& codecs) {
@@ -113,11 +124,21 @@ SizeResult MeasureSize(size_t bytes, const std::vector<CodecColumn>& codecs) {
   for (const auto& o : coded) bodies.push_back([o = o.get()] { o->Push(); });
   std::unique_ptr<bench::Ours> curve;
   std::vector<double> plain_cpu, curve_cpu;  // where CURVE's time goes: CPU per round
+  std::unique_ptr<bench::ThreadCpuMeter> curve_io;  // and on which threads
   if (FLAGS_auth == "curve") {
     const auto keys = ValueOrExit(GenerateJobKeys());
-    curve = std::make_unique<bench::Ours>(grads, codec::CodecSpec(), FLAGS_partition_bytes, &keys);
+    const std::vector<int> before = bench::ThreadsNamed(kZmqIoThread);
+    curve = std::make_unique<bench::Ours>(
+        grads, codec::CodecSpec(), FLAGS_partition_bytes, &keys, FLAGS_curve_io_threads,
+        FLAGS_curve_connections > 0 ? FLAGS_curve_connections : FLAGS_curve_io_threads);
+    std::vector<int> io_threads;  // the CURVE pair's: new since `before`
+    for (int tid : bench::ThreadsNamed(kZmqIoThread)) {
+      if (std::find(before.begin(), before.end(), tid) == before.end()) io_threads.push_back(tid);
+    }
+    curve_io = std::make_unique<bench::ThreadCpuMeter>(std::move(io_threads));
     bodies[4] = bench::CountingCpu(bodies[4], &plain_cpu);
-    bodies.push_back(bench::CountingCpu([&curve] { curve->PushPull(); }, &curve_cpu));
+    bodies.push_back(bench::CountingCpu(curve_io->Counting([&curve] { curve->PushPull(); }),
+                                        &curve_cpu));
   }
   const std::vector<std::vector<double>> t = bench::InterleavedSeconds(2, Reps(bytes), bodies);
   SizeResult r;
@@ -138,6 +159,7 @@ SizeResult MeasureSize(size_t bytes, const std::vector<CodecColumn>& codecs) {
     r.curve_vs_plain = bench::MedianRatio(t[4], t.back());
     r.plain_cpu = bench::Median(plain_cpu);
     r.curve_cpu = bench::Median(curve_cpu);
+    r.curve_io_cpu = curve_io->PerCall();
   }
   // Throughput ratio ours/raw = time raw / time ours.
   r.transport_vs_raw = bench::MedianRatio(t[0], t[1]);
@@ -219,6 +241,10 @@ void PrintRow(size_t bytes, const SizeResult& r, const std::vector<CodecColumn>&
     std::printf("\n%-8s CPU per push+pull, both ends: plain %.1f ms (%.2f cores busy), CURVE %.1f "
                 "ms (%.2f cores busy)", "", r.plain_cpu * 1e3, r.plain_cpu / r.pushpull,
                 r.curve_cpu * 1e3, r.curve_cpu / r.curve_pushpull);
+    // With a core for each I/O thread, a round takes at least what the busiest one does.
+    std::printf("\n%-8s CURVE's ZeroMQ I/O threads, CPU per push+pull (ms):", "");
+    for (double s : r.curve_io_cpu) std::printf(" %.1f", s * 1e3);
+    std::printf(" (plain push+pull: %.1f ms)", r.pushpull * 1e3);
   }
   std::printf("\n");
   std::fflush(stdout);
@@ -246,6 +272,9 @@ struct Headline {
   // Per CodecColumn: time fp32 / time codec, push+pull and push alone.
   std::vector<double> codec16, codec100, push_codec16, push_codec100;
   double curve1 = kNone, curve16 = kNone, curve100 = kNone;  // --auth=curve: CURVE / plain
+  // --auth=curve, 16 MB: plain push+pull time over the busiest CURVE I/O thread's CPU per
+  // round, the most CURVE / plain can be with a core for each I/O thread.
+  double curve_io_bound16 = kNone;
 
   Headline(size_t codecs)
       : codec16(codecs, kNone),
@@ -257,6 +286,9 @@ struct Headline {
     if (r.curve_pushpull > 0) {
       (bytes == kMB ? curve1 : bytes == 16 * kMB ? curve16 : curve100) =
           bytes == kMB || bytes == 16 * kMB || bytes == 100 * kMB ? r.curve_vs_plain : kNone;
+    }
+    if (bytes == 16 * kMB && !r.curve_io_cpu.empty() && r.curve_io_cpu[0] > 0) {
+      curve_io_bound16 = r.pushpull / r.curve_io_cpu[0];
     }
     if (bytes == 16 * kMB) {
       push16 = r.push_vs_raw, pp16 = pp, trans16 = r.transport_vs_raw, codec16 = r.codec_vs_fp32;
@@ -285,7 +317,8 @@ struct Headline {
     }
     if (FLAGS_auth == "curve") {
       std::printf(" curve_vs_plain_pushpull_1MB=%.2f curve_vs_plain_pushpull_16MB=%.2f "
-                  "curve_vs_plain_pushpull_100MB=%.2f", curve1, curve16, curve100);
+                  "curve_vs_plain_pushpull_100MB=%.2f curve_io_thread_bound_16MB=%.2f", curve1,
+                  curve16, curve100, curve_io_bound16);
     }
     std::printf("\n");
   }

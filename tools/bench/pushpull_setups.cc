@@ -105,7 +105,8 @@ void TransportOnly::Once() {
 }
 
 Ours::Ours(const std::vector<float>& grads, const codec::CodecSpec& push_codec,
-           size_t partition_bytes, const absl::flat_hash_map<int, JobKeys>* curve)
+           size_t partition_bytes, const absl::flat_hash_map<int, JobKeys>* curve,
+           int io_threads, int connections)
     : n_(grads.size()),
       push_codec_(push_codec),
       pull_codec_(push_codec.codec == proto::FP16 ? proto::FP16 : proto::FP32),
@@ -125,6 +126,8 @@ Ours::Ours(const std::vector<float>& grads, const codec::CodecSpec& push_codec,
   if (curve != nullptr) {
     server_options.curve = std::make_shared<const JobKeys>(curve->at(proto::SERVER));
     client_options.curve = std::make_shared<const JobKeys>(curve->at(proto::WORKER));
+    server_options.zmq_io_threads = client_options.zmq_io_threads = io_threads;
+    client_options.connections_per_peer = connections;
   }
   auto server = Transport::Create(server_options);
   auto client = Transport::Create(client_options);

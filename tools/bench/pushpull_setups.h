@@ -73,9 +73,12 @@ class Ours {
   // `push_codec`: how gradients travel (fp32: zero-copy; the others encoded by the client;
   // sparse ones with error feedback). Pulls are fp16 for fp16, fp32 otherwise. `grads`
   // (borrowed; outlives this) is what every push sends. With `curve` (every role's keys, from
-  // GenerateJobKeys), the worker and server speak CURVE as with --auth=curve.
+  // GenerateJobKeys), the worker and server speak CURVE as with --auth=curve, each with
+  // `io_threads` ZeroMQ I/O threads and the worker with `connections` to the server
+  // (--io_threads, --connections_per_peer).
   Ours(const std::vector<float>& grads, const codec::CodecSpec& push_codec, size_t partition_bytes,
-       const absl::flat_hash_map<int, JobKeys>* curve = nullptr);
+       const absl::flat_hash_map<int, JobKeys>* curve = nullptr, int io_threads = 1,
+       int connections = 1);
   ~Ours();
   void Push();
   void Pull();

@@ -1,0 +1,58 @@
+// The benchmarks' per-thread CPU accounting (tools/bench/thread_cpu.h): a thread is found by
+// its name, its CPU clock advances while it spins and not while it sleeps, and the meter
+// charges each watched thread only for what it did while the wrapped body ran.
+#include "tools/bench/thread_cpu.h"
+
+#include <pthread.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace r2sp::bench {
+namespace {
+
+// Spins while `spin` is set, else sleeps, until `stop`.
+void Worker(const char* name, std::atomic<bool>* spin, std::atomic<bool>* stop) {
+  pthread_setname_np(pthread_self(), name);
+  while (!stop->load()) {
+    if (!spin->load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+TEST(ThreadCpuTest, FindsThreadsByNameAndChargesThemWhatTheyRan) {
+  std::atomic<bool> spin{false}, stop{false};
+  std::thread worker(Worker, "cpu_test_spin", &spin, &stop);
+  std::vector<int> tids;
+  for (int tries = 0; tries < 1000 && tids.empty(); ++tries) {
+    tids = ThreadsNamed("cpu_test_");
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_EQ(tids.size(), 1u);
+  EXPECT_TRUE(ThreadsNamed("no_such_thread").empty());
+  ThreadCpuMeter meter(tids);
+  const auto busy = meter.Counting([&] {
+    spin = true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    spin = false;
+  });
+  const auto idle = [] { std::this_thread::sleep_for(std::chrono::milliseconds(200)); };
+  busy();
+  const double after_busy = meter.PerCall()[0];
+  EXPECT_GT(after_busy, 0.05);  // it spun for 0.2 s on one of the cores
+  EXPECT_LT(after_busy, 0.25);
+  idle();  // not wrapped: not charged
+  const double before = ThreadCpuSeconds(tids[0]);
+  meter.Counting(idle)();
+  EXPECT_LT(ThreadCpuSeconds(tids[0]) - before, 0.02);  // asleep
+  EXPECT_NEAR(meter.PerCall()[0], after_busy / 2, 0.01);  // two calls, one busy
+  stop = true;
+  worker.join();
+  EXPECT_EQ(ThreadCpuSeconds(tids[0]), 0);  // gone
+}
+
+}  // namespace
+}  // namespace r2sp::bench
