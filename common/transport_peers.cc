@@ -1,7 +1,9 @@
 // Transport (transport.h): what it knows and bounds about its peers. The DEALERs to each peer
-// (with the transport's routing id, one per connection, and, with CURVE, the peer's role key), the roles peers were
-// said to have, the requests each peer has outstanding, the replies the transport sends on its
-// own, the role a CURVE peer proved, and rate-limited drop warnings.
+// (one per connection, each with the transport's routing id and connection number, pinned to
+// an I/O thread, opened in turn; with CURVE, the peer's role key), the routing ids' mapping to
+// processes, the roles peers were said to have, the requests each peer has outstanding, the
+// replies the transport sends on its own, the role a CURVE peer proved, and rate-limited drop
+// warnings.
 #include <algorithm>
 #include <string>
 #include <utility>

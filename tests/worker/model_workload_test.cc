@@ -88,6 +88,17 @@ class ModelWorkloadTest : public ::testing::Test {
     CHECK(net.ok()) << net.status();
     return *std::move(net);
   }
+  // One step of a fresh workload over `net` (fp16 gradients asked for or not); `check` sees it
+  // while the workload lives.
+  template <typename Check>
+  void OneStep(models::Network* net, bool fp16, Check check) {
+    models::Batcher batcher(&data_, {0, 1, 1, /*shuffle=*/false, false});
+    ModelWorkload workload(Options(fp16), net, &batcher, nullptr);
+    workload.StartEpoch(0);
+    absl::StatusOr<ComputedStep> step = workload.ComputeGradient(0, 4, params_.data());
+    ASSERT_TRUE(step.ok()) << step.status();
+    check(*step);
+  }
   ModelWorkloadOptions Options(bool fp16) const {
     ModelWorkloadOptions o;
     o.largest_batch = 4;
@@ -102,28 +113,20 @@ class ModelWorkloadTest : public ::testing::Test {
 
 TEST_F(ModelWorkloadTest, TheCpuBackendGivesFp32EvenWhenFp16IsAsked) {
   std::unique_ptr<models::Network> net = CpuNetwork();
-  models::Batcher batcher(&data_, {0, 1, 1, /*shuffle=*/false, false});
-  ModelWorkload workload(Options(/*fp16=*/true), net.get(), &batcher, nullptr);
-  workload.StartEpoch(0);
-  absl::StatusOr<ComputedStep> step = workload.ComputeGradient(0, 4, params_.data());
-  ASSERT_TRUE(step.ok()) << step.status();
-  EXPECT_NE(step->grads.fp32, nullptr);
-  EXPECT_EQ(step->grads.fp16, nullptr);
+  OneStep(net.get(), /*fp16=*/true, [](const ComputedStep& step) {
+    EXPECT_NE(step.grads.fp32, nullptr);
+    EXPECT_EQ(step.grads.fp16, nullptr);
+  });
 }
 
 TEST_F(ModelWorkloadTest, ABackendThatEncodesHandsOverTheFp16GradientPinned) {
   // The fp32 gradient of the same batch at the same parameters.
   std::vector<float> fp32(graph_.num_parameters());
-  {
-    std::unique_ptr<models::Network> net = CpuNetwork();
-    models::Batcher batcher(&data_, {0, 1, 1, /*shuffle=*/false, false});
-    ModelWorkload workload(Options(/*fp16=*/false), net.get(), &batcher, nullptr);
-    workload.StartEpoch(0);
-    absl::StatusOr<ComputedStep> step = workload.ComputeGradient(0, 4, params_.data());
-    ASSERT_TRUE(step.ok()) << step.status();
-    ASSERT_NE(step->grads.fp32, nullptr);
-    std::memcpy(fp32.data(), step->grads.fp32, fp32.size() * sizeof(float));
-  }
+  std::unique_ptr<models::Network> cpu = CpuNetwork();
+  OneStep(cpu.get(), /*fp16=*/false, [&](const ComputedStep& step) {
+    ASSERT_NE(step.grads.fp32, nullptr);
+    std::memcpy(fp32.data(), step.grads.fp32, fp32.size() * sizeof(float));
+  });
   std::vector<uint16_t> expected(fp32.size());
   codec::EncodeFp16(fp32.data(), fp32.size(), expected.data());
 
