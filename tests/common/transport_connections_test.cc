@@ -122,9 +122,9 @@ class BareRouter {
 // pulls go on connection key mod 3 and everything else on the first.
 TEST(TransportConnectionsTest, ConnectionsOpenInTurnThenCarryTheirKeys) {
   BareRouter router;
-  auto client = Client(3);
   int answered = 0;
-  absl::Mutex mu;
+  absl::Mutex mu;  // before the client: its callbacks run until it is gone
+  auto client = Client(3);
   const auto count = [&](absl::StatusOr<Message> reply) {
     EXPECT_TRUE(reply.ok()) << reply.status();
     absl::MutexLock lock(&mu);
@@ -210,10 +210,10 @@ TEST(TransportConnectionsTest, OutstandingRequestsAreBoundedPerProcessNotPerConn
   auto server = Transport::Create(options);
   ASSERT_TRUE(server.ok()) << server.status();
   (*server)->Start(&who);
+  absl::Mutex mu;  // before the client: its callbacks run until it is gone
+  int refused = 0, answered = 0;
   auto client = Client(3);
   OpenConnections(client.get(), (*server)->endpoint(), 3);
-  absl::Mutex mu;
-  int refused = 0, answered = 0;
   for (uint64_t key = 1000; key < 1006; ++key) {  // parked, over 3 connections
     client->Request((*server)->endpoint(), Request(proto::PULL, key), absl::Seconds(30),
                     [&](absl::StatusOr<Message> reply) {
@@ -222,12 +222,12 @@ TEST(TransportConnectionsTest, OutstandingRequestsAreBoundedPerProcessNotPerConn
                       refused += reply.ok() && reply->header.code() == proto::NOT_READY;
                     });
   }
-  absl::MutexLock lock(&mu);
-  ASSERT_TRUE(mu.AwaitWithTimeout(absl::Condition(+[](int* n) { return *n >= 2; }, &answered),
-                                  absl::Seconds(10)));
-  mu.Unlock();
+  ASSERT_TRUE(WaitUntil([&] {
+    absl::MutexLock lock(&mu);
+    return answered >= 2;
+  }));
   absl::SleepFor(absl::Milliseconds(200));  // nothing more is answered
-  mu.Lock();
+  absl::MutexLock lock(&mu);
   EXPECT_EQ(answered, 2);
   EXPECT_EQ(refused, 2);
   EXPECT_EQ((*server)->counters().refused_requests, 2u);
@@ -238,10 +238,10 @@ TEST(TransportConnectionsTest, ResetPeerFailsWhatEveryConnectionOwes) {
   auto server = Transport::Create(TransportOptions());
   ASSERT_TRUE(server.ok()) << server.status();
   (*server)->Start(&who);
+  absl::Mutex mu;  // before the client: its callbacks run until it is gone
+  int unavailable = 0;
   auto client = Client(3);
   OpenConnections(client.get(), (*server)->endpoint(), 3);
-  absl::Mutex mu;
-  int unavailable = 0;
   for (uint64_t key = 1000; key < 1003; ++key) {  // parked, one on each connection
     client->Request((*server)->endpoint(), Request(proto::PULL, key), absl::Seconds(60),
                     [&](absl::StatusOr<Message> reply) {
@@ -251,9 +251,10 @@ TEST(TransportConnectionsTest, ResetPeerFailsWhatEveryConnectionOwes) {
   }
   absl::SleepFor(absl::Milliseconds(200));  // delivered and parked
   client->ResetPeer((*server)->endpoint(), "lost in a test");
-  absl::MutexLock lock(&mu);
-  EXPECT_TRUE(mu.AwaitWithTimeout(absl::Condition(+[](int* n) { return *n == 3; }, &unavailable),
-                                  absl::Seconds(5)));
+  EXPECT_TRUE(WaitUntil([&] {
+    absl::MutexLock lock(&mu);
+    return unavailable == 3;
+  }));
 }
 
 }  // namespace
