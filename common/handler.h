@@ -73,7 +73,7 @@ class Responder {
             std::string reply_route = "")
       : sink_(sink),
         routing_id_(std::move(routing_id)),
-        reply_route_(reply_route.empty() ? routing_id_ : std::move(reply_route)),
+        reply_route_(std::move(reply_route)),
         authenticated_role_(authenticated_role) {
     request_.set_type(request.type());
     request_.set_request_id(request.request_id());
@@ -93,7 +93,7 @@ class Responder {
       header.set_error(std::string(status.message()));
     }
     reply.header = std::move(header);
-    sink_->SendReply(reply_route_, std::move(reply));
+    sink_->SendReply(reply_route_.empty() ? routing_id_ : reply_route_, std::move(reply));
   }
 
   // A reply with no payload.
@@ -111,7 +111,7 @@ class Responder {
  private:
   ReplySink* sink_;  // Outlives every Responder (the transport outlives its handlers' work).
   std::string routing_id_;
-  std::string reply_route_;
+  std::string reply_route_;  // empty: routing_id_
   proto::Role authenticated_role_;
   proto::Header request_;  // Only type, request_id and key are kept.
 };

@@ -314,8 +314,8 @@ void Transport::ReceiveFromRouter() {
       Drop("a reply arrived on the ROUTER socket");
       continue;
     }
-    std::string peer = ProcessOfRoutingId(routing_id);
-    if (!TakeOutstanding(peer)) {
+    const absl::string_view process = ProcessOfRoutingId(routing_id);
+    if (!TakeOutstanding(process)) {
       Drop(absl::StrCat("a peer has ", options_.max_outstanding_per_peer,
                         " requests outstanding already"));
       ReplyFromTransport(routing_id, proto::NOT_READY,
@@ -326,6 +326,9 @@ void Transport::ReceiveFromRouter() {
       absl::MutexLock lock(&mu_);
       counters_.payload_bytes_received += PayloadBytes(*decoded);
     }
+    // A further connection's reply goes back on it; the process's own needs no route of its own.
+    std::string peer(process);
+    if (peer.size() == routing_id.size()) routing_id.clear();
     Responder responder(this, std::move(peer), decoded->header, role, std::move(routing_id));
     RequestHandler* handler = handler_.load();
     if (handler == nullptr || stopping_.load()) {

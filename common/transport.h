@@ -19,6 +19,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/auth/curve_keys.h"
@@ -65,9 +66,9 @@ struct TransportOptions {
 inline constexpr int kMaxConnectionsPerPeer = 99;
 
 // The routing id of `routing_id`'s connection `k` (0: `routing_id` itself), and back: the
-// sending process of a routing id a request arrived with.
+// sending process of a routing id a request arrived with (a prefix of it, or all of it).
 std::string ConnectionRoutingId(const std::string& routing_id, int k);
-std::string ProcessOfRoutingId(const std::string& routing_id);
+absl::string_view ProcessOfRoutingId(absl::string_view routing_id);
 
 struct TransportCounters {
   uint64_t requests_received = 0;
@@ -147,7 +148,7 @@ class Transport : public ReplySink, public Requester {
   // The role the peer that sent `frame` authenticated as (CURVE), else ROLE_UNSPECIFIED.
   proto::Role AuthenticatedRole(zmq::message_t& frame) const;
   // Counts a request in from process `peer`; false when it has too many outstanding already.
-  bool TakeOutstanding(const std::string& peer);
+  bool TakeOutstanding(absl::string_view peer);
   void Loop();
   void DrainOutbox();
   void SendOne(Outgoing& item);

@@ -21,10 +21,10 @@ std::string ConnectionRoutingId(const std::string& routing_id, int k) {
   return k == 0 ? routing_id : absl::StrCat(routing_id, ".", k);
 }
 
-std::string ProcessOfRoutingId(const std::string& routing_id) {
+absl::string_view ProcessOfRoutingId(absl::string_view routing_id) {
   const size_t dot = routing_id.rfind('.');
-  if (dot == std::string::npos || dot == 0) return routing_id;
-  const absl::string_view k = absl::string_view(routing_id).substr(dot + 1);
+  if (dot == absl::string_view::npos || dot == 0) return routing_id;
+  const absl::string_view k = routing_id.substr(dot + 1);
   const bool connection = !k.empty() && k.size() <= 2 && k[0] != '0' &&
                           std::all_of(k.begin(), k.end(), absl::ascii_isdigit);
   return connection ? routing_id.substr(0, dot) : routing_id;
@@ -92,7 +92,7 @@ void Transport::ReplyFromTransport(const std::string& routing_id, proto::ErrorCo
                    nullptr});
 }
 
-bool Transport::TakeOutstanding(const std::string& peer) {
+bool Transport::TakeOutstanding(absl::string_view peer) {
   absl::MutexLock lock(&mu_);
   int& n = outstanding_[peer];
   if (n >= options_.max_outstanding_per_peer) {
@@ -125,8 +125,9 @@ void Transport::ConnectionAnswered(const std::string& peer, int k) {
 }
 
 absl::StatusOr<zmq::socket_t*> Transport::DealerFor(const std::string& peer, int k) {
-  std::vector<std::unique_ptr<zmq::socket_t>>& connections = dealers_[peer];
-  connections.resize(options_.connections_per_peer);
+  auto [entry, first] = dealers_.try_emplace(peer);
+  std::vector<std::unique_ptr<zmq::socket_t>>& connections = entry->second;
+  if (first) connections.resize(options_.connections_per_peer);
   if (connections[k] != nullptr) return connections[k].get();
   const std::string* server_key = nullptr;
   if (options_.curve != nullptr) {

@@ -27,7 +27,6 @@ struct HostGradient {
     if (fp16 != nullptr) g.fp16 = fp16 + offset;
     return g;
   }
-  bool empty() const { return fp32 == nullptr && fp16 == nullptr; }
   bool operator==(const HostGradient& o) const { return fp32 == o.fp32 && fp16 == o.fp16; }
 
   const float* fp32 = nullptr;

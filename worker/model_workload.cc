@@ -55,13 +55,12 @@ ModelWorkload::ModelWorkload(const ModelWorkloadOptions& options, models::Networ
     }
   }
   // Backward's copies land straight in the pushes' source at the bus's speed.
-  void* copied = half_grads_.empty() ? static_cast<void*>(grads_.data()) : half_grads_.data();
-  const size_t bytes = half_grads_.empty() ? grads_.size() * sizeof(float)
-                                           : half_grads_.size() * sizeof(uint16_t);
   absl::StatusOr<std::unique_ptr<models::PinnedHostMemory>> pin =
-      net_->PinHostMemory(copied, bytes);
+      half_grads_.empty()
+          ? net_->PinHostMemory(grads_.data(), grads_.size() * sizeof(float))
+          : net_->PinHostMemory(half_grads_.data(), half_grads_.size() * sizeof(uint16_t));
   if (pin.ok()) {
-    (half_grads_.empty() ? grads_pin_ : half_pin_) = *std::move(pin);
+    grads_pin_ = *std::move(pin);
   } else {
     LOG(WARNING) << "gradients stay in pageable memory (slower device copies): " << pin.status();
   }

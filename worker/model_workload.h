@@ -77,11 +77,12 @@ class ModelWorkload : public Workload {
   std::vector<float> images_;
   std::vector<int32_t> labels_;
   models::HostArray grads_;  // page-aligned: pinned for GPU copies
-  std::unique_ptr<models::PinnedHostMemory> grads_pin_;  // after grads_: unpinned first
   // With options_.fp16_gradients, when the backend writes them (else empty): the gradient as
-  // binary16, pinned.
+  // binary16.
   std::vector<uint16_t, models::PageAlignedAllocator<uint16_t>> half_grads_;
-  std::unique_ptr<models::PinnedHostMemory> half_pin_;
+  // The one the device writes (half_grads_ if set, else grads_), page-locked. After both
+  // arrays: unpinned first.
+  std::unique_ptr<models::PinnedHostMemory> grads_pin_;
   // What the pushes read: grads_, or half_grads_.
   HostGradient Gradient() const;
   int epoch_ = 0;            // the epoch being trained (0-based)

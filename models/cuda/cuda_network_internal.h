@@ -135,7 +135,6 @@ class CudaNetwork : public Network {
     }
     R2SP_RETURN_IF_ERROR(params_.Allocate(offset));
     R2SP_RETURN_IF_ERROR(grads_.Allocate(offset));
-    R2SP_RETURN_IF_ERROR(half_grads_.Allocate(offset));
     R2SP_RETURN_IF_ERROR(copies_.Init(graph_));
     CUDA_OK(cudaEventCreateWithFlags(&step_done_, cudaEventDisableTiming));
     running_mean_.resize(graph_.nodes.size());
@@ -320,7 +319,8 @@ class CudaNetwork : public Network {
   cudnnOpTensorDescriptor_t add_op_ = nullptr;
   std::vector<int64_t> offsets_;
   DeviceArray<float> params_, grads_;
-  DeviceArray<uint16_t> half_grads_;  // set_fp16_gradients: the encoder's output
+  // set_fp16_gradients: the encoder's output, allocated by the first step that needs it.
+  DeviceArray<uint16_t> half_grads_;
   std::vector<DeviceArray<float>> running_mean_, running_var_;
   std::map<int, std::unique_ptr<PlanGpu>> plans_;
   CopyPipeline copies_;

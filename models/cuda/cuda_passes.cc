@@ -139,6 +139,9 @@ absl::Status CudaNetwork::ForwardAdd(PlanGpu& plan, const NodeArgs& a) {
 }
 
 absl::Status CudaNetwork::Backward(PlanGpu& plan, float* host_grads) {
+  if (fp16_grads_ != nullptr && half_grads_.ptr == nullptr) {
+    R2SP_RETURN_IF_ERROR(half_grads_.Allocate(grads_.count));
+  }
   const CopyPipeline::HalfGradients half{half_grads_.ptr, fp16_grads_};
   const CopyPipeline::HalfGradients* to_half = fp16_grads_ != nullptr ? &half : nullptr;
   for (int i = static_cast<int>(graph_.nodes.size()) - 1; i > 0; --i) {

@@ -92,6 +92,13 @@ struct Batch {
   std::vector<float> images;
   std::vector<int32_t> labels;
 };
+// Without TF32: steps comparable value by value.
+CudaOptions Precise() {
+  CudaOptions o;
+  o.allow_tf32 = false;
+  return o;
+}
+
 Batch RandomBatch(const Graph& g, int batch) {
   Batch b;
   std::mt19937 rng(11);
@@ -112,9 +119,7 @@ TEST_F(CudaNetworkTest, ParamsAskedForLayerByLayerGiveTheSameStep) {
     std::vector<float> arriving(params.size());
     InitParams(g, 1, params.data());
     const Batch b = RandomBatch(g, 8);
-    CudaOptions precise;
-    precise.allow_tf32 = false;
-    auto net = CreateCudaNetwork(g, precise);
+    auto net = CreateCudaNetwork(g, Precise());
     ASSERT_TRUE(net.ok()) << net.status();
     std::vector<std::pair<int64_t, int64_t>> ranges;
     auto ask = [&](int64_t offset, int64_t count) {
@@ -190,9 +195,7 @@ TEST_F(CudaNetworkTest, PinnedArraysGiveTheSameStepAndSpans) {
   InitParams(g, 1, params.data());
   pinned_params.assign(params.begin(), params.end());
   const Batch b = RandomBatch(g, 16);
-  CudaOptions precise;
-  precise.allow_tf32 = false;
-  auto net = CreateCudaNetwork(g, precise);
+  auto net = CreateCudaNetwork(g, Precise());
   ASSERT_TRUE(net.ok()) << net.status();
   EXPECT_TRUE((*net)->LastStepDeviceSpans().empty());
   auto pin_params = (*net)->PinHostMemory(pinned_params.data(), params.size() * sizeof(float));
@@ -236,9 +239,7 @@ TEST_F(CudaNetworkTest, Fp16GradientsAreTheFp32OnesEncodedOnTheDevice) {
     std::vector<uint16_t> seen(params.size(), 0xFFFF);
     InitParams(g, 1, params.data());
     const Batch b = RandomBatch(g, 8);
-    CudaOptions precise;
-    precise.allow_tf32 = false;
-    auto net = CreateCudaNetwork(g, precise);
+    auto net = CreateCudaNetwork(g, Precise());
     ASSERT_TRUE(net.ok()) << net.status();
     auto pin = (*net)->PinHostMemory(half.data(), half.size() * sizeof(uint16_t));
     ASSERT_TRUE(pin.ok()) << pin.status();
@@ -293,10 +294,8 @@ TEST_F(CudaNetworkTest, BatchNormStatisticsMatchCpuAndMove) {
   std::vector<float> params(g.num_parameters()), grads(params.size());
   InitParams(g, 1, params.data());
   const Batch b = RandomBatch(g, 4);
-  CudaOptions precise;
-  precise.allow_tf32 = false;
-  auto gpu = CreateCudaNetwork(g, precise);
-  auto fresh = CreateCudaNetwork(g, precise);
+  auto gpu = CreateCudaNetwork(g, Precise());
+  auto fresh = CreateCudaNetwork(g, Precise());
   auto cpu = CreateCpuNetwork(g, CpuOptions());
   ASSERT_TRUE(gpu.ok() && fresh.ok() && cpu.ok());
   for (int s = 0; s < 2; ++s) {

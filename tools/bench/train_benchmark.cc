@@ -15,10 +15,10 @@
 #include <thread>
 #include <vector>
 
+#include "common/codec/fp16.h"
 #include "gflags/gflags.h"
 #include "glog/logging.h"
 #include "models/backend.h"
-#include "common/codec/fp16.h"
 #include "models/host_array.h"
 #include "server/sgd.h"
 
