@@ -18,8 +18,18 @@ int Blocks(size_t n) {
 
 __device__ inline uint32_t Key(float x) { return __float_as_uint(x) & 0x7fffffffu; }
 
-__device__ inline uint16_t ToHalf(float x) { return __half_as_ushort(__float2half_rn(x)); }
-__device__ inline float FromHalf(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+// CUDA's conversions give one canonical NaN; the CPU codec (F16C) keeps a NaN's sign and top
+// payload bits and makes it quiet. These do the same, so both sides agree bit for bit.
+__device__ inline uint16_t ToHalf(float x) {
+  if (!isnan(x)) return __half_as_ushort(__float2half_rn(x));
+  const uint32_t bits = __float_as_uint(x);
+  return static_cast<uint16_t>(((bits >> 16) & 0x8000u) | 0x7e00u | ((bits & 0x7fffffu) >> 13));
+}
+__device__ inline float FromHalf(uint16_t h) {
+  if ((h & 0x7c00u) != 0x7c00u || (h & 0x3ffu) == 0) return __half2float(__ushort_as_half(h));
+  return __uint_as_float((static_cast<uint32_t>(h & 0x8000u) << 16) | 0x7fc00000u |
+                         (static_cast<uint32_t>(h & 0x1ffu) << 13));
+}
 
 __global__ void EncodeFp16Kernel(const float* in, size_t n, uint16_t* out) {
   for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n;
