@@ -51,7 +51,16 @@ __attribute__((target("avx512f"))) size_t CollectAvx512(const float* v, size_t n
     const __mmask16 hit = _mm512_cmpge_epu32_mask(key, limit);
     if (hit != 0) {
       const size_t hits = static_cast<size_t>(__builtin_popcount(hit));
-      if (count + hits <= capacity) _mm512_mask_compressstoreu_epi32(out + count, hit, index);
+      unsigned kept = hit;
+      if (count + hits > capacity) {  // the first `capacity - count` hits only, if any
+        kept = 0;
+        for (unsigned rest = hit; count + __builtin_popcount(kept) < capacity; rest &= rest - 1) {
+          kept |= rest & (0u - rest);  // the lowest hit left
+        }
+      }
+      if (kept != 0) {
+        _mm512_mask_compressstoreu_epi32(out + count, static_cast<__mmask16>(kept), index);
+      }
       count += hits;
     }
     index = _mm512_add_epi32(index, step);
