@@ -7,6 +7,7 @@
 #include <random>
 #include <string>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/auth/auth_flags.h"
 #include "common/cli.h"
@@ -32,6 +33,9 @@ DEFINE_string(r2sp_slot, "push", "r2sp: what a slot covers: push (released once 
 DEFINE_string(r2sp_order, "auto", "r2sp: who gets the free slot: ring (the next worker in rank "
               "order, as in the R2SP paper), first_come (whoever asked first), or auto "
               "(first_come with --hetero_batching, else ring)");
+DEFINE_string(r2sp_slot_width, "1", "r2sp: how many workers may hold the slot at once: 1 (pushes "
+              "never collide, as in the R2SP paper), N, or auto (tuned from the slot's measured "
+              "throughput: wider only where concurrent pushes get through sooner, docs/MODES.md)");
 DEFINE_bool(hetero_batching, false, "tune each worker's batch size to its measured throughput");
 DEFINE_int32(global_batch, 256, "hetero batching: the sum of all workers' batch sizes");
 DEFINE_int32(min_batch, 8, "hetero batching: smallest batch a worker is given");
@@ -56,6 +60,13 @@ DEFINE_string(stats_json, "", "if set, write every node's counters here at the e
 namespace {
 
 // Exits with a usage error unless the flags make a job; returns the sync mode.
+// --r2sp_slot_width: N >= 1, 0 for auto, -1 if it is neither.
+int SlotWidthFromFlag() {
+  if (FLAGS_r2sp_slot_width == "auto") return 0;
+  int width = 0;
+  return absl::SimpleAtoi(FLAGS_r2sp_slot_width, &width) && width >= 1 ? width : -1;
+}
+
 r2sp::proto::SyncMode CheckFlags() {
   r2sp::CheckFlag(FLAGS_num_servers >= 1, "--num_servers must be at least 1");
   r2sp::CheckFlag(FLAGS_num_workers >= 1, "--num_workers must be at least 1");
@@ -77,6 +88,7 @@ r2sp::proto::SyncMode CheckFlags() {
   r2sp::CheckFlag(FLAGS_r2sp_order == "ring" || FLAGS_r2sp_order == "first_come" ||
                       FLAGS_r2sp_order == "auto",
                   "--r2sp_order must be ring, first_come or auto");
+  r2sp::CheckFlag(SlotWidthFromFlag() >= 0, "--r2sp_slot_width must be auto or a number >= 1");
   r2sp::CheckFlag(FLAGS_min_batch >= 1 && FLAGS_min_batch <= FLAGS_max_batch,
                   "need 1 <= --min_batch <= --max_batch");
   if (FLAGS_hetero_batching) {
@@ -116,6 +128,7 @@ r2sp::SchedulerOptions OptionsFromFlags(r2sp::proto::SyncMode sync) {
   const bool first_come = FLAGS_r2sp_order == "first_come" ||
                           (FLAGS_r2sp_order == "auto" && FLAGS_hetero_batching);
   options.r2sp_order = first_come ? r2sp::SlotOrder::kFirstCome : r2sp::SlotOrder::kRing;
+  options.r2sp_slot_width = SlotWidthFromFlag();
   options.hetero_batching = FLAGS_hetero_batching;
   options.batching.global_batch = FLAGS_global_batch;
   options.batching.min_batch = FLAGS_min_batch;

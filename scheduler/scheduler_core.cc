@@ -14,6 +14,7 @@ SlotCoordinatorOptions SlotOptionsFrom(const SchedulerOptions& options) {
   slots.r2sp = options.sync == proto::R2SP;
   slots.headroom = options.r2sp_headroom;
   slots.order = options.r2sp_order;
+  slots.width = options.r2sp_slot_width;
   slots.hetero_batching = options.hetero_batching;
   slots.batching = options.batching;
   return slots;

@@ -37,6 +37,7 @@ struct SchedulerOptions {
   double r2sp_headroom = 1.2;    // r2sp: gap = T / (headroom * W)
   bool r2sp_slot_includes_pull = false;  // r2sp: workers release after the pull, not the push
   SlotOrder r2sp_order = SlotOrder::kRing;  // r2sp: who gets the free slot
+  int r2sp_slot_width = 1;       // r2sp: holders at once; 0 = tuned (SlotWidthTuner)
   bool hetero_batching = false;
   BatchTunerOptions batching;    // with hetero_batching
   // A registered node silent for this long is declared dead.

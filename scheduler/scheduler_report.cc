@@ -62,8 +62,22 @@ std::string SchedulerCore::ReportJson() const {
     batching = absl::StrCat("{\"changes\": ", tuner->changes(), ", \"workers\": [",
                             absl::StrJoin(rows, ", "), "]}");
   }
+  // The width in force at the end; with --r2sp_slot_width=auto the tuner's changes and how
+  // many grants each width got.
+  std::string slot_width = absl::StrCat("{\"width\": ", slots_.planner().width());
+  if (const SlotWidthTuner* w = slots_.width_tuner(); w != nullptr) {
+    std::vector<std::string> by_width;
+    const std::vector<int64_t>& grants = slots_.planner().grants_by_width();
+    for (size_t k = 1; k < grants.size(); ++k) {
+      if (grants[k] > 0) by_width.push_back(absl::StrCat("\"", k, "\": ", grants[k]));
+    }
+    absl::StrAppend(&slot_width, ", \"changes\": ", w->changes(), ", \"grants_by_width\": {",
+                    absl::StrJoin(by_width, ", "), "}");
+  }
+  slot_width += "}";
   return absl::StrCat("{\"sync\": \"", proto::SyncMode_Name(options_.sync), "\", ",
-                      "\"slot_grants\": ", slots_.planner().grants(), ", \"batching\": ", batching, ", ",
+                      "\"slot_grants\": ", slots_.planner().grants(),
+                      ", \"slot_width\": ", slot_width, ", \"batching\": ", batching, ", ",
                       "\"failure\": ", JsonString(failure_),
                       ", \"denied_requests\": ", denied_requests_, ", \"servers\": ",
                       nodes_json(servers_), ", \"workers\": ", nodes_json(workers_), "}\n");

@@ -9,7 +9,19 @@
 namespace r2sp {
 
 SlotCoordinator::SlotCoordinator(const SlotCoordinatorOptions& options)
-    : options_(options), planner_(options.headroom, /*smoothing=*/0.2, options.order) {}
+    : options_(options), planner_(options.headroom, /*smoothing=*/0.2, options.order) {
+  CHECK_GE(options.width, 0);
+  if (options.width > 0) planner_.set_width(options.width);
+  if (options.width == 0 && options.r2sp) {
+    width_tuner_ = std::make_unique<SlotWidthTuner>(options.width_tuning, /*max_width=*/1);
+  }
+}
+
+void SlotCoordinator::RingChanged() {
+  if (width_tuner_ == nullptr) return;
+  width_tuner_->SetMaxWidth(static_cast<int>(planner_.ring().size()));
+  planner_.set_width(width_tuner_->width());
+}
 
 void SlotCoordinator::SetMembers(int num_workers) {
   if (options_.hetero_batching) {
@@ -18,15 +30,18 @@ void SlotCoordinator::SetMembers(int num_workers) {
   std::vector<int> ranks;
   for (int r = 0; r < num_workers; ++r) ranks.push_back(r);
   planner_.SetMembers(ranks);
+  RingChanged();
 }
 
 void SlotCoordinator::WorkerJoined(int rank) {
   planner_.Add(rank);
+  RingChanged();
   if (tuner_ != nullptr) tuner_->AddWorker();
 }
 
 void SlotCoordinator::WorkerLeft(int rank, absl::Time now) {
   planner_.Remove(rank);
+  RingChanged();
   waiting_.erase(rank);
   if (tuner_ != nullptr) tuner_->Remove(rank);
   GrantDue(now);
@@ -53,14 +68,24 @@ void SlotCoordinator::RequestSlot(int rank, const proto::IterationReport& report
 }
 
 absl::Status SlotCoordinator::Release(int rank, bool leaving, absl::Time now) {
-  absl::Status released = planner_.Release(rank, now);
-  if (released.ok() && leaving) {
+  absl::StatusOr<int> granted_width = planner_.Release(rank, now);
+  if (granted_width.ok() && width_tuner_ != nullptr) {
+    const int chosen = width_tuner_->chosen();
+    width_tuner_->Observe(*granted_width, now);
+    planner_.set_width(width_tuner_->width());
+    if (width_tuner_->chosen() != chosen) {
+      LOG(INFO) << "r2sp slot width " << chosen << " -> " << width_tuner_->chosen() << " ("
+                << width_tuner_->throughput() << " releases/s)";
+    }
+  }
+  if (granted_width.ok() && leaving) {
     planner_.Remove(rank, /*finished=*/true);  // done training: the ring closes over it
+    RingChanged();
     LOG(INFO) << "worker " << rank << " left the slot ring (" << planner_.ring().size()
               << " left in it)";
   }
   GrantDue(now);
-  return released;
+  return granted_width.status();
 }
 
 absl::StatusOr<proto::BatchAssignment> SlotCoordinator::Report(

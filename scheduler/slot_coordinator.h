@@ -1,5 +1,5 @@
 // The scheduler's r2sp and tuning part: the slot ring (SlotPlanner) with the workers waiting
-// for their grant, and the batch tuner (BatchTuner) that SLOT and REPORT feed with each
+// for their grant, the slot's width (fixed, or tuned by a SlotWidthTuner from the releases), and the batch tuner (BatchTuner) that SLOT and REPORT feed with each
 // iteration's samples and times and whose batch sizes go back in grants and REPORT replies.
 // Membership tells it who trains (SetMembers, WorkerJoined, WorkerLeft).
 #ifndef R2SP_SCHEDULER_SLOT_COORDINATOR_H_
@@ -13,6 +13,7 @@
 #include "common/handler.h"
 #include "scheduler/batch_tuner.h"
 #include "scheduler/slot_planner.h"
+#include "scheduler/slot_width_tuner.h"
 
 namespace r2sp {
 
@@ -20,6 +21,8 @@ struct SlotCoordinatorOptions {
   bool r2sp = false;             // SLOT and RELEASE are accepted only in r2sp jobs
   double headroom = 1.2;         // gap = T / (headroom * W)
   SlotOrder order = SlotOrder::kRing;
+  int width = 1;                 // holders at once; 0: tuned by a SlotWidthTuner
+  SlotWidthTunerOptions width_tuning;  // with width 0
   bool hetero_batching = false;  // REPORT is accepted only with hetero batching
   BatchTunerOptions batching;
 };
@@ -51,17 +54,22 @@ class SlotCoordinator {
   void GrantDue(absl::Time now);
   absl::Time NextWakeup() const { return planner_.NextWakeup(); }
 
-  // For the address book and the job report; the tuner is null without hetero batching.
+  // For the address book and the job report; the tuner is null without hetero batching, the
+  // width tuner without a tuned width.
   const BatchTuner* tuner() const { return tuner_.get(); }
+  const SlotWidthTuner* width_tuner() const { return width_tuner_.get(); }
   const SlotPlanner& planner() const { return planner_; }
 
  private:
   proto::BatchAssignment Assignment(int worker) const;
+  // The ring changed size: the tuned width stays within it.
+  void RingChanged();
 
   const SlotCoordinatorOptions options_;
   SlotPlanner planner_;
   absl::flat_hash_map<int, Responder> waiting_;  // by worker rank
   std::unique_ptr<BatchTuner> tuner_;
+  std::unique_ptr<SlotWidthTuner> width_tuner_;
 };
 
 }  // namespace r2sp

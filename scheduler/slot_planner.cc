@@ -19,7 +19,7 @@ void SlotPlanner::SetMembers(std::vector<int> ranks) {
   ring_ = std::move(ranks);
   finished_ = 0;
   next_ = 0;
-  holder_ = -1;
+  holds_.clear();
   waiting_.clear();
 }
 
@@ -39,7 +39,9 @@ void SlotPlanner::Remove(int rank, bool finished) {
   ring_.erase(it);
   if (finished) ++finished_;
   waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), rank), waiting_.end());
-  if (holder_ == rank) holder_ = -1;
+  holds_.erase(std::remove_if(holds_.begin(), holds_.end(),
+                              [rank](const Hold& h) { return h.rank == rank; }),
+               holds_.end());
   // Keep the turn on the same member: entries after the removed one shifted left.
   if (index < next_) --next_;
   if (ring_.empty() || next_ >= ring_.size()) next_ = 0;
@@ -61,12 +63,25 @@ absl::Status SlotPlanner::Request(int rank, double compute_seconds) {
   return absl::OkStatus();
 }
 
-absl::Status SlotPlanner::Release(int rank, absl::Time /*now*/) {
-  if (holder_ != rank) {
+absl::StatusOr<int> SlotPlanner::Release(int rank, absl::Time /*now*/) {
+  auto it = std::find_if(holds_.begin(), holds_.end(),
+                         [rank](const Hold& h) { return h.rank == rank; });
+  if (it == holds_.end()) {
     return absl::InvalidArgumentError(absl::StrCat("worker ", rank, " does not hold the slot"));
   }
-  holder_ = -1;
-  return absl::OkStatus();
+  const int granted_width = it->granted_width;
+  holds_.erase(it);
+  return granted_width;
+}
+
+void SlotPlanner::set_width(int width) {
+  CHECK_GE(width, 1);
+  width_ = width;
+}
+
+bool SlotPlanner::Holds(int rank) const {
+  return std::any_of(holds_.begin(), holds_.end(),
+                     [rank](const Hold& h) { return h.rank == rank; });
 }
 
 absl::Duration SlotPlanner::gap() const {
@@ -75,7 +90,9 @@ absl::Duration SlotPlanner::gap() const {
 }
 
 std::optional<int> SlotPlanner::Candidate() const {
-  if (holder_ != -1 || ring_.empty() || waiting_.empty()) return std::nullopt;
+  if (static_cast<int>(holds_.size()) >= width_ || ring_.empty() || waiting_.empty()) {
+    return std::nullopt;
+  }
   if (order_ == SlotOrder::kFirstCome) return waiting_.front();
   const int turn = ring_[next_];
   if (std::find(waiting_.begin(), waiting_.end(), turn) == waiting_.end()) return std::nullopt;
@@ -92,13 +109,15 @@ std::optional<int> SlotPlanner::Poll(absl::Time now) {
   if (!candidate.has_value() || now < last_grant_ + gap()) return std::nullopt;
   const int rank = *candidate;
   waiting_.erase(std::find(waiting_.begin(), waiting_.end(), rank));
-  holder_ = rank;
+  holds_.push_back({rank, width_});
   last_grant_ = now;
   // The ring's turn moves past the one granted (in first-come order it is only bookkeeping).
   const size_t index =
       static_cast<size_t>(std::find(ring_.begin(), ring_.end(), rank) - ring_.begin());
   next_ = (index + 1) % ring_.size();
   ++grants_;
+  if (grants_by_width_.size() <= static_cast<size_t>(width_)) grants_by_width_.resize(width_ + 1);
+  ++grants_by_width_[width_];
   return rank;
 }
 

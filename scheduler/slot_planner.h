@@ -1,6 +1,7 @@
 // R2SP's communication slots. The live workers form a ring in rank order; one worker holds
-// the slot at a time. The next worker in the ring is granted once it has asked, the previous
-// holder has released, and at least `gap` has passed since the previous grant, where
+// the slot at a time (or up to `width`: set_width). The next worker in the ring is granted once
+// it has asked, a holder has released if `width` hold it, and at least `gap` has passed since
+// the previous grant, where
 // gap = T / (h * W): T the smoothed compute time of an iteration (blocked time excluded), W the
 // workers in the ring and those that finished training (whose phases are spread over the cycle
 // already: as a job ends and the ring empties, its last members need not wait longer for their
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
 namespace r2sp {
@@ -43,17 +45,25 @@ class SlotPlanner {
   // `rank` finished computing an iteration that took `compute_seconds` and wants its slot.
   // InvalidArgument for a rank not in the ring or already waiting.
   absl::Status Request(int rank, double compute_seconds);
-  // The holder is done communicating. InvalidArgument if `rank` does not hold the slot.
-  absl::Status Release(int rank, absl::Time now);
+  // A holder is done communicating: the width in force when its slot was granted.
+  // InvalidArgument if `rank` does not hold the slot.
+  absl::StatusOr<int> Release(int rank, absl::Time now);
+  // How many may hold the slot at once from now on (1: R2SP's one at a time). Holders beyond
+  // it keep their slot until they release. REQUIRES: width >= 1.
+  void set_width(int width);
 
-  // The rank to grant now, if any (at most one: the slot is then held).
+  // The rank to grant now, if any (at most one per call).
   std::optional<int> Poll(absl::Time now);
   // When Poll could next grant without another Request or Release (InfiniteFuture if never).
   absl::Time NextWakeup() const;
 
   absl::Duration gap() const;
-  int holder() const { return holder_; }
+  int width() const { return width_; }
+  int holders() const { return static_cast<int>(holds_.size()); }
+  bool Holds(int rank) const;
   int64_t grants() const { return grants_; }
+  // Grants made at each width: [w] counts those made while the width was w.
+  const std::vector<int64_t>& grants_by_width() const { return grants_by_width_; }
   const std::vector<int>& ring() const { return ring_; }
   double mean_compute_seconds() const { return mean_compute_; }
 
@@ -67,12 +77,18 @@ class SlotPlanner {
   std::vector<int> ring_;
   int finished_ = 0;  // workers that left the ring done training, since SetMembers
   size_t next_ = 0;  // index in ring_ of the next worker to grant
-  int holder_ = -1;
+  int width_ = 1;
+  struct Hold {
+    int rank;
+    int granted_width;
+  };
+  std::vector<Hold> holds_;
   absl::Time last_grant_ = absl::InfinitePast();
   std::deque<int> waiting_;  // in the order they asked
   double mean_compute_ = 0;
   bool have_compute_ = false;
   int64_t grants_ = 0;
+  std::vector<int64_t> grants_by_width_;
 };
 
 }  // namespace r2sp

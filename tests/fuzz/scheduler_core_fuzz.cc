@@ -55,6 +55,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   options.sync = kModes[(config >> 3) & 3];
   options.hetero_batching = (config & 0x20) != 0;
   options.r2sp_order = (config & 0x40) != 0 ? SlotOrder::kFirstCome : SlotOrder::kRing;
+  options.r2sp_slot_width = options.num_servers == 2 ? 0 : 1;  // the same bit: a tuned width
   // The same bit, in the other modes (which have no slot order): epoch plans (EPOCH_PLAN).
   options.absorb_orphaned_shards = options.sync != proto::R2SP && (config & 0x40) != 0;
   // Lost servers awaited and replaced by servers registering later.

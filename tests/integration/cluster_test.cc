@@ -154,6 +154,7 @@ TEST(ClusterTest, ImpossibleFlagsStopTheBinaryWithAClearMessage) {
       {{kServer, "--momentum=1.5"}, "--momentum"},
       {{kScheduler, "--num_workers=0"}, "--num_workers"},
       {{kScheduler, "--sync=fast"}, "--sync must be one of"},
+      {{kScheduler, "--r2sp_slot_width=0"}, "--r2sp_slot_width must be auto or a number"},
       {{kScheduler, "--bind=tcp://nowhere:notaport"}, "cannot bind"},
   };
   for (size_t i = 0; i < cases.size(); ++i) {

@@ -275,6 +275,36 @@ TEST_P(SlotCoverageTest, PushesOverlapPullsOnlyWhenTheSlotIsThePush) {
 
 INSTANTIATE_TEST_SUITE_P(Slots, SlotCoverageTest, ::testing::Values("push", "push_pull"));
 
+// --r2sp_slot_width=2: two pushes may be in flight at once, never three; the job report says
+// the width.
+TEST(SlotWidthTest, TwoHoldersPushTogetherNeverThree) {
+  JobSpec spec;
+  spec.name = "slot_width";
+  spec.servers = 1;
+  spec.workers = 3;
+  spec.scheduler_flags = {"--sync=r2sp", "--r2sp_slot_width=2"};
+  spec.worker_flags = {"--model_mb=8", "--iterations=20", "--log_every=100000"};
+  spec.trace = true;
+  LocalJob job(spec);
+  ASSERT_TRUE(job.WaitAll(absl::Seconds(120)));
+  const std::vector<Span> pushes = Spans(job, 3, "push");
+  ASSERT_EQ(pushes.size(), 60u);
+  int overlapping = 0, most = 0;
+  for (const Span& p : pushes) {
+    int in_flight = 0;  // pushes in flight when p started, p included
+    for (const Span& q : pushes) {
+      in_flight += q.start_us <= p.start_us && p.start_us < q.start_us + q.dur_us;
+    }
+    most = std::max(most, in_flight);
+    overlapping += in_flight > 1;
+  }
+  RecordProperty("overlapping", overlapping);
+  EXPECT_LE(most, 2);
+  EXPECT_GE(overlapping, 10) << "with nothing to compute, two should often push together";
+  EXPECT_NE(job.Stats().find("\"slot_width\": {\"width\": 2}"), std::string::npos)
+      << job.Stats();
+}
+
 // Who gets the free slot when one worker computes six times longer than the others: in ring
 // order every round waits for it, so the fast workers push about as often as it does; in
 // first-come order they take the slots it is not ready for. Pushes never overlap either way.

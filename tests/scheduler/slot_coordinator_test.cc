@@ -59,6 +59,59 @@ TEST(SlotCoordinatorTest, GrantsOneAtATimeWithTheTunedBatch) {
             absl::Seconds(slots.planner().mean_compute_seconds() / (1.2 * 2)));
 }
 
+// --r2sp_slot_width=auto: with 4 workers whose pushes take 4 ms alone and 5 ms two at a time
+// (servers with cores to spare), the slot is widened; the job report's width follows.
+TEST(SlotCoordinatorTest, AutoWidthWidensWhereConcurrentPushesGetThroughSooner) {
+  SlotCoordinatorOptions options;
+  options.r2sp = true;
+  options.width = 0;
+  options.width_tuning.window = 8;
+  options.width_tuning.settle = 2;
+  SlotCoordinator slots(options);
+  slots.SetMembers(4);
+  ASSERT_NE(slots.width_tuner(), nullptr);
+  RecordingSink sink;
+  absl::Time now = absl::UnixEpoch();
+  // Every worker asks again as soon as it has released (no compute, so no gap): the slot is
+  // the limit.
+  for (int rank = 0; rank < 4; ++rank) {
+    slots.RequestSlot(rank, Iteration(32, 0), ResponderFor(&sink, rank), now);
+  }
+  for (int step = 0; step < 400; ++step) {
+    std::vector<int> holders;
+    for (const auto& [to, reply] : sink.Take()) holders.push_back(std::stoi(to.substr(6)));
+    ASSERT_FALSE(holders.empty()) << "step " << step;
+    const int concurrent = slots.planner().holders();
+    now += absl::Milliseconds(concurrent == 1 ? 4 : 5);  // each holder's push
+    for (int rank : holders) ASSERT_TRUE(slots.Release(rank, /*leaving=*/false, now).ok());
+    for (int rank : holders) {
+      slots.RequestSlot(rank, Iteration(32, 0), ResponderFor(&sink, rank), now);
+    }
+  }
+  EXPECT_GE(slots.width_tuner()->chosen(), 2);
+  EXPECT_EQ(slots.planner().width(), slots.width_tuner()->width());
+  ASSERT_GT(slots.planner().grants_by_width().size(), 2u);
+  EXPECT_GT(slots.planner().grants_by_width()[2], 0);
+}
+
+// A fixed --r2sp_slot_width=N: N hold the slot at once, and no tuner.
+TEST(SlotCoordinatorTest, FixedWidthGrantsThatManyAtOnce) {
+  SlotCoordinatorOptions options;
+  options.r2sp = true;
+  options.width = 3;
+  SlotCoordinator slots(options);
+  slots.SetMembers(4);
+  EXPECT_EQ(slots.width_tuner(), nullptr);
+  RecordingSink sink;
+  const absl::Time t0 = absl::UnixEpoch();
+  for (int rank = 0; rank < 4; ++rank) {
+    slots.RequestSlot(rank, Iteration(32, 0), ResponderFor(&sink, rank), t0);
+  }
+  EXPECT_EQ(sink.Take().size(), 3u);
+  ASSERT_TRUE(slots.Release(1, /*leaving=*/false, t0).ok());
+  EXPECT_EQ(sink.Take().size(), 1u);
+}
+
 TEST(SlotCoordinatorTest, ReportsMoveSamplesToTheFasterWorker) {
   SlotCoordinatorOptions options;
   options.hetero_batching = true;

@@ -1,4 +1,5 @@
-// R2SP's slot planner: ring and first-come order, one holder, the gap, compute smoothing, join/leave/death.
+// R2SP's slot planner: ring and first-come order, one holder (or `width`), the gap, compute
+// smoothing, join/leave/death.
 #include "scheduler/slot_planner.h"
 
 #include "gtest/gtest.h"
@@ -54,6 +55,34 @@ TEST(SlotPlannerTest, FirstComeGrantsTheEarliestRequest) {
   EXPECT_EQ(p.grants(), 3);
 }
 
+// A wider slot: up to `width` hold it at once, still in ring order and the gap apart; a
+// release says the width its grant was made at; a narrower width lets holders finish.
+TEST(SlotPlannerTest, UpToWidthHoldTheSlotAtOnce) {
+  SlotPlanner p(/*headroom=*/2.0, /*smoothing=*/1.0);
+  p.SetMembers({0, 1, 2, 3});
+  p.set_width(2);
+  for (int rank : {3, 2, 1, 0}) ASSERT_TRUE(p.Request(rank, 0.080).ok());  // gap 10 ms
+  EXPECT_EQ(p.Poll(kT0), 0);
+  EXPECT_FALSE(p.Poll(kT0 + absl::Milliseconds(5)).has_value());  // the gap
+  EXPECT_EQ(p.Poll(kT0 + absl::Milliseconds(10)), 1);             // 0 still holds
+  EXPECT_EQ(p.holders(), 2);
+  EXPECT_TRUE(p.Holds(0) && p.Holds(1));
+  EXPECT_FALSE(p.Poll(kT0 + absl::Milliseconds(30)).has_value());  // two hold it
+  EXPECT_EQ(p.NextWakeup(), absl::InfiniteFuture());
+  EXPECT_EQ(p.Release(1, kT0 + absl::Milliseconds(31)).value(), 2);  // out of order is fine
+  EXPECT_EQ(p.Poll(kT0 + absl::Milliseconds(31)), 2);
+  p.set_width(1);  // narrower: 0 and 2 keep theirs, 3 waits until one of them is left
+  EXPECT_FALSE(p.Poll(kT0 + absl::Milliseconds(50)).has_value());
+  EXPECT_EQ(p.Release(0, kT0 + absl::Milliseconds(50)).value(), 2);
+  EXPECT_FALSE(p.Poll(kT0 + absl::Milliseconds(50)).has_value());
+  EXPECT_EQ(p.Release(2, kT0 + absl::Milliseconds(51)).value(), 2);
+  EXPECT_EQ(p.Poll(kT0 + absl::Milliseconds(51)), 3);
+  EXPECT_EQ(p.Release(3, kT0 + absl::Milliseconds(52)).value(), 1);
+  EXPECT_FALSE(p.Release(3, kT0 + absl::Milliseconds(52)).ok());  // released already
+  EXPECT_EQ(p.grants(), 4);
+  EXPECT_EQ(p.grants_by_width(), (std::vector<int64_t>{0, 1, 3}));
+}
+
 TEST(SlotPlannerTest, SuccessiveGrantsAreAtLeastTheGapApart) {
   // T = 80 ms of compute, h = 2, W = 4: gap = 10 ms.
   SlotPlanner p(2.0, 1.0);
@@ -100,7 +129,7 @@ TEST(SlotPlannerTest, DeadOrFinishedWorkersLeaveTheRing) {
   EXPECT_EQ(p.Poll(kT0), 2);
   p.Remove(42);  // unknown: ignored
   p.SetMembers({5, 4});  // rebuilt (a worker joined): starts at the lowest rank
-  EXPECT_EQ(p.holder(), -1);
+  EXPECT_EQ(p.holders(), 0);
   ASSERT_TRUE(p.Request(5, 0).ok());
   EXPECT_FALSE(p.Poll(kT0).has_value());
   ASSERT_TRUE(p.Request(4, 0).ok());

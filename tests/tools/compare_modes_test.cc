@@ -30,7 +30,8 @@ TEST(CompareModesTest, TinyLoopbackRunProducesTablePlotsAndResult) {
   EXPECT_NE(log.find("r2sp_vs_bsp_job_throughput="), std::string::npos) << log;
   const std::string table = testing::ReadFile(dir + "/out/results.md");
   EXPECT_NE(table.find("| job samples/s |"), std::string::npos) << table;
-  for (const char* mode : {"| bsp |", "| ssp |", "| asp |", "| r2sp |", "| r2sp_hetero |"}) {
+  for (const char* mode :
+       {"| bsp |", "| ssp |", "| asp |", "| r2sp |", "| r2sp_hetero |", "| r2sp_auto |"}) {
     EXPECT_NE(table.find(mode), std::string::npos) << table;
   }
   EXPECT_NE(table.find("0 of 60 |"), std::string::npos)

@@ -12,6 +12,8 @@ MODES = {
     "asp": ("asp", ""),
     "r2sp": ("r2sp", ""),
     "r2sp_hetero": ("r2sp", "--hetero_batching --global_batch={global_batch}"),
+    # The slot's width tuned from its measured throughput (--r2sp_slot_width=auto).
+    "r2sp_auto": ("r2sp", "--r2sp_slot_width=auto"),
 }
 
 
