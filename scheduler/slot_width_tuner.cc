@@ -17,7 +17,8 @@ SlotWidthTuner::SlotWidthTuner(const SlotWidthTunerOptions& options, int max_wid
 void SlotWidthTuner::SetMaxWidth(int max_width) {
   max_width_ = std::max(max_width, 1);
   if (current_ <= max_width_ && chosen_ <= max_width_) return;
-  Choose(std::min(chosen_, max_width_), 0);  // measured afresh, from the next window
+  chosen_ = std::min(chosen_, max_width_);  // not a decision: not counted in changes()
+  chosen_rate_ = 0;                          // measured afresh, from the next window
   Measure(Phase::kMeasure, chosen_);
 }
 

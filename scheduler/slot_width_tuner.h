@@ -43,7 +43,8 @@ class SlotWidthTuner {
   int width() const { return current_; }
   // The width kept by the last decision.
   int chosen() const { return chosen_; }
-  // Times the chosen width changed (for the job report and tests).
+  // Times a decision changed the chosen width (for the job report and tests; SetMaxWidth's
+  // clamps are not counted).
   int64_t changes() const { return changes_; }
   // The throughput the chosen width was kept for (holds per second; 0 before one).
   double throughput() const { return chosen_rate_; }

@@ -124,9 +124,11 @@ TEST(SlotWidthTunerTest, StaysWithinTheRing) {
   tuner.SetMaxWidth(3);
   Release(tuner, Rates({{1, 100}, {2, 200}, {3, 300}}), 400, &now);
   EXPECT_EQ(tuner.chosen(), 3);
+  const int64_t changes = tuner.changes();
   tuner.SetMaxWidth(2);  // a worker left
   EXPECT_EQ(tuner.width(), 2);
   EXPECT_EQ(tuner.chosen(), 2);
+  EXPECT_EQ(tuner.changes(), changes);  // not a decision
   tuner.SetMaxWidth(0);
   EXPECT_EQ(tuner.width(), 1);
 }
