@@ -59,7 +59,6 @@ DEFINE_string(stats_json, "", "if set, write every node's counters here at the e
 
 namespace {
 
-// Exits with a usage error unless the flags make a job; returns the sync mode.
 // --r2sp_slot_width: N >= 1, 0 for auto, -1 if it is neither.
 int SlotWidthFromFlag() {
   if (FLAGS_r2sp_slot_width == "auto") return 0;
@@ -67,6 +66,7 @@ int SlotWidthFromFlag() {
   return absl::SimpleAtoi(FLAGS_r2sp_slot_width, &width) && width >= 1 ? width : -1;
 }
 
+// Exits with a usage error unless the flags make a job; returns the sync mode.
 r2sp::proto::SyncMode CheckFlags() {
   r2sp::CheckFlag(FLAGS_num_servers >= 1, "--num_servers must be at least 1");
   r2sp::CheckFlag(FLAGS_num_workers >= 1, "--num_workers must be at least 1");

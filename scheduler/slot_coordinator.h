@@ -1,6 +1,7 @@
 // The scheduler's r2sp and tuning part: the slot ring (SlotPlanner) with the workers waiting
-// for their grant, the slot's width (fixed, or tuned by a SlotWidthTuner from the releases), and the batch tuner (BatchTuner) that SLOT and REPORT feed with each
-// iteration's samples and times and whose batch sizes go back in grants and REPORT replies.
+// for their grant, the slot's width (fixed, or tuned by a SlotWidthTuner from the releases),
+// and the batch tuner (BatchTuner) that SLOT and REPORT feed with each iteration's samples and
+// times and whose batch sizes go back in grants and REPORT replies.
 // Membership tells it who trains (SetMembers, WorkerJoined, WorkerLeft).
 #ifndef R2SP_SCHEDULER_SLOT_COORDINATOR_H_
 #define R2SP_SCHEDULER_SLOT_COORDINATOR_H_

@@ -1,17 +1,17 @@
 // How many workers may hold R2SP's slot at once (--r2sp_slot_width=auto). One holder is the
-// R2SP of the paper: pushes never collide, which is what a contended link needs. Where no one
-// link is the bottleneck (the servers on loopback, or behind links faster than the workers'),
-// pushes in turn only queue workers that could have pushed together: on an H200 with 4 cuda
-// workers, four pushes at once took 7.3 ms, four in turn 15.6 (docs/BENCHMARKS.md).
+// R2SP of the paper: pushes never collide, which is what a contended link needs. Where one push
+// does not fill the servers' links (several servers, each taking part of every push, behind
+// links as fast as the workers'), pushes in turn only queue workers that could have pushed
+// together: there width 2 ran 1.43x bsp where width 1 ran 1.09x (docs/RESULTS.md).
 //
 // The tuner climbs the slot's throughput (holds released per second, measured over windows of
 // `window` holds granted at the width being measured): it tries one more holder, keeps it if
 // that raised the throughput by more than `margin`, else tries one fewer and keeps that unless
 // it is `margin` or more below the best rate of the round, so the narrower width wins every
-// close call.
-// It then stays `settle` windows before trying again, so a link that becomes contended later
-// (or stops being so) is noticed. On a contended link a second holder halves each push's rate
-// and gains nothing: the width stays 1, at the cost of one window of collisions per round.
+// close call. It then stays `settle` windows before trying again, so a link that becomes
+// contended later (or stops being so) is noticed. On a contended link a second holder halves
+// each push's rate and gains nothing: the width stays 1, at the cost of one window of
+// collisions per round.
 #ifndef R2SP_SCHEDULER_SLOT_WIDTH_TUNER_H_
 #define R2SP_SCHEDULER_SLOT_WIDTH_TUNER_H_
 
