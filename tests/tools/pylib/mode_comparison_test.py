@@ -325,6 +325,9 @@ class JobCommandTest(unittest.TestCase):
         self.assertIn("--sync=r2sp", cmd)
         self.assertIn("--scheduler_flags=--partition_bytes=4096 --hetero_batching --global_batch=64", cmd)
         self.assertIn("--scheduler_flags=--staleness=3", self.command("ssp"))
+        cmd = self.command("r2sp_auto+fp16")
+        self.assertIn("--sync=r2sp", cmd)
+        self.assertIn("--scheduler_flags=--r2sp_slot_width=auto", cmd)
 
     def test_codec_suffix_adds_the_worker_codec_flags(self):
         cmd = self.command("r2sp+fp16")
