@@ -26,6 +26,8 @@ DEFINE_string(lr_milestones, "", "multiply the rate by --lr_gamma after these gl
 DEFINE_bool(per_sample_updates, true, "asp/ssp/r2sp: apply a push of b_i samples as b_i/B of a "
             "global-batch step (momentum decays per sample), so every mode shares one set of "
             "hyperparameters; false: every push is a whole SGD step (classic ASP)");
+DEFINE_int32(apply_threads, 1, "threads that share a large partition's update and predicted "
+             "weights (1: the request thread alone; the results are the same bit for bit)");
 DEFINE_double(lr_gamma, 0.1, "learning-rate decay factor at each milestone");
 DEFINE_string(checkpoint_dir, "", "write checkpoints of this server's shard to DIR/server<RANK>: "
               "every --checkpoint_every, on SIGTERM or SIGINT, when the scheduler is lost or the "
@@ -43,6 +45,8 @@ int main(int argc, char** argv) {
   r2sp::CheckFlag(FLAGS_weight_decay >= 0, "--weight_decay must be >= 0");
   r2sp::CheckFlag(FLAGS_warmup_updates >= 0, "--warmup_updates must be >= 0");
   r2sp::CheckFlag(FLAGS_lr_gamma > 0 && FLAGS_lr_gamma <= 1, "--lr_gamma must be in (0, 1]");
+  r2sp::CheckFlag(FLAGS_apply_threads >= 1 && FLAGS_apply_threads <= 64,
+                  "--apply_threads must be in [1, 64]");
   const std::vector<int64_t> milestones =
       r2sp::ValueOrExit(r2sp::ParseMilestones(FLAGS_lr_milestones));
 
@@ -54,6 +58,7 @@ int main(int argc, char** argv) {
   options.server.schedule.milestones = milestones;
   options.server.schedule.gamma = static_cast<float>(FLAGS_lr_gamma);
   options.server.per_sample_updates = FLAGS_per_sample_updates;
+  options.server.apply_threads = FLAGS_apply_threads;
   r2sp::CheckFlag(FLAGS_checkpoint_keep >= 1, "--checkpoint_keep must be >= 1");
   r2sp::CheckFlag(!FLAGS_resume || !FLAGS_checkpoint_dir.empty(), "--resume needs --checkpoint_dir");
   options.checkpoint.dir = FLAGS_checkpoint_dir;

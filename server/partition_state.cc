@@ -63,9 +63,22 @@ void PartitionState::ApplyDense(const SgdOptions& options, float scale, const fl
   }
 }
 
+void PartitionState::ForRange(const RangePool::Body& body) {
+  // Pieces of 32K elements (128 KiB): each a pass long enough to outweigh the hand-over, and a
+  // multiple of every vector width, so each element takes the code path it takes in one pass.
+  constexpr size_t kPiece = 32768;
+  if (pool_ == nullptr || pool_->threads() == 1 || num_elements_ < 2 * kPiece) {
+    body(0, num_elements_);
+  } else {
+    pool_->Run(num_elements_, kPiece, body);
+  }
+}
+
 void PartitionState::Apply(const SgdOptions& options, float scale, const float* grad) {
   Buffer* out = OutputBuffer();
-  ApplyDense(options, scale, grad, 0, num_elements_, out);
+  ForRange([&](size_t begin, size_t end) {
+    ApplyDense(options, scale, grad + begin, begin, end - begin, out);
+  });
   Commit(out);
 }
 
@@ -126,8 +139,10 @@ zmq::message_t PartitionState::PredictedPullFrame(const Prediction& p) {
     out = std::make_shared<Buffer>(num_elements_);
     predicted_.push_back(out);
   }
-  PredictWeights(p, current_->values.data(), momentum_.data(), step_.data(), out->values.data(),
-                 num_elements_);
+  ForRange([&](size_t begin, size_t end) {
+    PredictWeights(p, current_->values.data() + begin, momentum_.data() + begin,
+                   step_.data() + begin, out->values.data() + begin, end - begin);
+  });
   return FrameOver(out);
 }
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "server/gradient_view.h"
+#include "server/range_pool.h"
 #include "server/sgd.h"
 #include "zmq.hpp"
 
@@ -53,6 +54,9 @@ class PartitionState {
   const float* momentum() const { return momentum_.data(); }
   // Sets weights, momentum (null: zeros) and version from a checkpoint; initialised after.
   void Restore(const float* weights, const float* momentum, int64_t version);
+  // Dense updates and predicted weights of large partitions run on `pool`'s threads (null: on
+  // the caller's), with the same results bit for bit. The pool outlives this.
+  void set_pool(RangePool* pool) { pool_ = pool; }
 
  private:
   template <typename T>
@@ -74,7 +78,11 @@ class PartitionState {
   template <typename T>
   static zmq::message_t FrameOver(const std::shared_ptr<BufferOf<T>>& buffer);
 
+  // Calls body(begin, end) over [0, num_elements_): in pieces on the pool's threads, or whole.
+  void ForRange(const RangePool::Body& body);
+
   const size_t num_elements_;
+  RangePool* pool_ = nullptr;
   std::shared_ptr<Buffer> current_;
   std::shared_ptr<Buffer> spare_;  // may be null or still in flight
   std::vector<float> momentum_;

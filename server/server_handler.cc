@@ -31,7 +31,9 @@ zmq::message_t Fp16Frame(const zmq::message_t& weights) {
 }  // namespace
 
 ServerHandler::ServerHandler(const ServerOptions& options, Clock clock)
-    : options_(options), clock_(std::move(clock)) {}
+    : options_(options),
+      clock_(std::move(clock)),
+      pool_(std::make_unique<RangePool>(std::max(1, options.apply_threads))) {}
 
 void ServerHandler::Configure(int rank, const ServerPeers& peers, const ModelLayout& layout) {
   absl::MutexLock lock(&mu_);
@@ -45,6 +47,7 @@ void ServerHandler::Configure(int rank, const ServerPeers& peers, const ModelLay
   for (uint64_t key : layout.KeysOf(rank)) {
     const Partition& p = *layout.Find(key);
     auto held = std::make_unique<HeldPartition>(p.num_elements, num_workers);
+    held->state.set_pool(pool_.get());
     if (options_.sync == proto::BSP) {
       held->aggregator = std::make_unique<ClockAggregator>(p.num_elements, num_workers);
     }

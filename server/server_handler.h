@@ -21,6 +21,7 @@
 #include "proto/checkpoint.pb.h"
 #include "server/partition_state.h"
 #include "server/pull_shadows.h"
+#include "server/range_pool.h"
 #include "server/push_decoder.h"
 #include "server/lr_schedule.h"
 #include "server/sgd.h"
@@ -36,6 +37,9 @@ struct ServerOptions {
   // same hyperparameters. false: every push is one whole SGD step on its own gradient (classic
   // ASP; the scale is ignored).
   bool per_sample_updates = true;
+  // Threads that share a large partition's update and predicted weights (1: the request thread
+  // alone). Results are the same bit for bit.
+  int apply_threads = 1;
 };
 
 // Who may send a server what, as registration told it: SHUTDOWN and MEMBERSHIP come over the
@@ -155,6 +159,7 @@ class ServerHandler : public RequestHandler {
 
   const ServerOptions options_;
   const Clock clock_;
+  const std::unique_ptr<RangePool> pool_;  // options_.apply_threads; outlives the partitions
   absl::Notification shutdown_requested_;
 
   mutable absl::Mutex mu_;

@@ -152,6 +152,7 @@ TEST(ClusterTest, ImpossibleFlagsStopTheBinaryWithAClearMessage) {
       {{kWorker, "--iterations=-1"}, "--iterations must be >= 0"},
       {{kWorker, "--model_mb=0"}, "--model_mb"},
       {{kServer, "--momentum=1.5"}, "--momentum"},
+      {{kServer, "--apply_threads=0"}, "--apply_threads must be in [1, 64]"},
       {{kScheduler, "--num_workers=0"}, "--num_workers"},
       {{kScheduler, "--sync=fast"}, "--sync must be one of"},
       {{kScheduler, "--r2sp_slot_width=0"}, "--r2sp_slot_width must be auto or a number"},

@@ -1,6 +1,11 @@
-// The server's protocol logic without sockets: pushes, pulls, BSP parking, rejections.
+// The server's protocol logic without sockets: pushes, pulls, BSP parking, rejections; and
+// --apply_threads giving the same weights as one thread.
 #include "server/server_handler.h"
 
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -694,6 +699,59 @@ TEST_F(ServerJoinTest, SspJoinerDoesNotHoldTheOthersBack) {
   Push(1, 0, {0, 0, 0, 0}, 1);
   Push(1, 0, {0, 0, 0, 0}, 2);
   EXPECT_EQ(sink_.Take().size(), 4u);  // three acks and worker 0's pull
+}
+
+}  // namespace
+}  // namespace r2sp
+
+namespace r2sp {
+namespace {
+
+// server --apply_threads: a handler whose large partition is updated and predicted on several
+// threads answers a predicted pull with the same bytes as one that works alone.
+TEST(ServerHandlerApplyThreadsTest, SameWeightsAsOneThread) {
+  proto::TensorSpec t;
+  t.set_name("w");
+  t.set_num_elements(200000);
+  absl::StatusOr<ModelLayout> layout = ModelLayout::Create({t}, 1 << 20, 1);  // one partition
+  ASSERT_TRUE(layout.ok());
+  std::vector<std::vector<float>> pulled;
+  for (int threads : {1, 3}) {
+    ServerOptions options;
+    options.sgd = {0.05f, 0.9f, 1e-4f};
+    options.sync = proto::R2SP;
+    options.apply_threads = threads;
+    ServerHandler handler(options);
+    handler.Configure(0, ServerPeers{"scheduler", testing::WorkerIds(2)}, *layout);
+    RecordingSink sink;
+    auto push = [&](std::vector<float> values, bool init) {
+      Message m = testing::WorkerRequest(proto::PUSH, 0, 0);
+      if (init) m.header.mutable_push()->set_init(true);
+      m.header.mutable_push()->set_scale(0.5f);
+      m.payload.push_back(CopiedFrame(values.data(), values.size() * sizeof(float)));
+      Responder r(&sink, "w0", m.header);
+      handler.HandleRequest(std::move(m), std::move(r));
+    };
+    std::vector<float> values(200000);
+    for (size_t i = 0; i < values.size(); ++i) values[i] = 0.001f * static_cast<float>(i % 997);
+    push(values, /*init=*/true);
+    for (int step = 0; step < 3; ++step) {
+      for (size_t i = 0; i < values.size(); ++i) values[i] = std::sin(0.01f * (i + step));
+      push(values, /*init=*/false);
+    }
+    Message m = testing::WorkerRequest(proto::PULL, 0, 0);
+    m.header.mutable_pull()->set_predict_fraction(0.5f);
+    m.header.mutable_pull()->set_predict_updates(1);
+    Responder r(&sink, "w0", m.header);
+    handler.HandleRequest(std::move(m), std::move(r));
+    std::vector<std::pair<std::string, Message>> replies = sink.Take();
+    ASSERT_EQ(replies.size(), 5u);
+    const zmq::message_t& frame = replies.back().second.payload.at(0);
+    const float* p = static_cast<const float*>(frame.data());
+    pulled.emplace_back(p, p + frame.size() / sizeof(float));
+  }
+  ASSERT_EQ(pulled[0].size(), 200000u);
+  EXPECT_EQ(std::memcmp(pulled[0].data(), pulled[1].data(), 200000 * sizeof(float)), 0);
 }
 
 }  // namespace

@@ -1,0 +1,64 @@
+// PartitionState with a RangePool: dense updates (with and without the kept step) and
+// predicted weights equal those of one pass bit for bit, for a partition that is not a whole
+// number of the pool's pieces; a small partition runs whole.
+#include "server/partition_state.h"
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "server/sgd.h"
+
+namespace r2sp {
+namespace {
+
+std::vector<float> Random(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal;
+  std::vector<float> v(n);
+  for (float& x : v) x = normal(rng);
+  return v;
+}
+
+std::vector<float> FrameValues(const zmq::message_t& frame) {
+  std::vector<float> v(frame.size() / sizeof(float));
+  std::memcpy(v.data(), frame.data(), frame.size());
+  return v;
+}
+
+bool SameBits(const float* a, const float* b, size_t n) {
+  return std::memcmp(a, b, n * sizeof(float)) == 0;
+}
+
+TEST(PartitionStateTest, PoolGivesTheSameUpdatesAndPredictionsBitForBit) {
+  for (size_t n : {size_t{1000}, size_t{300007}}) {
+    RangePool pool(3);
+    PartitionState alone(n), shared(n);
+    shared.set_pool(&pool);
+    const std::vector<float> init = Random(n, 1);
+    ASSERT_TRUE(alone.Init(init.data()));
+    ASSERT_TRUE(shared.Init(init.data()));
+    SgdOptions options;
+    options.learning_rate = 0.05f;
+    options.momentum = 0.9f;
+    options.weight_decay = 1e-4f;
+    const Prediction p = PredictionFor(options, 0.25f, 3);
+    for (int step = 0; step < 4; ++step) {
+      const std::vector<float> grad = Random(n, 10 + step);
+      alone.Apply(options, 0.25f, grad.data());
+      shared.Apply(options, 0.25f, grad.data());
+      ASSERT_TRUE(SameBits(alone.weights(), shared.weights(), n)) << n << " step " << step;
+      ASSERT_TRUE(SameBits(alone.momentum(), shared.momentum(), n)) << n << " step " << step;
+      // From the first prediction on, updates keep their step too.
+      const std::vector<float> want = FrameValues(alone.PredictedPullFrame(p));
+      const std::vector<float> got = FrameValues(shared.PredictedPullFrame(p));
+      ASSERT_EQ(want.size(), n);
+      ASSERT_TRUE(SameBits(want.data(), got.data(), n)) << n << " step " << step;
+    }
+    EXPECT_EQ(alone.version(), shared.version());
+  }
+}
+
+}  // namespace
+}  // namespace r2sp
