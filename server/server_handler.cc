@@ -33,7 +33,8 @@ zmq::message_t Fp16Frame(const zmq::message_t& weights) {
 ServerHandler::ServerHandler(const ServerOptions& options, Clock clock)
     : options_(options),
       clock_(std::move(clock)),
-      pool_(std::make_unique<RangePool>(std::max(1, options.apply_threads))) {}
+      pool_(options.apply_threads > 1 ? std::make_unique<RangePool>(options.apply_threads)
+                                      : nullptr) {}
 
 void ServerHandler::Configure(int rank, const ServerPeers& peers, const ModelLayout& layout) {
   absl::MutexLock lock(&mu_);

@@ -159,7 +159,8 @@ class ServerHandler : public RequestHandler {
 
   const ServerOptions options_;
   const Clock clock_;
-  const std::unique_ptr<RangePool> pool_;  // options_.apply_threads; outlives the partitions
+  // With options_.apply_threads > 1 (else null); outlives the partitions.
+  const std::unique_ptr<RangePool> pool_;
   absl::Notification shutdown_requested_;
 
   mutable absl::Mutex mu_;

@@ -39,13 +39,14 @@ TEST(SlotWidthTunerTest, ClimbsWhileAnotherHolderPays) {
   SlotWidthTuner tuner(Options(), /*max_width=*/4);
   absl::Time now = absl::UnixEpoch();
   // Loopback with cores to spare: 2 and 3 holders get through faster, a 4th only 3% more.
-  Release(tuner, Rates({{1, 100}, {2, 180}, {3, 250}, {4, 258}}), 400, &now);
+  const auto loopback = Rates({{1, 100}, {2, 180}, {3, 250}, {4, 258}});
+  Release(tuner, loopback, 400, &now);
   EXPECT_EQ(tuner.chosen(), 3);
   EXPECT_EQ(tuner.changes(), 2);
   EXPECT_NEAR(tuner.throughput(), 250, 1);
   // Between rounds it tries 4 again (and 2) but keeps 3.
   for (int i = 0; i < 20; ++i) {
-    Release(tuner, Rates({{1, 100}, {2, 180}, {3, 250}, {4, 258}}), 8, &now);
+    Release(tuner, loopback, 8, &now);
     EXPECT_EQ(tuner.chosen(), 3);
     EXPECT_GE(tuner.width(), 2);
   }
@@ -56,14 +57,15 @@ TEST(SlotWidthTunerTest, StaysAtOneOnAContendedLink) {
   absl::Time now = absl::UnixEpoch();
   // One link shared by every push: a second holder halves each one's rate, the slot's is flat
   // (a little worse, from the collisions).
-  Release(tuner, Rates({{1, 4}, {2, 3.9}, {3, 3.8}, {4, 3.7}}), 200, &now);
+  const auto contended = Rates({{1, 4}, {2, 3.9}, {3, 3.8}, {4, 3.7}});
+  Release(tuner, contended, 200, &now);
   EXPECT_EQ(tuner.chosen(), 1);
   EXPECT_EQ(tuner.changes(), 0);
   // Each round tries 2 for one window and goes back: 1 window in settle + 1 = 5.
   int wide = 0;
   for (int i = 0; i < 200; ++i) {
     wide += tuner.width() > 1;
-    Release(tuner, Rates({{1, 4}, {2, 3.9}, {3, 3.8}, {4, 3.7}}), 1, &now);
+    Release(tuner, contended, 1, &now);
   }
   EXPECT_GE(wide, 8);
   EXPECT_LE(wide, 200 / 5 + 8);

@@ -1,8 +1,9 @@
 // The GPU encoders (common/codec/cuda/) against the CPU codecs: fp16 bit-identical over a
 // stratified sample of every exponent, NaNs included (and all halves decoded), and
-// CudaSparseEncoder choosing the same ids and values and keeping the same residual as SparseEncoder over several
-// pushes, for top-k (sampled and exact) and csc, fp32 and fp16 values, with error feedback and
-// with momentum correction. Skips itself where no GPU is visible.
+// CudaSparseEncoder choosing the same ids and values and keeping the same residual as
+// SparseEncoder over several pushes, for top-k (sampled and exact) and csc, fp32 and fp16
+// values, with error feedback and with momentum correction. Skips itself where no GPU is
+// visible.
 #include <cuda_runtime.h>
 
 #include <cstdio>
