@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <random>
 #include <utility>
 
@@ -183,8 +184,16 @@ void SchedulerClient::StartHeartbeats(
   on_fatal_ = std::move(on_fatal);
   last_answer_micros_ = absl::ToUnixMicros(absl::Now());
   heartbeat_thread_ = std::thread([this, on_reply = std::move(on_reply)] {
+    absl::Time last_tick = absl::Now();
+    absl::Time resumed = absl::InfinitePast();  // the end of this process's last gap
     while (!stop_heartbeats_.WaitForNotificationWithTimeout(options_.heartbeat_period)) {
-      const absl::Duration silent = SilentFor();
+      const absl::Time now = absl::Now();
+      // A gap in the ticks: this process did not run (stopped, or starved of CPU) and could not
+      // have heard the scheduler, so its silence counts only from now; the next answer says
+      // what the scheduler made of the gap (declared this node dead, say).
+      if (now - last_tick > options_.heartbeat_period * 3) resumed = now;
+      last_tick = now;
+      const absl::Duration silent = std::min(SilentFor(), now - resumed);
       if (silent > options_.scheduler_timeout) {
         Fatal(absl::StrCat("lost the scheduler at ", options_.scheduler, ": no heartbeat "
                            "answered for ", absl::FormatDuration(silent)));
@@ -199,19 +208,20 @@ void SchedulerClient::StartHeartbeats(
               LOG(WARNING) << "heartbeat: " << reply.status();
               return;
             }
-            last_answer_micros_ = absl::ToUnixMicros(absl::Now());  // it is alive, at least
             const absl::Status s = FromReplyHeader(reply->header);
-            if (!s.ok()) {
-              LOG(WARNING) << "heartbeat: " << s;
-              return;
-            }
             const proto::HeartbeatReply& beat = reply->header.heartbeat_reply();
-            if (beat.declared_dead()) {
+            // A verdict is given before the answer counts, so that AwaitVerdictIfSilent, which
+            // waits for an answer, finds it given.
+            if (s.ok() && beat.declared_dead()) {
               Fatal("the scheduler declared this node dead (it was silent or made no progress "
                     "for too long) and goes on without it");
-            } else if (!beat.job_failed().empty()) {
+            } else if (s.ok() && !beat.job_failed().empty()) {
               Fatal(absl::StrCat("the job failed: ", beat.job_failed()));
-            } else if (on_reply) {
+            }
+            last_answer_micros_ = absl::ToUnixMicros(absl::Now());  // it is alive, at least
+            if (!s.ok()) {
+              LOG(WARNING) << "heartbeat: " << s;
+            } else if (!beat.declared_dead() && beat.job_failed().empty() && on_reply) {
               on_reply(beat);
             }
           });

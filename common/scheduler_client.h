@@ -76,7 +76,8 @@ class SchedulerClient {
   // Sends a heartbeat every heartbeat_period; `on_reply` (may be empty) sees each answer on
   // the transport's I/O thread. `on_fatal` (may be empty) is called once, on the heartbeat or
   // the I/O thread, when this node can no longer be part of the job, with why: the scheduler
-  // answered no heartbeat for scheduler_timeout, declared this node dead, or failed the job.
+  // answered no heartbeat for scheduler_timeout (counted while this process ran: after it was
+  // stopped or starved, from when it runs again), declared this node dead, or failed the job.
   void StartHeartbeats(std::function<void(const proto::HeartbeatReply&)> on_reply,
                        std::function<void(const std::string&)> on_fatal = nullptr);
   void StopHeartbeats();
