@@ -52,14 +52,14 @@ absl::Status ClockAggregator::Add(int worker, int64_t clock, const float* grad, 
   return absl::OkStatus();
 }
 
-absl::Status ClockAggregator::Add(int worker, int64_t clock, const GradientView& grad,
+absl::Status ClockAggregator::Add(int worker, int64_t clock, const wire::GradientView& grad,
                                   float weight) {
-  if (grad.kind == GradientView::Kind::kDense) return Add(worker, clock, grad.dense, weight);
+  if (grad.kind == wire::GradientView::Kind::kDense) return Add(worker, clock, grad.dense, weight);
   R2SP_RETURN_IF_ERROR(CheckArrival(worker, clock));
   float* __restrict out = sum_.data();
   if (contributors_ == 0) std::memset(out, 0, sum_.size() * sizeof(float));
   const float w = weight > 0.0f ? weight : 1.0f;
-  if (grad.kind == GradientView::Kind::kSparse) {
+  if (grad.kind == wire::GradientView::Kind::kSparse) {
     for (size_t j = 0; j < grad.count; ++j) out[grad.ids[j]] += w * grad.values[j];
   } else {
     grad.ForEachChunk([&](size_t begin, size_t length, const float* values) {

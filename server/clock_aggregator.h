@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "server/gradient_view.h"
+#include "common/wire/gradient_view.h"
 
 namespace r2sp {
 
@@ -24,7 +24,7 @@ class ClockAggregator {
   // range (InvalidArgument).
   absl::Status Add(int worker, int64_t clock, const float* grad, float weight = 0.0f);
   // The same for a gradient of any kind (sparse ones are added where they have values).
-  absl::Status Add(int worker, int64_t clock, const GradientView& grad, float weight = 0.0f);
+  absl::Status Add(int worker, int64_t clock, const wire::GradientView& grad, float weight = 0.0f);
 
   // The factor to apply sum() with: 1 for weighted gradients (their weights already make the
   // global-batch average), else 1 / contributors.

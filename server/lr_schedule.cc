@@ -32,4 +32,10 @@ absl::StatusOr<std::vector<int64_t>> ParseMilestones(const std::string& text) {
   return out;
 }
 
+SgdOptions ScheduledSgd(const SgdOptions& base, const LrSchedule& schedule, double steps) {
+  SgdOptions sgd = base;
+  sgd.learning_rate *= schedule.Factor(static_cast<int64_t>(steps + 1e-6));
+  return sgd;
+}
+
 }  // namespace r2sp

@@ -2,6 +2,7 @@
 // warm-up from 1/warmup_updates to 1 over the first warmup_updates, then step decay by `gamma`
 // at each milestone. The server multiplies its base rate (--lr) by it. In ASP every push is an
 // update; in BSP every clock is.
+// ScheduledSgd applies it to the optimizer options of a partition that has had so many steps.
 #ifndef R2SP_SERVER_LR_SCHEDULE_H_
 #define R2SP_SERVER_LR_SCHEDULE_H_
 
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "server/sgd.h"
 
 namespace r2sp {
 
@@ -21,6 +23,10 @@ struct LrSchedule {
   // The multiplier for the update that follows `updates_done` earlier ones.
   float Factor(int64_t updates_done) const;
 };
+
+// `base` with its learning rate scaled for the update that follows `steps` global-batch steps
+// (fractions round down, with a little slack for the sum of b_i / B fractions).
+SgdOptions ScheduledSgd(const SgdOptions& base, const LrSchedule& schedule, double steps);
 
 // Parses "N1,N2,..." (ascending positive integers; empty = none).
 absl::StatusOr<std::vector<int64_t>> ParseMilestones(const std::string& text);

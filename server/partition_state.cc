@@ -82,9 +82,9 @@ void PartitionState::Apply(const SgdOptions& options, float scale, const float* 
   Commit(out);
 }
 
-void PartitionState::Apply(const SgdOptions& options, float scale, const GradientView& grad) {
+void PartitionState::Apply(const SgdOptions& options, float scale, const wire::GradientView& grad) {
   DCHECK_EQ(grad.num_elements, num_elements_);
-  if (grad.kind == GradientView::Kind::kDense) {
+  if (grad.kind == wire::GradientView::Kind::kDense) {
     Apply(options, scale, grad.dense);
     return;
   }
@@ -93,7 +93,7 @@ void PartitionState::Apply(const SgdOptions& options, float scale, const Gradien
   float* out = out_buffer->values.data();
   float* m = momentum_.data();
   float* step = step_.empty() ? nullptr : step_.data();
-  if (grad.kind == GradientView::Kind::kSparse) {
+  if (grad.kind == wire::GradientView::Kind::kSparse) {
     SgdApplyNoGradient(options, scale, in, out, m, step, num_elements_);
     SgdAddSparse(options, scale, grad.ids, grad.values, grad.count, out, m, step);
   } else {

@@ -13,7 +13,7 @@
 #include <memory>
 #include <vector>
 
-#include "server/gradient_view.h"
+#include "common/wire/gradient_view.h"
 #include "server/range_pool.h"
 #include "server/sgd.h"
 #include "zmq.hpp"
@@ -38,7 +38,7 @@ class PartitionState {
   void Apply(const SgdOptions& options, float scale, const float* grad);
   // The same for a gradient of any kind: sparse ones without a dense copy (the untouched
   // weights get the zero-gradient update, see SgdApplyNoGradient).
-  void Apply(const SgdOptions& options, float scale, const GradientView& grad);
+  void Apply(const SgdOptions& options, float scale, const wire::GradientView& grad);
   // A frame over the current weights, valid even while later updates run.
   zmq::message_t PullFrame();
   // The same rounded to binary16 (fp16 pulls): encoded once per version, shared by every pull

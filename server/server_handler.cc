@@ -3,38 +3,23 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "common/codec/fp16.h"
 #include "common/status_macros.h"
+#include "common/wire/pull_frames.h"
 #include "glog/logging.h"
+#include "server/shard_checkpoint.h"
 
 namespace r2sp {
-namespace {
-
-// Bounds a predicted pull's update count (a worker asks for W - 1).
-constexpr int kMaxPredictedUpdates = 1 << 16;
-// Pulls one worker may have parked per partition.
-constexpr int kMaxParkedPulls = 4;
-
-// `weights` (fp32) rounded to binary16, in a frame of its own.
-zmq::message_t Fp16Frame(const zmq::message_t& weights) {
-  const size_t n = weights.size() / sizeof(float);
-  zmq::message_t half(n * sizeof(uint16_t));
-  codec::EncodeFp16(static_cast<const float*>(weights.data()), n,
-                    static_cast<uint16_t*>(half.data()));
-  return half;
-}
-
-}  // namespace
 
 ServerHandler::ServerHandler(const ServerOptions& options, Clock clock)
     : options_(options),
       clock_(std::move(clock)),
       pool_(options.apply_threads > 1 ? std::make_unique<RangePool>(options.apply_threads)
-                                      : nullptr) {}
+                                      : nullptr),
+      replier_(options.sgd, options.schedule, options.per_sample_updates),
+      roster_(options.sync) {}
 
 void ServerHandler::Configure(int rank, const ServerPeers& peers, const ModelLayout& layout) {
   absl::MutexLock lock(&mu_);
@@ -43,17 +28,8 @@ void ServerHandler::Configure(int rank, const ServerPeers& peers, const ModelLay
   rank_ = rank;
   num_workers_ = num_workers;
   peers_ = peers;
-  live_workers_.assign(num_workers, true);
-  joined_at_.assign(num_workers, 0);
-  for (uint64_t key : layout.KeysOf(rank)) {
-    const Partition& p = *layout.Find(key);
-    auto held = std::make_unique<HeldPartition>(p.num_elements, num_workers);
-    held->state.set_pool(pool_.get());
-    if (options_.sync == proto::BSP) {
-      held->aggregator = std::make_unique<ClockAggregator>(p.num_elements, num_workers);
-    }
-    partitions_.emplace(key, std::move(held));
-  }
+  roster_.Reset(rank, num_workers);
+  partitions_ = PartitionTable(layout, rank, num_workers, options_.sync == proto::BSP, pool_.get());
   configured_ = true;
   LOG(INFO) << "server " << rank << " holds " << partitions_.size() << " partitions, "
             << layout.BytesOf(rank) << " bytes";
@@ -77,31 +53,29 @@ proto::NodeCounters ServerHandler::CountersLocked() const {
 
 std::optional<std::vector<float>> ServerHandler::Weights(uint64_t key) const {
   absl::MutexLock lock(&mu_);
-  auto it = partitions_.find(key);
-  if (it == partitions_.end()) return std::nullopt;
-  const PartitionState& state = it->second->state;
+  const HeldPartition* held = partitions_.Get(key);
+  if (held == nullptr) return std::nullopt;
+  const PartitionState& state = held->state;
   return std::vector<float>(state.weights(), state.weights() + state.num_elements());
 }
 
 void ServerHandler::HandleRequest(Message request, Responder responder) {
+  using Handler = absl::Status (ServerHandler::*)(Message&, Responder&);
+  struct Route {
+    proto::MsgType type;
+    Handler handle;
+  };
+  static constexpr Route kRoutes[] = {
+      {proto::PUSH, &ServerHandler::HandlePush},
+      {proto::PULL, &ServerHandler::HandlePull},
+      {proto::MEMBERSHIP, &ServerHandler::HandleMembership},
+      {proto::SHUTDOWN, &ServerHandler::HandleShutdown},
+  };
   absl::MutexLock lock(&mu_);
-  absl::Status status;
-  switch (request.header.type()) {
-    case proto::PUSH:
-      status = HandlePush(request, responder);
-      break;
-    case proto::PULL:
-      status = HandlePull(request, responder);
-      break;
-    case proto::MEMBERSHIP:
-      status = HandleMembership(request, responder);
-      break;
-    case proto::SHUTDOWN:
-      status = HandleShutdown(request, responder);
-      break;
-    default:
-      status = absl::InvalidArgumentError(
-          absl::StrCat("a server does not handle ", proto::MsgType_Name(request.header.type())));
+  absl::Status status = absl::InvalidArgumentError(
+      absl::StrCat("a server does not handle ", proto::MsgType_Name(request.header.type())));
+  for (const Route& route : kRoutes) {
+    if (route.type == request.header.type()) status = (this->*route.handle)(request, responder);
   }
   if (!status.ok()) Reject(responder, status);
 }
@@ -114,7 +88,7 @@ absl::Status ServerHandler::CheckScheduler(const Responder& responder, const cha
   return absl::OkStatus();
 }
 
-absl::Status ServerHandler::HandleShutdown(const Message& request, Responder& responder) {
+absl::Status ServerHandler::HandleShutdown(Message& request, Responder& responder) {
   R2SP_RETURN_IF_ERROR(CheckScheduler(responder, "shut a server down"));
   Message reply;
   *reply.header.mutable_counters() = CountersLocked();
@@ -124,9 +98,7 @@ absl::Status ServerHandler::HandleShutdown(const Message& request, Responder& re
 }
 
 SgdOptions ServerHandler::SgdFor(const HeldPartition& held) const {
-  SgdOptions sgd = options_.sgd;
-  sgd.learning_rate *= options_.schedule.Factor(static_cast<int64_t>(held.steps + 1e-6));
-  return sgd;
+  return ScheduledSgd(options_.sgd, options_.schedule, held.steps);
 }
 
 void ServerHandler::Reject(Responder& responder, const absl::Status& status) {
@@ -156,22 +128,17 @@ absl::Status ServerHandler::CheckSender(const proto::Header& header,
   return absl::OkStatus();
 }
 
-absl::StatusOr<ServerHandler::HeldPartition*> ServerHandler::FindPartition(
-    const proto::Header& header, const Responder& responder) {
+absl::StatusOr<HeldPartition*> ServerHandler::FindPartition(const proto::Header& header,
+                                                            const Responder& responder) {
   R2SP_RETURN_IF_ERROR(CheckSender(header, responder));
-  auto it = partitions_.find(header.key());
-  if (it == partitions_.end()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("key ", header.key(), " is not held by server ", rank_));
-  }
-  return it->second.get();
+  return partitions_.Find(header.key());
 }
 
 absl::Status ServerHandler::HandlePush(Message& request, Responder& responder) {
   const proto::Header& header = request.header;
   R2SP_ASSIGN_OR_RETURN(HeldPartition* const found, FindPartition(header, responder));
   HeldPartition& held = *found;
-  R2SP_ASSIGN_OR_RETURN(const GradientView grad,
+  R2SP_ASSIGN_OR_RETURN(const wire::GradientView grad,
                         decoder_.Decode(request, held.state.num_elements()));
   counters_.bytes_pushed += PayloadBytes(request);
   ++counters_.pushes;
@@ -187,161 +154,164 @@ absl::Status ServerHandler::HandlePush(Message& request, Responder& responder) {
   }
   const float weight = header.push().scale();
   if (!(weight >= 0.0f && weight <= 1.0f)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("push scale must be in [0, 1], got ", weight));
+    return absl::InvalidArgumentError(absl::StrCat("push scale must be in [0, 1], got ", weight));
   }
-  if (options_.sync == proto::BSP && header.clock() < held.restored_clock &&
-      header.clock() >= 0) {
+  if (options_.sync == proto::BSP && header.clock() < held.restored_clock && header.clock() >= 0) {
     responder.ReplyStatus(absl::OkStatus());  // applied before the checkpoint
     return absl::OkStatus();
   }
-  const int w = header.sender_rank();
   // In asynchronous modes pushed[w] is past every clock of w's applied pushes.
-  if (options_.sync != proto::BSP && header.push().retry() && header.clock() < held.pushed[w]) {
+  if (options_.sync != proto::BSP && header.push().retry() &&
+      header.clock() < held.pushed[header.sender_rank()]) {
     ++counters_.repeated_pushes;
     responder.ReplyStatus(absl::OkStatus());  // a retry of a push applied already
     return absl::OkStatus();
   }
-  if (options_.sync == proto::BSP) {
-    R2SP_RETURN_IF_ERROR(held.aggregator->Add(w, header.clock(), grad, weight));
-  } else {
-    // A push is its fraction b_i / B of a step, or a whole one (unweighted, or classic ASP).
-    const float fraction = options_.per_sample_updates && weight > 0.0f ? weight : 1.0f;
-    const FractionalStep step = StepForFraction(SgdFor(held), fraction);
-    held.state.Apply(step.options, step.grad_scale, grad);
-    held.steps += fraction;
-  }
-  if (options_.sync == proto::BSP) {
-    ++held.pushed[w];
-  } else {
-    held.pushed[w] = std::max(held.pushed[w] + 1, header.clock() + 1);
-  }
+  R2SP_RETURN_IF_ERROR(ApplyPush(held, header, grad));
   responder.ReplyStatus(absl::OkStatus());
   MaybeCompleteClock(held);
   ReleaseParkedPulls(held);
   return absl::OkStatus();
 }
 
+absl::Status ServerHandler::ApplyPush(HeldPartition& held, const proto::Header& header,
+                                      const wire::GradientView& grad) {
+  const int w = header.sender_rank();
+  const float weight = header.push().scale();
+  if (options_.sync == proto::BSP) {
+    R2SP_RETURN_IF_ERROR(held.aggregator->Add(w, header.clock(), grad, weight));
+    ++held.pushed[w];
+    return absl::OkStatus();
+  }
+  // A push is its fraction b_i / B of a step, or a whole one (unweighted, or classic ASP).
+  const float fraction = options_.per_sample_updates && weight > 0.0f ? weight : 1.0f;
+  const FractionalStep step = StepForFraction(SgdFor(held), fraction);
+  held.state.Apply(step.options, step.grad_scale, grad);
+  held.steps += fraction;
+  held.pushed[w] = std::max(held.pushed[w] + 1, header.clock() + 1);
+  return absl::OkStatus();
+}
+
 void ServerHandler::MaybeCompleteClock(HeldPartition& held) {
   if (held.aggregator == nullptr) return;
-  if (hold_after_.has_value() && held.aggregator->clock() > *hold_after_) return;  // a join
-  if (held.aggregator->Complete(live_workers_, joined_at_)) {
+  if (roster_.Holds(held.aggregator->clock())) return;  // a join
+  if (held.aggregator->Complete(roster_.live(), roster_.joined_at())) {
     held.state.Apply(SgdFor(held), held.aggregator->scale(), held.aggregator->sum());
     held.steps += 1;
     held.aggregator->Advance();
   }
 }
 
-bool ServerHandler::PullReady(const HeldPartition& held, int64_t min_version,
-                              int64_t min_clock) const {
-  if (!held.state.initialized() || held.state.version() < min_version) return false;
-  if (min_clock > 0) {
-    for (int w = 0; w < num_workers_; ++w) {
-      if (live_workers_[w] && held.pushed[w] < min_clock) return false;
-    }
-  }
-  return true;
-}
-
 absl::Status ServerHandler::HandlePull(Message& request, Responder& responder) {
-  const proto::Header& header = request.header;
-  R2SP_ASSIGN_OR_RETURN(HeldPartition* const found, FindPartition(header, responder));
+  R2SP_ASSIGN_OR_RETURN(HeldPartition* const found, FindPartition(request.header, responder));
   HeldPartition& held = *found;
-  if (!request.payload.empty()) return absl::InvalidArgumentError("PULL carries no payload");
-  const proto::PullInfo& info = header.pull();
-  if (info.predict_fraction() != 0.0f || info.predict_updates() != 0) {
-    if (options_.sync == proto::BSP) {
-      return absl::InvalidArgumentError("predicted pulls are for asynchronous modes, not bsp");
-    }
-    if (!(info.predict_fraction() > 0.0f && info.predict_fraction() <= 1.0f) ||
-        info.predict_updates() < 1 || info.predict_updates() > kMaxPredictedUpdates) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "a predicted pull needs a fraction in (0, 1] and 1 to ", kMaxPredictedUpdates,
-          " updates, got ", info.predict_fraction(), " and ", info.predict_updates()));
-    }
-  }
-  if (header.codec() != proto::FP32 && header.codec() != proto::FP16 &&
-      header.codec() != proto::FP16_DELTA) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("PULL: unknown codec ", static_cast<int>(header.codec())));
-  }
-  if (info.delta_base() != 0 && header.codec() != proto::FP16_DELTA) {
-    return absl::InvalidArgumentError("PULL: a delta_base is for FP16_DELTA pulls only");
-  }
-  ParkedPull pull{info.min_version(), info.min_clock(), info.predict_fraction(),
-                  info.predict_updates(), header.codec(), header.sender_rank(),
-                  info.delta_base(), absl::Time(), std::move(responder)};
-  if (PullReady(held, pull.min_version, pull.min_clock)) {
+  R2SP_ASSIGN_OR_RETURN(wire::PullRequest wanted,
+                        wire::DecodePull(request, options_.sync != proto::BSP));
+  ParkedPull pull{std::move(wanted), absl::Time(), std::move(responder)};
+  if (PartitionTable::Ready(held, pull.request.min_version, pull.request.min_clock,
+                            roster_.live())) {
     AnswerPull(held, pull, 0.0);
     return absl::OkStatus();
   }
-  // A worker parks at most kMaxParkedPulls pulls per partition (it needs one), so a peer can
-  // park no more here than that many per partition held.
-  int parked = 0;
-  for (const ParkedPull& p : held.parked_pulls) parked += p.rank == pull.rank;
-  if (parked >= kMaxParkedPulls) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "worker ", pull.rank, " has ", parked, " pulls of partition ", header.key(),
-        " waiting already"));
-  }
-  pull.since = clock_();
-  held.parked_pulls.push_back(std::move(pull));
-  return absl::OkStatus();
+  const absl::Status parked = PartitionTable::Park(held, pull, clock_);
+  if (!parked.ok()) responder = std::move(pull.responder);  // HandleRequest rejects it
+  return parked;
 }
 
 void ServerHandler::AnswerPull(HeldPartition& held, ParkedPull& pull, double waited) {
-  Message reply;
-  reply.header.set_clock(held.state.version());
-  if (waited > 0) reply.header.mutable_pull_reply()->set_waited_seconds(waited);
-  if (held.steps > 0) reply.header.mutable_pull_reply()->set_steps(held.steps);
-  if (held.restored_steps > 0) {
-    reply.header.mutable_pull_reply()->set_restored_steps(held.restored_steps);
-  }
-  zmq::message_t frame;
-  proto::Codec codec = proto::FP32;
-  if (pull.predict_updates > 0) {
-    // The updates to come carry the fraction between them (or are whole steps each).
-    const float each = options_.per_sample_updates
-                           ? pull.predict_fraction / static_cast<float>(pull.predict_updates)
-                           : 1.0f;
-    frame = held.state.PredictedPullFrame(PredictionFor(SgdFor(held), each, pull.predict_updates));
-  } else if (pull.codec == proto::FP16) {
-    frame = held.state.Fp16PullFrame();  // encoded once per version
-    codec = proto::FP16;
-  } else {
-    frame = held.state.PullFrame();
-  }
-  if (pull.codec == proto::FP16_DELTA) {
-    if (held.shadows == nullptr) {
-      held.shadows = std::make_unique<PullShadows>(held.state.num_elements(), num_workers_);
-    }
-    PullShadows::Reply delta = held.shadows->Answer(pull.rank, pull.delta_base, std::move(frame));
-    frame = std::move(delta.frame);
-    codec = delta.codec;
-    reply.header.mutable_pull_reply()->set_delta_seq(delta.seq);
-  } else if (pull.codec == proto::FP16 && codec != proto::FP16) {
-    frame = Fp16Frame(frame);  // predicted weights, for this pull alone
-    codec = proto::FP16;
-  }
-  if (codec != proto::FP32) reply.header.set_codec(codec);
-  reply.payload.push_back(std::move(frame));
+  Message reply = replier_.Build(held, pull.request, waited, num_workers_);
   counters_.bytes_pulled += reply.payload[0].size();
   ++counters_.pulls;
   pull.responder.Reply(std::move(reply));
 }
 
 void ServerHandler::ReleaseParkedPulls(HeldPartition& held) {
-  if (held.parked_pulls.empty() || !held.state.initialized()) return;
-  std::vector<ParkedPull> still_waiting;
-  const absl::Time now = clock_();
-  for (ParkedPull& pull : held.parked_pulls) {
-    if (PullReady(held, pull.min_version, pull.min_clock)) {
-      AnswerPull(held, pull, absl::ToDoubleSeconds(now - pull.since));
-    } else {
-      still_waiting.push_back(std::move(pull));
-    }
+  PartitionTable::ReleaseReady(
+      held, roster_.live(), clock_,
+      [this](HeldPartition& h, ParkedPull& pull, double waited)
+          ABSL_NO_THREAD_SAFETY_ANALYSIS { AnswerPull(h, pull, waited); });  // under mu_
+}
+
+void ServerHandler::Resume() {
+  partitions_.ForEach([this](uint64_t, HeldPartition& held) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    MaybeCompleteClock(held);  // under mu_, as Resume
+    ReleaseParkedPulls(held);
+  });
+}
+
+absl::Status ServerHandler::HandleMembership(Message& request, Responder& responder) {
+  R2SP_RETURN_IF_ERROR(CheckScheduler(responder, "change membership"));
+  const proto::Membership& m = request.header.membership();
+  if (m.prepare() && m.cancel()) {
+    return absl::InvalidArgumentError("MEMBERSHIP: prepare and cancel exclude each other");
   }
-  held.parked_pulls = std::move(still_waiting);
+  Message reply;
+  if (m.prepare()) {
+    R2SP_ASSIGN_OR_RETURN(const int64_t first, roster_.Prepare(partitions_));
+    reply.header.set_clock(first);
+  } else if (m.cancel()) {
+    LOG(INFO) << "server " << rank_ << ": the join was cancelled";
+    ReleaseHold();
+  } else {
+    R2SP_RETURN_IF_ERROR(GrowWorkers(m));
+  }
+  responder.Reply(std::move(reply));
+  return absl::OkStatus();
+}
+
+absl::Status ServerHandler::GrowWorkers(const proto::Membership& membership) {
+  R2SP_RETURN_IF_ERROR(roster_.CheckGrow(membership));
+  const int num_workers = membership.num_workers();
+  const int64_t join_clock = membership.join_clock();
+  if (absl::Status fits = roster_.CheckJoinClock(join_clock, partitions_); !fits.ok()) {
+    ReleaseHold();
+    return fits;
+  }
+  roster_.Grow(num_workers, join_clock, partitions_);
+  // Ranks keep their connections: a MEMBERSHIP can add workers, never rebind one.
+  peers_.worker_ids.resize(num_workers_);
+  for (int w = num_workers_; w < num_workers; ++w) {
+    peers_.worker_ids.push_back(membership.worker_ids(w));
+  }
+  const bool at_clock = options_.sync == proto::SSP || options_.sync == proto::BSP;
+  LOG(INFO) << "server " << rank_ << ": " << num_workers - num_workers_ << " worker(s) joined, "
+            << num_workers << " in all"
+            << (at_clock ? absl::StrCat(", from clock ", join_clock) : "");
+  num_workers_ = num_workers;
+  ReleaseHold();
+  return absl::OkStatus();
+}
+
+void ServerHandler::ReleaseHold() {
+  if (roster_.EndHold()) Resume();
+}
+
+void ServerHandler::SetDepartedWorkers(const std::vector<int>& departed) {
+  absl::MutexLock lock(&mu_);
+  if (roster_.Depart(departed)) Resume();
+}
+
+proto::ShardCheckpoint ServerHandler::Snapshot() const {
+  absl::MutexLock lock(&mu_);
+  return SnapshotShard(partitions_, options_.sgd.momentum > 0);
+}
+
+double ServerHandler::Steps() const {
+  absl::MutexLock lock(&mu_);
+  return partitions_.Steps();
+}
+
+bool ServerHandler::Initialized() const {
+  absl::MutexLock lock(&mu_);
+  return partitions_.Initialized();
+}
+
+absl::Status ServerHandler::Restore(const proto::ShardCheckpoint& shard) {
+  absl::MutexLock lock(&mu_);
+  CHECK(configured_) << "ServerHandler::Restore before Configure";
+  R2SP_RETURN_IF_ERROR(RestoreShard(shard, partitions_));
+  LOG(INFO) << "server " << rank_ << " restored " << partitions_.size() << " partitions";
+  return absl::OkStatus();
 }
 
 }  // namespace r2sp

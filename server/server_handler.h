@@ -1,5 +1,9 @@
-// The parameter server's protocol logic: PUSH (apply on arrival, or BSP per-clock averaging),
-// PULL (answered now or parked until the wanted version exists) and SHUTDOWN.
+// The parameter server's protocol logic, one handler per message type: PUSH (apply on arrival,
+// or BSP per-clock averaging), PULL (answered now or parked until the wanted version exists),
+// MEMBERSHIP (workers joining) and SHUTDOWN. The state belongs to small classes it dispatches
+// to: PartitionTable (held partitions and parked pulls), PullReplier (a pull's reply),
+// WorkerRoster (live and joining workers, the bsp join hold), shard_checkpoint.h (snapshot and
+// restore); payloads are decoded by common/wire.
 #ifndef R2SP_SERVER_SERVER_HANDLER_H_
 #define R2SP_SERVER_SERVER_HANDLER_H_
 
@@ -17,14 +21,14 @@
 #include "common/handler.h"
 #include "common/log_limiter.h"
 #include "common/model_layout.h"
-#include "server/clock_aggregator.h"
+#include "common/wire/push_frames.h"
 #include "proto/checkpoint.pb.h"
-#include "server/partition_state.h"
-#include "server/pull_shadows.h"
-#include "server/range_pool.h"
-#include "server/push_decoder.h"
 #include "server/lr_schedule.h"
+#include "server/partition_table.h"
+#include "server/pull_reply.h"
+#include "server/range_pool.h"
 #include "server/sgd.h"
+#include "server/worker_roster.h"
 
 namespace r2sp {
 
@@ -70,7 +74,7 @@ class ServerHandler : public RequestHandler {
   // Notified when the scheduler asked us to shut down (after the reply was queued).
   absl::Notification& shutdown_requested() { return shutdown_requested_; }
 
-  // Checkpoints (server_handler_checkpoint.cc). A copy of every held partition's state, taken
+  // Checkpoints (shard_checkpoint.h). A copy of every held partition's state, taken
   // between two requests; the global-batch steps of the least advanced partition.
   proto::ShardCheckpoint Snapshot() const;
   double Steps() const;
@@ -85,38 +89,6 @@ class ServerHandler : public RequestHandler {
   std::optional<std::vector<float>> Weights(uint64_t key) const;
 
  private:
-  struct ParkedPull {
-    int64_t min_version;
-    int64_t min_clock;
-    float predict_fraction;  // 0: the current weights, else predicted ones (proto PullInfo)
-    int predict_updates;
-    proto::Codec codec;  // of the reply's payload
-    int rank;            // the worker's
-    uint64_t delta_base;  // FP16_DELTA: PullInfo.delta_base
-    absl::Time since;
-    Responder responder;
-  };
-  // One partition this server holds, with what its mode keeps about it.
-  struct HeldPartition {
-    HeldPartition(size_t n, int workers) : state(n), pushed(workers, 0) {}
-    PartitionState state;
-    std::unique_ptr<ClockAggregator> aggregator;  // BSP only
-    // Per worker: the pushes it made (SSP bounds; in asynchronous modes a worker's clock counts
-    // its pushes, so after a restore its next push sets it: pushed is past the clock of every
-    // push applied). A push marked as a retry (proto PushInfo.retry) of a clock below it was
-    // applied already (the worker lost the reply when its connection was reset), so it is
-    // acknowledged and not applied again.
-    std::vector<int64_t> pushed;
-    std::vector<ParkedPull> parked_pulls;
-    std::unique_ptr<PullShadows> shadows;  // once a worker pulls FP16_DELTA
-    double steps = 0;  // global-batch steps applied (fractions in asynchronous modes)
-    // BSP after a restore: the clock the checkpoint was aggregating. Workers resume at the
-    // least advanced partition's clock, so this one may get pushes for earlier clocks, which
-    // its weights hold already: they are acknowledged and dropped.
-    int64_t restored_clock = 0;
-    double restored_steps = 0;  // the checkpoint's steps (0: not restored)
-  };
-
   // OK if the request came over the connection of the worker its header names.
   absl::Status CheckSender(const proto::Header& header, const Responder& responder) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -133,26 +105,28 @@ class ServerHandler : public RequestHandler {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status HandlePull(Message& request, Responder& responder)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status HandleMembership(const Message& request, Responder& responder)
+  absl::Status HandleMembership(Message& request, Responder& responder)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status HandleShutdown(const Message& request, Responder& responder)
+  absl::Status HandleShutdown(Message& request, Responder& responder)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A gradient push (not init) of `held` that its checks let through: applied now, or added to
+  // its BSP clock's sum.
+  absl::Status ApplyPush(HeldPartition& held, const proto::Header& header,
+                         const wire::GradientView& grad) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Answers `pull` (parked for `waited` seconds) with the current or predicted weights.
   void AnswerPull(HeldPartition& held, ParkedPull& pull, double waited)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool PullReady(const HeldPartition& held, int64_t min_version, int64_t min_clock) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MaybeCompleteClock(HeldPartition& held) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReleaseParkedPulls(HeldPartition& held) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // After a departure or the end of a join hold: every partition's clock may complete, its
+  // parked pulls may be answered.
+  void Resume() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   SgdOptions SgdFor(const HeldPartition& held) const;
-  // Workers joining (MEMBERSHIP from the scheduler; server_handler_membership.cc). Prepare
-  // (bsp, ssp): hold BSP clocks past those being aggregated; returns the first clock a joiner
-  // may take part from here. Grow: ranks up to num_workers - 1 exist now, with these routing
-  // ids, taking part from membership.join_clock() (bsp, ssp); releases the hold.
-  absl::StatusOr<int64_t> PrepareJoin() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The MEMBERSHIP that adds workers: ranks up to num_workers - 1 exist now, with these routing
+  // ids, taking part from membership.join_clock() (bsp, ssp); ends a join hold.
   absl::Status GrowWorkers(const proto::Membership& membership)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Ends a hold: clocks complete and parked pulls are answered as they may now.
+  // Ends a join hold, if any: clocks complete and parked pulls are answered as they may now.
   void ReleaseHold() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Reject(Responder& responder, const absl::Status& status)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -161,6 +135,7 @@ class ServerHandler : public RequestHandler {
   const Clock clock_;
   // With options_.apply_threads > 1 (else null); outlives the partitions.
   const std::unique_ptr<RangePool> pool_;
+  const PullReplier replier_;
   absl::Notification shutdown_requested_;
 
   mutable absl::Mutex mu_;
@@ -168,21 +143,16 @@ class ServerHandler : public RequestHandler {
   int rank_ ABSL_GUARDED_BY(mu_) = -1;
   int num_workers_ ABSL_GUARDED_BY(mu_) = 0;
   ServerPeers peers_ ABSL_GUARDED_BY(mu_);
-  std::vector<bool> live_workers_ ABSL_GUARDED_BY(mu_);
-  // Per worker, the clock it takes part in BSP aggregation from (0 for the job's first
-  // workers; a bsp joiner's Membership.join_clock). While a bsp join is prepared, no clock past
-  // hold_after_ completes, so the joiner's clock stays ahead of every completed one.
-  std::vector<int64_t> joined_at_ ABSL_GUARDED_BY(mu_);
-  std::optional<int64_t> hold_after_ ABSL_GUARDED_BY(mu_);
+  WorkerRoster roster_ ABSL_GUARDED_BY(mu_);
   LogLimiter reject_log_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<uint64_t, std::unique_ptr<HeldPartition>> partitions_ ABSL_GUARDED_BY(mu_);
+  PartitionTable partitions_ ABSL_GUARDED_BY(mu_);
   struct Counters {
     uint64_t bytes_pushed = 0, bytes_pulled = 0, pushes = 0, pulls = 0, rejected = 0,
              repeated_pushes = 0;
   };
   Counters counters_ ABSL_GUARDED_BY(mu_);
   proto::NodeCounters CountersLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  PushDecoder decoder_ ABSL_GUARDED_BY(mu_);
+  wire::PushDecoder decoder_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace r2sp

@@ -74,9 +74,6 @@ void SgdAddSparse(const SgdOptions& options, float scale, const uint32_t* indice
                   const float* values, size_t count, float* weights, float* momentum_buffer,
                   float* step_out);
 
-// Whether no value is NaN or ±Inf (a gradient or initial value the server will accept).
-bool AllFinite(const float* values, size_t n);
-
 }  // namespace r2sp
 
 #endif  // R2SP_SERVER_SGD_H_

@@ -6,8 +6,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "common/codec/fp16.h"
-#include "worker/pull_decoder.h"
+#include "common/wire/pull_frames.h"
+#include "common/wire/push_frames.h"
 #include "glog/logging.h"
 
 namespace r2sp {
@@ -242,14 +242,6 @@ Ticket PsClient::Pull(float* params, const PullOptions& options) {
   return Ticket(std::move(state));
 }
 
-Ticket PsClient::PullPartition(uint64_t key, float* data, const PullOptions& options) {
-  const Partition* p = layout_->Find(key);
-  CHECK(p != nullptr) << "unknown key " << key;
-  auto state = std::make_shared<Ticket::State>(1);
-  SendPull(*p, data, options, state);
-  return Ticket(std::move(state));
-}
-
 void PsClient::SendPush(const Partition& p, HostGradient data, int64_t clock, bool init,
                         float scale, std::function<void(const absl::Status&)> done) {
   const proto::Codec codec = init ? proto::FP32 : options_.push_codec.codec;
@@ -260,27 +252,15 @@ void PsClient::SendPush(const Partition& p, HostGradient data, int64_t clock, bo
         "a gradient encoded to fp16 already goes only in an fp16 push; key ", p.key, " ", why)));
     return;
   }
+  const wire::PushFields fields{p.key, options_.rank, clock, init, scale};
   Message request;
-  request.header.set_type(proto::PUSH);
-  request.header.set_sender_role(proto::WORKER);
-  request.header.set_sender_rank(options_.rank);
-  request.header.set_key(p.key);
-  request.header.set_clock(clock);
-  if (init) request.header.mutable_push()->set_init(true);
-  if (scale > 0.0f) request.header.mutable_push()->set_scale(scale);
   if (codec == proto::FP16) {
-    request.header.set_codec(proto::FP16);
-    if (data.fp16 != nullptr) {
-      request.payload.push_back(BorrowedFrame(data.fp16, p.num_elements * sizeof(uint16_t)));
-    } else {
-      zmq::message_t half(p.num_elements * sizeof(uint16_t));
-      codec::EncodeFp16(data.fp32, p.num_elements, static_cast<uint16_t*>(half.data()));
-      request.payload.push_back(std::move(half));
-    }
+    request = data.fp16 != nullptr ? wire::EncodeEncodedFp16Push(fields, data.fp16, p.num_elements)
+                                   : wire::EncodeFp16Push(fields, data.fp32, p.num_elements);
   } else if (codec == proto::FP32) {
-    request.payload.push_back(BorrowedFrame(data.fp32, p.bytes()));
+    request = wire::EncodeFp32Push(fields, data.fp32, p.num_elements);
   } else {
-    request.payload = EncodeSparse(p, data.fp32, &request.header);
+    request = EncodeSparse(p, data.fp32, fields);
   }
   const size_t bytes = PayloadBytes(request);
   Send(p.server, std::move(request),
@@ -294,58 +274,39 @@ void PsClient::SendPush(const Partition& p, HostGradient data, int64_t clock, bo
        });
 }
 
-std::vector<zmq::message_t> PsClient::EncodeSparse(const Partition& p, const float* data,
-                                                   proto::Header* header) {
+Message PsClient::EncodeSparse(const Partition& p, const float* data,
+                               const wire::PushFields& fields) {
   SparsePartition& partition = *encoders_[p.key];  // key == index in the layout
   codec::SparseGradient& encoded = partition.scratch;
   partition.encoder.Encode(data, push_density_.load(), &encoded);
-  header->set_codec(options_.push_codec.codec);
-  proto::PushInfo* info = header->mutable_push();
-  if (options_.push_codec.fp16_values) info->set_values(proto::FP16);
-  if (options_.push_codec.codec == proto::CSC) {
-    info->set_chunk_elements(options_.push_codec.chunk_elements);
-  }
-  std::vector<zmq::message_t> frames;
-  frames.emplace_back(encoded.ids.data(), encoded.ids.size() * sizeof(uint32_t));
-  if (options_.push_codec.fp16_values) {
-    frames.emplace_back(encoded.half_values.data(), encoded.half_values.size() * sizeof(uint16_t));
-  } else {
-    frames.emplace_back(encoded.values.data(), encoded.values.size() * sizeof(float));
-  }
-  return frames;
+  return wire::EncodeSparsePush(fields, options_.push_codec, encoded);
 }
 
 void PsClient::SendPull(const Partition& p, float* data, const PullOptions& options,
                         std::shared_ptr<Ticket::State> state) {
-  Message request;
-  request.header.set_type(proto::PULL);
-  request.header.set_sender_role(proto::WORKER);
-  request.header.set_sender_rank(options_.rank);
-  request.header.set_key(p.key);
-  proto::PullInfo* info = request.header.mutable_pull();
-  info->set_min_version(options.min_version);
-  if (options.min_clock > 0) info->set_min_clock(options.min_clock);
-  if (options.predict_updates > 0) {
-    info->set_predict_fraction(options.predict_fraction);
-    info->set_predict_updates(options.predict_updates);
-  }
-  if (options.codec != proto::FP32) request.header.set_codec(options.codec);
-  PullAsked asked;
+  wire::PullRequest wanted;
+  wanted.key = p.key;
+  wanted.rank = options_.rank;
+  wanted.min_version = options.min_version;
+  wanted.min_clock = options.min_clock;
+  wanted.predict_fraction = options.predict_fraction;
+  wanted.predict_updates = options.predict_updates;
+  wanted.codec = options.codec;
+  std::atomic<uint64_t>& copy_seq = delta_seq_[p.key];
+  if (options.codec == proto::FP16_DELTA) wanted.delta_base = copy_seq.load();
+  copy_seq = 0;  // until the reply says which copy `data` holds
+  Message request = wire::EncodePull(wanted);
+  wire::PullAsked asked;
   asked.key = p.key;
   asked.num_elements = p.num_elements;
   asked.codec = options.codec;
-  std::atomic<uint64_t>& copy_seq = delta_seq_[p.key];
-  if (options.codec == proto::FP16_DELTA) {
-    asked.delta_base = copy_seq.load();
-    info->set_delta_base(asked.delta_base);
-  }
-  copy_seq = 0;  // until the reply says which copy `data` holds
+  asked.delta_base = wanted.delta_base;
   std::atomic<double>& steps_seen = pulled_steps_[p.key];
   Send(
       p.server, std::move(request),
       [this, asked, data, state, &copy_seq, &steps_seen](absl::StatusOr<Message> reply) {
-        absl::StatusOr<PulledPartition> pulled =
-            reply.ok() ? DecodePullReply(*reply, asked, data) : reply.status();
+        absl::StatusOr<wire::PulledPartition> pulled =
+            reply.ok() ? wire::DecodePullReply(*reply, asked, data) : reply.status();
         if (!pulled.ok()) {
           Ticket::Complete(*state, pulled.status(), 0, -1, -1, asked.key);
           return;

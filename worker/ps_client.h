@@ -1,6 +1,7 @@
-// The worker's parameter-server client (cf. ps-lite's KVWorker): asynchronous Push and Pull
-// of the whole model or single partitions, each returning a Ticket to Wait() on. Requests
-// for all partitions go out at once, to every server in parallel.
+// The worker's parameter-server client (cf. ps-lite's KVWorker): asynchronous Push (of the whole
+// model or single partitions) and Pull (of the whole model), each returning a Ticket to Wait()
+// on. Requests for all partitions go out at once, to every server in parallel; their frames are
+// encoded and decoded by common/wire.
 #ifndef R2SP_WORKER_PS_CLIENT_H_
 #define R2SP_WORKER_PS_CLIENT_H_
 
@@ -15,6 +16,7 @@
 #include "absl/time/time.h"
 #include "common/codec/codec_spec.h"
 #include "common/codec/sparse_encoder.h"
+#include "common/wire/push_frames.h"
 #include "worker/host_gradient.h"
 #include "common/delayed_calls.h"
 #include "common/model_layout.h"
@@ -146,7 +148,6 @@ class PsClient {
   // Pulls every partition into the flat model `params` (see PullOptions).
   // REQUIRES: params stays valid and is not read until the ticket is done.
   Ticket Pull(float* params, const PullOptions& options = {});
-  Ticket PullPartition(uint64_t key, float* data, const PullOptions& options = {});
 
   // Sparse push codecs: the fraction of values (topk) or chunks (csc) the next pushes send,
   // in (0, 1] (a density warm-up lowers it to the codec's ratio). Starts at the codec's ratio.
@@ -171,9 +172,8 @@ class PsClient {
                 std::function<void(const absl::Status&)> done);
   static std::function<void(const absl::Status&)> CompleteOn(
       std::shared_ptr<Ticket::State> state);
-  // The encoded frames of a sparse push of partition `p`; sets the header's codec fields.
-  std::vector<zmq::message_t> EncodeSparse(const Partition& p, const float* data,
-                                           proto::Header* header);
+  // A sparse push of partition `p` (encoded by its SparseEncoder, which moves its residual on).
+  Message EncodeSparse(const Partition& p, const float* data, const wire::PushFields& fields);
   void SendPull(const Partition& p, float* data, const PullOptions& options,
                 std::shared_ptr<Ticket::State> state);
 

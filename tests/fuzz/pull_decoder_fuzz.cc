@@ -1,4 +1,4 @@
-// Fuzz target: the worker's PULL reply decoder (worker/pull_decoder.h) for every codec it may
+// Fuzz target: the worker's PULL reply decoder (common/wire/pull_frames.h) for every codec it may
 // have asked for (fp32, fp16, fp16 deltas). A reply it refuses must leave the weights as they
 // were. Input: what was asked (codec, size, delta base), then replies (fuzz_input.h).
 #include <cstdint>
@@ -6,15 +6,15 @@
 #include <vector>
 
 #include "common/message.h"
+#include "common/wire/pull_frames.h"
 #include "glog/logging.h"
 #include "tests/fuzz/fuzz_input.h"
-#include "worker/pull_decoder.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace r2sp;
   fuzz::FuzzInput in(data, size);
   static constexpr proto::Codec kAsked[] = {proto::FP32, proto::FP16, proto::FP16_DELTA};
-  PullAsked asked;
+  wire::PullAsked asked;
   asked.key = in.Byte();
   asked.codec = kAsked[in.Byte() % 3];
   asked.num_elements = in.Byte() % 70;
@@ -25,7 +25,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     absl::StatusOr<Message> reply = DecodeFrames(frames, DecodeLimits());
     if (!reply.ok()) continue;
     const std::vector<float> before = weights;
-    absl::StatusOr<PulledPartition> pulled = DecodePullReply(*reply, asked, weights.data());
+    absl::StatusOr<wire::PulledPartition> pulled =
+        wire::DecodePullReply(*reply, asked, weights.data());
     if (!pulled.ok()) {
       CHECK(before.empty() ||
             std::memcmp(before.data(), weights.data(), before.size() * sizeof(float)) == 0)

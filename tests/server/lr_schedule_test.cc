@@ -25,6 +25,20 @@ TEST(LrScheduleTest, WarmupThenStepDecay) {
   EXPECT_FLOAT_EQ(s.Factor(25), 0.25f);
 }
 
+TEST(LrScheduleTest, ScheduledSgdScalesOnlyTheRateByWholeStepsDone) {
+  LrSchedule s;
+  s.milestones = {2};
+  s.gamma = 0.5f;
+  const SgdOptions base{0.4f, 0.9f, 0.01f};
+  EXPECT_EQ(ScheduledSgd(base, s, 1.5).learning_rate, 0.4f);
+  // 1.9999999 steps of b_i / B fractions count as 2 (the slack), so the milestone applies.
+  EXPECT_EQ(ScheduledSgd(base, s, 1.9999999).learning_rate, 0.2f);
+  const SgdOptions after = ScheduledSgd(base, s, 7.0);
+  EXPECT_EQ(after.learning_rate, 0.2f);
+  EXPECT_EQ(after.momentum, 0.9f);
+  EXPECT_EQ(after.weight_decay, 0.01f);
+}
+
 TEST(LrScheduleTest, ParsesMilestones) {
   EXPECT_TRUE(ParseMilestones("")->empty());
   EXPECT_EQ(*ParseMilestones("100,200"), (std::vector<int64_t>{100, 200}));

@@ -1,16 +1,16 @@
-// A pushed gradient as the server's decoder (push_decoder.h) hands it on, without a dense copy
+// A pushed gradient as the push decoder (push_frames.h) hands it on, without a dense copy
 // of a sparse one: dense fp32 values, (index, value) pairs (top-k), or dense chunks (csc). The
 // optimizer (PartitionState::Apply) and BSP's per-clock sum (ClockAggregator::Add) consume each
 // kind directly. The pointers borrow the request's frames or the decoder's scratch.
-#ifndef R2SP_SERVER_GRADIENT_VIEW_H_
-#define R2SP_SERVER_GRADIENT_VIEW_H_
+#ifndef R2SP_COMMON_WIRE_GRADIENT_VIEW_H_
+#define R2SP_COMMON_WIRE_GRADIENT_VIEW_H_
 
 #include <cstddef>
 #include <cstdint>
 
 #include "common/codec/csc.h"
 
-namespace r2sp {
+namespace r2sp::wire {
 
 struct GradientView {
   enum class Kind { kDense, kSparse, kChunks };
@@ -44,6 +44,6 @@ struct GradientView {
   }
 };
 
-}  // namespace r2sp
+}  // namespace r2sp::wire
 
-#endif  // R2SP_SERVER_GRADIENT_VIEW_H_
+#endif  // R2SP_COMMON_WIRE_GRADIENT_VIEW_H_

@@ -1,9 +1,11 @@
-// PushDecoder (server/push_decoder.h): every codec decodes to the view the optimizer consumes,
-// and every malformed push is refused with InvalidArgument before anything is applied: wrong
-// frame counts and sizes, unknown codecs and value codecs, ids unsorted, duplicated or out of
-// range, bad chunk sizes, values that do not match the ids, non-finite values, sparse initial
-// values.
-#include "server/push_decoder.h"
+// The PUSH wire format (common/wire/push_frames.h). Each encoder's push decodes to the gradient
+// it was given (fp32, fp16 from fp32 or encoded already, top-k and csc with fp32 or fp16
+// values); a small push of each kind has pinned bytes (the wire format must not change); every
+// codec decodes to the view the optimizer consumes, and every malformed push is refused with
+// InvalidArgument before anything is applied: wrong frame counts and sizes, unknown codecs and
+// value codecs, ids unsorted, duplicated or out of range, bad chunk sizes, values that do not
+// match the ids, non-finite values, sparse initial values.
+#include "common/wire/push_frames.h"
 
 #include <cmath>
 #include <cstring>
@@ -11,11 +13,12 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "common/codec/fp16.h"
 #include "gtest/gtest.h"
 #include "tests/testing/fakes.h"
 
-namespace r2sp {
+namespace r2sp::wire {
 namespace {
 
 using testing::WorkerRequest;
@@ -179,5 +182,155 @@ TEST_F(PushDecoderTest, MisalignedFramesAreCopiedNotMisread) {
   EXPECT_EQ(g->values[1], -0.5f);
 }
 
+// The gradient a decoded view describes, dense.
+std::vector<float> Densify(const GradientView& g) {
+  std::vector<float> dense(g.num_elements, 0.0f);
+  if (g.kind == GradientView::Kind::kDense) {
+    dense.assign(g.dense, g.dense + g.num_elements);
+  } else if (g.kind == GradientView::Kind::kSparse) {
+    for (size_t j = 0; j < g.count; ++j) dense[g.ids[j]] = g.values[j];
+  } else {
+    g.ForEachChunk([&](size_t begin, size_t length, const float* values) {
+      for (size_t i = 0; i < length; ++i) dense[begin + i] = values[i];
+    });
+  }
+  return dense;
+}
+
+// The header frame and each payload frame, in hex, as they go on the wire.
+std::string WireHex(Message& m) {
+  zmq::message_t header = EncodeHeader(m);
+  std::string hex = absl::BytesToHexString(
+      absl::string_view(static_cast<const char*>(header.data()), header.size()));
+  for (const zmq::message_t& frame : m.payload) {
+    hex += " " + absl::BytesToHexString(
+                     absl::string_view(static_cast<const char*>(frame.data()), frame.size()));
+  }
+  return hex;
+}
+
+const PushFields kFields{/*key=*/3, /*rank=*/1, /*clock=*/7, /*init=*/false, /*scale=*/0.5f};
+
+TEST(PushFramesTest, Fp32RoundTripBorrowsTheValues) {
+  const std::vector<float> v = {1, -2, 0.5f, 3};
+  Message m = EncodeFp32Push(kFields, v.data(), v.size());
+  EXPECT_EQ(m.header.type(), proto::PUSH);
+  EXPECT_EQ(m.header.sender_role(), proto::WORKER);
+  EXPECT_EQ(m.header.sender_rank(), 1);
+  EXPECT_EQ(m.header.key(), 3u);
+  EXPECT_EQ(m.header.clock(), 7);
+  EXPECT_EQ(m.header.codec(), proto::FP32);
+  EXPECT_EQ(m.header.push().scale(), 0.5f);
+  EXPECT_FALSE(m.header.push().init());
+  ASSERT_EQ(m.payload.size(), 1u);
+  EXPECT_EQ(m.payload[0].data(), v.data());  // zero-copy
+  PushDecoder decoder;
+  absl::StatusOr<GradientView> g = decoder.Decode(m, v.size());
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(Densify(*g), v);
+}
+
+TEST(PushFramesTest, Fp16RoundTripsFromFp32AndFromEncodedValues) {
+  const std::vector<float> v = {1, -2, 0.5f, 3.25f};  // exact in binary16
+  Message from_fp32 = EncodeFp16Push(kFields, v.data(), v.size());
+  EXPECT_EQ(from_fp32.header.codec(), proto::FP16);
+  ASSERT_EQ(from_fp32.payload.size(), 1u);
+  EXPECT_EQ(from_fp32.payload[0].size(), 8u);
+  PushDecoder decoder;
+  absl::StatusOr<GradientView> g = decoder.Decode(from_fp32, v.size());
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(Densify(*g), v);
+
+  const std::vector<uint16_t> half = Half(v);
+  Message encoded = EncodeEncodedFp16Push(kFields, half.data(), half.size());
+  EXPECT_EQ(encoded.header.codec(), proto::FP16);
+  EXPECT_EQ(encoded.payload[0].data(), half.data());  // zero-copy
+  g = decoder.Decode(encoded, v.size());
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(Densify(*g), v);
+}
+
+// A sparse encoder's output, as SparseEncoder::Encode fills it.
+codec::SparseGradient Encoded(const std::vector<uint32_t>& ids, const std::vector<float>& values,
+                              bool fp16) {
+  codec::SparseGradient e;
+  e.ids = ids;
+  if (fp16) {
+    e.half_values = Half(values);
+  } else {
+    e.values = values;
+  }
+  return e;
+}
+
+TEST(PushFramesTest, TopKRoundTripsWithFp32AndFp16Values) {
+  for (bool fp16 : {false, true}) {
+    codec::CodecSpec spec;
+    spec.codec = proto::TOPK;
+    spec.fp16_values = fp16;
+    const codec::SparseGradient e = Encoded({1, 4}, {0.5f, -1.5f}, fp16);
+    Message m = EncodeSparsePush(kFields, spec, e);
+    EXPECT_EQ(m.header.codec(), proto::TOPK);
+    EXPECT_EQ(m.header.push().values(), fp16 ? proto::FP16 : proto::FP32);
+    EXPECT_EQ(m.header.push().chunk_elements(), 0u);
+    ASSERT_EQ(m.payload.size(), 2u);
+    EXPECT_NE(m.payload[0].data(), e.ids.data());  // copied: the encoder reuses its buffers
+    PushDecoder decoder;
+    absl::StatusOr<GradientView> g = decoder.Decode(m, 6);
+    ASSERT_TRUE(g.ok()) << g.status();
+    EXPECT_EQ(Densify(*g), (std::vector<float>{0, 0.5f, 0, 0, -1.5f, 0})) << fp16;
+  }
+}
+
+TEST(PushFramesTest, CscRoundTripsWithFp32AndFp16Values) {
+  for (bool fp16 : {false, true}) {
+    codec::CodecSpec spec;
+    spec.codec = proto::CSC;
+    spec.fp16_values = fp16;
+    spec.chunk_elements = 2;
+    // 5 values in chunks of 2: send chunk 0 and the short last chunk 2.
+    const codec::SparseGradient e = Encoded({0, 2}, {1, 2, 5}, fp16);
+    Message m = EncodeSparsePush(kFields, spec, e);
+    EXPECT_EQ(m.header.codec(), proto::CSC);
+    EXPECT_EQ(m.header.push().chunk_elements(), 2u);
+    PushDecoder decoder;
+    absl::StatusOr<GradientView> g = decoder.Decode(m, 5);
+    ASSERT_TRUE(g.ok()) << g.status();
+    EXPECT_EQ(Densify(*g), (std::vector<float>{1, 2, 0, 0, 5})) << fp16;
+  }
+}
+
+TEST(PushFramesTest, InitPushesAreFp32WithTheInitFlag) {
+  const std::vector<float> v = {4, 5};
+  Message m = EncodeFp32Push(PushFields{9, 0, 0, /*init=*/true, 0.0f}, v.data(), v.size());
+  EXPECT_TRUE(m.header.push().init());
+  EXPECT_EQ(m.header.push().scale(), 0.0f);
+  PushDecoder decoder;
+  absl::StatusOr<GradientView> g = decoder.Decode(m, 2);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(Densify(*g), v);
+}
+
+// The bytes of small pushes, pinned: a change here changes the wire format.
+TEST(PushFramesTest, BytesOnTheWireArePinned) {
+  const std::vector<float> v = {1, -2};
+  Message fp32 = EncodeFp32Push(kFields, v.data(), v.size());
+  EXPECT_EQ(WireHex(fp32), "FP32_GOLDEN");
+  Message fp16 = EncodeFp16Push(kFields, v.data(), v.size());
+  EXPECT_EQ(WireHex(fp16), "FP16_GOLDEN");
+  Message init = EncodeFp32Push(PushFields{0, 2, 0, true, 0.0f}, v.data(), v.size());
+  EXPECT_EQ(WireHex(init), "INIT_GOLDEN");
+  codec::CodecSpec topk;
+  topk.codec = proto::TOPK;
+  topk.fp16_values = true;
+  Message sparse = EncodeSparsePush(kFields, topk, Encoded({1}, {0.5f}, true));
+  EXPECT_EQ(WireHex(sparse), "TOPK_GOLDEN");
+  codec::CodecSpec csc;
+  csc.codec = proto::CSC;
+  csc.chunk_elements = 4;
+  Message chunks = EncodeSparsePush(kFields, csc, Encoded({0}, {1, 2, 3, 4}, false));
+  EXPECT_EQ(WireHex(chunks), "CSC_GOLDEN");
+}
+
 }  // namespace
-}  // namespace r2sp
+}  // namespace r2sp::wire

@@ -1,15 +1,17 @@
-// See push_decoder.h.
-#include "server/push_decoder.h"
+// See push_frames.h.
+#include "common/wire/push_frames.h"
 
 #include <cstring>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "common/codec/csc.h"
 #include "common/codec/fp16.h"
 #include "common/status_macros.h"
-#include "server/sgd.h"
+#include "common/wire/finite.h"
+#include "common/wire/fp16_frame.h"
 
-namespace r2sp {
+namespace r2sp::wire {
 namespace {
 
 bool IsAligned(const void* p, size_t alignment) {
@@ -36,18 +38,67 @@ absl::Status CheckIds(const Message& request, const uint32_t* ids, size_t count,
                       const char* what) {
   for (size_t j = 0; j < count; ++j) {
     if (ids[j] >= limit) {
-      return Bad(request, absl::StrCat(what, " ", ids[j], " at position ", j,
-                                       " is out of range (", limit, ")"));
+      return Bad(request, absl::StrCat(what, " ", ids[j], " at position ", j, " is out of range (",
+                                       limit, ")"));
     }
     if (j > 0 && ids[j] <= ids[j - 1]) {
-      return Bad(request, absl::StrCat(what, "s must rise strictly: ", ids[j - 1], " then ",
-                                       ids[j], " at position ", j));
+      return Bad(request, absl::StrCat(what, "s must rise strictly: ", ids[j - 1], " then ", ids[j],
+                                       " at position ", j));
     }
   }
   return absl::OkStatus();
 }
 
+Message PushHeader(const PushFields& fields) {
+  Message request;
+  request.header.set_type(proto::PUSH);
+  request.header.set_sender_role(proto::WORKER);
+  request.header.set_sender_rank(fields.rank);
+  request.header.set_key(fields.key);
+  request.header.set_clock(fields.clock);
+  if (fields.init) request.header.mutable_push()->set_init(true);
+  if (fields.scale > 0.0f) request.header.mutable_push()->set_scale(fields.scale);
+  return request;
+}
+
 }  // namespace
+
+Message EncodeFp32Push(const PushFields& fields, const float* values, size_t n) {
+  Message request = PushHeader(fields);
+  request.payload.push_back(BorrowedFrame(values, n * sizeof(float)));
+  return request;
+}
+
+Message EncodeFp16Push(const PushFields& fields, const float* values, size_t n) {
+  Message request = PushHeader(fields);
+  request.header.set_codec(proto::FP16);
+  request.payload.push_back(Fp16Frame(values, n));
+  return request;
+}
+
+Message EncodeEncodedFp16Push(const PushFields& fields, const uint16_t* half, size_t n) {
+  Message request = PushHeader(fields);
+  request.header.set_codec(proto::FP16);
+  request.payload.push_back(BorrowedFrame(half, n * sizeof(uint16_t)));
+  return request;
+}
+
+Message EncodeSparsePush(const PushFields& fields, const codec::CodecSpec& spec,
+                         const codec::SparseGradient& encoded) {
+  Message request = PushHeader(fields);
+  request.header.set_codec(spec.codec);
+  proto::PushInfo* info = request.header.mutable_push();
+  if (spec.fp16_values) info->set_values(proto::FP16);
+  if (spec.codec == proto::CSC) info->set_chunk_elements(spec.chunk_elements);
+  request.payload.emplace_back(encoded.ids.data(), encoded.ids.size() * sizeof(uint32_t));
+  if (spec.fp16_values) {
+    request.payload.emplace_back(encoded.half_values.data(),
+                                 encoded.half_values.size() * sizeof(uint16_t));
+  } else {
+    request.payload.emplace_back(encoded.values.data(), encoded.values.size() * sizeof(float));
+  }
+  return request;
+}
 
 absl::StatusOr<GradientView> PushDecoder::Decode(const Message& request, size_t n) {
   switch (request.header.codec()) {
@@ -84,9 +135,9 @@ absl::StatusOr<GradientView> PushDecoder::DecodeDense(const Message& request, si
   const bool half = request.header.codec() == proto::FP16;
   const size_t want = n * (half ? sizeof(uint16_t) : sizeof(float));
   if (request.payload.size() != 1 || request.payload[0].size() != want) {
-    return Bad(request, absl::StrCat("must carry one frame of ", want, " bytes, got ",
-                                     PayloadBytes(request), " bytes in ",
-                                     request.payload.size(), " frames"));
+    return Bad(request,
+               absl::StrCat("must carry one frame of ", want, " bytes, got ", PayloadBytes(request),
+                            " bytes in ", request.payload.size(), " frames"));
   }
   const float* values = Values(request.payload[0], half, n, &scratch_);
   R2SP_RETURN_IF_ERROR(CheckFinite(request, values, n));
@@ -101,8 +152,8 @@ absl::StatusOr<GradientView> PushDecoder::DecodeSparse(const Message& request, s
                                      static_cast<int>(info.values())));
   }
   if (request.payload.size() != 2) {
-    return Bad(request, absl::StrCat("must carry 2 frames (ids, values), got ",
-                                     request.payload.size()));
+    return Bad(request,
+               absl::StrCat("must carry 2 frames (ids, values), got ", request.payload.size()));
   }
   const zmq::message_t& id_frame = request.payload[0];
   if (id_frame.size() % sizeof(uint32_t) != 0) {
@@ -142,4 +193,4 @@ absl::StatusOr<GradientView> PushDecoder::DecodeSparse(const Message& request, s
   return g;
 }
 
-}  // namespace r2sp
+}  // namespace r2sp::wire

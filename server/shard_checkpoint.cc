@@ -1,0 +1,100 @@
+// See shard_checkpoint.h.
+#include "server/shard_checkpoint.h"
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace r2sp {
+namespace {
+
+std::string FloatBytes(const float* values, size_t n) {
+  return std::string(reinterpret_cast<const char*>(values), n * sizeof(float));
+}
+
+// Whether `p` fits `held` (sizes, counters in range).
+absl::Status CheckPartition(const proto::PartitionCheckpoint& p, const HeldPartition& held) {
+  const size_t bytes = held.state.bytes();
+  if (p.weights().size() != bytes || (!p.momentum().empty() && p.momentum().size() != bytes)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("partition ", p.key(), " has ", p.weights().size(), " bytes of weights and ",
+                     p.momentum().size(), " of momentum; it needs ", bytes));
+  }
+  if (p.version() < 0 || !(p.steps() >= 0 && p.steps() < 1e15) || p.clock() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("partition ", p.key(), "'s counters are out of range"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckShard(const proto::ShardCheckpoint& shard, PartitionTable& partitions) {
+  absl::flat_hash_set<uint64_t> seen;
+  for (const proto::PartitionCheckpoint& p : shard.partitions()) {
+    absl::StatusOr<HeldPartition*> held = partitions.Find(p.key());
+    if (!held.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("the checkpoint holds partition ", p.key(),
+                                                     ", not one of server ", partitions.rank(),
+                                                     "'s"));
+    }
+    if (!seen.insert(p.key()).second) {
+      return absl::InvalidArgumentError(absl::StrCat("partition ", p.key(), " twice"));
+    }
+    R2SP_RETURN_IF_ERROR(CheckPartition(p, **held));
+  }
+  if (seen.size() != partitions.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("the checkpoint holds ", seen.size(),
+                                                   " of the shard's ", partitions.size(),
+                                                   " partitions"));
+  }
+  return absl::OkStatus();
+}
+
+void RestorePartition(const proto::PartitionCheckpoint& p, HeldPartition& held) {
+  std::vector<float> weights(held.state.num_elements()), momentum;
+  std::memcpy(weights.data(), p.weights().data(), p.weights().size());
+  if (!p.momentum().empty()) {
+    momentum.resize(held.state.num_elements());
+    std::memcpy(momentum.data(), p.momentum().data(), p.momentum().size());
+  }
+  held.state.Restore(weights.data(), momentum.empty() ? nullptr : momentum.data(), p.version());
+  held.steps = p.steps();
+  held.restored_steps = p.steps();
+  if (held.aggregator != nullptr) {
+    held.aggregator->ResetTo(p.clock());
+    held.restored_clock = p.clock();
+  }
+  // Every worker restarts at the same clock (the least advanced partition's steps): the ssp
+  // bounds count from there, whatever each worker had pushed before.
+  for (int64_t& n : held.pushed) n = static_cast<int64_t>(p.steps() + 1e-6);
+}
+
+}  // namespace
+
+proto::ShardCheckpoint SnapshotShard(const PartitionTable& partitions, bool momentum) {
+  proto::ShardCheckpoint shard;
+  partitions.ForEach([&](uint64_t key, const HeldPartition& held) {
+    proto::PartitionCheckpoint* p = shard.add_partitions();
+    const PartitionState& state = held.state;
+    p->set_key(key);
+    p->set_version(state.version());
+    p->set_steps(held.steps);
+    if (held.aggregator != nullptr) p->set_clock(held.aggregator->clock());
+    p->set_weights(FloatBytes(state.weights(), state.num_elements()));
+    if (momentum) p->set_momentum(FloatBytes(state.momentum(), state.num_elements()));
+  });
+  return shard;
+}
+
+absl::Status RestoreShard(const proto::ShardCheckpoint& shard, PartitionTable& partitions) {
+  R2SP_RETURN_IF_ERROR(CheckShard(shard, partitions));  // before changing anything
+  for (const proto::PartitionCheckpoint& p : shard.partitions()) {
+    RestorePartition(p, **partitions.Find(p.key()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace r2sp

@@ -1,0 +1,24 @@
+// A server's shard as a checkpoint stores it (proto ShardCheckpoint): taken from the partitions
+// it holds, and restored into them before the server serves its first request. A restore
+// validates the whole checkpoint before it changes anything.
+#ifndef R2SP_SERVER_SHARD_CHECKPOINT_H_
+#define R2SP_SERVER_SHARD_CHECKPOINT_H_
+
+#include "absl/status/status.h"
+#include "proto/checkpoint.pb.h"
+#include "server/partition_table.h"
+
+namespace r2sp {
+
+// Every partition's weights, version, steps and (BSP) clock; its momentum with `momentum`.
+proto::ShardCheckpoint SnapshotShard(const PartitionTable& partitions, bool momentum);
+
+// Installs `shard` into `partitions`: every held partition must be in it once, with its size
+// and counters in range (else InvalidArgument, and nothing changes). Each partition takes the
+// checkpoint's weights, momentum (zeros if absent), version, steps and clock, and every worker
+// counts as having pushed it steps times (all restart at the same clock).
+absl::Status RestoreShard(const proto::ShardCheckpoint& shard, PartitionTable& partitions);
+
+}  // namespace r2sp
+
+#endif  // R2SP_SERVER_SHARD_CHECKPOINT_H_
