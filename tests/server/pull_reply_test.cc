@@ -22,8 +22,7 @@ class PullReplyTest : public ::testing::Test {
 
   // Builds the reply to `pull` and decodes it as the worker would, into data_.
   absl::StatusOr<wire::PulledPartition> Answer(const PullReplier& replier,
-                                               const wire::PullRequest& pull,
-                                               uint64_t base = 0) {
+                                               const wire::PullRequest& pull, uint64_t base = 0) {
     Message reply = replier.Build(held_, pull, 0.0, 2);
     last_codec_ = reply.header.codec();
     wire::PullAsked asked;
@@ -53,12 +52,12 @@ TEST_F(PullReplyTest, CurrentWeightsWithTheHeadersCounters) {
   Update();
   wire::PullRequest pull;
   Message reply = replier.Build(held_, pull, 0.75, 2);
-  EXPECT_EQ(reply.header.clock(), 2);  // init and one update
+  EXPECT_EQ(reply.header.clock(), 1);  // one update (an initial value is version 0)
   EXPECT_EQ(reply.header.codec(), proto::FP32);
   EXPECT_EQ(reply.header.pull_reply().waited_seconds(), 0.75);
   EXPECT_EQ(reply.header.pull_reply().steps(), 2.5);
   EXPECT_EQ(reply.header.pull_reply().restored_steps(), 1);
-  EXPECT_FALSE(reply.header.pull_reply().has_delta_seq());
+  EXPECT_EQ(reply.header.pull_reply().delta_seq(), 0u);
   ASSERT_EQ(reply.payload.size(), 1u);
   EXPECT_EQ(reply.payload[0].data(), held_.state.weights());  // the buffer itself, no copy
 

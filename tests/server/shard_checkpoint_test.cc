@@ -53,7 +53,7 @@ TEST_F(ShardCheckpointTest, SnapshotRestoresToTheSameState) {
   ASSERT_EQ(shard.partitions_size(), 2);
   const proto::PartitionCheckpoint& p =
       shard.partitions(0).key() == 0 ? shard.partitions(0) : shard.partitions(1);
-  EXPECT_EQ(p.version(), 2);
+  EXPECT_EQ(p.version(), 1);
   EXPECT_EQ(p.steps(), 2.5);
   EXPECT_EQ(p.clock(), 3);
   EXPECT_EQ(Floats(p.weights()), (std::vector<float>{1, 2}));
@@ -67,7 +67,7 @@ TEST_F(ShardCheckpointTest, SnapshotRestoresToTheSameState) {
             (std::vector<float>{1, 2}));
   EXPECT_EQ(std::vector<float>(a.state.momentum(), a.state.momentum() + 2),
             (std::vector<float>{2, 2}));
-  EXPECT_EQ(a.state.version(), 2);
+  EXPECT_EQ(a.state.version(), 1);
   EXPECT_EQ(a.steps, 2.5);
   EXPECT_EQ(a.restored_steps, 2.5);
   EXPECT_EQ(a.aggregator->clock(), 3);
@@ -99,9 +99,9 @@ TEST_F(ShardCheckpointTest, RefusesACheckpointThatDoesNotFitAndChangesNothing) {
                    short_weights});
   proto::ShardCheckpoint bad_steps = good;
   bad_steps.mutable_partitions(1)->set_steps(-1);
-  cases.push_back({absl::StrCat("partition ", good.partitions(1).key(),
-                                "'s counters are out of range"),
-                   bad_steps});
+  cases.push_back(
+      {absl::StrCat("partition ", good.partitions(1).key(), "'s counters are out of range"),
+       bad_steps});
   PartitionTable target(layout_, 0, 2, true, nullptr);
   for (const Case& c : cases) {
     EXPECT_EQ(RestoreShard(c.shard, target), absl::InvalidArgumentError(c.error));

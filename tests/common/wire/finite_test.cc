@@ -19,9 +19,9 @@ TEST(AllFiniteTest, FindsNaNAndInfAnywhere) {
   EXPECT_TRUE(AllFinite(v.data(), v.size()));
   EXPECT_TRUE(AllFinite(v.data(), 0));
   for (size_t at : {size_t{0}, size_t{15}, size_t{16}, size_t{1000}}) {
-    for (float bad : {std::numeric_limits<float>::infinity(),
-                      -std::numeric_limits<float>::infinity(),
-                      std::numeric_limits<float>::quiet_NaN()}) {
+    for (float bad :
+         {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+          std::numeric_limits<float>::quiet_NaN()}) {
       std::vector<float> w = v;
       w[at] = bad;
       EXPECT_FALSE(AllFinite(w.data(), w.size())) << at << " " << bad;

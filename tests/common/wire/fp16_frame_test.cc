@@ -25,9 +25,7 @@ TEST(Fp16FrameTest, HoldsTheCodecsBinary16Values) {
   EXPECT_EQ(got, reference);
 }
 
-TEST(Fp16FrameTest, NoValuesMakeAnEmptyFrame) {
-  EXPECT_EQ(Fp16Frame(nullptr, 0).size(), 0u);
-}
+TEST(Fp16FrameTest, NoValuesMakeAnEmptyFrame) { EXPECT_EQ(Fp16Frame(nullptr, 0).size(), 0u); }
 
 }  // namespace
 }  // namespace r2sp::wire

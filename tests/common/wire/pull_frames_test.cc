@@ -93,8 +93,8 @@ TEST(PullDecoderTest, RefusesRepliesThatDoNotFitTheRequestAndWritesNothing) {
                    Asked(proto::FP32)});
   cases.push_back({"sparse codec", Reply(proto::TOPK, Floats({1, 2, 3})), Asked(proto::FP32)});
   cases.push_back({"fp16 not asked", Reply(proto::FP16, Halves({1, 2, 3})), Asked(proto::FP32)});
-  cases.push_back({"deltas not asked", Reply(proto::FP16_DELTA, Halves({1, 2, 3}), 2),
-                   Asked(proto::FP16, 0)});
+  cases.push_back(
+      {"deltas not asked", Reply(proto::FP16_DELTA, Halves({1, 2, 3}), 2), Asked(proto::FP16, 0)});
   cases.push_back({"deltas to another copy", Reply(proto::FP16_DELTA, Halves({1, 2, 3}), 9),
                    Asked(proto::FP16_DELTA, 4)});
   cases.push_back({"deltas without a copy", Reply(proto::FP16_DELTA, Halves({1, 2, 3}), 1),
@@ -102,8 +102,8 @@ TEST(PullDecoderTest, RefusesRepliesThatDoNotFitTheRequestAndWritesNothing) {
   cases.push_back({"whole weights without a sequence", Reply(proto::FP32, Floats({1, 2, 3})),
                    Asked(proto::FP16_DELTA, 4)});
   cases.push_back({"short fp32", Reply(proto::FP32, Floats({1, 2})), Asked(proto::FP32)});
-  cases.push_back({"fp32 size for fp16", Reply(proto::FP16, Floats({1, 2, 3})),
-                   Asked(proto::FP16)});
+  cases.push_back(
+      {"fp32 size for fp16", Reply(proto::FP16, Floats({1, 2, 3})), Asked(proto::FP16)});
   cases.push_back({"long deltas", Reply(proto::FP16_DELTA, Halves({1, 2, 3, 4}), 5),
                    Asked(proto::FP16_DELTA, 4)});
   cases.push_back({"two frames", Reply(proto::FP32, std::move(two)), Asked(proto::FP32)});
@@ -239,12 +239,16 @@ TEST(PullFramesTest, RepliesRoundTripForEachCodec) {
 }
 
 // The bytes of small requests and replies, pinned: a change here changes the wire format.
+// Requests: 08 07 type PULL, 20 03 sender_role WORKER, 28 rank, 30 key, 58 codec, d201 pull
+// {08 min_version, 10 min_clock, 1d predict_fraction, 20 predict_updates, 28 delta_base}
+// (present even when empty). Replies: 38 clock (the version), 42 payload_bytes, 58 codec, da01
+// pull_reply {09 waited_seconds, 10 delta_seq, 19 steps, 21 restored_steps}.
 TEST(PullFramesTest, BytesOnTheWireArePinned) {
   PullRequest plain;
   plain.key = 3;
   plain.rank = 1;
   Message request = EncodePull(plain);
-  EXPECT_EQ(WireHex(request), "PULL_GOLDEN");
+  EXPECT_EQ(WireHex(request), "0807200328013003d20100");
   PullRequest full;
   full.key = 3;
   full.rank = 1;
@@ -255,13 +259,13 @@ TEST(PullFramesTest, BytesOnTheWireArePinned) {
   full.codec = proto::FP16_DELTA;
   full.delta_base = 4;
   Message full_request = EncodePull(full);
-  EXPECT_EQ(WireHex(full_request), "FULL_GOLDEN");
+  EXPECT_EQ(WireHex(full_request), "08072003280130035804d2010d080210051d0000003f20032804");
   const std::vector<float> v = {1, -2};
   PullReplyFields fields;
   fields.version = 9;
   fields.steps = 1.5;
   Message reply = EncodePullReply(fields, proto::FP32, CopiedFrame(v.data(), 8));
-  EXPECT_EQ(WireHex(reply), "REPLY_GOLDEN");
+  EXPECT_EQ(WireHex(reply), "3809420108da010919000000000000f83f 0000803f000000c0");
   PullReplyFields delta;
   delta.version = 9;
   delta.waited_seconds = 0.25;
@@ -269,7 +273,8 @@ TEST(PullFramesTest, BytesOnTheWireArePinned) {
   delta.delta_seq = 5;
   std::vector<zmq::message_t> half = Halves(v);
   Message delta_reply = EncodePullReply(delta, proto::FP16_DELTA, std::move(half[0]));
-  EXPECT_EQ(WireHex(delta_reply), "DELTA_GOLDEN");
+  EXPECT_EQ(WireHex(delta_reply),
+            "38094201045804da011409000000000000d03f100521000000000000f03f 003c00c0");
 }
 
 }  // namespace

@@ -121,9 +121,9 @@ TEST_F(PushDecoderTest, RefusesMalformedDensePushes) {
 }
 
 TEST_F(PushDecoderTest, RefusesMalformedTopK) {
-  ExpectRefused(Sparse({1, 1}, {1, 2}), 10, "must rise strictly");      // duplicate
-  ExpectRefused(Sparse({3, 1}, {1, 2}), 10, "must rise strictly");      // unsorted
-  ExpectRefused(Sparse({1, 10}, {1, 2}), 10, "out of range");           // index == n
+  ExpectRefused(Sparse({1, 1}, {1, 2}), 10, "must rise strictly");  // duplicate
+  ExpectRefused(Sparse({3, 1}, {1, 2}), 10, "must rise strictly");  // unsorted
+  ExpectRefused(Sparse({1, 10}, {1, 2}), 10, "out of range");       // index == n
   ExpectRefused(Sparse({0xffffffffu}, {1}), 10, "out of range");
   ExpectRefused(Sparse({1, 2}, {1}), 10, "value frame must hold 8 bytes");  // count mismatch
   ExpectRefused(Sparse({1, 2}, {1, 2, 3}), 10, "value frame must hold 8 bytes");
@@ -154,7 +154,7 @@ TEST_F(PushDecoderTest, RefusesMalformedCsc) {
   Message zero_chunk = Sparse({0}, {1, 2, 3, 4}, 4);
   zero_chunk.header.mutable_push()->set_chunk_elements(0);
   ExpectRefused(zero_chunk, 10, "chunk_elements must be > 0");
-  ExpectRefused(Sparse({3}, {1, 2}, 4), 10, "out of range");            // only chunks 0..2
+  ExpectRefused(Sparse({3}, {1, 2}, 4), 10, "out of range");  // only chunks 0..2
   ExpectRefused(Sparse({1, 1}, std::vector<float>(8), 4), 10, "must rise strictly");
   ExpectRefused(Sparse({2, 0}, std::vector<float>(6), 4), 10, "must rise strictly");
   ExpectRefused(Sparse({0, 2}, std::vector<float>(8), 4), 10, "must hold 24 bytes");  // short last
@@ -311,25 +311,30 @@ TEST(PushFramesTest, InitPushesAreFp32WithTheInitFlag) {
   EXPECT_EQ(Densify(*g), v);
 }
 
-// The bytes of small pushes, pinned: a change here changes the wire format.
+// The bytes of small pushes, pinned: a change here changes the wire format. The header frame
+// reads: 08 06 type PUSH, 20 03 sender_role WORKER, 28 sender_rank, 30 key, 38 clock, 42
+// payload_bytes (packed), 58 codec, ca01 push {08 init, 15 scale (fixed32), 18 values, 20
+// chunk_elements}; then each payload frame.
 TEST(PushFramesTest, BytesOnTheWireArePinned) {
   const std::vector<float> v = {1, -2};
   Message fp32 = EncodeFp32Push(kFields, v.data(), v.size());
-  EXPECT_EQ(WireHex(fp32), "FP32_GOLDEN");
+  EXPECT_EQ(WireHex(fp32), "08062003280130033807420108ca0105150000003f 0000803f000000c0");
   Message fp16 = EncodeFp16Push(kFields, v.data(), v.size());
-  EXPECT_EQ(WireHex(fp16), "FP16_GOLDEN");
+  EXPECT_EQ(WireHex(fp16), "080620032801300338074201045801ca0105150000003f 003c00c0");
   Message init = EncodeFp32Push(PushFields{0, 2, 0, true, 0.0f}, v.data(), v.size());
-  EXPECT_EQ(WireHex(init), "INIT_GOLDEN");
+  EXPECT_EQ(WireHex(init), "080620032802420108ca01020801 0000803f000000c0");
   codec::CodecSpec topk;
   topk.codec = proto::TOPK;
   topk.fp16_values = true;
   Message sparse = EncodeSparsePush(kFields, topk, Encoded({1}, {0.5f}, true));
-  EXPECT_EQ(WireHex(sparse), "TOPK_GOLDEN");
+  EXPECT_EQ(WireHex(sparse), "08062003280130033807420204025802ca0107150000003f1801 01000000 0038");
   codec::CodecSpec csc;
   csc.codec = proto::CSC;
   csc.chunk_elements = 4;
   Message chunks = EncodeSparsePush(kFields, csc, Encoded({0}, {1, 2, 3, 4}, false));
-  EXPECT_EQ(WireHex(chunks), "CSC_GOLDEN");
+  EXPECT_EQ(WireHex(chunks),
+            "08062003280130033807420204105803ca0107150000003f2004 00000000 "
+            "0000803f000000400000404000008040");
 }
 
 }  // namespace
