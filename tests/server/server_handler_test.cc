@@ -506,7 +506,12 @@ TEST_F(ServerHandlerTest, ParkedPullsPerWorkerAreBounded) {
   auto replies = sink_.Take();
   ASSERT_EQ(replies.size(), 96u);  // four parked, the rest refused at once
   for (const auto& [to, reply] : replies) {
+    // Refused to the worker that asked, as an answer to its pull (the responder the pull was
+    // to be parked with is given back for the refusal).
+    EXPECT_EQ(to, "w0");
+    EXPECT_EQ(reply.header.type(), proto::PULL);
     EXPECT_EQ(reply.header.code(), proto::FAILED_PRECONDITION);
+    EXPECT_EQ(reply.header.error(), "worker 0 has 4 pulls of partition 0 waiting already");
   }
 }
 
