@@ -562,7 +562,7 @@ TEST_F(ServerHandlerTest, SspRestoredPartitionTakesEachWorkersClockFromItsNextPu
 }
 
 
-// Workers joining bsp and ssp jobs at a clock boundary (server_handler_membership.cc).
+// Workers joining bsp and ssp jobs at a clock boundary (server/worker_roster.h).
 class ServerJoinTest : public ServerHandlerTest {
  protected:
   // A MEMBERSHIP from the scheduler; its reply (the pulls it released go to released_).
