@@ -66,8 +66,8 @@ absl::StatusOr<const std::string*> PeerConnections::ServerKeyFor(const std::stri
   }
   auto key = options_.curve->public_keys.find(role);
   if (key == options_.curve->public_keys.end()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "no CURVE key to authenticate ", peer, " by: its role is not known (ExpectPeer)"));
+    return absl::FailedPreconditionError(absl::StrCat("no CURVE key to authenticate ", peer,
+                                                      " by: its role is not known (ExpectPeer)"));
   }
   return &key->second;
 }

@@ -42,10 +42,10 @@ struct PeerConnectionsOptions {
   // The context's I/O threads: connection k is pinned to thread k mod zmq_io_threads.
   // REQUIRES: >= 1.
   int zmq_io_threads = 1;
-  int queue_messages = 64;                         // ZMQ_RCVHWM of each DEALER
-  int64_t max_frame_bytes = int64_t{256} << 20;    // ZMQ_MAXMSGSIZE
-  int linger_ms = 2000;                            // to flush queued requests when closing
-  std::shared_ptr<const JobKeys> curve;            // null: plain TCP
+  int queue_messages = 64;                       // ZMQ_RCVHWM of each DEALER
+  int64_t max_frame_bytes = int64_t{256} << 20;  // ZMQ_MAXMSGSIZE
+  int linger_ms = 2000;                          // to flush queued requests when closing
+  std::shared_ptr<const JobKeys> curve;          // null: plain TCP
 };
 
 // Thread-safety: ExpectPeer may be called from any thread; everything else only from the
@@ -70,8 +70,7 @@ class PeerConnections {
 
   // DEALER `k` connected to `peer`, made on first use. FailedPrecondition with CURVE when
   // `peer`'s role is not known; Unavailable when libzmq refuses the endpoint.
-  absl::StatusOr<zmq::socket_t*> DealerFor(const std::string& peer, int k)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<zmq::socket_t*> DealerFor(const std::string& peer, int k) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Closes every connection to `peer`, dropping what they have not delivered; the next request
   // to it opens connection 0 afresh. Returns how many sockets were closed.

@@ -44,7 +44,8 @@ bool RequestTracker::Fail(uint64_t id, const absl::Status& status) {
 }
 
 template <typename Pred>
-size_t RequestTracker::FailWhere(Pred pred, const absl::Status& status, std::atomic<uint64_t>* count) {
+size_t RequestTracker::FailWhere(Pred pred, const absl::Status& status,
+                                 std::atomic<uint64_t>* count) {
   std::vector<ReplyCallback> failed;
   for (auto it = outstanding_.begin(); it != outstanding_.end();) {
     if (pred(it->second)) {
@@ -61,8 +62,7 @@ size_t RequestTracker::FailWhere(Pred pred, const absl::Status& status, std::ato
 
 size_t RequestTracker::ExpireDue(absl::Time now) {
   return FailWhere([now](const OutstandingRequest& r) { return r.deadline <= now; },
-                   absl::DeadlineExceededError("no reply before the deadline"),
-                   &timed_out_);
+                   absl::DeadlineExceededError("no reply before the deadline"), &timed_out_);
 }
 
 size_t RequestTracker::CancelPeer(absl::string_view peer, const absl::Status& status) {

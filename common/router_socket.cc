@@ -14,8 +14,7 @@ std::string WithHost(const std::string& endpoint, const std::string& host) {
   return absl::StrCat(endpoint.substr(0, scheme + 3), host, endpoint.substr(colon));
 }
 
-absl::StatusOr<std::string> BindRouter(zmq::socket_t& router,
-                                       const RouterSocketOptions& options) {
+absl::StatusOr<std::string> BindRouter(zmq::socket_t& router, const RouterSocketOptions& options) {
   std::string endpoint;
   try {
     router.set(zmq::sockopt::linger, options.linger_ms);

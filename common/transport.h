@@ -22,9 +22,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/auth/curve_keys.h"
@@ -145,7 +143,7 @@ class Transport : public ReplySink, public Requester {
   void SendFrames(zmq::socket_t& socket, Message& message, const std::string* routing_id);
   void ReceiveFromRouter();
   void ReceiveFromDealer(zmq::socket_t& dealer);
-  // Carries out the ResetPeer calls queued (between polls: dealer_list_ may shrink).
+  // Carries out the ResetPeer calls queued (between polls: the polled sockets may shrink).
   void ApplyResets();
   // Wakes the I/O thread from its poll.
   void Wake();

@@ -44,7 +44,7 @@ TEST(PeerConnectionsTest, PushesAndPullsSpreadOverConnectionsAsTheyOpenInTurn) {
   EXPECT_EQ(peers.open_connections(kPeer), 3);  // never more than connections_per_peer
   EXPECT_EQ(peers.ConnectionFor(kPeer, Keyed(proto::PULL, 5)), 2);
   EXPECT_EQ(peers.ConnectionFor(kPeer, Keyed(proto::BARRIER, 5)), 0);  // unkeyed: the first
-  EXPECT_EQ(peers.open_connections(kOther), 1);  // each peer on its own
+  EXPECT_EQ(peers.open_connections(kOther), 1);                        // each peer on its own
 }
 
 TEST(PeerConnectionsTest, OneConnectionPerPeerNeverOpensMore) {

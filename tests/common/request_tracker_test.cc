@@ -139,7 +139,8 @@ TEST(RequestTrackerTest, ACallbackMayAddARequestAndSeesItselfCounted) {
   uint64_t timed_out_seen = 0;
   tracker.Add("tcp://a:1", 0, kStart, [&](absl::StatusOr<Message>) {
     timed_out_seen = tracker.counts().timed_out;
-    retried = tracker.Add("tcp://a:1", 0, kStart + absl::Seconds(1), [](absl::StatusOr<Message>) {});
+    retried =
+        tracker.Add("tcp://a:1", 0, kStart + absl::Seconds(1), [](absl::StatusOr<Message>) {});
   });
   EXPECT_EQ(tracker.ExpireDue(kStart), 1u);
   EXPECT_EQ(timed_out_seen, 1u);

@@ -84,19 +84,30 @@ class Parser {
         if (at_ >= text_.size()) return Fail("unterminated escape");
         const char e = text_[at_++];
         switch (e) {
-          case 'n': c = '\n'; break;
-          case 't': c = '\t'; break;
-          case 'r': c = '\r'; break;
-          case 'b': c = '\b'; break;
-          case 'f': c = '\f'; break;
+          case 'n':
+            c = '\n';
+            break;
+          case 't':
+            c = '\t';
+            break;
+          case 'r':
+            c = '\r';
+            break;
+          case 'b':
+            c = '\b';
+            break;
+          case 'f':
+            c = '\f';
+            break;
           case 'u': {  // the files hold ASCII; keep the code point's low byte
             if (at_ + 4 > text_.size()) return Fail("short \\u escape");
-            c = static_cast<char>(std::strtol(std::string(text_.substr(at_, 4)).c_str(),
-                                              nullptr, 16));
+            c = static_cast<char>(
+                std::strtol(std::string(text_.substr(at_, 4)).c_str(), nullptr, 16));
             at_ += 4;
             break;
           }
-          default: c = e;  // \" \\ \/
+          default:
+            c = e;  // \" \\ \/
         }
       }
       out.push_back(c);
@@ -115,7 +126,10 @@ class Parser {
       out.array.emplace_back();
       if (!Value(out.array.back())) return false;
       SkipSpace();
-      if (at_ < text_.size() && text_[at_] == ',') { ++at_; continue; }
+      if (at_ < text_.size() && text_[at_] == ',') {
+        ++at_;
+        continue;
+      }
       if (at_ < text_.size() && text_[at_] == ']') return ++at_, true;
       return Fail("expected ',' or ']'");
     }
@@ -137,7 +151,10 @@ class Parser {
       out.object.emplace_back(std::move(key), Json());
       if (!Value(out.object.back().second)) return false;
       SkipSpace();
-      if (at_ < text_.size() && text_[at_] == ',') { ++at_; continue; }
+      if (at_ < text_.size() && text_[at_] == ',') {
+        ++at_;
+        continue;
+      }
       if (at_ < text_.size() && text_[at_] == '}') return ++at_, true;
       return Fail("expected ',' or '}'");
     }

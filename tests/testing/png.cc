@@ -29,8 +29,7 @@ absl::StatusOr<std::string> Inflate(const std::string& data, size_t expected) {
   const int rc = uncompress(reinterpret_cast<Bytef*>(out.data()), &size,
                             reinterpret_cast<const Bytef*>(data.data()), data.size());
   if (rc != Z_OK || size != expected) {
-    return Bad(absl::StrCat("image data does not inflate to ", expected, " bytes (zlib ", rc,
-                            ")"));
+    return Bad(absl::StrCat("image data does not inflate to ", expected, " bytes (zlib ", rc, ")"));
   }
   return out;
 }
@@ -53,12 +52,22 @@ absl::Status Unfilter(std::string& raw, int height, size_t stride, int bpp) {
       const int b = prev != nullptr ? prev[i] : 0;
       const int c = prev != nullptr && i >= static_cast<size_t>(bpp) ? prev[i - bpp] : 0;
       switch (filter) {
-        case 0: break;
-        case 1: row[i] += a; break;
-        case 2: row[i] += b; break;
-        case 3: row[i] += (a + b) / 2; break;
-        case 4: row[i] += Paeth(a, b, c); break;
-        default: return Bad(absl::StrCat("row ", y, " has filter ", filter));
+        case 0:
+          break;
+        case 1:
+          row[i] += a;
+          break;
+        case 2:
+          row[i] += b;
+          break;
+        case 3:
+          row[i] += (a + b) / 2;
+          break;
+        case 4:
+          row[i] += Paeth(a, b, c);
+          break;
+        default:
+          return Bad(absl::StrCat("row ", y, " has filter ", filter));
       }
     }
   }
@@ -67,9 +76,7 @@ absl::Status Unfilter(std::string& raw, int height, size_t stride, int bpp) {
 
 }  // namespace
 
-int64_t PngImage::Count(uint32_t color) const {
-  return std::count(rgb.begin(), rgb.end(), color);
-}
+int64_t PngImage::Count(uint32_t color) const { return std::count(rgb.begin(), rgb.end(), color); }
 
 absl::StatusOr<PngImage> DecodePng(absl::string_view bytes) {
   if (bytes.substr(0, 8) != kSignature) return Bad("no PNG signature");
@@ -87,8 +94,8 @@ absl::StatusOr<PngImage> DecodePng(absl::string_view bytes) {
       image.height = static_cast<int>(BigEndian32(data, 4));
       const int depth = data[8], color = data[9], interlace = data[12];
       if (depth != 8 || (color != 2 && color != 6) || interlace != 0) {
-        return Bad(absl::StrCat("depth ", depth, ", colour type ", color, ", interlace ",
-                                interlace, ": only 8-bit RGB(A), not interlaced"));
+        return Bad(absl::StrCat("depth ", depth, ", colour type ", color, ", interlace ", interlace,
+                                ": only 8-bit RGB(A), not interlaced"));
       }
       bpp = color == 6 ? 4 : 3;
     } else if (type == "IDAT") {

@@ -26,15 +26,19 @@ void Chunk(std::string& png, const std::string& type, const std::string& data) {
 
 int Predict(int filter, int a, int b, int c) {
   switch (filter) {
-    case 1: return a;
-    case 2: return b;
-    case 3: return (a + b) / 2;
+    case 1:
+      return a;
+    case 2:
+      return b;
+    case 3:
+      return (a + b) / 2;
     case 4: {
       const int p = a + b - c;
       const int pa = std::abs(p - a), pb = std::abs(p - b), pc = std::abs(p - c);
       return pa <= pb && pa <= pc ? a : (pb <= pc ? b : c);
     }
-    default: return 0;
+    default:
+      return 0;
   }
 }
 
@@ -84,8 +88,8 @@ TEST(PngTest, EveryFilterDecodesToThePixelsWritten) {
     EXPECT_EQ(image->height, 10);
     ASSERT_EQ(image->rgb.size(), 90u);
     for (size_t p = 0; p < 90; ++p) {
-      const uint32_t want = (pixels[p * bpp] << 16) | (pixels[p * bpp + 1] << 8) |
-                            pixels[p * bpp + 2];
+      const uint32_t want =
+          (pixels[p * bpp] << 16) | (pixels[p * bpp + 1] << 8) | pixels[p * bpp + 2];
       ASSERT_EQ(image->rgb[p], want) << "pixel " << p << ", " << bpp << " bytes a pixel";
     }
   }
