@@ -5,15 +5,16 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <iterator>
-#include <random>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/notification.h"
+#include "common/router_socket.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "zmq_addon.hpp"
@@ -24,23 +25,16 @@ namespace {
 constexpr int kMaxBatch = 256;      // messages taken from one socket per poll round
 constexpr char kZapDomain[] = "r2sp";
 
-// 32 random hex digits: a transport's routing id (never starting with a zero byte, which
-// libzmq reserves for the ids it makes up).
-std::string RandomRoutingId() {
-  std::random_device rd;
-  std::string id;
-  for (int i = 0; i < 4; ++i) absl::StrAppend(&id, absl::Hex(rd(), absl::kZeroPad8));
-  return id;
-}
-
-// Replaces the host of "tcp://HOST:PORT" with `host`.
-std::string WithHost(const std::string& endpoint, const std::string& host) {
-  const size_t scheme = endpoint.find("://");
-  const size_t colon = endpoint.rfind(':');
-  if (scheme == std::string::npos || colon == std::string::npos || colon < scheme + 3) {
-    return endpoint;
+// Takes one message off `socket` without waiting; false when none is waiting or it failed.
+bool TryReceive(zmq::socket_t& socket, const char* name, std::vector<zmq::message_t>& frames) {
+  frames.clear();
+  try {
+    return zmq::recv_multipart(socket, std::back_inserter(frames), zmq::recv_flags::dontwait)
+        .has_value();
+  } catch (const zmq::error_t& e) {
+    LOG(WARNING) << name << " receive: " << e.what();
+    return false;
   }
-  return absl::StrCat(endpoint.substr(0, scheme + 3), host, endpoint.substr(colon));
 }
 
 }  // namespace
@@ -60,9 +54,14 @@ absl::StatusOr<std::unique_ptr<Transport>> Transport::Create(const TransportOpti
 
 Transport::Transport(const TransportOptions& options)
     : options_(options),
-      routing_id_(RandomRoutingId()),
+      routing_id_(NewRoutingId()),
       context_(options.zmq_io_threads),
-      router_(context_, zmq::socket_type::router) {}
+      router_(context_, zmq::socket_type::router),
+      inbound_(options.max_outstanding_per_peer),
+      peers_(context_, PeerConnectionsOptions{routing_id_, options.connections_per_peer,
+                                              options.zmq_io_threads, options.queue_messages,
+                                              options.max_frame_bytes, kLingerMs,
+                                              options.curve}) {}
 
 absl::Status Transport::Bind() {
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -71,30 +70,18 @@ absl::Status Transport::Bind() {
     // Before the ROUTER binds: a CURVE server with no ZAP handler accepts any client key.
     R2SP_ASSIGN_OR_RETURN(zap_, ZapHandler::Start(context_, *options_.curve));
   }
-  try {
-    router_.set(zmq::sockopt::linger, kLingerMs);
-    // Replies a peer leaves unread beyond this are dropped; a reading peer never has more
-    // queued than its outstanding requests.
-    router_.set(zmq::sockopt::sndhwm,
-                2 * options_.max_outstanding_per_peer + options_.queue_messages);
-    router_.set(zmq::sockopt::rcvhwm, options_.queue_messages);
-    router_.set(zmq::sockopt::maxmsgsize, options_.max_frame_bytes);
-    if (options_.curve != nullptr) {
-      router_.set(zmq::sockopt::curve_server, true);
-      router_.set(zmq::sockopt::curve_secretkey, options_.curve->secret_key);
-      router_.set(zmq::sockopt::zap_domain, kZapDomain);
-    }
-    router_.bind(options_.bind_endpoint);
-    endpoint_ = router_.get(zmq::sockopt::last_endpoint);
-  } catch (const zmq::error_t& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot bind ", options_.bind_endpoint, ": ", e.what()));
-  }
-  if (!options_.advertise_host.empty()) {
-    endpoint_ = WithHost(endpoint_, options_.advertise_host);
-  } else if (endpoint_.find("://0.0.0.0:") != std::string::npos) {
-    endpoint_ = WithHost(endpoint_, "127.0.0.1");
-  }
+  RouterSocketOptions router;
+  router.bind_endpoint = options_.bind_endpoint;
+  router.advertise_host = options_.advertise_host;
+  router.linger_ms = kLingerMs;
+  // Replies a peer leaves unread beyond this are dropped; a reading peer never has more
+  // queued than its outstanding requests.
+  router.send_queue = 2 * options_.max_outstanding_per_peer + options_.queue_messages;
+  router.receive_queue = options_.queue_messages;
+  router.max_frame_bytes = options_.max_frame_bytes;
+  router.curve = options_.curve.get();
+  router.zap_domain = kZapDomain;
+  R2SP_ASSIGN_OR_RETURN(endpoint_, BindRouter(router_, router));
   return absl::OkStatus();
 }
 
@@ -144,11 +131,7 @@ void Transport::Request(const std::string& peer_endpoint, Message request,
 }
 
 void Transport::SendReply(const std::string& routing_id, Message reply) {
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = outstanding_.find(ProcessOfRoutingId(routing_id));
-    if (it != outstanding_.end() && --it->second <= 0) outstanding_.erase(it);
-  }
+  inbound_.Release(ProcessOfRoutingId(routing_id));
   Enqueue(Outgoing{true, routing_id, std::move(reply), absl::InfiniteFuture(), nullptr});
 }
 
@@ -162,6 +145,9 @@ TransportCounters Transport::counters() const {
   absl::MutexLock lock(&mu_);
   TransportCounters counters = counters_;
   if (zap_ != nullptr) counters.refused_connections = zap_->refused();
+  counters.timed_out_requests = tracker_.counts().timed_out;
+  counters.requests_received = inbound_.taken();
+  counters.refused_requests = inbound_.refused();
   return counters;
 }
 
@@ -172,7 +158,8 @@ void Transport::Loop() {
     items.clear();
     items.push_back({nullptr, wake_fd_, ZMQ_POLLIN, 0});
     items.push_back({router_.handle(), 0, ZMQ_POLLIN, 0});
-    for (zmq::socket_t* dealer : dealer_list_) {
+    const std::vector<zmq::socket_t*>& dealers = peers_.sockets();
+    for (zmq::socket_t* dealer : dealers) {
       items.push_back({dealer->handle(), 0, ZMQ_POLLIN, 0});
     }
     RequestHandler* waker = handler_.load();
@@ -192,14 +179,14 @@ void Transport::Loop() {
     }
     DrainOutbox();
     if (items[1].revents & ZMQ_POLLIN) ReceiveFromRouter();
-    // dealer_list_ may have grown in DrainOutbox; only the polled ones have revents.
+    // The sockets may have grown in DrainOutbox; only the polled ones have revents.
     for (size_t i = 2; i < items.size(); ++i) {
-      if (items[i].revents & ZMQ_POLLIN) ReceiveFromDealer(*dealer_list_[i - 2]);
+      if (items[i].revents & ZMQ_POLLIN) ReceiveFromDealer(*dealers[i - 2]);
     }
     if (woken) ApplyResets();  // ResetPeer wakes the thread
     const absl::Time now = absl::Now();
     if (now >= next_tick) {
-      ExpireRequests(now, /*all=*/false);
+      tracker_.ExpireDue(now);
       next_tick = now + options_.tick_period;
     }
     if (now >= wake) {
@@ -216,7 +203,7 @@ void Transport::Loop() {
     closed_ = true;
   }
   DrainOutbox();  // Sends the last replies; requests queued meanwhile are cancelled.
-  ExpireRequests(absl::InfiniteFuture(), /*all=*/true);
+  tracker_.CancelAll(absl::CancelledError("transport stopped"));
 }
 
 void Transport::DrainOutbox() {
@@ -244,38 +231,31 @@ void Transport::SendOne(Outgoing& item) {
     item.callback(absl::CancelledError("transport is stopping"));
     return;
   }
-  const uint64_t id = next_request_id_++;
-  item.message.header.set_request_id(id);
-  item.message.header.set_is_reply(false);
-  const size_t bytes = PayloadBytes(item.message);
-  const int connection = ConnectionFor(item.destination, item.message.header);
-  absl::StatusOr<zmq::socket_t*> dealer = DealerFor(item.destination, connection);
+  const int connection = peers_.ConnectionFor(item.destination, item.message.header);
+  absl::StatusOr<zmq::socket_t*> dealer = peers_.DealerFor(item.destination, connection);
   if (!dealer.ok()) {
     item.callback(dealer.status());
     return;
   }
+  const uint64_t id =
+      tracker_.Add(item.destination, connection, item.deadline, std::move(item.callback));
+  item.message.header.set_request_id(id);
+  item.message.header.set_is_reply(false);
+  const size_t bytes = PayloadBytes(item.message);
   try {
-    pending_.emplace(id, Pending{std::move(item.callback), item.deadline, item.destination,
-                                 connection});
     SendFrames(**dealer, item.message, nullptr);
     absl::MutexLock lock(&mu_);
     counters_.payload_bytes_sent += bytes;
   } catch (const zmq::error_t& e) {
-    auto it = pending_.find(id);
-    ReplyCallback callback =
-        it != pending_.end() ? std::move(it->second.callback) : std::move(item.callback);
-    if (it != pending_.end()) pending_.erase(it);
-    callback(absl::UnavailableError(
-        absl::StrCat("cannot send to ", item.destination, ": ", e.what())));
+    tracker_.Fail(id, absl::UnavailableError(
+                          absl::StrCat("cannot send to ", item.destination, ": ", e.what())));
   }
 }
 
 void Transport::SendFrames(zmq::socket_t& socket, Message& message,
                            const std::string* routing_id) {
   zmq::message_t header = EncodeHeader(message);
-  if (routing_id != nullptr) {
-    socket.send(zmq::buffer(*routing_id), zmq::send_flags::sndmore);
-  }
+  if (routing_id != nullptr) socket.send(zmq::buffer(*routing_id), zmq::send_flags::sndmore);
   const bool has_payload = !message.payload.empty();
   socket.send(header, has_payload ? zmq::send_flags::sndmore : zmq::send_flags::none);
   for (size_t i = 0; i < message.payload.size(); ++i) {
@@ -287,15 +267,7 @@ void Transport::SendFrames(zmq::socket_t& socket, Message& message,
 void Transport::ReceiveFromRouter() {
   std::vector<zmq::message_t> frames;
   for (int n = 0; n < kMaxBatch; ++n) {
-    frames.clear();
-    zmq::recv_result_t got;
-    try {
-      got = zmq::recv_multipart(router_, std::back_inserter(frames), zmq::recv_flags::dontwait);
-    } catch (const zmq::error_t& e) {
-      LOG(WARNING) << "ROUTER receive: " << e.what();
-      return;
-    }
-    if (!got) return;
+    if (!TryReceive(router_, "ROUTER", frames)) return;
     if (frames.size() < 2) {
       Drop("message without a header frame");
       continue;
@@ -315,7 +287,7 @@ void Transport::ReceiveFromRouter() {
       continue;
     }
     const absl::string_view process = ProcessOfRoutingId(routing_id);
-    if (!TakeOutstanding(process)) {
+    if (!inbound_.Take(process)) {
       Drop(absl::StrCat("a peer has ", options_.max_outstanding_per_peer,
                         " requests outstanding already"));
       ReplyFromTransport(routing_id, proto::NOT_READY,
@@ -342,55 +314,83 @@ void Transport::ReceiveFromRouter() {
 void Transport::ReceiveFromDealer(zmq::socket_t& dealer) {
   std::vector<zmq::message_t> frames;
   for (int n = 0; n < kMaxBatch; ++n) {
-    frames.clear();
-    zmq::recv_result_t got;
-    try {
-      got = zmq::recv_multipart(dealer, std::back_inserter(frames), zmq::recv_flags::dontwait);
-    } catch (const zmq::error_t& e) {
-      LOG(WARNING) << "DEALER receive: " << e.what();
-      return;
-    }
-    if (!got) return;
+    if (!TryReceive(dealer, "DEALER", frames)) return;
     absl::StatusOr<Message> decoded = DecodeFrames(frames, options_.decode_limits);
     if (!decoded.ok()) {
       Drop(absl::StrCat("bad reply: ", decoded.status().message()));
       continue;
     }
-    auto it = pending_.find(decoded->header.request_id());
-    if (!decoded->header.is_reply() || it == pending_.end()) {
+    std::optional<OutstandingRequest> request;
+    if (decoded->header.is_reply()) request = tracker_.TakeAnswered(decoded->header.request_id());
+    if (!request.has_value()) {
       Drop(absl::StrCat("unexpected reply to request ", decoded->header.request_id()));
       continue;
     }
-    ReplyCallback callback = std::move(it->second.callback);
-    ConnectionAnswered(it->second.peer, it->second.connection);
-    pending_.erase(it);
+    peers_.Answered(request->peer, request->connection);
     {
       absl::MutexLock lock(&mu_);
       ++counters_.replies_received;
       counters_.payload_bytes_received += PayloadBytes(*decoded);
     }
-    callback(*std::move(decoded));
+    request->callback(*std::move(decoded));
   }
 }
 
-void Transport::ExpireRequests(absl::Time now, bool all) {
-  std::vector<ReplyCallback> expired;
-  for (auto it = pending_.begin(); it != pending_.end();) {
-    if (all || it->second.deadline <= now) {
-      expired.push_back(std::move(it->second.callback));
-      pending_.erase(it++);
-    } else {
-      ++it;
-    }
-  }
-  if (expired.empty()) return;
-  if (!all) {
+void Transport::ExpectPeer(const std::string& peer_endpoint, proto::Role role) {
+  peers_.ExpectPeer(peer_endpoint, role);
+}
+
+void Transport::ResetPeer(const std::string& peer_endpoint, const std::string& why) {
+  {
     absl::MutexLock lock(&mu_);
-    counters_.timed_out_requests += expired.size();
+    resets_.emplace_back(peer_endpoint, why);
   }
-  for (ReplyCallback& callback : expired) {
-    callback(all ? absl::CancelledError("transport stopped")
-                 : absl::DeadlineExceededError("no reply before the deadline"));
+  Wake();
+}
+
+void Transport::ApplyResets() {
+  std::vector<std::pair<std::string, std::string>> resets;
+  {
+    absl::MutexLock lock(&mu_);
+    resets.swap(resets_);
+  }
+  for (const auto& [peer, why] : resets) {
+    peers_.Close(peer);
+    const size_t failed =
+        tracker_.CancelPeer(peer, absl::UnavailableError(absl::StrCat(peer, " was lost: ", why)));
+    LOG(WARNING) << "connection to " << peer << " reset (" << why << "); " << failed
+                 << " requests to it failed";
+  }
+}
+
+void Transport::ReplyFromTransport(const std::string& routing_id, proto::ErrorCode code,
+                                   const std::string& why, const proto::Header* request) {
+  proto::Header error;
+  if (request != nullptr) {
+    error = ReplyHeaderFor(*request, absl::OkStatus());
+  } else {
+    error.set_type(proto::ERROR);
+    error.set_is_reply(true);
+  }
+  error.set_code(code);
+  error.set_error(why);
+  Enqueue(Outgoing{true, routing_id, Message{std::move(error), {}}, absl::InfiniteFuture(),
+                   nullptr});
+}
+
+proto::Role Transport::AuthenticatedRole(zmq::message_t& frame) const {
+  if (options_.curve == nullptr) return proto::ROLE_UNSPECIFIED;
+  const char* user = zmq_msg_gets(frame.handle(), "User-Id");
+  return user != nullptr ? RoleFromKeyName(user) : proto::ROLE_UNSPECIFIED;
+}
+
+void Transport::Drop(const std::string& why) {
+  absl::MutexLock lock(&mu_);
+  ++counters_.dropped_messages;
+  int64_t suppressed = 0;
+  if (drop_log_.ShouldLog(absl::Now(), &suppressed)) {
+    LOG(WARNING) << "dropped message: " << why << " (" << suppressed
+                 << " more dropped or refused since the last report)";
   }
 }
 

@@ -5,6 +5,11 @@
 // (the scheduler binds it to a rank at registration; a receiver strips the ".K"). With CURVE keys
 // every connection is encrypted and the ROUTER admits only peers holding one of the job's keys,
 // whose role each request then carries (Responder::authenticated_role).
+// The transport runs the I/O thread and moves messages; the state it keeps belongs to classes
+// of its own: RequestTracker (request_tracker.h: requests sent, their deadlines and callbacks),
+// PeerConnections (peer_connections.h: the DEALERs to each peer, their keys and rollout),
+// InboundLimit (inbound_limit.h: requests received per peer, bounded), and the ROUTER's setup
+// is router_socket.h's.
 #ifndef R2SP_COMMON_TRANSPORT_H_
 #define R2SP_COMMON_TRANSPORT_H_
 
@@ -17,16 +22,17 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/auth/curve_keys.h"
 #include "common/auth/zap_handler.h"
 #include "common/handler.h"
+#include "common/inbound_limit.h"
 #include "common/log_limiter.h"
 #include "common/message.h"
+#include "common/peer_connections.h"
+#include "common/request_tracker.h"
 #include "zmq.hpp"
 
 namespace r2sp {
@@ -62,29 +68,19 @@ struct TransportOptions {
   int connections_per_peer = 1;
 };
 
-// Connection k's routing id ends in ".K" (1 or 2 digits).
-inline constexpr int kMaxConnectionsPerPeer = 99;
-
-// The routing id of `routing_id`'s connection `k` (0: `routing_id` itself), and back: the
-// sending process of a routing id a request arrived with (a prefix of it, or all of it).
-std::string ConnectionRoutingId(const std::string& routing_id, int k);
-absl::string_view ProcessOfRoutingId(absl::string_view routing_id);
-
 struct TransportCounters {
-  uint64_t requests_received = 0;
+  uint64_t requests_received = 0;  // InboundLimit's count
   uint64_t replies_received = 0;
   uint64_t payload_bytes_received = 0;
   uint64_t payload_bytes_sent = 0;
   uint64_t dropped_messages = 0;  // undecodable, unexpected or stale messages
-  uint64_t timed_out_requests = 0;
+  uint64_t timed_out_requests = 0;  // RequestTracker's count
   uint64_t refused_requests = 0;   // over max_outstanding_per_peer
   uint64_t refused_connections = 0;  // CURVE: peers without one of the job's keys
 };
 
-// Thread-safety: Request, SendReply, Call and counters may be called from any thread.
-// transport.cc holds the I/O loop, transport_peers.cc what concerns peers (connections,
-// identities, bounds).
-// The handler and reply callbacks run on the internal I/O thread.
+// Thread-safety: Request, SendReply, ExpectPeer, ResetPeer, Call and counters may be called
+// from any thread. The handler and reply callbacks run on the internal I/O thread.
 class Transport : public ReplySink, public Requester {
  public:
   static absl::StatusOr<std::unique_ptr<Transport>> Create(const TransportOptions& options);
@@ -130,12 +126,6 @@ class Transport : public ReplySink, public Requester {
     absl::Time deadline;
     ReplyCallback callback;
   };
-  struct Pending {
-    ReplyCallback callback;
-    absl::Time deadline;
-    std::string peer;  // endpoint
-    int connection = 0;
-  };
 
   static constexpr int kLingerMs = 2000;  // flush queued messages when closing
 
@@ -147,25 +137,16 @@ class Transport : public ReplySink, public Requester {
                           const std::string& why, const proto::Header* request);
   // The role the peer that sent `frame` authenticated as (CURVE), else ROLE_UNSPECIFIED.
   proto::Role AuthenticatedRole(zmq::message_t& frame) const;
-  // Counts a request in from process `peer`; false when it has too many outstanding already.
-  bool TakeOutstanding(absl::string_view peer);
   void Loop();
   void DrainOutbox();
   void SendOne(Outgoing& item);
   void SendFrames(zmq::socket_t& socket, Message& message, const std::string* routing_id);
   void ReceiveFromRouter();
   void ReceiveFromDealer(zmq::socket_t& dealer);
-  void ExpireRequests(absl::Time now, bool all);
-  // Carries out the ResetPeer calls queued (between polls: dealer_list_ may shrink).
+  // Carries out the ResetPeer calls queued (between polls: the polled sockets may shrink).
   void ApplyResets();
   // Wakes the I/O thread from its poll.
   void Wake();
-  // Which of the connections to `peer` `header`'s request goes on.
-  int ConnectionFor(const std::string& peer, const proto::Header& header) const;
-  // A reply came on connection k to `peer`: the next connection may open.
-  void ConnectionAnswered(const std::string& peer, int k);
-  // DEALER `k` connected to `peer`, made on first use.
-  absl::StatusOr<zmq::socket_t*> DealerFor(const std::string& peer, int k);
   void Drop(const std::string& why);
 
   const TransportOptions options_;
@@ -179,24 +160,19 @@ class Transport : public ReplySink, public Requester {
   std::atomic<RequestHandler*> handler_{nullptr};
   std::atomic<bool> stopping_{false};
   bool started_ = false;
+  InboundLimit inbound_;  // thread-safe
 
   mutable absl::Mutex mu_;
   std::deque<Outgoing> outbox_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;  // the I/O thread has exited
   TransportCounters counters_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<std::string, int> outstanding_ ABSL_GUARDED_BY(mu_);  // by process
-  absl::flat_hash_map<std::string, proto::Role> peer_roles_ ABSL_GUARDED_BY(mu_);  // by endpoint
   std::vector<std::pair<std::string, std::string>> resets_ ABSL_GUARDED_BY(mu_);  // peer, why
   LogLimiter drop_log_ ABSL_GUARDED_BY(mu_);
 
-  // Touched only by the I/O thread.
-  // By peer endpoint: connection k at [k] (null until first used), and how many of them
-  // requests may use (absent: 1).
-  absl::flat_hash_map<std::string, std::vector<std::unique_ptr<zmq::socket_t>>> dealers_;
-  absl::flat_hash_map<std::string, int> open_connections_;
-  std::vector<zmq::socket_t*> dealer_list_;
-  absl::flat_hash_map<uint64_t, Pending> pending_;
-  uint64_t next_request_id_ = 1;
+  // Sockets close before the context: declared after it. ExpectPeer is thread-safe; the rest
+  // of peers_, and tracker_, only the I/O thread touches.
+  PeerConnections peers_;
+  RequestTracker tracker_;
 };
 
 }  // namespace r2sp

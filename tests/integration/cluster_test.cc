@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "server/sgd.h"
 #include "tests/testing/child_process.h"
+#include "tests/testing/json.h"
 #include "tests/testing/local_job.h"
 #include "worker/synthetic_workload.h"
 
@@ -92,10 +93,15 @@ TEST_P(ApplyOnArrivalTest, FinalParametersAreTheSumOfAllUpdates) {
     }
   }
   const std::string stats = job.Stats();
-  EXPECT_NE(stats.find("\"iterations\": 12"), std::string::npos) << stats;
+  absl::StatusOr<testing::Json> json = testing::ParseJson(stats);
+  ASSERT_TRUE(json.ok()) << json.status() << "\n" << stats;
+  ASSERT_EQ((*json)["workers"].array.size(), 3u) << stats;
+  for (const testing::Json& worker : (*json)["workers"].array) {
+    EXPECT_EQ(worker["iterations"].number, kIterations) << stats;
+  }
   EXPECT_EQ(stats.find("\"dead\""), std::string::npos) << stats;
   if (GetParam() == "r2sp") {  // one slot per worker per iteration
-    EXPECT_NE(stats.find("\"slot_grants\": 36"), std::string::npos) << stats;
+    EXPECT_EQ((*json)["slot_grants"].number, 3 * kIterations) << stats;
   }
 }
 

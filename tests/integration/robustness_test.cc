@@ -61,7 +61,10 @@ void SendTcpGarbage(int port) {
 }
 
 // The malformed messages both processes must survive; each must be answered with an error.
-void Attack(const std::string& endpoint, int port) {
+// `stranger_code` and `stranger_error`: the answer to a well-formed BARRIER from a worker rank
+// the job does not have, which depends on who gets it and when.
+void Attack(const std::string& endpoint, int port, proto::ErrorCode stranger_code,
+            const std::string& stranger_error) {
   SCOPED_TRACE(endpoint);
   // Plain garbage.
   absl::StatusOr<Message> r = SendRaw(endpoint, {"\xde\xad\xbe\xef not a protobuf"});
@@ -102,7 +105,8 @@ void Attack(const std::string& endpoint, int port) {
   stranger.set_request_id(5);
   r = SendRaw(endpoint, {HeaderBytes(stranger)});
   ASSERT_TRUE(r.ok());
-  EXPECT_NE(r->header.code(), proto::OK);
+  EXPECT_EQ(r->header.code(), stranger_code) << r->header.error();
+  EXPECT_EQ(r->header.error(), stranger_error);
   EXPECT_EQ(r->header.request_id(), 5u);
   SendTcpGarbage(port);
 }
@@ -121,7 +125,7 @@ TEST(RobustnessTest, LiveProcessesSurviveBadInputAndKeepServing) {
                       dir + "/server.log");
 
   // Before registration completes the scheduler must already cope.
-  Attack(scheduler_ep, scheduler_port);
+  Attack(scheduler_ep, scheduler_port, proto::NOT_READY, "registration is still in progress");
 
   // Join as the job's worker, using the real client library.
   auto transport = Transport::Create(TransportOptions());
@@ -140,8 +144,8 @@ TEST(RobustnessTest, LiveProcessesSurviveBadInputAndKeepServing) {
   client.StartHeartbeats(nullptr);
   ASSERT_TRUE(client.Barrier(proto::ALL).ok());
 
-  Attack(scheduler_ep, scheduler_port);
-  Attack(server_ep, server_port);
+  Attack(scheduler_ep, scheduler_port, proto::INVALID_ARGUMENT, "unknown sender WORKER 99");
+  Attack(server_ep, server_port, proto::INVALID_ARGUMENT, "a server does not handle BARRIER");
 
   // Valid requests still work, with correct results.
   auto layout = ModelLayout::Create({tensor}, 64, 1);
@@ -149,24 +153,29 @@ TEST(RobustnessTest, LiveProcessesSurviveBadInputAndKeepServing) {
   PsClient ps(transport->get(), &*layout, {server_ep}, PsClientOptions());
   std::vector<float> init(40, 1.0f), grad(40, 0.25f), params(40, 0.0f);
   ASSERT_TRUE(ps.Push(init.data(), 0, /*init=*/true).Wait().ok());
-  // A push of the wrong size for its key is refused, and changes nothing.
-  absl::Status wrong = ps.PushPartition(0, grad.data(), 0).Wait();
-  EXPECT_TRUE(wrong.ok());  // right size: applied once
+  // A push of the right size to partition 0 alone is applied (once: see the pull below).
+  absl::Status alone = ps.PushPartition(0, grad.data(), 0).Wait();
+  EXPECT_EQ(alone, absl::OkStatus());
+  // A push of the wrong size for its key (12 bytes; key 1 holds 13 floats) is refused, and
+  // changes nothing; so is a pull of a key no server holds.
   Message bad = Message();
   bad.header.set_type(proto::PUSH);
   bad.header.set_sender_role(proto::WORKER);
   bad.header.set_key(1);
   bad.payload.push_back(CopiedFrame(grad.data(), 12));
   auto refused = (*transport)->Call(server_ep, std::move(bad), absl::Seconds(10));
-  ASSERT_TRUE(refused.ok());
+  ASSERT_TRUE(refused.ok()) << refused.status();
   EXPECT_EQ(refused->header.code(), proto::INVALID_ARGUMENT);
+  EXPECT_EQ(refused->header.error(),
+            "PUSH for key 1 (FP32): must carry one frame of 52 bytes, got 12 bytes in 1 frames");
   Message unknown_key;
   unknown_key.header.set_type(proto::PULL);
   unknown_key.header.set_sender_role(proto::WORKER);
   unknown_key.header.set_key(12345);
   refused = (*transport)->Call(server_ep, std::move(unknown_key), absl::Seconds(10));
-  ASSERT_TRUE(refused.ok());
+  ASSERT_TRUE(refused.ok()) << refused.status();
   EXPECT_EQ(refused->header.code(), proto::INVALID_ARGUMENT);
+  EXPECT_EQ(refused->header.error(), "key 12345 is not held by server 0");
 
   ASSERT_TRUE(ps.Push(grad.data(), 1).Wait().ok());
   ASSERT_TRUE(ps.Pull(params.data()).Wait().ok());

@@ -1,5 +1,6 @@
 // CreateNetwork (models/backend.h): the device picks the backend, and a device this binary
-// cannot run is a clear error. Run also with --config=cuda for the CUDA half.
+// cannot run is a clear error. Run also with --config=cuda for the CUDA half: there "cuda"
+// gives a network when a GPU is visible and Unavailable when none is.
 #include "models/backend.h"
 
 #include <cmath>
@@ -7,9 +8,21 @@
 
 #include "gtest/gtest.h"
 #include "models/cpu/cpu_network.h"
+#ifdef R2SP_TEST_WITH_CUDA  // set by BUILD in builds with --config=cuda
+#include "models/cuda/cuda_network.h"
+#endif
 
 namespace r2sp::models {
 namespace {
+
+// How many GPUs this process sees: none in a build without CUDA.
+int VisibleGpus() {
+#ifdef R2SP_TEST_WITH_CUDA
+  return CudaDeviceCount();
+#else
+  return 0;
+#endif
+}
 
 TEST(BackendTest, CpuIsTheCpuBackend) {
   const Graph g = BuildMlp({1, 28, 28}, 10);
@@ -48,10 +61,16 @@ TEST(BackendTest, CudaNeedsABuildWithCuda) {
   options.device = "cuda";
   absl::StatusOr<std::unique_ptr<Network>> net =
       CreateNetwork(BuildMlp({1, 28, 28}, 10), options);
-  if (CudaAvailableInBuild()) {
-    // The CUDA backend itself answers: a network, or no visible GPU.
-    EXPECT_TRUE(net.ok() || net.status().code() == absl::StatusCode::kUnavailable)
-        << net.status();
+#ifdef R2SP_TEST_WITH_CUDA
+  ASSERT_TRUE(CudaAvailableInBuild());
+#else
+  ASSERT_FALSE(CudaAvailableInBuild());
+#endif
+  if (CudaAvailableInBuild() && VisibleGpus() > 0) {
+    ASSERT_TRUE(net.ok()) << net.status();
+    EXPECT_NE(*net, nullptr);
+  } else if (CudaAvailableInBuild()) {
+    EXPECT_EQ(net.status(), absl::UnavailableError("no CUDA device is visible"));
   } else {
     EXPECT_EQ(net.status().code(), absl::StatusCode::kFailedPrecondition);
     EXPECT_NE(net.status().message().find("built without CUDA (bazel build --config=cuda)"),

@@ -1,18 +1,28 @@
 // tools/compare_modes on loopback with tiny settings: it runs every mode and produces the
-// table, the three plots and the RESULT line.
-#include <sys/stat.h>
-
+// table, the three plots and the RESULT line. Each plot is decoded: its size is the figure's,
+// and it shows its series in matplotlib's colours, one per mode or worker, and no more.
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "tests/testing/child_process.h"
+#include "tests/testing/png.h"
 
 namespace r2sp {
 namespace {
 
-bool NonEmpty(const std::string& path) {
-  struct stat st;
-  return stat(path.c_str(), &st) == 0 && st.st_size > 1000;
+// The plot at `path` is `width` x `height` pixels and shows the first `series` colours of
+// matplotlib's cycle, and not the next one.
+void ExpectPlot(const std::string& path, int width, int height, int series) {
+  SCOPED_TRACE(path);
+  absl::StatusOr<testing::PngImage> image = testing::DecodePng(testing::ReadFile(path));
+  ASSERT_TRUE(image.ok()) << image.status();
+  EXPECT_EQ(image->width, width);
+  EXPECT_EQ(image->height, height);
+  for (int i = 0; i < series; ++i) {
+    EXPECT_GT(image->Count(testing::kMatplotlibColors[i]), 20) << "series C" << i;
+  }
+  EXPECT_EQ(image->Count(testing::kMatplotlibColors[series]), 0) << "series C" << series;
 }
 
 TEST(CompareModesTest, TinyLoopbackRunProducesTablePlotsAndResult) {
@@ -43,9 +53,11 @@ TEST(CompareModesTest, TinyLoopbackRunProducesTablePlotsAndResult) {
                           "\"machine_busy_cores\""}) {
     EXPECT_NE(summary.find(key), std::string::npos) << key << "\n" << summary;
   }
-  for (const char* png : {"accuracy.png", "pushes.png", "link.png"}) {
-    EXPECT_TRUE(NonEmpty(dir + "/out/" + png)) << png;
-  }
+  // tools/pylib/mode_plots.py's figures at 110 dpi: accuracy 7 x 4.5 in, a line per mode;
+  // pushes 12 x 3.5 in (bsp beside r2sp), a colour per worker; link 7 x 4 in, a line per mode.
+  ExpectPlot(dir + "/out/accuracy.png", 770, 495, 6);
+  ExpectPlot(dir + "/out/pushes.png", 1320, 385, 2);
+  ExpectPlot(dir + "/out/link.png", 770, 440, 6);
 }
 
 // --repeats: every mode runs twice, interleaved, each in its own directory; the table gives

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/testing/child_process.h"
+#include "tests/testing/json.h"
 
 namespace r2sp {
 namespace {
@@ -51,7 +52,9 @@ TEST(NetclusterTest, ShapedLinkSelfCheckJobAndTeardown) {
   EXPECT_NEAR(mbit, 50.0, 0.15 * 50.0) << log;
   EXPECT_NE(log.find("torn down"), std::string::npos) << log;
   const std::string summary = testing::ReadFile(dir + "/run/summary.json");
-  EXPECT_NE(summary.find("\"iterations\": 5"), std::string::npos) << summary;
+  absl::StatusOr<testing::Json> json = testing::ParseJson(summary);
+  ASSERT_TRUE(json.ok()) << json.status() << "\n" << summary;
+  EXPECT_EQ((*json)["iterations"].number, 5) << summary;
   EXPECT_FALSE(testing::ReadFile(dir + "/run/link_bytes.jsonl").empty());
   // Nothing left: this run's namespaces (their veths go with them), processes.
   const std::string tag = absl::StrCat("r2sp", run.pid(), "-");

@@ -15,6 +15,7 @@
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
 #include "gtest/gtest.h"
+#include "tests/testing/json.h"
 #include "tests/testing/status_assert.h"
 #include "tests/worker/in_process_job.h"
 #include "worker/synthetic_workload.h"
@@ -342,14 +343,15 @@ TEST(TrainingLoopTest, EpochsEvaluationsAndEmulatedComputeAreRecorded) {
   std::string line;
   int iterations = 0, evaluations = 0;
   while (std::getline(in, line)) {
-    if (line.find("\"event\": \"eval\"") != std::string::npos) {
+    absl::StatusOr<testing::Json> json = testing::ParseJson(line);
+    ASSERT_TRUE(json.ok()) << json.status() << "\n" << line;
+    if ((*json)["event"].string == "eval") {
       ++evaluations;
-      EXPECT_NE(line.find(absl::StrCat("\"epoch\": ", evaluations, ",")), std::string::npos)
-          << line;
-      EXPECT_NE(line.find("\"test_accuracy\": 0.750000"), std::string::npos) << line;
+      EXPECT_EQ((*json)["epoch"].number, evaluations) << line;
+      EXPECT_EQ((*json)["test_accuracy"].number, 0.75) << line;
     } else {
       ++iterations;
-      EXPECT_NE(line.find("\"batch\": 8"), std::string::npos) << line;
+      EXPECT_EQ((*json)["batch"].number, 8) << line;
     }
   }
   EXPECT_EQ(iterations, 10);
