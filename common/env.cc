@@ -132,7 +132,24 @@ class PosixEnv : public Env {
 }  // namespace
 
 absl::Status FileError(absl::string_view operation, absl::string_view path, int error_number) {
-  return absl::Status(absl::ErrnoToStatusCode(error_number),
+  absl::StatusCode code = absl::StatusCode::kUnavailable;
+  switch (error_number) {
+    case ENOENT:
+      code = absl::StatusCode::kNotFound;
+      break;
+    case ENOSPC:
+    case EDQUOT:
+      code = absl::StatusCode::kResourceExhausted;
+      break;
+    case EACCES:
+    case EPERM:
+    case EROFS:
+      code = absl::StatusCode::kPermissionDenied;
+      break;
+    default:  // the file system failed (EIO, ...): it may work another time
+      break;
+  }
+  return absl::Status(code,
                       absl::StrCat("cannot ", operation, " ", path, ": ",
                                    std::strerror(error_number)));
 }

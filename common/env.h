@@ -4,8 +4,9 @@
 // a rename (tests/testing/fault_injection_env.h). Env::Default() is the POSIX file system;
 // EnvWrapper forwards every call to another Env, for subclasses that change a few of them.
 //
-// Errors are FileError(...): absl::ErrnoToStatus's code for the errno (ENOENT NotFound, ENOSPC
-// ResourceExhausted, EIO Unavailable, EACCES PermissionDenied, ...) and the message
+// Errors are FileError(...): a code for the errno (ENOENT NotFound; ENOSPC and EDQUOT, a full
+// disk, ResourceExhausted; EACCES, EPERM and EROFS PermissionDenied; any other, EIO included,
+// Unavailable, as every file error was before) and the message
 // "cannot <operation> <path>: <strerror>", naming the file and what was being done to it.
 #ifndef R2SP_COMMON_ENV_H_
 #define R2SP_COMMON_ENV_H_
