@@ -24,7 +24,7 @@ Message Reply(proto::Codec codec, std::vector<zmq::message_t> frames, uint64_t s
 
 std::vector<zmq::message_t> Floats(const std::vector<float>& v) {
   std::vector<zmq::message_t> frames;
-  frames.push_back(CopiedFrame(v.data(), v.size() * sizeof(float)));
+  frames.push_back(zmq::message_t(v.data(), v.size() * sizeof(float)));
   return frames;
 }
 
@@ -32,7 +32,7 @@ std::vector<zmq::message_t> Halves(const std::vector<float>& v) {
   std::vector<uint16_t> half(v.size());
   codec::EncodeFp16(v.data(), v.size(), half.data());
   std::vector<zmq::message_t> frames;
-  frames.push_back(CopiedFrame(half.data(), half.size() * sizeof(uint16_t)));
+  frames.push_back(zmq::message_t(half.data(), half.size() * sizeof(uint16_t)));
   return frames;
 }
 
@@ -82,7 +82,7 @@ TEST(PullDecoderTest, RefusesRepliesThatDoNotFitTheRequestAndWritesNothing) {
   error.header.set_code(proto::INVALID_ARGUMENT);
   error.header.set_error("key 7 is not held by server 0");
   std::vector<zmq::message_t> two = Floats({1, 2, 3});
-  two.push_back(CopiedFrame("x", 1));
+  two.push_back(zmq::message_t("x", 1));
   std::vector<Case> cases;
   cases.push_back({"error reply", std::move(error), Asked(proto::FP32)});
   cases.push_back({"unknown codec", Reply(static_cast<proto::Codec>(9), Floats({1, 2, 3})),
