@@ -15,8 +15,7 @@ absl::Status WriteAndSync(Env* env, const std::string& path, const std::string& 
   return file->Close();
 }
 
-absl::Status WriteFileAtomically(const std::string& path, const std::string& contents,
-                                 Env* env) {
+absl::Status WriteFileAtomically(const std::string& path, const std::string& contents, Env* env) {
   const std::string tmp = path + ".tmp";
   absl::Status written = WriteAndSync(env, tmp, contents);
   if (written.ok()) written = env->RenameFile(tmp, path);

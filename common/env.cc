@@ -55,8 +55,7 @@ class PosixWritableFile : public WritableFile {
 
 class PosixEnv : public Env {
  public:
-  absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(
-      const std::string& path) override {
+  absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override {
     const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) return FileError("create", path, errno);
     return std::make_unique<PosixWritableFile>(path, fd);
@@ -149,9 +148,8 @@ absl::Status FileError(absl::string_view operation, absl::string_view path, int 
     default:  // the file system failed (EIO, ...): it may work another time
       break;
   }
-  return absl::Status(code,
-                      absl::StrCat("cannot ", operation, " ", path, ": ",
-                                   std::strerror(error_number)));
+  return absl::Status(
+      code, absl::StrCat("cannot ", operation, " ", path, ": ", std::strerror(error_number)));
 }
 
 Env* Env::Default() {

@@ -73,8 +73,7 @@ class EnvWrapper : public Env {
 
   Env* target() const { return target_; }
 
-  absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(
-      const std::string& path) override {
+  absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override {
     return target_->NewWritableFile(path);
   }
   absl::StatusOr<std::string> ReadFile(const std::string& path) override {

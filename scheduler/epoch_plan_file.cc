@@ -9,8 +9,7 @@
 
 namespace r2sp {
 
-absl::StatusOr<proto::EpochPlans> LoadEpochPlanFile(const std::string& path, int world,
-                                                    Env* env) {
+absl::StatusOr<proto::EpochPlans> LoadEpochPlanFile(const std::string& path, int world, Env* env) {
   absl::StatusOr<std::string> bytes = env->ReadFile(path);
   if (absl::IsNotFound(bytes.status())) return proto::EpochPlans();
   if (!bytes.ok()) return bytes.status();
@@ -21,8 +20,7 @@ absl::StatusOr<proto::EpochPlans> LoadEpochPlanFile(const std::string& path, int
   return plans;
 }
 
-absl::Status SaveEpochPlanFile(const std::string& path, const proto::EpochPlans& plans,
-                               Env* env) {
+absl::Status SaveEpochPlanFile(const std::string& path, const proto::EpochPlans& plans, Env* env) {
   return WriteFileAtomically(path, plans.SerializeAsString(), env);
 }
 

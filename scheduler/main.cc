@@ -103,8 +103,8 @@ r2sp::proto::SyncMode CheckFlags() {
 // The plans an earlier attempt of the job saved in `path` (none if there is no such file);
 // exits with a clear error if the file cannot be read or is not plans for this job.
 r2sp::proto::EpochPlans LoadEpochPlans(const std::string& path, int workers) {
-  r2sp::proto::EpochPlans plans = r2sp::ValueOrExit(
-      r2sp::WithContext(r2sp::LoadEpochPlanFile(path, workers), "--epoch_plans"));
+  r2sp::proto::EpochPlans plans =
+      r2sp::ValueOrExit(r2sp::WithContext(r2sp::LoadEpochPlanFile(path, workers), "--epoch_plans"));
   if (plans.plans_size() > 0) {
     LOG(INFO) << "took up the plans of " << plans.plans_size() << " epochs from " << path;
   }

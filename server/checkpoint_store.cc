@@ -119,11 +119,11 @@ absl::StatusOr<std::string> CheckpointStore::Write(const proto::ShardCheckpoint&
   R2SP_RETURN_IF_ERROR(env_->CreateDirs(shard_dir_));
   const int64_t sequence = next_sequence_++;
   const std::string final_path = PathOf(sequence);
-  const std::string tmp = (fs::path(shard_dir_) /
-                           absl::StrCat(".tmp-", sequence, "-", ::getpid())).string();
+  const std::string tmp =
+      (fs::path(shard_dir_) / absl::StrCat(".tmp-", sequence, "-", ::getpid())).string();
   std::string text;
-  google::protobuf::TextFormat::PrintToString(
-      MakeManifest(identity, step, sequence, reason, bytes), &text);
+  google::protobuf::TextFormat::PrintToString(MakeManifest(identity, step, sequence, reason, bytes),
+                                              &text);
   absl::Status written = WriteInto(tmp, bytes, text);
   if (written.ok()) written = env_->RenameFile(tmp, final_path);
   if (!written.ok()) {
@@ -141,8 +141,7 @@ absl::Status CheckpointStore::WriteInto(const std::string& tmp, const std::strin
   R2SP_RETURN_IF_ERROR(env_->RemoveAll(tmp));
   R2SP_RETURN_IF_ERROR(env_->CreateDirs(tmp));
   R2SP_RETURN_IF_ERROR(WriteAndSync(env_, (fs::path(tmp) / kShardFile).string(), shard_bytes));
-  R2SP_RETURN_IF_ERROR(
-      WriteAndSync(env_, (fs::path(tmp) / kManifestFile).string(), manifest_text));
+  R2SP_RETURN_IF_ERROR(WriteAndSync(env_, (fs::path(tmp) / kManifestFile).string(), manifest_text));
   return env_->SyncDir(tmp);
 }
 
@@ -158,11 +157,12 @@ absl::StatusOr<LoadedCheckpoint> CheckpointStore::Load(const std::string& path,
                                                        const CheckpointIdentity* expected) const {
   R2SP_ASSIGN_OR_RETURN(const std::string text,
                         env_->ReadFile((fs::path(path) / kManifestFile).string()));
-  return Parse(path, text,
-               [this, &path](const std::string& name) {
-                 return env_->ReadFile((fs::path(path) / name).string());
-               },
-               expected);
+  return Parse(
+      path, text,
+      [this, &path](const std::string& name) {
+        return env_->ReadFile((fs::path(path) / name).string());
+      },
+      expected);
 }
 
 absl::StatusOr<LoadedCheckpoint> CheckpointStore::Parse(const std::string& path,

@@ -34,8 +34,9 @@ class EpochPlanFileTest : public ::testing::Test {
     EpochPlanBook book(3);
     bool fixed = false;
     for (int e = 0; e < epochs; ++e) {
-      EXPECT_TRUE(book.Plan(e, e == 0, e == 0 ? std::vector<int>{0, 1, 2}
-                                              : std::vector<int>{0, 2}, &fixed).ok());
+      EXPECT_TRUE(
+          book.Plan(e, e == 0, e == 0 ? std::vector<int>{0, 1, 2} : std::vector<int>{0, 2}, &fixed)
+              .ok());
     }
     return book.plans();
   }
@@ -74,14 +75,14 @@ TEST_F(EpochPlanFileTest, AFailedSaveLeavesThePlansSavedBefore) {
     FileFault fault;
     absl::Status error;
   } cases[] = {
-      {FileFault::kFailedSync, absl::UnavailableError("cannot fsync " + tmp +
-                                                      ": Input/output error")},
-      {FileFault::kTornWrite, absl::UnavailableError("cannot write " + tmp +
-                                                     ": Input/output error")},
-      {FileFault::kNoSpace, absl::ResourceExhaustedError("cannot write " + tmp +
-                                                         ": No space left on device")},
-      {FileFault::kFailedRename, absl::UnavailableError("cannot rename " + tmp + " to " + path_ +
-                                                        ": Input/output error")},
+      {FileFault::kFailedSync,
+       absl::UnavailableError("cannot fsync " + tmp + ": Input/output error")},
+      {FileFault::kTornWrite,
+       absl::UnavailableError("cannot write " + tmp + ": Input/output error")},
+      {FileFault::kNoSpace,
+       absl::ResourceExhaustedError("cannot write " + tmp + ": No space left on device")},
+      {FileFault::kFailedRename,
+       absl::UnavailableError("cannot rename " + tmp + " to " + path_ + ": Input/output error")},
   };
   for (const auto& c : cases) {
     env_.Inject(c.fault, dir_);

@@ -119,9 +119,8 @@ TEST_F(CheckpointFaultTest, AFailedDirectorySyncAfterTheRenameIsReported) {
   ASSERT_OK(store.Write(Shard(1.0f), identity_, 1, "good").status());
   env_.Inject(FileFault::kFailedDirSync, shard_dir_, /*nth=*/2);  // 1st: the temporary dir's
   const absl::StatusOr<std::string> failed = store.Write(Shard(2.0f), identity_, 2, "p");
-  EXPECT_EQ(failed.status(),
-            absl::UnavailableError("cannot fsync directory " + shard_dir_ +
-                                   ": Input/output error"));
+  EXPECT_EQ(failed.status(), absl::UnavailableError("cannot fsync directory " + shard_dir_ +
+                                                    ": Input/output error"));
   EXPECT_EQ(store.LoadLatest(identity_)->manifest.step(), 2);
 }
 
@@ -145,12 +144,10 @@ TEST_F(CheckpointFaultTest, TheCheckpointerWritesThroughItsPolicysEnv) {
   EXPECT_EQ(*first, shard_dir_ + "/ckpt-00000001");
   env_.Inject(FileFault::kNoSpace, shard_dir_);
   const absl::StatusOr<std::string> second = checkpointer.CheckpointNow("sigterm");
-  EXPECT_EQ(second.status(),
-            absl::ResourceExhaustedError("cannot write " + Tmp(2) +
-                                         "/shard.bin: No space left on device"));
+  EXPECT_EQ(second.status(), absl::ResourceExhaustedError("cannot write " + Tmp(2) +
+                                                          "/shard.bin: No space left on device"));
   EXPECT_EQ(env_.fired(), 1);
-  const absl::StatusOr<LoadedCheckpoint> loaded =
-      CheckpointStore(dir_, 1, 3).LoadLatest(identity_);
+  const absl::StatusOr<LoadedCheckpoint> loaded = CheckpointStore(dir_, 1, 3).LoadLatest(identity_);
   ASSERT_OK(loaded.status());
   EXPECT_EQ(loaded->path, *first);
   EXPECT_EQ(loaded->manifest.reason(), "periodic");

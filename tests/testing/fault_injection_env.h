@@ -40,8 +40,7 @@ class FaultInjectionEnv : public EnvWrapper {
   // Whether a call that `fault` concerns, on `path`, fails now (counts the call).
   bool ShouldFail(FileFault fault, const std::string& path) ABSL_LOCKS_EXCLUDED(mu_);
 
-  absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(
-      const std::string& path) override;
+  absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override;
   absl::Status RenameFile(const std::string& from, const std::string& to) override;
   absl::Status SyncDir(const std::string& path) override;
 

@@ -41,7 +41,7 @@ class FaultInjectionEnvTest : public ::testing::Test {
 
 TEST_F(FaultInjectionEnvTest, FailsOnlyTheNthMatchingSyncOnce) {
   env_.Inject(FileFault::kFailedSync, dir_ + "/a", /*nth=*/2);
-  ASSERT_OK(Write("b", "x"));  // another prefix: not counted
+  ASSERT_OK(Write("b", "x"));   // another prefix: not counted
   ASSERT_OK(Write("a1", "x"));  // the first matching sync
   const absl::Status failed = Write("a2", "data");
   EXPECT_EQ(failed.code(), absl::StatusCode::kUnavailable);
@@ -72,8 +72,8 @@ TEST_F(FaultInjectionEnvTest, FailedRenameAndDirectorySyncChangeNothing) {
   env_.Inject(FileFault::kFailedRename, dir_ + "/to");
   const absl::Status renamed = env_.RenameFile(dir_ + "/from", dir_ + "/to");
   EXPECT_EQ(renamed.code(), absl::StatusCode::kUnavailable);
-  EXPECT_EQ(renamed.message(), "cannot rename " + dir_ + "/from to " + dir_ +
-                                   "/to: Input/output error");
+  EXPECT_EQ(renamed.message(),
+            "cannot rename " + dir_ + "/from to " + dir_ + "/to: Input/output error");
   EXPECT_EQ(Read("to"), "old");
   EXPECT_EQ(Read("from"), "new");
   env_.Inject(FileFault::kFailedDirSync, dir_);
