@@ -3,16 +3,11 @@
 
 #include <malloc.h>
 
-#include <algorithm>
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "common/durable_file.h"
-#include "common/status_macros.h"
 #include "common/version.h"
 #include "gflags/gflags.h"
 #include "glog/logging.h"
@@ -64,19 +59,6 @@ absl::StatusOr<proto::SyncMode> ParseSyncMode(const std::string& name) {
 
 std::string SyncModeName(proto::SyncMode mode) {
   return absl::AsciiStrToLower(proto::SyncMode_Name(mode));
-}
-
-absl::Status WriteFileAtomically(const std::string& path, const std::string& contents) {
-  const std::string tmp = path + ".tmp";
-  R2SP_RETURN_IF_ERROR(WriteAndSync(tmp, contents));
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot rename ", tmp, " to ", path, ": ", std::strerror(errno)));
-  }
-  // The rename itself survives a crash once the directory is on disk.
-  const size_t slash = path.rfind('/');
-  return SyncDirectory(
-      slash == std::string::npos ? "." : path.substr(0, std::max<size_t>(slash, 1)));
 }
 
 }  // namespace r2sp

@@ -37,10 +37,6 @@ void CheckFlag(bool ok, const std::string& message);
 absl::StatusOr<proto::SyncMode> ParseSyncMode(const std::string& name);
 std::string SyncModeName(proto::SyncMode mode);
 
-// Writes `contents` to `path` atomically and durably: a temporary file, fsynced, renamed into
-// place, the directory fsynced. A crash leaves the old file or the new one, never a part.
-absl::Status WriteFileAtomically(const std::string& path, const std::string& contents);
-
 }  // namespace r2sp
 
 #endif  // R2SP_COMMON_CLI_H_

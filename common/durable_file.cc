@@ -1,53 +1,35 @@
 // See durable_file.h.
 #include "common/durable_file.h"
 
-#include <fcntl.h>
-#include <unistd.h>
+#include <algorithm>
+#include <memory>
 
-#include <cerrno>
-#include <cstring>
-
-#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace r2sp {
-namespace {
 
-absl::Status ErrnoError(const std::string& what, const std::string& path) {
-  return absl::UnavailableError(absl::StrCat(what, " ", path, ": ", std::strerror(errno)));
+absl::Status WriteAndSync(Env* env, const std::string& path, const std::string& contents) {
+  R2SP_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file, env->NewWritableFile(path));
+  R2SP_RETURN_IF_ERROR(file->Append(contents));
+  R2SP_RETURN_IF_ERROR(file->Sync());
+  return file->Close();
 }
 
-}  // namespace
-
-absl::Status WriteAndSync(const std::string& path, const std::string& contents) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return ErrnoError("cannot create", path);
-  size_t done = 0;
-  while (done < contents.size()) {
-    const ssize_t n = ::write(fd, contents.data() + done, contents.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const absl::Status s = ErrnoError("cannot write", path);
-      ::close(fd);
-      return s;
-    }
-    done += static_cast<size_t>(n);
+absl::Status WriteFileAtomically(const std::string& path, const std::string& contents, Env* env) {
+  const std::string tmp = path + ".tmp";
+  absl::Status written = WriteAndSync(env, tmp, contents);
+  if (written.ok()) written = env->RenameFile(tmp, path);
+  if (!written.ok()) {
+    env->RemoveAll(tmp).IgnoreError();  // the error that matters is `written`
+    return written;
   }
-  if (::fsync(fd) != 0) {
-    const absl::Status s = ErrnoError("cannot fsync", path);
-    ::close(fd);
-    return s;
-  }
-  if (::close(fd) != 0) return ErrnoError("cannot close", path);
-  return absl::OkStatus();
+  // The rename itself survives a crash once the directory is on disk.
+  return env->SyncDir(DirectoryOf(path));
 }
 
-absl::Status SyncDirectory(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return ErrnoError("cannot open directory", path);
-  const int rc = ::fsync(fd);
-  ::close(fd);
-  if (rc != 0) return ErrnoError("cannot fsync directory", path);
-  return absl::OkStatus();
+std::string DirectoryOf(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, std::max<size_t>(slash, 1));
 }
 
 }  // namespace r2sp

@@ -1,20 +1,29 @@
-// Files that survive a crash: written and fsynced, directories fsynced after a rename, so a
-// file renamed into place is there, whole, after a power cut. Errors are Unavailable, naming the
-// path and errno's text.
+// Files that survive a crash, written through an Env (common/env.h): written and fsynced, and
+// renamed into place with the directory fsynced after the rename, so a file renamed into place
+// is there, whole, after a power cut. Errors are the Env's (FileError: the errno's code, a
+// message naming the file and the operation).
 #ifndef R2SP_COMMON_DURABLE_FILE_H_
 #define R2SP_COMMON_DURABLE_FILE_H_
 
 #include <string>
 
 #include "absl/status/status.h"
+#include "common/env.h"
 
 namespace r2sp {
 
-// Writes `contents` to `path` (created or truncated) and fsyncs it.
-absl::Status WriteAndSync(const std::string& path, const std::string& contents);
+// Writes `contents` to `path` (created or truncated), fsyncs and closes it. On an error the
+// file may hold part of `contents`.
+absl::Status WriteAndSync(Env* env, const std::string& path, const std::string& contents);
 
-// Fsyncs directory `path` (after creating, renaming or removing entries in it).
-absl::Status SyncDirectory(const std::string& path);
+// Writes `contents` to `path` atomically and durably: PATH.tmp written and fsynced, renamed
+// into place, the directory fsynced. A crash or an error leaves the old file or the new one,
+// never a part (on an error PATH.tmp is removed, if it can be).
+absl::Status WriteFileAtomically(const std::string& path, const std::string& contents,
+                                 Env* env = Env::Default());
+
+// The directory holding `path` ("." for a bare name, "/" for a file at the root).
+std::string DirectoryOf(const std::string& path);
 
 }  // namespace r2sp
 

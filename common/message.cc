@@ -17,10 +17,6 @@ zmq::message_t BorrowedFrame(const void* data, size_t size) {
   return zmq::message_t(const_cast<void*>(data), size, &NoFree, nullptr);
 }
 
-zmq::message_t CopiedFrame(const void* data, size_t size) {
-  return zmq::message_t(data, size);
-}
-
 zmq::message_t EncodeHeader(Message& msg) {
   msg.header.clear_payload_bytes();
   for (const zmq::message_t& frame : msg.payload) {

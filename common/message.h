@@ -33,9 +33,6 @@ struct DecodeLimits {
 // carries it has arrived (libzmq has then finished reading it) or the transport is destroyed.
 zmq::message_t BorrowedFrame(const void* data, size_t size);
 
-// A payload frame holding a copy of `bytes` (for small control payloads and tests).
-zmq::message_t CopiedFrame(const void* data, size_t size);
-
 // Serialises `msg.header`, after setting header.payload_bytes from the payload frames.
 zmq::message_t EncodeHeader(Message& msg);
 

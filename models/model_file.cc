@@ -4,14 +4,13 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
+#include <filesystem>  // paths only: the file system is the Env's
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/cli.h"
 #include "common/crc32c.h"
+#include "common/durable_file.h"
 #include "common/status_macros.h"
 
 namespace r2sp::models {
@@ -52,14 +51,13 @@ int64_t StepOf(const std::string& file_name) {
   return std::stoll(digits);
 }
 
-// Model files in `dir`, newest (highest step) first.
-std::vector<std::string> ModelFilesNewestFirst(const std::string& dir) {
+// Model files in `dir`, newest (highest step) first (none if `dir` cannot be listed).
+std::vector<std::string> ModelFilesNewestFirst(Env* env, const std::string& dir) {
   std::vector<std::pair<int64_t, std::string>> found;
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
-    const std::string name = entry.path().filename().string();
+  const absl::StatusOr<std::vector<std::string>> names = env->GetChildren(dir);
+  for (const std::string& name : names.ok() ? *names : std::vector<std::string>()) {
     const int64_t step = StepOf(name);
-    if (step >= 0) found.emplace_back(step, entry.path().string());
+    if (step >= 0) found.emplace_back(step, (std::filesystem::path(dir) / name).string());
   }
   std::sort(found.rbegin(), found.rend());
   std::vector<std::string> paths;
@@ -67,12 +65,10 @@ std::vector<std::string> ModelFilesNewestFirst(const std::string& dir) {
   return paths;
 }
 
-absl::StatusOr<proto::ModelFile> ReadOne(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot open model file ", path));
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  return DecodeModelFile(bytes.str(), path);
+absl::StatusOr<proto::ModelFile> ReadOne(Env* env, const std::string& path) {
+  R2SP_ASSIGN_OR_RETURN(const std::string bytes,
+                        WithContext(env->ReadFile(path), "cannot read a model file"));
+  return DecodeModelFile(bytes, path);
 }
 
 }  // namespace
@@ -173,31 +169,26 @@ absl::Status CheckModelFits(const proto::ModelFile& model, const Graph& graph,
 }
 
 absl::StatusOr<std::string> WriteModelFile(const std::string& dir, const proto::ModelFile& model,
-                                           int keep) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) {
-    return absl::UnavailableError(absl::StrCat("cannot create ", dir, ": ", ec.message()));
-  }
+                                           int keep, Env* env) {
+  R2SP_RETURN_IF_ERROR(env->CreateDirs(dir));
   const std::string path =
       absl::StrCat(dir, "/", kPrefix, absl::Dec(model.step(), absl::kZeroPad10), kSuffix);
-  R2SP_RETURN_IF_ERROR(WriteFileAtomically(path, EncodeModelFile(model)));
-  const std::vector<std::string> files = ModelFilesNewestFirst(dir);
+  R2SP_RETURN_IF_ERROR(WriteFileAtomically(path, EncodeModelFile(model), env));
+  const std::vector<std::string> files = ModelFilesNewestFirst(env, dir);
   for (size_t i = static_cast<size_t>(std::max(keep, 1)); i < files.size(); ++i) {
-    std::filesystem::remove(files[i], ec);
+    env->RemoveAll(files[i]).IgnoreError();  // an old file left behind is harmless
   }
   return path;
 }
 
-absl::StatusOr<LoadedModel> LoadModelFile(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_directory(path, ec)) {
-    R2SP_ASSIGN_OR_RETURN(proto::ModelFile model, ReadOne(path));
+absl::StatusOr<LoadedModel> LoadModelFile(const std::string& path, Env* env) {
+  if (!env->IsDirectory(path)) {
+    R2SP_ASSIGN_OR_RETURN(proto::ModelFile model, ReadOne(env, path));
     return LoadedModel{path, std::move(model), {}};
   }
   LoadedModel loaded;
-  for (const std::string& file : ModelFilesNewestFirst(path)) {
-    absl::StatusOr<proto::ModelFile> model = ReadOne(file);
+  for (const std::string& file : ModelFilesNewestFirst(env, path)) {
+    absl::StatusOr<proto::ModelFile> model = ReadOne(env, file);
     if (model.ok()) {
       loaded.path = file;
       loaded.model = *std::move(model);

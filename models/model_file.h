@@ -4,7 +4,8 @@
 //
 // Layout: the magic "R2SPMODL", a little-endian u32 format version (1), u32 CRC-32C of the
 // payload and u64 payload length, then the payload, a serialized proto::ModelFile. Files are
-// written atomically as DIR/model-step<STEP>.r2sp; the newest `keep` are kept.
+// written atomically as DIR/model-step<STEP>.r2sp; the newest `keep` are kept. Files are
+// written and read through an Env (common/env.h), the POSIX one unless a test gives another.
 #ifndef R2SP_MODELS_MODEL_FILE_H_
 #define R2SP_MODELS_MODEL_FILE_H_
 
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/env.h"
 #include "models/graph.h"
 #include "proto/checkpoint.pb.h"
 
@@ -36,10 +38,12 @@ absl::StatusOr<proto::ModelFile> DecodeModelFile(const std::string& bytes,
 absl::Status CheckModelFits(const proto::ModelFile& model, const Graph& graph,
                             const std::string& name);
 
-// Writes `model` as DIR/model-step<step>.r2sp (creating DIR) and removes all but the newest
-// `keep` (>= 1) model files there. Returns the file's path.
+// Writes `model` as DIR/model-step<step>.r2sp (creating DIR) through `env`, atomically and
+// durably (common/durable_file.h), and removes all but the newest `keep` (>= 1) model files
+// there. Returns the file's path. On an error (the Env's, naming the file and the operation)
+// the model files already there are untouched.
 absl::StatusOr<std::string> WriteModelFile(const std::string& dir, const proto::ModelFile& model,
-                                           int keep);
+                                           int keep, Env* env = Env::Default());
 
 struct LoadedModel {
   std::string path;  // the file read
@@ -51,7 +55,7 @@ struct LoadedModel {
 // `path` is a model file, or a directory of them: then the newest that verifies (older ones
 // are the fallback for a corrupt newest one). NotFound when there is none, with every file
 // passed over and why.
-absl::StatusOr<LoadedModel> LoadModelFile(const std::string& path);
+absl::StatusOr<LoadedModel> LoadModelFile(const std::string& path, Env* env = Env::Default());
 
 }  // namespace r2sp::models
 

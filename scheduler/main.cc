@@ -1,8 +1,6 @@
 // The `scheduler` binary: one per job. Wires the transport to SchedulerCore and waits for the
 // job to end; writes the job's counters as JSON if asked.
 #include <cstdio>
-#include <fstream>
-#include <iterator>
 #include <memory>
 #include <random>
 #include <string>
@@ -11,10 +9,12 @@
 #include "absl/strings/str_cat.h"
 #include "common/auth/auth_flags.h"
 #include "common/cli.h"
+#include "common/durable_file.h"
+#include "common/status_macros.h"
 #include "common/transport.h"
 #include "gflags/gflags.h"
 #include "glog/logging.h"
-#include "scheduler/epoch_plans.h"
+#include "scheduler/epoch_plan_file.h"
 #include "scheduler/scheduler_core.h"
 
 DEFINE_string(bind, "tcp://0.0.0.0:9000",
@@ -103,17 +103,12 @@ r2sp::proto::SyncMode CheckFlags() {
 // The plans an earlier attempt of the job saved in `path` (none if there is no such file);
 // exits with a clear error if the file cannot be read or is not plans for this job.
 r2sp::proto::EpochPlans LoadEpochPlans(const std::string& path, int workers) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return r2sp::proto::EpochPlans();
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) r2sp::ExitWithError(absl::DataLossError("cannot read --epoch_plans " + path));
-  absl::StatusOr<r2sp::proto::EpochPlans> plans = r2sp::EpochPlanBook::Parse(bytes, workers);
-  if (!plans.ok()) {
-    r2sp::ExitWithError(absl::InvalidArgumentError(
-        absl::StrCat("--epoch_plans ", path, ": ", plans.status().message())));
+  r2sp::proto::EpochPlans plans =
+      r2sp::ValueOrExit(r2sp::WithContext(r2sp::LoadEpochPlanFile(path, workers), "--epoch_plans"));
+  if (plans.plans_size() > 0) {
+    LOG(INFO) << "took up the plans of " << plans.plans_size() << " epochs from " << path;
   }
-  LOG(INFO) << "took up the plans of " << plans->plans_size() << " epochs from " << path;
-  return *std::move(plans);
+  return plans;
 }
 
 r2sp::SchedulerOptions OptionsFromFlags(r2sp::proto::SyncMode sync) {
@@ -142,7 +137,7 @@ r2sp::SchedulerOptions OptionsFromFlags(r2sp::proto::SyncMode sync) {
   if (options.absorb_orphaned_shards && !FLAGS_epoch_plans.empty()) {
     options.restored_epoch_plans = LoadEpochPlans(FLAGS_epoch_plans, options.num_workers);
     options.save_epoch_plans = [path = FLAGS_epoch_plans](const r2sp::proto::EpochPlans& plans) {
-      absl::Status saved = r2sp::WriteFileAtomically(path, plans.SerializeAsString());
+      absl::Status saved = r2sp::SaveEpochPlanFile(path, plans);
       if (!saved.ok()) LOG(ERROR) << "cannot save the epoch plans: " << saved;
     };
   }

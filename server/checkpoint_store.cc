@@ -1,15 +1,10 @@
 // See checkpoint_store.h.
 #include "server/checkpoint_store.h"
 
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
+#include <filesystem>  // paths only: the file system is the Env's
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -32,19 +27,6 @@ namespace fs = std::filesystem;
 constexpr char kShardFile[] = "shard.bin";
 constexpr char kManifestFile[] = "MANIFEST";
 constexpr char kPrefix[] = "ckpt-";
-
-absl::Status ErrnoError(const std::string& what, const std::string& path) {
-  return absl::UnavailableError(absl::StrCat(what, " ", path, ": ", std::strerror(errno)));
-}
-
-absl::StatusOr<std::string> ReadWhole(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  std::ostringstream out;
-  out << in.rdbuf();
-  if (in.bad()) return absl::DataLossError(absl::StrCat("error reading ", path));
-  return out.str();
-}
 
 // The sequence number of a directory named ckpt-<N>, or -1.
 int64_t SequenceOf(const std::string& name) {
@@ -80,51 +62,10 @@ absl::Status CheckIdentity(const proto::CheckpointManifest& m, const CheckpointI
   return absl::OkStatus();
 }
 
-}  // namespace
-
-CheckpointStore::CheckpointStore(std::string dir, int rank, int keep)
-    : shard_dir_((fs::path(dir) / absl::StrCat("server", rank)).string()),
-      rank_(rank),
-      keep_(std::max(1, keep)) {
-  const std::vector<int64_t> present = Sequences();
-  next_sequence_ = present.empty() ? 1 : present.back() + 1;
-}
-
-std::string CheckpointStore::PathOf(int64_t sequence) const {
-  return (fs::path(shard_dir_) / absl::StrFormat("%s%08d", kPrefix, sequence)).string();
-}
-
-std::vector<int64_t> CheckpointStore::Sequences() const {
-  std::vector<int64_t> out;
-  std::error_code ec;
-  for (const fs::directory_entry& e : fs::directory_iterator(shard_dir_, ec)) {
-    const int64_t seq = SequenceOf(e.path().filename().string());
-    if (seq > 0 && e.is_directory(ec)) out.push_back(seq);
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
-absl::StatusOr<std::string> CheckpointStore::Write(const proto::ShardCheckpoint& shard,
-                                                   const CheckpointIdentity& identity,
-                                                   int64_t step, const std::string& reason) {
-  std::error_code ec;
-  fs::create_directories(shard_dir_, ec);
-  if (ec) {
-    return absl::UnavailableError(absl::StrCat("cannot create ", shard_dir_, ": ", ec.message()));
-  }
-  const int64_t sequence = next_sequence_++;
-  const std::string final_path = PathOf(sequence);
-  const std::string tmp = (fs::path(shard_dir_) /
-                           absl::StrCat(".tmp-", sequence, "-", ::getpid())).string();
-  fs::remove_all(tmp, ec);
-  fs::create_directory(tmp, ec);
-  if (ec) return absl::UnavailableError(absl::StrCat("cannot create ", tmp, ": ", ec.message()));
-
-  std::string bytes;
-  if (!shard.SerializeToString(&bytes)) {
-    return absl::InternalError("cannot serialise the shard (over 2 GB?)");
-  }
+// The manifest of checkpoint `sequence` holding `shard_bytes` as its shard file.
+proto::CheckpointManifest MakeManifest(const CheckpointIdentity& identity, int64_t step,
+                                       int64_t sequence, const std::string& reason,
+                                       const std::string& shard_bytes) {
   proto::CheckpointManifest manifest;
   manifest.set_job_id(identity.job_id);
   manifest.set_layout_hash(identity.layout_hash);
@@ -137,40 +78,91 @@ absl::StatusOr<std::string> CheckpointStore::Write(const proto::ShardCheckpoint&
   manifest.set_written_unix_seconds(absl::ToUnixMicros(absl::Now()) / 1e6);
   proto::CheckpointFile* file = manifest.add_files();
   file->set_name(kShardFile);
-  file->set_bytes(bytes.size());
-  file->set_crc32c(Crc32c(bytes.data(), bytes.size()));
-  std::string text;
-  google::protobuf::TextFormat::PrintToString(manifest, &text);
+  file->set_bytes(shard_bytes.size());
+  file->set_crc32c(Crc32c(shard_bytes.data(), shard_bytes.size()));
+  return manifest;
+}
 
-  R2SP_RETURN_IF_ERROR(WriteAndSync((fs::path(tmp) / kShardFile).string(), bytes));
-  R2SP_RETURN_IF_ERROR(WriteAndSync((fs::path(tmp) / kManifestFile).string(), text));
-  R2SP_RETURN_IF_ERROR(SyncDirectory(tmp));
-  if (std::rename(tmp.c_str(), final_path.c_str()) != 0) {
-    return ErrnoError(absl::StrCat("cannot rename ", tmp, " to"), final_path);
+}  // namespace
+
+CheckpointStore::CheckpointStore(std::string dir, int rank, int keep, Env* env)
+    : env_(env),
+      shard_dir_((fs::path(dir) / absl::StrCat("server", rank)).string()),
+      rank_(rank),
+      keep_(std::max(1, keep)) {
+  const std::vector<int64_t> present = Sequences();
+  next_sequence_ = present.empty() ? 1 : present.back() + 1;
+}
+
+std::string CheckpointStore::PathOf(int64_t sequence) const {
+  return (fs::path(shard_dir_) / absl::StrFormat("%s%08d", kPrefix, sequence)).string();
+}
+
+std::vector<int64_t> CheckpointStore::Sequences() const {
+  std::vector<int64_t> out;
+  const absl::StatusOr<std::vector<std::string>> names = env_->GetChildren(shard_dir_);
+  for (const std::string& name : names.ok() ? *names : std::vector<std::string>()) {
+    const int64_t seq = SequenceOf(name);
+    if (seq > 0 && env_->IsDirectory((fs::path(shard_dir_) / name).string())) out.push_back(seq);
   }
-  R2SP_RETURN_IF_ERROR(SyncDirectory(shard_dir_));
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+absl::StatusOr<std::string> CheckpointStore::Write(const proto::ShardCheckpoint& shard,
+                                                   const CheckpointIdentity& identity,
+                                                   int64_t step, const std::string& reason) {
+  std::string bytes;
+  if (!shard.SerializeToString(&bytes)) {
+    return absl::InternalError("cannot serialise the shard (over 2 GB?)");
+  }
+  R2SP_RETURN_IF_ERROR(env_->CreateDirs(shard_dir_));
+  const int64_t sequence = next_sequence_++;
+  const std::string final_path = PathOf(sequence);
+  const std::string tmp =
+      (fs::path(shard_dir_) / absl::StrCat(".tmp-", sequence, "-", ::getpid())).string();
+  std::string text;
+  google::protobuf::TextFormat::PrintToString(MakeManifest(identity, step, sequence, reason, bytes),
+                                              &text);
+  absl::Status written = WriteInto(tmp, bytes, text);
+  if (written.ok()) written = env_->RenameFile(tmp, final_path);
+  if (!written.ok()) {
+    // The checkpoints already there are untouched; the half-written one goes.
+    env_->RemoveAll(tmp).IgnoreError();
+    return written;
+  }
+  R2SP_RETURN_IF_ERROR(env_->SyncDir(shard_dir_));
   Prune();
   return final_path;
 }
 
+absl::Status CheckpointStore::WriteInto(const std::string& tmp, const std::string& shard_bytes,
+                                        const std::string& manifest_text) {
+  R2SP_RETURN_IF_ERROR(env_->RemoveAll(tmp));
+  R2SP_RETURN_IF_ERROR(env_->CreateDirs(tmp));
+  R2SP_RETURN_IF_ERROR(WriteAndSync(env_, (fs::path(tmp) / kShardFile).string(), shard_bytes));
+  R2SP_RETURN_IF_ERROR(WriteAndSync(env_, (fs::path(tmp) / kManifestFile).string(), manifest_text));
+  return env_->SyncDir(tmp);
+}
+
 void CheckpointStore::Prune() {
   const std::vector<int64_t> present = Sequences();
-  std::error_code ec;
   for (size_t i = 0; i + keep_ < present.size(); ++i) {
-    fs::remove_all(PathOf(present[i]), ec);
-    if (ec) LOG(WARNING) << "cannot remove " << PathOf(present[i]) << ": " << ec.message();
+    const absl::Status removed = env_->RemoveAll(PathOf(present[i]));
+    if (!removed.ok()) LOG(WARNING) << removed.message();
   }
 }
 
 absl::StatusOr<LoadedCheckpoint> CheckpointStore::Load(const std::string& path,
-                                                       const CheckpointIdentity* expected) {
+                                                       const CheckpointIdentity* expected) const {
   R2SP_ASSIGN_OR_RETURN(const std::string text,
-                        ReadWhole((fs::path(path) / kManifestFile).string()));
-  return Parse(path, text,
-               [&path](const std::string& name) {
-                 return ReadWhole((fs::path(path) / name).string());
-               },
-               expected);
+                        env_->ReadFile((fs::path(path) / kManifestFile).string()));
+  return Parse(
+      path, text,
+      [this, &path](const std::string& name) {
+        return env_->ReadFile((fs::path(path) / name).string());
+      },
+      expected);
 }
 
 absl::StatusOr<LoadedCheckpoint> CheckpointStore::Parse(const std::string& path,

@@ -3,8 +3,12 @@
 // CheckpointManifest, text format: job id, layout hash, rank, step, each file's size and
 // CRC-32C). A checkpoint is written into a temporary directory, every file and the directory
 // fsynced, then renamed into place, so a crash leaves either the whole checkpoint or none; the
-// newest `keep` are kept. Loading takes the newest checkpoint that verifies, and says, naming
-// the file, why each newer one was passed over (truncated, bit-flipped, another job's).
+// newest `keep` are kept. A write that fails (a failed fsync, a torn write, a full disk, a
+// failed rename) returns the Env's error naming the file and the operation, removes its
+// temporary directory and leaves the checkpoints already there untouched. Loading takes the
+// newest checkpoint that verifies, and says, naming the file, why each newer one was passed
+// over (truncated, bit-flipped, another job's). All file access goes through an Env
+// (common/env.h), so tests can inject faults.
 #ifndef R2SP_SERVER_CHECKPOINT_STORE_H_
 #define R2SP_SERVER_CHECKPOINT_STORE_H_
 
@@ -14,6 +18,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/env.h"
 #include "proto/checkpoint.pb.h"
 
 namespace r2sp {
@@ -38,11 +43,9 @@ struct LoadedCheckpoint {
 // Not thread-safe: one writer (the server's checkpoint thread).
 class CheckpointStore {
  public:
-  // Checkpoints of server `rank` under `dir`; `keep` >= 1.
-  CheckpointStore(std::string dir, int rank, int keep);
-
-  // DIR/server<R>.
-  const std::string& shard_dir() const { return shard_dir_; }
+  // Checkpoints of server `rank` under `dir` (in DIR/server<R>), read and written through
+  // `env` (borrowed; it outlives this object); `keep` >= 1.
+  CheckpointStore(std::string dir, int rank, int keep, Env* env = Env::Default());
 
   // Writes `shard` as the next checkpoint and prunes older ones; returns its directory.
   absl::StatusOr<std::string> Write(const proto::ShardCheckpoint& shard,
@@ -54,8 +57,8 @@ class CheckpointStore {
   absl::StatusOr<LoadedCheckpoint> LoadLatest(const CheckpointIdentity& expected) const;
 
   // Reads and verifies one checkpoint directory (`expected` may be null: no identity check).
-  static absl::StatusOr<LoadedCheckpoint> Load(const std::string& path,
-                                               const CheckpointIdentity* expected);
+  absl::StatusOr<LoadedCheckpoint> Load(const std::string& path,
+                                        const CheckpointIdentity* expected) const;
 
   // Load's verification of contents already read: the manifest's text, and the files it lists
   // through `read` (given a file's name, its bytes). `path` names the checkpoint in errors.
@@ -70,8 +73,12 @@ class CheckpointStore {
 
  private:
   std::string PathOf(int64_t sequence) const;
+  // Writes a checkpoint's files into directory `tmp` (made afresh) and fsyncs it.
+  absl::Status WriteInto(const std::string& tmp, const std::string& shard_bytes,
+                         const std::string& manifest_text);
   void Prune();
 
+  Env* const env_;
   const std::string shard_dir_;
   const int rank_;
   const int keep_;

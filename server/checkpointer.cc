@@ -42,7 +42,7 @@ Checkpointer::Checkpointer(const CheckpointPolicy& policy, ServerHandler* handle
     : policy_(policy),
       handler_(handler),
       identity_(std::move(identity)),
-      store_(policy.dir, identity_.server_rank, policy.keep),
+      store_(policy.dir, identity_.server_rank, policy.keep, policy.env),
       last_time_(absl::Now()) {}
 
 Checkpointer::~Checkpointer() { Stop(); }

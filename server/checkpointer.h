@@ -1,7 +1,8 @@
 // When a server checkpoints its shard: every --checkpoint_every (seconds or global-batch
 // steps) on a thread of its own, and on demand (SIGTERM, the scheduler lost, the end of the
 // job). The snapshot is taken between two requests (ServerHandler::Snapshot); the write
-// (CheckpointStore) runs off the I/O thread, so serving goes on while a checkpoint is written.
+// (CheckpointStore, through the policy's Env) runs off the I/O thread, so serving goes on while
+// a checkpoint is written.
 #ifndef R2SP_SERVER_CHECKPOINTER_H_
 #define R2SP_SERVER_CHECKPOINTER_H_
 
@@ -14,6 +15,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "common/env.h"
 #include "server/checkpoint_store.h"
 #include "server/server_handler.h"
 
@@ -24,6 +26,9 @@ struct CheckpointPolicy {
   absl::Duration every_time = absl::ZeroDuration();  // zero: not by time
   int64_t every_steps = 0;   // 0: not by steps
   int keep = 3;
+  // Where checkpoints are written and read (borrowed; outlives the Checkpointer): the POSIX
+  // file system unless a test injects faults.
+  Env* env = Env::Default();
 };
 
 // Parses --checkpoint_every: "" (never periodically), "<N>s" (seconds, N > 0, may have a

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/cli.h"
+#include "common/durable_file.h"
 #include "common/live_shards.h"
 #include "common/status_macros.h"
 #include "common/termination_signals.h"

@@ -26,7 +26,6 @@ class Batcher {
  public:
   Batcher(const Dataset* data, const BatcherOptions& options);
 
-  int64_t shard_size() const { return static_cast<int64_t>(order_.size()); }
   // Trains `samples` (indices into the data set) from the next StartEpoch on, instead of the
   // shard: an epoch in which this worker takes over part of dead workers' shards
   // (epoch_samples.h). `wrap`: Next goes on as NextWrapping at the end of them, for a worker

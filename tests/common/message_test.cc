@@ -21,7 +21,7 @@ Message PushOf(const std::vector<float>& values) {
   Message msg;
   msg.header.set_type(proto::PUSH);
   msg.header.set_key(7);
-  msg.payload.push_back(CopiedFrame(values.data(), values.size() * sizeof(float)));
+  msg.payload.push_back(zmq::message_t(values.data(), values.size() * sizeof(float)));
   return msg;
 }
 

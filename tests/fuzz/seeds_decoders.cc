@@ -35,7 +35,7 @@ Message SparsePush(proto::Codec codec, const std::vector<uint32_t>& ids,
   Message m = PushOf(codec);
   m.header.mutable_push()->set_values(half ? proto::FP16 : proto::FP32);
   if (chunk != 0) m.header.mutable_push()->set_chunk_elements(chunk);
-  m.payload.push_back(CopiedFrame(ids.data(), ids.size() * sizeof(uint32_t)));
+  m.payload.push_back(zmq::message_t(ids.data(), ids.size() * sizeof(uint32_t)));
   m.payload.push_back(half ? HalfFrame(values) : FloatFrame(values));
   return m;
 }

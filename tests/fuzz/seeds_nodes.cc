@@ -24,13 +24,13 @@ std::string Frames(Message msg) {
 }
 
 zmq::message_t FloatFrame(const std::vector<float>& values) {
-  return CopiedFrame(values.data(), values.size() * sizeof(float));
+  return zmq::message_t(values.data(), values.size() * sizeof(float));
 }
 
 zmq::message_t HalfFrame(const std::vector<float>& values) {
   std::vector<uint16_t> half(values.size());
   codec::EncodeFp16(values.data(), values.size(), half.data());
-  return CopiedFrame(half.data(), half.size() * sizeof(uint16_t));
+  return zmq::message_t(half.data(), half.size() * sizeof(uint16_t));
 }
 
 namespace {
@@ -90,7 +90,7 @@ Message Sparse(int rank, uint64_t key, proto::Codec codec, const std::vector<uin
   m.header.set_codec(codec);
   m.header.mutable_push()->set_values(half ? proto::FP16 : proto::FP32);
   if (chunk != 0) m.header.mutable_push()->set_chunk_elements(chunk);
-  m.payload.push_back(CopiedFrame(ids.data(), ids.size() * sizeof(uint32_t)));
+  m.payload.push_back(zmq::message_t(ids.data(), ids.size() * sizeof(uint32_t)));
   m.payload.push_back(half ? HalfFrame(values) : FloatFrame(values));
   return m;
 }

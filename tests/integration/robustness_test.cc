@@ -162,7 +162,7 @@ TEST(RobustnessTest, LiveProcessesSurviveBadInputAndKeepServing) {
   bad.header.set_type(proto::PUSH);
   bad.header.set_sender_role(proto::WORKER);
   bad.header.set_key(1);
-  bad.payload.push_back(CopiedFrame(grad.data(), 12));
+  bad.payload.push_back(zmq::message_t(grad.data(), 12));
   auto refused = (*transport)->Call(server_ep, std::move(bad), absl::Seconds(10));
   ASSERT_TRUE(refused.ok()) << refused.status();
   EXPECT_EQ(refused->header.code(), proto::INVALID_ARGUMENT);

@@ -114,7 +114,7 @@ int AnswersToEveryType(Transport& from, const std::vector<std::string>& endpoint
       if (type == proto::BARRIER) m.header.mutable_barrier()->set_group(proto::WORKERS);
       if (type == proto::PUSH) {
         std::vector<float> poison(16, 1e9f);
-        m.payload.push_back(CopiedFrame(poison.data(), poison.size() * sizeof(float)));
+        m.payload.push_back(zmq::message_t(poison.data(), poison.size() * sizeof(float)));
       }
       {
         absl::MutexLock lock(&mu);

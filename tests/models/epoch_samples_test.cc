@@ -80,13 +80,15 @@ TEST(EpochSamplesTest, TheBatcherTrainsThemFromTheNextEpoch) {
     d.pixels.push_back(static_cast<uint8_t>(i));
   }
   Batcher b(&d, {0, 3, 9, true, false});
-  EXPECT_EQ(b.shard_size(), 10);
+  std::vector<float> images(15);
+  std::vector<int32_t> labels(15);
+  // Epoch 0 trains the worker's own shard: samples 0, 3, ..., 27.
+  b.StartEpoch(0);
+  ASSERT_EQ(b.Next(15, images.data(), labels.data()), 10);
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(static_cast<int64_t>(images[i] * 255.0f + 0.5f) % 3, 0);
   const std::vector<int64_t> samples = EpochSamples(30, 3, 0, {0, 2});
   b.SetSamples(samples);
   b.StartEpoch(1);
-  EXPECT_EQ(b.shard_size(), 15);
-  std::vector<float> images(15);
-  std::vector<int32_t> labels(15);
   ASSERT_EQ(b.Next(15, images.data(), labels.data()), 15);
   EXPECT_EQ(b.Next(1, images.data(), labels.data()), 0);
   std::set<int64_t> got;

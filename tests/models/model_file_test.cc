@@ -1,6 +1,8 @@
 // models/model_file: round trip; every kind of damage (truncation, a flipped bit, another
 // format, inconsistent parts) is a clear error naming the file; a directory falls back from a
-// corrupt newest file to the one before; old files are pruned; a file must fit its graph.
+// corrupt newest file to the one before; old files are pruned; a file must fit its graph; a
+// write whose fsync fails, that is torn, that fills the disk or whose rename fails is a clear
+// error and leaves the previous model file, which is what a load reads.
 #include "models/model_file.h"
 
 #include <filesystem>
@@ -10,6 +12,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/testing/fault_injection_env.h"
 #include "tests/testing/status_assert.h"
 
 namespace r2sp::models {
@@ -139,6 +142,56 @@ TEST(ModelFileTest, DirectoryGivesTheNewestGoodFileAndKeepsTheNewestFew) {
   EXPECT_NE(none.status().message().find(paths[1]), std::string::npos) << none.status();
   EXPECT_TRUE(absl::IsNotFound(LoadModelFile(dir + "/missing.r2sp").status()));
   EXPECT_TRUE(absl::IsNotFound(LoadModelFile(FreshDir("model_files_empty")).status()));
+}
+
+TEST(ModelFileTest, AFailedWriteLeavesThePreviousFileForLoading) {
+  using ::r2sp::testing::FaultInjectionEnv;
+  using ::r2sp::testing::FileFault;
+  const std::string dir = FreshDir("model_files_faults");
+  FaultInjectionEnv env;
+  ASSERT_OK(WriteModelFile(dir, CnnModel(100, 1.0f), /*keep=*/1, &env).status());
+  const std::string good = dir + "/model-step0000000100.r2sp";
+  const std::string tmp = dir + "/model-step0000000200.r2sp.tmp";
+  const struct {
+    FileFault fault;
+    absl::StatusCode code;
+    std::string message;
+  } cases[] = {
+      {FileFault::kFailedSync, absl::StatusCode::kUnavailable,
+       "cannot fsync " + tmp + ": Input/output error"},
+      {FileFault::kTornWrite, absl::StatusCode::kUnavailable,
+       "cannot write " + tmp + ": Input/output error"},
+      {FileFault::kNoSpace, absl::StatusCode::kResourceExhausted,
+       "cannot write " + tmp + ": No space left on device"},
+      {FileFault::kFailedRename, absl::StatusCode::kUnavailable,
+       "cannot rename " + tmp + " to " + dir + "/model-step0000000200.r2sp: Input/output error"},
+  };
+  for (const auto& c : cases) {
+    env.Inject(c.fault, dir);
+    const absl::StatusOr<std::string> failed =
+        WriteModelFile(dir, CnnModel(200, 2.0f), /*keep=*/1, &env);
+    EXPECT_EQ(failed.status().code(), c.code) << failed.status();
+    EXPECT_EQ(failed.status().message(), c.message);
+    std::vector<std::string> names = env.GetChildren(dir).value_or(std::vector<std::string>{});
+    EXPECT_EQ(names, std::vector<std::string>{"model-step0000000100.r2sp"}) << c.message;
+    absl::StatusOr<LoadedModel> loaded = LoadModelFile(dir);
+    ASSERT_OK(loaded.status());
+    EXPECT_EQ(loaded->path, good);
+    EXPECT_EQ(loaded->model.step(), 100);
+    EXPECT_TRUE(loaded->skipped.empty());
+  }
+  EXPECT_EQ(env.fired(), 4);
+  // A later write works and prunes the old file (keep 1).
+  ASSERT_OK(WriteModelFile(dir, CnnModel(300, 3.0f), 1, &env).status());
+  EXPECT_EQ(LoadModelFile(dir, &env)->model.step(), 300);
+  EXPECT_FALSE(std::filesystem::exists(good));
+}
+
+TEST(ModelFileTest, AMissingFileIsNotFoundNamingIt) {
+  const std::string missing = FreshDir("model_files_missing") + "/missing.r2sp";
+  EXPECT_EQ(LoadModelFile(missing).status(),
+            absl::NotFoundError("cannot read a model file: cannot open " + missing +
+                                ": No such file or directory"));
 }
 
 }  // namespace

@@ -47,7 +47,7 @@ class ServerHandlerCodecTest : public ::testing::Test {
     Message m = WorkerRequest(proto::PUSH, rank, 0);
     m.header.set_clock(clock);
     if (init) m.header.mutable_push()->set_init(true);
-    m.payload.push_back(CopiedFrame(values.data(), values.size() * sizeof(float)));
+    m.payload.push_back(zmq::message_t(values.data(), values.size() * sizeof(float)));
     return Send(std::move(m));
   }
 
@@ -58,7 +58,7 @@ class ServerHandlerCodecTest : public ::testing::Test {
     Message m = WorkerRequest(proto::PUSH, rank, 0);
     m.header.set_clock(clock);
     m.header.set_codec(static_cast<proto::Codec>(codec));
-    m.payload.push_back(CopiedFrame(half.data(), half.size() * sizeof(uint16_t)));
+    m.payload.push_back(zmq::message_t(half.data(), half.size() * sizeof(uint16_t)));
     return Send(std::move(m));
   }
 
@@ -181,11 +181,11 @@ TEST_F(ServerHandlerCodecTest, MalformedEncodedPushesAreRefusedAndChangeNothing)
   Message wrong_size = WorkerRequest(proto::PUSH, 0, 0);
   wrong_size.header.set_codec(proto::FP16);
   const std::vector<float> four(4, 1.0f);
-  wrong_size.payload.push_back(CopiedFrame(four.data(), 16));
+  wrong_size.payload.push_back(zmq::message_t(four.data(), 16));
   EXPECT_TRUE(absl::IsInvalidArgument(Send(std::move(wrong_size))));
   Message truncated = WorkerRequest(proto::PUSH, 0, 0);
   truncated.header.set_codec(proto::FP16);
-  truncated.payload.push_back(CopiedFrame(four.data(), 7));
+  truncated.payload.push_back(zmq::message_t(four.data(), 7));
   EXPECT_TRUE(absl::IsInvalidArgument(Send(std::move(truncated))));
   // A codec this server does not know, for a push and for a pull, and a pull-only codec pushed.
   EXPECT_TRUE(absl::IsInvalidArgument(PushFp16(0, {1, 1, 1, 1}, 0, /*codec=*/7)));

@@ -23,7 +23,7 @@ constexpr size_t kN = 10;  // one partition of 10 values; csc chunks of 4 (the l
 
 template <typename T>
 zmq::message_t Frame(const std::vector<T>& v) {
-  return CopiedFrame(v.data(), v.size() * sizeof(T));
+  return zmq::message_t(v.data(), v.size() * sizeof(T));
 }
 
 std::vector<float> Densify(const std::vector<uint32_t>& ids, const std::vector<float>& values,
@@ -201,7 +201,7 @@ TEST_F(ServerHandlerSparseTest, MalformedSparsePushesAreRefusedCountedAndChangeN
     bad.push_back(SparsePush(0, {2}, {1, 1, 1, 1}, 4));       // short chunk sent long
     bad.push_back(SparsePush(0, {1}, {1, std::nanf(""), 1, 1}, 4));  // non-finite
     Message truncated = SparsePush(0, {1, 2}, {1, 1}, 0);
-    truncated.payload[1] = CopiedFrame(truncated.payload[1].data(), 6);
+    truncated.payload[1] = zmq::message_t(truncated.payload[1].data(), 6);
     bad.push_back(std::move(truncated));
     Message unknown = SparsePush(0, {1}, {1}, 0);
     unknown.header.set_codec(static_cast<proto::Codec>(17));

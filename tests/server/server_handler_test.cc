@@ -42,7 +42,7 @@ class ServerHandlerTest : public ::testing::Test {
     m.header.set_clock(clock);
     if (init) m.header.mutable_push()->set_init(true);
     if (scale != 0) m.header.mutable_push()->set_scale(scale);
-    m.payload.push_back(CopiedFrame(values.data(), values.size() * sizeof(float)));
+    m.payload.push_back(zmq::message_t(values.data(), values.size() * sizeof(float)));
     Responder r(&sink_, "w" + std::to_string(rank), m.header);
     handler_->HandleRequest(std::move(m), std::move(r));
   }
@@ -446,7 +446,7 @@ TEST_F(ServerHandlerTest, HeadersClaimingAnotherPeerAreDenied) {
   sink_.Take();
   std::vector<float> poison = {1e9f, 1e9f, 1e9f, 1e9f};
   Message push = WorkerRequest(proto::PUSH, 0, 0);
-  push.payload.push_back(CopiedFrame(poison.data(), 16));
+  push.payload.push_back(zmq::message_t(poison.data(), 16));
   Handle(std::move(push), "w1");  // worker 1 claiming to be worker 0
   Message pull = WorkerRequest(proto::PULL, 1, 0);
   Handle(std::move(pull), "stranger");
@@ -527,7 +527,7 @@ TEST_F(ServerHandlerTest, RetriedPushAppliedAlreadyIsAcknowledgedNotAppliedAgain
     Message m = WorkerRequest(proto::PUSH, 0, 0);
     m.header.set_clock(clock);
     m.header.mutable_push()->set_retry(true);
-    m.payload.push_back(CopiedFrame(g.data(), g.size() * sizeof(float)));
+    m.payload.push_back(zmq::message_t(g.data(), g.size() * sizeof(float)));
     Handle(std::move(m), "w0");
   };
   retry(5);
@@ -733,7 +733,7 @@ TEST(ServerHandlerApplyThreadsTest, SameWeightsAsOneThread) {
       Message m = testing::WorkerRequest(proto::PUSH, 0, 0);
       if (init) m.header.mutable_push()->set_init(true);
       m.header.mutable_push()->set_scale(0.5f);
-      m.payload.push_back(CopiedFrame(values.data(), values.size() * sizeof(float)));
+      m.payload.push_back(zmq::message_t(values.data(), values.size() * sizeof(float)));
       Responder r(&sink, "w0", m.header);
       handler.HandleRequest(std::move(m), std::move(r));
     };

@@ -28,7 +28,7 @@ Message Reply(proto::Codec codec, std::vector<zmq::message_t> frames, uint64_t s
 
 std::vector<zmq::message_t> Floats(const std::vector<float>& v) {
   std::vector<zmq::message_t> frames;
-  frames.push_back(CopiedFrame(v.data(), v.size() * sizeof(float)));
+  frames.push_back(zmq::message_t(v.data(), v.size() * sizeof(float)));
   return frames;
 }
 
@@ -36,7 +36,7 @@ std::vector<zmq::message_t> Halves(const std::vector<float>& v) {
   std::vector<uint16_t> half(v.size());
   codec::EncodeFp16(v.data(), v.size(), half.data());
   std::vector<zmq::message_t> frames;
-  frames.push_back(CopiedFrame(half.data(), half.size() * sizeof(uint16_t)));
+  frames.push_back(zmq::message_t(half.data(), half.size() * sizeof(uint16_t)));
   return frames;
 }
 
@@ -86,7 +86,7 @@ TEST(PullDecoderTest, RefusesRepliesThatDoNotFitTheRequestAndWritesNothing) {
   error.header.set_code(proto::INVALID_ARGUMENT);
   error.header.set_error("key 7 is not held by server 0");
   std::vector<zmq::message_t> two = Floats({1, 2, 3});
-  two.push_back(CopiedFrame("x", 1));
+  two.push_back(zmq::message_t("x", 1));
   std::vector<Case> cases;
   cases.push_back({"error reply", std::move(error), Asked(proto::FP32)});
   cases.push_back({"unknown codec", Reply(static_cast<proto::Codec>(9), Floats({1, 2, 3})),
@@ -171,7 +171,7 @@ TEST(PullFramesTest, RequestsRoundTrip) {
 
 TEST(PullFramesTest, RefusesMalformedRequests) {
   Message payload = EncodePull(PullRequest{});
-  payload.payload.push_back(CopiedFrame("x", 1));
+  payload.payload.push_back(zmq::message_t("x", 1));
   ExpectRefused(payload, true, "PULL carries no payload");
   PullRequest predicted;
   predicted.predict_fraction = 0.5f;
@@ -202,7 +202,7 @@ TEST(PullFramesTest, RepliesRoundTripForEachCodec) {
   fields.steps = 3.5;
   fields.restored_steps = 2;
   const std::vector<float> v = {1, -2, 0.25f};
-  Message fp32 = EncodePullReply(fields, proto::FP32, CopiedFrame(v.data(), 12));
+  Message fp32 = EncodePullReply(fields, proto::FP32, zmq::message_t(v.data(), 12));
   EXPECT_EQ(fp32.header.clock(), 12);
   fp32.header.set_is_reply(true);
   std::vector<float> data(3, 0.0f);
@@ -224,7 +224,7 @@ TEST(PullFramesTest, RepliesRoundTripForEachCodec) {
 
   PullReplyFields whole;  // a delta pull's first reply: the whole weights, starting copy 1
   whole.delta_seq = 1;
-  p = DecodePullReply(EncodePullReply(whole, proto::FP32, CopiedFrame(v.data(), 12)),
+  p = DecodePullReply(EncodePullReply(whole, proto::FP32, zmq::message_t(v.data(), 12)),
                       Asked(proto::FP16_DELTA), data.data());
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->delta_seq, 1u);
@@ -264,7 +264,7 @@ TEST(PullFramesTest, BytesOnTheWireArePinned) {
   PullReplyFields fields;
   fields.version = 9;
   fields.steps = 1.5;
-  Message reply = EncodePullReply(fields, proto::FP32, CopiedFrame(v.data(), 8));
+  Message reply = EncodePullReply(fields, proto::FP32, zmq::message_t(v.data(), 8));
   EXPECT_EQ(WireHex(reply), "3809420108da010919000000000000f83f 0000803f000000c0");
   PullReplyFields delta;
   delta.version = 9;

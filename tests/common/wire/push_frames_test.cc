@@ -25,7 +25,7 @@ using testing::WorkerRequest;
 
 template <typename T>
 zmq::message_t Frame(const std::vector<T>& v) {
-  return CopiedFrame(v.data(), v.size() * sizeof(T));
+  return zmq::message_t(v.data(), v.size() * sizeof(T));
 }
 
 std::vector<uint16_t> Half(const std::vector<float>& v) {
@@ -129,7 +129,7 @@ TEST_F(PushDecoderTest, RefusesMalformedTopK) {
   ExpectRefused(Sparse({1, 2}, {1, 2, 3}), 10, "value frame must hold 8 bytes");
   ExpectRefused(Sparse({1, 2}, {1, std::numeric_limits<float>::infinity()}), 10, "non-finite");
   Message ragged = Sparse({1, 2}, {1, 2});
-  ragged.payload[0] = CopiedFrame(ragged.payload[0].data(), 7);  // truncated id frame
+  ragged.payload[0] = zmq::message_t(ragged.payload[0].data(), 7);  // truncated id frame
   ExpectRefused(ragged, 10, "not a whole number of u32");
   Message one_frame = Sparse({1}, {1});
   one_frame.payload.pop_back();
