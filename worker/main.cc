@@ -17,6 +17,7 @@
 
 // The flags every server and worker takes to reach its job, read by common/node_flags.h (the
 // same text in server/main.cc and worker/main.cc: gflags are defined only in the mains).
+// Start of the node flags.
 DEFINE_string(scheduler, "tcp://127.0.0.1:9000", "the scheduler's endpoint");
 DEFINE_string(bind, "tcp://0.0.0.0:*", "ZeroMQ endpoint to listen on (* = any free port)");
 DEFINE_string(advertise_host, "", "host name or address the other nodes reach us at");
@@ -37,6 +38,7 @@ DEFINE_string(auth, "none", "none, or curve: CurveZMQ encryption and authenticat
               "job's keys (tools/keygen; docs/SECURITY.md)");
 DEFINE_string(keys_dir, "", "with --auth=curve: the directory of the job's keys (default: "
               "$R2SP_KEYS_DIR)");
+// End of the node flags (tests/common/node_flags_test.cc checks both copies match).
 
 DEFINE_string(model, "synthetic", "mlp, cnn, resnet20, or synthetic (no data; see --model_mb)");
 DEFINE_string(data, "fashion-mnist", "fashion-mnist, mnist or cifar10");
