@@ -72,6 +72,31 @@ void CheckExchange(const WorkerOptions& o, OptionChecker& c) {
 
 }  // namespace
 
+PsClientOptions WorkerPsDefaults() {
+  PsClientOptions options;
+  options.dense_below = 16384;
+  return options;
+}
+
+ExchangerOptions WorkerExchangeDefaults() {
+  ExchangerOptions options;
+  options.lookahead = true;
+  options.overlap_pulls = true;
+  return options;
+}
+
+models::BatcherOptions WorkerBatcherDefaults() {
+  models::BatcherOptions options;
+  options.augment = true;
+  return options;
+}
+
+ModelWorkloadOptions WorkerWorkloadDefaults() {
+  ModelWorkloadOptions options;
+  options.fp16_gradients = true;
+  return options;
+}
+
 absl::Status WorkerOptions::Validate() const {
   OptionChecker c("WorkerOptions");
   c.Merge(connection.Validate());

@@ -20,8 +20,13 @@
 
 namespace r2sp {
 
-// Each field's flag is named in worker/main.cc; the defaults here are the components' own,
-// and the worker binary's flags set every field.
+// The worker binary's defaults where they differ from the parts' own (its flags' defaults).
+PsClientOptions WorkerPsDefaults();              // dense_below 16384
+ExchangerOptions WorkerExchangeDefaults();       // lookahead, overlap_pulls
+models::BatcherOptions WorkerBatcherDefaults();  // augment (cifar10)
+ModelWorkloadOptions WorkerWorkloadDefaults();   // fp16_gradients (--encode_on_device)
+
+// Each field's flag is named in worker/main.cc; the defaults are the worker binary's.
 struct WorkerOptions {
   NodeConnectionOptions connection;
   std::string model = "synthetic";  // REQUIRES: mlp, cnn, resnet20 or synthetic
@@ -55,15 +60,15 @@ struct WorkerOptions {
   // [1, 100]), emulate_ms_per_sample (in [0, 1000]).
   LoopOptions loop;
   models::BackendOptions backend;  // device (cpu, or cuda in a CUDA build), threads, gpu (>= 0)
-  models::BatcherOptions batcher;  // augment (cifar10 only)
+  models::BatcherOptions batcher = WorkerBatcherDefaults();  // augment (cifar10 only)
   // request_timeout (>= 1 s), push_codec (not fp16_delta), error_feedback,
   // momentum_correction (in [0, 1)), dense_below.
-  PsClientOptions ps;
+  PsClientOptions ps = WorkerPsDefaults();
   // lookahead (real models), pull_codec (fp32, fp16 or fp16_delta), overlap, overlap_pulls,
   // bucket_bytes, early_pulls (not with overlap), density_warmup_epochs (>= 0; sparse codecs).
-  ExchangerOptions exchange;
+  ExchangerOptions exchange = WorkerExchangeDefaults();
   // model_dir, keep_models (>= 1); fp16_gradients: encode on the device with an fp16 push codec.
-  ModelWorkloadOptions workload;
+  ModelWorkloadOptions workload = WorkerWorkloadDefaults();
   SyntheticOptions synthetic;  // known_gradients, compute_ms (>= 0)
 
   bool is_synthetic() const { return model == "synthetic"; }

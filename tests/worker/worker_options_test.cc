@@ -24,6 +24,22 @@ TEST(WorkerOptionsTest, DefaultsAreValid) {
   EXPECT_TRUE(WorkerOptions().Validate().ok()) << WorkerOptions().Validate();
 }
 
+// What a test or a benchmark builds by default is what the worker binary runs by default.
+TEST(WorkerOptionsTest, DefaultsAreTheBinarys) {
+  const WorkerOptions options;
+  EXPECT_EQ(options.ps.dense_below, 16384u);
+  EXPECT_TRUE(options.exchange.lookahead);
+  EXPECT_TRUE(options.exchange.overlap_pulls);
+  EXPECT_FALSE(options.exchange.overlap);
+  EXPECT_TRUE(options.batcher.augment);
+  EXPECT_TRUE(options.workload.fp16_gradients);
+  EXPECT_EQ(options.ps.request_timeout, absl::Seconds(120));
+  EXPECT_EQ(options.exchange.bucket_bytes, size_t{4} << 20);
+  EXPECT_EQ(options.loop.epochs, 1);
+  EXPECT_EQ(options.workload.keep_models, 3);
+  EXPECT_EQ(options.log_every, 0);
+}
+
 TEST(WorkerOptionsTest, EachCheckNamesItsFlagAndField) {
   const std::vector<Case> cases = {
       {"connection", [](WorkerOptions& o) { o.connection.heartbeat_period = absl::Milliseconds(5); },
