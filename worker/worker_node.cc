@@ -188,7 +188,12 @@ absl::StatusOr<LoopResult> WorkerNode::Train() {
   mode.staleness = book.staleness();
   mode.slot_includes_pull = book.r2sp_slot_includes_pull();
   mode.workers = book.workers_size();
-  mode.lookahead = false;  // real models (TrainModel)
+  // Real models (TrainModel): lookahead, and the batch sizes (the synthetic workload's pushes
+  // are not weighted).
+  mode.lookahead = false;
+  mode.hetero_batching = false;
+  mode.global_batch = 0;
+  mode.initial_batch = 0;
   const codec::CodecSpec& push = options_.ps.push_codec;
   mode.push_density = push.sparse() ? push.ratio : 1.0;
   if (!push.sparse()) mode.density_warmup_epochs = 0.0;
