@@ -43,10 +43,6 @@ void ExitWithError(const absl::Status& status) {
   std::exit(absl::IsInvalidArgument(status) ? 2 : 1);
 }
 
-void CheckFlag(bool ok, const std::string& message) {
-  if (!ok) ExitWithError(absl::InvalidArgumentError(message));
-}
-
 absl::StatusOr<proto::SyncMode> ParseSyncMode(const std::string& name) {
   const std::string lower = absl::AsciiStrToLower(name);
   if (lower == "asp") return proto::ASP;

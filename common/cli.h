@@ -1,5 +1,6 @@
-// Helpers the binaries' main() functions share: start-up (flags, logging), flag checks that
-// stop the process with a clear message, and parsing of enum-valued flags.
+// Helpers the binaries' main() functions share: start-up (flags, logging), ending the process
+// with a clear message for an error (only main decides exit codes; libraries return Status),
+// and parsing of enum-valued flags.
 #ifndef R2SP_COMMON_CLI_H_
 #define R2SP_COMMON_CLI_H_
 
@@ -31,8 +32,6 @@ T ValueOrExit(absl::StatusOr<T> value) {
   if (!value.ok()) ExitWithError(value.status());
   return *std::move(value);
 }
-// Exits with InvalidArgument(message) unless `ok`.
-void CheckFlag(bool ok, const std::string& message);
 
 absl::StatusOr<proto::SyncMode> ParseSyncMode(const std::string& name);
 std::string SyncModeName(proto::SyncMode mode);

@@ -58,6 +58,7 @@ absl::StatusOr<proto::RegisterReply> SchedulerClient::Register(
   reg->set_instance_id(MakeInstanceId());
   for (const proto::TensorSpec& t : model) *reg->add_model() = t;
   reg->set_wants_data_shard(wants_data_shard);
+  reg->set_heartbeat_period_ms(absl::ToInt64Milliseconds(options_.heartbeat_period));
   absl::StatusOr<Message> reply = CallScheduler(std::move(request), options_.register_timeout);
   if (absl::IsDeadlineExceeded(reply.status())) {
     return absl::DeadlineExceededError(absl::StrCat(

@@ -5,9 +5,8 @@
 #include <random>
 #include <string>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "common/auth/auth_flags.h"
+#include "common/auth/auth_options.h"
 #include "common/cli.h"
 #include "common/durable_file.h"
 #include "common/status_macros.h"
@@ -16,6 +15,7 @@
 #include "glog/logging.h"
 #include "scheduler/epoch_plan_file.h"
 #include "scheduler/scheduler_core.h"
+#include "scheduler/scheduler_options.h"
 
 DEFINE_string(bind, "tcp://0.0.0.0:9000",
               "ZeroMQ endpoint to listen on; port * picks a free one (see --endpoint_file)");
@@ -40,7 +40,8 @@ DEFINE_bool(hetero_batching, false, "tune each worker's batch size to its measur
 DEFINE_int32(global_batch, 256, "hetero batching: the sum of all workers' batch sizes");
 DEFINE_int32(min_batch, 8, "hetero batching: smallest batch a worker is given");
 DEFINE_int32(max_batch, 4096, "hetero batching: largest batch a worker is given");
-DEFINE_int32(heartbeat_timeout_ms, 3000, "declare a node dead after this much silence");
+DEFINE_int32(heartbeat_timeout_ms, 3000, "declare a node dead after this much silence; a node "
+             "registers only if two of its heartbeats fit in it (--heartbeat_ms * 2 <= this)");
 DEFINE_double(progress_timeout_s, 120, "declare a worker dead when its progress count stands "
               "still this long while it waits for nothing the scheduler holds (0: never)");
 DEFINE_string(job_id, "", "names the job in the servers' checkpoints (default: random); a job "
@@ -54,76 +55,46 @@ DEFINE_bool(absorb_orphaned_shards, false, "survivors take over dead workers' da
             "current epoch");
 DEFINE_string(epoch_plans, "", "with --absorb_orphaned_shards: keep the epochs' plans in this "
               "file, and take up those it holds (a job resumed from checkpoints)");
-DEFINE_int32(register_timeout_s, 120, "fail if the job is not complete within this time");
+DEFINE_int32(register_timeout_s, 120, "fail if not every node has registered within this time "
+             "(the nodes' own wait for an answer is their --register_wait_s)");
 DEFINE_string(stats_json, "", "if set, write every node's counters here at the end");
+DEFINE_string(auth, "none", "none, or curve: CurveZMQ encryption and authentication with the "
+              "job's keys (tools/keygen; docs/SECURITY.md)");
+DEFINE_string(keys_dir, "", "with --auth=curve: the directory of the job's keys (default: "
+              "$R2SP_KEYS_DIR)");
 
 namespace {
 
-// --r2sp_slot_width: N >= 1, 0 for auto, -1 if it is neither.
-int SlotWidthFromFlag() {
-  if (FLAGS_r2sp_slot_width == "auto") return 0;
-  int width = 0;
-  return absl::SimpleAtoi(FLAGS_r2sp_slot_width, &width) && width >= 1 ? width : -1;
-}
-
-// Exits with a usage error unless the flags make a job; returns the sync mode.
-r2sp::proto::SyncMode CheckFlags() {
-  r2sp::CheckFlag(FLAGS_num_servers >= 1, "--num_servers must be at least 1");
-  r2sp::CheckFlag(FLAGS_num_workers >= 1, "--num_workers must be at least 1");
-  r2sp::CheckFlag(FLAGS_partition_bytes >= 4 && FLAGS_partition_bytes % 4 == 0,
-                  "--partition_bytes must be a positive multiple of 4");
-  r2sp::CheckFlag(FLAGS_partition_bytes <= r2sp::TransportOptions().max_frame_bytes,
-                  "--partition_bytes must be at most 256 MiB (the largest message frame)");
-  r2sp::CheckFlag(FLAGS_heartbeat_timeout_ms >= 100, "--heartbeat_timeout_ms must be >= 100");
-  r2sp::CheckFlag(FLAGS_register_timeout_s >= 1, "--register_timeout_s must be >= 1");
-  r2sp::CheckFlag(FLAGS_progress_timeout_s >= 0, "--progress_timeout_s must be >= 0");
-  r2sp::CheckFlag(FLAGS_server_replace_s >= 0, "--server_replace_s must be >= 0");
-  r2sp::CheckFlag(FLAGS_epoch_plans.empty() || FLAGS_absorb_orphaned_shards,
-                  "--epoch_plans needs --absorb_orphaned_shards");
-  const r2sp::proto::SyncMode sync = r2sp::ValueOrExit(r2sp::ParseSyncMode(FLAGS_sync));
-  r2sp::CheckFlag(FLAGS_staleness >= 0, "--staleness must be >= 0");
-  r2sp::CheckFlag(FLAGS_r2sp_headroom > 0, "--r2sp_headroom must be > 0");
-  r2sp::CheckFlag(FLAGS_r2sp_slot == "push" || FLAGS_r2sp_slot == "push_pull",
-                  "--r2sp_slot must be push or push_pull");
-  r2sp::CheckFlag(FLAGS_r2sp_order == "ring" || FLAGS_r2sp_order == "first_come" ||
-                      FLAGS_r2sp_order == "auto",
-                  "--r2sp_order must be ring, first_come or auto");
-  r2sp::CheckFlag(SlotWidthFromFlag() >= 0, "--r2sp_slot_width must be auto or a number >= 1");
-  r2sp::CheckFlag(FLAGS_min_batch >= 1 && FLAGS_min_batch <= FLAGS_max_batch,
-                  "need 1 <= --min_batch <= --max_batch");
-  if (FLAGS_hetero_batching) {
-    r2sp::CheckFlag(FLAGS_global_batch >= FLAGS_num_workers * FLAGS_min_batch &&
-                        FLAGS_global_batch <= static_cast<int64_t>(FLAGS_num_workers) * FLAGS_max_batch,
-                    "--global_batch must lie between num_workers * min_batch and "
-                    "num_workers * max_batch");
-  }
-  return sync;
-}
-
-// The plans an earlier attempt of the job saved in `path` (none if there is no such file);
-// exits with a clear error if the file cannot be read or is not plans for this job.
-r2sp::proto::EpochPlans LoadEpochPlans(const std::string& path, int workers) {
-  r2sp::proto::EpochPlans plans =
-      r2sp::ValueOrExit(r2sp::WithContext(r2sp::LoadEpochPlanFile(path, workers), "--epoch_plans"));
+// The plans an earlier attempt of the job saved in `path` (none if there is no such file), or
+// why they cannot be taken up.
+absl::StatusOr<r2sp::proto::EpochPlans> LoadEpochPlans(const std::string& path, int workers) {
+  R2SP_ASSIGN_OR_RETURN(r2sp::proto::EpochPlans plans,
+                        r2sp::WithContext(r2sp::LoadEpochPlanFile(path, workers), "--epoch_plans"));
   if (plans.plans_size() > 0) {
     LOG(INFO) << "took up the plans of " << plans.plans_size() << " epochs from " << path;
   }
   return plans;
 }
 
-r2sp::SchedulerOptions OptionsFromFlags(r2sp::proto::SyncMode sync) {
+std::string RandomJobId() {
+  std::random_device rd;
+  return absl::StrCat("job-", absl::Hex(rd(), absl::kZeroPad8), absl::Hex(rd(), absl::kZeroPad8));
+}
+
+// The flags as SchedulerOptions (string-valued ones parsed; checked by Validate).
+absl::StatusOr<r2sp::SchedulerOptions> OptionsFromFlags() {
   r2sp::SchedulerOptions options;
   options.num_servers = FLAGS_num_servers;
   options.num_workers = FLAGS_num_workers;
   options.partition_bytes = FLAGS_partition_bytes;
-  options.sync = sync;
+  R2SP_ASSIGN_OR_RETURN(options.sync, r2sp::ParseSyncMode(FLAGS_sync));
   options.staleness = FLAGS_staleness;
   options.r2sp_headroom = FLAGS_r2sp_headroom;
-  options.r2sp_slot_includes_pull = FLAGS_r2sp_slot == "push_pull";
-  const bool first_come = FLAGS_r2sp_order == "first_come" ||
-                          (FLAGS_r2sp_order == "auto" && FLAGS_hetero_batching);
-  options.r2sp_order = first_come ? r2sp::SlotOrder::kFirstCome : r2sp::SlotOrder::kRing;
-  options.r2sp_slot_width = SlotWidthFromFlag();
+  R2SP_ASSIGN_OR_RETURN(options.r2sp_slot_includes_pull,
+                        r2sp::ParseSlotIncludesPull(FLAGS_r2sp_slot));
+  R2SP_ASSIGN_OR_RETURN(options.r2sp_order,
+                        r2sp::ParseSlotOrder(FLAGS_r2sp_order, FLAGS_hetero_batching));
+  R2SP_ASSIGN_OR_RETURN(options.r2sp_slot_width, r2sp::ParseSlotWidth(FLAGS_r2sp_slot_width));
   options.hetero_batching = FLAGS_hetero_batching;
   options.batching.global_batch = FLAGS_global_batch;
   options.batching.min_batch = FLAGS_min_batch;
@@ -132,39 +103,44 @@ r2sp::SchedulerOptions OptionsFromFlags(r2sp::proto::SyncMode sync) {
   options.register_timeout = absl::Seconds(FLAGS_register_timeout_s);
   options.progress_timeout = absl::Seconds(FLAGS_progress_timeout_s);
   options.server_replace_timeout = absl::Seconds(FLAGS_server_replace_s);
-  options.job_id = FLAGS_job_id;
+  options.job_id = FLAGS_job_id.empty() ? RandomJobId() : FLAGS_job_id;
   options.absorb_orphaned_shards = FLAGS_absorb_orphaned_shards;
-  if (options.absorb_orphaned_shards && !FLAGS_epoch_plans.empty()) {
-    options.restored_epoch_plans = LoadEpochPlans(FLAGS_epoch_plans, options.num_workers);
+  if (!FLAGS_epoch_plans.empty()) {
     options.save_epoch_plans = [path = FLAGS_epoch_plans](const r2sp::proto::EpochPlans& plans) {
       absl::Status saved = r2sp::SaveEpochPlanFile(path, plans);
       if (!saved.ok()) LOG(ERROR) << "cannot save the epoch plans: " << saved;
     };
   }
-  if (options.job_id.empty()) {
-    std::random_device rd;
-    options.job_id = absl::StrCat("job-", absl::Hex(rd(), absl::kZeroPad8),
-                                  absl::Hex(rd(), absl::kZeroPad8));
+  R2SP_RETURN_IF_ERROR(options.Validate());
+  if (options.absorb_orphaned_shards && !FLAGS_epoch_plans.empty()) {
+    R2SP_ASSIGN_OR_RETURN(options.restored_epoch_plans,
+                          LoadEpochPlans(FLAGS_epoch_plans, options.num_workers));
   }
   return options;
+}
+
+absl::StatusOr<std::unique_ptr<r2sp::Transport>> TransportFromFlags() {
+  r2sp::TransportOptions options;
+  options.bind_endpoint = FLAGS_bind;
+  options.advertise_host = FLAGS_advertise_host;
+  r2sp::AuthOptions auth;
+  auth.auth = FLAGS_auth;
+  auth.keys_dir = FLAGS_keys_dir;
+  R2SP_ASSIGN_OR_RETURN(options.curve, r2sp::LoadAuthKeys(auth, r2sp::proto::SCHEDULER));
+  return r2sp::Transport::Create(options);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   r2sp::InitProcess(&argc, &argv, "R2SP scheduler: membership, barriers, job control");
-  const r2sp::SchedulerOptions options = OptionsFromFlags(CheckFlags());
-  r2sp::TransportOptions transport_options;
-  transport_options.bind_endpoint = FLAGS_bind;
-  transport_options.advertise_host = FLAGS_advertise_host;
-  transport_options.curve = r2sp::ValueOrExit(r2sp::CurveKeysFromFlags(r2sp::proto::SCHEDULER));
-  std::unique_ptr<r2sp::Transport> transport =
-      r2sp::ValueOrExit(r2sp::Transport::Create(transport_options));
+  const r2sp::SchedulerOptions options = r2sp::ValueOrExit(OptionsFromFlags());
+  std::unique_ptr<r2sp::Transport> transport = r2sp::ValueOrExit(TransportFromFlags());
   r2sp::SchedulerCore core(options, transport.get());
   transport->Start(&core);
-  LOG(INFO) << "job " << options.job_id << ": scheduler listening at " << transport->endpoint() << ", waiting for "
-            << FLAGS_num_servers << " servers and " << FLAGS_num_workers << " workers ("
-            << r2sp::SyncModeName(options.sync) << ")";
+  LOG(INFO) << "job " << options.job_id << ": scheduler listening at " << transport->endpoint()
+            << ", waiting for " << options.num_servers << " servers and " << options.num_workers
+            << " workers (" << r2sp::SyncModeName(options.sync) << ")";
   if (!FLAGS_endpoint_file.empty()) {
     absl::Status written =
         r2sp::WriteFileAtomically(FLAGS_endpoint_file, transport->endpoint() + "\n");

@@ -41,6 +41,7 @@ SchedulerCore::SchedulerCore(const SchedulerOptions& options, Requester* request
       started_(clock_()),
       slots_(SlotOptionsFrom(options)),
       epoch_plans_(options.num_workers) {
+  CHECK(options.Validate().ok()) << options.Validate();  // REQUIRES: valid options
   if (options.restored_epoch_plans.plans_size() > 0) {
     epoch_plans_.Restore(options.restored_epoch_plans);
   }

@@ -23,48 +23,11 @@
 #include "common/log_limiter.h"
 #include "scheduler/batch_tuner.h"
 #include "scheduler/epoch_plans.h"
+#include "scheduler/scheduler_options.h"
 #include "scheduler/slot_coordinator.h"
 #include "scheduler/slot_planner.h"
 
 namespace r2sp {
-
-struct SchedulerOptions {
-  int num_servers = 1;          // REQUIRES: >= 1
-  int num_workers = 1;          // REQUIRES: >= 1
-  uint64_t partition_bytes = 1 << 20;  // see docs/ARCHITECTURE.md, "Model layout"
-  proto::SyncMode sync = proto::ASP;
-  int staleness = 3;             // ssp
-  double r2sp_headroom = 1.2;    // r2sp: gap = T / (headroom * W)
-  bool r2sp_slot_includes_pull = false;  // r2sp: workers release after the pull, not the push
-  SlotOrder r2sp_order = SlotOrder::kRing;  // r2sp: who gets the free slot
-  int r2sp_slot_width = 1;       // r2sp: holders at once; 0 = tuned (SlotWidthTuner)
-  bool hetero_batching = false;
-  BatchTunerOptions batching;    // with hetero_batching
-  // A registered node silent for this long is declared dead.
-  absl::Duration heartbeat_timeout = absl::Seconds(3);
-  // A worker whose progress count (in its heartbeats) stands still for this long, while it is
-  // not waiting at a barrier or for a slot, is declared dead: it hangs although its heartbeat
-  // thread runs. Zero: never.
-  absl::Duration progress_timeout = absl::Seconds(120);
-  // Names the job in the address book (servers' checkpoint manifests).
-  std::string job_id;
-  // Give up if not every node has registered within this time.
-  absl::Duration register_timeout = absl::Seconds(120);
-  // How long servers get to acknowledge SHUTDOWN.
-  absl::Duration shutdown_timeout = absl::Seconds(10);
-  // A lost server (asp, ssp, r2sp) is awaited this long: a server registering meanwhile takes
-  // its rank and restores its shard from its checkpoints, while workers hold their requests to
-  // it. Zero (and always in bsp): the loss of a server fails the job.
-  absl::Duration server_replace_timeout = absl::ZeroDuration();
-  // Survivors take over the data shards of dead workers from the next epoch on (proto
-  // EpochPlan; workers ask for each epoch's plan). A joiner can then take only a shard orphaned
-  // in the current epoch. Off: a dead worker's shard waits for a joiner and is not trained.
-  bool absorb_orphaned_shards = false;
-  // With absorb_orphaned_shards: the plans an earlier attempt of this job fixed (checked with
-  // EpochPlanBook::Parse), and where to save the plans each time one is fixed (may be empty).
-  proto::EpochPlans restored_epoch_plans;
-  std::function<void(const proto::EpochPlans&)> save_epoch_plans;
-};
 
 // Thread-safety: the RequestHandler methods run on the I/O thread; done(), failed() and
 // ReportJson() may be called from any thread.

@@ -42,6 +42,9 @@ void SchedulerCore::HandleRegister(const Message& request, Responder& responder,
     responder.ReplyStatus(absl::InvalidArgumentError("REGISTER needs endpoint and instance_id"));
     return;
   }
+  const absl::Status beat =
+      CheckHeartbeatPeriod(reg.heartbeat_period_ms(), options_.heartbeat_timeout);
+  if (!beat.ok()) return responder.ReplyStatus(beat);
   if (rendezvous_done_) {
     if (reg.role() == proto::SERVER && !shutting_down_) {
       ReplaceServer(reg, responder, now);
@@ -124,6 +127,7 @@ proto::AddressBook SchedulerCore::Book(bool for_servers) const {
   book.set_job_id(options_.job_id);
   book.set_server_replace_ms(absl::ToInt64Milliseconds(ServerReplaceTimeout()));
   book.set_absorb_orphaned_shards(options_.absorb_orphaned_shards);
+  book.set_heartbeat_timeout_ms(absl::ToInt64Milliseconds(options_.heartbeat_timeout));
   if (slots_.tuner() != nullptr) {
     book.set_hetero_batching(true);
     book.set_global_batch(options_.batching.global_batch);

@@ -1,20 +1,45 @@
 // The `server` binary: turns its flags into ServerNodeOptions and runs the server's life in
 // the job (server/server_node.h) until the scheduler stops it.
 #include <cstdint>
-#include <vector>
-
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "common/termination_signals.h"
 #include "common/cli.h"
+#include "common/status_macros.h"
 #include "common/node_flags.h"
 #include "gflags/gflags.h"
 #include "server/checkpointer.h"
 #include "server/lr_schedule.h"
 #include "server/server_node.h"
+
+// The flags every server and worker takes to reach its job, read by common/node_flags.h (the
+// same text in server/main.cc and worker/main.cc: gflags are defined only in the mains).
+// Start of the node flags.
+DEFINE_string(scheduler, "tcp://127.0.0.1:9000", "the scheduler's endpoint");
+DEFINE_string(bind, "tcp://0.0.0.0:*", "ZeroMQ endpoint to listen on (* = any free port)");
+DEFINE_string(advertise_host, "", "host name or address the other nodes reach us at");
+DEFINE_int32(heartbeat_ms, 1000, "heartbeat period; the scheduler refuses a node unless two "
+             "periods fit in its --heartbeat_timeout_ms");
+DEFINE_int32(register_wait_s, 60, "give up if the scheduler does not answer this node's "
+             "registration in this time");
+DEFINE_int32(register_timeout_s, 60, "DEPRECATED alias of --register_wait_s (the scheduler's "
+             "--register_timeout_s is the whole job's registration)");
+DEFINE_int32(io_threads, 0, "ZeroMQ I/O threads, which seal and open CURVE messages (0: 1, or "
+             "2 with --auth=curve)");
+DEFINE_int32(connections_per_peer, 0, "connections to each peer, pushes and pulls spread over "
+             "them by partition so that CURVE's work on one peer's traffic uses several I/O "
+             "threads (0: 1, or --io_threads with --auth=curve)");
+DEFINE_double(scheduler_timeout_s, 9, "stop (status 3) once the scheduler has answered no "
+              "heartbeat for this long (servers write a checkpoint first)");
+DEFINE_string(auth, "none", "none, or curve: CurveZMQ encryption and authentication with the "
+              "job's keys (tools/keygen; docs/SECURITY.md)");
+DEFINE_string(keys_dir, "", "with --auth=curve: the directory of the job's keys (default: "
+              "$R2SP_KEYS_DIR)");
+// End of the node flags (tests/common/node_flags_test.cc checks both copies match).
 
 DEFINE_double(lr, 0.01, "learning rate");
 DEFINE_double(momentum, 0.9, "SGD momentum (0 disables it)");
@@ -38,39 +63,40 @@ DEFINE_int32(checkpoint_keep, 3, "keep this many newest checkpoints, delete olde
 DEFINE_bool(resume, false, "restore the shard from the newest checkpoint in --checkpoint_dir "
             "that verifies (older ones are tried when a newer one is damaged)");
 
-int main(int argc, char** argv) {
-  r2sp::InitProcess(&argc, &argv, "R2SP parameter server");
-  r2sp::CheckFlag(FLAGS_lr > 0, "--lr must be positive");
-  r2sp::CheckFlag(FLAGS_momentum >= 0 && FLAGS_momentum < 1, "--momentum must be in [0, 1)");
-  r2sp::CheckFlag(FLAGS_weight_decay >= 0, "--weight_decay must be >= 0");
-  r2sp::CheckFlag(FLAGS_warmup_updates >= 0, "--warmup_updates must be >= 0");
-  r2sp::CheckFlag(FLAGS_lr_gamma > 0 && FLAGS_lr_gamma <= 1, "--lr_gamma must be in (0, 1]");
-  r2sp::CheckFlag(FLAGS_apply_threads >= 1 && FLAGS_apply_threads <= 64,
-                  "--apply_threads must be in [1, 64]");
-  const std::vector<int64_t> milestones =
-      r2sp::ValueOrExit(r2sp::ParseMilestones(FLAGS_lr_milestones));
+namespace {
 
+// The flags as ServerNodeOptions (ServerNode::Run validates them).
+absl::StatusOr<r2sp::ServerNodeOptions> OptionsFromFlags() {
   r2sp::ServerNodeOptions options;
-  options.connection = r2sp::ConnectionFromFlags(r2sp::proto::SERVER);
+  R2SP_ASSIGN_OR_RETURN(options.connection, r2sp::ConnectionFromFlags(r2sp::proto::SERVER));
   options.server.sgd = {static_cast<float>(FLAGS_lr), static_cast<float>(FLAGS_momentum),
                         static_cast<float>(FLAGS_weight_decay)};
   options.server.schedule.warmup_updates = FLAGS_warmup_updates;
-  options.server.schedule.milestones = milestones;
+  R2SP_ASSIGN_OR_RETURN(options.server.schedule.milestones,
+                        r2sp::ParseMilestones(FLAGS_lr_milestones));
   options.server.schedule.gamma = static_cast<float>(FLAGS_lr_gamma);
   options.server.per_sample_updates = FLAGS_per_sample_updates;
   options.server.apply_threads = FLAGS_apply_threads;
-  r2sp::CheckFlag(FLAGS_checkpoint_keep >= 1, "--checkpoint_keep must be >= 1");
-  r2sp::CheckFlag(!FLAGS_resume || !FLAGS_checkpoint_dir.empty(), "--resume needs --checkpoint_dir");
   options.checkpoint.dir = FLAGS_checkpoint_dir;
   options.checkpoint.keep = FLAGS_checkpoint_keep;
-  const absl::Status every = r2sp::ParseCheckpointEvery(FLAGS_checkpoint_every, &options.checkpoint);
-  if (!every.ok()) r2sp::ExitWithError(every);
+  R2SP_RETURN_IF_ERROR(r2sp::ParseCheckpointEvery(FLAGS_checkpoint_every, &options.checkpoint));
   options.resume = FLAGS_resume;
-  r2sp::ServerNode node(options);
+  R2SP_RETURN_IF_ERROR(options.Validate());  // before anything starts
+  return options;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  r2sp::InitProcess(&argc, &argv, "R2SP parameter server");
+  r2sp::ServerNode node(r2sp::ValueOrExit(OptionsFromFlags()));
   // SIGTERM (a spot instance's warning, the launcher stopping the job) and SIGINT: checkpoint,
-  // then exit 128 + the signal.
+  // then exit 128 + the signal; before the server serves there is nothing to checkpoint.
   r2sp::HandleTerminationSignals([&node](int signo) {
-    node.Stop(absl::StrCat("stopped by signal ", signo), 128 + signo);
+    const std::string why = absl::StrCat("stopped by signal ", signo);
+    if (node.Stop(why, 128 + signo)) return;
+    std::fprintf(stderr, "server: error: %s\n", why.c_str());
+    r2sp::ExitNow(128 + signo);
   });
   const absl::Status status = node.Run();
   if (status.ok()) return 0;

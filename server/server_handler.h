@@ -26,24 +26,11 @@
 #include "server/partition_table.h"
 #include "server/pull_reply.h"
 #include "server/range_pool.h"
+#include "server/server_options.h"
 #include "server/sgd.h"
 #include "server/worker_roster.h"
 
 namespace r2sp {
-
-struct ServerOptions {
-  SgdOptions sgd;       // sgd.learning_rate is the base rate
-  LrSchedule schedule;  // multiplies the base rate per update
-  proto::SyncMode sync = proto::ASP;
-  // Asynchronous modes (asp, ssp, r2sp): a push's scale is its fraction b_i / B of a global-batch
-  // step, and the update is normalised per sample (StepForFraction), so that every mode runs the
-  // same hyperparameters. false: every push is one whole SGD step on its own gradient (classic
-  // ASP; the scale is ignored).
-  bool per_sample_updates = true;
-  // Threads that share a large partition's update and predicted weights (1: the request thread
-  // alone). Results are the same bit for bit.
-  int apply_threads = 1;
-};
 
 // Who may send a server what, as registration told it: SHUTDOWN and MEMBERSHIP come over the
 // scheduler's connection only, PUSH and PULL from worker rank r over worker r's only.

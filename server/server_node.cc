@@ -7,8 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/cli.h"
+#include "common/option_checker.h"
 #include "common/status_macros.h"
-#include "common/termination_signals.h"
 #include "glog/logging.h"
 
 namespace r2sp {
@@ -21,7 +21,22 @@ ServerNode::~ServerNode() {
   if (transport_ != nullptr) transport_->Stop();
 }
 
+absl::Status ServerNodeOptions::Validate() const {
+  OptionChecker c("ServerNodeOptions");
+  c.Merge(connection.Validate());
+  c.Merge(server.Validate());
+  c.Check(checkpoint.keep >= 1, "--checkpoint_keep", "checkpoint.keep", ">= 1",
+          checkpoint.keep);
+  c.Check(checkpoint.every_time >= absl::ZeroDuration(), "--checkpoint_every",
+          "checkpoint.every_time", ">= 0", checkpoint.every_time);
+  c.Check(checkpoint.every_steps >= 0, "--checkpoint_every", "checkpoint.every_steps", ">= 0",
+          checkpoint.every_steps);
+  c.Require(!resume || !checkpoint.dir.empty(), "--resume", "resume", "needs --checkpoint_dir");
+  return c.status();
+}
+
 absl::Status ServerNode::Run() {
+  R2SP_RETURN_IF_ERROR(options_.Validate());
   R2SP_RETURN_IF_ERROR(Join());
   return Serve();
 }
@@ -30,17 +45,14 @@ proto::NodeCounters ServerNode::counters() const {
   return handler_ != nullptr ? handler_->counters() : proto::NodeCounters();
 }
 
-void ServerNode::Stop(const std::string& why, int exit_status) {
+bool ServerNode::Stop(const std::string& why, int exit_status) {
   absl::MutexLock lock(&stop_mu_);
-  if (!stop_reason_.empty()) return;
+  if (!stop_reason_.empty()) return serving_;
   stop_reason_ = why;
   exit_status_ = exit_status;
-  if (!serving_) {
-    LOG(ERROR) << "server stopping before it serves: " << why;
-    std::fprintf(stderr, "server: error: %s\n", why.c_str());
-    ExitNow(exit_status);
-  }
+  if (!serving_) return false;
   stop_.Notify();
+  return true;
 }
 
 int ServerNode::exit_status() const {
@@ -78,7 +90,8 @@ absl::Status ServerNode::Join() {
   transport_->SetHandler(handler_.get());
   {
     absl::MutexLock lock(&stop_mu_);
-    serving_ = true;  // until now Stop() exits at once
+    serving_ = true;  // until now Stop() leaves stopping to its caller
+    if (!stop_reason_.empty()) stop_.Notify();  // a Stop() whose caller did not exit
   }
   // Dead and finished workers: BSP clocks and SSP bounds stop waiting for them.
   scheduler_->StartHeartbeats(

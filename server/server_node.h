@@ -24,14 +24,20 @@
 
 namespace r2sp {
 
-// The server's flags (server/main.cc says what each means).
+// A server's options: the components' own, nested (server/main.cc fills them from flags).
 struct ServerNodeOptions {
   NodeConnectionOptions connection;
   // Optimizer, schedule and per-sample updates; `sync` is ignored: the job's mode comes from
   // the scheduler's address book.
   ServerOptions server;
-  CheckpointPolicy checkpoint;  // checkpoint.dir empty: no checkpoints
-  bool resume = false;          // restore the shard from checkpoint.dir first
+  // checkpoint.dir empty: no checkpoints. REQUIRES: keep >= 1, every_time and every_steps
+  // >= 0.
+  CheckpointPolicy checkpoint;
+  bool resume = false;  // restore the shard from checkpoint.dir first. REQUIRES: a dir
+
+  // OK, or InvalidArgument naming the first field (and its flag) that breaks a REQUIRES, the
+  // nested structs' included.
+  absl::Status Validate() const;
 };
 
 // Thread-compatible: one thread calls Run(); the transport's I/O thread and the heartbeat
@@ -42,7 +48,7 @@ class ServerNode {
   ~ServerNode();
 
   // The whole life; returns OK once the scheduler has shut this server down, or the first
-  // error (binding, registration, the layout, the barrier).
+  // error (invalid options, binding, registration, the layout, the barrier).
   absl::Status Run();
 
   // What this server did (zero before Run()).
@@ -50,8 +56,10 @@ class ServerNode {
 
   // Asks the server to stop before the job ends (thread-safe; the first call counts): it
   // checkpoints and Run() returns an error saying `why`; the process should then exit with
-  // `exit_status`. Before it serves, the process exits at once.
-  void Stop(const std::string& why, int exit_status) ABSL_LOCKS_EXCLUDED(stop_mu_);
+  // `exit_status`. Returns false if it does not serve yet (there is nothing to checkpoint, and
+  // Run() may be blocked registering or at the first barrier): the caller then decides,
+  // main() by exiting at once.
+  bool Stop(const std::string& why, int exit_status) ABSL_LOCKS_EXCLUDED(stop_mu_);
   // The status the process should exit with after Run() returned an error.
   int exit_status() const ABSL_LOCKS_EXCLUDED(stop_mu_);
 

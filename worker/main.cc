@@ -8,10 +8,37 @@
 #include "absl/strings/match.h"
 #include "common/cli.h"
 #include "common/node_flags.h"
+#include "common/status_macros.h"
+#include "common/termination_signals.h"
 #include "gflags/gflags.h"
 #include "models/backend.h"
 #include "worker/eval_only.h"
 #include "worker/worker_node.h"
+
+// The flags every server and worker takes to reach its job, read by common/node_flags.h (the
+// same text in server/main.cc and worker/main.cc: gflags are defined only in the mains).
+// Start of the node flags.
+DEFINE_string(scheduler, "tcp://127.0.0.1:9000", "the scheduler's endpoint");
+DEFINE_string(bind, "tcp://0.0.0.0:*", "ZeroMQ endpoint to listen on (* = any free port)");
+DEFINE_string(advertise_host, "", "host name or address the other nodes reach us at");
+DEFINE_int32(heartbeat_ms, 1000, "heartbeat period; the scheduler refuses a node unless two "
+             "periods fit in its --heartbeat_timeout_ms");
+DEFINE_int32(register_wait_s, 60, "give up if the scheduler does not answer this node's "
+             "registration in this time");
+DEFINE_int32(register_timeout_s, 60, "DEPRECATED alias of --register_wait_s (the scheduler's "
+             "--register_timeout_s is the whole job's registration)");
+DEFINE_int32(io_threads, 0, "ZeroMQ I/O threads, which seal and open CURVE messages (0: 1, or "
+             "2 with --auth=curve)");
+DEFINE_int32(connections_per_peer, 0, "connections to each peer, pushes and pulls spread over "
+             "them by partition so that CURVE's work on one peer's traffic uses several I/O "
+             "threads (0: 1, or --io_threads with --auth=curve)");
+DEFINE_double(scheduler_timeout_s, 9, "stop (status 3) once the scheduler has answered no "
+              "heartbeat for this long (servers write a checkpoint first)");
+DEFINE_string(auth, "none", "none, or curve: CurveZMQ encryption and authentication with the "
+              "job's keys (tools/keygen; docs/SECURITY.md)");
+DEFINE_string(keys_dir, "", "with --auth=curve: the directory of the job's keys (default: "
+              "$R2SP_KEYS_DIR)");
+// End of the node flags (tests/common/node_flags_test.cc checks both copies match).
 
 DEFINE_string(model, "synthetic", "mlp, cnn, resnet20, or synthetic (no data; see --model_mb)");
 DEFINE_string(data, "fashion-mnist", "fashion-mnist, mnist or cifar10");
@@ -84,132 +111,118 @@ DEFINE_int32(request_timeout_s, 120, "give up on a push or pull after this time"
 
 namespace {
 
-void CheckFlags() {
-  using r2sp::CheckFlag;
-  CheckFlag(FLAGS_model == "synthetic" || FLAGS_model == "mlp" || FLAGS_model == "cnn" ||
-                FLAGS_model == "resnet20",
-            "--model must be mlp, cnn, resnet20 or synthetic");
-  CheckFlag(FLAGS_batch_size >= 1 && FLAGS_batch_size <= 65536, "--batch_size must be in [1, 65536]");
-  CheckFlag(FLAGS_epochs >= 1, "--epochs must be >= 1");
-  CheckFlag(FLAGS_max_steps >= 0, "--max_steps must be >= 0");
-  CheckFlag(FLAGS_threads >= 0, "--threads must be >= 0");
-  CheckFlag(FLAGS_device == "cpu" || FLAGS_device == "cuda", "--device must be cpu or cuda");
-  CheckFlag(FLAGS_device == "cpu" || r2sp::models::CudaAvailableInBuild(),
-            "--device=cuda: this worker was built without CUDA (bazel build --config=cuda)");
-  CheckFlag(FLAGS_gpu >= 0, "--gpu must be >= 0");
-  CheckFlag(FLAGS_compute_slowdown >= 1.0 && FLAGS_compute_slowdown <= 100,
-            "--compute_slowdown must be in [1, 100]");
-  CheckFlag(FLAGS_emulate_ms_per_sample >= 0 && FLAGS_emulate_ms_per_sample <= 1000,
-            "--emulate_ms_per_sample must be in [0, 1000]");
-  CheckFlag(FLAGS_model_mb > 0 && FLAGS_model_mb <= 16384, "--model_mb must be in (0, 16384]");
-  CheckFlag(FLAGS_layers >= 1 && FLAGS_layers <= 10000, "--layers must be in [1, 10000]");
-  CheckFlag(FLAGS_iterations >= 0, "--iterations must be >= 0");
-  CheckFlag(FLAGS_grad == "random" || FLAGS_grad == "known", "--grad must be random or known");
-  CheckFlag(FLAGS_init == "random" || FLAGS_init == "zero" ||
-                (absl::StartsWith(FLAGS_init, "checkpoint:") && FLAGS_init.size() > 11),
-            "--init must be random, zero or checkpoint:PATH");
-  CheckFlag(!FLAGS_eval_only || absl::StartsWith(FLAGS_init, "checkpoint:"),
-            "--eval_only needs --init=checkpoint:PATH (the model file to evaluate)");
-  CheckFlag(!absl::StartsWith(FLAGS_init, "checkpoint:") || FLAGS_model != "synthetic" ||
-                FLAGS_eval_only,
-            "--init=checkpoint: is for real models (--model=mlp, cnn or resnet20)");
-  CheckFlag(FLAGS_keep_models >= 1, "--keep_models must be >= 1");
-  CheckFlag(FLAGS_compute_ms >= 0, "--compute_ms must be >= 0");
-  CheckFlag(FLAGS_log_every >= 0, "--log_every must be >= 0");
-  CheckFlag(FLAGS_eval_every >= 0, "--eval_every must be >= 0");
-  CheckFlag(FLAGS_request_timeout_s >= 1, "--request_timeout_s must be >= 1");
-  CheckFlag(FLAGS_momentum_correction >= 0 && FLAGS_momentum_correction < 1,
-            "--momentum_correction must be in [0, 1)");
-  CheckFlag(FLAGS_density_warmup_epochs >= 0, "--density_warmup_epochs must be >= 0");
-  CheckFlag(!(FLAGS_early_pulls && FLAGS_overlap),
-            "--early_pulls and --overlap do not go together (backward still reads the "
-            "parameters while --overlap pushes)");
-  if (FLAGS_model == "synthetic") {
-    CheckFlag(static_cast<size_t>(FLAGS_model_mb * 1024 * 1024 / 4) >= 65u * FLAGS_layers,
-              "--model_mb is too small for --layers (each layer has a 64-float bias)");
+// --init: random, zero, or checkpoint:PATH (its PATH into `path`).
+absl::Status ParseInit(const std::string& init, bool* random, std::string* path) {
+  *random = init == "random";
+  if (init == "random" || init == "zero") return absl::OkStatus();
+  if (absl::StartsWith(init, "checkpoint:") && init.size() > 11) {
+    *path = init.substr(11);
+    return absl::OkStatus();
   }
+  return absl::InvalidArgumentError(
+      "--init must be random, zero or checkpoint:PATH, got '" + init + "'");
 }
 
-r2sp::WorkerOptions OptionsFromFlags() {
+// --grad: random or known.
+absl::StatusOr<bool> ParseKnownGradients(const std::string& grad) {
+  if (grad == "random" || grad == "known") return grad == "known";
+  return absl::InvalidArgumentError("--grad must be random or known, got '" + grad + "'");
+}
+
+// --pull_codec: fp32, fp16 or fp16_delta.
+absl::StatusOr<r2sp::proto::Codec> ParsePullCodec(const std::string& text) {
+  const absl::StatusOr<r2sp::codec::CodecSpec> pull =
+      r2sp::codec::ParseCodecSpec("pull_codec", text);
+  if (pull.ok() && !pull->sparse()) return pull->codec;
+  return absl::InvalidArgumentError("--pull_codec must be fp32, fp16 or fp16_delta; got '" +
+                                    text + "'");
+}
+
+// The flags as WorkerOptions: each into the part it configures (WorkerNode::Run validates).
+absl::StatusOr<r2sp::WorkerOptions> OptionsFromFlags() {
   r2sp::WorkerOptions o;
-  o.connection = r2sp::ConnectionFromFlags(r2sp::proto::WORKER);
+  R2SP_ASSIGN_OR_RETURN(o.connection, r2sp::ConnectionFromFlags(r2sp::proto::WORKER));
   o.model = FLAGS_model;
   o.data = FLAGS_data;
   o.data_dir = FLAGS_data_dir;
   o.batch_size = FLAGS_batch_size;
-  o.epochs = FLAGS_epochs;
-  o.max_steps = FLAGS_max_steps;
-  o.device = FLAGS_device;
-  o.gpu = FLAGS_gpu;
-  o.threads = FLAGS_threads;
-  o.augment = FLAGS_augment;
-  o.lookahead = FLAGS_lookahead;
-  o.compute_slowdown = FLAGS_compute_slowdown;
-  o.emulate_ms_per_sample = FLAGS_emulate_ms_per_sample;
-  o.metrics_path = FLAGS_metrics;
-  o.timeline_path = FLAGS_timeline;
+  R2SP_RETURN_IF_ERROR(ParseInit(FLAGS_init, &o.random_init, &o.init_model_path));
   o.model_mb = FLAGS_model_mb;
   o.layers = FLAGS_layers;
   o.iterations = FLAGS_iterations;
-  o.known_gradients = FLAGS_grad == "known";
-  o.compute_ms = FLAGS_compute_ms;
-  o.random_init = FLAGS_init == "random";
-  if (absl::StartsWith(FLAGS_init, "checkpoint:")) o.init_model_path = FLAGS_init.substr(11);
-  o.model_dir = FLAGS_model_dir;
-  o.keep_models = FLAGS_keep_models;
   o.seed = FLAGS_seed;
   o.dump_params_path = FLAGS_dump_params;
-  o.push_codec =
-      r2sp::ValueOrExit(r2sp::codec::ParseCodecSpec("push_codec", FLAGS_push_codec));
-  r2sp::CheckFlag(o.push_codec.codec != r2sp::proto::FP16_DELTA,
-                  "--push_codec: fp16_delta is for pulls (--pull_codec)");
-  o.encode_on_device = FLAGS_encode_on_device;
-  o.error_feedback = FLAGS_error_feedback;
-  o.momentum_correction = static_cast<float>(FLAGS_momentum_correction);
-  o.dense_below = FLAGS_dense_below;
-  o.density_warmup_epochs = FLAGS_density_warmup_epochs;
-  o.overlap = FLAGS_overlap;
-  o.overlap_pulls = FLAGS_overlap_pulls;
-  o.bucket_bytes = FLAGS_bucket_bytes;
-  o.early_pulls = FLAGS_early_pulls;
-  const absl::StatusOr<r2sp::codec::CodecSpec> pull =
-      r2sp::codec::ParseCodecSpec("pull_codec", FLAGS_pull_codec);
-  r2sp::CheckFlag(pull.ok() && !pull->sparse(),
-                  "--pull_codec must be fp32, fp16 or fp16_delta; got '" + FLAGS_pull_codec + "'");
-  o.pull_codec = pull->codec;
+  o.metrics_path = FLAGS_metrics;
+  o.timeline_path = FLAGS_timeline;
   o.log_every = FLAGS_log_every;
-  o.eval_every = FLAGS_eval_every;
-  o.request_timeout = absl::Seconds(FLAGS_request_timeout_s);
+  o.loop.epochs = FLAGS_epochs;
+  o.loop.max_steps = FLAGS_max_steps;
+  o.loop.eval_every = FLAGS_eval_every;
+  o.loop.compute_slowdown = FLAGS_compute_slowdown;
+  o.loop.emulate_ms_per_sample = FLAGS_emulate_ms_per_sample;
+  o.backend.device = FLAGS_device;
+  o.backend.threads = FLAGS_threads;
+  o.backend.gpu = FLAGS_gpu;
+  o.batcher.augment = FLAGS_augment;
+  o.ps.request_timeout = absl::Seconds(FLAGS_request_timeout_s);
+  R2SP_ASSIGN_OR_RETURN(o.ps.push_codec,
+                        r2sp::codec::ParseCodecSpec("push_codec", FLAGS_push_codec));
+  o.ps.error_feedback = FLAGS_error_feedback;
+  o.ps.momentum_correction = static_cast<float>(FLAGS_momentum_correction);
+  o.ps.dense_below = FLAGS_dense_below;
+  o.exchange.lookahead = FLAGS_lookahead;
+  R2SP_ASSIGN_OR_RETURN(o.exchange.pull_codec, ParsePullCodec(FLAGS_pull_codec));
+  o.exchange.overlap = FLAGS_overlap;
+  o.exchange.overlap_pulls = FLAGS_overlap_pulls;
+  o.exchange.bucket_bytes = FLAGS_bucket_bytes;
+  o.exchange.early_pulls = FLAGS_early_pulls;
+  o.exchange.density_warmup_epochs = FLAGS_density_warmup_epochs;
+  o.workload.model_dir = FLAGS_model_dir;
+  o.workload.keep_models = FLAGS_keep_models;
+  o.workload.fp16_gradients = FLAGS_encode_on_device;
+  R2SP_ASSIGN_OR_RETURN(o.synthetic.known_gradients, ParseKnownGradients(FLAGS_grad));
+  o.synthetic.compute_ms = FLAGS_compute_ms;
+  R2SP_RETURN_IF_ERROR(o.Validate());  // before anything starts
   return o;
 }
 
 // --eval_only: the model file's accuracy now, beside the one training reported for it.
-void EvaluateOnly() {
+absl::Status EvaluateOnly() {
   r2sp::EvalOnlyOptions o;
+  if (!absl::StartsWith(FLAGS_init, "checkpoint:") || FLAGS_init.size() <= 11) {
+    return absl::InvalidArgumentError(
+        "--eval_only needs --init=checkpoint:PATH (the model file to evaluate)");
+  }
   o.model_path = FLAGS_init.substr(11);
   o.data = FLAGS_data;
   o.data_dir = FLAGS_data_dir;
   o.backend.device = FLAGS_device;
   o.backend.threads = FLAGS_threads;
   o.backend.gpu = FLAGS_gpu;
-  const r2sp::EvalOnlyResult r = r2sp::ValueOrExit(r2sp::EvaluateModelFile(o));
+  R2SP_ASSIGN_OR_RETURN(const r2sp::EvalOnlyResult r, r2sp::EvaluateModelFile(o));
   for (const std::string& why : r.skipped) std::printf("worker: passed over %s\n", why.c_str());
   std::printf("worker: %s (%s, step %lld): test accuracy %.4f (loss %.4f)", r.path.c_str(),
               r.model.c_str(), static_cast<long long>(r.step), r.accuracy, r.loss);
   if (r.reported_accuracy >= 0) std::printf("; training reported %.4f", r.reported_accuracy);
   std::printf("\n");
+  return absl::OkStatus();
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   r2sp::InitProcess(&argc, &argv, "R2SP worker");
-  CheckFlags();
   if (FLAGS_eval_only) {
-    EvaluateOnly();
+    const absl::Status evaluated = EvaluateOnly();
+    if (!evaluated.ok()) r2sp::ExitWithError(evaluated);
     return 0;
   }
-  r2sp::WorkerNode node(OptionsFromFlags());
+  // Lost to the job (the scheduler lost, declared dead, the job failed): nothing this worker
+  // does counts any more, so it stops at once with status 3.
+  r2sp::WorkerNode node(r2sp::ValueOrExit(OptionsFromFlags()), [](const absl::Status& lost) {
+    std::fprintf(stderr, "worker: error: %s\n", std::string(lost.message()).c_str());
+    r2sp::ExitNow(3);
+  });
   const absl::Status status = node.Run();
   if (!status.ok()) r2sp::ExitWithError(status);
   return 0;

@@ -11,7 +11,6 @@
 #include "common/durable_file.h"
 #include "common/live_shards.h"
 #include "common/status_macros.h"
-#include "common/termination_signals.h"
 #include "glog/logging.h"
 #include "models/backend.h"
 #include "models/model_file.h"
@@ -23,7 +22,8 @@
 
 namespace r2sp {
 
-WorkerNode::WorkerNode(WorkerOptions options) : options_(std::move(options)) {}
+WorkerNode::WorkerNode(WorkerOptions options, LostHandler on_lost)
+    : options_(std::move(options)), on_lost_(std::move(on_lost)) {}
 
 WorkerNode::~WorkerNode() {
   if (scheduler_ != nullptr) scheduler_->StopHeartbeats();
@@ -31,13 +31,27 @@ WorkerNode::~WorkerNode() {
 }
 
 absl::Status WorkerNode::Run() {
+  R2SP_RETURN_IF_ERROR(options_.Validate());
   R2SP_RETURN_IF_ERROR(LoadModel());
   R2SP_RETURN_IF_ERROR(Join());
   absl::Status status = TrainAndFinish();
+  if (status.ok()) return status;
   // A server that lost the scheduler stops serving, and this worker's next pull fails before
-  // its own heartbeats tell it why: let them (status 3, "lost the scheduler").
-  if (!status.ok()) scheduler_->AwaitVerdictIfSilent();
-  return status;
+  // its own heartbeats tell it why: let them (on_lost_; status 3, "lost the scheduler").
+  scheduler_->AwaitVerdictIfSilent();
+  absl::MutexLock lock(&lost_mu_);
+  return lost_.ok() ? status : lost_;
+}
+
+void WorkerNode::Lost(const std::string& why) {
+  const absl::Status lost = absl::AbortedError(why);
+  {
+    absl::MutexLock lock(&lost_mu_);
+    if (!lost_.ok()) return;
+    lost_ = lost;
+  }
+  LOG(ERROR) << "worker lost to the job: " << why;
+  if (on_lost_) on_lost_(lost);
 }
 
 absl::Status WorkerNode::TrainAndFinish() {
@@ -76,13 +90,8 @@ absl::Status WorkerNode::Join() {
                            "bad model layout"));
   std::vector<std::string> servers;
   for (const proto::NodeInfo& s : book.servers()) servers.push_back(s.endpoint());
-  PsClientOptions ps_options;
+  PsClientOptions ps_options = options_.ps;
   ps_options.rank = registration_.rank();
-  ps_options.request_timeout = options_.request_timeout;
-  ps_options.push_codec = options_.push_codec;
-  ps_options.error_feedback = options_.error_feedback;
-  ps_options.momentum_correction = options_.momentum_correction;
-  ps_options.dense_below = options_.dense_below;
   if (book.server_replace_ms() > 0) {
     // Long enough for the loss to be noticed and a replacement to restore; if none comes, the
     // job fails and the heartbeats say so.
@@ -95,19 +104,17 @@ absl::Status WorkerNode::Join() {
       [follower = server_follower_.get()](const proto::HeartbeatReply& beat) {
         follower->OnHeartbeat(beat);
       },
-      [](const std::string& why) {
-        std::fprintf(stderr, "worker: error: %s\n", why.c_str());
-        ExitNow(3);
-      });
+      [this](const std::string& why) { Lost(why); });
   LOG(INFO) << "worker " << registration_.rank() << "/" << book.workers_size() << ": "
             << options_.model << ", " << layout_->total_bytes() << " bytes in "
             << layout_->partitions().size() << " partitions over " << servers.size()
-            << " servers (" << SyncModeName(book.sync()) << "; push " << codec::CodecSpecName(options_.push_codec)
-            << (options_.push_codec.sparse() && options_.dense_below > 0
-                    ? absl::StrCat(" with tensors under ", options_.dense_below,
+            << " servers (" << SyncModeName(book.sync()) << "; push "
+            << codec::CodecSpecName(options_.ps.push_codec)
+            << (options_.ps.push_codec.sparse() && options_.ps.dense_below > 0
+                    ? absl::StrCat(" with tensors under ", options_.ps.dense_below,
                                    " values whole")
                     : "")
-            << ", pull " << codec::CodecSpecName({options_.pull_codec}) << ")";
+            << ", pull " << codec::CodecSpecName({options_.exchange.pull_codec}) << ")";
   return absl::OkStatus();
 }
 
@@ -176,37 +183,38 @@ absl::Status WorkerNode::InitialiseParameters() {
 
 absl::StatusOr<LoopResult> WorkerNode::Train() {
   const proto::AddressBook& book = registration_.book();
-  ExchangerOptions mode;
+  // The job's mode from the scheduler; the rest as configured.
+  ExchangerOptions mode = options_.exchange;
   mode.sync = book.sync();
   mode.staleness = book.staleness();
   mode.slot_includes_pull = book.r2sp_slot_includes_pull();
   mode.workers = book.workers_size();
-  mode.pull_codec = options_.pull_codec;
-  mode.overlap = options_.overlap;
-  mode.overlap_pulls = options_.overlap_pulls;
-  mode.bucket_bytes = options_.bucket_bytes;
-  mode.early_pulls = options_.early_pulls;
-  if (options_.push_codec.sparse()) {
-    mode.push_density = options_.push_codec.ratio;
-    mode.density_warmup_epochs = options_.density_warmup_epochs;
-  }
-  LoopOptions loop;
+  // Real models (TrainModel): lookahead, and the batch sizes (the synthetic workload's pushes
+  // are not weighted).
+  mode.lookahead = false;
+  mode.hetero_batching = false;
+  mode.global_batch = 0;
+  mode.initial_batch = 0;
+  const codec::CodecSpec& push = options_.ps.push_codec;
+  mode.push_density = push.sparse() ? push.ratio : 1.0;
+  if (!push.sparse()) mode.density_warmup_epochs = 0.0;
+  LoopOptions loop = options_.loop;
   loop.rank = registration_.rank();
   loop.first_step = first_step_;
-  loop.compute_slowdown = options_.compute_slowdown;
-  loop.emulate_ms_per_sample = options_.emulate_ms_per_sample;
   R2SP_ASSIGN_OR_RETURN(std::unique_ptr<RunLog> log,
                         WithContext(RunLog::Open(options_.metrics_path, options_.timeline_path,
                                                  registration_.rank()),
                                     "opening --metrics/--timeline"));
   if (!synthetic()) return TrainModel(loop, mode, log.get());
+  // One epoch of --iterations steps.
+  loop.epochs = 1;
+  loop.max_steps = 0;
+  loop.eval_every = 0;
   loop.steps_per_epoch = options_.iterations;
   loop.log_every = options_.log_every > 0 ? options_.log_every : 10;
-  SyntheticOptions synthetic;
+  SyntheticOptions synthetic = options_.synthetic;
   synthetic.rank = registration_.rank();
-  synthetic.known_gradients = options_.known_gradients;
   synthetic.seed = options_.seed;
-  synthetic.compute_ms = options_.compute_ms;
   SyntheticWorkload workload(synthetic, params_.size());
   Exchanger exchanger(mode, ps_.get(), scheduler_.get(), log.get());
   return RunTrainingLoop(loop, &workload, &exchanger, params_.data(), log.get());
@@ -255,10 +263,7 @@ absl::StatusOr<LoopResult> WorkerNode::TrainModel(const LoopOptions& loop_in,
         "join a running job only in place of a worker that died in the current epoch, or, "
         "without --absorb_orphaned_shards, any dead one"));
   }
-  models::BackendOptions backend;
-  backend.device = options_.device;
-  backend.threads = options_.threads;
-  backend.gpu = options_.gpu;
+  models::BackendOptions backend = options_.backend;
   backend.seed = options_.seed + rank;
   R2SP_ASSIGN_OR_RETURN(std::unique_ptr<models::Network> net,
                         WithContext(models::CreateNetwork(*graph_, backend),
@@ -270,29 +275,24 @@ absl::StatusOr<LoopResult> WorkerNode::TrainModel(const LoopOptions& loop_in,
     LOG(WARNING) << "parameters stay in pageable memory (slower device copies): "
                  << params_pin.status();
   }
-  models::BatcherOptions batcher_options;
+  models::BatcherOptions batcher_options = options_.batcher;
   batcher_options.rank = shard;
   batcher_options.world = world;
   batcher_options.seed = options_.seed;
-  batcher_options.augment = options_.augment && options_.data == "cifar10";
+  batcher_options.augment = options_.batcher.augment && options_.data == "cifar10";
   models::Batcher batcher(&data_->train, batcher_options);
 
   LoopOptions loop = loop_in;
-  loop.epochs = options_.epochs;
-  loop.max_steps = options_.max_steps;
   loop.log_every = options_.log_every > 0 ? options_.log_every : 50;
-  loop.eval_every = options_.eval_every;
   mode.hetero_batching = book.hetero_batching();
-  mode.lookahead = options_.lookahead;
-  ModelWorkloadOptions workload_options;
+  mode.lookahead = options_.exchange.lookahead;
+  ModelWorkloadOptions workload_options = options_.workload;
   workload_options.rank = rank;
   workload_options.wrapping_batches = mode.hetero_batching;
   workload_options.evaluate = shard == 0;  // a replacement of the evaluating worker evaluates
-  workload_options.model_dir = options_.model_dir;
-  workload_options.keep_models = options_.keep_models;
   workload_options.data = options_.data;
   workload_options.fp16_gradients =
-      options_.encode_on_device && options_.push_codec.codec == proto::FP16;
+      options_.workload.fp16_gradients && options_.ps.push_codec.codec == proto::FP16;
   if (mode.hetero_batching) {
     // The scheduler decides the batch sizes; an epoch is the data set in global batches.
     mode.global_batch = book.global_batch();
@@ -337,8 +337,8 @@ absl::Status WorkerNode::Finish(const LoopResult& result) {
   counters.set_iterations(result.steps);
   counters.set_seconds(result.seconds);
   counters.set_model(options_.model);
-  counters.set_push_codec(codec::CodecSpecName(options_.push_codec));
-  counters.set_pull_codec(codec::CodecSpecName({options_.pull_codec}));
+  counters.set_push_codec(codec::CodecSpecName(options_.ps.push_codec));
+  counters.set_pull_codec(codec::CodecSpecName({options_.exchange.pull_codec}));
   counters.set_test_accuracy(result.test_accuracy);  // -1: nothing evaluated
   if (!synthetic()) {
     counters.set_samples(result.samples);

@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/codec/codec_spec.h"
 #include "common/model_layout.h"
@@ -30,64 +31,30 @@
 #include "worker/exchanger.h"
 #include "worker/server_follower.h"
 #include "worker/training_loop.h"
+#include "worker/worker_options.h"
 
 namespace r2sp {
 
-// The worker's flags (worker/main.cc says what each means).
-struct WorkerOptions {
-  NodeConnectionOptions connection;
-  std::string model = "synthetic";  // mlp, cnn, resnet20 or synthetic
-  std::string data = "fashion-mnist";
-  std::string data_dir;
-  int batch_size = 64;
-  int epochs = 1;
-  int64_t max_steps = 0;
-  std::string device = "cpu";
-  int gpu = 0;
-  int threads = 0;
-  bool augment = true;
-  bool lookahead = true;
-  double compute_slowdown = 1.0;
-  double emulate_ms_per_sample = 0.0;
-  std::string metrics_path;
-  std::string timeline_path;
-  double model_mb = 16;  // synthetic
-  int layers = 8;        // synthetic
-  int iterations = 100;  // synthetic
-  bool known_gradients = false;
-  int compute_ms = 0;    // synthetic
-  bool random_init = true;
-  std::string init_model_path;  // --init=checkpoint:PATH: worker 0 starts from this model file
-  std::string model_dir;        // the evaluating worker's model files
-  int keep_models = 3;
-  uint64_t seed = 1;
-  std::string dump_params_path;
-  codec::CodecSpec push_codec;  // training pushes (initial values go as fp32)
-  bool encode_on_device = true;  // fp16 pushes: ModelWorkloadOptions::fp16_gradients
-  bool error_feedback = true;   // sparse push codecs
-  float momentum_correction = 0.0f;
-  size_t dense_below = 0;  // PsClientOptions::dense_below
-  double density_warmup_epochs = 0.0;
-  bool overlap = false;  // push during backward (r2sp: ask for the slot before it ends)
-  bool overlap_pulls = true;  // with overlap: pull while the next forward runs
-  size_t bucket_bytes = 4 << 20;
-  bool early_pulls = false;  // pull each partition once its push is acknowledged
-  proto::Codec pull_codec = proto::FP32;  // training pulls (the first and final ones: fp32)
-  int log_every = 0;     // 0: 10 synthetic, 50 real
-  int eval_every = 0;    // real models: test evaluation every this many steps too (0: epochs)
-  absl::Duration request_timeout = absl::Seconds(120);
-};
-
+// Thread-compatible: one thread calls Run(); the transport's I/O thread and the heartbeat
+// thread work inside it.
 class WorkerNode {
  public:
-  explicit WorkerNode(WorkerOptions options);
+  // Called once, on the heartbeat or the I/O thread, when this worker can no longer be part of
+  // the job (it lost the scheduler, was declared dead, or the job failed), with Aborted(why).
+  // Nothing the worker does afterwards counts: the worker binary's main exits there (status 3).
+  using LostHandler = std::function<void(const absl::Status&)>;
+
+  // `on_lost` may be empty (then Run() returns the Aborted error once training fails).
+  explicit WorkerNode(WorkerOptions options, LostHandler on_lost = nullptr);
   ~WorkerNode();
 
-  // The whole life; an error says which phase failed.
+  // The whole life; an error says which phase failed (first: options_.Validate()'s). After the
+  // worker was lost to the job, the Aborted error that said why.
   absl::Status Run();
 
  private:
-  bool synthetic() const { return options_.model == "synthetic"; }
+  bool synthetic() const { return options_.is_synthetic(); }
+  void Lost(const std::string& why) ABSL_LOCKS_EXCLUDED(lost_mu_);
   absl::Status LoadModel();
   absl::Status Join();
   // Everything after Join.
@@ -108,6 +75,7 @@ class WorkerNode {
   absl::Status Finish(const LoopResult& result);
 
   const WorkerOptions options_;
+  const LostHandler on_lost_;
   std::vector<proto::TensorSpec> tensors_;
   std::optional<models::TrainTest> data_;  // real models only
   std::optional<models::Graph> graph_;
@@ -119,6 +87,8 @@ class WorkerNode {
   std::unique_ptr<ServerFollower> server_follower_;  // heartbeat news of lost servers
   models::HostArray params_;  // page-aligned: pinned for GPU copies
   int64_t first_step_ = 0;  // > 0: the job resumed from the servers' checkpoints
+  mutable absl::Mutex lost_mu_;
+  absl::Status lost_ ABSL_GUARDED_BY(lost_mu_);  // Aborted(why) once lost to the job
 };
 
 }  // namespace r2sp

@@ -1,7 +1,8 @@
 // Whole jobs as separate processes on 127.0.0.1: scheduler + 2 servers + 3 workers pushing
 // known gradients; the final parameters must be exactly the expected ones. Also: a worker
-// killed with SIGKILL is detected and the job still ends; impossible flags and an
-// unreachable scheduler end a binary with a clear error.
+// killed with SIGKILL is detected and the job still ends; impossible flags, an unreachable
+// scheduler and a heartbeat too slow for the scheduler's timeout end a binary with a clear
+// error.
 #include <signal.h>
 
 #include <memory>
@@ -155,10 +156,19 @@ TEST(ClusterTest, ImpossibleFlagsStopTheBinaryWithAClearMessage) {
     std::string message;
   };
   const std::vector<Case> cases = {
-      {{kWorker, "--iterations=-1"}, "--iterations must be >= 0"},
+      {{kWorker, "--iterations=-1"},
+       "--iterations (WorkerOptions.iterations) must be >= 0, got -1"},
+      {{kWorker, "--early_pulls", "--overlap"},
+       "--early_pulls (WorkerOptions.exchange.early_pulls) does not go with --overlap"},
+      {{kWorker, "--register_wait_s=0"},
+       "--register_wait_s (NodeConnectionOptions.register_timeout) must be >= 1s, got 0"},
       {{kWorker, "--model_mb=0"}, "--model_mb"},
       {{kServer, "--momentum=1.5"}, "--momentum"},
-      {{kServer, "--apply_threads=0"}, "--apply_threads must be in [1, 64]"},
+      {{kServer, "--apply_threads=0"},
+       "--apply_threads (ServerOptions.apply_threads) must be in [1, 64], got 0"},
+      {{kServer, "--resume"}, "--resume (ServerNodeOptions.resume) needs --checkpoint_dir"},
+      {{kScheduler, "--heartbeat_timeout_ms=50"},
+       "--heartbeat_timeout_ms (SchedulerOptions.heartbeat_timeout) must be >= 100ms, got 50ms"},
       {{kScheduler, "--num_workers=0"}, "--num_workers"},
       {{kScheduler, "--sync=fast"}, "--sync must be one of"},
       {{kScheduler, "--r2sp_slot_width=0"}, "--r2sp_slot_width must be auto or a number"},
@@ -171,10 +181,48 @@ TEST(ClusterTest, ImpossibleFlagsStopTheBinaryWithAClearMessage) {
   }
 }
 
+// A node whose heartbeats are too slow for the scheduler's timeout would be declared dead
+// between two of them: the scheduler refuses it at registration, naming both values, and the
+// node exits as for a bad flag.
+TEST(ClusterTest, ANodeWithTooSlowAHeartbeatIsRefusedAtRegistration) {
+  const std::string dir = MakeTempDir("slowbeat");
+  const std::string endpoint = absl::StrCat("tcp://127.0.0.1:", testing::FreePort());
+  ChildProcess scheduler({kScheduler, "--bind=" + endpoint, "--heartbeat_timeout_ms=1000",
+                          "--register_timeout_s=30"},
+                         dir + "/scheduler.log");
+  for (const char* binary : {kWorker, kServer}) {
+    ChildProcess node({binary, "--scheduler=" + endpoint, "--bind=tcp://127.0.0.1:*",
+                       "--heartbeat_ms=501", "--scheduler_timeout_s=5"},
+                      absl::StrCat(dir, "/", binary[0] == 'w' ? "worker" : "server", ".log"));
+    EXPECT_EQ(node.Wait(absl::Seconds(20)), 2) << node.Log();
+    EXPECT_NE(node.Log().find("registration refused: this node's heartbeat period "
+                              "(--heartbeat_ms=501) cannot meet the scheduler's heartbeat "
+                              "timeout (--heartbeat_timeout_ms=1000)"),
+              std::string::npos)
+        << node.Log();
+  }
+  scheduler.Kill(SIGTERM);
+}
+
+// The nodes' --register_timeout_s is a deprecated alias of --register_wait_s: it still works,
+// with a warning.
+TEST(ClusterTest, TheNodesOldRegisterTimeoutFlagStillWorksWithAWarning) {
+  const std::string dir = MakeTempDir("oldflag");
+  ChildProcess worker({kWorker, absl::StrCat("--scheduler=tcp://127.0.0.1:", testing::FreePort()),
+                       "--register_timeout_s=1"},
+                      dir + "/worker.log");
+  EXPECT_EQ(worker.Wait(absl::Seconds(20)), 1) << worker.Log();
+  EXPECT_NE(worker.Log().find("--register_timeout_s is deprecated for servers and workers: use "
+                              "--register_wait_s"),
+            std::string::npos)
+      << worker.Log();
+  EXPECT_NE(worker.Log().find("within 1s"), std::string::npos) << worker.Log();
+}
+
 TEST(ClusterTest, WorkerWithoutSchedulerGivesUpWithAClearError) {
   const std::string dir = MakeTempDir("noscheduler");
   ChildProcess worker({kWorker, absl::StrCat("--scheduler=tcp://127.0.0.1:", testing::FreePort()),
-                       "--register_timeout_s=1"},
+                       "--register_wait_s=1"},
                       dir + "/worker.log");
   EXPECT_EQ(worker.Wait(absl::Seconds(20)), 1) << worker.Log();
   EXPECT_NE(worker.Log().find("no answer from the scheduler"), std::string::npos)

@@ -822,5 +822,39 @@ TEST_F(ServerReplacementTest, BspJobsDoNotReplaceServers) {
       << core_->failure();
 }
 
+// A node's heartbeat period must let two beats fit in the timeout (CheckHeartbeatPeriod): a
+// slower one is refused at registration, naming both values; the others are told the timeout
+// in the address book.
+TEST_F(SchedulerCoreTest, ANodeWhoseHeartbeatsAreTooSlowIsRefused) {
+  Message m;
+  m.header.set_type(proto::REGISTER);
+  auto* reg = m.header.mutable_register_request();
+  reg->set_role(proto::SERVER);
+  reg->set_endpoint("tcp://127.0.0.1:1/slow");
+  reg->set_instance_id("slow");
+  reg->set_heartbeat_period_ms(1501);  // the timeout is 3 s
+  Send(std::move(m), "slow");
+  auto replies = sink_.Take();
+  ASSERT_EQ(replies.size(), 1u);
+  EXPECT_EQ(replies[0].second.header.code(), proto::INVALID_ARGUMENT);
+  EXPECT_EQ(replies[0].second.header.error(),
+            "this node's heartbeat period (--heartbeat_ms=1501) cannot meet the scheduler's "
+            "heartbeat timeout (--heartbeat_timeout_ms=3000): two heartbeats must fit in the "
+            "timeout (heartbeat_ms * 2 <= heartbeat_timeout_ms), or the node is declared dead "
+            "between two of them");
+  RegisterAll();  // the refused node took no place in the job
+}
+
+TEST_F(SchedulerCoreTest, TheAddressBookCarriesTheHeartbeatTimeout) {
+  Register(proto::SERVER, "s0");
+  Register(proto::WORKER, "w0");
+  Register(proto::WORKER, "w1");
+  auto replies = sink_.Take();
+  ASSERT_EQ(replies.size(), 3u);
+  for (const auto& [who, reply] : replies) {
+    EXPECT_EQ(reply.header.register_reply().book().heartbeat_timeout_ms(), 3000) << who;
+  }
+}
+
 }  // namespace
 }  // namespace r2sp

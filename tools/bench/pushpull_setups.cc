@@ -121,6 +121,7 @@ Ours::Ours(const std::vector<float>& grads, const codec::CodecSpec& push_codec,
   ServerOptions options;
   options.sgd = {0.01f, 0.9f, 1e-4f};
   options.sync = proto::ASP;
+  CheckOk(options.Validate());
   handler_ = std::make_unique<ServerHandler>(options);
   TransportOptions server_options, client_options;
   if (curve != nullptr) {

@@ -1,0 +1,86 @@
+// SchedulerOptions: what a job is (its nodes, mode, slots, batching, timeouts), with
+// Validate(), which the scheduler binary and every test that builds a SchedulerCore go
+// through; the parsers of its string-valued flags; and CheckHeartbeatPeriod, the rule a
+// registering node's heartbeat period must meet.
+#ifndef R2SP_SCHEDULER_SCHEDULER_OPTIONS_H_
+#define R2SP_SCHEDULER_SCHEDULER_OPTIONS_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "proto/messages.pb.h"
+#include "scheduler/batch_tuner.h"
+#include "scheduler/slot_coordinator.h"
+
+namespace r2sp {
+
+struct SchedulerOptions {
+  int num_servers = 1;          // REQUIRES: >= 1
+  int num_workers = 1;          // REQUIRES: >= 1
+  // See docs/ARCHITECTURE.md, "Model layout". REQUIRES: a positive multiple of 4, at most
+  // kMaxPartitionBytes.
+  uint64_t partition_bytes = 1 << 20;
+  proto::SyncMode sync = proto::ASP;
+  int staleness = 3;             // ssp. REQUIRES: >= 0
+  double r2sp_headroom = 1.2;    // r2sp: gap = T / (headroom * W). REQUIRES: > 0
+  bool r2sp_slot_includes_pull = false;  // r2sp: workers release after the pull, not the push
+  SlotOrder r2sp_order = SlotOrder::kRing;  // r2sp: who gets the free slot
+  int r2sp_slot_width = 1;       // r2sp: holders at once; 0 = tuned (SlotWidthTuner). >= 0
+  bool hetero_batching = false;
+  // With hetero_batching. REQUIRES: 1 <= min_batch <= max_batch, and with hetero_batching
+  // num_workers * min_batch <= global_batch <= num_workers * max_batch.
+  BatchTunerOptions batching;
+  // A registered node silent for this long is declared dead. REQUIRES: >= 100 ms. A node whose
+  // heartbeat period cannot meet it is refused at registration (CheckHeartbeatPeriod).
+  absl::Duration heartbeat_timeout = absl::Seconds(3);
+  // A worker whose progress count (in its heartbeats) stands still for this long, while it is
+  // not waiting at a barrier or for a slot, is declared dead: it hangs although its heartbeat
+  // thread runs. Zero: never. REQUIRES: >= 0.
+  absl::Duration progress_timeout = absl::Seconds(120);
+  // Names the job in the address book (servers' checkpoint manifests).
+  std::string job_id;
+  // Give up if not every node has registered within this time. REQUIRES: >= 1 s.
+  absl::Duration register_timeout = absl::Seconds(120);
+  // How long servers get to acknowledge SHUTDOWN.
+  absl::Duration shutdown_timeout = absl::Seconds(10);
+  // A lost server (asp, ssp, r2sp) is awaited this long: a server registering meanwhile takes
+  // its rank and restores its shard from its checkpoints, while workers hold their requests to
+  // it. Zero (and always in bsp): the loss of a server fails the job. REQUIRES: >= 0.
+  absl::Duration server_replace_timeout = absl::ZeroDuration();
+  // Survivors take over the data shards of dead workers from the next epoch on (proto
+  // EpochPlan; workers ask for each epoch's plan). A joiner can then take only a shard orphaned
+  // in the current epoch. Off: a dead worker's shard waits for a joiner and is not trained.
+  bool absorb_orphaned_shards = false;
+  // With absorb_orphaned_shards: the plans an earlier attempt of this job fixed (checked with
+  // EpochPlanBook::Parse), and where to save the plans each time one is fixed (may be empty).
+  // REQUIRES: both empty without absorb_orphaned_shards.
+  proto::EpochPlans restored_epoch_plans;
+  std::function<void(const proto::EpochPlans&)> save_epoch_plans;
+
+  // OK, or InvalidArgument naming the first field (and its flag) that breaks a REQUIRES.
+  absl::Status Validate() const;
+};
+
+// The largest partition: one message frame (TransportOptions::max_frame_bytes).
+inline constexpr uint64_t kMaxPartitionBytes = uint64_t{256} << 20;
+
+// A node beating every `period_ms` is refused unless two beats fit in `timeout`: with
+// period * 2 <= timeout one late or lost heartbeat does not get a live node declared dead,
+// while a node beating slower than the timeout would be declared dead between two beats.
+// period_ms 0 (a node that did not say) is not checked. InvalidArgument (a bad flag: the node exits 2) naming both values.
+absl::Status CheckHeartbeatPeriod(int64_t period_ms, absl::Duration timeout);
+
+// --r2sp_slot_width: "auto" (0: tuned) or a number >= 1.
+absl::StatusOr<int> ParseSlotWidth(const std::string& text);
+// --r2sp_order: ring, first_come, or auto (first_come with hetero batching, else ring).
+absl::StatusOr<SlotOrder> ParseSlotOrder(const std::string& text, bool hetero_batching);
+// --r2sp_slot: push (false) or push_pull (true): whether the slot covers the pull.
+absl::StatusOr<bool> ParseSlotIncludesPull(const std::string& text);
+
+}  // namespace r2sp
+
+#endif  // R2SP_SCHEDULER_SCHEDULER_OPTIONS_H_

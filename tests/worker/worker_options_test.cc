@@ -1,0 +1,156 @@
+// WorkerOptions::Validate: one case per check, each with its exact message (the nested
+// parts' fields named by their path); and WorkerNode::Run returning the error before it loads,
+// binds or registers anything.
+#include "worker/worker_options.h"
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "models/backend.h"
+#include "worker/worker_node.h"
+
+namespace r2sp {
+namespace {
+
+struct Case {
+  std::string name;
+  std::function<void(WorkerOptions&)> change;
+  std::string message;
+};
+
+TEST(WorkerOptionsTest, DefaultsAreValid) {
+  EXPECT_TRUE(WorkerOptions().Validate().ok()) << WorkerOptions().Validate();
+}
+
+// What a test or a benchmark builds by default is what the worker binary runs by default.
+TEST(WorkerOptionsTest, DefaultsAreTheBinarys) {
+  const WorkerOptions options;
+  EXPECT_EQ(options.ps.dense_below, 16384u);
+  EXPECT_TRUE(options.exchange.lookahead);
+  EXPECT_TRUE(options.exchange.overlap_pulls);
+  EXPECT_FALSE(options.exchange.overlap);
+  EXPECT_TRUE(options.batcher.augment);
+  EXPECT_TRUE(options.workload.fp16_gradients);
+  EXPECT_EQ(options.ps.request_timeout, absl::Seconds(120));
+  EXPECT_EQ(options.exchange.bucket_bytes, size_t{4} << 20);
+  EXPECT_EQ(options.loop.epochs, 1);
+  EXPECT_EQ(options.workload.keep_models, 3);
+  EXPECT_EQ(options.log_every, 0);
+}
+
+TEST(WorkerOptionsTest, EachCheckNamesItsFlagAndField) {
+  const std::vector<Case> cases = {
+      {"connection", [](WorkerOptions& o) { o.connection.heartbeat_period = absl::Milliseconds(5); },
+       "--heartbeat_ms (NodeConnectionOptions.heartbeat_period) must be >= 10ms, got 5ms"},
+      {"model", [](WorkerOptions& o) { o.model = "vgg"; },
+       "--model (WorkerOptions.model) must be mlp, cnn, resnet20 or synthetic, got 'vgg'"},
+      {"batch_size", [](WorkerOptions& o) { o.batch_size = 0; },
+       "--batch_size (WorkerOptions.batch_size) must be in [1, 65536], got 0"},
+      {"batch_size_big", [](WorkerOptions& o) { o.batch_size = 65537; },
+       "--batch_size (WorkerOptions.batch_size) must be in [1, 65536], got 65537"},
+      {"init", [](WorkerOptions& o) { o.init_model_path = "/models"; },
+       "--init=checkpoint: (WorkerOptions.init_model_path) is for real models (--model=mlp, cnn "
+       "or resnet20)"},
+      {"model_mb", [](WorkerOptions& o) { o.model_mb = 0; },
+       "--model_mb (WorkerOptions.model_mb) must be in (0, 16384], got 0"},
+      {"layers", [](WorkerOptions& o) { o.layers = 0; },
+       "--layers (WorkerOptions.layers) must be in [1, 10000], got 0"},
+      {"model_mb_layers",
+       [](WorkerOptions& o) {
+         o.model_mb = 0.001;  // 262 floats
+         o.layers = 5;        // 325 biases
+       },
+       "--model_mb (WorkerOptions.model_mb) must be large enough for --layers (each layer has a "
+       "64-float bias), got 0.001"},
+      {"iterations", [](WorkerOptions& o) { o.iterations = -1; },
+       "--iterations (WorkerOptions.iterations) must be >= 0, got -1"},
+      {"log_every", [](WorkerOptions& o) { o.log_every = -1; },
+       "--log_every (WorkerOptions.log_every) must be >= 0, got -1"},
+      {"compute_ms", [](WorkerOptions& o) { o.synthetic.compute_ms = -5; },
+       "--compute_ms (WorkerOptions.synthetic.compute_ms) must be >= 0, got -5"},
+      {"epochs", [](WorkerOptions& o) { o.loop.epochs = 0; },
+       "--epochs (WorkerOptions.loop.epochs) must be >= 1, got 0"},
+      {"max_steps", [](WorkerOptions& o) { o.loop.max_steps = -1; },
+       "--max_steps (WorkerOptions.loop.max_steps) must be >= 0, got -1"},
+      {"eval_every", [](WorkerOptions& o) { o.loop.eval_every = -2; },
+       "--eval_every (WorkerOptions.loop.eval_every) must be >= 0, got -2"},
+      {"slowdown", [](WorkerOptions& o) { o.loop.compute_slowdown = 0.5; },
+       "--compute_slowdown (WorkerOptions.loop.compute_slowdown) must be in [1, 100], got 0.5"},
+      {"emulate", [](WorkerOptions& o) { o.loop.emulate_ms_per_sample = 1001; },
+       "--emulate_ms_per_sample (WorkerOptions.loop.emulate_ms_per_sample) must be in [0, 1000], "
+       "got 1001"},
+      {"device", [](WorkerOptions& o) { o.backend.device = "tpu"; },
+       "--device (WorkerOptions.backend.device) must be cpu or cuda, got 'tpu'"},
+      {"threads", [](WorkerOptions& o) { o.backend.threads = -1; },
+       "--threads (WorkerOptions.backend.threads) must be >= 0, got -1"},
+      {"gpu", [](WorkerOptions& o) { o.backend.gpu = -1; },
+       "--gpu (WorkerOptions.backend.gpu) must be >= 0, got -1"},
+      {"keep_models", [](WorkerOptions& o) { o.workload.keep_models = 0; },
+       "--keep_models (WorkerOptions.workload.keep_models) must be >= 1, got 0"},
+      {"request_timeout", [](WorkerOptions& o) { o.ps.request_timeout = absl::Milliseconds(10); },
+       "--request_timeout_s (WorkerOptions.ps.request_timeout) must be >= 1s, got 10ms"},
+      {"push_codec", [](WorkerOptions& o) { o.ps.push_codec.codec = proto::FP16_DELTA; },
+       "--push_codec (WorkerOptions.ps.push_codec) must be fp32, fp16, topk or csc (fp16_delta is "
+       "for pulls), got 'fp16_delta'"},
+      {"momentum_correction", [](WorkerOptions& o) { o.ps.momentum_correction = 1; },
+       "--momentum_correction (WorkerOptions.ps.momentum_correction) must be in [0, 1), got 1"},
+      {"pull_codec", [](WorkerOptions& o) { o.exchange.pull_codec = proto::TOPK; },
+       "--pull_codec (WorkerOptions.exchange.pull_codec) must be fp32, fp16 or fp16_delta, got "
+       "'topk:1'"},
+      {"density_warmup", [](WorkerOptions& o) { o.exchange.density_warmup_epochs = -1; },
+       "--density_warmup_epochs (WorkerOptions.exchange.density_warmup_epochs) must be >= 0, got "
+       "-1"},
+      {"early_pulls",
+       [](WorkerOptions& o) {
+         o.exchange.early_pulls = true;
+         o.exchange.overlap = true;
+       },
+       "--early_pulls (WorkerOptions.exchange.early_pulls) does not go with --overlap (backward "
+       "still reads the parameters while --overlap pushes)"},
+  };
+  for (const Case& c : cases) {
+    WorkerOptions options;
+    c.change(options);
+    const absl::Status status = options.Validate();
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << c.name;
+    EXPECT_EQ(status.message(), c.message) << c.name;
+  }
+}
+
+TEST(WorkerOptionsTest, CudaNeedsACudaBuild) {
+  WorkerOptions options;
+  options.backend.device = "cuda";
+  const absl::Status status = options.Validate();
+  if (models::CudaAvailableInBuild()) {
+    EXPECT_TRUE(status.ok()) << status;
+  } else {
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(status.message(),
+              "--device=cuda (WorkerOptions.backend.device) needs a worker built with CUDA "
+              "(bazel build --config=cuda)");
+  }
+}
+
+TEST(WorkerOptionsTest, RealModelsMayStartFromACheckpointAndIgnoreTheSyntheticSize) {
+  WorkerOptions options;
+  options.model = "mlp";
+  options.init_model_path = "/models";
+  options.model_mb = 0.001;
+  options.layers = 5;
+  EXPECT_TRUE(options.Validate().ok()) << options.Validate();
+}
+
+TEST(WorkerOptionsTest, RunReturnsTheValidateErrorBeforeAnythingStarts) {
+  WorkerOptions options;
+  options.loop.epochs = 0;
+  options.connection.bind = "tcp://no-such-interface-r2sp:*";  // never reached
+  WorkerNode node(options);
+  const absl::Status status = node.Run();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.message(), "--epochs (WorkerOptions.loop.epochs) must be >= 1, got 0");
+}
+
+}  // namespace
+}  // namespace r2sp

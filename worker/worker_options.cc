@@ -1,0 +1,109 @@
+// See worker_options.h.
+#include "worker/worker_options.h"
+
+#include "common/codec/codec_spec.h"
+#include "common/option_checker.h"
+
+namespace r2sp {
+namespace {
+
+// What only one kind of model uses.
+void CheckModel(const WorkerOptions& o, OptionChecker& c) {
+  c.Check(o.model == "synthetic" || o.model == "mlp" || o.model == "cnn" ||
+              o.model == "resnet20",
+          "--model", "model", "mlp, cnn, resnet20 or synthetic", o.model);
+  c.Check(o.batch_size >= 1 && o.batch_size <= 65536, "--batch_size", "batch_size",
+          "in [1, 65536]", o.batch_size);
+  c.Require(o.init_model_path.empty() || !o.is_synthetic(), "--init=checkpoint:",
+            "init_model_path", "is for real models (--model=mlp, cnn or resnet20)");
+  c.Check(o.model_mb > 0 && o.model_mb <= 16384, "--model_mb", "model_mb", "in (0, 16384]",
+          o.model_mb);
+  c.Check(o.layers >= 1 && o.layers <= 10000, "--layers", "layers", "in [1, 10000]", o.layers);
+  if (o.is_synthetic()) {
+    c.Check(static_cast<size_t>(o.model_mb * 1024 * 1024 / 4) >= 65u * o.layers, "--model_mb",
+            "model_mb", "large enough for --layers (each layer has a 64-float bias)",
+            o.model_mb);
+  }
+  c.Check(o.iterations >= 0, "--iterations", "iterations", ">= 0", o.iterations);
+  c.Check(o.log_every >= 0, "--log_every", "log_every", ">= 0", o.log_every);
+  c.Check(o.synthetic.compute_ms >= 0, "--compute_ms", "synthetic.compute_ms", ">= 0",
+          o.synthetic.compute_ms);
+}
+
+void CheckCompute(const WorkerOptions& o, OptionChecker& c) {
+  c.Check(o.loop.epochs >= 1, "--epochs", "loop.epochs", ">= 1", o.loop.epochs);
+  c.Check(o.loop.max_steps >= 0, "--max_steps", "loop.max_steps", ">= 0", o.loop.max_steps);
+  c.Check(o.loop.eval_every >= 0, "--eval_every", "loop.eval_every", ">= 0", o.loop.eval_every);
+  c.Check(o.loop.compute_slowdown >= 1 && o.loop.compute_slowdown <= 100, "--compute_slowdown",
+          "loop.compute_slowdown", "in [1, 100]", o.loop.compute_slowdown);
+  c.Check(o.loop.emulate_ms_per_sample >= 0 && o.loop.emulate_ms_per_sample <= 1000,
+          "--emulate_ms_per_sample", "loop.emulate_ms_per_sample", "in [0, 1000]",
+          o.loop.emulate_ms_per_sample);
+  c.Check(o.backend.device == "cpu" || o.backend.device == "cuda", "--device", "backend.device",
+          "cpu or cuda", o.backend.device);
+  c.Require(o.backend.device != "cuda" || models::CudaAvailableInBuild(), "--device=cuda",
+            "backend.device", "needs a worker built with CUDA (bazel build --config=cuda)");
+  c.Check(o.backend.threads >= 0, "--threads", "backend.threads", ">= 0", o.backend.threads);
+  c.Check(o.backend.gpu >= 0, "--gpu", "backend.gpu", ">= 0", o.backend.gpu);
+  c.Check(o.workload.keep_models >= 1, "--keep_models", "workload.keep_models", ">= 1",
+          o.workload.keep_models);
+}
+
+void CheckExchange(const WorkerOptions& o, OptionChecker& c) {
+  c.Check(o.ps.request_timeout >= absl::Seconds(1), "--request_timeout_s", "ps.request_timeout",
+          ">= 1s", o.ps.request_timeout);
+  c.Check(o.ps.push_codec.codec != proto::FP16_DELTA, "--push_codec", "ps.push_codec",
+          "fp32, fp16, topk or csc (fp16_delta is for pulls)",
+          codec::CodecSpecName(o.ps.push_codec));
+  c.Check(o.ps.momentum_correction >= 0 && o.ps.momentum_correction < 1,
+          "--momentum_correction", "ps.momentum_correction", "in [0, 1)",
+          o.ps.momentum_correction);
+  const proto::Codec pull = o.exchange.pull_codec;
+  c.Check(pull == proto::FP32 || pull == proto::FP16 || pull == proto::FP16_DELTA,
+          "--pull_codec", "exchange.pull_codec", "fp32, fp16 or fp16_delta",
+          codec::CodecSpecName({pull}));
+  c.Check(o.exchange.density_warmup_epochs >= 0, "--density_warmup_epochs",
+          "exchange.density_warmup_epochs", ">= 0", o.exchange.density_warmup_epochs);
+  c.Require(!(o.exchange.early_pulls && o.exchange.overlap), "--early_pulls",
+            "exchange.early_pulls",
+            "does not go with --overlap (backward still reads the parameters while --overlap "
+            "pushes)");
+}
+
+}  // namespace
+
+PsClientOptions WorkerPsDefaults() {
+  PsClientOptions options;
+  options.dense_below = 16384;
+  return options;
+}
+
+ExchangerOptions WorkerExchangeDefaults() {
+  ExchangerOptions options;
+  options.lookahead = true;
+  options.overlap_pulls = true;
+  return options;
+}
+
+models::BatcherOptions WorkerBatcherDefaults() {
+  models::BatcherOptions options;
+  options.augment = true;
+  return options;
+}
+
+ModelWorkloadOptions WorkerWorkloadDefaults() {
+  ModelWorkloadOptions options;
+  options.fp16_gradients = true;
+  return options;
+}
+
+absl::Status WorkerOptions::Validate() const {
+  OptionChecker c("WorkerOptions");
+  c.Merge(connection.Validate());
+  CheckModel(*this, c);
+  CheckCompute(*this, c);
+  CheckExchange(*this, c);
+  return c.status();
+}
+
+}  // namespace r2sp
