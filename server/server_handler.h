@@ -15,7 +15,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/handler.h"
-#include "common/log_limiter.h"
+#include "common/peer_checks.h"
 #include "common/model_layout.h"
 #include "server/clock_aggregator.h"
 #include "proto/checkpoint.pb.h"
@@ -174,11 +174,11 @@ class ServerHandler : public RequestHandler {
   // hold_after_ completes, so the joiner's clock stays ahead of every completed one.
   std::vector<int64_t> joined_at_ ABSL_GUARDED_BY(mu_);
   std::optional<int64_t> hold_after_ ABSL_GUARDED_BY(mu_);
-  LogLimiter reject_log_ ABSL_GUARDED_BY(mu_);
+  // Every request refused (Reject), counted and logged.
+  RequestRefusals refusals_ ABSL_GUARDED_BY(mu_){"rejected"};
   absl::flat_hash_map<uint64_t, std::unique_ptr<HeldPartition>> partitions_ ABSL_GUARDED_BY(mu_);
   struct Counters {
-    uint64_t bytes_pushed = 0, bytes_pulled = 0, pushes = 0, pulls = 0, rejected = 0,
-             repeated_pushes = 0;
+    uint64_t bytes_pushed = 0, bytes_pulled = 0, pushes = 0, pulls = 0, repeated_pushes = 0;
   };
   Counters counters_ ABSL_GUARDED_BY(mu_);
   proto::NodeCounters CountersLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
