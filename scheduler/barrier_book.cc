@@ -21,17 +21,16 @@ bool BarrierBook::InGroup(proto::Role role, proto::Group group) {
   }
 }
 
-absl::Status BarrierBook::Arrive(const proto::Header& request, NodeId node,
-                                 Responder& responder) {
+absl::Status BarrierBook::Arrive(const proto::Header& request, NodeId node, Responder& responder) {
   const proto::BarrierRequest& req = request.barrier();
   if (!request.has_barrier() || !InGroup(node.role, req.group())) {
     return absl::InvalidArgumentError("BARRIER for a group the sender is not in");
   }
   Barrier& barrier = barriers_[req.group()];
   if (req.barrier_id() != barrier.id) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "barrier ", req.barrier_id(), " of group ", proto::Group_Name(req.group()),
-        " but the group is at barrier ", barrier.id));
+    return absl::InvalidArgumentError(absl::StrCat("barrier ", req.barrier_id(), " of group ",
+                                                   proto::Group_Name(req.group()),
+                                                   " but the group is at barrier ", barrier.id));
   }
   if (std::find(barrier.arrived.begin(), barrier.arrived.end(), node) != barrier.arrived.end()) {
     return absl::AlreadyExistsError("already waiting at this barrier");
@@ -47,8 +46,8 @@ void BarrierBook::Release(const std::vector<NodeId>& live) {
     bool complete = true;
     for (const NodeId& n : live) {
       if (!InGroup(n.role, static_cast<proto::Group>(group))) continue;
-      complete &= std::find(barrier.arrived.begin(), barrier.arrived.end(), n) !=
-                  barrier.arrived.end();
+      complete &=
+          std::find(barrier.arrived.begin(), barrier.arrived.end(), n) != barrier.arrived.end();
     }
     if (!complete) continue;
     for (Responder& r : barrier.waiting) r.ReplyStatus(absl::OkStatus());
@@ -60,8 +59,7 @@ void BarrierBook::Release(const std::vector<NodeId>& live) {
 
 bool BarrierBook::IsWaiting(NodeId node) const {
   for (const auto& [group, barrier] : barriers_) {
-    if (std::find(barrier.arrived.begin(), barrier.arrived.end(), node) !=
-        barrier.arrived.end()) {
+    if (std::find(barrier.arrived.begin(), barrier.arrived.end(), node) != barrier.arrived.end()) {
       return true;
     }
   }

@@ -9,8 +9,7 @@
 
 namespace r2sp {
 
-FailureDetector::FailureDetector(absl::Duration heartbeat_timeout,
-                                 absl::Duration progress_timeout)
+FailureDetector::FailureDetector(absl::Duration heartbeat_timeout, absl::Duration progress_timeout)
     : heartbeat_timeout_(heartbeat_timeout), progress_timeout_(progress_timeout) {}
 
 void FailureDetector::Heard(Node& node, int64_t progress, absl::Time now) {

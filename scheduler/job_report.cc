@@ -30,22 +30,19 @@ std::string NodesJson(const std::deque<Node>& nodes) {
                         : n.state == NodeState::kFinished ? "finished"
                                                           : "dead";
     items.push_back(absl::StrCat(
-        "{\"rank\": ", n.rank, ", \"endpoint\": ", JsonString(n.endpoint),
-        ", \"state\": \"", state, "\", \"bytes_pushed\": ", c.bytes_pushed(),
-        ", \"bytes_pulled\": ", c.bytes_pulled(), ", \"pushes\": ", c.pushes(),
-        ", \"pulls\": ", c.pulls(), ", \"iterations\": ", c.iterations(),
-        ", \"dropped_messages\": ", c.dropped_messages(), ", \"seconds\": ", c.seconds(),
-        ", \"model\": ", JsonString(c.model()), ", \"samples\": ", c.samples(),
-        ", \"epochs\": ", c.epochs(), ", \"test_accuracy\": ", c.test_accuracy(),
+        "{\"rank\": ", n.rank, ", \"endpoint\": ", JsonString(n.endpoint), ", \"state\": \"", state,
+        "\", \"bytes_pushed\": ", c.bytes_pushed(), ", \"bytes_pulled\": ", c.bytes_pulled(),
+        ", \"pushes\": ", c.pushes(), ", \"pulls\": ", c.pulls(),
+        ", \"iterations\": ", c.iterations(), ", \"dropped_messages\": ", c.dropped_messages(),
+        ", \"seconds\": ", c.seconds(), ", \"model\": ", JsonString(c.model()), ", \"samples\": ",
+        c.samples(), ", \"epochs\": ", c.epochs(), ", \"test_accuracy\": ", c.test_accuracy(),
         ", \"final_loss\": ", c.final_loss(), ", \"push_codec\": ", JsonString(c.push_codec()),
-        ", \"pull_codec\": ", JsonString(c.pull_codec()),
-        ", \"retried_requests\": ", c.retried_requests(),
-        ", \"repeated_pushes\": ", c.repeated_pushes(),
+        ", \"pull_codec\": ", JsonString(c.pull_codec()), ", \"retried_requests\": ",
+        c.retried_requests(), ", \"repeated_pushes\": ", c.repeated_pushes(),
         ", \"rolled_back_steps\": ", c.rolled_back_steps(), "}"));
   }
   return absl::StrCat("[", absl::StrJoin(items, ", "), "]");
 }
-
 
 // The batch tuner's state, or null without hetero batching.
 std::string BatchingJson(const SlotCoordinator& slots, size_t num_workers) {
@@ -56,8 +53,8 @@ std::string BatchingJson(const SlotCoordinator& slots, size_t num_workers) {
   // A joiner is in the node table before the servers know it, and in the tuner only after.
   for (size_t w = 0; w < std::min(num_workers, ideal.size()); ++w) {
     rows.push_back(absl::StrCat("{\"worker\": ", w, ", \"batch\": ", tuner->batch(w),
-                                ", \"ideal\": ", ideal[w], ", \"throughput\": ",
-                                tuner->throughput(w), "}"));
+                                ", \"ideal\": ", ideal[w],
+                                ", \"throughput\": ", tuner->throughput(w), "}"));
   }
   return absl::StrCat("{\"changes\": ", tuner->changes(), ", \"workers\": [",
                       absl::StrJoin(rows, ", "), "]}");

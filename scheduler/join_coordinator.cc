@@ -31,16 +31,15 @@ absl::Status JoinCoordinator::Join(const proto::RegisterRequest& reg, Responder&
   const bool wait_for_shard = !waited && reg.wants_data_shard() && orphan_shards_.empty();
   if (wait_for_shard || (JoinsAtAClock() && !pending_.empty())) {
     if (static_cast<int>(waiting_.size()) >= options_.num_workers) {
-      return absl::FailedPreconditionError(
-          "as many workers as the job has wait to join already");
+      return absl::FailedPreconditionError("as many workers as the job has wait to join already");
     }
     R2SP_RETURN_IF_ERROR(waiting_.Park(reg, responder, now));
     LOG(INFO) << "worker from " << reg.endpoint() << " waits for "
               << (wait_for_shard ? "a free data shard to join" : "the join before it");
     return absl::OkStatus();
   }
-  Node& node = nodes_->Add(proto::WORKER, reg.endpoint(), reg.instance_id(),
-                           responder.routing_id(), now);
+  Node& node =
+      nodes_->Add(proto::WORKER, reg.endpoint(), reg.instance_id(), responder.routing_id(), now);
   node.data_shard = -1;
   if (!orphan_shards_.empty()) {
     node.data_shard = orphan_shards_.front();
@@ -55,8 +54,7 @@ absl::Status JoinCoordinator::Join(const proto::RegisterRequest& reg, Responder&
   const int rank = node.rank;
   const int servers = TellServers(rank, membership);
   LOG(INFO) << "worker joining from " << reg.endpoint() << " as worker " << rank << "; telling "
-            << servers << " servers"
-            << (JoinsAtAClock() ? " (it joins at a clock boundary)" : "");
+            << servers << " servers" << (JoinsAtAClock() ? " (it joins at a clock boundary)" : "");
   pending_.emplace(rank, PendingJoin{std::move(responder), servers, JoinsAtAClock()});
   if (servers == 0) ServersAnswered(rank);
   return absl::OkStatus();
@@ -148,8 +146,7 @@ void JoinCoordinator::CancelJoin(int rank) {
 
 void JoinCoordinator::Complete(int rank) {
   auto it = pending_.find(rank);
-  completed_.push_back(
-      CompletedJoin{rank, it->second.join_clock, std::move(it->second.responder)});
+  completed_.push_back(CompletedJoin{rank, it->second.join_clock, std::move(it->second.responder)});
   pending_.erase(it);
 }
 

@@ -8,9 +8,8 @@
 
 namespace r2sp {
 
-Node& NodeTable::Add(proto::Role role, const std::string& endpoint,
-                     const std::string& instance_id, const std::string& routing_id,
-                     absl::Time now) {
+Node& NodeTable::Add(proto::Role role, const std::string& endpoint, const std::string& instance_id,
+                     const std::string& routing_id, absl::Time now) {
   CHECK(role == proto::SERVER || role == proto::WORKER) << proto::Role_Name(role);
   std::deque<Node>& nodes = role == proto::SERVER ? servers_ : workers_;
   const int rank = static_cast<int>(nodes.size());
@@ -24,8 +23,7 @@ void NodeTable::RemoveLastWorker() {
   workers_.pop_back();
 }
 
-absl::StatusOr<Node*> NodeTable::Sender(const proto::Header& header,
-                                        const Responder& responder) {
+absl::StatusOr<Node*> NodeTable::Sender(const proto::Header& header, const Responder& responder) {
   const proto::Role role = header.sender_role();
   const int rank = header.sender_rank();
   std::deque<Node>* nodes = role == proto::SERVER   ? &servers_
@@ -36,8 +34,8 @@ absl::StatusOr<Node*> NodeTable::Sender(const proto::Header& header,
                    : nullptr;
   const PeerCheckWording wording{absl::StrCat("the sender's key is not a ", RoleName(role), "'s"),
                                  absl::StrCat("unknown sender ", proto::Role_Name(role), " ")};
-  R2SP_RETURN_IF_ERROR(CheckPeerConnection(
-      responder, role, rank, node == nullptr ? nullptr : &node->routing_id, wording));
+  R2SP_RETURN_IF_ERROR(CheckPeerConnection(responder, role, rank,
+                                           node == nullptr ? nullptr : &node->routing_id, wording));
   return node;
 }
 

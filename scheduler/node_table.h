@@ -23,9 +23,7 @@ enum class NodeState { kAlive, kFinished, kDead };
 struct NodeId {
   proto::Role role;
   int rank;
-  bool operator==(const NodeId& other) const {
-    return role == other.role && rank == other.rank;
-  }
+  bool operator==(const NodeId& other) const { return role == other.role && rank == other.rank; }
 };
 
 struct Node {

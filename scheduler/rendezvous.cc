@@ -47,8 +47,7 @@ absl::Status Rendezvous::Register(const proto::RegisterRequest& reg, Responder& 
   for (const WaitingRegister& w : pending_.held()) {
     repeat |= w.request.instance_id() == reg.instance_id();
   }
-  if (!repeat &&
-      Count(reg.role()) == (reg.role() == proto::SERVER ? num_servers_ : num_workers_)) {
+  if (!repeat && Count(reg.role()) == (reg.role() == proto::SERVER ? num_servers_ : num_workers_)) {
     return absl::FailedPreconditionError(absl::StrCat("the job wants ", num_servers_,
                                                       " servers and ", num_workers_,
                                                       " workers; this one is one too many"));
@@ -56,8 +55,8 @@ absl::Status Rendezvous::Register(const proto::RegisterRequest& reg, Responder& 
   R2SP_RETURN_IF_ERROR(pending_.Park(reg, responder, now));  // a repeat: answer the newest
   if (!repeat) {
     LOG(INFO) << RoleName(reg.role()) << " registered from " << reg.endpoint() << " ("
-              << Count(proto::SERVER) << "/" << num_servers_ << " servers, "
-              << Count(proto::WORKER) << "/" << num_workers_ << " workers)";
+              << Count(proto::SERVER) << "/" << num_servers_ << " servers, " << Count(proto::WORKER)
+              << "/" << num_workers_ << " workers)";
   }
   return absl::OkStatus();
 }

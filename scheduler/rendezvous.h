@@ -23,8 +23,7 @@ class Rendezvous {
   // the caller). OK: held until complete(). An error, and `responder` has not been answered:
   // INVALID_ARGUMENT (a worker without a model or with another one), FAILED_PRECONDITION (one
   // node of its role too many), PERMISSION_DENIED (a repeat over another connection).
-  absl::Status Register(const proto::RegisterRequest& reg, Responder& responder,
-                        absl::Time now);
+  absl::Status Register(const proto::RegisterRequest& reg, Responder& responder, absl::Time now);
   // Whether every node the job wants has registered.
   bool complete() const;
   // The held registrations, in the order they came (once complete, or to fail them).

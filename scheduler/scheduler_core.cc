@@ -8,7 +8,6 @@
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "scheduler/job_report.h"
-#include "scheduler/register_replies.h"
 
 namespace r2sp {
 namespace {
@@ -24,27 +23,22 @@ SlotCoordinatorOptions SlotOptionsFrom(const SchedulerOptions& options) {
   return slots;
 }
 
-JoinCoordinatorOptions JoinOptionsFrom(const SchedulerOptions& options) {
-  return JoinCoordinatorOptions{options.sync, options.num_workers, options.heartbeat_timeout};
-}
-
-ServerReplacementOptions ReplacementOptionsFrom(const SchedulerOptions& options) {
-  return ServerReplacementOptions{options.sync, options.num_servers,
-                                  options.server_replace_timeout, options.heartbeat_timeout};
-}
-
-// The job-wide part of every address book.
-proto::AddressBook BookSettings(const SchedulerOptions& options, absl::Duration replace) {
-  proto::AddressBook book;
+MembershipOptions MembershipOptionsFrom(const SchedulerOptions& options) {
+  MembershipOptions m;
+  m.num_servers = options.num_servers;
+  m.num_workers = options.num_workers;
+  m.sync = options.sync;
+  m.heartbeat_timeout = options.heartbeat_timeout;
+  m.server_replace_timeout = options.server_replace_timeout;
+  proto::AddressBook& book = m.book_settings;
   book.set_partition_bytes(options.partition_bytes);
   book.set_sync(options.sync);
   book.set_staleness(options.staleness);
   book.set_r2sp_slot_includes_pull(options.r2sp_slot_includes_pull);
   book.set_job_id(options.job_id);
-  book.set_server_replace_ms(absl::ToInt64Milliseconds(replace));
   book.set_absorb_orphaned_shards(options.absorb_orphaned_shards);
   if (options.hetero_batching) book.set_global_batch(options.batching.global_batch);
-  return book;
+  return m;
 }
 
 // A request to a server from the scheduler.
@@ -57,19 +51,15 @@ Message ToServer(proto::MsgType type) {
 
 }  // namespace
 
-SchedulerCore::SchedulerCore(const SchedulerOptions& options, Requester* requester,
-                             Clock clock)
+SchedulerCore::SchedulerCore(const SchedulerOptions& options, Requester* requester, Clock clock)
     : options_(options),
       requester_(requester),
       clock_(std::move(clock)),
       started_(clock_()),
       failure_detector_(options.heartbeat_timeout, options.progress_timeout),
-      rendezvous_(options.num_servers, options.num_workers),
-      joins_(JoinOptionsFrom(options), &nodes_),
-      replacement_(ReplacementOptionsFrom(options), &nodes_),
       slots_(SlotOptionsFrom(options)),
       epoch_plans_(options.num_workers),
-      book_settings_(BookSettings(options, replacement_.timeout())) {
+      membership_(MembershipOptionsFrom(options), &nodes_, &slots_, &barriers_, requester) {
   if (options.restored_epoch_plans.plans_size() > 0) {
     epoch_plans_.Restore(options.restored_epoch_plans);
   }
@@ -100,116 +90,25 @@ void SchedulerCore::HandleRequest(Message request, Responder responder) {
   const absl::Time now = clock_();
   {
     absl::MutexLock lock(&mu_);
-    const absl::Status status = request.header.type() == proto::REGISTER
-                                    ? HandleRegister(request, responder, now)
-                                    : HandleFromNode(request, responder, now);
+    const absl::Status status =
+        request.header.type() == proto::REGISTER
+            ? membership_.Register(request.header, responder, now, shutting_down_, failure_)
+            : HandleFromNode(request, responder, now);
     if (absl::IsPermissionDenied(status)) {
       refusals_.Refuse(responder, status, now);
     } else if (!status.ok()) {
       responder.ReplyStatus(status);
     }
-    FinishJoins(now);
   }
   SendQueuedRequests();
-}
-
-absl::Status SchedulerCore::HandleRegister(const Message& request, Responder& responder,
-                                           absl::Time now) {
-  if (!request.header.has_register_request()) {
-    return absl::InvalidArgumentError("REGISTER without a register_request");
-  }
-  const proto::RegisterRequest& reg = request.header.register_request();
-  if (reg.role() != proto::SERVER && reg.role() != proto::WORKER) {
-    return absl::InvalidArgumentError("only servers and workers register");
-  }
-  if (!responder.MayBe(reg.role())) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        "a peer without a ", RoleName(reg.role()), "'s key tried to register as one"));
-  }
-  if (reg.endpoint().empty() || reg.instance_id().empty()) {
-    return absl::InvalidArgumentError("REGISTER needs endpoint and instance_id");
-  }
-  if (rendezvous_done_) return RegisterWithRunningJob(reg, responder, now);
-  R2SP_RETURN_IF_ERROR(rendezvous_.Register(reg, responder, now));
-  if (rendezvous_.complete()) CompleteRendezvous(now);
-  return absl::OkStatus();
-}
-
-absl::Status SchedulerCore::RegisterWithRunningJob(const proto::RegisterRequest& reg,
-                                                   Responder& responder, absl::Time now) {
-  if (shutting_down_) return absl::FailedPreconditionError("the job is ending");
-  if (reg.role() == proto::SERVER) return ReplaceServer(reg, responder, now);
-  if (!rendezvous_.SameModel(reg.model())) {
-    return absl::InvalidArgumentError("this worker's model differs from the running job's");
-  }
-  return joins_.Join(reg, responder, now);
-}
-
-void SchedulerCore::CompleteRendezvous(absl::Time now) {
-  std::vector<WaitingRegister> registered = rendezvous_.Take();
-  for (const WaitingRegister& r : registered) {
-    nodes_.Add(r.request.role(), r.request.endpoint(), r.request.instance_id(),
-               r.responder.routing_id(), now);
-    if (r.request.role() == proto::SERVER) {
-      requester_->ExpectPeer(r.request.endpoint(), proto::SERVER);
-    }
-  }
-  slots_.SetMembers(options_.num_workers);
-  const proto::AddressBook book = Book(/*for_servers=*/false);
-  const proto::AddressBook server_book = Book(/*for_servers=*/true);
-  int ranks[2] = {0, 0};  // servers, workers
-  for (WaitingRegister& p : registered) {
-    const bool server = p.request.role() == proto::SERVER;
-    p.responder.Reply(RendezvousReply(p.request.role(), ranks[server ? 0 : 1]++,
-                                      options_.num_workers, server ? server_book : book,
-                                      requester_->RoutingId()));
-  }
-  rendezvous_done_ = true;
-  LOG(INFO) << "all " << nodes_.servers().size() << " servers and " << nodes_.workers().size()
-            << " workers registered; address book sent";
-}
-
-proto::AddressBook SchedulerCore::Book(bool for_servers) const {
-  return MakeAddressBook(book_settings_, nodes_, rendezvous_.model(), slots_.tuner(),
-                         for_servers);
-}
-
-Message SchedulerCore::JoinedReply(const Node& node) const {
-  return r2sp::JoinedReply(node, options_.num_workers,
-                           Book(/*for_servers=*/node.role == proto::SERVER),
-                           requester_->RoutingId(), barriers_);
-}
-
-absl::Status SchedulerCore::ReplaceServer(const proto::RegisterRequest& reg,
-                                          Responder& responder, absl::Time now, bool waited) {
-  R2SP_ASSIGN_OR_RETURN(Node* const replaced,
-                        replacement_.Replace(reg, responder, now, failure_, waited));
-  if (replaced == nullptr) return absl::OkStatus();  // it waits for a server to be lost
-  requester_->ExpectPeer(reg.endpoint(), proto::SERVER);
-  responder.Reply(JoinedReply(*replaced));
-  return absl::OkStatus();
-}
-
-void SchedulerCore::FinishJoins(absl::Time now) {
-  for (CompletedJoin& join : joins_.TakeCompleted()) {
-    Node& node = nodes_.workers()[join.rank];
-    node.last_seen = now;  // the servers' round trip counted against its heartbeats
-    slots_.WorkerJoined(join.rank);
-    Message reply = JoinedReply(node);
-    reply.header.mutable_register_reply()->set_join_clock(join.join_clock);
-    join.responder.Reply(std::move(reply));
-    LOG(INFO) << "worker " << join.rank << " joined the running job ("
-              << slots_.planner().ring().size() << " in the slot ring; data shard "
-              << node.data_shard << ")";
-  }
 }
 
 absl::Status SchedulerCore::HandleFromNode(const Message& request, Responder& responder,
                                            absl::Time now) {
   const proto::Header& header = request.header;
-  absl::StatusOr<Node*> sender =
-      rendezvous_done_ ? nodes_.Sender(header, responder)
-                       : absl::UnavailableError("registration is still in progress");
+  absl::StatusOr<Node*> sender = membership_.rendezvous_done()
+                                     ? nodes_.Sender(header, responder)
+                                     : absl::UnavailableError("registration is still in progress");
   if (absl::IsPermissionDenied(sender.status())) return sender.status();
   if (sender.ok() && header.type() == proto::HEARTBEAT) {
     return HandleHeartbeat(request, **sender, responder, now);  // the dead hear that they are
@@ -219,21 +118,20 @@ absl::Status SchedulerCore::HandleFromNode(const Message& request, Responder& re
         absl::StrCat(RoleName((*sender)->role), " ", (*sender)->rank, " was declared dead"));
   }
   if (!sender.ok()) {
-    LOG(WARNING) << "rejected " << proto::MsgType_Name(header.type()) << ": "
-                 << sender.status();
+    LOG(WARNING) << "rejected " << proto::MsgType_Name(header.type()) << ": " << sender.status();
     return sender.status();
   }
   Node& node = **sender;
   node.last_seen = now;
-  if (node.role == proto::WORKER && joins_.IsJoining(node.rank)) {
+  if (node.role == proto::WORKER && membership_.joins().IsJoining(node.rank)) {
     // Not a member yet: the batch tuner, the slot ring and the barriers do not have it.
-    return absl::FailedPreconditionError(absl::StrCat(
-        "worker ", node.rank, " is still joining; wait for the REGISTER reply"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("worker ", node.rank, " is still joining; wait for the REGISTER reply"));
   }
   const NodeHandler handler = HandlerFor(header.type());
   if (handler == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat("the scheduler does not handle ",
-                                                   proto::MsgType_Name(header.type())));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the scheduler does not handle ", proto::MsgType_Name(header.type())));
   }
   return (this->*handler)(request, node, responder, now);
 }
@@ -266,7 +164,7 @@ absl::Status SchedulerCore::HandleHeartbeat(const Message& request, Node& node,
   } else {
     FailureDetector::Heard(node, request.header.heartbeat().progress(), now);
     nodes_.AddWorkerNews(*hb);
-    replacement_.AddNews(*hb);
+    membership_.replacement().AddNews(*hb);
     hb->set_shutting_down(shutting_down_);
     if (!failure_.empty()) hb->set_job_failed(failure_);
   }
@@ -274,15 +172,15 @@ absl::Status SchedulerCore::HandleHeartbeat(const Message& request, Node& node,
   return absl::OkStatus();
 }
 
-absl::Status SchedulerCore::HandleBarrier(const Message& request, Node& node,
-                                          Responder& responder, absl::Time /*now*/) {
+absl::Status SchedulerCore::HandleBarrier(const Message& request, Node& node, Responder& responder,
+                                          absl::Time /*now*/) {
   R2SP_RETURN_IF_ERROR(barriers_.Arrive(request.header, node.id(), responder));
   ReleaseBarriers();
   return absl::OkStatus();
 }
 
-absl::Status SchedulerCore::HandleFinish(const Message& request, Node& node,
-                                         Responder& responder, absl::Time now) {
+absl::Status SchedulerCore::HandleFinish(const Message& request, Node& node, Responder& responder,
+                                         absl::Time now) {
   if (node.role != proto::WORKER) return absl::InvalidArgumentError("only workers send FINISH");
   node.counters = request.header.counters();
   if (node.state == NodeState::kAlive) {
@@ -306,19 +204,18 @@ absl::Status SchedulerCore::HandleSlot(const Message& request, Node& node, Respo
   return absl::OkStatus();
 }
 
-absl::Status SchedulerCore::HandleRelease(const Message& request, Node& node,
-                                          Responder& responder, absl::Time now) {
+absl::Status SchedulerCore::HandleRelease(const Message& request, Node& node, Responder& responder,
+                                          absl::Time now) {
   if (node.role != proto::WORKER) return absl::InvalidArgumentError("only workers hold slots");
   R2SP_RETURN_IF_ERROR(slots_.Release(node.rank, request.header.report().leaving(), now));
   responder.ReplyStatus(absl::OkStatus());
   return absl::OkStatus();
 }
 
-absl::Status SchedulerCore::HandleReport(const Message& request, Node& node,
-                                         Responder& responder, absl::Time /*now*/) {
+absl::Status SchedulerCore::HandleReport(const Message& request, Node& node, Responder& responder,
+                                         absl::Time /*now*/) {
   if (node.role != proto::WORKER) {
-    return absl::FailedPreconditionError(
-        "REPORT needs a worker and a job with --hetero_batching");
+    return absl::FailedPreconditionError("REPORT needs a worker and a job with --hetero_batching");
   }
   Message reply;
   R2SP_ASSIGN_OR_RETURN(*reply.header.mutable_batch(),
@@ -336,15 +233,14 @@ absl::Status SchedulerCore::HandleEpochPlan(const Message& request, Node& node,
   const proto::EpochPlanRequest& ask = request.header.epoch_plan_request();
   const int planned = epoch_plans_.plans().plans_size();
   bool fixed = false;
-  R2SP_ASSIGN_OR_RETURN(proto::EpochPlan plan,
-                        epoch_plans_.Plan(ask.epoch(), ask.starting(), nodes_.LiveShards(),
-                                          &fixed));
+  R2SP_ASSIGN_OR_RETURN(proto::EpochPlan plan, epoch_plans_.Plan(ask.epoch(), ask.starting(),
+                                                                 nodes_.LiveShards(), &fixed));
   if (epoch_plans_.plans().plans_size() > planned) {  // a new epoch was planned
     if (plan.live_shards_size() < options_.num_workers) {
       LOG(INFO) << "epoch " << ask.epoch() + 1 << ": the dead workers' data shards are dealt "
                 << "out among the live shards " << absl::StrJoin(plan.live_shards(), ", ");
     }
-    joins_.ShardsDealtOut();  // the plan counts every shard with a live worker
+    membership_.joins().ShardsDealtOut();  // the plan counts every shard with a live worker
   }
   if (fixed && options_.save_epoch_plans) options_.save_epoch_plans(epoch_plans_.plans());
   Message reply;
@@ -361,15 +257,15 @@ void SchedulerCore::ReleaseBarriers() { barriers_.Release(nodes_.Live()); }
 
 bool SchedulerCore::DetectFailures(absl::Time now) {
   const std::vector<FailureDetector::Death> deaths = failure_detector_.Detect(
-      nodes_, now, [this](const Node& n) { return joins_.IsJoining(n.rank); },
+      nodes_, now, [this](const Node& n) { return membership_.joins().IsJoining(n.rank); },
       [this](const Node& n) { return slots_.IsWaiting(n.rank) || barriers_.IsWaiting(n.id()); });
   for (const FailureDetector::Death& death : deaths) {
     Node& n = *death.node;
     if (n.role == proto::WORKER) {
       WorkerLeft(n, now);
-      if (n.data_shard >= 0) joins_.ShardOrphaned(n.data_shard);
+      if (n.data_shard >= 0) membership_.joins().ShardOrphaned(n.data_shard);
     } else if (!shutting_down_) {
-      const absl::Status lost = replacement_.Lost(n, death.why, now);
+      const absl::Status lost = membership_.replacement().Lost(n, death.why, now);
       if (!lost.ok()) {
         Fail(std::string(lost.message()));
       } else {
@@ -380,7 +276,7 @@ bool SchedulerCore::DetectFailures(absl::Time now) {
       }
     }
   }
-  const absl::StatusOr<bool> awaiting = replacement_.Awaiting(now, shutting_down_);
+  const absl::StatusOr<bool> awaiting = membership_.replacement().Awaiting(now, shutting_down_);
   if (!awaiting.ok()) Fail(std::string(awaiting.status().message()));
   if ((awaiting.ok() && *awaiting) || !deaths.empty()) {
     // The others may have been waiting for the dead one, or wait for a lost server's
@@ -391,7 +287,7 @@ bool SchedulerCore::DetectFailures(absl::Time now) {
 }
 
 void SchedulerCore::MaybeEndJob() {
-  if (shutting_down_ || !rendezvous_done_ || nodes_.AnyWorkerAlive()) return;
+  if (shutting_down_ || !membership_.rendezvous_done() || nodes_.AnyWorkerAlive()) return;
   shutting_down_ = true;
   if (!nodes_.AnyWorkerFinished() && failure_.empty()) {
     failure_ = "every worker died; none finished training";
@@ -412,25 +308,23 @@ void SchedulerCore::SendQueuedRequests() {
   {
     absl::MutexLock lock(&mu_);
     shutdowns.swap(shutdowns_to_send_);
-    notes = joins_.TakeMemberships();
+    notes = membership_.joins().TakeMemberships();
   }
   for (MembershipNote& note : notes) {
     Message request = ToServer(proto::MEMBERSHIP);
     *request.header.mutable_membership() = std::move(note.membership);
     const int rank = note.rank;
-    requester_->Request(note.endpoint, std::move(request), options_.shutdown_timeout,
-                        [this, rank](absl::StatusOr<Message> reply) {
-                          ServerKnowsJoin(rank, std::move(reply));
-                        });
+    requester_->Request(
+        note.endpoint, std::move(request), options_.shutdown_timeout,
+        [this, rank](absl::StatusOr<Message> reply) { ServerKnowsJoin(rank, std::move(reply)); });
   }
   for (auto& [rank, endpoint] : shutdowns) {
     Message request = ToServer(proto::SHUTDOWN);
     request.header.set_sender_rank(0);
     const int r = rank;
-    requester_->Request(endpoint, std::move(request), options_.shutdown_timeout,
-                        [this, r](absl::StatusOr<Message> reply) {
-                          ServerAcknowledged(r, std::move(reply));
-                        });
+    requester_->Request(
+        endpoint, std::move(request), options_.shutdown_timeout,
+        [this, r](absl::StatusOr<Message> reply) { ServerAcknowledged(r, std::move(reply)); });
   }
 }
 
@@ -438,8 +332,7 @@ void SchedulerCore::ServerKnowsJoin(int rank, absl::StatusOr<Message> reply) {
   const absl::Time now = clock_();
   {
     absl::MutexLock lock(&mu_);
-    joins_.ServerAnswered(rank, reply);
-    FinishJoins(now);
+    membership_.ServerAnswered(rank, reply, now);
   }
   SendQueuedRequests();  // the commit or the cancel
 }
@@ -460,13 +353,11 @@ void SchedulerCore::ServerAcknowledged(int rank, absl::StatusOr<Message> reply) 
 void SchedulerCore::OnTick(absl::Time now) {
   {
     absl::MutexLock lock(&mu_);
-    if (!rendezvous_done_) {
+    if (!membership_.rendezvous_done()) {
       if (now - started_ > options_.register_timeout && !done_.HasBeenNotified()) {
-        const std::string why = absl::StrCat(
-            "not every node registered within ", absl::FormatDuration(options_.register_timeout));
-        for (WaitingRegister& r : rendezvous_.Take()) {
-          r.responder.ReplyStatus(absl::FailedPreconditionError(why));
-        }
+        const std::string why = absl::StrCat("not every node registered within ",
+                                             absl::FormatDuration(options_.register_timeout));
+        membership_.FailRendezvous(why);
         Fail(why);
       }
       return;
@@ -475,12 +366,7 @@ void SchedulerCore::OnTick(absl::Time now) {
       ReleaseBarriers();
       MaybeEndJob();
     }
-    joins_.AdmitWaiting(now, shutting_down_);
-    FinishJoins(now);
-    replacement_.AdmitWaiting(now, shutting_down_, [this, now](WaitingRegister& w) {
-      const absl::Status status = ReplaceServer(w.request, w.responder, now, /*waited=*/true);
-      if (!status.ok()) w.responder.ReplyStatus(status);
-    });
+    membership_.AdmitWaiting(now, shutting_down_, failure_);
     slots_.GrantDue(now);
   }
   SendQueuedRequests();

@@ -1,10 +1,10 @@
 // The scheduler's protocol logic: SchedulerCore takes every request and tick, holds the one
 // mutex, and dispatches to one handler per message type, which work with the classes that own
 // the scheduler's state (in the style of leveldb's DBImpl over VersionSet and MemTable):
-//   Rendezvous          registrations until the whole job has registered; the model
 //   NodeTable           servers and workers, their states, the address book, the sender check
-//   JoinCoordinator     workers joining the running job; orphaned data shards
-//   ServerReplacement   lost servers awaited, replacements waiting for one
+//   Membership          every REGISTER: the Rendezvous, workers joining the running job
+//                       (JoinCoordinator, which keeps orphaned data shards), servers replacing
+//                       lost ones (ServerReplacement); the replies (register_replies.h)
 //   FailureDetector     nodes declared dead for silence, workers for stalled progress
 //   BarrierBook         barriers by group
 //   SlotCoordinator     r2sp slots and the batch tuner
@@ -31,10 +31,8 @@
 #include "scheduler/batch_tuner.h"
 #include "scheduler/epoch_plans.h"
 #include "scheduler/failure_detector.h"
-#include "scheduler/join_coordinator.h"
+#include "scheduler/membership.h"
 #include "scheduler/node_table.h"
-#include "scheduler/rendezvous.h"
-#include "scheduler/server_replacement.h"
 #include "scheduler/slot_coordinator.h"
 #include "scheduler/slot_planner.h"
 
@@ -85,8 +83,7 @@ class SchedulerCore : public RequestHandler {
   using Clock = std::function<absl::Time()>;
   // `requester` (borrowed; outlives this) sends SHUTDOWN to the servers. `clock` tells the
   // time (tests pass a fake one).
-  SchedulerCore(const SchedulerOptions& options, Requester* requester,
-                Clock clock = &absl::Now);
+  SchedulerCore(const SchedulerOptions& options, Requester* requester, Clock clock = &absl::Now);
 
   void HandleRequest(Message request, Responder responder) override;
   void OnTick(absl::Time now) override;
@@ -104,11 +101,10 @@ class SchedulerCore : public RequestHandler {
   using NodeHandler = absl::Status (SchedulerCore::*)(const Message& request, Node& node,
                                                       Responder& responder, absl::Time now);
 
-  // The handlers. OK: `responder` has been answered or parked. An error: it has not
-  // (HandleRequest answers it; PERMISSION_DENIED counts as a refusal).
-  absl::Status HandleRegister(const Message& request, Responder& responder, absl::Time now)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Everything but REGISTER: the sender must be a registered, live node.
+  // The handlers (REGISTER: Membership::Register). OK: `responder` has been answered or
+  // parked. An error: it has not (HandleRequest answers it; PERMISSION_DENIED counts as a
+  // refusal). HandleFromNode takes everything but REGISTER: the sender must be a registered,
+  // live node, and dispatches by type.
   absl::Status HandleFromNode(const Message& request, Responder& responder, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The handler of a node's request type, or null.
@@ -119,8 +115,8 @@ class SchedulerCore : public RequestHandler {
                              absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status HandleFinish(const Message& request, Node& node, Responder& responder,
                             absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status HandleSlot(const Message& request, Node& node, Responder& responder,
-                          absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status HandleSlot(const Message& request, Node& node, Responder& responder, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status HandleRelease(const Message& request, Node& node, Responder& responder,
                              absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // EPOCH_PLAN: the plan of the epoch a worker asks for, fixed from the live workers' shards
@@ -129,22 +125,6 @@ class SchedulerCore : public RequestHandler {
                                absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status HandleReport(const Message& request, Node& node, Responder& responder,
                             absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-
-  // A REGISTER once the job runs: a server replacing a lost one, or a worker joining.
-  absl::Status RegisterWithRunningJob(const proto::RegisterRequest& reg, Responder& responder,
-                                      absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void CompleteRendezvous(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // ServerReplacement::Replace, and the replaced server's reply.
-  absl::Status ReplaceServer(const proto::RegisterRequest& reg, Responder& responder,
-                             absl::Time now, bool waited = false)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Answers the joins every server answered.
-  void FinishJoins(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The address book; `for_servers` adds the workers' routing ids.
-  proto::AddressBook Book(bool for_servers) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The REGISTER reply of a node that joins the running job (a worker, or a server replacing a
-  // lost one): its rank, the address book, and where the groups' barriers stand.
-  Message JoinedReply(const Node& node) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Declares nodes dead (FailureDetector) and acts on it; whether any was.
   bool DetectFailures(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -176,16 +156,12 @@ class SchedulerCore : public RequestHandler {
   std::string failure_ ABSL_GUARDED_BY(mu_);
   // Requests refused because the sender's connection or role did not match its claim.
   RequestRefusals refusals_ ABSL_GUARDED_BY(mu_){"denied"};
-  Rendezvous rendezvous_ ABSL_GUARDED_BY(mu_);
   NodeTable nodes_ ABSL_GUARDED_BY(mu_);
-  // These two borrow nodes_ (declared before them, so it outlives them).
-  JoinCoordinator joins_ ABSL_GUARDED_BY(mu_);
-  ServerReplacement replacement_ ABSL_GUARDED_BY(mu_);
   BarrierBook barriers_ ABSL_GUARDED_BY(mu_);
   SlotCoordinator slots_ ABSL_GUARDED_BY(mu_);
   EpochPlanBook epoch_plans_ ABSL_GUARDED_BY(mu_);
-  // The job-wide fields of the address book, from options_ (register_replies.h).
-  const proto::AddressBook book_settings_;
+  // Borrows nodes_, slots_ and barriers_ (declared before it, so they outlive it).
+  Membership membership_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace r2sp

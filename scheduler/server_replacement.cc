@@ -20,15 +20,14 @@ absl::Duration ServerReplacement::timeout() const {
 absl::Status ServerReplacement::Lost(Node& server, const std::string& why, absl::Time now) {
   const absl::Duration wait = timeout();
   if (wait <= absl::ZeroDuration()) {
-    return absl::UnavailableError(absl::StrCat(
-        "server ", server.rank, " at ", server.endpoint, " was lost (", why,
-        "); the job cannot go on without its shard: resume it from the servers' "
-        "checkpoints (tools/launch --resume=RUN_DIR)",
-        options_.sync == proto::BSP ? "; bsp jobs do not replace servers" : ""));
+    return absl::UnavailableError(
+        absl::StrCat("server ", server.rank, " at ", server.endpoint, " was lost (", why,
+                     "); the job cannot go on without its shard: resume it from the servers' "
+                     "checkpoints (tools/launch --resume=RUN_DIR)",
+                     options_.sync == proto::BSP ? "; bsp jobs do not replace servers" : ""));
   }
   server.replace_by = now + wait;
-  LOG(WARNING) << "server " << server.rank << " lost; waiting up to "
-               << absl::FormatDuration(wait)
+  LOG(WARNING) << "server " << server.rank << " lost; waiting up to " << absl::FormatDuration(wait)
                << " for a replacement to restore its shard from its checkpoints";
   return absl::OkStatus();
 }
@@ -42,11 +41,11 @@ absl::StatusOr<bool> ServerReplacement::Awaiting(absl::Time now, bool ending) {
       s.replace_by = absl::InfinitePast();
     } else if (now > s.replace_by) {
       s.replace_by = absl::InfinitePast();
-      overdue.Update(absl::DeadlineExceededError(absl::StrCat(
-          "server ", s.rank, " was lost and no replacement registered within ",
-          absl::FormatDuration(timeout()),
-          " (--server_replace_s); resume the job from the servers' checkpoints "
-          "(tools/launch --resume=RUN_DIR)")));
+      overdue.Update(absl::DeadlineExceededError(
+          absl::StrCat("server ", s.rank, " was lost and no replacement registered within ",
+                       absl::FormatDuration(timeout()),
+                       " (--server_replace_s); resume the job from the servers' checkpoints "
+                       "(tools/launch --resume=RUN_DIR)")));
     } else {
       awaiting = true;
     }
@@ -139,4 +138,3 @@ void ServerReplacement::AddNews(proto::HeartbeatReply& beat) const {
 }
 
 }  // namespace r2sp
-

@@ -55,8 +55,7 @@ class ServerReplacement {
   // Calls `retry` for each waiting replacement that may now register again (a server was lost,
   // or it waited long enough), which takes it out of the waiting ones; `ending`: they are told
   // the job is ending.
-  void AdmitWaiting(absl::Time now, bool ending,
-                    absl::FunctionRef<void(WaitingRegister&)> retry);
+  void AdmitWaiting(absl::Time now, bool ending, absl::FunctionRef<void(WaitingRegister&)> retry);
 
   // The heartbeat's news of lost and replaced servers.
   void AddNews(proto::HeartbeatReply& beat) const;
