@@ -14,7 +14,7 @@ Node& NodeTable::Add(proto::Role role, const std::string& endpoint, const std::s
   std::deque<Node>& nodes = role == proto::SERVER ? servers_ : workers_;
   const int rank = static_cast<int>(nodes.size());
   nodes.push_back(Node{role, rank, endpoint, instance_id, routing_id, now});
-  if (role == proto::WORKER) nodes.back().data_shard = rank;
+  nodes.back().data_shard = rank;  // a server's too: a replaced server's reply carries it
   return nodes.back();
 }
 

@@ -50,7 +50,7 @@ struct Node {
 // Node& stays valid while the table lives, except the last worker's after RemoveLastWorker.
 class NodeTable {
  public:
-  // Adds a node with the next rank of its role (a worker's data shard is its rank).
+  // Adds a node with the next rank of its role; its data shard is its rank.
   Node& Add(proto::Role role, const std::string& endpoint, const std::string& instance_id,
             const std::string& routing_id, absl::Time now);
   // Takes back the last worker added (a join that was cancelled).

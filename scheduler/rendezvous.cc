@@ -47,22 +47,19 @@ absl::Status Rendezvous::Register(const proto::RegisterRequest& reg, Responder& 
   for (const WaitingRegister& w : pending_.held()) {
     repeat |= w.request.instance_id() == reg.instance_id();
   }
-  if (!repeat && Count(reg.role()) == (reg.role() == proto::SERVER ? num_servers_ : num_workers_)) {
+  R2SP_RETURN_IF_ERROR(pending_.Park(reg, responder, now));  // a repeat: answer the newest
+  if (repeat) return absl::OkStatus();
+  const int servers = Count(proto::SERVER), workers = Count(proto::WORKER);
+  LOG(INFO) << RoleName(reg.role()) << " registered from " << reg.endpoint() << " (" << servers
+            << "/" << num_servers_ << " servers, " << workers << "/" << num_workers_ << " workers)";
+  if (servers > num_servers_ || workers > num_workers_) {
+    responder = pending_.TakeLast().responder;  // one too many: answered with the error
     return absl::FailedPreconditionError(absl::StrCat("the job wants ", num_servers_,
                                                       " servers and ", num_workers_,
                                                       " workers; this one is one too many"));
   }
-  R2SP_RETURN_IF_ERROR(pending_.Park(reg, responder, now));  // a repeat: answer the newest
-  if (!repeat) {
-    LOG(INFO) << RoleName(reg.role()) << " registered from " << reg.endpoint() << " ("
-              << Count(proto::SERVER) << "/" << num_servers_ << " servers, " << Count(proto::WORKER)
-              << "/" << num_workers_ << " workers)";
-  }
+  complete_ = servers == num_servers_ && workers == num_workers_;
   return absl::OkStatus();
-}
-
-bool Rendezvous::complete() const {
-  return Count(proto::SERVER) == num_servers_ && Count(proto::WORKER) == num_workers_;
 }
 
 }  // namespace r2sp

@@ -24,8 +24,9 @@ class Rendezvous {
   // INVALID_ARGUMENT (a worker without a model or with another one), FAILED_PRECONDITION (one
   // node of its role too many), PERMISSION_DENIED (a repeat over another connection).
   absl::Status Register(const proto::RegisterRequest& reg, Responder& responder, absl::Time now);
-  // Whether every node the job wants has registered.
-  bool complete() const;
+  // Whether every node the job wants has registered (set by the registration that completed
+  // it, as counted by role then).
+  bool complete() const { return complete_; }
   // The held registrations, in the order they came (once complete, or to fail them).
   std::vector<WaitingRegister> Take() { return pending_.TakeAll(); }
 
@@ -40,6 +41,7 @@ class Rendezvous {
   const int num_workers_;
   WaitingRegisters pending_;
   std::vector<proto::TensorSpec> model_;
+  bool complete_ = false;
 };
 
 }  // namespace r2sp

@@ -76,8 +76,8 @@ struct SchedulerOptions {
   std::function<void(const proto::EpochPlans&)> save_epoch_plans;
 };
 
-// Thread-safety: the RequestHandler methods run on the I/O thread; done(), failed() and
-// ReportJson() may be called from any thread.
+// Thread-safety: the RequestHandler methods run on the I/O thread; done(), failure() and
+// ReportJson() may be called from any thread. Every part's state is guarded by mu_.
 class SchedulerCore : public RequestHandler {
  public:
   using Clock = std::function<absl::Time()>;
@@ -148,7 +148,6 @@ class SchedulerCore : public RequestHandler {
   absl::Notification done_;
 
   mutable absl::Mutex mu_;
-  bool rendezvous_done_ ABSL_GUARDED_BY(mu_) = false;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   int shutdown_acks_outstanding_ ABSL_GUARDED_BY(mu_) = 0;
   // SHUTDOWN requests queued for SendQueuedRequests: the server's rank and endpoint.

@@ -4,6 +4,8 @@
 #include <iterator>
 #include <utility>
 
+#include "glog/logging.h"
+
 namespace r2sp {
 
 absl::Status WaitingRegisters::Park(const proto::RegisterRequest& reg, Responder& responder,
@@ -32,6 +34,13 @@ void WaitingRegisters::PutBack(std::vector<WaitingRegister> still) {
   still.insert(still.end(), std::make_move_iterator(held_.begin()),
                std::make_move_iterator(held_.end()));
   held_ = std::move(still);
+}
+
+WaitingRegister WaitingRegisters::TakeLast() {
+  CHECK(!held_.empty());
+  WaitingRegister last = std::move(held_.back());
+  held_.pop_back();
+  return last;
 }
 
 void WaitingRegisters::AnswerAll(const absl::Status& status) {

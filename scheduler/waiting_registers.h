@@ -34,6 +34,8 @@ class WaitingRegisters {
   // parked meanwhile.
   std::vector<WaitingRegister> TakeAll();
   void PutBack(std::vector<WaitingRegister> still);
+  // Takes the request parked last. REQUIRES: size() > 0.
+  WaitingRegister TakeLast();
 
   // Answers every held request with `status` and drops them.
   void AnswerAll(const absl::Status& status);

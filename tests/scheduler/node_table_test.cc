@@ -35,11 +35,14 @@ class NodeTableTest : public ::testing::Test {
   NodeTable table_;
 };
 
-TEST_F(NodeTableTest, RanksCountPerRoleAndAWorkersShardIsItsRank) {
+TEST_F(NodeTableTest, RanksCountPerRoleAndTheShardIsTheRank) {
   ASSERT_EQ(table_.servers().size(), 1u);
   ASSERT_EQ(table_.workers().size(), 2u);
   EXPECT_EQ(table_.servers()[0].rank, 0);
-  EXPECT_EQ(table_.servers()[0].data_shard, -1);
+  EXPECT_EQ(table_.servers()[0].data_shard, 0);
+  // A server's shard is its rank too (a replaced server's REGISTER reply carries it).
+  EXPECT_EQ(table_.Add(proto::SERVER, "tcp://s1", "s1-id", "s1", kT0).data_shard, 1);
+  table_.servers().pop_back();
   EXPECT_EQ(table_.workers()[1].rank, 1);
   EXPECT_EQ(table_.workers()[1].data_shard, 1);
   EXPECT_EQ(table_.workers()[1].last_seen, kT0);

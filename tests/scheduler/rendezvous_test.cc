@@ -67,9 +67,15 @@ TEST_F(RendezvousTest, WorkersMustDescribeTheFirstWorkersModel) {
 
 TEST_F(RendezvousTest, OneTooManyIsRefusedButARepeatIsNot) {
   ASSERT_TRUE(Register(Reg(proto::SERVER, "s-a", 0), "a").ok());
-  EXPECT_EQ(Register(Reg(proto::SERVER, "s-b", 0), "b"),
-            absl::FailedPreconditionError(
-                "the job wants 1 servers and 2 workers; this one is one too many"));
+  Responder extra = Over("b");
+  const absl::Status status = rendezvous_.Register(Reg(proto::SERVER, "s-b", 0), extra, kT0);
+  EXPECT_EQ(status, absl::FailedPreconditionError(
+                        "the job wants 1 servers and 2 workers; this one is one too many"));
+  extra.ReplyStatus(status);  // the caller still holds the responder, to answer it
+  auto replies = sink_.Take();
+  ASSERT_EQ(replies.size(), 1u);
+  EXPECT_EQ(replies[0].first, "b");
+  EXPECT_EQ(replies[0].second.header.code(), proto::FAILED_PRECONDITION);
   EXPECT_TRUE(Register(Reg(proto::SERVER, "s-a", 0), "a").ok());  // a retry
   EXPECT_EQ(
       Register(Reg(proto::SERVER, "s-a", 0), "z"),

@@ -76,6 +76,9 @@ TEST(WaitingRegistersTest, PutBackKeepsTheStillWaitingAheadOfNewcomers) {
   ASSERT_EQ(waiting.size(), 2u);
   EXPECT_EQ(waiting.held()[0].request.instance_id(), "y");
   EXPECT_EQ(waiting.held()[1].request.instance_id(), "z");
+  EXPECT_EQ(waiting.TakeLast().request.instance_id(), "z");
+  ASSERT_EQ(waiting.size(), 1u);
+  EXPECT_EQ(waiting.held()[0].request.instance_id(), "y");
 }
 
 }  // namespace
