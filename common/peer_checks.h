@@ -21,9 +21,9 @@ const char* RoleName(proto::Role role);
 // these words, which differ between the server and the scheduler).
 struct PeerCheckWording {
   // PERMISSION_DENIED when the peer may not act as the role it claims (Responder::MayBe).
-  std::string wrong_key;
+  absl::string_view wrong_key;
   // INVALID_ARGUMENT when no node of the role has the claimed rank; the rank follows it.
-  std::string unknown_rank;
+  absl::string_view unknown_rank;
 };
 
 // Whether a request claiming to come from node `rank` of `role` did: the peer may act as that

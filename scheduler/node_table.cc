@@ -32,8 +32,9 @@ absl::StatusOr<Node*> NodeTable::Sender(const proto::Header& header, const Respo
   Node* node = nodes != nullptr && rank >= 0 && rank < static_cast<int>(nodes->size())
                    ? &(*nodes)[rank]
                    : nullptr;
-  const PeerCheckWording wording{absl::StrCat("the sender's key is not a ", RoleName(role), "'s"),
-                                 absl::StrCat("unknown sender ", proto::Role_Name(role), " ")};
+  const std::string wrong_key = absl::StrCat("the sender's key is not a ", RoleName(role), "'s");
+  const std::string unknown_rank = absl::StrCat("unknown sender ", proto::Role_Name(role), " ");
+  const PeerCheckWording wording{wrong_key, unknown_rank};
   R2SP_RETURN_IF_ERROR(CheckPeerConnection(responder, role, rank,
                                            node == nullptr ? nullptr : &node->routing_id, wording));
   return node;

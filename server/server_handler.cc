@@ -136,8 +136,8 @@ void ServerHandler::Reject(Responder& responder, const absl::Status& status) {
 absl::Status ServerHandler::CheckSender(const proto::Header& header,
                                         const Responder& responder) const {
   if (!configured_) return absl::UnavailableError("server is not configured yet");
-  static const PeerCheckWording kWording{"PUSH and PULL come from workers only",
-                                         "unknown worker rank "};
+  constexpr PeerCheckWording kWording{"PUSH and PULL come from workers only",
+                                      "unknown worker rank "};
   if (header.sender_role() != proto::WORKER) return absl::PermissionDeniedError(kWording.wrong_key);
   const int rank = header.sender_rank();
   const std::string* registered =

@@ -10,7 +10,7 @@
 namespace r2sp {
 namespace {
 
-const PeerCheckWording kWording{"not a worker's key", "unknown worker rank "};
+constexpr PeerCheckWording kWording{"not a worker's key", "unknown worker rank "};
 
 Responder From(testing::RecordingSink& sink, const std::string& routing_id,
                proto::Role authenticated = proto::ROLE_UNSPECIFIED) {
