@@ -4,7 +4,10 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
 #include "glog/logging.h"
+#include "scheduler/job_report.h"
 
 namespace r2sp {
 namespace {
@@ -20,27 +23,44 @@ SlotCoordinatorOptions SlotOptionsFrom(const SchedulerOptions& options) {
   return slots;
 }
 
-}  // namespace
-
-const char* SchedulerCore::RoleName(proto::Role role) {
-  switch (role) {
-    case proto::SERVER:
-      return "server";
-    case proto::WORKER:
-      return "worker";
-    default:
-      return "node";
-  }
+MembershipOptions MembershipOptionsFrom(const SchedulerOptions& options) {
+  MembershipOptions m;
+  m.num_servers = options.num_servers;
+  m.num_workers = options.num_workers;
+  m.sync = options.sync;
+  m.heartbeat_timeout = options.heartbeat_timeout;
+  m.server_replace_timeout = options.server_replace_timeout;
+  proto::AddressBook& book = m.book_settings;
+  book.set_partition_bytes(options.partition_bytes);
+  book.set_sync(options.sync);
+  book.set_staleness(options.staleness);
+  book.set_r2sp_slot_includes_pull(options.r2sp_slot_includes_pull);
+  book.set_job_id(options.job_id);
+  book.set_absorb_orphaned_shards(options.absorb_orphaned_shards);
+  book.set_heartbeat_timeout_ms(absl::ToInt64Milliseconds(options.heartbeat_timeout));
+  if (options.hetero_batching) book.set_global_batch(options.batching.global_batch);
+  return m;
 }
 
-SchedulerCore::SchedulerCore(const SchedulerOptions& options, Requester* requester,
-                             Clock clock)
+// A request to a server from the scheduler.
+Message ToServer(proto::MsgType type) {
+  Message request;
+  request.header.set_type(type);
+  request.header.set_sender_role(proto::SCHEDULER);
+  return request;
+}
+
+}  // namespace
+
+SchedulerCore::SchedulerCore(const SchedulerOptions& options, Requester* requester, Clock clock)
     : options_(options),
       requester_(requester),
       clock_(std::move(clock)),
       started_(clock_()),
+      failure_detector_(options.heartbeat_timeout, options.progress_timeout),
       slots_(SlotOptionsFrom(options)),
-      epoch_plans_(options.num_workers) {
+      epoch_plans_(options.num_workers),
+      membership_(MembershipOptionsFrom(options), &nodes_, &slots_, &barriers_, requester) {
   CHECK(options.Validate().ok()) << options.Validate();  // REQUIRES: valid options
   if (options.restored_epoch_plans.plans_size() > 0) {
     epoch_plans_.Restore(options.restored_epoch_plans);
@@ -50,6 +70,16 @@ SchedulerCore::SchedulerCore(const SchedulerOptions& options, Requester* request
 std::string SchedulerCore::failure() const {
   absl::MutexLock lock(&mu_);
   return failure_;
+}
+
+std::string SchedulerCore::ReportJson() const {
+  absl::MutexLock lock(&mu_);
+  return JobReportJson(JobReport{options_.sync, failure_, refusals_.count()}, nodes_, slots_);
+}
+
+absl::Time SchedulerCore::NextWakeup() {
+  absl::MutexLock lock(&mu_);
+  return slots_.NextWakeup();
 }
 
 void SchedulerCore::Fail(const std::string& why) {
@@ -62,164 +92,211 @@ void SchedulerCore::HandleRequest(Message request, Responder responder) {
   const absl::Time now = clock_();
   {
     absl::MutexLock lock(&mu_);
-    const proto::Header& header = request.header;
-    if (header.type() == proto::REGISTER) {
-      HandleRegister(request, responder, now);
-    } else {
-      HandleFromNode(request, responder, now);
+    const absl::Status status =
+        request.header.type() == proto::REGISTER
+            ? membership_.Register(request.header, responder, now, shutting_down_, failure_)
+            : HandleFromNode(request, responder, now);
+    if (absl::IsPermissionDenied(status)) {
+      refusals_.Refuse(responder, status, now);
+    } else if (!status.ok()) {
+      responder.ReplyStatus(status);
     }
   }
   SendQueuedRequests();
 }
 
-void SchedulerCore::HandleFromNode(const Message& request, Responder& responder, absl::Time now) {
+absl::Status SchedulerCore::HandleFromNode(const Message& request, Responder& responder,
+                                           absl::Time now) {
   const proto::Header& header = request.header;
-  absl::StatusOr<Node*> sender = Sender(header, responder);
-  if (absl::IsPermissionDenied(sender.status())) {
-    Deny(responder, std::string(sender.status().message()));
-    return;
-  }
+  absl::StatusOr<Node*> sender = membership_.rendezvous_done()
+                                     ? nodes_.Sender(header, responder)
+                                     : absl::UnavailableError("registration is still in progress");
+  if (absl::IsPermissionDenied(sender.status())) return sender.status();
   if (sender.ok() && header.type() == proto::HEARTBEAT) {
-    HandleHeartbeat(request, **sender, responder, now);  // the dead hear that they are
-    return;
+    return HandleHeartbeat(request, **sender, responder, now);  // the dead hear that they are
   }
   if (sender.ok() && (*sender)->state == NodeState::kDead) {
     sender = absl::FailedPreconditionError(
         absl::StrCat(RoleName((*sender)->role), " ", (*sender)->rank, " was declared dead"));
   }
   if (!sender.ok()) {
-    LOG(WARNING) << "rejected " << proto::MsgType_Name(header.type()) << ": "
-                 << sender.status();
-    responder.ReplyStatus(sender.status());
-    return;
+    LOG(WARNING) << "rejected " << proto::MsgType_Name(header.type()) << ": " << sender.status();
+    return sender.status();
   }
   Node& node = **sender;
   node.last_seen = now;
-  if (node.role == proto::WORKER && pending_joins_.contains(node.rank)) {
+  if (node.role == proto::WORKER && membership_.joins().IsJoining(node.rank)) {
     // Not a member yet: the batch tuner, the slot ring and the barriers do not have it.
-    responder.ReplyStatus(absl::FailedPreconditionError(absl::StrCat(
-        "worker ", node.rank, " is still joining; wait for the REGISTER reply")));
-    return;
+    return absl::FailedPreconditionError(
+        absl::StrCat("worker ", node.rank, " is still joining; wait for the REGISTER reply"));
   }
-  switch (header.type()) {
+  const NodeHandler handler = HandlerFor(header.type());
+  if (handler == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the scheduler does not handle ", proto::MsgType_Name(header.type())));
+  }
+  return (this->*handler)(request, node, responder, now);
+}
+
+SchedulerCore::NodeHandler SchedulerCore::HandlerFor(proto::MsgType type) {
+  switch (type) {
     case proto::BARRIER:
-      HandleBarrier(request, node, responder);
-      break;
+      return &SchedulerCore::HandleBarrier;
     case proto::FINISH:
-      if (node.role != proto::WORKER) {
-        responder.ReplyStatus(absl::InvalidArgumentError("only workers send FINISH"));
-        break;
-      }
-      node.counters = header.counters();
-      if (node.state == NodeState::kAlive) {
-        node.state = NodeState::kFinished;
-        WorkerLeft(node, now);
-      }
-      LOG(INFO) << "worker " << node.rank << " finished after "
-                << node.counters.iterations() << " iterations";
-      responder.ReplyStatus(absl::OkStatus());
-      ReleaseBarriers();
-      MaybeEndJob();
-      break;
+      return &SchedulerCore::HandleFinish;
     case proto::SLOT:
-      if (node.role != proto::WORKER) {
-        responder.ReplyStatus(
-            absl::FailedPreconditionError("SLOT needs a worker and a job with --sync=r2sp"));
-        break;
-      }
-      slots_.RequestSlot(node.rank, header.report(), std::move(responder), now);
-      break;
+      return &SchedulerCore::HandleSlot;
     case proto::RELEASE:
-      if (node.role != proto::WORKER) {
-        responder.ReplyStatus(absl::InvalidArgumentError("only workers hold slots"));
-        break;
-      }
-      responder.ReplyStatus(slots_.Release(node.rank, header.report().leaving(), now));
-      break;
+      return &SchedulerCore::HandleRelease;
     case proto::EPOCH_PLAN:
-      HandleEpochPlan(request, node, responder);
-      break;
-    case proto::REPORT: {
-      absl::StatusOr<proto::BatchAssignment> batch =
-          node.role == proto::WORKER
-              ? slots_.Report(node.rank, header.report())
-              : absl::FailedPreconditionError(
-                    "REPORT needs a worker and a job with --hetero_batching");
-      if (!batch.ok()) {
-        responder.ReplyStatus(batch.status());
-        break;
-      }
-      Message reply;
-      *reply.header.mutable_batch() = *batch;
-      responder.Reply(std::move(reply));
-      break;
-    }
+      return &SchedulerCore::HandleEpochPlan;
+    case proto::REPORT:
+      return &SchedulerCore::HandleReport;
     default:
-      responder.ReplyStatus(absl::InvalidArgumentError(absl::StrCat(
-          "the scheduler does not handle ", proto::MsgType_Name(header.type()))));
+      return nullptr;
   }
+}
+
+absl::Status SchedulerCore::HandleHeartbeat(const Message& request, Node& node,
+                                            Responder& responder, absl::Time now) {
+  Message reply;
+  proto::HeartbeatReply* hb = reply.header.mutable_heartbeat_reply();
+  if (node.state == NodeState::kDead) {
+    hb->set_declared_dead(true);
+  } else {
+    FailureDetector::Heard(node, request.header.heartbeat().progress(), now);
+    nodes_.AddWorkerNews(*hb);
+    membership_.replacement().AddNews(*hb);
+    hb->set_shutting_down(shutting_down_);
+    if (!failure_.empty()) hb->set_job_failed(failure_);
+  }
+  responder.Reply(std::move(reply));
+  return absl::OkStatus();
+}
+
+absl::Status SchedulerCore::HandleBarrier(const Message& request, Node& node, Responder& responder,
+                                          absl::Time /*now*/) {
+  R2SP_RETURN_IF_ERROR(barriers_.Arrive(request.header, node.id(), responder));
+  ReleaseBarriers();
+  return absl::OkStatus();
+}
+
+absl::Status SchedulerCore::HandleFinish(const Message& request, Node& node, Responder& responder,
+                                         absl::Time now) {
+  if (node.role != proto::WORKER) return absl::InvalidArgumentError("only workers send FINISH");
+  node.counters = request.header.counters();
+  if (node.state == NodeState::kAlive) {
+    node.state = NodeState::kFinished;
+    WorkerLeft(node, now);
+  }
+  LOG(INFO) << "worker " << node.rank << " finished after " << node.counters.iterations()
+            << " iterations";
+  responder.ReplyStatus(absl::OkStatus());
+  ReleaseBarriers();
+  MaybeEndJob();
+  return absl::OkStatus();
+}
+
+absl::Status SchedulerCore::HandleSlot(const Message& request, Node& node, Responder& responder,
+                                       absl::Time now) {
+  if (node.role != proto::WORKER) {
+    return absl::FailedPreconditionError("SLOT needs a worker and a job with --sync=r2sp");
+  }
+  slots_.RequestSlot(node.rank, request.header.report(), std::move(responder), now);
+  return absl::OkStatus();
+}
+
+absl::Status SchedulerCore::HandleRelease(const Message& request, Node& node, Responder& responder,
+                                          absl::Time now) {
+  if (node.role != proto::WORKER) return absl::InvalidArgumentError("only workers hold slots");
+  R2SP_RETURN_IF_ERROR(slots_.Release(node.rank, request.header.report().leaving(), now));
+  responder.ReplyStatus(absl::OkStatus());
+  return absl::OkStatus();
+}
+
+absl::Status SchedulerCore::HandleReport(const Message& request, Node& node, Responder& responder,
+                                         absl::Time /*now*/) {
+  if (node.role != proto::WORKER) {
+    return absl::FailedPreconditionError("REPORT needs a worker and a job with --hetero_batching");
+  }
+  Message reply;
+  R2SP_ASSIGN_OR_RETURN(*reply.header.mutable_batch(),
+                        slots_.Report(node.rank, request.header.report()));
+  responder.Reply(std::move(reply));
+  return absl::OkStatus();
+}
+
+absl::Status SchedulerCore::HandleEpochPlan(const Message& request, Node& node,
+                                            Responder& responder, absl::Time /*now*/) {
+  if (node.role != proto::WORKER || !options_.absorb_orphaned_shards) {
+    return absl::FailedPreconditionError(
+        "EPOCH_PLAN needs a worker and a scheduler with --absorb_orphaned_shards");
+  }
+  const proto::EpochPlanRequest& ask = request.header.epoch_plan_request();
+  const int planned = epoch_plans_.plans().plans_size();
+  bool fixed = false;
+  R2SP_ASSIGN_OR_RETURN(proto::EpochPlan plan, epoch_plans_.Plan(ask.epoch(), ask.starting(),
+                                                                 nodes_.LiveShards(), &fixed));
+  if (epoch_plans_.plans().plans_size() > planned) {  // a new epoch was planned
+    if (plan.live_shards_size() < options_.num_workers) {
+      LOG(INFO) << "epoch " << ask.epoch() + 1 << ": the dead workers' data shards are dealt "
+                << "out among the live shards " << absl::StrJoin(plan.live_shards(), ", ");
+    }
+    membership_.joins().ShardsDealtOut();  // the plan counts every shard with a live worker
+  }
+  if (fixed && options_.save_epoch_plans) options_.save_epoch_plans(epoch_plans_.plans());
+  Message reply;
+  *reply.header.mutable_epoch_plan() = std::move(plan);
+  responder.Reply(std::move(reply));
+  return absl::OkStatus();
 }
 
 void SchedulerCore::WorkerLeft(const Node& node, absl::Time now) {
   slots_.WorkerLeft(node.rank, now);
 }
 
-absl::Time SchedulerCore::NextWakeup() {
-  absl::MutexLock lock(&mu_);
-  return slots_.NextWakeup();
-}
+void SchedulerCore::ReleaseBarriers() { barriers_.Release(nodes_.Live()); }
 
-void SchedulerCore::Deny(Responder& responder, const std::string& why) {
-  ++denied_requests_;
-  int64_t suppressed = 0;
-  if (deny_log_.ShouldLog(clock_(), &suppressed)) {
-    LOG(WARNING) << "denied a request: " << why << " (" << suppressed
-                 << " more denied since the last report)";
+bool SchedulerCore::DetectFailures(absl::Time now) {
+  const std::vector<FailureDetector::Death> deaths = failure_detector_.Detect(
+      nodes_, now, [this](const Node& n) { return membership_.joins().IsJoining(n.rank); },
+      [this](const Node& n) { return slots_.IsWaiting(n.rank) || barriers_.IsWaiting(n.id()); });
+  for (const FailureDetector::Death& death : deaths) {
+    Node& n = *death.node;
+    if (n.role == proto::WORKER) {
+      WorkerLeft(n, now);
+      if (n.data_shard >= 0) membership_.joins().ShardOrphaned(n.data_shard);
+    } else if (!shutting_down_) {
+      const absl::Status lost = membership_.replacement().Lost(n, death.why, now);
+      if (!lost.ok()) {
+        Fail(std::string(lost.message()));
+      } else {
+        // Requests owed by the lost server fail now (a join's prepare is cancelled, not left
+        // to time out), and the connection to it closes instead of reconnecting for the rest
+        // of the job: a replacement is reached over a new one.
+        requester_->ResetPeer(n.endpoint, "the server was lost");
+      }
+    }
   }
-  responder.ReplyStatus(absl::PermissionDeniedError(why));
-}
-
-absl::StatusOr<SchedulerCore::Node*> SchedulerCore::Sender(const proto::Header& header,
-                                                           const Responder& responder) {
-  if (!rendezvous_done_) {
-    return absl::UnavailableError("registration is still in progress");
+  const absl::StatusOr<bool> awaiting = membership_.replacement().Awaiting(now, shutting_down_);
+  if (!awaiting.ok()) Fail(std::string(awaiting.status().message()));
+  if ((awaiting.ok() && *awaiting) || !deaths.empty()) {
+    // The others may have been waiting for the dead one, or wait for a lost server's
+    // replacement: their progress clocks start again.
+    FailureDetector::RestartProgressClocks(nodes_, now);
   }
-  if (!responder.MayBe(header.sender_role())) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("the sender's key is not a ", RoleName(header.sender_role()), "'s"));
-  }
-  std::deque<Node>* nodes = header.sender_role() == proto::SERVER   ? &servers_
-                             : header.sender_role() == proto::WORKER ? &workers_
-                                                                     : nullptr;
-  if (nodes == nullptr || header.sender_rank() < 0 ||
-      header.sender_rank() >= static_cast<int>(nodes->size())) {
-    return absl::InvalidArgumentError(absl::StrCat("unknown sender ",
-                                                   proto::Role_Name(header.sender_role()), " ",
-                                                   header.sender_rank()));
-  }
-  Node* node = &(*nodes)[header.sender_rank()];
-  if (node->routing_id != responder.routing_id()) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        "the request did not come over ", RoleName(node->role), " ", node->rank,
-        "'s connection"));
-  }
-  return node;
+  return !deaths.empty();
 }
 
 void SchedulerCore::MaybeEndJob() {
-  if (shutting_down_ || !rendezvous_done_) return;
-  for (const Node& w : workers_) {
-    if (w.state == NodeState::kAlive) return;
-  }
+  if (shutting_down_ || !membership_.rendezvous_done() || nodes_.AnyWorkerAlive()) return;
   shutting_down_ = true;
-  bool any_finished = false;
-  for (const Node& w : workers_) any_finished |= w.state == NodeState::kFinished;
-  if (!any_finished && failure_.empty()) {
+  if (!nodes_.AnyWorkerFinished() && failure_.empty()) {
     failure_ = "every worker died; none finished training";
     LOG(ERROR) << "job failed: " << failure_;
   }
   LOG(INFO) << "every worker has finished or died; shutting the servers down";
-  for (const Node& s : servers_) {
+  for (const Node& s : nodes_.servers()) {
     if (s.state != NodeState::kAlive) continue;
     shutdowns_to_send_.emplace_back(s.rank, s.endpoint);
     ++shutdown_acks_outstanding_;
@@ -228,40 +305,43 @@ void SchedulerCore::MaybeEndJob() {
 }
 
 void SchedulerCore::SendQueuedRequests() {
-  std::vector<std::pair<int, std::string>> to_send;
+  std::vector<std::pair<int, std::string>> shutdowns;
   std::vector<MembershipNote> notes;
   {
     absl::MutexLock lock(&mu_);
-    to_send.swap(shutdowns_to_send_);
-    notes.swap(memberships_to_send_);
+    shutdowns.swap(shutdowns_to_send_);
+    notes = membership_.joins().TakeMemberships();
   }
   for (MembershipNote& note : notes) {
-    Message request;
-    request.header.set_type(proto::MEMBERSHIP);
-    request.header.set_sender_role(proto::SCHEDULER);
+    Message request = ToServer(proto::MEMBERSHIP);
     *request.header.mutable_membership() = std::move(note.membership);
     const int rank = note.rank;
-    requester_->Request(note.endpoint, std::move(request), options_.shutdown_timeout,
-                        [this, rank](absl::StatusOr<Message> reply) {
-                          ServerKnowsJoin(rank, std::move(reply));
-                        });
+    requester_->Request(
+        note.endpoint, std::move(request), options_.shutdown_timeout,
+        [this, rank](absl::StatusOr<Message> reply) { ServerKnowsJoin(rank, std::move(reply)); });
   }
-  for (auto& [rank, endpoint] : to_send) {
-    Message request;
-    request.header.set_type(proto::SHUTDOWN);
-    request.header.set_sender_role(proto::SCHEDULER);
+  for (auto& [rank, endpoint] : shutdowns) {
+    Message request = ToServer(proto::SHUTDOWN);
     request.header.set_sender_rank(0);
     const int r = rank;
-    requester_->Request(endpoint, std::move(request), options_.shutdown_timeout,
-                        [this, r](absl::StatusOr<Message> reply) {
-                          ServerAcknowledged(r, std::move(reply));
-                        });
+    requester_->Request(
+        endpoint, std::move(request), options_.shutdown_timeout,
+        [this, r](absl::StatusOr<Message> reply) { ServerAcknowledged(r, std::move(reply)); });
   }
+}
+
+void SchedulerCore::ServerKnowsJoin(int rank, absl::StatusOr<Message> reply) {
+  const absl::Time now = clock_();
+  {
+    absl::MutexLock lock(&mu_);
+    membership_.ServerAnswered(rank, reply, now);
+  }
+  SendQueuedRequests();  // the commit or the cancel
 }
 
 void SchedulerCore::ServerAcknowledged(int rank, absl::StatusOr<Message> reply) {
   absl::MutexLock lock(&mu_);
-  Node& server = servers_[rank];
+  Node& server = nodes_.servers()[rank];
   if (reply.ok() && reply->header.code() == proto::OK) {
     server.counters = reply->header.counters();
     server.state = NodeState::kFinished;
@@ -275,14 +355,11 @@ void SchedulerCore::ServerAcknowledged(int rank, absl::StatusOr<Message> reply) 
 void SchedulerCore::OnTick(absl::Time now) {
   {
     absl::MutexLock lock(&mu_);
-    if (!rendezvous_done_) {
+    if (!membership_.rendezvous_done()) {
       if (now - started_ > options_.register_timeout && !done_.HasBeenNotified()) {
-        const std::string why = absl::StrCat(
-            "not every node registered within ", absl::FormatDuration(options_.register_timeout));
-        for (PendingRegister& p : pending_) {
-          p.responder.ReplyStatus(absl::FailedPreconditionError(why));
-        }
-        pending_.clear();
+        const std::string why = absl::StrCat("not every node registered within ",
+                                             absl::FormatDuration(options_.register_timeout));
+        membership_.FailRendezvous(why);
         Fail(why);
       }
       return;
@@ -291,8 +368,7 @@ void SchedulerCore::OnTick(absl::Time now) {
       ReleaseBarriers();
       MaybeEndJob();
     }
-    AdmitWaitingJoins(now);
-    AdmitWaitingServers(now);
+    membership_.AdmitWaiting(now, shutting_down_, failure_);
     slots_.GrantDue(now);
   }
   SendQueuedRequests();

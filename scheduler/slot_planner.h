@@ -65,7 +65,6 @@ class SlotPlanner {
   // Grants made at each width: [w] counts those made while the width was w.
   const std::vector<int64_t>& grants_by_width() const { return grants_by_width_; }
   const std::vector<int>& ring() const { return ring_; }
-  double mean_compute_seconds() const { return mean_compute_; }
 
  private:
   // The rank to grant next, if it has asked (ring: the turn; first come: the earliest).

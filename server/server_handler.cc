@@ -46,7 +46,7 @@ proto::NodeCounters ServerHandler::CountersLocked() const {
   c.set_bytes_pulled(counters_.bytes_pulled);
   c.set_pushes(counters_.pushes);
   c.set_pulls(counters_.pulls);
-  c.set_dropped_messages(counters_.rejected);
+  c.set_dropped_messages(refusals_.count());
   c.set_repeated_pushes(counters_.repeated_pushes);
   return c;
 }
@@ -102,30 +102,19 @@ SgdOptions ServerHandler::SgdFor(const HeldPartition& held) const {
 }
 
 void ServerHandler::Reject(Responder& responder, const absl::Status& status) {
-  ++counters_.rejected;
-  int64_t suppressed = 0;
-  if (reject_log_.ShouldLog(clock_(), &suppressed)) {
-    LOG(WARNING) << "rejected request: " << status << " (" << suppressed
-                 << " more rejected since the last report)";
-  }
-  responder.ReplyStatus(status);
+  refusals_.Refuse(responder, status, clock_());
 }
 
 absl::Status ServerHandler::CheckSender(const proto::Header& header,
                                         const Responder& responder) const {
   if (!configured_) return absl::UnavailableError("server is not configured yet");
-  if (header.sender_role() != proto::WORKER || !responder.MayBe(proto::WORKER)) {
-    return absl::PermissionDeniedError("PUSH and PULL come from workers only");
-  }
-  if (header.sender_rank() < 0 || header.sender_rank() >= num_workers_) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unknown worker rank ", header.sender_rank()));
-  }
-  if (peers_.worker_ids[header.sender_rank()] != responder.routing_id()) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        "the request did not come over worker ", header.sender_rank(), "'s connection"));
-  }
-  return absl::OkStatus();
+  constexpr PeerCheckWording kWording{"PUSH and PULL come from workers only",
+                                      "unknown worker rank "};
+  if (header.sender_role() != proto::WORKER) return absl::PermissionDeniedError(kWording.wrong_key);
+  const int rank = header.sender_rank();
+  const std::string* registered =
+      rank >= 0 && rank < num_workers_ ? &peers_.worker_ids[rank] : nullptr;
+  return CheckPeerConnection(responder, proto::WORKER, rank, registered, kWording);
 }
 
 absl::StatusOr<HeldPartition*> ServerHandler::FindPartition(const proto::Header& header,

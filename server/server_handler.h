@@ -18,7 +18,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/handler.h"
-#include "common/log_limiter.h"
+#include "common/peer_checks.h"
 #include "common/model_layout.h"
 #include "common/wire/push_frames.h"
 #include "proto/checkpoint.pb.h"
@@ -130,11 +130,11 @@ class ServerHandler : public RequestHandler {
   int num_workers_ ABSL_GUARDED_BY(mu_) = 0;
   ServerPeers peers_ ABSL_GUARDED_BY(mu_);
   WorkerRoster roster_ ABSL_GUARDED_BY(mu_);
-  LogLimiter reject_log_ ABSL_GUARDED_BY(mu_);
+  // Every request refused (Reject), counted and logged.
+  RequestRefusals refusals_ ABSL_GUARDED_BY(mu_){"rejected"};
   PartitionTable partitions_ ABSL_GUARDED_BY(mu_);
   struct Counters {
-    uint64_t bytes_pushed = 0, bytes_pulled = 0, pushes = 0, pulls = 0, rejected = 0,
-             repeated_pushes = 0;
+    uint64_t bytes_pushed = 0, bytes_pulled = 0, pushes = 0, pulls = 0, repeated_pushes = 0;
   };
   Counters counters_ ABSL_GUARDED_BY(mu_);
   proto::NodeCounters CountersLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

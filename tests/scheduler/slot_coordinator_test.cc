@@ -54,9 +54,8 @@ TEST(SlotCoordinatorTest, GrantsOneAtATimeWithTheTunedBatch) {
             absl::ToUnixMicros(t0 + absl::Seconds(1)));
   EXPECT_EQ(slots.planner().ring().size(), 1u);  // worker 0 left the ring
   // ... done training, so it still counts in the gap: T / (1.2 * 2), T smoothed over 32 and
-  // 128 ms with the default smoothing.
-  EXPECT_EQ(slots.planner().gap(),
-            absl::Seconds(slots.planner().mean_compute_seconds() / (1.2 * 2)));
+  // 128 ms with the coordinator's smoothing, 0.2.
+  EXPECT_EQ(slots.planner().gap(), absl::Seconds(((1 - 0.2) * 0.032 + 0.2 * 0.128) / (1.2 * 2)));
 }
 
 // --r2sp_slot_width=auto: with 4 workers whose pushes take 4 ms alone and 5 ms two at a time
@@ -158,7 +157,7 @@ TEST(SlotCoordinatorTest, AWorkerThatLeavesIsNotGranted) {
   EXPECT_TRUE(sink.Take().empty());
   EXPECT_EQ(slots.planner().ring().size(), 1u);
   // A dead worker no longer counts in the gap: T / (1.2 * 1).
-  EXPECT_EQ(slots.planner().gap(), absl::Seconds(slots.planner().mean_compute_seconds() / 1.2));
+  EXPECT_EQ(slots.planner().gap(), absl::Seconds(((1 - 0.2) * 0.01 + 0.2 * 0.01) / 1.2));
 }
 
 }  // namespace

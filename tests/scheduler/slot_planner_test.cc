@@ -103,8 +103,9 @@ TEST(SlotPlannerTest, ComputeTimeIsSmoothed) {
   p.SetMembers({0, 1});
   ASSERT_TRUE(p.Request(0, 0.100).ok());
   ASSERT_TRUE(p.Request(1, 0.300).ok());
-  EXPECT_NEAR(p.mean_compute_seconds(), 0.200, 1e-12);  // 0.5 * 0.1 + 0.5 * 0.3
-  EXPECT_EQ(p.gap(), absl::Milliseconds(100));           // 0.2 / (1 * 2)
+  // T = 0.5 * 0.1 + 0.5 * 0.3 = 0.2 s; the gap is T / (1 * 2).
+  EXPECT_EQ(p.gap(), absl::Seconds((0.5 * 0.1 + 0.5 * 0.3) / (1.0 * 2)));
+  EXPECT_EQ(p.gap(), absl::Milliseconds(100));
   EXPECT_FALSE(p.Request(0, 0.1).ok());                  // already waiting
   EXPECT_FALSE(p.Request(7, 0.1).ok());                  // not in the ring
 }

@@ -1,0 +1,147 @@
+// See membership.h.
+#include "scheduler/membership.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/peer_checks.h"
+#include "common/status_macros.h"
+#include "glog/logging.h"
+#include "scheduler/register_replies.h"
+#include "scheduler/scheduler_options.h"
+
+namespace r2sp {
+
+Membership::Membership(const MembershipOptions& options, NodeTable* nodes, SlotCoordinator* slots,
+                       const BarrierBook* barriers, Requester* requester)
+    : num_workers_(options.num_workers),
+      heartbeat_timeout_(options.heartbeat_timeout),
+      book_settings_(options.book_settings),
+      nodes_(nodes),
+      slots_(slots),
+      barriers_(barriers),
+      requester_(requester),
+      rendezvous_(options.num_servers, options.num_workers),
+      joins_(JoinCoordinatorOptions{options.sync, options.num_workers, options.heartbeat_timeout},
+             nodes),
+      replacement_(
+          ServerReplacementOptions{options.sync, options.num_servers,
+                                   options.server_replace_timeout, options.heartbeat_timeout},
+          nodes) {
+  book_settings_.set_server_replace_ms(absl::ToInt64Milliseconds(replacement_.timeout()));
+}
+
+absl::Status Membership::Register(const proto::Header& header, Responder& responder, absl::Time now,
+                                  bool ending, const std::string& failure) {
+  if (!header.has_register_request()) {
+    return absl::InvalidArgumentError("REGISTER without a register_request");
+  }
+  const proto::RegisterRequest& reg = header.register_request();
+  if (reg.role() != proto::SERVER && reg.role() != proto::WORKER) {
+    return absl::InvalidArgumentError("only servers and workers register");
+  }
+  if (!responder.MayBe(reg.role())) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("a peer without a ", RoleName(reg.role()), "'s key tried to register as one"));
+  }
+  if (reg.endpoint().empty() || reg.instance_id().empty()) {
+    return absl::InvalidArgumentError("REGISTER needs endpoint and instance_id");
+  }
+  R2SP_RETURN_IF_ERROR(CheckHeartbeatPeriod(reg.heartbeat_period_ms(), heartbeat_timeout_));
+  if (rendezvous_done_) {
+    const absl::Status status = RegisterWithRunningJob(reg, responder, now, ending, failure);
+    FinishJoins(now);
+    return status;
+  }
+  R2SP_RETURN_IF_ERROR(rendezvous_.Register(reg, responder, now));
+  if (rendezvous_.complete()) CompleteRendezvous(now);
+  return absl::OkStatus();
+}
+
+absl::Status Membership::RegisterWithRunningJob(const proto::RegisterRequest& reg,
+                                                Responder& responder, absl::Time now, bool ending,
+                                                const std::string& failure) {
+  if (ending) return absl::FailedPreconditionError("the job is ending");
+  if (reg.role() == proto::SERVER) return ReplaceServer(reg, responder, now, failure, false);
+  if (!rendezvous_.SameModel(reg.model())) {
+    return absl::InvalidArgumentError("this worker's model differs from the running job's");
+  }
+  return joins_.Join(reg, responder, now);
+}
+
+void Membership::CompleteRendezvous(absl::Time now) {
+  std::vector<WaitingRegister> registered = rendezvous_.Take();
+  for (const WaitingRegister& r : registered) {
+    nodes_->Add(r.request.role(), r.request.endpoint(), r.request.instance_id(),
+                r.responder.routing_id(), now);
+    if (r.request.role() == proto::SERVER) {
+      requester_->ExpectPeer(r.request.endpoint(), proto::SERVER);
+    }
+  }
+  slots_->SetMembers(num_workers_);
+  const proto::AddressBook book = Book(/*for_servers=*/false);
+  const proto::AddressBook server_book = Book(/*for_servers=*/true);
+  int ranks[2] = {0, 0};  // servers, workers
+  for (WaitingRegister& r : registered) {
+    const bool server = r.request.role() == proto::SERVER;
+    r.responder.Reply(RendezvousReply(r.request.role(), ranks[server ? 0 : 1]++, num_workers_,
+                                      server ? server_book : book, requester_->RoutingId()));
+  }
+  rendezvous_done_ = true;
+  LOG(INFO) << "all " << nodes_->servers().size() << " servers and " << nodes_->workers().size()
+            << " workers registered; address book sent";
+}
+
+void Membership::FailRendezvous(const std::string& why) {
+  for (WaitingRegister& r : rendezvous_.Take()) {
+    r.responder.ReplyStatus(absl::FailedPreconditionError(why));
+  }
+}
+
+proto::AddressBook Membership::Book(bool for_servers) const {
+  return MakeAddressBook(book_settings_, *nodes_, rendezvous_.model(), slots_->tuner(),
+                         for_servers);
+}
+
+absl::Status Membership::ReplaceServer(const proto::RegisterRequest& reg, Responder& responder,
+                                       absl::Time now, const std::string& failure, bool waited) {
+  R2SP_ASSIGN_OR_RETURN(Node* const replaced,
+                        replacement_.Replace(reg, responder, now, failure, waited));
+  if (replaced == nullptr) return absl::OkStatus();  // it waits for a server to be lost
+  requester_->ExpectPeer(reg.endpoint(), proto::SERVER);
+  responder.Reply(JoinedReply(*replaced, num_workers_, Book(/*for_servers=*/true),
+                              requester_->RoutingId(), *barriers_));
+  return absl::OkStatus();
+}
+
+void Membership::FinishJoins(absl::Time now) {
+  for (CompletedJoin& join : joins_.TakeCompleted()) {
+    Node& node = nodes_->workers()[join.rank];
+    node.last_seen = now;  // the servers' round trip counted against its heartbeats
+    slots_->WorkerJoined(join.rank);
+    Message reply = JoinedReply(node, num_workers_, Book(/*for_servers=*/false),
+                                requester_->RoutingId(), *barriers_);
+    reply.header.mutable_register_reply()->set_join_clock(join.join_clock);
+    join.responder.Reply(std::move(reply));
+    LOG(INFO) << "worker " << join.rank << " joined the running job ("
+              << slots_->planner().ring().size() << " in the slot ring; data shard "
+              << node.data_shard << ")";
+  }
+}
+
+void Membership::ServerAnswered(int rank, const absl::StatusOr<Message>& reply, absl::Time now) {
+  joins_.ServerAnswered(rank, reply);
+  FinishJoins(now);
+}
+
+void Membership::AdmitWaiting(absl::Time now, bool ending, const std::string& failure) {
+  joins_.AdmitWaiting(now, ending);
+  FinishJoins(now);
+  replacement_.AdmitWaiting(now, ending, [&](WaitingRegister& w) {
+    const absl::Status status =
+        ReplaceServer(w.request, w.responder, now, failure, /*waited=*/true);
+    if (!status.ok()) w.responder.ReplyStatus(status);
+  });
+}
+
+}  // namespace r2sp

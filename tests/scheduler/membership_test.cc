@@ -1,0 +1,147 @@
+// Tests of the scheduler's Membership: REGISTER's refusals with their words, the rendezvous
+// answered all at once with ranks and books, a worker joining the running job answered once
+// the servers took it, a server replacing a lost one, and a rendezvous that timed out.
+#include "scheduler/membership.h"
+
+#include <utility>
+
+#include "gtest/gtest.h"
+#include "tests/testing/fakes.h"
+
+namespace r2sp {
+namespace {
+
+const absl::Time kT0 = absl::FromUnixSeconds(70);
+
+proto::Header Register(proto::Role role, const std::string& instance) {
+  proto::Header header;
+  header.set_type(proto::REGISTER);
+  proto::RegisterRequest* reg = header.mutable_register_request();
+  reg->set_role(role);
+  reg->set_instance_id(instance);
+  reg->set_endpoint("tcp://" + instance);
+  if (role == proto::WORKER) {
+    proto::TensorSpec* t = reg->add_model();
+    t->set_name("w");
+    t->set_num_elements(8);
+  }
+  return header;
+}
+
+class MembershipTest : public ::testing::Test {
+ protected:
+  MembershipTest() : membership_(Options(), &nodes_, &slots_, &barriers_, &requester_) {}
+  static MembershipOptions Options() {
+    MembershipOptions options;
+    options.num_servers = 1;
+    options.num_workers = 1;
+    options.server_replace_timeout = absl::Seconds(20);
+    options.book_settings.set_job_id("job");
+    return options;
+  }
+  absl::Status Send(const proto::Header& header, const std::string& routing_id,
+                    const std::string& failure = "", proto::Role key = proto::ROLE_UNSPECIFIED) {
+    Responder r(&sink_, routing_id, header, key);
+    return membership_.Register(header, r, kT0, /*ending=*/false, failure);
+  }
+  void Rendezvous() {
+    ASSERT_TRUE(Send(Register(proto::SERVER, "s"), "s").ok());
+    ASSERT_TRUE(Send(Register(proto::WORKER, "w"), "w").ok());
+    ASSERT_EQ(sink_.Take().size(), 2u);
+  }
+  testing::RecordingSink sink_;
+  testing::RecordingRequester requester_{"sched"};
+  NodeTable nodes_;
+  SlotCoordinator slots_{SlotCoordinatorOptions{}};
+  BarrierBook barriers_;
+  Membership membership_;
+};
+
+TEST_F(MembershipTest, MalformedRegistrationsAreRefusedWithTheirWords) {
+  proto::Header empty;
+  empty.set_type(proto::REGISTER);
+  EXPECT_EQ(Send(empty, "x"), absl::InvalidArgumentError("REGISTER without a register_request"));
+  EXPECT_EQ(Send(Register(proto::SCHEDULER, "x"), "x"),
+            absl::InvalidArgumentError("only servers and workers register"));
+  EXPECT_EQ(Send(Register(proto::SERVER, "x"), "x", "", proto::WORKER),
+            absl::PermissionDeniedError("a peer without a server's key tried to register as one"));
+  proto::Header no_endpoint = Register(proto::SERVER, "x");
+  no_endpoint.mutable_register_request()->clear_endpoint();
+  EXPECT_EQ(Send(no_endpoint, "x"),
+            absl::InvalidArgumentError("REGISTER needs endpoint and instance_id"));
+  EXPECT_TRUE(sink_.Take().empty());
+}
+
+TEST_F(MembershipTest, TheRendezvousAnswersEveryoneWithRankAndBook) {
+  ASSERT_TRUE(Send(Register(proto::WORKER, "w"), "w").ok());
+  EXPECT_FALSE(membership_.rendezvous_done());
+  EXPECT_TRUE(sink_.Take().empty());
+  ASSERT_TRUE(Send(Register(proto::SERVER, "s"), "s").ok());
+  EXPECT_TRUE(membership_.rendezvous_done());
+  auto replies = sink_.Take();
+  ASSERT_EQ(replies.size(), 2u);
+  EXPECT_EQ(replies[0].first, "w");
+  const proto::RegisterReply& w = replies[0].second.header.register_reply();
+  EXPECT_EQ(w.rank(), 0);
+  EXPECT_EQ(w.data_shard(), 0);
+  EXPECT_EQ(w.scheduler_id(), "sched");
+  EXPECT_EQ(w.book().job_id(), "job");
+  EXPECT_EQ(w.book().server_replace_ms(), 20000);
+  EXPECT_EQ(w.book().workers(0).routing_id(), "");
+  const proto::RegisterReply& s = replies[1].second.header.register_reply();
+  EXPECT_EQ(s.data_shard(), -1);
+  EXPECT_EQ(s.book().workers(0).routing_id(), "w");  // servers learn the workers' connections
+  EXPECT_EQ(slots_.planner().ring().size(), 1u);
+}
+
+TEST_F(MembershipTest, AJoinerIsAnsweredOnceTheServersTookIt) {
+  Rendezvous();
+  proto::Header other_model = Register(proto::WORKER, "j");
+  other_model.mutable_register_request()->mutable_model(0)->set_num_elements(9);
+  EXPECT_EQ(Send(other_model, "j"),
+            absl::InvalidArgumentError("this worker's model differs from the running job's"));
+  ASSERT_TRUE(Send(Register(proto::WORKER, "j"), "j").ok());
+  EXPECT_TRUE(membership_.joins().IsJoining(1));
+  ASSERT_EQ(membership_.joins().TakeMemberships().size(), 1u);
+  EXPECT_TRUE(sink_.Take().empty());
+  Message ok;
+  ok.header.set_code(proto::OK);
+  membership_.ServerAnswered(1, std::move(ok), kT0 + absl::Seconds(2));
+  auto replies = sink_.Take();
+  ASSERT_EQ(replies.size(), 1u);
+  EXPECT_EQ(replies[0].first, "j");
+  const proto::RegisterReply& j = replies[0].second.header.register_reply();
+  EXPECT_TRUE(j.joined_running_job());
+  EXPECT_EQ(j.rank(), 1);
+  EXPECT_EQ(j.book().workers_size(), 2);
+  EXPECT_EQ(nodes_.workers()[1].last_seen, kT0 + absl::Seconds(2));
+  EXPECT_EQ(slots_.planner().ring().size(), 2u);
+}
+
+TEST_F(MembershipTest, AServerReplacesALostOne) {
+  Rendezvous();
+  EXPECT_EQ(Send(Register(proto::SERVER, "n"), "n", "it broke"),
+            absl::FailedPreconditionError("the job failed: it broke"));
+  nodes_.servers()[0].state = NodeState::kDead;
+  ASSERT_TRUE(membership_.replacement().Lost(nodes_.servers()[0], "silent", kT0).ok());
+  ASSERT_TRUE(Send(Register(proto::SERVER, "n"), "n").ok());
+  auto replies = sink_.Take();
+  ASSERT_EQ(replies.size(), 1u);
+  const proto::RegisterReply& r = replies[0].second.header.register_reply();
+  EXPECT_TRUE(r.joined_running_job());
+  EXPECT_EQ(r.rank(), 0);
+  EXPECT_EQ(r.book().servers(0).incarnation(), 1);
+  EXPECT_EQ(r.book().workers(0).routing_id(), "w");
+}
+
+TEST_F(MembershipTest, ATimedOutRendezvousTellsTheWaiting) {
+  ASSERT_TRUE(Send(Register(proto::WORKER, "w"), "w").ok());
+  membership_.FailRendezvous("not every node registered within 2m");
+  auto replies = sink_.Take();
+  ASSERT_EQ(replies.size(), 1u);
+  EXPECT_EQ(replies[0].second.header.code(), proto::FAILED_PRECONDITION);
+  EXPECT_EQ(replies[0].second.header.error(), "not every node registered within 2m");
+}
+
+}  // namespace
+}  // namespace r2sp
