@@ -153,19 +153,47 @@ def tarball_manifest(tarball):
     raise BundleError(f"{tarball} has no MANIFEST.json; make bundles with tools/package")
 
 
+def check_files(manifest, digests):
+    """Problems with a bundle whose files have the sha256 `digests` ({path: hex}, wherever they
+    were computed: here by verify, on a remote host by the ssh backend): files of `manifest`
+    (parsed MANIFEST.json) missing or differing. [] when it is intact."""
+    problems = []
+    for rel, digest in manifest["files"].items():
+        if rel not in digests:
+            problems.append(f"{rel}: missing")
+        elif digests[rel] != digest:
+            problems.append(f"{rel}: checksum differs")
+    return problems
+
+
 def verify(bundle_dir):
     """Problems with an unpacked bundle: files whose sha256 differs from MANIFEST.json, or that
     are missing. [] when it is intact."""
     with open(os.path.join(bundle_dir, "MANIFEST.json")) as f:
         manifest = json.load(f)
-    problems = []
-    for rel, digest in manifest["files"].items():
-        path = os.path.join(bundle_dir, rel)
-        if not os.path.isfile(path):
-            problems.append(f"{rel}: missing")
-        elif sha256(path) != digest:
-            problems.append(f"{rel}: checksum differs")
-    return problems
+    digests = {rel: sha256(os.path.join(bundle_dir, rel)) for rel in manifest["files"]
+               if os.path.isfile(os.path.join(bundle_dir, rel))}
+    return check_files(manifest, digests)
+
+
+def same_manifest(installed_text, manifest_text):
+    """Whether an installed bundle's MANIFEST.json text describes the bundle `manifest_text` (the
+    tarball's): the same JSON, whatever its layout; False for text that is not JSON."""
+    try:
+        return json.loads(installed_text) == json.loads(manifest_text)
+    except ValueError:
+        return False
+
+
+def installed(bundle_dir, manifest_text):
+    """Whether `bundle_dir` holds the bundle whose MANIFEST.json is `manifest_text`, intact
+    (verify): what a backend checks before deciding not to unpack it again."""
+    try:
+        with open(os.path.join(bundle_dir, "MANIFEST.json")) as f:
+            text = f.read()
+    except OSError:
+        return False
+    return same_manifest(text, manifest_text) and not verify(bundle_dir)
 
 
 def tar(bundle_dir, tarball):

@@ -96,3 +96,15 @@ def uses_cuda(flags):
         elif flag == "--device" and i + 1 < len(flags):
             device = flags[i + 1]
     return device == "cuda"
+
+
+def scheduler_first(cluster):
+    """[(host index, host, process)] of every process of the job, the scheduler first (the
+    others find it there), then the file's order: the order every backend starts them in."""
+    return sorted(((i, h, p) for i, h in enumerate(cluster.hosts) for p in h.processes),
+                  key=lambda t: t[2].role != "scheduler")
+
+
+def hosts_scheduler_first(cluster):
+    """The cluster's hosts, the scheduler's first, then the file's order."""
+    return sorted(cluster.hosts, key=lambda h: h.name != cluster.scheduler_host().name)

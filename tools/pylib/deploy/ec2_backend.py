@@ -20,7 +20,9 @@ AWS CLI (`aws`, v1 or v2, with the caller's credentials and region).
    Then copies each host's results into RUN_DIR and summarises the run as tools/launch does.
 
 The [ec2] table's keys: ec2_plan.py. The environment's R2SP_AWS_ENDPOINT_URL, if set, is passed
-to every aws command as --endpoint-url (tests). Failures are raised as launcher.JobError."""
+to every aws command as --endpoint-url (tests). Failures are raised as JobError. The run's
+skeleton (run directory, keys, timeout, cleanup, summary) is deploy.driver's; Ec2Backend supplies
+its hooks."""
 
 import dataclasses
 import json
@@ -29,10 +31,9 @@ import subprocess
 import sys
 import time
 
-from ..job import keys as job_keys
-from ..job import launcher
 from ..cluster import results as result_store
-from ..cluster import role_commands
+from ..job.errors import JobError
+from . import driver
 from .ec2_plan import POLL_SECONDS, Plan, options_of
 
 
@@ -44,7 +45,7 @@ class Aws:
         r = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL,
                            env=dict(os.environ, AWS_PAGER=""))
         if r.returncode != 0:
-            raise launcher.JobError(f"{what} failed ({r.returncode}): {(r.stderr or r.stdout).strip()}")
+            raise JobError(f"{what} failed ({r.returncode}): {(r.stderr or r.stdout).strip()}")
         return r.stdout
 
     def json(self, argv, what):
@@ -52,7 +53,7 @@ class Aws:
         try:
             return json.loads(out) if out.strip() else {}
         except ValueError:
-            raise launcher.JobError(f"{what}: the AWS CLI printed no JSON: {out[:200]!r}")
+            raise JobError(f"{what}: the AWS CLI printed no JSON: {out[:200]!r}")
 
     def command(self, argv, what):
         self._run(argv, what)
@@ -100,30 +101,26 @@ def launch(plan, aws, started, work_dir):
     aws.command(plan.wait("running", list(started.instances.values())), "waiting for the instances")
 
 
-def follow(plan, aws, store, started, start):
-    """Returns once every host left a done marker; JobError when one failed, an instance went
-    away without a marker, or the job ran past --timeout."""
-    reported = set()
-    while True:
-        reservations = aws.json(plan.describe_instances(), "describe-instances")["Reservations"]
-        states = {i["InstanceId"]: i["State"]["Name"] for r in reservations for i in r["Instances"]}
-        markers = store.markers()  # after the states: a host writes its marker before it stops
-        for host, kind in markers.items():
-            if kind == "failed":
-                raise launcher.JobError(f"{host} failed: {store.marker_text(host, 'failed')}")
-            if host not in reported:
-                reported.add(host)
-                print(f"launch: {host} done: {store.marker_text(host, 'done')}", flush=True)
-        if all(markers.get(h.name) == "done" for h in plan.cluster.hosts):
-            return
-        for host, instance_id in started.instances.items():
-            if host not in markers and states.get(instance_id, "terminated") not in ("pending", "running"):
-                raise launcher.JobError(f"{host} ({instance_id}) is {states.get(instance_id, 'terminated')} "
-                                        "and left no results (a spot interruption, or its user-data "
-                                        "failed: see its console output)")
-        if time.time() - start > plan.timeout:
-            raise launcher.JobError(f"the job ran past --timeout={plan.timeout:g}s")
-        time.sleep(POLL_SECONDS)
+def poll(plan, aws, store, started, reported):
+    """One look at the job: True once every host left a done marker; JobError when one failed
+    or an instance went away without a marker. `reported`: the hosts whose end was said."""
+    reservations = aws.json(plan.describe_instances(), "describe-instances")["Reservations"]
+    states = {i["InstanceId"]: i["State"]["Name"] for r in reservations for i in r["Instances"]}
+    markers = store.markers()  # after the states: a host writes its marker before it stops
+    for host, kind in markers.items():
+        if kind == "failed":
+            raise JobError(f"{host} failed: {store.marker_text(host, 'failed')}")
+        if host not in reported:
+            reported.add(host)
+            print(f"launch: {host} done: {store.marker_text(host, 'done')}", flush=True)
+    if all(markers.get(h.name) == "done" for h in plan.cluster.hosts):
+        return True
+    for host, instance_id in started.instances.items():
+        if host not in markers and states.get(instance_id, "terminated") not in ("pending", "running"):
+            raise JobError(f"{host} ({instance_id}) is {states.get(instance_id, 'terminated')} "
+                           "and left no results (a spot interruption, or its user-data "
+                           "failed: see its console output)")
+    return False
 
 
 def clean_up(plan, aws, started):
@@ -134,19 +131,19 @@ def clean_up(plan, aws, started):
     try:  # an instance whose run-instances was interrupted is known only by its tags
         found = aws.json(plan.describe_instances(), "describe-instances")["Reservations"]
         ids |= {i["InstanceId"] for r in found for i in r["Instances"]}
-    except launcher.JobError as e:
+    except JobError as e:
         problems.append(str(e))
     if ids:
         try:
             aws.command(plan.terminate(sorted(ids)), "terminate-instances")
             aws.command(plan.wait("terminated", sorted(ids)), "waiting for termination")
             print(f"launch: terminated {', '.join(sorted(ids))}", flush=True)
-        except launcher.JobError as e:
+        except JobError as e:
             problems.append(f"{e}; check instances {', '.join(sorted(ids))}")
     if plan.keys:
         try:
             aws.command(plan.delete_keys(), "deleting the keys")
-        except launcher.JobError as e:
+        except JobError as e:
             problems.append(f"{e}; delete {plan.keys_url}/ yourself")
     if started.group_id:  # the instances' network interfaces linger a little: retried
         retrying(aws, plan.delete_security_group(started.group_id), "delete-security-group",
@@ -158,7 +155,7 @@ def clean_up(plan, aws, started):
     if delete_bundle:
         try:
             aws.command(delete_bundle, "deleting the bundle")
-        except launcher.JobError as e:
+        except JobError as e:
             problems.append(f"{e}; delete {plan.bundle_url} yourself")
     return problems
 
@@ -170,62 +167,66 @@ def retrying(aws, argv, what, advice, problems, attempts=12):
         try:
             aws.command(argv, what)
             return
-        except launcher.JobError as e:
+        except JobError as e:
             if attempt == attempts - 1:
                 problems.append(f"{e}; {advice}")
             else:
                 time.sleep(5)
 
 
-def run(args, cluster, tarball):
-    """Runs the job on EC2; returns its summary (also RUN_DIR/summary.json). JobError when it
-    fails; whatever the exception, every instance is terminated first."""
-    options = options_of(cluster)
-    if not args.dry_run:  # a dry run touches nothing: it names the run TIMESTAMP
-        _, stats_file = launcher.prepare_run_dir(args)
-    run_id = os.path.basename(os.path.normpath(args.run_dir)) if args.run_dir else "TIMESTAMP"
-    extra = role_commands.extra_flags_from(args)
-    if not any(f.startswith("--register_timeout_s") for f in cluster.flags["scheduler"] + extra["scheduler"]):
-        # Hosts boot and install at different speeds: give the slowest time to register.
-        extra["scheduler"] = ["--register_timeout_s=900"] + extra["scheduler"]
-    keys = None
-    if job_keys.curve(args):
-        keys = job_keys.keys_dir(args) if args.dry_run else job_keys.prepare(args)
-    plan = Plan(cluster, options, tarball, run_id, extra, args.timeout,
-                os.environ.get("R2SP_AWS_ENDPOINT_URL"), keys)
-    if args.dry_run:
-        print(plan.describe())
-        return None
-    aws, started, failure = Aws(), Started(), None
-    store = ec2_store(plan)
-    start = time.time()
-    work_dir = os.path.join(args.run_dir, "ec2")
-    os.makedirs(work_dir, exist_ok=True)
-    try:
-        launch(plan, aws, started, work_dir)
+class Ec2Backend(driver.Backend):
+    """deploy.driver's hooks for EC2: the instances launched in launch, the hosts' markers in
+    poll, every instance terminated and the run's objects deleted in clean_up, the hosts'
+    results copied in collect."""
+
+    poll_seconds = POLL_SECONDS
+
+    def __init__(self, run):
+        super().__init__(run)
+        args, cluster = run.args, run.cluster
+        # A dry run names the run TIMESTAMP.
+        run_id = os.path.basename(os.path.normpath(args.run_dir)) if args.run_dir else "TIMESTAMP"
+        extra = run.extra_flags
+        if not any(f.startswith("--register_timeout_s") for f in cluster.flags["scheduler"] + extra["scheduler"]):
+            # Hosts boot and install at different speeds: give the slowest time to register.
+            extra["scheduler"] = ["--register_timeout_s=900"] + extra["scheduler"]
+        self.plan = Plan(cluster, options_of(cluster), run.tarball, run_id, extra, args.timeout,
+                         os.environ.get("R2SP_AWS_ENDPOINT_URL"), run.keys)
+        self.aws, self.started, self.reported = Aws(), Started(), set()
+        self.store = None  # made by prepare: a dry run needs none
+
+    def describe(self):
+        return self.plan.describe()
+
+    def prepare(self):
+        self.store = ec2_store(self.plan)
+        self.work_dir = os.path.join(self.run.run_dir, "ec2")
+        os.makedirs(self.work_dir, exist_ok=True)
+
+    def launch(self):
+        cluster = self.run.cluster
+        launch(self.plan, self.aws, self.started, self.work_dir)
         print(f"launch: {cluster.num_servers} servers, {cluster.num_workers} workers, "
-              f"sync={cluster.mode} on {len(cluster.hosts)} EC2 instances; results in {plan.results}",
-              flush=True)
-        follow(plan, aws, store, started, start)
-    except BaseException as e:  # noqa: BLE001 - passed on after the cleanup
-        failure = e
-    finally:
-        problems = clean_up(plan, aws, started)
-    wall = time.time() - start
-    for host in cluster.hosts:
-        try:
-            store.collect(host.name, args.run_dir)
-        except (OSError, result_store.StoreError) as e:
-            print(f"launch: no results from {host.name}: {e}", file=sys.stderr)
-    if problems:
-        message = "cleaning up failed: " + "; ".join(problems)
-        if failure:
-            print(f"launch: {message}", file=sys.stderr)
-        else:
-            raise launcher.JobError(message)
-    if failure:
-        raise failure
-    return launcher.finish_job(args, wall, {}, stats_file)
+              f"sync={cluster.mode} on {len(cluster.hosts)} EC2 instances; results in "
+              f"{self.plan.results}", flush=True)
+
+    def poll(self):
+        return poll(self.plan, self.aws, self.store, self.started, self.reported)
+
+    def clean_up(self):
+        return clean_up(self.plan, self.aws, self.started)
+
+    def collect(self):
+        for host in self.run.cluster.hosts if self.store else ():
+            try:
+                self.store.collect(host.name, self.run.run_dir)
+            except (OSError, result_store.StoreError) as e:
+                print(f"launch: no results from {host.name}: {e}", file=sys.stderr)
+
+
+def run(args, cluster, tarball):
+    """Runs the job on EC2 (deploy.driver with Ec2Backend); returns its summary."""
+    return driver.run(args, cluster, tarball, Ec2Backend)
 
 
 def ec2_store(plan):

@@ -25,9 +25,9 @@ import shlex
 
 from . import ec2_user_data
 from ..job import keys as job_keys
-from ..job import launcher
 from ..cluster import bundle as release_bundle
 from ..cluster import role_commands
+from ..job.errors import JobError
 
 REQUIRED = ("ami", "subnet", "results_url")
 PLACEMENT_STRATEGIES = ("cluster", "spread", "partition")
@@ -59,16 +59,16 @@ def options_of(cluster):
     values = {k: v for k, v in cluster.backend_options.get("ec2", {}).items() if v is not None}
     missing = [k for k in REQUIRED if k not in values]
     if missing:
-        raise launcher.JobError(f"{cluster.path}: --backend=ec2 needs {', '.join(missing)} in "
+        raise JobError(f"{cluster.path}: --backend=ec2 needs {', '.join(missing)} in "
                                 "the [ec2] table")
     for key in ("results_url", "bundle_url"):
         url = values.get(key)
         schemes = ("s3://", "file://") + (("https://",) if key == "bundle_url" else ())
         if url and not url.startswith(schemes):
-            raise launcher.JobError(f"{cluster.path}: [ec2] {key} must be an s3:// or file:// URL"
+            raise JobError(f"{cluster.path}: [ec2] {key} must be an s3:// or file:// URL"
                                     + (" (or https:// for an uploaded bundle)" if key == "bundle_url" else ""))
     if values.get("placement", PLACEMENT_STRATEGIES[0]) not in PLACEMENT_STRATEGIES:
-        raise launcher.JobError(f"{cluster.path}: [ec2] placement must be one of "
+        raise JobError(f"{cluster.path}: [ec2] placement must be one of "
                                 f"{', '.join(PLACEMENT_STRATEGIES)}, not {values['placement']!r}")
     return Ec2Options(**values)
 
@@ -209,7 +209,7 @@ class Plan:
         try:
             return ec2_user_data.render(settings, host.name, processes)
         except ValueError as e:
-            raise launcher.JobError(str(e))
+            raise JobError(str(e))
 
     def run_instance(self, host, group_id, user_data_file, root_device):
         o = self.options
@@ -252,7 +252,7 @@ class Plan:
 
     def ordered_hosts(self):
         """The scheduler's host first: the others' user-data needs its address."""
-        return sorted(self.cluster.hosts, key=lambda h: h.name != self.cluster.scheduler_host().name)
+        return role_commands.hosts_scheduler_first(self.cluster)
 
     def describe(self):
         """The plan as shell lines and each host's user-data (--dry_run)."""

@@ -14,6 +14,7 @@ import re
 import shlex
 
 from ..cluster import role_commands
+from . import shell
 
 TEMPLATE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                         "deploy", "ec2_user_data.sh")
@@ -41,16 +42,8 @@ class Settings:
 
 
 def shell_word(arg):
-    """`arg` quoted for bash, its stand-ins (OUT, ADVERTISE) becoming the script's variables."""
-    pieces, last = [], 0
-    for found in _STAND_IN.finditer(arg):
-        if found.start() > last:
-            pieces.append(shlex.quote(arg[last:found.start()]))
-        pieces.append(_VARIABLES[found.group()])
-        last = found.end()
-    if last < len(arg) or not pieces:
-        pieces.append(shlex.quote(arg[last:]))
-    return "".join(pieces)
+    """`arg` quoted for bash, its stand-ins (OUT, ADVERTISE, KEYS) becoming the script's variables."""
+    return shell.shell_word(arg, _STAND_IN, lambda found: _VARIABLES[found.group()])
 
 
 def host_processes(cluster, host, scheduler_ip, extra_flags, keys=False):
@@ -66,7 +59,7 @@ def host_processes(cluster, host, scheduler_ip, extra_flags, keys=False):
     advertised = dataclasses.replace(host, address=None if host.interface else ADVERTISE)
     return [(p.name, role_commands.run_role_args(seen_from_host, advertised, p, OUT, extra_flags,
                                                  KEYS if keys else None))
-            for p in sorted(host.processes, key=lambda p: p.role != "scheduler")]
+            for _, h, p in role_commands.scheduler_first(cluster) if h.name == host.name]
 
 
 def render(settings, host_name, processes, template=None):

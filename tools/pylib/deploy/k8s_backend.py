@@ -28,7 +28,7 @@ defaultMode 0400 and gets R2SP_AUTH=curve, which the entrypoint turns into --aut
 pod: a kubelet fetches whole Secrets, so a node that runs only workers never receives the
 scheduler's or the servers' secret keys, and access to each role's Secret can be granted apart.
 The Secrets' files in RUN_DIR/k8s/ are 0600; --dry_run prints them with placeholders for the
-keys. Do not give the pods an fsGroup: Kubernetes would make the key files group-readable, and
+keys (which it neither makes nor reads). Do not give the pods an fsGroup: Kubernetes would make the key files group-readable, and
 the binaries refuse a secret key file that is.
 
 run() writes the manifests to RUN_DIR/k8s/, applies them, follows every pod's log into
@@ -36,29 +36,30 @@ RUN_DIR/NAME.log, waits for the Job to complete or fail (or --timeout), takes th
 scheduler and workers print at their end (R2SP-RESULTS blocks) out of the logs into RUN_DIR,
 summarises the run as tools/launch does, and always deletes the objects: on success, failure and
 Ctrl-C. A launcher killed outright leaves them: `kubectl delete -f RUN_DIR/k8s/` removes them,
-and the Job's activeDeadlineSeconds (--timeout) bounds the workers meanwhile."""
+and the Job's activeDeadlineSeconds (--timeout) bounds the workers meanwhile. --dry_run writes
+nothing: it prints the manifests it would write and the commands. The run's skeleton (run
+directory, keys, timeout, cleanup, summary) is deploy.driver's; K8sBackend supplies its hooks."""
 
 import json
 import os
 import re
 import shlex
 import subprocess
-import time
 
-from ..job import keys as job_keys
-from . import k8s_yaml
-from .k8s_results import BEGIN, END, extract_results  # noqa: F401
-from .k8s_keys import SECRET_PLACEHOLDER, key_secret, read_keys, redacted, secret_name  # noqa: F401
-from ..job import launcher
 from ..cluster import role_commands
+from ..job import keys as job_keys
+from ..job.errors import JobError
+from . import driver
+from . import k8s_yaml
+from .k8s_keys import key_secret, read_keys, redacted, secret_name
+from .k8s_kubectl import Follower, Kubectl, job_state
+from .k8s_results import extract_results
 
 INSTALL_DIR = "/opt/r2sp"  # where tools/deploy/Dockerfile unpacks the bundle
 ENTRYPOINT = f"{INSTALL_DIR}/share/r2sp/deploy/k8s_entrypoint"
 OUT_DIR = "/r2sp/out"
 KEYS_MOUNT = "/etc/r2sp/keys"  # k8s_entrypoint's --keys_dir
 KEYS_MODE = 0o400  # the Secret volume's defaultMode: the binaries refuse group/other bits
-# Waiting reasons of a container that will not start without the user's help.
-STUCK = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError")
 
 
 def dns_label(name):
@@ -79,7 +80,7 @@ def worker_host_flags(cluster):
     """The worker_flags every host with workers gives (split); JobError if they differ."""
     given = {h.worker_flags for h in cluster.hosts if any(p.role == "worker" for p in h.processes)}
     if len(given) > 1:
-        raise launcher.JobError("k8s runs every worker from one pod template, but the hosts give "
+        raise JobError("k8s runs every worker from one pod template, but the hosts give "
                                 f"different worker_flags: {sorted(given)}")
     return shlex.split(given.pop() if given else "")
 
@@ -181,17 +182,22 @@ def render(cluster, job_name, image, namespace=None, extra_flags=None,
     }
 
 
+def manifest_paths(manifests, directory):
+    """Where write_manifests puts each manifest: [path], in kubectl apply's order (by name)."""
+    return [os.path.join(directory, name) for name in sorted(manifests)]
+
+
 def write_manifests(manifests, directory):
     """Writes each manifest as YAML into `directory` (made if needed); returns the paths. A
     Secret's file is the user's only (0600) from its creation on."""
     os.makedirs(directory, exist_ok=True)
-    paths = []
-    for name, manifest in sorted(manifests.items()):
-        paths.append(os.path.join(directory, name))
-        if os.path.exists(paths[-1]):
-            os.remove(paths[-1])
+    paths = manifest_paths(manifests, directory)
+    for path in paths:
+        manifest = manifests[os.path.basename(path)]
+        if os.path.exists(path):
+            os.remove(path)
         mode = 0o600 if manifest.get("kind") == "Secret" else 0o644
-        with open(os.open(paths[-1], os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode), "w") as f:
+        with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode), "w") as f:
             f.write(k8s_yaml.dump(manifest))
     return paths
 
@@ -204,93 +210,9 @@ def image_for(cluster, tarball):
     name = os.path.basename(tarball or "")
     found = re.fullmatch(r"r2sp-(.+)\.tar\.gz", name)
     if not found:
-        raise launcher.JobError(f"cannot name the image after the bundle {tarball!r}: set "
+        raise JobError(f"cannot name the image after the bundle {tarball!r}: set "
                                 "image in the cluster file's [k8s] table")
     return f"r2sp:{found.group(1)}"
-
-
-class Kubectl:
-    """kubectl commands on the job's namespace (the context's when None)."""
-
-    def __init__(self, namespace):
-        self.prefix = ["kubectl"] + (["--namespace", namespace] if namespace else [])
-
-    def argv(self, *args):
-        return self.prefix + list(args)
-
-    def check(self, *args):
-        try:
-            r = subprocess.run(self.argv(*args), capture_output=True, text=True,
-                               stdin=subprocess.DEVNULL, timeout=120)
-        except (OSError, subprocess.TimeoutExpired) as e:
-            raise launcher.JobError(f"kubectl {' '.join(args)}: {e}")
-        if r.returncode != 0:
-            raise launcher.JobError(f"kubectl {' '.join(args)} failed ({r.returncode}): "
-                                    f"{(r.stderr or r.stdout).strip()}")
-        return r.stdout
-
-
-def pod_log_name(pod):
-    """The process a pod runs ("scheduler", "server1", "worker3"), from its labels and names."""
-    meta = pod["metadata"]
-    role = meta.get("labels", {}).get("app.kubernetes.io/component", "pod")
-    if role == "worker":
-        index = meta.get("annotations", {}).get("batch.kubernetes.io/job-completion-index")
-        return f"worker{index}" if index is not None else meta["name"]
-    if role == "server":
-        found = re.search(r"-(\d+)$", meta["name"])
-        return f"server{found.group(1)}" if found else meta["name"]
-    return role
-
-
-class Follower:
-    """`kubectl logs -f` of every pod of the job, each into RUN_DIR/NAME.log."""
-
-    def __init__(self, kubectl, run_dir):
-        self.kubectl, self.run_dir = kubectl, run_dir
-        self.procs = {}  # log name -> the kubectl logs process
-
-    def poll(self, pods):
-        """Starts following the pods that have started; JobError for one that cannot start."""
-        for pod in pods:
-            for status in pod.get("status", {}).get("containerStatuses", []):
-                waiting = status.get("state", {}).get("waiting", {})
-                if waiting.get("reason") in STUCK:
-                    raise launcher.JobError(
-                        f"pod {pod['metadata']['name']}: {waiting['reason']}: "
-                        f"{waiting.get('message', '')} (build and push the image: tools/deploy/Dockerfile)")
-            name = pod_log_name(pod)
-            if name in self.procs or pod.get("status", {}).get("phase") not in ("Running", "Succeeded", "Failed"):
-                continue
-            with open(os.path.join(self.run_dir, name + ".log"), "ab") as log:
-                self.procs[name] = subprocess.Popen(
-                    self.kubectl.argv("logs", "-f", pod["metadata"]["name"]), stdout=log,
-                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-
-    def wait(self, names, seconds):
-        """Waits up to `seconds` for the logs of `names` to end (their containers exited)."""
-        deadline = time.time() + seconds
-        for name in names:
-            if name in self.procs:
-                try:
-                    self.procs[name].wait(timeout=max(0.1, deadline - time.time()))
-                except subprocess.TimeoutExpired:
-                    pass
-
-    def stop(self):
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                proc.terminate()
-        for proc in self.procs.values():
-            proc.wait()
-
-
-def job_state(job):
-    """"complete", "failed" or None (still running) from the Job's conditions."""
-    for condition in job.get("status", {}).get("conditions", []):
-        if condition.get("status") == "True" and condition.get("type") in ("Complete", "Failed"):
-            return condition["type"].lower()
-    return None
 
 
 def describe(paths, kubectl, job_name, manifests, keys_dir=None):
@@ -309,54 +231,75 @@ def describe(paths, kubectl, job_name, manifests, keys_dir=None):
     return "\n".join(lines)
 
 
-def run(args, cluster, tarball):
-    """Runs the job on the kubectl context's cluster; returns its summary (also
-    RUN_DIR/summary.json), or None with --dry_run. JobError when it fails; the objects are
-    deleted first, whatever the exception."""
-    _, stats_file = launcher.prepare_run_dir(args)
-    options = cluster.backend_options.get("k8s", {})
-    job_name = dns_label(cluster.job_name)
-    namespace = options.get("namespace")
-    # Made (or checked) also for --dry_run, which writes the manifests for kubectl apply too.
-    keys_dir = job_keys.prepare(args)
-    manifests = render(cluster, job_name, image_for(cluster, tarball), namespace,
-                       role_commands.extra_flags_from(args),
-                       options.get("gpu_resource") or "nvidia.com/gpu",
-                       options.get("image_pull_secret"), deadline_s=args.timeout,
-                       keys=read_keys(keys_dir) if keys_dir else None)
-    paths = write_manifests(manifests, os.path.join(args.run_dir, "k8s"))
-    kubectl = Kubectl(namespace)
-    if args.dry_run:
-        print(describe(paths, kubectl, job_name, manifests, keys_dir))
-        return None
-    start = time.time()
-    follower = Follower(kubectl, args.run_dir)
-    try:
-        kubectl.check("apply", "-f", os.path.join(args.run_dir, "k8s"))
+class K8sBackend(driver.Backend):
+    """deploy.driver's hooks for Kubernetes: the manifests written in prepare, applied in
+    launch, the worker Job's state in poll, the last logs awaited in finish, the objects
+    deleted in clean_up, the results taken out of the logs in collect."""
+
+    def __init__(self, run):
+        super().__init__(run)
+        cluster, args = run.cluster, run.args
+        options = cluster.backend_options.get("k8s", {})
+        self.job_name = dns_label(cluster.job_name)
+        self.kubectl = Kubectl(options.get("namespace"))
+        # A dry run's Secrets hold placeholders (redacted): it neither makes nor reads keys.
+        keys = None
+        if run.keys:
+            keys = (dict.fromkeys(job_keys.files_for(job_keys.ROLES), "") if run.dry_run
+                    else read_keys(run.keys))
+        self.manifests = render(cluster, self.job_name, image_for(cluster, run.tarball),
+                                options.get("namespace"), run.extra_flags,
+                                options.get("gpu_resource") or "nvidia.com/gpu",
+                                options.get("image_pull_secret"), deadline_s=args.timeout, keys=keys)
+        self.directory = os.path.join(run.run_dir, "k8s")
+        self.follower = None
+
+    def describe(self):
+        return describe(manifest_paths(self.manifests, self.directory), self.kubectl,
+                        self.job_name, self.manifests, self.run.keys)
+
+    def prepare(self):
+        write_manifests(self.manifests, self.directory)
+
+    def launch(self):
+        cluster = self.run.cluster
+        self.follower = Follower(self.kubectl, self.run.run_dir)
+        self.kubectl.check("apply", "-f", self.directory)
         print(f"launch: {cluster.num_servers} servers, {cluster.num_workers} workers, "
-              f"sync={cluster.mode} as Kubernetes job {job_name}; logs in {args.run_dir}", flush=True)
-        state = None
-        while state is None:
-            if time.time() - start > args.timeout:
-                raise launcher.JobError(f"the job ran past --timeout={args.timeout:g}s")
-            items = json.loads(kubectl.check(
-                "get", "pods,jobs", "-l", f"app.kubernetes.io/instance={job_name}", "-o", "json"))["items"]
-            follower.poll([i for i in items if i.get("kind") == "Pod"])
-            state = next((job_state(i) for i in items if i.get("kind") == "Job"), None)
-            if state is None:
-                time.sleep(1)
+              f"sync={cluster.mode} as Kubernetes job {self.job_name}; logs in {self.run.run_dir}",
+              flush=True)
+
+    def poll(self):
+        items = json.loads(self.kubectl.check(
+            "get", "pods,jobs", "-l", f"app.kubernetes.io/instance={self.job_name}", "-o", "json"))["items"]
+        self.follower.poll([i for i in items if i.get("kind") == "Pod"])
+        state = next((job_state(i) for i in items if i.get("kind") == "Job"), None)
         if state == "failed":
-            raise launcher.JobError(f"the worker Job failed; see the worker logs in {args.run_dir}")
+            raise JobError(f"the worker Job failed; see the worker logs in {self.run.run_dir}")
+        return state == "complete"
+
+    def finish(self):
         # The scheduler prints its results once every worker has left.
-        follower.wait(["scheduler"] + [f"worker{k}" for k in range(cluster.num_workers)], 60)
-    finally:
-        follower.stop()
-        subprocess.run(kubectl.argv("delete", "--ignore-not-found", "--wait=false", "-f",
-                                    os.path.join(args.run_dir, "k8s")),
+        workers = [f"worker{k}" for k in range(self.run.cluster.num_workers)]
+        self.follower.wait(["scheduler"] + workers, 60)
+
+    def clean_up(self):
+        if self.follower:
+            self.follower.stop()
+        subprocess.run(self.kubectl.argv("delete", "--ignore-not-found", "--wait=false", "-f",
+                                         self.directory),
                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
-        for name in follower.procs:
+        return []
+
+    def collect(self):
+        for name in self.follower.procs if self.follower else ():
             try:
-                extract_results(os.path.join(args.run_dir, name + ".log"), args.run_dir)
-            except launcher.JobError as e:  # the job's own outcome matters more
+                extract_results(os.path.join(self.run.run_dir, name + ".log"), self.run.run_dir)
+            except JobError as e:  # the job's own outcome matters more
                 print(f"launch: {name}.log: {e}", flush=True)
-    return launcher.finish_job(args, time.time() - start, {}, stats_file)
+
+
+def run(args, cluster, tarball):
+    """Runs the job on the kubectl context's cluster (deploy.driver with K8sBackend); returns
+    its summary, or None with --dry_run."""
+    return driver.run(args, cluster, tarball, K8sBackend)

@@ -6,7 +6,8 @@ import io
 import os
 import tarfile
 
-from ..job import launcher
+from ..job.errors import JobError
+from .archive import UnsafeArchive, check_member
 
 BEGIN, END = "R2SP-RESULTS-BEGIN ", "R2SP-RESULTS-END"
 
@@ -14,7 +15,8 @@ BEGIN, END = "R2SP-RESULTS-BEGIN ", "R2SP-RESULTS-END"
 def extract_results(log_path, run_dir):
     """Unpacks every R2SP-RESULTS block of the log at `log_path` into `run_dir` and removes the
     blocks from the log; returns the names of the files it wrote. Only regular files at the top
-    of the archive are taken; a block cut short (a pod killed while printing it) is dropped."""
+    of the archive are taken, and only those archive.check_member passes; a block cut short (a
+    pod killed while printing it) is dropped."""
     with open(log_path, errors="replace") as f:
         lines = f.read().splitlines(keepends=True)
     kept, written, block = [], [], None
@@ -33,6 +35,15 @@ def extract_results(log_path, run_dir):
     return written
 
 
+def safe(member):
+    """Whether archive.check_member passes `member` (one it refuses is left out)."""
+    try:
+        check_member(member)
+        return True
+    except UnsafeArchive:
+        return False
+
+
 def _unpack(encoded, run_dir):
     try:
         data = base64.b64decode(encoded, validate=True)
@@ -40,10 +51,10 @@ def _unpack(encoded, run_dir):
             written = []
             for member in archive.getmembers():
                 name = os.path.normpath(member.name)
-                if member.isfile() and "/" not in name and not name.startswith("."):
+                if safe(member) and member.isfile() and "/" not in name and not name.startswith("."):
                     with open(os.path.join(run_dir, name), "wb") as out:
                         out.write(archive.extractfile(member).read())
                     written.append(name)
             return written
     except (ValueError, tarfile.TarError, EOFError, OSError) as e:
-        raise launcher.JobError(f"a results block in the logs cannot be read: {e}")
+        raise JobError(f"a results block in the logs cannot be read: {e}")

@@ -19,9 +19,10 @@ from ..cluster import cluster_file
 from ..job import launcher
 from ..cluster import bundle as release_bundle
 from ..cluster import role_commands
+from ..job.errors import JobError
 
 # The remote backends: each module's run(args, cluster, tarball) runs the job (or with
-# --dry_run prints what it would run) and returns the summary, raising launcher.JobError.
+# --dry_run prints what it would run) and returns the summary, raising JobError.
 BACKENDS = {name: (lambda name=name: importlib.import_module(f".{name}_backend", __package__))
             for name in ("ssh", "slurm", "k8s", "ec2")}
 
@@ -33,9 +34,9 @@ def load(path):
     try:
         return cluster_file.load(path)
     except OSError as e:
-        raise launcher.JobError(f"cannot read the cluster file: {e}")
+        raise JobError(f"cannot read the cluster file: {e}")
     except cluster_file.ClusterFileError as e:
-        raise launcher.JobError(str(e))
+        raise JobError(str(e))
 
 
 def adopt(args, cluster):
@@ -47,7 +48,7 @@ def adopt(args, cluster):
     if getattr(args, "auth", None) is None:
         args.auth = cluster.auth
     if getattr(args, "keys_dir", "") and args.auth != "curve":
-        raise launcher.JobError('--keys_dir needs --auth=curve (or auth = "curve" in the '
+        raise JobError('--keys_dir needs --auth=curve (or auth = "curve" in the '
                                 "cluster file's [job])")
 
 
@@ -82,7 +83,7 @@ def default_bundle(cluster):
     variant = "cuda" if cuda else "cpu"
     path = os.path.join(ROOT, "dist", f"r2sp-{version}-{variant}.tar.gz")
     if not os.path.exists(path):
-        raise launcher.JobError(f"no release bundle at {path}: make it with tools/package"
+        raise JobError(f"no release bundle at {path}: make it with tools/package"
                                 f"{' --variant=cuda' if cuda else ''}, or name one with --bundle")
     return path
 
@@ -109,4 +110,4 @@ def run(args):
     try:
         return backend.run(args, cluster, args.bundle or (None if image_given else default_bundle(cluster)))
     except release_bundle.BundleError as e:
-        raise launcher.JobError(str(e))
+        raise JobError(str(e))

@@ -10,7 +10,8 @@ process advertises its own node's name (or its host's address / interface). Step
 fails.
 
 The workdir must be on storage the login node and the compute nodes share (as Slurm clusters
-have): the launcher unpacks the release bundle there (unless the same one is there), the steps
+have): the launcher unpacks the release bundle there (unless the same one is there intact:
+bundle.installed; archive.safe_extract, so a crafted bundle cannot write elsewhere), the steps
 write their logs, stats, metrics and timelines to WORKDIR/runs/JOB-RUN/, and the launcher
 copies them into RUN_DIR at the end, also when it fails. It submits with `sbatch --wait`,
 cancels the job (scancel) on Ctrl-C or --timeout, and summarises as tools/launch does.
@@ -21,7 +22,10 @@ With --auth=curve the launcher copies the job's keys into WORKDIR/runs/JOB-RUN/k
 shared storage (0700, files 0600) and every step gets --auth=curve --keys_dir=that directory;
 it deletes them once the job has ended. Every step runs as the submitting user, so on Slurm the
 files cannot keep one role's secret key from another role's process: the keys keep out other
-users and other machines (docs/SECURITY.md)."""
+users and other machines (docs/SECURITY.md).
+
+The run's skeleton (run directory, keys, timeout, cleanup, summary) is deploy.driver's;
+SlurmBackend supplies its hooks."""
 
 import dataclasses
 import os
@@ -29,25 +33,22 @@ import re
 import shutil
 import subprocess
 import tarfile
-import time
 
-from ..job import keys as job_keys
-from ..job import launcher
 from ..cluster import bundle as release_bundle
 from ..cluster import role_commands
+from ..job import keys as job_keys
+from ..job.errors import JobError
+from . import archive
+from . import driver
+from . import shell
 
 # Shell words the script leaves for bash to expand: a node of the allocation, and the run dir.
 _EXPANDED = re.compile(r"\$\{nodes\[\d+\]\}|\$R2SP_OUT")
 
 
 def shell_word(arg):
-    """`arg` double-quoted for bash with everything literal except the _EXPANDED references."""
-    out, last = [], 0
-    for m in _EXPANDED.finditer(arg):
-        out.append(re.sub(r'([\\"$`])', r"\\\1", arg[last:m.start()]) + m.group(0))
-        last = m.end()
-    out.append(re.sub(r'([\\"$`])', r"\\\1", arg[last:]))
-    return '"' + "".join(out) + '"'
+    """`arg` quoted for bash with everything literal except the _EXPANDED references."""
+    return shell.shell_word(arg, _EXPANDED)
 
 
 def slurm_cluster(cluster):
@@ -87,10 +88,8 @@ def batch_script(cluster, bundle, out_dir, extra_flags, auth=False):
         "}",
     ]
     view = slurm_cluster(cluster)
-    order = sorted(((i, h, p) for i, h in enumerate(view.hosts) for p in h.processes),
-                   key=lambda t: t[2].role != "scheduler")
     keys = f"$R2SP_OUT/{job_keys.KEYS}" if auth else None
-    for index, host, process in order:
+    for index, host, process in role_commands.scheduler_first(view):
         args = role_commands.run_role_args(view, host, process, "$R2SP_OUT", extra_flags, keys)
         lines.append(f"step {process.name} {index} " + " ".join(shell_word(a) for a in args))
     lines += [
@@ -115,19 +114,19 @@ def batch_script(cluster, bundle, out_dir, extra_flags, auth=False):
 
 
 def install_bundle(tarball, workdir):
-    """Unpacks the bundle into `workdir` unless the same one is there; its directory."""
+    """Unpacks the bundle into `workdir` unless the same one is there intact; its directory.
+    JobError for a bundle with a member that would land outside `workdir`."""
     top, manifest = release_bundle.tarball_manifest(tarball)
     target = os.path.join(workdir, top)
-    try:
-        with open(os.path.join(target, "MANIFEST.json")) as f:
-            if f.read() == manifest:
-                return target
-    except OSError:
-        pass
+    if release_bundle.installed(target, manifest):
+        return target
     shutil.rmtree(target, ignore_errors=True)
     os.makedirs(workdir, exist_ok=True)
-    with tarfile.open(tarball) as t:
-        t.extractall(workdir)
+    try:
+        with tarfile.open(tarball) as t:
+            archive.safe_extract(t, workdir)
+    except archive.UnsafeArchive as e:
+        raise JobError(f"{tarball}: not unpacked: {e}")
     return target
 
 
@@ -155,63 +154,77 @@ def remove_keys(keys, installed):
         shutil.rmtree(installed, ignore_errors=True)
 
 
+class SlurmBackend(driver.Backend):
+    """deploy.driver's hooks for Slurm: the script, bundle and keys in prepare, sbatch --wait
+    in launch, its exit in poll, scancel in stop, the keys' copy removed in clean_up, the steps'
+    files copied in collect."""
+
+    poll_seconds = 0.5
+
+    def __init__(self, run):
+        super().__init__(run)
+        cluster, tarball = run.cluster, run.tarball
+        self.workdir = os.path.expanduser(cluster.hosts[0].workdir)
+        name = os.path.basename(tarball).removesuffix(".tar.gz")
+        self.out_dir = os.path.join(self.workdir, "runs", run.job_dir)
+        self.script = batch_script(cluster, os.path.join(self.workdir, name), self.out_dir,
+                                   run.extra_flags, run.keys is not None)
+        self.installed_keys = None
+        self.sbatch = None
+        self.job_id = None
+
+    def describe(self):
+        lines = [f"# unpack {self.run.tarball} into {self.workdir} (unless the same bundle is there)"]
+        if self.run.keys:
+            lines.append(f"{job_keys.describe(self.run.args)}\n# copy them into "
+                         f"{self.out_dir}/{job_keys.KEYS} (0700, files 0600); deleted when the job ends")
+        lines.append(f"sbatch --parsable --wait RUN_DIR/job.sbatch\n# RUN_DIR/job.sbatch:\n{self.script}")
+        return "\n".join(lines)
+
+    def prepare(self):
+        self.script_path = os.path.join(self.run.args.run_dir, "job.sbatch")
+        with open(self.script_path, "w") as f:
+            f.write(self.script)
+        install_bundle(self.run.tarball, self.workdir)
+        os.makedirs(self.out_dir, exist_ok=True)
+        if self.run.keys:
+            self.installed_keys = install_keys(self.run.keys, self.out_dir)
+
+    def launch(self):
+        cluster = self.run.cluster
+        self.sbatch = subprocess.Popen(["sbatch", "--parsable", "--wait", self.script_path],
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.job_id = self.sbatch.stdout.readline().strip().split(";")[0]
+        if not self.job_id:
+            raise JobError(f"sbatch failed: {self.sbatch.stderr.read().strip()}")
+        print(f"launch: slurm job {self.job_id}: {cluster.num_servers} servers, {cluster.num_workers} "
+              f"workers, sync={cluster.mode} on {len(cluster.hosts)} nodes; logs in "
+              f"{self.run.args.run_dir}", flush=True)
+
+    def poll(self):
+        if self.sbatch.poll() is None:
+            return False
+        if self.sbatch.returncode != 0:
+            raise JobError(f"slurm job {self.job_id} failed (sbatch status {self.sbatch.returncode}); "
+                           f"see {self.run.args.run_dir}/slurm-{self.job_id}.out and the step logs")
+        return True
+
+    def stop(self):
+        if self.job_id:
+            subprocess.run(["scancel", self.job_id], capture_output=True)
+        if self.sbatch:
+            self.sbatch.kill()
+            self.sbatch.wait()
+
+    def clean_up(self):
+        if self.run.keys:
+            remove_keys(self.run.keys, self.installed_keys)
+        return []
+
+    def collect(self):
+        copy_results(self.out_dir, self.run.args.run_dir)
+
+
 def run(args, cluster, tarball):
-    """Submits the job, follows it to the end and returns its summary; JobError if it fails.
-    On any exception (Ctrl-C included) the Slurm job is cancelled first."""
-    workdir = os.path.expanduser(cluster.hosts[0].workdir)
-    name = os.path.basename(tarball).removesuffix(".tar.gz")
-    out_dir = os.path.join(workdir, "runs", role_commands.job_dir(cluster, args.run_dir))
-    auth = job_keys.curve(args)
-    script = batch_script(cluster, os.path.join(workdir, name), out_dir,
-                          role_commands.extra_flags_from(args), auth)
-    if args.dry_run:  # before the run directory exists: a dry run touches nothing
-        print(f"# unpack {tarball} into {workdir} (unless the same bundle is there)")
-        if auth:
-            print(f"{job_keys.describe(args)}\n# copy them into {out_dir}/{job_keys.KEYS} "
-                  "(0700, files 0600); deleted when the job ends")
-        print(f"sbatch --parsable --wait RUN_DIR/job.sbatch\n# RUN_DIR/job.sbatch:\n{script}")
-        return None
-    _, stats_file = launcher.prepare_run_dir(args)
-    keys = job_keys.prepare(args)
-    script_path = os.path.join(args.run_dir, "job.sbatch")
-    with open(script_path, "w") as f:
-        f.write(script)
-    install_bundle(tarball, workdir)
-    os.makedirs(out_dir, exist_ok=True)
-    installed = install_keys(keys, out_dir) if keys else None
-    try:
-        return _submit(args, cluster, script_path, out_dir, stats_file)
-    finally:
-        remove_keys(keys, installed)
-
-
-def _submit(args, cluster, script_path, out_dir, stats_file):
-    """Runs the batch job and summarises it (run()'s second half)."""
-    start = time.time()
-    sbatch = subprocess.Popen(["sbatch", "--parsable", "--wait", script_path], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True)
-    job_id = None
-    try:
-        job_id = sbatch.stdout.readline().strip().split(";")[0]
-        if not job_id:
-            raise launcher.JobError(f"sbatch failed: {sbatch.stderr.read().strip()}")
-        print(f"launch: slurm job {job_id}: {cluster.num_servers} servers, {cluster.num_workers} "
-              f"workers, sync={cluster.mode} on {len(cluster.hosts)} nodes; logs in {args.run_dir}",
-              flush=True)
-        while sbatch.poll() is None:
-            if time.time() - start > args.timeout:
-                raise launcher.JobError(f"the job ran past --timeout={args.timeout:g}s")
-            time.sleep(0.5)
-        if sbatch.returncode != 0:
-            raise launcher.JobError(f"slurm job {job_id} failed (sbatch status {sbatch.returncode}); "
-                                    f"see {args.run_dir}/slurm-{job_id}.out and the step logs")
-    except BaseException:
-        if job_id:
-            subprocess.run(["scancel", job_id], capture_output=True)
-        sbatch.kill()
-        sbatch.wait()
-        copy_results(out_dir, args.run_dir)
-        raise
-    wall = time.time() - start
-    copy_results(out_dir, args.run_dir)
-    return launcher.finish_job(args, wall, {}, stats_file)
+    """Runs the job as a Slurm batch job (deploy.driver with SlurmBackend); returns its summary."""
+    return driver.run(args, cluster, tarball, SlurmBackend)

@@ -1,7 +1,8 @@
 """tools/launch --backend=ssh: a cluster-file job on real hosts reached over ssh.
 
 1. Ships the release bundle (tools/package) to every host with scp, unless the host already
-   holds the same one (its MANIFEST.json is compared), and unpacks it in the host's workdir.
+   holds the same one intact (its MANIFEST.json and every file's sha256, computed there, checked
+   here by bundle.check_files), and unpacks it in the host's workdir.
    With --auth=curve, sends each host the job's three public keys and the secret keys of the
    roles it runs, no others, as a tar stream through ssh's stdin (never on a command line) into
    WORKDIR/keys/JOB-RUN/ (0700, files 0600).
@@ -16,23 +17,30 @@
    summarises the run as tools/launch does.
 
 ssh never prompts (BatchMode): keys, known hosts and options come from the cluster file's [ssh]
-table. Failures are raised as launcher.JobError."""
+table. Failures are raised as JobError."""
 
+import json
 import os
 import shlex
 import subprocess
+import tarfile
 import threading
-import time
 
-from ..job import keys as job_keys
-from ..job import launcher
+from ..analysis.cpu_meter import CpuMeter
 from ..cluster import bundle as release_bundle
 from ..cluster import role_commands
-from ..analysis.cpu_meter import CpuMeter
+from ..job import keys as job_keys
+from ..job.errors import JobError
+from ..job.processes import Job
+from . import archive
+from . import driver
+from .shell import shell_word, variables
 
+# What the check prints between the installed MANIFEST.json and the files' sha256 sums.
+_DIGESTS = "--- r2sp sha256 ---"
 # Shell variables the remote command sets to expanded paths (a ~ in the workdir becomes $HOME
 # there, not here), and the flags use.
-_REMOTE_VARIABLES = ("$R2SP_OUT", "$R2SP_KEYS")
+_REMOTE_VARIABLES = variables("R2SP_OUT", "R2SP_KEYS")
 
 
 def _options(cluster, host, port_flag):
@@ -80,12 +88,15 @@ class Plan:
 
     def ship(self, host):
         """[(description, argv)]: check, copy, unpack. The copy and unpack run only when the
-        check does not print this bundle's manifest."""
+        check does not show this bundle intact (installed_intact)."""
         bundle = role_commands.bundle_dir(host, self.name)
         work = role_commands.remote_path(host.workdir)
         tar_target = f"{host.workdir.rstrip('/')}/{self.name}.tar.gz"
         return [
-            ("check", self.remote(host, f"mkdir -p {work} && cat {role_commands.remote_path(bundle)}/MANIFEST.json 2>/dev/null; true")),
+            ("check", self.remote(host, (
+                f"mkdir -p {work} && cd {role_commands.remote_path(bundle)} 2>/dev/null && "
+                f"cat MANIFEST.json && echo {shlex.quote(_DIGESTS)} && "
+                "find . -type f ! -name MANIFEST.json -exec sha256sum {} +; true"))),
             ("copy", scp_argv(self.cluster, host, self.tarball, tar_target)),
             ("unpack", self.remote(host, (
                 f"cd {work} && rm -rf {shlex.quote(self.name)} && tar xzf {shlex.quote(self.name)}.tar.gz "
@@ -124,7 +135,7 @@ class Plan:
         # the remote shell sets to the expanded paths.
         args = role_commands.run_role_args(self.cluster, host, process, "$R2SP_OUT",
                                            self.extra_flags, "$R2SP_KEYS" if self.keys else None)
-        quoted = " ".join(_remote_word(a) for a in args)
+        quoted = " ".join(shell_word(a, _REMOTE_VARIABLES) for a in args)
         keys = role_commands.remote_path(role_commands.keys_dir(host, self.job_dir))
         set_keys = f"R2SP_KEYS={keys} && " if self.keys else ""
         command = (f"mkdir -p {out} && R2SP_OUT={out} && {set_keys}exec "
@@ -135,9 +146,6 @@ class Plan:
         """The ssh command that writes the host's run directory to stdout as a tar stream."""
         out = role_commands.remote_path(role_commands.run_dir(host, self.job_dir))
         return self.remote(host, f"cd {out} && tar cf - .")
-
-    def hosts_and_processes(self):
-        return [(h, p) for h in self.cluster.hosts for p in h.processes]
 
     def describe(self):
         """The plan as shell lines (--dry_run)."""
@@ -153,8 +161,7 @@ class Plan:
             for host in self.cluster.hosts:
                 tar, ssh = self.send_keys(host)
                 lines.append(shlex.join(tar) + " | " + shlex.join(ssh) + "   # keys")
-        order = sorted(self.hosts_and_processes(), key=lambda hp: hp[1].role != "scheduler")
-        for host, process in order:
+        for _, host, process in role_commands.scheduler_first(self.cluster):
             lines.append(f"# {process.name} on {host.name}")
             lines.append(shlex.join(self.start(host, process)) + " < (held open) > " + process.name + ".log")
         for host in self.cluster.hosts:
@@ -166,25 +173,30 @@ class Plan:
         return "\n".join(lines)
 
 
-def _remote_word(arg):
-    """`arg` quoted for the remote shell, the _REMOTE_VARIABLES in it left to expand."""
-    for variable in _REMOTE_VARIABLES:
-        if variable in arg:
-            return arg.replace(variable, f'"{variable}"')
-    return shlex.quote(arg)
+def installed_intact(check_output, manifest_text):
+    """Whether the check's output (Plan.ship) shows the bundle `manifest_text` installed and
+    intact: its MANIFEST.json the same, every file's sha256 as the manifest says."""
+    installed, marker, sums = check_output.partition(_DIGESTS + "\n")
+    if not marker or not release_bundle.same_manifest(installed, manifest_text):
+        return False
+    digests = {}
+    for line in sums.splitlines():
+        digest, _, path = line.partition("  ")
+        digests[path.removeprefix("./")] = digest
+    return not release_bundle.check_files(json.loads(manifest_text), digests)
 
 
 def _check(argv, what):
     r = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL)
     if r.returncode != 0:
-        raise launcher.JobError(f"{what} failed ({r.returncode}): {(r.stderr or r.stdout).strip()}")
+        raise JobError(f"{what} failed ({r.returncode}): {(r.stderr or r.stdout).strip()}")
     return r.stdout
 
 
 def ship_bundle(plan, host):
     """Makes sure `host` holds the plan's bundle; returns True if it had to copy it."""
     check, copy, unpack = plan.ship(host)
-    if _check(check[1], f"ssh to {host.name}").strip() == plan.manifest.strip():
+    if installed_intact(_check(check[1], f"ssh to {host.name}"), plan.manifest):
         return False
     _check(copy[1], f"copying the bundle to {host.name}")
     _check(unpack[1], f"unpacking the bundle on {host.name}")
@@ -201,9 +213,9 @@ def send_keys(plan, host):
         tar_error = tar.stderr.read().decode(errors="replace").strip()
         tar.wait()
     if tar.returncode != 0:
-        raise launcher.JobError(f"reading the keys in {plan.keys} failed: {tar_error}")
+        raise JobError(f"reading the keys in {plan.keys} failed: {tar_error}")
     if r.returncode != 0:
-        raise launcher.JobError(f"copying the keys to {host.name} failed ({r.returncode}): "
+        raise JobError(f"copying the keys to {host.name} failed ({r.returncode}): "
                                 f"{(r.stderr or r.stdout).strip()}")
 
 
@@ -237,48 +249,84 @@ def in_parallel(function, items):
 
 
 def fetch_results(plan, host, run_dir):
-    """Unpacks the host's run directory into `run_dir` (best effort: a host that died has
-    nothing to give, and the job's own error says why)."""
+    """Unpacks the host's run directory into `run_dir` (archive.safe_extract: the host may not
+    write outside it). Best effort: a host that died has nothing to give, and the job's own
+    error says why; an unsafe archive is said and dropped."""
     with subprocess.Popen(plan.fetch(host), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                           stdin=subprocess.DEVNULL) as ssh:
-        subprocess.run(["tar", "xf", "-", "-C", run_dir], stdin=ssh.stdout, stderr=subprocess.DEVNULL)
+        try:
+            with tarfile.open(fileobj=ssh.stdout, mode="r|") as stream:
+                archive.safe_extract(stream, run_dir, stream=True)
+        except archive.UnsafeArchive as e:
+            print(f"launch: the results of {host.name} were not taken: {e}", flush=True)
+        except (tarfile.TarError, OSError):
+            pass
+        ssh.stdout.close()
         ssh.wait()
 
 
-def run(args, cluster, tarball):
-    """Runs the job over ssh; returns its summary (also RUN_DIR/summary.json). JobError when it
-    fails; every process is stopped first, whatever the exception."""
-    if args.dry_run:  # before the run directory exists: a dry run touches nothing
-        keys = job_keys.keys_dir(args) if job_keys.curve(args) else None
-        print(Plan(cluster, tarball, role_commands.job_dir(cluster, args.run_dir),
-                   role_commands.extra_flags_from(args), keys).describe())
-        return None
-    _, stats_file = launcher.prepare_run_dir(args)
-    plan = Plan(cluster, tarball, role_commands.job_dir(cluster, args.run_dir),
-                role_commands.extra_flags_from(args), job_keys.prepare(args))
-    start = time.time()
-    copied = []
-    in_parallel(lambda h: ship_bundle(plan, h) and copied.append(h.name), cluster.hosts)
-    print(f"launch: bundle {plan.name} on {len(cluster.hosts)} hosts "
-          f"(copied to {len(copied)}: {', '.join(sorted(copied)) or 'none'})", flush=True)
-    job = launcher.Job(args, hold_stdin=True)
-    order = sorted(plan.hosts_and_processes(), key=lambda hp: hp[1].role != "scheduler")
-    failure = None
-    try:
+def supervise(job, cpu):
+    """One look at the processes (the ssh backend's strict supervision): True once every one
+    exited with status 0; JobError when one failed. Samples their CPU use meanwhile."""
+    failed = None
+    for name, proc in job.procs():  # the last failed one is named
+        code = proc.poll()
+        if code not in (None, 0):
+            failed = f"{name} exited with status {code}; see {job.args.run_dir}/{name}.log"
+    if failed:
+        raise JobError(failed)
+    if job.finished():
+        return True
+    cpu.sample(job.procs())
+    return False
+
+
+class SshBackend(driver.Backend):
+    """deploy.driver's hooks over ssh: ship and start in launch, strict supervision in poll,
+    fetch in collect, the keys removed in clean_up."""
+
+    poll_seconds = 0.1
+
+    def __init__(self, run):
+        super().__init__(run)
+        self.plan = Plan(run.cluster, run.tarball, run.job_dir, run.extra_flags, run.keys)
+        self.job = None
+
+    def describe(self):
+        return self.plan.describe()
+
+    def launch(self):
+        cluster, plan, args = self.run.cluster, self.plan, self.run.args
+        copied = []
+        in_parallel(lambda h: ship_bundle(plan, h) and copied.append(h.name), cluster.hosts)
+        print(f"launch: bundle {plan.name} on {len(cluster.hosts)} hosts "
+              f"(copied to {len(copied)}: {', '.join(sorted(copied)) or 'none'})", flush=True)
+        self.job = Job(args, hold_stdin=True)
         if plan.keys:
             in_parallel(lambda h: send_keys(plan, h), cluster.hosts)
-        for host, process in order:
-            job.start(process.name, plan.start(host, process), echo=process.role == "worker")
+        for _, host, process in role_commands.scheduler_first(cluster):
+            self.job.start(process.name, plan.start(host, process), echo=process.role == "worker")
         print(f"launch: {cluster.num_servers} servers, {cluster.num_workers} workers, sync={cluster.mode} "
               f"on {len(cluster.hosts)} hosts over ssh; logs in {args.run_dir}", flush=True)
-        launcher.supervise(job, CpuMeter(), start)
-    except BaseException as e:
-        job.stop_all()
-        failure = e
-    wall = time.time() - start
-    in_parallel(lambda h: fetch_results(plan, h, args.run_dir), cluster.hosts)
-    if plan.keys:
-        in_parallel(lambda h: remove_keys(plan, h), cluster.hosts)
-    if failure:
-        raise failure
-    return launcher.finish_job(args, wall, {}, stats_file)
+        self.cpu = CpuMeter()
+
+    def poll(self):
+        return supervise(self.job, self.cpu)
+
+    def stop(self):
+        if self.job:
+            self.job.stop_all()
+
+    def clean_up(self):
+        if self.plan.keys:
+            in_parallel(lambda h: remove_keys(self.plan, h), self.run.cluster.hosts)
+        return []
+
+    def collect(self):
+        in_parallel(lambda h: fetch_results(self.plan, h, self.run.args.run_dir),
+                    self.run.cluster.hosts)
+
+
+def run(args, cluster, tarball):
+    """Runs the job over ssh (deploy.driver with SshBackend); returns its summary."""
+    return driver.run(args, cluster, tarball, SshBackend)

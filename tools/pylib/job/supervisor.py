@@ -8,7 +8,7 @@ still runs then, or after a scheduler that exited non-zero, is stopped and recor
 import re
 import time
 
-from .errors import JobError
+from .deadline import Deadline
 from ..analysis.summary import Event, Outcome
 
 # How long the servers and workers may take to exit after the scheduler (they exit within a
@@ -55,12 +55,13 @@ def replacement_argv(argv, run_dir, name):
 
 
 class Supervisor:
-    """Watches a started Job (launcher.Job) every 0.1 s; not thread-safe (the launcher's main
+    """Watches a started Job (processes.Job) every 0.1 s; not thread-safe (the launcher's main
     thread runs it)."""
 
     def __init__(self, job, start, max_restarts, cpu, during=None):
         self.job = job
         self.start = start  # time.time() when the job started
+        self.deadline = Deadline(start, job.args.timeout)
         self.max_restarts = max_restarts  # parse_max_restarts()
         self.cpu = cpu
         self.during = during
@@ -76,8 +77,7 @@ class Supervisor:
         while scheduler.poll() is None:
             self._record_exits()
             self._tick()
-            if time.time() - self.start > self.job.args.timeout:
-                raise JobError(f"the job ran past --timeout={self.job.args.timeout:g}s")
+            self.deadline.check()
         status = scheduler.returncode
         if status == 0:
             deadline = min(time.time() + GRACE_SECONDS, self.start + self.job.args.timeout)

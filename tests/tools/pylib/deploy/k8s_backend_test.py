@@ -41,10 +41,10 @@ import unittest
 
 from pylib.cluster import cluster_file
 import junit_main
-from pylib.deploy import k8s_backend
+from pylib.deploy import k8s_backend, k8s_kubectl
 from pylib.deploy import k8s_yaml
-from pylib.job import launcher
 from pylib.emulation import netcluster
+from pylib.job import errors, options
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 BIN_DIR = os.environ.get("R2SP_BIN_DIR", ROOT)  # the runfiles under Bazel
@@ -170,7 +170,7 @@ class ManifestTest(unittest.TestCase):
     def test_different_worker_flags_per_host_are_refused(self):
         two = cluster(hosts='scheduler = true\nservers = 1\nworkers = 1\nworker_flags = "--threads=2"\n'
                             '[[host]]\nname = "b"\nworkers = 1')
-        with self.assertRaisesRegex(launcher.JobError, "one pod template"):
+        with self.assertRaisesRegex(errors.JobError, "one pod template"):
             k8s_backend.render(two, JOB, "i", None)
 
     def test_image_defaults_to_the_bundle_name(self):
@@ -239,47 +239,32 @@ class KeysTest(unittest.TestCase):
     def test_describe_prints_placeholders_not_keys(self):
         d = tempfile.mkdtemp(prefix="k8s_keys_test.")
         paths = k8s_backend.write_manifests(self.m, os.path.join(d, "k8s"))
-        text = k8s_backend.describe(paths, k8s_backend.Kubectl("ml"), JOB, self.m, "/run/keys")
+        text = k8s_backend.describe(paths, k8s_kubectl.Kubectl("ml"), JOB, self.m, "/run/keys")
         for key in KEYS.values():
             self.assertNotIn(key, text)
             self.assertNotIn(base64.b64encode((key + "\n").encode()).decode(), text)
         self.assertIn('worker.key: "<not shown: base64 of /run/keys/worker.key>"', text)
         self.assertEqual(text.count("kind: Secret"), 3)
 
-    def test_a_dry_run_makes_the_keys_and_prints_none(self):
+    def test_a_dry_run_writes_nothing_and_prints_no_key(self):
         d = tempfile.mkdtemp(prefix="k8s_keys_test.")
-        bin_dir = os.path.join(d, "bin")
-        keygen = os.path.join(bin_dir, "common", "auth", "keygen")
-        os.makedirs(os.path.dirname(keygen))
-        with open(keygen, "w") as f:  # a stand-in: DIR/ROLE.{pub,key} with secrets.token_hex(20)
-            f.write(f"#!{sys.executable}\nimport os, secrets, sys\nos.makedirs(sys.argv[1], 0o700, True)\n"
-                    "for n in ('scheduler', 'server', 'worker'):\n"
-                    "    for s, m in (('pub', 0o644), ('key', 0o600)):\n"
-                    "        p = os.path.join(sys.argv[1], n + '.' + s)\n"
-                    "        with open(os.open(p, os.O_WRONLY | os.O_CREAT, m), 'w') as f:\n"
-                    "            f.write(secrets.token_hex(20) + '\\n')\n")
-        os.chmod(keygen, 0o755)
+        self.addCleanup(shutil.rmtree, d)
         run_dir = os.path.join(d, "run")
-        args = launcher.parse_args(["--cluster=x", "--backend=k8s", "--dry_run", "--auth=curve",
-                                    "--bin_dir=" + bin_dir, "--run_dir=" + run_dir], "")
+        args = options.parse_args(["--cluster=x", "--backend=k8s", "--dry_run", "--auth=curve",
+                                   "--bin_dir=" + os.path.join(d, "bin"), "--run_dir=" + run_dir], "")
         c = cluster()
         args.sync, args.servers, args.workers = c.mode, c.num_servers, c.num_workers
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
             self.assertIsNone(k8s_backend.run(args, c, "/d/r2sp-1.0-cpu.tar.gz"))
+        self.assertFalse(os.path.exists(run_dir))  # neither keys nor manifests
+        self.assertEqual(os.listdir(d), [])
         keys = os.path.join(run_dir, "keys")
-        self.assertEqual(len(os.listdir(keys)), 6)
-        for name in os.listdir(keys):
-            with open(os.path.join(keys, name)) as f:
-                key = f.read().strip()
-            self.assertNotIn(key, out.getvalue())
-            self.assertNotIn(base64.b64encode((key + "\n").encode()).decode(), out.getvalue())
-        self.assertIn(f"<not shown: base64 of {keys}/scheduler.key>", out.getvalue())
-        # The written Secrets hold the keys, for kubectl apply -f RUN_DIR/k8s/ by hand.
-        with open(os.path.join(keys, "worker.key")) as f:
-            worker_key = base64.b64encode(f.read().encode()).decode()
-        with open(os.path.join(run_dir, "k8s", "03-worker-keys-secret.yaml")) as f:
-            self.assertIn(worker_key, f.read())
+        for role in ("scheduler", "server", "worker"):
+            self.assertIn(f"<not shown: base64 of {keys}/{role}.key>", out.getvalue())
+            self.assertIn(f"# --- {run_dir}/k8s/0{('scheduler', 'server', 'worker').index(role) + 1}"
+                          f"-{role}-keys-secret.yaml", out.getvalue())
+        self.assertIn(f"kubectl apply -f {run_dir}/k8s", out.getvalue())
 
 
 class YamlTest(unittest.TestCase):
@@ -415,7 +400,7 @@ class ExtractResultsTest(unittest.TestCase):
         log = os.path.join(d, "scheduler.log")
         with open(log, "w") as f:
             f.write("R2SP-RESULTS-BEGIN scheduler\nnot base64!\nR2SP-RESULTS-END\n")
-        with self.assertRaises(launcher.JobError):
+        with self.assertRaises(errors.JobError):
             k8s_backend.extract_results(log, d)
 
 
@@ -642,7 +627,7 @@ class RunWithStandInKubectlTest(unittest.TestCase):
     def run_job(self, state):
         os.environ["FAKE_JOB_STATE"] = state
         c = cluster(hosts="scheduler = true\nservers = 1\nworkers = 1", extra='[k8s]\nnamespace = "ml"')
-        args = launcher.parse_args(["--cluster=x", "--backend=k8s", "--timeout=30",
+        args = options.parse_args(["--cluster=x", "--backend=k8s", "--timeout=30",
                                     "--run_dir=" + os.path.join(self.dir, "run")], "")
         args.sync, args.servers, args.workers = c.mode, c.num_servers, c.num_workers
         return args, lambda: k8s_backend.run(args, c, "/d/r2sp-1.0-cpu.tar.gz")
@@ -665,7 +650,7 @@ class RunWithStandInKubectlTest(unittest.TestCase):
 
     def test_a_failed_job_is_an_error_and_is_deleted(self):
         args, go = self.run_job("Failed")
-        with self.assertRaisesRegex(launcher.JobError, "Job failed"):
+        with self.assertRaisesRegex(errors.JobError, "Job failed"):
             go()
         self.assertIn("delete", self.called()[-1])
 

@@ -212,7 +212,8 @@ class SshDryRunTest(LaunchTest):
             check, copy, unpack = (shlex.split(l) for l in lines[at + 1:at + 4])
             self.assertEqual([check[0], check[-4], check[-2:]],
                              ["ssh", "u@" + host, ["#", "check"]])
-            self.assertIn(f"/{name}/MANIFEST.json", check[-3])
+            self.assertIn(f"/{name} 2>/dev/null && cat MANIFEST.json && ", check[-3])
+            self.assertIn("sha256sum", check[-3])
             self.assertEqual(copy[0], "scp")
             self.assertEqual(copy[-4:],
                              [self.bundle, f"u@{host}:~/r2sp/{name}.tar.gz", "#", "copy"])

@@ -91,7 +91,7 @@ class BatchScriptTest(unittest.TestCase):
         steps = [l for l in self.script(auth=True).splitlines() if l.startswith("step ")]
         self.assertEqual(len(steps), 4)
         for step in steps:
-            self.assertIn('"--auth=curve" "--keys_dir=$R2SP_OUT/keys"', step)
+            self.assertIn('--auth=curve --keys_dir="$R2SP_OUT"/keys', step)
         self.assertNotIn("--auth", self.script())
 
     def test_keys_are_copied_for_the_steps_and_removed_after(self):
@@ -135,18 +135,20 @@ class BatchScriptTest(unittest.TestCase):
         steps = [l for l in self.script().splitlines() if l.startswith("step ")]
         self.assertEqual([s.split()[1:3] for s in steps],
                          [["scheduler", "0"], ["server0", "0"], ["worker0", "1"], ["worker1", "1"]])
-        self.assertTrue(steps[2].endswith('"--seed=7"'), steps[2])
+        self.assertTrue(steps[2].endswith(' --seed=7'), steps[2])
 
     def test_without_addresses_the_nodes_come_from_slurm(self):
         text = self.script(address=False)
         self.assertIn('scontrol show hostnames "$SLURM_JOB_NODELIST"', text)
         worker = next(l for l in text.splitlines() if l.startswith("step worker0"))
-        self.assertIn('"--scheduler=tcp://${nodes[0]}:', worker)
-        self.assertIn('"--advertise_host=${nodes[1]}"', worker)
+        self.assertIn('--scheduler=tcp://"${nodes[0]}":', worker)
+        self.assertIn('--advertise_host="${nodes[1]}"', worker)
 
     def test_shell_word_keeps_only_the_node_references_live(self):
-        self.assertEqual(slurm_backend.shell_word('a"$b`c'), r'"a\"\$b\`c"')
-        self.assertEqual(slurm_backend.shell_word("--x=${nodes[3]}/$R2SP_OUT"), '"--x=${nodes[3]}/$R2SP_OUT"')
+        self.assertEqual(slurm_backend.shell_word('a"$b`c'), """'a"$b`c'""")
+        self.assertEqual(slurm_backend.shell_word("--x=${nodes[3]}/$R2SP_OUT"),
+                         '--x="${nodes[3]}"/"$R2SP_OUT"')
+        self.assertEqual(slurm_backend.shell_word("it's $R2SP_OUT"), "'it'\"'\"'s '\"$R2SP_OUT\"")
 
 
 def cannot_run():
@@ -238,7 +240,7 @@ class SlurmBackendTest(unittest.TestCase):
             summary = json.load(f)
         self.assertEqual((summary["auth"], summary["iterations"]), ("curve", 5))
         with open(os.path.join(run_dir, "job.sbatch")) as f:
-            self.assertIn('"--keys_dir=$R2SP_OUT/keys"', f.read())
+            self.assertIn('--keys_dir="$R2SP_OUT"/keys', f.read())
         self.assertFalse(os.path.exists(os.path.join(self.dir, "shared", "runs", "slurm-test-curve", "keys")))
         self.assertEqual(self.leftovers(), [])
 

@@ -23,7 +23,7 @@ import tempfile
 import time
 import unittest
 
-from pylib.cluster import cluster_file
+from pylib.cluster import cluster_file, role_commands
 import junit_main
 from pylib.emulation import netcluster
 from pylib.deploy import ssh_backend
@@ -123,7 +123,7 @@ class KeysOverStandInSshTest(unittest.TestCase):
             self.assertFalse(os.path.exists(os.path.join(self.dir, host.name, "keys", "j-run")))
 
     def test_every_process_is_told_where_its_hosts_keys_are(self):
-        for host, process in self.plan.hosts_and_processes():
+        for _, host, process in role_commands.scheduler_first(self.plan.cluster):
             command = self.plan.start(host, process)[-1]
             self.assertIn(f"R2SP_KEYS={self.dir}/{host.name}/keys/j-run && ", command)
             self.assertIn('--auth=curve --keys_dir="$R2SP_KEYS"', command)

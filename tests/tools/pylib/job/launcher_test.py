@@ -1,4 +1,4 @@
-"""tools/pylib/launcher.py: per-worker flags, option checks, and run_job on stand-in binaries
+"""tools/pylib/job/launcher.py: per-worker flags and run_job on stand-in binaries
 (small Python programs in place of the scheduler, server, worker and keygen): the summary, the
 logs, deaths recorded and dead workers replaced while the scheduler lives, the scheduler's status
 as the job's outcome, the servers' checkpoint flags, --resume, --auth=curve (the job's keys made
@@ -20,7 +20,7 @@ from unittest import mock
 
 import junit_main
 from pylib.job import launcher
-from pylib.job import local_commands
+from pylib.job import errors, local_commands, options
 from pylib.job import resume
 from pylib.job import supervisor
 
@@ -35,6 +35,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.d
 # public keys and its role's secret key, closed to group and others.
 FAKE = r'''#!PYTHON
 import json, os, re, sys, time
+from pylib.job import errors, options
 role = os.path.basename(sys.argv[0])
 flags = dict(a[2:].partition("=")[::2] for a in sys.argv[1:] if a.startswith("--"))
 if flags.get("auth", "none") != "none":
@@ -117,7 +118,7 @@ class Args:
     """tools/launch's options with their defaults."""
 
     def __init__(self, **kwargs):
-        self.__dict__.update(vars(launcher.parse_args([], "")))
+        self.__dict__.update(vars(options.parse_args([], "")))
         self.__dict__.update(kwargs)
 
 
@@ -128,55 +129,6 @@ class PerWorkerFlagsTest(unittest.TestCase):
 
     def test_none(self):
         self.assertEqual(local_commands.per_worker_flags([]), {})
-
-
-class ParseArgsTest(unittest.TestCase):
-    def parse(self, argv):
-        with contextlib.redirect_stderr(io.StringIO()):
-            return launcher.parse_args(argv, "")
-
-    def test_defaults(self):
-        args = self.parse([])
-        self.assertEqual((args.servers, args.workers, args.sync, args.timeout), (2, 3, "asp", 3600))
-        self.assertEqual(args.worker_flags_for, [])
-
-    def test_impossible_values_are_usage_errors(self):
-        for argv in (["--workers=0"], ["--servers=0"], ["--timeout=0"], ["--sync=fast"],
-                     ["--max_restarts=-1"], ["--max_restarts=worker:x"], ["--max_restarts=server:1"],
-                     ["--cluster=c.toml", "--backend=ssh", "--max_restarts=1"],
-                     ["--cluster=c.toml", "--backend=ssh", "--checkpoint_every=30s"]):
-            with self.subTest(argv=argv), self.assertRaises(SystemExit) as e:
-                self.parse(argv)
-            self.assertEqual(e.exception.code, 2)
-
-    def test_checkpoint_every(self):
-        for good in ("", "30s", "0.5s", "200steps"):
-            self.assertEqual(self.parse(["--checkpoint_every=" + good]).checkpoint_every, good)
-        for bad in ("30", "s", "steps", "0s", "0steps", "-5s", "1.5steps", "30 s", "30m", "1e3s"):
-            with self.subTest(bad=bad), self.assertRaises(SystemExit) as e:
-                self.parse(["--checkpoint_every=" + bad])
-            self.assertEqual(e.exception.code, 2)
-
-    def test_auth(self):
-        self.assertEqual((self.parse([]).auth, self.parse([]).keys_dir), ("none", ""))
-        args = self.parse(["--auth=curve", "--keys_dir=some/keys"])
-        self.assertEqual((args.auth, args.keys_dir), ("curve", os.path.abspath("some/keys")))
-        self.assertIsNone(self.parse(["--cluster=c.toml"]).auth)  # the file's, unless given
-        for argv in (["--auth=plain"], ["--keys_dir=/k"], ["--auth=none", "--keys_dir=/k"]):
-            with self.subTest(argv=argv), self.assertRaises(SystemExit) as e:
-                self.parse(argv)
-            self.assertEqual(e.exception.code, 2)
-
-    def test_resume_takes_only_timeout_quiet_and_max_restarts(self):
-        args = self.parse(["--resume=/r", "--timeout=5", "--max_restarts=worker:1"])
-        self.assertEqual((args.resume, args.timeout, args.max_restarts), ("/r", 5, "worker:1"))
-        self.assertIsNone(args.quiet)  # not given: the saved option stands
-        # Any other option is an error, even at its default value.
-        for argv in (["--servers=2"], ["--worker_flags_for=1:--a"], ["--dry_run"], ["--sync=asp"],
-                     ["--auth=curve"]):
-            with self.subTest(argv=argv), self.assertRaises(SystemExit) as e:
-                self.parse(["--resume=/r"] + argv)
-            self.assertEqual(e.exception.code, 2)
 
 
 class FakeBinariesTest(unittest.TestCase):
@@ -262,12 +214,12 @@ class RunJobTest(JobTest):
 
     def test_a_missing_binary_starts_nothing(self):
         os.remove(os.path.join(self.bin_dir, "worker", "worker"))
-        with self.assertRaisesRegex(launcher.JobError, "worker/worker not found; build first"):
+        with self.assertRaisesRegex(errors.JobError, "worker/worker not found; build first"):
             self.run_job()
         self.assertEqual(self.pids, {})
 
     def test_a_scheduler_that_exits_early(self):
-        with self.assertRaisesRegex(launcher.JobError, r"the scheduler exited \(1\); see .*scheduler.log"):
+        with self.assertRaisesRegex(errors.JobError, r"the scheduler exited \(1\); see .*scheduler.log"):
             self.run_job(scheduler_flags="--die")
         self.assertEqual(list(self.pids), ["scheduler"])
 
@@ -327,7 +279,7 @@ class RunJobTest(JobTest):
         self.assertIn("launch: worker1.r1 died (status 1); no restarts left", self.out)
 
     def test_a_scheduler_that_fails_the_job(self):
-        with self.assertRaisesRegex(launcher.JobError, r"the scheduler exited with status 2: the job "
+        with self.assertRaisesRegex(errors.JobError, r"the scheduler exited with status 2: the job "
                                                        r"did not complete; see .*/scheduler.log"):
             self.run_job(scheduler_flags="--exit=2", server_flags="--sleep=30",
                          worker_flags="--sleep=30")
@@ -392,7 +344,7 @@ class RunJobTest(JobTest):
             self.assertIn("--checkpoint_dir=/r/checkpoints --checkpoint_every=200steps", line)
 
     def test_a_job_past_its_timeout_is_stopped(self):
-        with self.assertRaisesRegex(launcher.JobError, r"the job ran past --timeout=1s"):
+        with self.assertRaisesRegex(errors.JobError, r"the job ran past --timeout=1s"):
             self.run_job(scheduler_flags="--sleep=30", worker_flags="--sleep=30", timeout=1.0)
         self.assert_all_stopped()
         self.assertFalse(os.path.exists(os.path.join(self.run_dir, "summary.json")))
@@ -400,9 +352,9 @@ class RunJobTest(JobTest):
     def test_an_interruption_stops_every_process_and_is_passed_on(self):
         def during():
             if len(self.pids) == 4:
-                raise launcher.Interrupted(2)
+                raise errors.Interrupted(2)
 
-        with self.assertRaises(launcher.Interrupted) as e:
+        with self.assertRaises(errors.Interrupted) as e:
             self.run_job(worker_flags="--sleep=30", during=during)
         self.assertEqual(e.exception.signum, 2)
         self.assert_all_stopped()
@@ -411,7 +363,7 @@ class RunJobTest(JobTest):
         os.makedirs(self.run_dir)
         with open(os.path.join(self.run_dir, "scheduler.endpoint"), "w") as f:
             f.write("tcp://stale:1\n")
-        with self.assertRaises(launcher.JobError):
+        with self.assertRaises(errors.JobError):
             self.run_job(scheduler_flags="--die")
         self.assertFalse(os.path.exists(os.path.join(self.run_dir, "scheduler.endpoint")))
 
@@ -483,18 +435,18 @@ class AuthTest(JobTest):
         subprocess.run([os.path.join(self.bin_dir, "common", "auth", "keygen"), mine], check=True,
                        capture_output=True)
         os.chmod(os.path.join(mine, "worker.key"), 0o640)
-        with self.assertRaisesRegex(launcher.JobError,
+        with self.assertRaisesRegex(errors.JobError,
                                     r"secret key file .*/mine/worker.key has mode 0640: group and "
                                     r"others must have no access \(chmod 600 "):
             self.run_job(auth="curve", keys_dir=mine)
         self.assertEqual(self.pids, {})
         os.remove(os.path.join(mine, "server.pub"))
-        with self.assertRaisesRegex(launcher.JobError, r"mine/server.pub: No such file"):
+        with self.assertRaisesRegex(errors.JobError, r"mine/server.pub: No such file"):
             self.run_job(auth="curve", keys_dir=mine)
 
     def test_no_keygen_starts_nothing(self):
         os.remove(os.path.join(self.bin_dir, "common", "auth", "keygen"))
-        with self.assertRaisesRegex(launcher.JobError,
+        with self.assertRaisesRegex(errors.JobError,
                                     r"common/auth/keygen not found: --auth=curve makes the job's "
                                     r"keys with it; build it \(bazel build -c opt //common/auth:keygen\)"):
             self.run_job(auth="curve")
@@ -516,7 +468,7 @@ class ResumeTest(JobTest):
 
     def resume(self, *argv):
         with contextlib.redirect_stdout(io.StringIO()):
-            args = resume.prepare(launcher.parse_args(["--resume=" + self.run_dir, *argv], ""))
+            args = resume.prepare(options.parse_args(["--resume=" + self.run_dir, *argv], ""))
         return self.run_args(args)
 
     def first_attempt(self, shards=(0, 1)):
@@ -565,19 +517,19 @@ class ResumeTest(JobTest):
 
     def test_no_launch_json(self):
         os.makedirs(self.run_dir)
-        with self.assertRaisesRegex(launcher.JobError,
+        with self.assertRaisesRegex(errors.JobError,
                                     "run has no launch.json: was it started by tools/launch?"):
             self.resume()
         with open(os.path.join(self.run_dir, "launch.json"), "w") as f:
             f.write("{torn")
-        with self.assertRaisesRegex(launcher.JobError, "launch.json cannot be read .*tools/launch"):
+        with self.assertRaisesRegex(errors.JobError, "launch.json cannot be read .*tools/launch"):
             self.resume()
 
     def test_no_server_with_checkpoints_moves_nothing(self):
         # (One server without any may hold no partitions: its server binary decides.)
         self.first_attempt(shards=[])
         before = sorted(os.listdir(self.run_dir))
-        with self.assertRaisesRegex(launcher.JobError,
+        with self.assertRaisesRegex(errors.JobError,
                                     r"cannot resume .*: no checkpoints of any server in .*checkpoints"):
             self.resume()
         self.assertEqual(sorted(os.listdir(self.run_dir)), before)

@@ -10,14 +10,15 @@ import tempfile
 import unittest
 
 import junit_main
-from pylib.job import launcher
 from pylib.job import resume
 from pylib.job.errors import JobError
+from pylib.job import errors
+from pylib.job import options as launch_options
 
 
 def options(**kwargs):
     """tools/launch's options with their defaults."""
-    return argparse.Namespace(**{**vars(launcher.parse_args([], "")), **kwargs})
+    return argparse.Namespace(**{**vars(launch_options.parse_args([], "")), **kwargs})
 
 
 class CheckpointEveryTest(unittest.TestCase):
@@ -121,7 +122,7 @@ class RunDirTest(unittest.TestCase):
         with open(os.path.join(self.dir, "launch.json"), "w") as f:
             json.dump(vars(saved), f)
         self.make("checkpoints/server0/", "scheduler.log")
-        given = launcher.parse_args([f"--resume={self.dir}/", "--max_restarts=3"], "")
+        given = launch_options.parse_args([f"--resume={self.dir}/", "--max_restarts=3"], "")
         with contextlib.redirect_stdout(io.StringIO()) as out:
             args = resume.prepare(given)
         self.assertEqual((args.run_dir, args.resume, args.attempt), (self.dir, self.dir, 2))
@@ -176,7 +177,7 @@ class RunDirTest(unittest.TestCase):
         resume.save_options(argparse.Namespace(**vars(options(run_dir=self.dir)),
                                                server_link="100mbit"))
         with self.assertRaisesRegex(JobError, r"tools/launch does not take \(server_link\)"):
-            resume.prepare(launcher.parse_args([f"--resume={self.dir}"], ""))
+            resume.prepare(launch_options.parse_args([f"--resume={self.dir}"], ""))
 
 
 if __name__ == "__main__":
