@@ -1,6 +1,8 @@
 """What the failure benchmarks (tools/bench/resume_accuracy, tools/bench/worker_loss_accuracy)
 share: optimised binaries, tools/launch run in the background, waiting until a worker has done
-some steps, killing one of the job's processes, and the job's outcome."""
+some steps, killing one of the job's processes, and the job's outcome. A process is killed by
+its pid, and only one the launcher this module started has started itself (its child, found in
+/proc): never a process of another job that happens to match."""
 
 import json
 import os
@@ -8,6 +10,8 @@ import signal
 import subprocess
 import sys
 import time
+
+from .errors import JobError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 LAUNCH = os.path.join(ROOT, "tools", "launch")
@@ -43,21 +47,42 @@ def wait_for_steps(proc, run_dir, worker, steps):
         time.sleep(0.05)
 
 
-def kill_newest(pattern):
-    """SIGKILLs the newest process whose command line matches `pattern` (pgrep -f); its pid,
-    or None if none matches."""
-    pids = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout.split()
-    if not pids:
+def children(parent, proc="/proc"):
+    """[(start time in clock ticks, pid, argv)] of the live processes whose parent is `parent`."""
+    found = []
+    for entry in os.listdir(proc):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(os.path.join(proc, entry, "stat")) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            with open(os.path.join(proc, entry, "cmdline"), "rb") as f:
+                argv = [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        if int(fields[1]) == parent:
+            found.append((int(fields[19]), int(entry), argv))
+    return found
+
+
+def kill_child(launcher, contains, proc="/proc"):
+    """SIGKILLs the newest process the launcher `launcher` (a Popen, or its pid) started whose
+    arguments include one containing `contains` (e.g. a worker's metrics file); its pid, or None
+    if none does."""
+    pid = getattr(launcher, "pid", launcher)
+    matching = [(start, child) for start, child, argv in children(pid, proc)
+                if any(contains in arg for arg in argv)]
+    if not matching:
         return None
-    pid = max(map(int, pids))
-    os.kill(pid, signal.SIGKILL)
-    return pid
+    victim = max(matching)[1]
+    os.kill(victim, signal.SIGKILL)
+    return victim
 
 
 def outcome(run_dir, returncode, tool):
-    """RUN_DIR/summary.json of a job that must have completed; exits naming `tool` if not."""
+    """RUN_DIR/summary.json of a job that must have completed; JobError naming `tool` if not."""
     if returncode != 0:
-        sys.exit(f"{tool}: the job in {run_dir} failed (status {returncode})")
+        raise JobError(f"{tool}: the job in {run_dir} failed (status {returncode})")
     with open(os.path.join(run_dir, "summary.json")) as f:
         return json.load(f)
 
