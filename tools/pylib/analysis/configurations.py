@@ -1,5 +1,5 @@
 """The names of compared configurations (tools/compare_modes): a mode, optionally a wire codec
-("r2sp+fp16", "bsp+topk:0.01,fp16") checked as the worker checks its --push_codec, and
+("r2sp+fp16", "bsp+topk:0.01,fp16") that the worker checks and spells (codec_spec), and
 optionally a variant of extra worker flags ("r2sp@early"); lists of them in --modes and
 --codecs, and how RESULT keys and run directories spell them."""
 
@@ -18,45 +18,11 @@ MODES = {
 
 
 # Wire codecs a compared configuration may name after its mode ("r2sp+fp16", "bsp+topk:0.01"):
-# any worker --push_codec, checked as common/codec/codec_spec.cc's ParseCodecSpec does. fp16
-# also pulls in fp16 during training, the others pull fp32; no suffix is fp32.
-CODEC_FORMS = "fp32, fp16, topk:RATIO[,fp16][,exact] or csc:RATIO[,fp16][,chunk=N]"
-MAX_CHUNK_ELEMENTS = 1 << 22  # codec_spec.cc's kMaxChunkElements
-# The numbers absl::SimpleAtod reads (no inf or nan: never a ratio), decimal or hexadecimal.
-_DECIMAL = re.compile(r"\+?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
-_HEX = re.compile(r"\+?0[xX]([0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)([pP][+-]?\d+)?")
+# any worker --push_codec, checked and spelt by the worker itself (codec_spec.WorkerCodecParser,
+# passed in as `parse_codec`). fp16 also pulls in fp16 during training, the others pull fp32;
+# no suffix is fp32. Lists of them only need to know which codecs take options after a comma.
+_SPARSE = ("topk", "csc")
 _CODEC_OPTION = re.compile(r"fp16|exact|chunk=.*")
-
-
-def parse_codec(text):
-    """The worker --push_codec value `text` as this tool passes it on: in lower case (as the
-    worker reads it) and without the spaces the worker ignores; ValueError, saying why, if the
-    worker would refuse it."""
-    codec = text.strip().lower()
-    if codec in ("fp32", "fp16"):
-        return codec
-    head, *options = codec.split(",")
-    kind, colon, ratio = head.partition(":")
-    if not colon or kind not in ("topk", "csc"):
-        raise ValueError(f"unknown codec {text!r} (want {CODEC_FORMS})")
-    ratio = ratio.strip()
-    value = (float(ratio) if _DECIMAL.fullmatch(ratio) else
-             float.fromhex(ratio) if _HEX.fullmatch(ratio) else None)
-    if value is None or not 0.0 < value <= 1.0:
-        raise ValueError(f"codec {text!r}: the ratio must be a number in (0, 1]")
-    parts = [f"{kind}:{ratio}"]
-    for option in options:
-        if option == "fp16" or (option == "exact" and kind == "topk"):
-            parts.append(option)
-        elif option.startswith("chunk=") and kind == "csc":
-            chunk = option[len("chunk="):].strip()
-            if not re.fullmatch(r"\+?\d+", chunk) or not 1 <= int(chunk) <= MAX_CHUNK_ELEMENTS:
-                raise ValueError(f"codec {text!r}: chunk must be an integer in "
-                                 f"[1, {MAX_CHUNK_ELEMENTS}]")
-            parts.append(f"chunk={chunk}")
-        else:
-            raise ValueError(f"codec {text!r}: unknown option {option!r} (want {CODEC_FORMS})")
-    return ",".join(parts)
 
 
 _VARIANT = re.compile(r"[A-Za-z0-9_-]+")
@@ -83,34 +49,35 @@ def parse_variant(text):
 
 def split_mode(name):
     """(mode, codec or None) of a configuration name such as "r2sp+fp16" or "bsp+topk:0.01"
-    (the codec as parse_codec gives it); ValueError if either part is unknown."""
+    (the codec as the name spells it: split_modes spelt it canonically); ValueError for an
+    unknown mode."""
     mode, _, codec = name.partition("+")
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode}")
-    return mode, parse_codec(codec) if codec else None
+    return mode, codec or None
 
 
 def _sparse(codec):
-    return codec.split(":")[0].strip().lower() in ("topk", "csc")
+    return codec.split(":")[0].strip().lower() in _SPARSE
 
 
-def split_modes(text):
+def split_modes(text, parse_codec):
     """The configuration names in a --modes value: separated by commas, or by semicolons when
     it has any. A sparse codec's own options stay with it: "bsp,r2sp+topk:0.01,fp16,asp" is bsp,
-    r2sp+topk:0.01,fp16 and asp. Each codec is spelt as parse_codec gives it. ValueError for an
-    unknown name."""
+    r2sp+topk:0.01,fp16 and asp. Each codec is spelt as parse_codec (the worker) gives it.
+    ValueError for an unknown mode or a codec parse_codec refuses."""
     names = []
     for item in _split_list(text, lambda name: _sparse(name.partition("+")[2])):
         base, variant = split_variant(item)
         mode, codec = split_mode(base)
-        names.append((mode if codec is None else f"{mode}+{codec}") +
+        names.append((mode if codec is None else f"{mode}+{parse_codec(codec)}") +
                      (f"@{variant}" if variant else ""))
     return names
 
 
-def split_codecs(text):
-    """The codecs in a --codecs value, as parse_codec gives them: separated by commas, or by
-    semicolons when it has any. After a sparse codec, "exact" and "chunk=N" are its options;
+def split_codecs(text, parse_codec):
+    """The codecs in a --codecs value, as parse_codec (the worker) gives them: separated by
+    commas, or by semicolons when it has any. After a sparse codec, "exact" and "chunk=N" are its options;
     "fp16" there could be either, so it is refused (say "topk:0.01,fp16;fp16" with semicolons).
     ValueError for an unknown or ambiguous codec."""
     def ambiguous(codec, item):

@@ -9,6 +9,8 @@ import io
 import json
 import os
 import runpy
+import shutil
+import sys
 import tempfile
 import types
 import unittest
@@ -342,7 +344,7 @@ class JobCommandTest(unittest.TestCase):
         self.assertIn("--sync=r2sp", cmd)
         self.assertIn("--worker_flags=--model=mlp --push_codec=topk:0.01 --pull_codec=fp32", cmd)
         self.assertIn("--worker_flags=--model=mlp --push_codec=csc:0.05,fp16,chunk=4096 "
-                      "--pull_codec=fp32", self.command("bsp+CSC:0.05,fp16,chunk=4096"))
+                      "--pull_codec=fp32", self.command("bsp+csc:0.05,fp16,chunk=4096"))
         self.assertIn("--scheduler_flags=--staleness=3", self.command("ssp+topk:0.01,exact"))
 
     def test_pull_codec_overrides_the_codec_runs_pulls_only(self):
@@ -357,29 +359,26 @@ class JobCommandTest(unittest.TestCase):
         self.assertIn("--sync=r2sp", self.command("r2sp@early"))
         self.assertIn("--worker_flags=--model=mlp --push_codec=fp16 --pull_codec=fp16 "
                       "--early_pulls", self.command("bsp+fp16@early"))
-        self.assertEqual(cfg.split_modes("bsp,r2sp@early"), ["bsp", "r2sp@early"])
-        self.assertEqual(cfg.split_modes("bsp;bsp+topk:0.01,fp16@early"),
+        self.assertEqual(cfg.split_modes("bsp,r2sp@early", str.lower), ["bsp", "r2sp@early"])
+        self.assertEqual(cfg.split_modes("bsp;bsp+TopK:0.01,fp16@early", str.lower),
                          ["bsp", "bsp+topk:0.01,fp16@early"])
-        with self.assertRaises(ValueError):
+        with self.assertRaisesRegex(ValueError, r"^bad variant name 'bad name' in 'r2sp@bad name' "):
             cfg.split_variant("r2sp@bad name")
         self.assertEqual(cfg.mode_codec_names(["r2sp@early"], ["fp32", "fp16"]),
                          ["r2sp@early", "r2sp+fp16@early"])
         self.assertEqual(cfg.parse_variant("early=--early_pulls --threads=1"),
                          ("early", "--early_pulls --threads=1"))
-        with self.assertRaises(ValueError):
+        with self.assertRaisesRegex(ValueError, r"^--variant=no flags: want NAME=FLAGS"):
             cfg.parse_variant("no flags")
 
     def test_split_mode(self):
         self.assertEqual(cfg.split_mode("bsp"), ("bsp", None))
         self.assertEqual(cfg.split_mode("r2sp_hetero+fp16"), ("r2sp_hetero", "fp16"))
         self.assertEqual(cfg.split_mode("r2sp+topk:0.01,fp16"), ("r2sp", "topk:0.01,fp16"))
-        self.assertEqual(cfg.split_mode("bsp+CSC:0.05,Chunk=4096"), ("bsp", "csc:0.05,chunk=4096"))
-        with self.assertRaises(ValueError):
-            cfg.split_mode("r2sp+topk")
-        with self.assertRaises(ValueError):
+        # The codec as spelt (split_modes had the worker spell it).
+        self.assertEqual(cfg.split_mode("bsp+csc:0.05,chunk=4096"), ("bsp", "csc:0.05,chunk=4096"))
+        with self.assertRaisesRegex(ValueError, r"^unknown mode fast$"):
             cfg.split_mode("fast+fp16")
-        with self.assertRaisesRegex(ValueError, "unknown option 'exact'"):
-            cfg.split_mode("r2sp+csc:0.05,exact")
 
     def test_per_worker_flags_and_binaries(self):
         cmd = self.command("bsp", worker_flags_for=["3:--compute_slowdown=2"], bin_dir="/b")
@@ -466,8 +465,35 @@ class LoadTest(unittest.TestCase):
         self.assertEqual((run.events, run.metrics, run.evaluations, run.links), ([], [], [], []))
 
 
+# A stand-in worker binary for compare_modes' codec checks (codec_spec: --print_codec): the
+# canonical form is the text in lower case; REFUSED texts get the worker's reason.
+CODEC_WORKER = r"""#!PYTHON
+import sys
+REFUSED = {"topk:2": "push_codec: the ratio must be a number in (0, 1]",
+           "csc:0.05,exact": "push_codec: unknown option 'exact'"}
+text = sys.argv[1].split("=", 1)[1]
+if text in REFUSED:
+    sys.exit("worker: " + REFUSED[text])
+print(text.strip().lower())
+"""
+
+
 class CompareModesScriptTest(unittest.TestCase):
-    """tools/compare_modes on run directories written here instead of by jobs."""
+    """tools/compare_modes on run directories written here instead of by jobs (its codecs
+    checked by a stand-in worker)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.bin_dir = tempfile.mkdtemp(prefix="compare_modes_bin.")
+        os.makedirs(os.path.join(cls.bin_dir, "worker"))
+        worker = os.path.join(cls.bin_dir, "worker", "worker")
+        with open(worker, "w") as f:
+            f.write(CODEC_WORKER.replace("PYTHON", sys.executable))
+        os.chmod(worker, 0o755)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.bin_dir)
 
     def run_script(self, out, argv, plot=None):
         script = runpy.run_path(os.path.join(ROOT, "tools", "compare_modes"), run_name="compare_modes")
@@ -486,7 +512,7 @@ class CompareModesScriptTest(unittest.TestCase):
         with mock.patch.object(mc, "run_mode", fake_run_mode), \
                 mock.patch.object(mode_plots, "plot_all", plot or mock.Mock()), \
                 contextlib.redirect_stdout(stdout):
-            status = script["main"](["--out=" + out] + argv)
+            status = script["main"](["--out=" + out, "--bin_dir=" + self.bin_dir] + argv)
         return status, stdout.getvalue()
 
     def test_results_json_table_and_result_line(self):
@@ -498,7 +524,8 @@ class CompareModesScriptTest(unittest.TestCase):
             with open(os.path.join(out, "results.md")) as f:
                 table = f.read()
         self.assertEqual(status, 0)
-        self.assertEqual(results["command"][1:], ["--modes=bsp,r2sp", "--repeats=2", "--workers=2",
+        self.assertEqual(results["command"][1:], ["--bin_dir=" + self.bin_dir, "--modes=bsp,r2sp",
+                                                  "--repeats=2", "--workers=2",
                                                   "--target_accuracy=0.65"])
         self.assertEqual(len(results["runs"]), 2)
         for run in results["runs"]:
@@ -551,8 +578,10 @@ class CompareModesScriptTest(unittest.TestCase):
         for argv, why in [
                 (["--modes=r2sp+fp16", "--codecs=fp32,fp16"], "--codecs takes plain modes"),
                 (["--modes=bsp", "--codecs=fp32,topk:0.01,fp16"], "Separate the codecs"),
-                (["--modes=bsp", "--codecs=fp32,topk:2"], "ratio"),
-                (["--modes=bsp,r2sp+csc:0.05,exact"], "unknown option 'exact'"),
+                (["--modes=bsp", "--codecs=fp32,topk:2"],
+                 "codec 'topk:2': worker: push_codec: the ratio must be a number in (0, 1]"),
+                (["--modes=bsp,r2sp+csc:0.05,exact"],
+                 "codec 'csc:0.05,exact': worker: push_codec: unknown option 'exact'"),
                 (["--modes=bsp,bsp"], "listed twice"),
                 (["--modes=bsp", "--codecs=fp16,FP16"], "listed twice")]:
             with self.subTest(argv=argv):
