@@ -156,6 +156,43 @@ class StandInBundleTest(unittest.TestCase):
                          {(0, 0, "root", "root", 0)})
 
 
+class InstalledTest(unittest.TestCase):
+    """What the backends decide on before unpacking a bundle again: the same manifest (as JSON,
+    whatever its layout) and every file intact (check_files, verify)."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="installed_test.")
+        self.addCleanup(__import__("shutil").rmtree, self.dir)
+        os.makedirs(os.path.join(self.dir, "bin"))
+        with open(os.path.join(self.dir, "bin", "worker"), "wb") as f:
+            f.write(b"worker")
+        self.manifest = {"version": "1.0", "files": {"bin/worker": hashlib.sha256(b"worker").hexdigest()}}
+        self.text = json.dumps(self.manifest, indent=1, sort_keys=True) + "\n"
+        with open(os.path.join(self.dir, "MANIFEST.json"), "w") as f:
+            f.write(self.text)
+
+    def test_check_files(self):
+        digest = self.manifest["files"]["bin/worker"]
+        self.assertEqual(release_bundle.check_files(self.manifest, {"bin/worker": digest}), [])
+        self.assertEqual(release_bundle.check_files(self.manifest, {}), ["bin/worker: missing"])
+        self.assertEqual(release_bundle.check_files(self.manifest, {"bin/worker": "0" * 64}),
+                         ["bin/worker: checksum differs"])
+
+    def test_the_same_intact_bundle_is_installed(self):
+        self.assertTrue(release_bundle.installed(self.dir, json.dumps(self.manifest)))
+        self.assertTrue(release_bundle.same_manifest(self.text, json.dumps(self.manifest)))
+        self.assertFalse(release_bundle.same_manifest("not json", json.dumps(self.manifest)))
+
+    def test_another_bundle_or_a_damaged_one_is_not(self):
+        other = dict(self.manifest, version="1.1")
+        self.assertFalse(release_bundle.installed(self.dir, json.dumps(other)))
+        with open(os.path.join(self.dir, "bin", "worker"), "ab") as f:
+            f.write(b"!")
+        self.assertEqual(release_bundle.verify(self.dir), ["bin/worker: checksum differs"])
+        self.assertFalse(release_bundle.installed(self.dir, self.text))
+        self.assertFalse(release_bundle.installed(os.path.join(self.dir, "none"), self.text))
+
+
 class PackageScriptTest(unittest.TestCase):
     def package(self, bin_dir, out):
         return subprocess.run([sys.executable, os.path.join(ROOT, "tools", "package"),

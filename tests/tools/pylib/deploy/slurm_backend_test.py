@@ -22,6 +22,7 @@ import unittest
 from pylib.cluster import cluster_file
 import junit_main
 from pylib.deploy import slurm_backend
+from pylib.job import errors
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 FIXTURE = os.path.join(ROOT, "tests", "tools", "slurm_fixture.sh")
@@ -149,6 +150,56 @@ class BatchScriptTest(unittest.TestCase):
         self.assertEqual(slurm_backend.shell_word("--x=${nodes[3]}/$R2SP_OUT"),
                          '--x="${nodes[3]}"/"$R2SP_OUT"')
         self.assertEqual(slurm_backend.shell_word("it's $R2SP_OUT"), "'it'\"'\"'s '\"$R2SP_OUT\"")
+
+
+class InstallBundleTest(unittest.TestCase):
+    """install_bundle: unpacks through archive.safe_extract, and again only when the bundle there
+    is not the same one intact."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="install_bundle_test.")
+        self.addCleanup(shutil.rmtree, self.dir)
+        self.workdir = os.path.join(self.dir, "work")
+
+    def tarball(self, files):
+        """r2sp-1-cpu.tar.gz holding `files` ({path: bytes}) and a manifest of those under the
+        bundle's directory."""
+        import hashlib
+        import io
+        import tarfile
+        inside = {n: d for n, d in files.items() if n.startswith("r2sp-1-cpu/")}
+        manifest = json.dumps({"version": "1", "files": {
+            n[len("r2sp-1-cpu/"):]: hashlib.sha256(d).hexdigest() for n, d in inside.items()}}).encode()
+        path = os.path.join(self.dir, "r2sp-1-cpu.tar.gz")
+        with tarfile.open(path, "w:gz") as t:
+            for name, data in [("r2sp-1-cpu/MANIFEST.json", manifest)] + list(files.items()):
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                t.addfile(info, io.BytesIO(data))
+        return path
+
+    def test_unpacked_once_and_again_when_damaged(self):
+        tarball = self.tarball({"r2sp-1-cpu/bin/worker": b"w"})
+        target = slurm_backend.install_bundle(tarball, self.workdir)
+        self.assertEqual(target, os.path.join(self.workdir, "r2sp-1-cpu"))
+        worker = os.path.join(target, "bin", "worker")
+        first = os.stat(worker).st_ino
+        slurm_backend.install_bundle(tarball, self.workdir)
+        self.assertEqual(os.stat(worker).st_ino, first)  # intact: left alone
+        with open(worker, "wb") as f:
+            f.write(b"damaged")
+        slurm_backend.install_bundle(tarball, self.workdir)
+        with open(worker, "rb") as f:
+            self.assertEqual(f.read(), b"w")
+
+    def test_a_crafted_bundle_writes_nothing_outside(self):
+        tarball = self.tarball({"r2sp-1-cpu/bin/worker": b"w", "r2sp-1-cpu/../../escape": b"x"})
+        with self.assertRaises(errors.JobError) as e:
+            slurm_backend.install_bundle(tarball, self.workdir)
+        self.assertEqual(str(e.exception), f"{tarball}: not unpacked: 'r2sp-1-cpu/../../escape': "
+                                           "a path with '..'")
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "escape")))
+        self.assertFalse(os.path.exists(os.path.join(self.workdir, "r2sp-1-cpu")))
 
 
 def cannot_run():

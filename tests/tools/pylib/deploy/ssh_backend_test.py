@@ -129,6 +129,20 @@ class KeysOverStandInSshTest(unittest.TestCase):
             self.assertIn('--auth=curve --keys_dir="$R2SP_KEYS"', command)
             self.assertNotIn("key of", command)
 
+    def test_the_bundle_check_wants_the_same_manifest_and_every_file_intact(self):
+        manifest = json.dumps({"version": "1", "files": {"bin/worker": "a" * 64, "lib/x.so": "b" * 64}})
+        marker = "--- r2sp sha256 ---\n"
+        sums = f"{'a' * 64}  ./bin/worker\n{'b' * 64}  ./lib/x.so\n{'c' * 64}  ./env.sh\n"
+        self.assertTrue(ssh_backend.installed_intact(manifest + "\n" + marker + sums, manifest))
+        self.assertFalse(ssh_backend.installed_intact("", manifest))  # nothing there
+        self.assertFalse(ssh_backend.installed_intact(manifest + "\n", manifest))  # no sums
+        self.assertFalse(ssh_backend.installed_intact(
+            manifest + "\n" + marker + sums.replace("a" * 64, "d" * 64), manifest))
+        self.assertFalse(ssh_backend.installed_intact(
+            manifest + "\n" + marker + f"{'a' * 64}  ./bin/worker\n", manifest))  # one missing
+        other = json.dumps({"version": "2", "files": {"bin/worker": "a" * 64, "lib/x.so": "b" * 64}})
+        self.assertFalse(ssh_backend.installed_intact(other + "\n" + marker + sums, manifest))
+
     def test_no_keys_no_key_commands(self):
         plan = ssh_backend.Plan(self.plan.cluster, self.plan.tarball, "j-run", {})
         host = plan.cluster.hosts[0]
