@@ -10,7 +10,6 @@ import io
 import json
 import os
 import shutil
-import sys
 import tarfile
 import tempfile
 import unittest

@@ -12,7 +12,6 @@ import unittest
 import junit_main
 from pylib.job import resume
 from pylib.job.errors import JobError
-from pylib.job import errors
 from pylib.job import options as launch_options
 
 
