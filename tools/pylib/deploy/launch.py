@@ -4,11 +4,12 @@ the launcher's --scheduler_flags, --server_flags and --worker_flags come after t
 
   local  every process on this machine, on loopback: the file's roles, flags and GPU indices,
          not its hosts and ports (try a cluster file here before deploying it)
-  ssh    the file's hosts over ssh (ssh_backend.py), shipping a release bundle
+  ssh    the file's hosts over ssh (ssh_backend.py), shipping a release bundle; every remote
+         backend runs through driver.py
   slurm, k8s, ec2   slurm_backend.py, k8s_backend.py, ec2_backend.py
 
 The file's [job] auth is the default of --auth; with curve every backend gives each process
---auth=curve and the job's keys (job_keys.py), each host or pod only what its roles need.
+--auth=curve and the job's keys (job/keys.py), each host or pod only what its roles need.
 Every backend leaves the same run directory: logs, stats.json, metrics, timelines, summary.json."""
 
 import importlib

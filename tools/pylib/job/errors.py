@@ -1,6 +1,6 @@
-"""The two exceptions a job's run ends with, in a module of their own so that launcher,
-supervisor and resume can all raise them without importing each other in a cycle; launcher
-re-exports them (launcher.JobError is the name the scripts and backends use)."""
+"""The two exceptions a job's run ends with, in a module of their own so that every part of
+pylib (launcher, supervisor, resume, the deploy backends) raises them and the entry scripts
+catch them from here, without importing each other in a cycle."""
 
 
 class JobError(Exception):

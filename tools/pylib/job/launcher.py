@@ -122,7 +122,7 @@ def run_job(args, prefix=None, on_start=None, bind_flags=loopback_bind, during=N
 
 
 def finish_job(args, wall, cpu_use, stats_file, outcome=None):
-    """The end of every backend's job: writes RUN_DIR/summary.json (job_summary.write_summary
+    """The end of every backend's job: writes RUN_DIR/summary.json (analysis.summary.write_summary
     over the run directory's files and the job's Outcome, by default a completed job's),
     prints it and returns it."""
     summary = write_summary(args, wall, cpu_use, stats_file, outcome)
