@@ -37,6 +37,14 @@ def check_member(member):
         raise UnsafeArchive(f"{name!r}: not a file, directory or link (a device or FIFO)")
 
 
+def check_tarball(path):
+    """UnsafeArchive unless every member of the tarball at `path` passes check_member: for an
+    archive unpacked elsewhere (a remote host's tar), checked here before it is shipped."""
+    with tarfile.open(path) as archive:
+        for member in archive.getmembers():
+            check_member(member)
+
+
 def safe_extract(archive, target, stream=False):
     """Unpacks the open tarfile `archive` into `target`, which is made if needed; UnsafeArchive
     at the first unsafe member (check_member). A file archive is checked whole before anything

@@ -3,6 +3,8 @@ its hooks (Backend). The driver owns:
 
   dry run     Backend.describe() prints what would run; nothing is written, not even the run
               directory or the job's keys (the text names RUN_DIR/keys where they would go)
+  bundle      a tarball the hosts will unpack is checked first (archive.check_tarball): one
+              that would write outside its directory is refused before anything is written
   run dir     RUN_DIR made (launcher.prepare_run_dir), the job's keys made or checked there
               (--auth=curve), before any hook runs
   order       prepare (untimed: files the job needs), launch (the clock has started), then
@@ -26,6 +28,7 @@ from ..job import keys as job_keys
 from ..job import launcher
 from ..job.deadline import Deadline
 from ..job.errors import JobError
+from . import archive
 
 DRY_RUN_DIR = os.path.join(launcher.ROOT, "runs", "TIMESTAMP")  # named by a dry run's text
 
@@ -59,6 +62,7 @@ class Backend:
     write nothing). Only describe, launch and poll are required."""
 
     poll_seconds = 1.0  # between polls
+    ships_bundle = True  # the tarball goes to the hosts (checked first: archive.check_tarball)
 
     def __init__(self, run):
         self.run = run
@@ -110,6 +114,11 @@ def run(args, cluster, tarball, backend_class):
         keys = job_keys.keys_dir(args) if job_keys.curve(args) else None
         print(backend_class(Run(args, cluster, tarball, keys, dry_run=True)).describe())
         return None
+    if tarball and backend_class.ships_bundle:  # hosts unpack it with their own tar
+        try:
+            archive.check_tarball(tarball)
+        except archive.UnsafeArchive as e:
+            raise JobError(f"{tarball}: not shipped: {e}")
     _, stats_file = launcher.prepare_run_dir(args)
     backend = backend_class(Run(args, cluster, tarball, job_keys.prepare(args)))
     failure, start = None, time.time()

@@ -236,6 +236,8 @@ class K8sBackend(driver.Backend):
     launch, the worker Job's state in poll, the last logs awaited in finish, the objects
     deleted in clean_up, the results taken out of the logs in collect."""
 
+    ships_bundle = False  # the pods run an image (tools/deploy/Dockerfile), not the tarball
+
     def __init__(self, run):
         super().__init__(run)
         cluster, args = run.cluster, run.args

@@ -90,6 +90,14 @@ class SafeExtractTest(unittest.TestCase):
         self.assertEqual(os.listdir(self.target), ["first"])  # written before the bad member
         self.assertFalse(os.path.exists(os.path.join(self.dir, "escape")))
 
+    def test_check_tarball_before_shipping(self):
+        crafted(self.tarball, [("b", "dir", None), ("b/bin", "file", b"x")])
+        archive.check_tarball(self.tarball)
+        crafted(self.tarball, [("b", "dir", None), ("b/lib", "symlink", "/usr/lib")])
+        with self.assertRaisesRegex(archive.UnsafeArchive,
+                                    r"^'b/lib': a link to the absolute path '/usr/lib'$"):
+            archive.check_tarball(self.tarball)
+
     def test_a_link_inside_then_a_path_through_it_is_refused(self):
         # b/up -> .. stays inside; b/up/../x would climb out through it, and is refused by name.
         with self.assertRaisesRegex(archive.UnsafeArchive, r"^'b/up/\.\./x': a path with '\.\.'$"):

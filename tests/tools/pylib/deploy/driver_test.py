@@ -209,6 +209,21 @@ class HooksTest(unittest.TestCase):
             self.run_job()
         self.assertEqual(self.err, "launch: cleaning up failed: delete sg-1 yourself\n")
 
+    def test_a_crafted_bundle_is_refused_before_anything_is_written(self):
+        bundle = os.path.join(self.dir, "r2sp-0.0.0-cpu.tar.gz")
+        with tarfile.open(bundle, "w:gz") as t:
+            info = tarfile.TarInfo("r2sp-0.0.0-cpu/bin")
+            info.type, info.linkname = tarfile.SYMTYPE, "/usr/bin"
+            t.addfile(info)
+        args = options.parse_args(["--cluster=c", "--backend=ssh",
+                                   "--run_dir=" + os.path.join(self.dir, "run")], "")
+        args.auth = "none"
+        with self.assertRaises(JobError) as e:
+            driver.run(args, self.cluster, bundle, Scripted)
+        self.assertEqual(str(e.exception), f"{bundle}: not shipped: 'r2sp-0.0.0-cpu/bin': a link "
+                                           "to the absolute path '/usr/bin'")
+        self.assertEqual((Scripted.calls, os.listdir(self.dir)), ([], ["r2sp-0.0.0-cpu.tar.gz"]))
+
     def test_a_failing_stop_still_cleans_up_and_collects(self):
         Scripted.fail = {"launch": JobError("no capacity"), "stop": OSError("stuck")}
         with self.assertRaisesRegex(OSError, r"^stuck$"):
