@@ -72,8 +72,12 @@ def free_run(count):
 
 
 def free_ports():
-    """The scheduler's port, the server's, and the first of the two workers'."""
-    return [free_run(1), free_run(1), free_run(2)]
+    """The scheduler's port, the server's, and the first of the two workers', all different (a
+    port freed a moment ago may be handed out again)."""
+    while True:
+        ports = [free_run(1), free_run(1), free_run(2)]
+        if len({ports[0], ports[1], ports[2], ports[2] + 1}) == 4:
+            return ports
 
 
 def cluster_text(workdir, iterations=5, worker_flags="", address=True):
