@@ -1,5 +1,5 @@
 #!/bin/bash
-# EC2 user-data for one host of an R2SP job: tools/pylib/ec2_user_data.py fills in the settings
+# EC2 user-data for one host of an R2SP job: tools/pylib/deploy/ec2_user_data.py fills in the settings
 # below and tools/launch --backend=ec2 passes the result to run-instances. As a fresh instance
 # it fetches and unpacks the release bundle, starts the host's processes with run_role, waits for
 # them, uploads its run directory to RESULTS/JOB/RUN/HOST/ and then RESULTS/JOB/RUN/HOST.done

@@ -1,0 +1,221 @@
+"""tools/pylib/release_bundle.py and tools/package: a bundle of the built binaries runs wherever
+it is moved, without LD_LIBRARY_PATH, loading its libraries from its own lib/ and never the C
+runtime; MANIFEST.json describes it; verify() finds changed and missing files; tar() packs it
+under its own name with owners and times of nobody; a missing binary is refused by name."""
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+import tarfile
+import tempfile
+import unittest
+
+import junit_main
+from pylib.cluster import bundle as release_bundle
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
+BIN_DIR = os.environ.get("R2SP_BIN_DIR", ROOT)  # the runfiles under Bazel
+DEPLOY = os.path.join(ROOT, "tools", "deploy")
+with open(os.path.join(ROOT, "VERSION")) as f:
+    VERSION = f.read().strip()
+RUN_ROLE = os.path.join("share", "r2sp", "deploy", "run_role")
+C_RUNTIME = re.compile(r"(libc|libm)\.so\.|ld-linux")
+
+
+def stand_ins(directory):
+    """A bin dir of shell scripts in place of the binaries (not ELF: nothing to patch)."""
+    for role in release_bundle.ROLES:
+        os.makedirs(os.path.join(directory, role))
+        path = os.path.join(directory, role, role)
+        with open(path, "w") as f:
+            f.write(f"#!/bin/sh\necho stand-in {role}\n")
+        os.chmod(path, 0o755)
+    return directory
+
+
+class BuiltBinariesTest(unittest.TestCase):
+    """One bundle of the built binaries, made once and then moved away from where it was made."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls._tmp = tempfile.TemporaryDirectory()
+        made = os.path.join(cls._tmp.name, "made", "r2sp-test-cpu")
+        cls.binaries = {r: os.path.join(BIN_DIR, r, r) for r in release_bundle.ROLES}
+        cls.manifest = release_bundle.make(made, cls.binaries, VERSION, "cpu", "abc1234",
+                                           deploy_dir=DEPLOY,
+                                           env_sh=os.path.join(DEPLOY, "env.sh"))
+        cls.bundle = os.path.join(cls._tmp.name, "elsewhere", "r2sp")
+        os.renames(made, cls.bundle)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls._tmp.cleanup()
+
+    def test_every_binary_runs_without_a_library_path(self):
+        for role in release_bundle.ROLES:
+            with self.subTest(role=role):
+                r = subprocess.run([os.path.join(self.bundle, "bin", role), "--version"], env={},
+                                   capture_output=True, text=True)
+                self.assertEqual((r.returncode, r.stdout.strip()),
+                                 (0, f"{role} version {VERSION} (cpu)"), r.stderr)
+        r = subprocess.run([os.path.join(self.bundle, RUN_ROLE), "worker",
+                            "--version"], env={}, capture_output=True, text=True)
+        self.assertEqual(r.stdout.strip(), f"worker version {VERSION} (cpu)", r.stderr)
+
+    def test_libraries_load_from_the_moved_bundle(self):
+        out = subprocess.run(["ldd", os.path.join(self.bundle, "bin", "worker")],
+                             env={"PATH": "/usr/bin:/bin"}, capture_output=True, text=True,
+                             check=True).stdout
+        loaded = {name: os.path.normpath(path) for name, path in
+                  re.findall(r"^\s*(\S+) => (\S+) \(", out, re.MULTILINE)}
+        lib = os.path.join(self.bundle, "lib")
+        for name in ("libzmq.so.5", "libprotobuf"):
+            found = [n for n in loaded if n.startswith(name)]
+            self.assertTrue(found, out)
+            self.assertEqual(os.path.dirname(loaded[found[0]]), lib, out)
+        self.assertNotEqual(os.path.dirname(loaded["libc.so.6"]), lib)
+
+    def test_the_c_runtime_is_never_bundled(self):
+        libs = release_bundle.shared_libraries(self.binaries["worker"])
+        self.assertIn("libzmq.so.5", libs)
+        self.assertTrue(os.path.isfile(libs["libzmq.so.5"]))
+        self.assertEqual([n for n in libs if C_RUNTIME.match(n)], [])
+        self.assertEqual([n for n in os.listdir(os.path.join(self.bundle, "lib"))
+                          if C_RUNTIME.match(n)], [])
+
+    def test_manifest(self):
+        with open(os.path.join(self.bundle, "MANIFEST.json")) as f:
+            manifest = json.load(f)
+        self.assertEqual(manifest, self.manifest)
+        self.assertEqual((manifest["version"], manifest["variant"], manifest["commit"]),
+                         (VERSION, "cpu", "abc1234"))
+        self.assertRegex(manifest["glibc_min"], r"^2\.\d+$")
+        on_disk = {os.path.relpath(os.path.join(d, n), self.bundle)
+                   for d, _, names in os.walk(self.bundle) for n in names} - {"MANIFEST.json"}
+        self.assertEqual(set(manifest["files"]), on_disk)
+        self.assertLessEqual({"bin/worker", "lib/libzmq.so.5", "env.sh",
+                              "share/r2sp/deploy/run_role"}, on_disk)
+        for rel, digest in manifest["files"].items():
+            with open(os.path.join(self.bundle, rel), "rb") as f:
+                self.assertEqual(hashlib.sha256(f.read()).hexdigest(), digest, rel)
+        self.assertEqual(release_bundle.verify(self.bundle), [])
+
+
+class StandInBundleTest(unittest.TestCase):
+    def setUp(self):
+        self._tmp = tempfile.TemporaryDirectory()
+        self.dir = self._tmp.name
+        self.bin_dir = stand_ins(os.path.join(self.dir, "bin"))
+        self.bundle = os.path.join(self.dir, "r2sp-small")
+        release_bundle.make(self.bundle, {r: os.path.join(self.bin_dir, r, r)
+                                          for r in release_bundle.ROLES}, "1.2", "cpu", "c0ffee",
+                            deploy_dir=DEPLOY, env_sh=os.path.join(DEPLOY, "env.sh"))
+
+    def tearDown(self):
+        self._tmp.cleanup()
+
+    def test_verify_reports_changed_and_missing_files(self):
+        self.assertEqual(release_bundle.verify(self.bundle), [])
+        with open(os.path.join(self.bundle, "bin", "server"), "a") as f:
+            f.write("#\n")
+        os.remove(os.path.join(self.bundle, "env.sh"))
+        self.assertEqual(sorted(release_bundle.verify(self.bundle)),
+                         ["bin/server: checksum differs", "env.sh: missing"])
+
+    def test_a_missing_binary_is_named(self):
+        missing = os.path.join(self.dir, "nowhere", "worker")
+        with self.assertRaisesRegex(release_bundle.BundleError, re.escape(missing) + " not found"):
+            release_bundle.make(os.path.join(self.dir, "b"), {"worker": missing}, "1", "cpu", "x")
+
+    def test_newest_glibc_compares_numbers(self):
+        a, b, empty = (os.path.join(self.dir, n) for n in ("a", "b", "empty"))
+        for path, data in ((a, b"\0GLIBC_2.3\0GLIBC_2.34\0GLIBC_PRIVATE\0"),
+                           (b, b"x GLIBC_2.4 GLIBC_2.17\0"), (empty, b"")):
+            with open(path, "wb") as f:
+                f.write(data)
+        self.assertEqual(release_bundle.newest_glibc([a, b]), "2.34")
+        self.assertEqual(release_bundle.newest_glibc([b]), "2.17")
+        self.assertEqual(release_bundle.newest_glibc([empty]), "")
+
+    def test_tar_is_under_the_bundle_name_and_owned_by_nobody_in_particular(self):
+        tarball = os.path.join(self.dir, "small.tar.gz")
+        if os.geteuid() == 0:  # files of another owner than the packer, too
+            os.chown(os.path.join(self.bundle, "env.sh"), 1234, 1234)
+        release_bundle.tar(self.bundle + "/", tarball)
+        self.assertEqual(os.listdir(self.dir).count("small.tar.gz.tmp"), 0)
+        with tarfile.open(tarball) as t:
+            members = t.getmembers()
+        names = {m.name for m in members}
+        self.assertIn("r2sp-small/MANIFEST.json", names)
+        self.assertIn("r2sp-small/share/r2sp/deploy/run_role", names)
+        self.assertEqual({n for n in names if n.split("/")[0] != "r2sp-small"}, set())
+        self.assertEqual({(m.uid, m.gid, m.uname, m.gname, m.mtime) for m in members},
+                         {(0, 0, "root", "root", 0)})
+
+
+class InstalledTest(unittest.TestCase):
+    """What the backends decide on before unpacking a bundle again: the same manifest (as JSON,
+    whatever its layout) and every file intact (check_files, verify)."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="installed_test.")
+        self.addCleanup(__import__("shutil").rmtree, self.dir)
+        os.makedirs(os.path.join(self.dir, "bin"))
+        with open(os.path.join(self.dir, "bin", "worker"), "wb") as f:
+            f.write(b"worker")
+        self.manifest = {"version": "1.0", "files": {"bin/worker": hashlib.sha256(b"worker").hexdigest()}}
+        self.text = json.dumps(self.manifest, indent=1, sort_keys=True) + "\n"
+        with open(os.path.join(self.dir, "MANIFEST.json"), "w") as f:
+            f.write(self.text)
+
+    def test_check_files(self):
+        digest = self.manifest["files"]["bin/worker"]
+        self.assertEqual(release_bundle.check_files(self.manifest, {"bin/worker": digest}), [])
+        self.assertEqual(release_bundle.check_files(self.manifest, {}), ["bin/worker: missing"])
+        self.assertEqual(release_bundle.check_files(self.manifest, {"bin/worker": "0" * 64}),
+                         ["bin/worker: checksum differs"])
+
+    def test_the_same_intact_bundle_is_installed(self):
+        self.assertTrue(release_bundle.installed(self.dir, json.dumps(self.manifest)))
+        self.assertTrue(release_bundle.same_manifest(self.text, json.dumps(self.manifest)))
+        self.assertFalse(release_bundle.same_manifest("not json", json.dumps(self.manifest)))
+
+    def test_another_bundle_or_a_damaged_one_is_not(self):
+        other = dict(self.manifest, version="1.1")
+        self.assertFalse(release_bundle.installed(self.dir, json.dumps(other)))
+        with open(os.path.join(self.dir, "bin", "worker"), "ab") as f:
+            f.write(b"!")
+        self.assertEqual(release_bundle.verify(self.dir), ["bin/worker: checksum differs"])
+        self.assertFalse(release_bundle.installed(self.dir, self.text))
+        self.assertFalse(release_bundle.installed(os.path.join(self.dir, "none"), self.text))
+
+
+class PackageScriptTest(unittest.TestCase):
+    def package(self, bin_dir, out):
+        return subprocess.run([sys.executable, os.path.join(ROOT, "tools", "package"),
+                               "--bin_dir=" + bin_dir, "--out=" + out],
+                              capture_output=True, text=True)
+
+    def test_prints_the_tarball(self):
+        with tempfile.TemporaryDirectory() as directory:
+            out = os.path.join(directory, "out")
+            r = self.package(stand_ins(os.path.join(directory, "bin")), out)
+            self.assertEqual((r.returncode, r.stderr), (0, ""))
+            tarball = os.path.join(out, f"r2sp-{VERSION}-cpu.tar.gz")
+            self.assertTrue(r.stdout.startswith(f"package: {tarball} ("), r.stdout)
+            self.assertTrue(tarfile.is_tarfile(tarball))
+
+    def test_missing_binaries_exit_1(self):
+        with tempfile.TemporaryDirectory() as directory:
+            r = self.package(directory, os.path.join(directory, "out"))
+            self.assertEqual(r.returncode, 1)
+            self.assertTrue(r.stderr.startswith("package: error: "), r.stderr)
+            self.assertIn(os.path.join(directory, "scheduler", "scheduler") + " not found",
+                          r.stderr)
+
+
+if __name__ == "__main__":
+    junit_main.main()

@@ -1,0 +1,326 @@
+"""tools/launch --backend=slurm against a real Slurm: munged, slurmctld and two slurmd (two
+nodes, both on this machine) started by tests/tools/slurm_fixture.sh. A job completes as one
+batch job with a step per process and leaves the same run directory as a local one; a failing
+worker fails the job and stops every step; Ctrl-C cancels it; nothing is left running. The
+script's rendering (the #SBATCH lines, one step per process, the scheduler found through
+SLURM_JOB_NODELIST, --auth=curve's keys directory on the shared storage) is checked without
+Slurm. With Slurm: a job with --auth=curve completes and its keys leave the shared storage. The
+Slurm part needs root and Debian's slurm-wlm and munge (skipped otherwise)."""
+
+import json
+import os
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+from pylib.cluster import cluster_file
+import junit_main
+from pylib.deploy import slurm_backend
+from pylib.job import errors
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
+FIXTURE = os.path.join(ROOT, "tests", "tools", "slurm_fixture.sh")
+CLUSTER = """[job]
+name = "slurm-test"
+mode = "bsp"
+workdir = "{workdir}"
+
+[ports]
+scheduler = {ports[0]}
+server = {ports[1]}
+worker = {ports[2]}
+
+[flags]
+worker = "--model=synthetic --model_mb=1 --layers=4 --iterations={iterations} --compute_ms=20"
+
+[slurm]
+time = "00:10:00"
+sbatch_options = ["--exclusive"]
+
+[[host]]
+name = "a"
+{address}scheduler = true
+servers = 1
+
+[[host]]
+name = "b"
+{address}workers = 2
+{worker_flags}"""
+
+
+def free_run(count):
+    """The first of `count` consecutive ports that were all free a moment ago."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            first = s.getsockname()[1]
+        if first + count > 65535:
+            continue
+        try:
+            for port in range(first, first + count):
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", port))
+            return first
+        except OSError:
+            continue
+
+
+def free_ports():
+    """The scheduler's port, the server's, and the first of the two workers', all different (a
+    port freed a moment ago may be handed out again)."""
+    while True:
+        ports = [free_run(1), free_run(1), free_run(2)]
+        if len({ports[0], ports[1], ports[2], ports[2] + 1}) == 4:
+            return ports
+
+
+def cluster_text(workdir, iterations=5, worker_flags="", address=True):
+    return CLUSTER.format(workdir=workdir, ports=free_ports(), iterations=iterations,
+                          address='address = "127.0.0.1"\n' if address else "",
+                          worker_flags=f'worker_flags = "{worker_flags}"\n' if worker_flags else "")
+
+
+class BatchScriptTest(unittest.TestCase):
+    def script(self, auth=False, **kwargs):
+        cluster = cluster_file.parse(cluster_text("/shared/r2sp", **kwargs))
+        return slurm_backend.batch_script(cluster, "/shared/r2sp/r2sp-1-cpu", "/shared/r2sp/runs/x",
+                                          {"worker": ["--seed=7"]}, auth)
+
+    def test_curve_points_every_step_at_the_shared_keys(self):
+        steps = [l for l in self.script(auth=True).splitlines() if l.startswith("step ")]
+        self.assertEqual(len(steps), 4)
+        for step in steps:
+            self.assertIn('--auth=curve --keys_dir="$R2SP_OUT"/keys', step)
+        self.assertNotIn("--auth", self.script())
+
+    def test_keys_are_copied_for_the_steps_and_removed_after(self):
+        d = tempfile.mkdtemp(prefix="slurm_keys_test.")
+        keys, out = os.path.join(d, "run", "keys"), os.path.join(d, "shared", "runs", "x")
+        os.makedirs(keys, mode=0o700)
+        os.makedirs(out)
+        for name in ("scheduler", "server", "worker"):
+            for suffix, mode in (("pub", 0o644), ("key", 0o600)):
+                with open(os.path.join(keys, f"{name}.{suffix}"), "w") as f:
+                    f.write(f"{name}.{suffix}\n")
+                os.chmod(os.path.join(keys, f"{name}.{suffix}"), mode)
+        installed = slurm_backend.install_keys(keys, out)
+        self.assertEqual(installed, os.path.join(out, "keys"))
+        self.assertEqual(stat.S_IMODE(os.stat(installed).st_mode), 0o700)
+        self.assertEqual(len(os.listdir(installed)), 6)
+        for name in os.listdir(installed):
+            self.assertEqual(stat.S_IMODE(os.stat(os.path.join(installed, name)).st_mode), 0o600)
+        # The results copied into RUN_DIR are the steps' files, never the keys directory.
+        with open(os.path.join(out, "worker0.log"), "w") as f:
+            f.write("iteration 1\n")
+        results = os.path.join(d, "results")
+        os.makedirs(results)
+        slurm_backend.copy_results(out, results)
+        self.assertEqual(os.listdir(results), ["worker0.log"])
+        slurm_backend.remove_keys(keys, installed)
+        self.assertFalse(os.path.exists(installed))
+        self.assertEqual(len(os.listdir(keys)), 6)  # the launcher's own stay
+        # A run directory on the shared storage: the keys are already where the steps look.
+        self.assertEqual(slurm_backend.install_keys(keys, os.path.dirname(keys)), keys)
+        slurm_backend.remove_keys(keys, keys)
+        self.assertEqual(len(os.listdir(keys)), 6)
+
+    def test_one_node_per_host_and_the_table_options(self):
+        text = self.script()
+        for line in ("#SBATCH --nodes=2", "#SBATCH --ntasks-per-node=2", "#SBATCH --time=00:10:00",
+                     "#SBATCH --exclusive", "#SBATCH --job-name=slurm-test"):
+            self.assertIn(line, text)
+
+    def test_one_step_per_process_scheduler_first(self):
+        steps = [l for l in self.script().splitlines() if l.startswith("step ")]
+        self.assertEqual([s.split()[1:3] for s in steps],
+                         [["scheduler", "0"], ["server0", "0"], ["worker0", "1"], ["worker1", "1"]])
+        self.assertTrue(steps[2].endswith(' --seed=7'), steps[2])
+
+    def test_without_addresses_the_nodes_come_from_slurm(self):
+        text = self.script(address=False)
+        self.assertIn('scontrol show hostnames "$SLURM_JOB_NODELIST"', text)
+        worker = next(l for l in text.splitlines() if l.startswith("step worker0"))
+        self.assertIn('--scheduler=tcp://"${nodes[0]}":', worker)
+        self.assertIn('--advertise_host="${nodes[1]}"', worker)
+
+    def test_shell_word_keeps_only_the_node_references_live(self):
+        self.assertEqual(slurm_backend.shell_word('a"$b`c'), """'a"$b`c'""")
+        self.assertEqual(slurm_backend.shell_word("--x=${nodes[3]}/$R2SP_OUT"),
+                         '--x="${nodes[3]}"/"$R2SP_OUT"')
+        self.assertEqual(slurm_backend.shell_word("it's $R2SP_OUT"), "'it'\"'\"'s '\"$R2SP_OUT\"")
+
+
+class InstallBundleTest(unittest.TestCase):
+    """install_bundle: unpacks through archive.safe_extract, and again only when the bundle there
+    is not the same one intact."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="install_bundle_test.")
+        self.addCleanup(shutil.rmtree, self.dir)
+        self.workdir = os.path.join(self.dir, "work")
+
+    def tarball(self, files):
+        """r2sp-1-cpu.tar.gz holding `files` ({path: bytes}) and a manifest of those under the
+        bundle's directory."""
+        import hashlib
+        import io
+        import tarfile
+        inside = {n: d for n, d in files.items() if n.startswith("r2sp-1-cpu/")}
+        manifest = json.dumps({"version": "1", "files": {
+            n[len("r2sp-1-cpu/"):]: hashlib.sha256(d).hexdigest() for n, d in inside.items()}}).encode()
+        path = os.path.join(self.dir, "r2sp-1-cpu.tar.gz")
+        with tarfile.open(path, "w:gz") as t:
+            for name, data in [("r2sp-1-cpu/MANIFEST.json", manifest)] + list(files.items()):
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                t.addfile(info, io.BytesIO(data))
+        return path
+
+    def test_unpacked_once_and_again_when_damaged(self):
+        tarball = self.tarball({"r2sp-1-cpu/bin/worker": b"w"})
+        target = slurm_backend.install_bundle(tarball, self.workdir)
+        self.assertEqual(target, os.path.join(self.workdir, "r2sp-1-cpu"))
+        worker = os.path.join(target, "bin", "worker")
+        first = os.stat(worker).st_ino
+        slurm_backend.install_bundle(tarball, self.workdir)
+        self.assertEqual(os.stat(worker).st_ino, first)  # intact: left alone
+        with open(worker, "wb") as f:
+            f.write(b"damaged")
+        slurm_backend.install_bundle(tarball, self.workdir)
+        with open(worker, "rb") as f:
+            self.assertEqual(f.read(), b"w")
+
+    def test_a_crafted_bundle_writes_nothing_outside(self):
+        tarball = self.tarball({"r2sp-1-cpu/bin/worker": b"w", "r2sp-1-cpu/../../escape": b"x"})
+        with self.assertRaises(errors.JobError) as e:
+            slurm_backend.install_bundle(tarball, self.workdir)
+        self.assertEqual(str(e.exception), f"{tarball}: not unpacked: 'r2sp-1-cpu/../../escape': "
+                                           "a path with '..'")
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "escape")))
+        self.assertFalse(os.path.exists(os.path.join(self.workdir, "r2sp-1-cpu")))
+
+
+def cannot_run():
+    if os.geteuid() != 0:
+        return "needs root (slurmd, munged)"
+    missing = [c for c in ("munged", "mungekey", "slurmctld", "slurmd", "sbatch") if not shutil.which(c)]
+    return f"needs {', '.join(missing)} (Debian packages slurm-wlm and munge)" if missing else None
+
+
+@unittest.skipIf(cannot_run(), cannot_run() or "")
+class SlurmBackendTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="r2sp-slurm.", dir="/tmp")  # short: unix socket paths
+        os.chmod(cls.dir, 0o755)  # munged wants its socket directory's parents searchable by all
+        cls.slurm = os.path.join(cls.dir, "slurm")
+        # Ports of their own: another Slurm (or a second run of this test) may be up.
+        ctld = free_run(3)
+        env = dict(os.environ, SLURM_FIXTURE_NODES="2", SLURM_FIXTURE_CTLD_PORT=str(ctld),
+                   SLURM_FIXTURE_SLURMD_PORT=str(ctld + 1))
+        up = subprocess.run([FIXTURE, "up", cls.slurm], env=env, capture_output=True, text=True)
+        assert up.returncode == 0, up.stderr
+        cls.env = dict(os.environ, SLURM_CONF=os.path.join(cls.slurm, "slurm.conf"))
+        out = subprocess.run([os.path.join(ROOT, "tools", "package"),
+                              "--bin_dir=" + os.environ.get("R2SP_BIN_DIR", ROOT), "--out=" + cls.dir],
+                             capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        cls.bundle = out.stdout.split()[1]
+
+    @classmethod
+    def tearDownClass(cls):
+        subprocess.run([FIXTURE, "down", cls.slurm], capture_output=True)
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def launch_argv(self, run, flags=(), **kwargs):
+        path = os.path.join(self.dir, run + ".toml")
+        with open(path, "w") as f:
+            f.write(cluster_text(os.path.join(self.dir, "shared"), **kwargs))
+        return [sys.executable, os.path.join(ROOT, "tools", "launch"), "--cluster=" + path,
+                "--backend=slurm", "--bundle=" + self.bundle, "--run_dir=" + os.path.join(self.dir, run),
+                "--timeout=120", "--bin_dir=" + os.environ.get("R2SP_BIN_DIR", ROOT), *flags]
+
+    def leftovers(self, seconds=15):
+        """Slurm jobs still queued or running, and processes running from the test's bundle."""
+        deadline = time.time() + seconds
+        while True:
+            jobs = subprocess.run(["squeue", "-h", "-o", "%i"], env=self.env, capture_output=True,
+                                  text=True).stdout.split()
+            procs = []
+            for pid in filter(str.isdigit, os.listdir("/proc")):
+                try:
+                    with open(f"/proc/{pid}/cmdline", "rb") as f:
+                        if os.path.join(self.dir, "shared").encode() in f.read():
+                            procs.append(pid)
+                except OSError:
+                    pass
+            if (not jobs and not procs) or time.time() > deadline:
+                return jobs + procs
+            time.sleep(0.3)
+
+    def worker_started(self, run):
+        """Whether worker0 of the run `run` has logged an iteration (in the shared run dir)."""
+        runs = os.path.join(self.dir, "shared", "runs")
+        for name in os.listdir(runs) if os.path.isdir(runs) else []:
+            log = os.path.join(runs, name, "worker0.log")
+            if name.endswith("-" + run) and os.path.exists(log) and "iteration" in open(log).read():
+                return True
+        return False
+
+    def test_job_completes(self):
+        r = subprocess.run(self.launch_argv("ok"), env=self.env, capture_output=True, text=True, timeout=180)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        run_dir = os.path.join(self.dir, "ok")
+        with open(os.path.join(run_dir, "summary.json")) as f:
+            summary = json.load(f)
+        self.assertEqual((summary["mode"], summary["servers"], summary["workers"], summary["iterations"]),
+                         ("bsp", 1, 2, 5))
+        for name in ("scheduler.log", "server0.log", "worker1.log", "stats.json", "metrics_worker0.jsonl",
+                     "job.sbatch"):
+            self.assertTrue(os.path.exists(os.path.join(run_dir, name)), name)
+        self.assertEqual(self.leftovers(), [])
+
+    def test_curve_job_completes_and_its_keys_leave_the_shared_storage(self):
+        r = subprocess.run(self.launch_argv("curve", flags=["--auth=curve"]), env=self.env,
+                           capture_output=True, text=True, timeout=180)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        run_dir = os.path.join(self.dir, "curve")
+        with open(os.path.join(run_dir, "summary.json")) as f:
+            summary = json.load(f)
+        self.assertEqual((summary["auth"], summary["iterations"]), ("curve", 5))
+        with open(os.path.join(run_dir, "job.sbatch")) as f:
+            self.assertIn('--keys_dir="$R2SP_OUT"/keys', f.read())
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "shared", "runs", "slurm-test-curve", "keys")))
+        self.assertEqual(self.leftovers(), [])
+
+    def test_failing_worker_fails_the_job_and_stops_every_step(self):
+        r = subprocess.run(self.launch_argv("fail", worker_flags="--no_such_flag"), env=self.env,
+                           capture_output=True, text=True, timeout=180)
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertIn("failed", r.stderr)
+        self.assertEqual(self.leftovers(), [])
+
+    def test_ctrl_c_cancels_the_job(self):
+        proc = subprocess.Popen(self.launch_argv("cancel", iterations=100000), env=self.env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.time() + 60
+            while time.time() < deadline and not self.worker_started("cancel"):
+                time.sleep(0.3)
+            self.assertLess(time.time(), deadline, "the workers never started")
+            proc.send_signal(signal.SIGINT)
+            self.assertEqual(proc.wait(timeout=60), 130)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        self.assertEqual(self.leftovers(), [])
+
+
+if __name__ == "__main__":
+    junit_main.main()

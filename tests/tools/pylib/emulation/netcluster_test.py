@@ -1,0 +1,54 @@
+"""tools/pylib/netcluster.py without root: rate parsing, hosts' names and addresses, and the
+checks that say why a machine cannot run a cluster. tests/tools/netcluster_test.cc builds a
+real one."""
+
+import unittest
+from unittest import mock
+
+import junit_main
+from pylib.emulation import netcluster
+
+
+class ParseRateTest(unittest.TestCase):
+    def test_units(self):
+        self.assertEqual(netcluster.parse_rate("50mbit"), 50e6)
+        self.assertEqual(netcluster.parse_rate("1gbit"), 1e9)
+        self.assertEqual(netcluster.parse_rate("800kbit"), 800e3)
+        self.assertEqual(netcluster.parse_rate("9600bit"), 9600)
+
+    def test_fractions_and_case(self):
+        self.assertEqual(netcluster.parse_rate("1.5Mbit"), 1.5e6)
+        self.assertEqual(netcluster.parse_rate("2GBIT"), 2e9)
+
+    def test_bad_rates(self):
+        for text in ("", "50", "50mbps", "mbit", "fastmbit", "0mbit", "-5mbit", "nanmbit",
+                     "infgbit", "50 mbit x"):
+            with self.subTest(text=text), self.assertRaisesRegex(ValueError, "bad rate"):
+                netcluster.parse_rate(text)
+
+
+class ClusterTest(unittest.TestCase):
+    def test_hosts_names_and_addresses(self):
+        cluster = netcluster.Cluster(["scheduler", "server0", "worker0"], {"server0": "100mbit"})
+        self.assertTrue(cluster.tag.startswith(netcluster.PREFIX))
+        self.assertEqual(cluster.addresses, {"scheduler": "198.18.0.10", "server0": "198.18.0.11",
+                                             "worker0": "198.18.0.12"})
+        self.assertEqual(cluster.ns("worker0"), cluster.tag + "-worker0")
+        self.assertEqual(cluster.bridge_port("worker0"), "p2")
+        self.assertEqual(cluster.exec_prefix("server0"),
+                         ["ip", "netns", "exec", cluster.tag + "-server0"])
+
+    def test_a_failed_command_is_a_cluster_error(self):
+        with self.assertRaisesRegex(netcluster.ClusterError, "false: "):
+            netcluster.run(["false"])
+        self.assertEqual(netcluster.run(["false"], check=False).returncode, 1)
+
+
+class CanRunTest(unittest.TestCase):
+    def test_needs_root(self):
+        with mock.patch("os.geteuid", return_value=1000):
+            self.assertIn("needs root", netcluster.can_run())
+
+
+if __name__ == "__main__":
+    junit_main.main()

@@ -1,0 +1,2 @@
+"""Reading a run's files: metrics, summary.json, mode comparisons and their plots, the compared
+configurations (codecs included), CPU use."""

@@ -1,0 +1,77 @@
+"""The command lines of a job tools/launch runs on this machine (launcher.py starts them): the
+scheduler's, with the flags the launcher's options imply (live server replacement, survivors
+taking over dead workers' data), and the servers' and workers'."""
+
+import os
+import shlex
+
+from . import keys as job_keys
+from . import resume
+from . import supervisor
+
+# With --max_restarts=server:N: how long the scheduler waits for a lost server's replacement.
+SERVER_REPLACE_SECONDS = 60
+
+
+def per_worker_flags(items):
+    """{rank: [flags]} from --worker_flags_for values 'RANK:FLAGS' (repeats accumulate)."""
+    flags = {}
+    for item in items:
+        rank, _, text = item.partition(":")
+        flags.setdefault(int(rank), []).extend(shlex.split(text))
+    return flags
+
+
+def scheduler_command(args, binary, bind_flags, endpoint_file, stats_file):
+    # The job id names the run directory, so that a resumed job's servers accept the
+    # checkpoints its first attempt wrote (the user's --job_id, after it, wins).
+    job_id = "r2sp-" + os.path.basename(os.path.normpath(args.run_dir))
+    return [binary] + bind_flags("scheduler") + job_keys.flags(args) + [
+        "--endpoint_file=" + endpoint_file, "--stats_json=" + stats_file,
+        f"--num_servers={args.servers}", f"--num_workers={args.workers}",
+        "--sync=" + args.sync, "--job_id=" + job_id] + server_replace_flags(args) + \
+        absorb_flags(args) + shlex.split(args.scheduler_flags)
+
+
+def absorb_flags(args):
+    """Unless dead workers are replaced (--max_restarts=N), the survivors take over their data
+    from the next epoch, the scheduler keeping the epochs' plans in RUN_DIR for --resume (a
+    resumed job whose first attempt made plans goes on with them, whatever its restarts)."""
+    plans = os.path.join(args.run_dir, resume.EPOCH_PLANS)
+    workers = supervisor.parse_max_restarts(args.max_restarts or "0")["worker"]
+    if workers and not (args.resume and os.path.exists(plans)):
+        return []
+    return ["--absorb_orphaned_shards", "--epoch_plans=" + plans]
+
+
+def server_replace_flags(args):
+    """With --max_restarts=server:N the scheduler waits for a lost server's replacement (bsp:
+    the job resumes from the checkpoints instead, resume.run_resuming)."""
+    servers = supervisor.parse_max_restarts(args.max_restarts or "0")["server"]
+    return [f"--server_replace_s={SERVER_REPLACE_SECONDS:g}"] if servers and args.sync != "bsp" \
+        else []
+
+
+def model_dir_flags(args):
+    """Real models: the evaluating worker's model files go to RUN_DIR/model (worker
+    --eval_only --init=checkpoint:RUN_DIR/model evaluates the newest)."""
+    synthetic = "--model=" not in args.worker_flags or "--model=synthetic" in args.worker_flags
+    return [] if synthetic else [f"--model_dir={args.run_dir}/model"]
+
+
+def node_commands(args, binaries, bind_flags, endpoint):
+    """[(name, argv, echo)] of the servers and the workers, which find the scheduler at
+    `endpoint`."""
+    def common(name):
+        return ["--scheduler=" + endpoint] + bind_flags(name) + job_keys.flags(args)
+
+    server_flags = resume.server_flags(args) + shlex.split(args.server_flags)
+    commands = [(f"server{i}", [binaries["server"]] + common(f"server{i}") + server_flags, False)
+                for i in range(args.servers)]
+    extra = per_worker_flags(args.worker_flags_for)
+    for i in range(args.workers):
+        trace = [f"--metrics={args.run_dir}/metrics_worker{i}.jsonl",
+                 f"--timeline={args.run_dir}/timeline_worker{i}.json"] + model_dir_flags(args)
+        commands.append((f"worker{i}", [binaries["worker"]] + common(f"worker{i}") + trace
+                         + shlex.split(args.worker_flags) + extra.get(i, []), True))
+    return commands
