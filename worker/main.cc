@@ -68,6 +68,9 @@ DEFINE_int32(compute_ms, 0, "synthetic compute time per iteration, milliseconds"
 DEFINE_string(init, "random", "initial parameters: random (from --seed), zero, or "
               "checkpoint:PATH (a model file, or a directory of them: the newest good one; "
               "worker 0 starts the job from its parameters)");
+DEFINE_string(print_codec, "", "print this --push_codec value's canonical form and exit (status "
+              "2, saying why, if the worker would refuse it): tools ask the worker rather than "
+              "keep a copy of the grammar");
 DEFINE_bool(eval_only, false, "evaluate --init=checkpoint:PATH on --data's test set and exit "
             "(no job: no scheduler or servers)");
 DEFINE_string(model_dir, "", "real models, the evaluating worker: after each evaluation, write "
@@ -186,6 +189,16 @@ absl::StatusOr<r2sp::WorkerOptions> OptionsFromFlags() {
   return o;
 }
 
+// --print_codec: TEXT's canonical form as a worker reads --push_codec, or why it refuses it.
+absl::Status PrintCodec() {
+  r2sp::WorkerOptions o;
+  R2SP_ASSIGN_OR_RETURN(o.ps.push_codec,
+                        r2sp::codec::ParseCodecSpec("push_codec", FLAGS_print_codec));
+  R2SP_RETURN_IF_ERROR(o.Validate());
+  std::printf("%s\n", r2sp::codec::CodecSpecName(o.ps.push_codec).c_str());
+  return absl::OkStatus();
+}
+
 // --eval_only: the model file's accuracy now, beside the one training reported for it.
 absl::Status EvaluateOnly() {
   r2sp::EvalOnlyOptions o;
@@ -212,6 +225,11 @@ absl::Status EvaluateOnly() {
 
 int main(int argc, char** argv) {
   r2sp::InitProcess(&argc, &argv, "R2SP worker");
+  if (!FLAGS_print_codec.empty()) {
+    const absl::Status printed = PrintCodec();
+    if (!printed.ok()) r2sp::ExitWithError(printed);
+    return 0;
+  }
   if (FLAGS_eval_only) {
     const absl::Status evaluated = EvaluateOnly();
     if (!evaluated.ok()) r2sp::ExitWithError(evaluated);

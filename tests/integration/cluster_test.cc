@@ -181,6 +181,35 @@ TEST(ClusterTest, ImpossibleFlagsStopTheBinaryWithAClearMessage) {
   }
 }
 
+// tools/pylib spells and checks codec names by asking the worker (--print_codec) rather than
+// keeping a copy of the grammar: the canonical form, or the refusal a --push_codec would get.
+TEST(ClusterTest, TheWorkerPrintsACodecsCanonicalFormOrWhyItRefusesIt) {
+  const std::string dir = MakeTempDir("print_codec");
+  struct Case {
+    std::string text;
+    int status;
+    std::string output;
+  };
+  const std::vector<Case> cases = {
+      {"FP16", 0, "fp16\n"},
+      {"TopK:1e-2,FP16", 0, "topk:0.01,fp16\n"},
+      {"csc:0.05,chunk=4096", 0, "csc:0.05,chunk=4096\n"},
+      {"fp16_delta", 2,
+       "worker: error: --push_codec (WorkerOptions.ps.push_codec) must be fp32, fp16, topk or "
+       "csc (fp16_delta is for pulls), got 'fp16_delta'\n"},
+      {"topk:2", 2,
+       "worker: error: --push_codec=topk:2: the ratio must be a number in (0, 1] (want fp32, "
+       "fp16, topk:RATIO[,fp16][,exact], csc:RATIO[,fp16][,chunk=N] or, for pulls, "
+       "fp16_delta)\n"},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    ChildProcess p({kWorker, "--print_codec=" + cases[i].text},
+                   absl::StrCat(dir, "/case", i, ".log"));
+    EXPECT_EQ(p.Wait(absl::Seconds(10)), cases[i].status) << cases[i].text;
+    EXPECT_EQ(p.Log(), cases[i].output) << cases[i].text;
+  }
+}
+
 // A node whose heartbeats are too slow for the scheduler's timeout would be declared dead
 // between two of them: the scheduler refuses it at registration, naming both values, and the
 // node exits as for a bad flag.
