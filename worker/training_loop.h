@@ -78,7 +78,8 @@ struct LoopResult {
 // parameters forward needs); Run detaches both callbacks before it returns, error or not.
 //
 // Thread-safety: not thread-safe. One thread (the workload's training thread) calls Run, once
-// per TrainingLoop; the workload's callbacks come on that thread, within ComputeGradient.
+// per TrainingLoop; the workload's callbacks come within ComputeGradient (workload.h), so
+// the relay it owns needs no lock.
 class TrainingLoop {
  public:
   TrainingLoop(const LoopOptions& options, Workload* workload, Exchanger* exchanger,
