@@ -89,16 +89,16 @@ absl::StatusOr<r2sp::SchedulerOptions> OptionsFromFlags() {
   options.partition_bytes = FLAGS_partition_bytes;
   R2SP_ASSIGN_OR_RETURN(options.sync, r2sp::ParseSyncMode(FLAGS_sync));
   options.staleness = FLAGS_staleness;
-  options.r2sp_headroom = FLAGS_r2sp_headroom;
-  R2SP_ASSIGN_OR_RETURN(options.r2sp_slot_includes_pull,
-                        r2sp::ParseSlotIncludesPull(FLAGS_r2sp_slot));
-  R2SP_ASSIGN_OR_RETURN(options.r2sp_order,
+  r2sp::SlotCoordinatorOptions& slots = options.slots;
+  slots.headroom = FLAGS_r2sp_headroom;
+  R2SP_ASSIGN_OR_RETURN(slots.includes_pull, r2sp::ParseSlotIncludesPull(FLAGS_r2sp_slot));
+  R2SP_ASSIGN_OR_RETURN(slots.order,
                         r2sp::ParseSlotOrder(FLAGS_r2sp_order, FLAGS_hetero_batching));
-  R2SP_ASSIGN_OR_RETURN(options.r2sp_slot_width, r2sp::ParseSlotWidth(FLAGS_r2sp_slot_width));
-  options.hetero_batching = FLAGS_hetero_batching;
-  options.batching.global_batch = FLAGS_global_batch;
-  options.batching.min_batch = FLAGS_min_batch;
-  options.batching.max_batch = FLAGS_max_batch;
+  R2SP_ASSIGN_OR_RETURN(slots.width, r2sp::ParseSlotWidth(FLAGS_r2sp_slot_width));
+  slots.hetero_batching = FLAGS_hetero_batching;
+  slots.batching.global_batch = FLAGS_global_batch;
+  slots.batching.min_batch = FLAGS_min_batch;
+  slots.batching.max_batch = FLAGS_max_batch;
   options.heartbeat_timeout = absl::Milliseconds(FLAGS_heartbeat_timeout_ms);
   options.register_timeout = absl::Seconds(FLAGS_register_timeout_s);
   options.progress_timeout = absl::Seconds(FLAGS_progress_timeout_s);

@@ -12,17 +12,6 @@
 namespace r2sp {
 namespace {
 
-SlotCoordinatorOptions SlotOptionsFrom(const SchedulerOptions& options) {
-  SlotCoordinatorOptions slots;
-  slots.r2sp = options.sync == proto::R2SP;
-  slots.headroom = options.r2sp_headroom;
-  slots.order = options.r2sp_order;
-  slots.width = options.r2sp_slot_width;
-  slots.hetero_batching = options.hetero_batching;
-  slots.batching = options.batching;
-  return slots;
-}
-
 MembershipOptions MembershipOptionsFrom(const SchedulerOptions& options) {
   MembershipOptions m;
   m.num_servers = options.num_servers;
@@ -34,11 +23,11 @@ MembershipOptions MembershipOptionsFrom(const SchedulerOptions& options) {
   book.set_partition_bytes(options.partition_bytes);
   book.set_sync(options.sync);
   book.set_staleness(options.staleness);
-  book.set_r2sp_slot_includes_pull(options.r2sp_slot_includes_pull);
+  book.set_r2sp_slot_includes_pull(options.slots.includes_pull);
   book.set_job_id(options.job_id);
   book.set_absorb_orphaned_shards(options.absorb_orphaned_shards);
   book.set_heartbeat_timeout_ms(absl::ToInt64Milliseconds(options.heartbeat_timeout));
-  if (options.hetero_batching) book.set_global_batch(options.batching.global_batch);
+  if (options.slots.hetero_batching) book.set_global_batch(options.slots.batching.global_batch);
   return m;
 }
 
@@ -58,7 +47,7 @@ SchedulerCore::SchedulerCore(const SchedulerOptions& options, Requester* request
       clock_(std::move(clock)),
       started_(clock_()),
       failure_detector_(options.heartbeat_timeout, options.progress_timeout),
-      slots_(SlotOptionsFrom(options)),
+      slots_(options.slots, options.sync == proto::R2SP),
       epoch_plans_(options.num_workers),
       membership_(MembershipOptionsFrom(options), &nodes_, &slots_, &barriers_, requester) {
   CHECK(options.Validate().ok()) << options.Validate();  // REQUIRES: valid options

@@ -16,18 +16,18 @@ absl::Status SchedulerOptions::Validate() const {
   c.Check(partition_bytes <= kMaxPartitionBytes, "--partition_bytes", "partition_bytes",
           "at most 256 MiB (the largest message frame)", partition_bytes);
   c.Check(staleness >= 0, "--staleness", "staleness", ">= 0", staleness);
-  c.Check(r2sp_headroom > 0, "--r2sp_headroom", "r2sp_headroom", "> 0", r2sp_headroom);
-  c.Check(r2sp_slot_width >= 0, "--r2sp_slot_width", "r2sp_slot_width", ">= 0 (0: auto)",
-          r2sp_slot_width);
-  c.Check(batching.min_batch >= 1, "--min_batch", "batching.min_batch", ">= 1",
+  c.Check(slots.headroom > 0, "--r2sp_headroom", "slots.headroom", "> 0", slots.headroom);
+  c.Check(slots.width >= 0, "--r2sp_slot_width", "slots.width", ">= 0 (0: auto)", slots.width);
+  const BatchTunerOptions& batching = slots.batching;
+  c.Check(batching.min_batch >= 1, "--min_batch", "slots.batching.min_batch", ">= 1",
           batching.min_batch);
-  c.Check(batching.min_batch <= batching.max_batch, "--max_batch", "batching.max_batch",
+  c.Check(batching.min_batch <= batching.max_batch, "--max_batch", "slots.batching.max_batch",
           absl::StrCat(">= --min_batch (", batching.min_batch, ")"), batching.max_batch);
-  if (hetero_batching) {
+  if (slots.hetero_batching) {
     const int64_t lo = int64_t{num_workers} * batching.min_batch;
     const int64_t hi = int64_t{num_workers} * batching.max_batch;
     c.Check(batching.global_batch >= lo && batching.global_batch <= hi, "--global_batch",
-            "batching.global_batch",
+            "slots.batching.global_batch",
             absl::StrCat("between num_workers * min_batch (", lo, ") and num_workers * "
                          "max_batch (", hi, ")"),
             batching.global_batch);

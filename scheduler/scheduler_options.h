@@ -1,4 +1,5 @@
-// SchedulerOptions: what a job is (its nodes, mode, slots, batching, timeouts), with
+// SchedulerOptions: what a job is (its nodes, mode, timeouts; the slot and batching options
+// nested as the SlotCoordinator takes them), with
 // Validate(), which the scheduler binary and every test that builds a SchedulerCore go
 // through; the parsers of its string-valued flags; and CheckHeartbeatPeriod, the rule a
 // registering node's heartbeat period must meet.
@@ -26,14 +27,10 @@ struct SchedulerOptions {
   uint64_t partition_bytes = 1 << 20;
   proto::SyncMode sync = proto::ASP;
   int staleness = 3;             // ssp. REQUIRES: >= 0
-  double r2sp_headroom = 1.2;    // r2sp: gap = T / (headroom * W). REQUIRES: > 0
-  bool r2sp_slot_includes_pull = false;  // r2sp: workers release after the pull, not the push
-  SlotOrder r2sp_order = SlotOrder::kRing;  // r2sp: who gets the free slot
-  int r2sp_slot_width = 1;       // r2sp: holders at once; 0 = tuned (SlotWidthTuner). >= 0
-  bool hetero_batching = false;
-  // With hetero_batching. REQUIRES: 1 <= min_batch <= max_batch, and with hetero_batching
-  // num_workers * min_batch <= global_batch <= num_workers * max_batch.
-  BatchTunerOptions batching;
+  // The r2sp slot (--r2sp_headroom, --r2sp_slot, --r2sp_order, --r2sp_slot_width) and hetero
+  // batching (--hetero_batching, --global_batch, --min_batch, --max_batch), as the
+  // SlotCoordinator takes them; REQUIRES: see SlotCoordinatorOptions.
+  SlotCoordinatorOptions slots;
   // A registered node silent for this long is declared dead. REQUIRES: >= 100 ms. A node whose
   // heartbeat period cannot meet it is refused at registration (CheckHeartbeatPeriod).
   absl::Duration heartbeat_timeout = absl::Seconds(3);

@@ -8,11 +8,11 @@
 
 namespace r2sp {
 
-SlotCoordinator::SlotCoordinator(const SlotCoordinatorOptions& options)
-    : options_(options), planner_(options.headroom, /*smoothing=*/0.2, options.order) {
+SlotCoordinator::SlotCoordinator(const SlotCoordinatorOptions& options, bool r2sp)
+    : options_(options), r2sp_(r2sp), planner_(options.headroom, /*smoothing=*/0.2, options.order) {
   CHECK_GE(options.width, 0);
   if (options.width > 0) planner_.set_width(options.width);
-  if (options.width == 0 && options.r2sp) {
+  if (options.width == 0 && r2sp_) {
     width_tuner_ = std::make_unique<SlotWidthTuner>(options.width_tuning, /*max_width=*/1);
   }
 }
@@ -49,7 +49,7 @@ void SlotCoordinator::WorkerLeft(int rank, absl::Time now) {
 
 void SlotCoordinator::RequestSlot(int rank, const proto::IterationReport& report,
                                   Responder responder, absl::Time now) {
-  if (!options_.r2sp) {
+  if (!r2sp_) {
     responder.ReplyStatus(
         absl::FailedPreconditionError("SLOT needs a worker and a job with --sync=r2sp"));
     return;

@@ -18,20 +18,28 @@
 
 namespace r2sp {
 
+// The r2sp slot and the batch tuning; SchedulerOptions.slots, checked by
+// SchedulerOptions::Validate (which names each field as slots.<field>).
 struct SlotCoordinatorOptions {
-  bool r2sp = false;             // SLOT and RELEASE are accepted only in r2sp jobs
-  double headroom = 1.2;         // gap = T / (headroom * W)
-  SlotOrder order = SlotOrder::kRing;
-  int width = 1;                 // holders at once; 0: tuned by a SlotWidthTuner
+  double headroom = 1.2;         // r2sp: gap = T / (headroom * W). REQUIRES: > 0
+  SlotOrder order = SlotOrder::kRing;  // r2sp: who gets the free slot
+  int width = 1;                 // r2sp: holders at once; 0: tuned by a SlotWidthTuner. >= 0
   SlotWidthTunerOptions width_tuning;  // with width 0
+  // r2sp: workers release after the pull, not the push. The coordinator does not read it:
+  // it reaches the workers in the address book.
+  bool includes_pull = false;
   bool hetero_batching = false;  // REPORT is accepted only with hetero batching
+  // With hetero_batching. REQUIRES: 1 <= min_batch <= max_batch, and with hetero_batching
+  // num_workers * min_batch <= global_batch <= num_workers * max_batch.
   BatchTunerOptions batching;
 };
 
 // Not thread-safe: SchedulerCore calls it under its lock.
 class SlotCoordinator {
  public:
-  explicit SlotCoordinator(const SlotCoordinatorOptions& options);
+  // `r2sp`: the job's sync mode is r2sp (SLOT and RELEASE are accepted only then; a width of
+  // 0 is tuned only then). REQUIRES: options.width >= 0.
+  SlotCoordinator(const SlotCoordinatorOptions& options, bool r2sp);
 
   // The job's workers at rendezvous (ranks 0..n-1).
   void SetMembers(int num_workers);
@@ -67,6 +75,7 @@ class SlotCoordinator {
   void RingChanged();
 
   const SlotCoordinatorOptions options_;
+  const bool r2sp_;
   SlotPlanner planner_;
   absl::flat_hash_map<int, Responder> waiting_;  // by worker rank
   std::unique_ptr<BatchTuner> tuner_;

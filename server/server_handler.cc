@@ -12,9 +12,19 @@
 #include "server/shard_checkpoint.h"
 
 namespace r2sp {
+namespace {
+
+// Before any member is built from them (a thread pool of apply_threads).
+const ServerOptions& Checked(const ServerOptions& options) {
+  const absl::Status valid = options.Validate();
+  CHECK(valid.ok()) << "ServerHandler needs valid options: " << valid;
+  return options;
+}
+
+}  // namespace
 
 ServerHandler::ServerHandler(const ServerOptions& options, Clock clock)
-    : options_(options),
+    : options_(Checked(options)),
       clock_(std::move(clock)),
       pool_(options.apply_threads > 1 ? std::make_unique<RangePool>(options.apply_threads)
                                       : nullptr),

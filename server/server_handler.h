@@ -45,6 +45,8 @@ class ServerHandler : public RequestHandler {
  public:
   using Clock = std::function<absl::Time()>;
   // `clock` tells the time for how long pulls were parked (tests pass a fake one).
+  // REQUIRES: options.Validate() is OK (checked: invalid options are a programmer error, as
+  // for SchedulerCore; ServerNode and the benchmarks validate before they build one).
   explicit ServerHandler(const ServerOptions& options, Clock clock = &absl::Now);
 
   // Installs the layout once registration told us our rank and the job's peers (one worker per

@@ -1,4 +1,4 @@
-// See training_loop.h.
+// See training_loop.h: the TrainingLoop class, its gradient-ready relay and progress line.
 #include "worker/training_loop.h"
 
 #include <algorithm>
@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
+#include "glog/logging.h"
 
 namespace r2sp {
 namespace {
@@ -20,12 +21,14 @@ bool Emulates(const LoopOptions& options) {
   return options.emulate_ms_per_sample > 0 || options.compute_slowdown > 1.0;
 }
 
+}  // namespace
+
 // Backward's gradient-ready reports on their way to the exchanger. Without emulation they go
 // straight on. With emulated compute (a slower machine, an accelerator), backward really ends
 // early and the sleep after it stands for the rest: the reports are held and replayed over the
 // stretched compute at the same fractions of it, so that pushes start when that machine's
 // backward would have produced the gradients, not all at once during the sleep.
-class ReadyRelay {
+class TrainingLoop::ReadyRelay {
  public:
   ReadyRelay(const LoopOptions& options, Exchanger* exchanger)
       : exchanger_(exchanger), hold_(Emulates(options)) {}
@@ -61,33 +64,9 @@ class ReadyRelay {
   std::vector<Held> held_;
 };
 
-// The workload's step, the rest of a pull it overlapped, then the sleep that emulation asks
-// for (replaying held gradient-ready reports through it). Time spent waiting for the pull in
-// here (*stall; waits before it, an evaluation's, are not this compute's) is not stretched.
-absl::StatusOr<ComputedStep> Compute(const LoopOptions& options, Workload* workload,
-                                     int64_t clock, int batch, const float* params,
-                                     absl::Time start, ReadyRelay* relay, Exchanger* exchanger,
-                                     absl::Duration* stall_out) {
-  const absl::Duration stalled_before = exchanger->pull_stall();
-  R2SP_ASSIGN_OR_RETURN(ComputedStep step, workload->ComputeGradient(clock, batch, params));
-  R2SP_RETURN_IF_ERROR_WITH(exchanger->FinishPull(), "pull");
-  const absl::Duration stall = exchanger->pull_stall() - stalled_before;
-  *stall_out = stall;
-  const absl::Duration worked = absl::Now() - start - stall;
-  absl::Duration target = worked;
-  if (options.emulate_ms_per_sample > 0) {
-    target = std::max(target, absl::Milliseconds(options.emulate_ms_per_sample * step.samples));
-  }
-  if (options.compute_slowdown > 1.0) target = target * options.compute_slowdown;
-  if (relay != nullptr) relay->Replay(absl::FDivDuration(target, std::max(worked, absl::Nanoseconds(1))));
-  const absl::Duration left = start + stall + target - absl::Now();
-  if (left > absl::ZeroDuration()) std::this_thread::sleep_for(absl::ToChronoNanoseconds(left));
-  return step;
-}
-
 // The progress line every log_every steps: samples/s over the window for workloads with
 // samples; iterations/s and mean push/pull times since the start for the synthetic one.
-class Progress {
+class TrainingLoop::Progress {
  public:
   Progress(const LoopOptions& options, absl::Time start)
       : options_(options), start_(start), window_start_(start) {}
@@ -122,32 +101,7 @@ class Progress {
   int64_t window_samples_ = 0;
 };
 
-// Evaluates the test set at `params` after `steps` steps in all, in (0-based) `epoch`, with
-// `train_loss` the epoch's mean loss so far; `epoch_end` when the epoch is done.
-absl::Status Evaluate(const LoopOptions& options, Workload* workload, Exchanger* exchanger,
-                      int epoch, int64_t steps, bool epoch_end, double train_loss,
-                      const float* params, absl::Time start, LoopResult* result, RunLog* log) {
-  // The step before an evaluation waits for its pull (ExchangeStep::evaluation_next); this is
-  // for an epoch plan that ended the run sooner than the loop knew.
-  R2SP_RETURN_IF_ERROR_WITH(exchanger->FinishPull(), "pull");
-  R2SP_ASSIGN_OR_RETURN(TestEvaluation eval, workload->EvaluateTest(params));
-  result->test_accuracy = eval.accuracy;
-  EvaluationRecord record;
-  record.epoch = epoch + 1;
-  record.step = steps;
-  record.test_accuracy = eval.accuracy;
-  record.test_loss = eval.loss;
-  record.train_loss = train_loss;
-  record.elapsed_seconds = absl::ToDoubleSeconds(absl::Now() - start);
-  if (log != nullptr) log->Evaluation(record);
-  const std::string when = epoch_end ? absl::StrCat("epoch ", record.epoch, " done")
-                                     : absl::StrCat("step ", steps);
-  std::printf("worker %d: %s: train loss %.4f, test accuracy %.4f (loss %.4f), %.1f s\n",
-              options.rank, when.c_str(), record.train_loss, record.test_accuracy,
-              record.test_loss, record.elapsed_seconds);
-  std::fflush(stdout);
-  return absl::OkStatus();
-}
+namespace {
 
 // The epoch a run starts in: its number, the step it begins at, and its steps.
 struct EpochStart {
@@ -181,126 +135,213 @@ bool EvaluatesMidEpoch(const LoopOptions& options, int64_t steps_done) {
 
 }  // namespace
 
-absl::StatusOr<LoopResult> RunTrainingLoop(const LoopOptions& options, Workload* workload,
-                                           Exchanger* exchanger, float* params, RunLog* log) {
-  LoopResult result;
-  R2SP_ASSIGN_OR_RETURN(const EpochStart at, FirstEpoch(options));
-  const absl::Time start = absl::Now();
-  Progress progress(options, start);
-  std::unique_ptr<ReadyRelay> relay;
-  if (exchanger->overlaps_backward()) {
-    relay = std::make_unique<ReadyRelay>(options, exchanger);
-    workload->set_gradient_ready([r = relay.get()](HostGradient grads, int64_t offset,
-                                                    int64_t count) {
+// The epoch being run: where it sits in the run and what its steps added up to so far.
+struct TrainingLoop::Epoch {
+  int number = 0;     // 0-based
+  int64_t begins = 0; // the step it begins at, counted over the run
+  int64_t steps = 1;  // its steps
+  int64_t first = 0;  // its first step to run (> 0: a resumed run starting inside it)
+  int64_t last = 0;   // the run's last step as far as it is known
+  double loss = 0;    // the sum of its steps' losses
+  int64_t done = 0;   // its steps run
+};
+
+TrainingLoop::TrainingLoop(const LoopOptions& options, Workload* workload, Exchanger* exchanger,
+                           float* params, RunLog* log)
+    : options_(options), workload_(workload), exchanger_(exchanger), params_(params), log_(log) {}
+
+TrainingLoop::~TrainingLoop() = default;
+
+absl::StatusOr<LoopResult> TrainingLoop::Run() {
+  CHECK(!ran_) << "TrainingLoop::Run called twice";
+  ran_ = true;
+  R2SP_ASSIGN_OR_RETURN(const EpochStart at, FirstEpoch(options_));
+  start_ = absl::Now();
+  progress_ = std::make_unique<Progress>(options_, start_);
+  Attach();
+  // The workload must not keep calling the relay or the exchanger once the loop returns, error
+  // or not.
+  absl::Cleanup detach = [this] { Detach(); };
+  result_.steps = options_.first_step;
+  Epoch epoch;
+  epoch.begins = at.begins;
+  epoch.steps = at.steps;
+  for (epoch.number = at.epoch; epoch.number < options_.epochs;
+       epoch.begins += epoch.steps, ++epoch.number) {
+    if (options_.max_steps > 0 && result_.steps >= options_.max_steps) break;
+    if (epoch.number > at.epoch) {
+      R2SP_ASSIGN_OR_RETURN(epoch.steps, EpochSteps(epoch.number));
+    }
+    epoch.first = epoch.number == at.epoch ? options_.first_step - epoch.begins : 0;
+    epoch.loss = 0;
+    epoch.done = 0;
+    R2SP_ASSIGN_OR_RETURN(const bool more, RunEpoch(&epoch));
+    if (!more) break;
+  }
+  // The run ends with the parameters whole, whatever an epoch plan did to its last step.
+  R2SP_RETURN_IF_ERROR_WITH(exchanger_->FinishPull(), "pull");
+  result_.seconds = absl::ToDoubleSeconds(absl::Now() - start_);
+  return result_;
+}
+
+void TrainingLoop::Attach() {
+  if (exchanger_->overlaps_backward()) {
+    relay_ = std::make_unique<ReadyRelay>(options_, exchanger_);
+    workload_->set_gradient_ready([r = relay_.get()](HostGradient grads, int64_t offset,
+                                                     int64_t count) {
       r->Report(grads, offset, count);
     });
   }
-  const bool forward_waits =
-      exchanger->overlaps_pulls() &&
-      workload->set_params_needed([exchanger](int64_t offset, int64_t count) {
+  forward_waits_ =
+      exchanger_->overlaps_pulls() &&
+      workload_->set_params_needed([exchanger = exchanger_](int64_t offset, int64_t count) {
         exchanger->ParamsNeeded(offset, count);
       });
-  // The workload must not keep calling the relay or the exchanger once the loop returns, error
-  // or not.
-  absl::Cleanup detach = [&relay, workload, forward_waits] {
-    if (relay != nullptr) workload->set_gradient_ready(nullptr);
-    if (forward_waits) workload->set_params_needed(nullptr);
-  };
-  result.steps = options.first_step;
-  int64_t begins = at.begins;  // the step the epoch begins at
-  int64_t epoch_steps = at.steps;
-  for (int epoch = at.epoch; epoch < options.epochs; begins += epoch_steps, ++epoch) {
-    if (options.max_steps > 0 && result.steps >= options.max_steps) break;
-    if (epoch > at.epoch) {
-      if (options.plan_epoch) {
-        R2SP_ASSIGN_OR_RETURN(epoch_steps, options.plan_epoch(epoch, false));
-      } else {
-        epoch_steps = options.steps_per_epoch;
-      }
-    }
-    // The run's last step as far as it is known: the epochs left as long as this one.
-    const int64_t total = begins + (options.epochs - epoch) * epoch_steps;
-    const int64_t last = options.max_steps > 0 ? std::min(total, options.max_steps) : total;
-    if (result.steps >= last) break;
-    workload->StartEpoch(epoch);
-    double epoch_loss = 0;
-    int64_t steps_done = 0;
-    const int64_t first = epoch == at.epoch ? options.first_step - begins : 0;
-    if (first > 0) {
-      workload->SkipSteps(first, exchanger->next_batch());
-      std::printf("worker %d: resuming at step %lld (epoch %d, step %lld of it)\n", options.rank,
-                  static_cast<long long>(options.first_step), epoch + 1,
-                  static_cast<long long>(first + 1));
-      std::fflush(stdout);
-    }
-    for (int64_t s = first; s < epoch_steps && result.steps < last; ++s) {
-      IterationMetrics m;
-      m.clock = result.steps;
-      m.epoch = epoch;
-      const int batch = exchanger->next_batch();
-      exchanger->BeginCompute(m.clock, batch, epoch + static_cast<double>(s) / epoch_steps,
-                              last - result.steps);
-      const absl::Time t0 = absl::Now();
-      if (relay != nullptr) relay->Begin(t0);
-      absl::Duration stall;  // waited for the pull during this compute: pull time, not compute
-      R2SP_ASSIGN_OR_RETURN(ComputedStep step, Compute(options, workload, m.clock, batch, params,
-                                                       t0, relay.get(), exchanger, &stall));
-      const absl::Time t1 = absl::Now();
-      m.batch = step.samples;
-      m.loss = step.loss;
-      m.compute_seconds = absl::ToDoubleSeconds(t1 - t0 - stall);
-      if (log != nullptr) {
-        log->Span("compute", t0, t1,
-                  step.samples > 0 ? absl::StrCat("{\"batch\": ", step.samples, "}") : "");
-        for (const DeviceStepSpan& d : step.device_spans) {
-          log->Span(d.name.c_str(), t0 + absl::Seconds(d.begin_seconds),
-                    t0 + absl::Seconds(d.end_seconds),
-                    "");
-        }
-      }
-      ExchangeStep exchange;
-      exchange.grads = step.grads;
-      exchange.params = params;
-      exchange.computed = t1;
-      exchange.iterations_left = last - result.steps;
-      exchange.forward_waits = forward_waits;
-      // The epoch's evaluation follows its last step, or the run's (--max_steps mid-epoch).
-      const bool epoch_end = s + 1 == epoch_steps || exchange.iterations_left == 1;
-      const bool evaluate_now = workload->EvaluatesAfterEpoch() && !epoch_end &&
-                                EvaluatesMidEpoch(options, result.steps + 1);
-      exchange.evaluation_next = workload->EvaluatesAfterEpoch() && (epoch_end || evaluate_now);
-      R2SP_RETURN_IF_ERROR(exchanger->Exchange(exchange, &m));
-      if (log != nullptr) log->Metrics(m);
-      result.compute_seconds += m.compute_seconds;
-      result.wait_seconds += m.wait_seconds;
-      result.push_seconds += m.push_seconds;
-      result.pull_seconds += m.pull_seconds;
-      result.early_partitions += m.early_partitions;
-      result.overlapped_pulls += m.pull_overlapped;
-      ++result.steps;
-      result.samples += m.batch;
-      result.final_batch = m.batch;
-      epoch_loss += m.loss;
-      ++steps_done;
-      progress.Step(result, m, s, epoch_steps);
-      if (evaluate_now) {
-        R2SP_RETURN_IF_ERROR(Evaluate(options, workload, exchanger, epoch, result.steps, false,
-                                      epoch_loss / steps_done, params, start, &result,
-                                      log));
-      }
-    }
-    if (steps_done == 0) break;
-    result.epochs = epoch + 1;
-    result.last_epoch_loss = epoch_loss / steps_done;
-    if (workload->EvaluatesAfterEpoch()) {
-      R2SP_RETURN_IF_ERROR(Evaluate(options, workload, exchanger, epoch, result.steps, true,
-                                    result.last_epoch_loss, params, start, &result, log));
+}
+
+void TrainingLoop::Detach() {
+  if (relay_ != nullptr) workload_->set_gradient_ready(nullptr);
+  if (forward_waits_) workload_->set_params_needed(nullptr);
+}
+
+absl::StatusOr<int64_t> TrainingLoop::EpochSteps(int epoch) {
+  if (!options_.plan_epoch) return options_.steps_per_epoch;
+  return options_.plan_epoch(epoch, false);
+}
+
+absl::StatusOr<bool> TrainingLoop::RunEpoch(Epoch* e) {
+  // The run's last step as far as it is known: the epochs left as long as this one.
+  const int64_t total = e->begins + (options_.epochs - e->number) * e->steps;
+  e->last = options_.max_steps > 0 ? std::min(total, options_.max_steps) : total;
+  if (result_.steps >= e->last) return false;
+  workload_->StartEpoch(e->number);
+  if (e->first > 0) {
+    workload_->SkipSteps(e->first, exchanger_->next_batch());
+    std::printf("worker %d: resuming at step %lld (epoch %d, step %lld of it)\n", options_.rank,
+                static_cast<long long>(options_.first_step), e->number + 1,
+                static_cast<long long>(e->first + 1));
+    std::fflush(stdout);
+  }
+  for (int64_t s = e->first; s < e->steps && result_.steps < e->last; ++s) {
+    R2SP_RETURN_IF_ERROR(RunStep(e, s));
+  }
+  if (e->done == 0) return false;
+  result_.epochs = e->number + 1;
+  result_.last_epoch_loss = e->loss / e->done;
+  if (workload_->EvaluatesAfterEpoch()) {
+    R2SP_RETURN_IF_ERROR(Evaluate(e->number, true, result_.last_epoch_loss));
+  }
+  return true;
+}
+
+absl::Status TrainingLoop::RunStep(Epoch* e, int64_t s) {
+  IterationMetrics m;
+  m.clock = result_.steps;
+  m.epoch = e->number;
+  const int batch = exchanger_->next_batch();
+  exchanger_->BeginCompute(m.clock, batch, e->number + static_cast<double>(s) / e->steps,
+                           e->last - result_.steps);
+  absl::Time t0, t1;
+  R2SP_ASSIGN_OR_RETURN(const ComputedStep step, Compute(batch, &m, &t0, &t1));
+  if (log_ != nullptr) {
+    log_->Span("compute", t0, t1,
+               step.samples > 0 ? absl::StrCat("{\"batch\": ", step.samples, "}") : "");
+    for (const DeviceStepSpan& d : step.device_spans) {
+      log_->Span(d.name.c_str(), t0 + absl::Seconds(d.begin_seconds),
+                 t0 + absl::Seconds(d.end_seconds), "");
     }
   }
-  // The run ends with the parameters whole, whatever an epoch plan did to its last step.
-  R2SP_RETURN_IF_ERROR_WITH(exchanger->FinishPull(), "pull");
-  result.seconds = absl::ToDoubleSeconds(absl::Now() - start);
-  return result;
+  ExchangeStep exchange;
+  exchange.grads = step.grads;
+  exchange.params = params_;
+  exchange.computed = t1;
+  exchange.iterations_left = e->last - result_.steps;
+  exchange.forward_waits = forward_waits_;
+  // The epoch's evaluation follows its last step, or the run's (--max_steps mid-epoch).
+  const bool evaluates = workload_->EvaluatesAfterEpoch();
+  const bool epoch_end = s + 1 == e->steps || exchange.iterations_left == 1;
+  const bool evaluate_now =
+      evaluates && !epoch_end && EvaluatesMidEpoch(options_, result_.steps + 1);
+  exchange.evaluation_next = evaluates && (epoch_end || evaluate_now);
+  R2SP_RETURN_IF_ERROR(exchanger_->Exchange(exchange, &m));
+  if (log_ != nullptr) log_->Metrics(m);
+  Account(m, e);
+  progress_->Step(result_, m, s, e->steps);
+  if (evaluate_now) R2SP_RETURN_IF_ERROR(Evaluate(e->number, false, e->loss / e->done));
+  return absl::OkStatus();
+}
+
+// The workload's step, the rest of a pull it overlapped, then the sleep that emulation asks
+// for (replaying held gradient-ready reports through it). Time spent waiting for the pull in
+// here (stall; waits before it, an evaluation's, are not this compute's) is pull time, not
+// compute, and is not stretched.
+absl::StatusOr<ComputedStep> TrainingLoop::Compute(int batch, IterationMetrics* m,
+                                                   absl::Time* t0, absl::Time* t1) {
+  const absl::Time start = absl::Now();
+  if (relay_ != nullptr) relay_->Begin(start);
+  const absl::Duration stalled_before = exchanger_->pull_stall();
+  R2SP_ASSIGN_OR_RETURN(ComputedStep step, workload_->ComputeGradient(m->clock, batch, params_));
+  R2SP_RETURN_IF_ERROR_WITH(exchanger_->FinishPull(), "pull");
+  const absl::Duration stall = exchanger_->pull_stall() - stalled_before;
+  const absl::Duration worked = absl::Now() - start - stall;
+  absl::Duration target = worked;
+  if (options_.emulate_ms_per_sample > 0) {
+    target = std::max(target, absl::Milliseconds(options_.emulate_ms_per_sample * step.samples));
+  }
+  if (options_.compute_slowdown > 1.0) target = target * options_.compute_slowdown;
+  if (relay_ != nullptr) {
+    relay_->Replay(absl::FDivDuration(target, std::max(worked, absl::Nanoseconds(1))));
+  }
+  const absl::Duration left = start + stall + target - absl::Now();
+  if (left > absl::ZeroDuration()) std::this_thread::sleep_for(absl::ToChronoNanoseconds(left));
+  *t0 = start;
+  *t1 = absl::Now();
+  m->batch = step.samples;
+  m->loss = step.loss;
+  m->compute_seconds = absl::ToDoubleSeconds(*t1 - start - stall);
+  return step;
+}
+
+void TrainingLoop::Account(const IterationMetrics& m, Epoch* e) {
+  result_.compute_seconds += m.compute_seconds;
+  result_.wait_seconds += m.wait_seconds;
+  result_.push_seconds += m.push_seconds;
+  result_.pull_seconds += m.pull_seconds;
+  result_.early_partitions += m.early_partitions;
+  result_.overlapped_pulls += m.pull_overlapped;
+  ++result_.steps;
+  result_.samples += m.batch;
+  result_.final_batch = m.batch;
+  e->loss += m.loss;
+  ++e->done;
+}
+
+absl::Status TrainingLoop::Evaluate(int epoch, bool epoch_end, double train_loss) {
+  // The step before an evaluation waits for its pull (ExchangeStep::evaluation_next); this is
+  // for an epoch plan that ended the run sooner than the loop knew.
+  R2SP_RETURN_IF_ERROR_WITH(exchanger_->FinishPull(), "pull");
+  R2SP_ASSIGN_OR_RETURN(TestEvaluation eval, workload_->EvaluateTest(params_));
+  result_.test_accuracy = eval.accuracy;
+  EvaluationRecord record;
+  record.epoch = epoch + 1;
+  record.step = result_.steps;
+  record.test_accuracy = eval.accuracy;
+  record.test_loss = eval.loss;
+  record.train_loss = train_loss;
+  record.elapsed_seconds = absl::ToDoubleSeconds(absl::Now() - start_);
+  if (log_ != nullptr) log_->Evaluation(record);
+  const std::string when = epoch_end ? absl::StrCat("epoch ", record.epoch, " done")
+                                     : absl::StrCat("step ", result_.steps);
+  std::printf("worker %d: %s: train loss %.4f, test accuracy %.4f (loss %.4f), %.1f s\n",
+              options_.rank, when.c_str(), record.train_loss, record.test_accuracy,
+              record.test_loss, record.elapsed_seconds);
+  std::fflush(stdout);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<LoopResult> RunTrainingLoop(const LoopOptions& options, Workload* workload,
+                                           Exchanger* exchanger, float* params, RunLog* log) {
+  return TrainingLoop(options, workload, exchanger, params, log).Run();
 }
 
 }  // namespace r2sp

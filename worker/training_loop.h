@@ -1,4 +1,4 @@
-// The worker's one training loop, for every workload and mode:
+// The worker's one training loop, for every workload and mode, as a class (TrainingLoop):
 //   compute (the workload's gradient; stretched when emulating a slower machine or an
 //   accelerator) -> exchange (exchanger.h: slot, push, pull, reports) -> metrics, timeline
 //   spans and a progress line; after every epoch, the workload's test evaluation if it has one.
@@ -7,14 +7,18 @@
 // replayed over the stretched time when emulating), so pushes start during backward, and the
 // workload's forward waits for each part of the parameters the pull is still writing
 // (Exchanger::ParamsNeeded) where the workload can; that wait counts as pull time, not compute.
+// RunTrainingLoop is the one-call form.
 #ifndef R2SP_WORKER_TRAINING_LOOP_H_
 #define R2SP_WORKER_TRAINING_LOOP_H_
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "worker/exchanger.h"
 #include "worker/run_log.h"
 #include "worker/workload.h"
@@ -64,8 +68,71 @@ struct LoopResult {
   int64_t overlapped_pulls = 0;  // --overlap: pulls left running into the next forward
 };
 
-// Trains from `params` (the model's size; holds the last pulled parameters on return).
-// Borrowed pointers outlive the call; `log` may be null.
+// One run of the loop over a workload, an exchanger and the parameters they share.
+//
+// Owns what a run carries from step to step: the LoopResult being accounted, the start time,
+// the progress line's window and the relay of gradient-ready reports (--overlap). Borrows the
+// workload, the exchanger, `params` (the model's size; holds the last pulled parameters once
+// Run returns) and `log` (may be null): they must outlive the TrainingLoop. While Run runs, the
+// workload calls back into the loop (gradient-ready reports) and into the exchanger (the
+// parameters forward needs); Run detaches both callbacks before it returns, error or not.
+//
+// Thread-safety: not thread-safe. One thread (the workload's training thread) calls Run, once
+// per TrainingLoop; the workload's callbacks come within ComputeGradient (workload.h), so
+// the relay it owns needs no lock.
+class TrainingLoop {
+ public:
+  TrainingLoop(const LoopOptions& options, Workload* workload, Exchanger* exchanger,
+               float* params, RunLog* log);
+  ~TrainingLoop();
+  TrainingLoop(const TrainingLoop&) = delete;
+  TrainingLoop& operator=(const TrainingLoop&) = delete;
+
+  // Trains epoch after epoch from options.first_step until options.epochs (or max_steps) are
+  // done, and returns what the run did. The first error (an epoch plan, the workload, the
+  // exchange, an evaluation) ends the run and is returned. REQUIRES: called once.
+  absl::StatusOr<LoopResult> Run();
+
+ private:
+  class ReadyRelay;
+  class Progress;
+  struct Epoch;
+
+  // The workload's callbacks into the relay and the exchanger (--overlap), and their removal.
+  void Attach();
+  void Detach();
+  // The steps of epoch `epoch` after the first (planned, or steps_per_epoch).
+  absl::StatusOr<int64_t> EpochSteps(int epoch);
+  // Runs `epoch`'s steps and its evaluation; false when the run is over before it (nothing
+  // left to do in it).
+  absl::StatusOr<bool> RunEpoch(Epoch* epoch);
+  // Step `s` of the epoch: compute, exchange, accounting, and a mid-epoch evaluation if due.
+  absl::Status RunStep(Epoch* epoch, int64_t s);
+  // The workload's gradient with any emulated stretch; fills m's batch, loss and compute time.
+  // `t0`/`t1`: when the compute began and ended.
+  absl::StatusOr<ComputedStep> Compute(int batch, IterationMetrics* m, absl::Time* t0,
+                                       absl::Time* t1);
+  // A finished step's metrics into result_ and the epoch's loss.
+  void Account(const IterationMetrics& m, Epoch* epoch);
+  // The test evaluation after result_.steps steps, in `epoch` (0-based), with `train_loss` the
+  // epoch's mean loss so far; `epoch_end` when the epoch is done.
+  absl::Status Evaluate(int epoch, bool epoch_end, double train_loss);
+
+  const LoopOptions options_;
+  Workload* const workload_;
+  Exchanger* const exchanger_;
+  float* const params_;
+  RunLog* const log_;
+
+  bool ran_ = false;
+  LoopResult result_;
+  absl::Time start_;
+  std::unique_ptr<Progress> progress_;
+  std::unique_ptr<ReadyRelay> relay_;  // with exchanger_->overlaps_backward()
+  bool forward_waits_ = false;         // the workload says which parameters forward needs
+};
+
+// TrainingLoop(options, workload, exchanger, params, log).Run().
 absl::StatusOr<LoopResult> RunTrainingLoop(const LoopOptions& options, Workload* workload,
                                            Exchanger* exchanger, float* params, RunLog* log);
 

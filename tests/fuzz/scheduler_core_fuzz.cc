@@ -53,17 +53,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   options.num_servers = 1 + (config & 1);
   options.num_workers = 1 + ((config >> 1) & 3) % 3;
   options.sync = kModes[(config >> 3) & 3];
-  options.hetero_batching = (config & 0x20) != 0;
-  options.r2sp_order = (config & 0x40) != 0 ? SlotOrder::kFirstCome : SlotOrder::kRing;
-  options.r2sp_slot_width = options.num_servers == 2 ? 0 : 1;  // the same bit: a tuned width
+  options.slots.hetero_batching = (config & 0x20) != 0;
+  options.slots.order = (config & 0x40) != 0 ? SlotOrder::kFirstCome : SlotOrder::kRing;
+  options.slots.width = options.num_servers == 2 ? 0 : 1;  // the same bit: a tuned width
   // The same bit, in the other modes (which have no slot order): epoch plans (EPOCH_PLAN).
   options.absorb_orphaned_shards = options.sync != proto::R2SP && (config & 0x40) != 0;
   // Lost servers awaited and replaced by servers registering later.
   options.server_replace_timeout = (config & 0x80) != 0 ? absl::Seconds(30) : absl::ZeroDuration();
   options.staleness = 2;
-  options.batching.global_batch = 64;
-  options.batching.min_batch = 4;
-  options.batching.max_batch = 128;
+  options.slots.batching.global_batch = 64;
+  options.slots.batching.min_batch = 4;
+  options.slots.batching.max_batch = 128;
   absl::Time now = absl::FromUnixSeconds(1000);
   testing::RecordingSink sink;
   testing::RecordingRequester requester;

@@ -16,7 +16,7 @@ TEST(JobReportTest, ReportsEveryNodeAndTheJob) {
   w.state = NodeState::kFinished;
   w.counters.set_iterations(40);
   w.counters.set_model("mlp\n");
-  SlotCoordinator slots(SlotCoordinatorOptions{});
+  SlotCoordinator slots(SlotCoordinatorOptions{}, /*r2sp=*/false);
   slots.SetMembers(1);
   const std::string node_zeros =
       "\"bytes_pushed\": 0, \"bytes_pulled\": 0, \"pushes\": 0, \"pulls\": 0, ";
@@ -42,11 +42,10 @@ TEST(JobReportTest, TheTunersReportTheirState) {
   nodes.Add(proto::WORKER, "tcp://w0", "w0", "w0", kT0);
   nodes.Add(proto::WORKER, "tcp://w1", "w1", "w1", kT0);
   SlotCoordinatorOptions options;
-  options.r2sp = true;
   options.width = 0;  // tuned
   options.hetero_batching = true;
   options.batching.global_batch = 64;
-  SlotCoordinator slots(options);
+  SlotCoordinator slots(options, /*r2sp=*/true);
   slots.SetMembers(2);
   const std::string json = JobReportJson(JobReport{proto::R2SP, "", 0}, nodes, slots);
   EXPECT_NE(json.find("\"slot_width\": {\"width\": 1, \"changes\": 0, \"grants_by_width\": {}}"),

@@ -52,7 +52,7 @@ class MembershipTest : public ::testing::Test {
   testing::RecordingSink sink_;
   testing::RecordingRequester requester_{"sched"};
   NodeTable nodes_;
-  SlotCoordinator slots_{SlotCoordinatorOptions{}};
+  SlotCoordinator slots_{SlotCoordinatorOptions{}, /*r2sp=*/false};
   BarrierBook barriers_;
   Membership membership_;
 };

@@ -64,8 +64,8 @@ class SchedulerCoreTest : public ::testing::Test {
   // waits for server 0's MEMBERSHIP acknowledgement.
   void StartHeteroJobWithAJoinerWaiting() {
     options_.sync = proto::R2SP;
-    options_.hetero_batching = true;
-    options_.batching.global_batch = 64;
+    options_.slots.hetero_batching = true;
+    options_.slots.batching.global_batch = 64;
     core_ = std::make_unique<SchedulerCore>(options_, &requester_, [this] { return now_; });
     RegisterAll();
     Register(proto::WORKER, "w2");  // waits for server 0's MEMBERSHIP acknowledgement
@@ -681,10 +681,10 @@ TEST_F(SchedulerCoreTest, AuthenticatedRoleMustMatchTheClaim) {
 // AWorkerBehindGetsShorterIterationsToFinishWithTheOthers).
 TEST_F(SchedulerCoreTest, ReportsCarryIterationsLeftToTheTuner) {
   options_.sync = proto::ASP;
-  options_.hetero_batching = true;
-  options_.batching.global_batch = 200;
-  options_.batching.hysteresis = 0.0;
-  options_.batching.reports_between_changes = 1;
+  options_.slots.hetero_batching = true;
+  options_.slots.batching.global_batch = 200;
+  options_.slots.batching.hysteresis = 0.0;
+  options_.slots.batching.reports_between_changes = 1;
   core_ = std::make_unique<SchedulerCore>(options_, &requester_, [this] { return now_; });
   RegisterAll();
   int batch[2] = {100, 100};

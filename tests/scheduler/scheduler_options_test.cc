@@ -37,27 +37,27 @@ TEST(SchedulerOptionsTest, EachCheckNamesItsFlagAndField) {
        "largest message frame), got 268435460"},
       {"staleness", [](SchedulerOptions& o) { o.staleness = -1; },
        "--staleness (SchedulerOptions.staleness) must be >= 0, got -1"},
-      {"headroom", [](SchedulerOptions& o) { o.r2sp_headroom = 0; },
-       "--r2sp_headroom (SchedulerOptions.r2sp_headroom) must be > 0, got 0"},
-      {"slot_width", [](SchedulerOptions& o) { o.r2sp_slot_width = -1; },
-       "--r2sp_slot_width (SchedulerOptions.r2sp_slot_width) must be >= 0 (0: auto), got -1"},
-      {"min_batch", [](SchedulerOptions& o) { o.batching.min_batch = 0; },
-       "--min_batch (SchedulerOptions.batching.min_batch) must be >= 1, got 0"},
+      {"headroom", [](SchedulerOptions& o) { o.slots.headroom = 0; },
+       "--r2sp_headroom (SchedulerOptions.slots.headroom) must be > 0, got 0"},
+      {"slot_width", [](SchedulerOptions& o) { o.slots.width = -1; },
+       "--r2sp_slot_width (SchedulerOptions.slots.width) must be >= 0 (0: auto), got -1"},
+      {"min_batch", [](SchedulerOptions& o) { o.slots.batching.min_batch = 0; },
+       "--min_batch (SchedulerOptions.slots.batching.min_batch) must be >= 1, got 0"},
       {"max_batch",
        [](SchedulerOptions& o) {
-         o.batching.min_batch = 16;
-         o.batching.max_batch = 8;
+         o.slots.batching.min_batch = 16;
+         o.slots.batching.max_batch = 8;
        },
-       "--max_batch (SchedulerOptions.batching.max_batch) must be >= --min_batch (16), got 8"},
+       "--max_batch (SchedulerOptions.slots.batching.max_batch) must be >= --min_batch (16), got 8"},
       {"global_batch",
        [](SchedulerOptions& o) {
-         o.hetero_batching = true;
+         o.slots.hetero_batching = true;
          o.num_workers = 4;
-         o.batching.min_batch = 8;
-         o.batching.max_batch = 64;
-         o.batching.global_batch = 16;
+         o.slots.batching.min_batch = 8;
+         o.slots.batching.max_batch = 64;
+         o.slots.batching.global_batch = 16;
        },
-       "--global_batch (SchedulerOptions.batching.global_batch) must be between num_workers * "
+       "--global_batch (SchedulerOptions.slots.batching.global_batch) must be between num_workers * "
        "min_batch (32) and num_workers * max_batch (256), got 16"},
       {"heartbeat", [](SchedulerOptions& o) { o.heartbeat_timeout = absl::Milliseconds(99); },
        "--heartbeat_timeout_ms (SchedulerOptions.heartbeat_timeout) must be >= 100ms, got 99ms"},
@@ -85,15 +85,15 @@ TEST(SchedulerOptionsTest, EachCheckNamesItsFlagAndField) {
 
 TEST(SchedulerOptionsTest, HeteroBatchingBoundsAreInclusive) {
   SchedulerOptions options;
-  options.hetero_batching = true;
+  options.slots.hetero_batching = true;
   options.num_workers = 4;
-  options.batching.min_batch = 8;
-  options.batching.max_batch = 64;
-  options.batching.global_batch = 32;
+  options.slots.batching.min_batch = 8;
+  options.slots.batching.max_batch = 64;
+  options.slots.batching.global_batch = 32;
   EXPECT_TRUE(options.Validate().ok()) << options.Validate();
-  options.batching.global_batch = 256;
+  options.slots.batching.global_batch = 256;
   EXPECT_TRUE(options.Validate().ok()) << options.Validate();
-  options.batching.global_batch = 257;
+  options.slots.batching.global_batch = 257;
   EXPECT_EQ(options.Validate().code(), absl::StatusCode::kInvalidArgument);
 }
 

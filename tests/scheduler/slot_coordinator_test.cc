@@ -28,11 +28,10 @@ Responder ResponderFor(RecordingSink* sink, int rank) {
 
 TEST(SlotCoordinatorTest, GrantsOneAtATimeWithTheTunedBatch) {
   SlotCoordinatorOptions options;
-  options.r2sp = true;
   options.order = SlotOrder::kFirstCome;
   options.hetero_batching = true;
   options.batching.global_batch = 64;
-  SlotCoordinator slots(options);
+  SlotCoordinator slots(options, /*r2sp=*/true);
   slots.SetMembers(2);
   ASSERT_NE(slots.tuner(), nullptr);
   RecordingSink sink;
@@ -62,11 +61,10 @@ TEST(SlotCoordinatorTest, GrantsOneAtATimeWithTheTunedBatch) {
 // (servers with cores to spare), the slot is widened; the job report's width follows.
 TEST(SlotCoordinatorTest, AutoWidthWidensWhereConcurrentPushesGetThroughSooner) {
   SlotCoordinatorOptions options;
-  options.r2sp = true;
   options.width = 0;
   options.width_tuning.window = 8;
   options.width_tuning.settle = 2;
-  SlotCoordinator slots(options);
+  SlotCoordinator slots(options, /*r2sp=*/true);
   slots.SetMembers(4);
   ASSERT_NE(slots.width_tuner(), nullptr);
   RecordingSink sink;
@@ -96,9 +94,8 @@ TEST(SlotCoordinatorTest, AutoWidthWidensWhereConcurrentPushesGetThroughSooner) 
 // A fixed --r2sp_slot_width=N: N hold the slot at once, and no tuner.
 TEST(SlotCoordinatorTest, FixedWidthGrantsThatManyAtOnce) {
   SlotCoordinatorOptions options;
-  options.r2sp = true;
   options.width = 3;
-  SlotCoordinator slots(options);
+  SlotCoordinator slots(options, /*r2sp=*/true);
   slots.SetMembers(4);
   EXPECT_EQ(slots.width_tuner(), nullptr);
   RecordingSink sink;
@@ -115,7 +112,7 @@ TEST(SlotCoordinatorTest, ReportsMoveSamplesToTheFasterWorker) {
   SlotCoordinatorOptions options;
   options.hetero_batching = true;
   options.batching.global_batch = 64;
-  SlotCoordinator slots(options);
+  SlotCoordinator slots(options, /*r2sp=*/false);
   slots.SetMembers(2);
   int fast = 0, slow = 0;
   for (int round = 0; round < 20; ++round) {
@@ -130,7 +127,7 @@ TEST(SlotCoordinatorTest, ReportsMoveSamplesToTheFasterWorker) {
 }
 
 TEST(SlotCoordinatorTest, ReportNeedsHeteroBatchingAndSlotNeedsR2sp) {
-  SlotCoordinator plain(SlotCoordinatorOptions{});
+  SlotCoordinator plain(SlotCoordinatorOptions{}, /*r2sp=*/false);
   plain.SetMembers(2);
   EXPECT_EQ(plain.Report(0, Iteration(8, 0.01)).status().code(),
             absl::StatusCode::kFailedPrecondition);
@@ -143,8 +140,7 @@ TEST(SlotCoordinatorTest, ReportNeedsHeteroBatchingAndSlotNeedsR2sp) {
 
 TEST(SlotCoordinatorTest, AWorkerThatLeavesIsNotGranted) {
   SlotCoordinatorOptions options;
-  options.r2sp = true;
-  SlotCoordinator slots(options);
+  SlotCoordinator slots(options, /*r2sp=*/true);
   slots.SetMembers(2);
   RecordingSink sink;
   const absl::Time t0 = absl::UnixEpoch();

@@ -1,5 +1,6 @@
 // The server's protocol logic without sockets: pushes, pulls, BSP parking, rejections; and
-// --apply_threads giving the same weights as one thread.
+// --apply_threads giving the same weights as one thread; invalid options refused at
+// construction.
 #include "server/server_handler.h"
 
 #include <cmath>
@@ -757,6 +758,20 @@ TEST(ServerHandlerApplyThreadsTest, SameWeightsAsOneThread) {
   }
   ASSERT_EQ(pulled[0].size(), 200000u);
   EXPECT_EQ(std::memcmp(pulled[0].data(), pulled[1].data(), 200000 * sizeof(float)), 0);
+}
+
+// A handler cannot be built from options main would refuse: the constructor checks Validate()
+// and names the field. Valid options (the fixture's) build one, as every test above shows.
+TEST(ServerHandlerDeathTest, InvalidOptionsAreRefusedAtConstruction) {
+  ServerOptions options;
+  options.apply_threads = 0;
+  EXPECT_DEATH(ServerHandler{options},
+               "ServerHandler needs valid options: INVALID_ARGUMENT: --apply_threads "
+               "\\(ServerOptions.apply_threads\\) must be in \\[1, 64\\], got 0");
+  ServerOptions momentum;
+  momentum.sgd.momentum = 1.5f;
+  EXPECT_DEATH(ServerHandler{momentum},
+               "--momentum \\(ServerOptions.sgd.momentum\\) must be in \\[0, 1\\), got 1.5");
 }
 
 }  // namespace

@@ -94,9 +94,9 @@ TEST(ExchangerTest, BspExchangeGivesTheAverageStepOfEveryWorker) {
 // through slot grants (r2sp) or REPORT replies (asp), and the batches sum to B.
 void ExpectBatchesFollowThroughput(proto::SyncMode sync) {
   SchedulerOptions options = Job(sync, 2);
-  options.hetero_batching = true;
-  options.batching.global_batch = 64;
-  options.r2sp_order = SlotOrder::kFirstCome;
+  options.slots.hetero_batching = true;
+  options.slots.batching.global_batch = 64;
+  options.slots.order = SlotOrder::kFirstCome;
   testing::InProcessJob job(options, PlainSgd(), Model());
   ASSERT_OK(job.Start(std::vector<float>(kElements, 0.0f)));
   std::vector<int> final_batch(2);
