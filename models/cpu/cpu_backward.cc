@@ -31,9 +31,9 @@ memory BackwardPrimitives::DiffTarget(Plan& plan, std::vector<bool>& written, in
   memory addend = steps_.Converted(*post, tmp, want);
   dnnl::binary::primitive_desc add_pd(
       dnnl::binary::desc(dnnl::algorithm::binary_add, want, want, want), steps_.engine());
-  steps_.Exec(*post, dnnl::binary(add_pd),
-              {{DNNL_ARG_SRC_0, target.diff}, {DNNL_ARG_SRC_1, addend},
-               {DNNL_ARG_DST, target.diff}});
+  steps_.Exec(
+      *post, dnnl::binary(add_pd),
+      {{DNNL_ARG_SRC_0, target.diff}, {DNNL_ARG_SRC_1, addend}, {DNNL_ARG_DST, target.diff}});
   return tmp;
 }
 
@@ -74,17 +74,17 @@ void BackwardPrimitives::BackwardConv(Plan& plan, int i, std::vector<bool>& writ
   const auto& fwd_pd = np.conv_pd;
   const memory::desc b_md = node.bias ? Desc({node.out.c}, Tag::x) : memory::desc();
   dnnl::convolution_backward_weights::primitive_desc wpd(
-      dnnl::convolution_backward_weights::desc(
-          dnnl::algorithm::convolution_direct, Desc(in_dims, Tag::any), Desc(w_dims, Tag::any),
-          b_md, Desc(out_dims, Tag::any), strides, pad, pad),
+      dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct,
+                                               Desc(in_dims, Tag::any), Desc(w_dims, Tag::any),
+                                               b_md, Desc(out_dims, Tag::any), strides, pad, pad),
       steps_.engine(), fwd_pd);
   memory diff_dst = steps_.Converted(bwd, np.diff, wpd.diff_dst_desc());
   memory src = steps_.Converted(bwd, np.src, wpd.src_desc());
   np.user_dw = steps_.ParamMemory(plan, node.first_param, w_dims, Tag::oihw, true);
   const bool dw_plain = wpd.diff_weights_desc() == np.user_dw.get_desc();
   np.prim_dw = dw_plain ? np.user_dw : memory(wpd.diff_weights_desc(), steps_.engine());
-  Args args = {{DNNL_ARG_SRC, src}, {DNNL_ARG_DIFF_DST, diff_dst},
-               {DNNL_ARG_DIFF_WEIGHTS, np.prim_dw}};
+  Args args = {
+      {DNNL_ARG_SRC, src}, {DNNL_ARG_DIFF_DST, diff_dst}, {DNNL_ARG_DIFF_WEIGHTS, np.prim_dw}};
   if (node.bias) {
     np.user_db = steps_.ParamMemory(plan, node.first_param + 1, {node.out.c}, Tag::x, true);
     args[DNNL_ARG_DIFF_BIAS] = np.user_db;
@@ -92,7 +92,7 @@ void BackwardPrimitives::BackwardConv(Plan& plan, int i, std::vector<bool>& writ
   steps_.Exec(bwd, dnnl::convolution_backward_weights(wpd), std::move(args));
   if (!dw_plain) {
     steps_.Exec(bwd, dnnl::reorder(np.prim_dw, np.user_dw),
-         {{DNNL_ARG_FROM, np.prim_dw}, {DNNL_ARG_TO, np.user_dw}});
+                {{DNNL_ARG_FROM, np.prim_dw}, {DNNL_ARG_TO, np.user_dw}});
   }
   if (in_index == 0) return;  // the input image needs no gradient
   dnnl::convolution_backward_data::primitive_desc dpd(
@@ -107,7 +107,7 @@ void BackwardPrimitives::BackwardConv(Plan& plan, int i, std::vector<bool>& writ
   Steps post;
   memory target = DiffTarget(plan, written, in_index, dpd.diff_src_desc(), &post);
   steps_.Exec(bwd, dnnl::convolution_backward_data(dpd),
-       {{DNNL_ARG_DIFF_DST, dd}, {DNNL_ARG_WEIGHTS, np.bwd_w}, {DNNL_ARG_DIFF_SRC, target}});
+              {{DNNL_ARG_DIFF_DST, dd}, {DNNL_ARG_WEIGHTS, np.bwd_w}, {DNNL_ARG_DIFF_SRC, target}});
   Append(bwd, post);
 }
 
@@ -125,8 +125,8 @@ void BackwardPrimitives::BackwardLinear(Plan& plan, int i, std::vector<bool>& wr
   const memory::desc user_w_md = np.user_w.get_desc();
   dnnl::inner_product_backward_weights::primitive_desc wpd(
       dnnl::inner_product_backward_weights::desc(
-          src_md, memory::desc(user_w_md.dims(), Dt::f32, Tag::any),
-          Desc({node.out.c}, Tag::x), Desc({n, node.out.c}, Tag::nc)),
+          src_md, memory::desc(user_w_md.dims(), Dt::f32, Tag::any), Desc({node.out.c}, Tag::x),
+          Desc({n, node.out.c}, Tag::nc)),
       steps_.engine(), fwd_pd);
   memory diff_dst = steps_.Converted(bwd, np.diff, wpd.diff_dst_desc());
   memory src = steps_.Converted(bwd, np.src, wpd.src_desc());
@@ -136,19 +136,20 @@ void BackwardPrimitives::BackwardLinear(Plan& plan, int i, std::vector<bool>& wr
   const bool dw_plain = wpd.diff_weights_desc() == user_w_md;
   np.prim_dw = dw_plain ? np.user_dw : memory(wpd.diff_weights_desc(), steps_.engine());
   steps_.Exec(bwd, dnnl::inner_product_backward_weights(wpd),
-       {{DNNL_ARG_SRC, src}, {DNNL_ARG_DIFF_DST, diff_dst},
-        {DNNL_ARG_DIFF_WEIGHTS, np.prim_dw}, {DNNL_ARG_DIFF_BIAS, np.user_db}});
+              {{DNNL_ARG_SRC, src},
+               {DNNL_ARG_DIFF_DST, diff_dst},
+               {DNNL_ARG_DIFF_WEIGHTS, np.prim_dw},
+               {DNNL_ARG_DIFF_BIAS, np.user_db}});
   if (!dw_plain) {
     steps_.Exec(bwd, dnnl::reorder(np.prim_dw, np.user_dw),
-         {{DNNL_ARG_FROM, np.prim_dw}, {DNNL_ARG_TO, np.user_dw}});
+                {{DNNL_ARG_FROM, np.prim_dw}, {DNNL_ARG_TO, np.user_dw}});
   }
   if (in_index == 0) return;  // the input image needs no gradient
   const memory::desc in_md = plan.nodes[in_index].out.get_desc();
   const bool flat_view = src_md.dims() != in_md.dims();  // 2-D view of (n, c, 1, 1)
   dnnl::inner_product_backward_data::primitive_desc dpd(
       dnnl::inner_product_backward_data::desc(
-          flat_view ? Desc(src_md.dims(), Tag::nc)
-                    : memory::desc(src_md.dims(), Dt::f32, Tag::any),
+          flat_view ? Desc(src_md.dims(), Tag::nc) : memory::desc(src_md.dims(), Dt::f32, Tag::any),
           memory::desc(user_w_md.dims(), Dt::f32, Tag::any), Desc({n, node.out.c}, Tag::nc)),
       steps_.engine(), fwd_pd);
   np.bwd_w = np.prim_w.get_desc() == dpd.weights_desc()
@@ -161,12 +162,13 @@ void BackwardPrimitives::BackwardLinear(Plan& plan, int i, std::vector<bool>& wr
     memory as4d(Desc(in_md.dims(), Tag::nchw), steps_.engine(), flat.get_data_handle());
     memory target = DiffTarget(plan, written, in_index, as4d.get_desc(), &post);
     steps_.Exec(bwd, dnnl::inner_product_backward_data(dpd),
-         {{DNNL_ARG_DIFF_DST, dd}, {DNNL_ARG_WEIGHTS, np.bwd_w}, {DNNL_ARG_DIFF_SRC, flat}});
+                {{DNNL_ARG_DIFF_DST, dd}, {DNNL_ARG_WEIGHTS, np.bwd_w}, {DNNL_ARG_DIFF_SRC, flat}});
     steps_.Exec(bwd, dnnl::reorder(as4d, target), {{DNNL_ARG_FROM, as4d}, {DNNL_ARG_TO, target}});
   } else {
     memory target = DiffTarget(plan, written, in_index, dpd.diff_src_desc(), &post);
-    steps_.Exec(bwd, dnnl::inner_product_backward_data(dpd),
-         {{DNNL_ARG_DIFF_DST, dd}, {DNNL_ARG_WEIGHTS, np.bwd_w}, {DNNL_ARG_DIFF_SRC, target}});
+    steps_.Exec(
+        bwd, dnnl::inner_product_backward_data(dpd),
+        {{DNNL_ARG_DIFF_DST, dd}, {DNNL_ARG_WEIGHTS, np.bwd_w}, {DNNL_ARG_DIFF_SRC, target}});
   }
   Append(bwd, post);
 }
@@ -179,10 +181,9 @@ void BackwardPrimitives::BackwardRelu(Plan& plan, int i, std::vector<bool>& writ
       steps_.engine(), np.relu_pd);
   memory dd = steps_.Converted(plan.backward, np.diff, pd.diff_dst_desc());
   Steps post;
-  memory target =
-      DiffTarget(plan, written, graph_.nodes[i].inputs[0], pd.diff_src_desc(), &post);
+  memory target = DiffTarget(plan, written, graph_.nodes[i].inputs[0], pd.diff_src_desc(), &post);
   steps_.Exec(plan.backward, dnnl::eltwise_backward(pd),
-       {{DNNL_ARG_DIFF_DST, dd}, {DNNL_ARG_SRC, np.src}, {DNNL_ARG_DIFF_SRC, target}});
+              {{DNNL_ARG_DIFF_DST, dd}, {DNNL_ARG_SRC, np.src}, {DNNL_ARG_DIFF_SRC, target}});
   Append(plan.backward, post);
 }
 
@@ -228,10 +229,15 @@ void BackwardPrimitives::BackwardBatchNorm(Plan& plan, int i, std::vector<bool>&
   memory target = in_index > 0 ? DiffTarget(plan, written, in_index, pd.diff_src_desc(), &post)
                                : memory(pd.diff_src_desc(), steps_.engine());
   steps_.Exec(plan.backward, dnnl::batch_normalization_backward(pd),
-       {{DNNL_ARG_SRC, np.src}, {DNNL_ARG_MEAN, np.mean}, {DNNL_ARG_VARIANCE, np.variance},
-        {DNNL_ARG_DIFF_DST, dd}, {DNNL_ARG_SCALE, np.user_w}, {DNNL_ARG_SHIFT, np.user_b},
-        {DNNL_ARG_DIFF_SRC, target},
-        {DNNL_ARG_DIFF_SCALE, np.user_dw}, {DNNL_ARG_DIFF_SHIFT, np.user_db}});
+              {{DNNL_ARG_SRC, np.src},
+               {DNNL_ARG_MEAN, np.mean},
+               {DNNL_ARG_VARIANCE, np.variance},
+               {DNNL_ARG_DIFF_DST, dd},
+               {DNNL_ARG_SCALE, np.user_w},
+               {DNNL_ARG_SHIFT, np.user_b},
+               {DNNL_ARG_DIFF_SRC, target},
+               {DNNL_ARG_DIFF_SCALE, np.user_dw},
+               {DNNL_ARG_DIFF_SHIFT, np.user_db}});
   Append(plan.backward, post);
 }
 
@@ -243,7 +249,7 @@ void BackwardPrimitives::BackwardDropout(Plan& plan, int i, std::vector<bool>& w
   memory target = DiffTarget(plan, written, in_index, np.diff.get_desc(), &post);
   if (np.out == plan.nodes[in_index].out) {  // identity (p == 0)
     steps_.Exec(plan.backward, dnnl::reorder(np.diff, target),
-         {{DNNL_ARG_FROM, np.diff}, {DNNL_ARG_TO, target}});
+                {{DNNL_ARG_FROM, np.diff}, {DNNL_ARG_TO, target}});
   } else {
     const int64_t count = np.diff.get_desc().get_size() / sizeof(float);
     plan.backward.push_back([count, dy = np.diff, mask = np.workspace, dx = target] {
@@ -267,7 +273,7 @@ void BackwardPrimitives::BackwardFlatten(Plan& plan, int i, std::vector<bool>& w
                np.diff.get_data_handle());
   memory target = DiffTarget(plan, written, in_index, as_in.get_desc(), &post);
   steps_.Exec(plan.backward, dnnl::reorder(as_in, target),
-       {{DNNL_ARG_FROM, as_in}, {DNNL_ARG_TO, target}});
+              {{DNNL_ARG_FROM, as_in}, {DNNL_ARG_TO, target}});
   Append(plan.backward, post);
 }
 
@@ -278,7 +284,7 @@ void BackwardPrimitives::BackwardAdd(Plan& plan, int i, std::vector<bool>& writt
     Steps post;
     memory target = DiffTarget(plan, written, in, np.diff.get_desc(), &post);
     steps_.Exec(plan.backward, dnnl::reorder(np.diff, target),
-         {{DNNL_ARG_FROM, np.diff}, {DNNL_ARG_TO, target}});
+                {{DNNL_ARG_FROM, np.diff}, {DNNL_ARG_TO, target}});
     Append(plan.backward, post);
   }
 }

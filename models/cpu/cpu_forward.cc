@@ -12,8 +12,7 @@ dnnl::prop_kind ForwardProp(const Plan& plan) {
 }  // namespace
 
 ForwardPrimitives::ForwardPrimitives(const Graph& graph, PlanSteps& steps,
-                                     RunningStatistics* running, uint64_t seed,
-                                     const int64_t* step)
+                                     RunningStatistics* running, uint64_t seed, const int64_t* step)
     : graph_(graph), steps_(steps), running_(*running), seed_(seed), step_(*step) {}
 
 void ForwardPrimitives::Build(Plan& plan, int i) {
@@ -55,11 +54,10 @@ void ForwardPrimitives::ForwardConv(Plan& plan, int i) {
   const Dims strides = {node.stride, node.stride}, pad = {node.pad, node.pad};
   const memory::desc b_md = node.bias ? Desc({node.out.c}, Tag::x) : memory::desc();
   dnnl::convolution_forward::primitive_desc pd(
-      dnnl::convolution_forward::desc(ForwardProp(plan), dnnl::algorithm::convolution_direct,
-                                      Desc(BatchDims(plan.batch, in_shape), Tag::any),
-                                      Desc(w_dims, Tag::any), b_md,
-                                      Desc(BatchDims(plan.batch, node.out), Tag::any), strides,
-                                      pad, pad),
+      dnnl::convolution_forward::desc(
+          ForwardProp(plan), dnnl::algorithm::convolution_direct,
+          Desc(BatchDims(plan.batch, in_shape), Tag::any), Desc(w_dims, Tag::any), b_md,
+          Desc(BatchDims(plan.batch, node.out), Tag::any), strides, pad, pad),
       steps_.engine());
   np.conv_pd = pd;
   np.user_w = steps_.ParamMemory(plan, node.first_param, w_dims, Tag::oihw, false);
@@ -87,11 +85,10 @@ void ForwardPrimitives::ForwardLinear(Plan& plan, int i) {
   NodePlan& in = plan.nodes[src_node];
   const Shape& in_shape = graph_.nodes[src_node].out;
   const Dims in_dims = BatchDims(n, in_shape);
-  const bool flat =
-      in_shape.h == 1 && in_shape.w == 1 && graph_.nodes[src_node].op != Op::kInput;
+  const bool flat = in_shape.h == 1 && in_shape.w == 1 && graph_.nodes[src_node].op != Op::kInput;
   const Dims src_dims = flat ? Dims{n, in_shape.c} : in_dims;
-  const Dims w_dims = flat ? Dims{node.out.c, in_shape.c}
-                           : Dims{node.out.c, in_shape.c, in_shape.h, in_shape.w};
+  const Dims w_dims =
+      flat ? Dims{node.out.c, in_shape.c} : Dims{node.out.c, in_shape.c, in_shape.h, in_shape.w};
   const Tag w_tag = flat ? Tag::oi : Tag::oihw;
   // A 1x1 spatial input (global pooling) is viewed as 2-D; plain layouts only then.
   memory src = in.out;
@@ -101,9 +98,8 @@ void ForwardPrimitives::ForwardLinear(Plan& plan, int i) {
     src = memory(Desc(src_dims, Tag::nc), steps_.engine(), plain4.get_data_handle());
   }
   dnnl::inner_product_forward::primitive_desc pd(
-      dnnl::inner_product_forward::desc(ForwardProp(plan), src.get_desc(),
-                                        Desc(w_dims, Tag::any), Desc({node.out.c}, Tag::x),
-                                        Desc({n, node.out.c}, Tag::nc)),
+      dnnl::inner_product_forward::desc(ForwardProp(plan), src.get_desc(), Desc(w_dims, Tag::any),
+                                        Desc({node.out.c}, Tag::x), Desc({n, node.out.c}, Tag::nc)),
       steps_.engine());
   np.ip_pd = pd;
   np.user_w = steps_.ParamMemory(plan, node.first_param, w_dims, w_tag, false);
@@ -112,8 +108,10 @@ void ForwardPrimitives::ForwardLinear(Plan& plan, int i) {
   np.src = steps_.Converted(fwd, src, pd.src_desc());
   np.out = memory(pd.dst_desc(), steps_.engine());
   steps_.Exec(fwd, dnnl::inner_product_forward(pd),
-       {{DNNL_ARG_SRC, np.src}, {DNNL_ARG_WEIGHTS, np.prim_w},
-        {DNNL_ARG_BIAS, np.user_b}, {DNNL_ARG_DST, np.out}});
+              {{DNNL_ARG_SRC, np.src},
+               {DNNL_ARG_WEIGHTS, np.prim_w},
+               {DNNL_ARG_BIAS, np.user_b},
+               {DNNL_ARG_DST, np.out}});
 }
 
 void ForwardPrimitives::ForwardRelu(Plan& plan, int i) {
@@ -127,7 +125,7 @@ void ForwardPrimitives::ForwardRelu(Plan& plan, int i) {
   np.src = in.out;
   np.out = memory(pd.dst_desc(), steps_.engine());
   steps_.Exec(plan.forward, dnnl::eltwise_forward(pd),
-       {{DNNL_ARG_SRC, in.out}, {DNNL_ARG_DST, np.out}});
+              {{DNNL_ARG_SRC, in.out}, {DNNL_ARG_DST, np.out}});
 }
 
 void ForwardPrimitives::ForwardPool(Plan& plan, int i) {
@@ -181,9 +179,12 @@ void ForwardPrimitives::ForwardBatchNorm(Plan& plan, int i) {
     np.variance = memory(pd.variance_desc(), steps_.engine(), running_.var[i].data());
   }
   steps_.Exec(fwd, dnnl::batch_normalization_forward(pd),
-       {{DNNL_ARG_SRC, in.out}, {DNNL_ARG_DST, np.out}, {DNNL_ARG_SCALE, np.user_w},
-        {DNNL_ARG_SHIFT, np.user_b}, {DNNL_ARG_MEAN, np.mean},
-        {DNNL_ARG_VARIANCE, np.variance}});
+              {{DNNL_ARG_SRC, in.out},
+               {DNNL_ARG_DST, np.out},
+               {DNNL_ARG_SCALE, np.user_w},
+               {DNNL_ARG_SHIFT, np.user_b},
+               {DNNL_ARG_MEAN, np.mean},
+               {DNNL_ARG_VARIANCE, np.variance}});
   if (!plan.training) return;
   // PyTorch's running statistics: unbiased variance (kBatchNormMomentum in models/graph.h).
   const double count = static_cast<double>(plan.batch) * node.out.h * node.out.w;
@@ -246,11 +247,11 @@ void ForwardPrimitives::ForwardFlatten(Plan& plan, int i) {
   memory plain =
       steps_.Converted(plan.forward, in.out, Desc(dims, dims.size() == 2 ? Tag::nc : Tag::nchw));
   np.src = plain;
-  np.out = memory(Desc({plan.batch, node.out.c}, Tag::nc), steps_.engine(), plain.get_data_handle());
+  np.out =
+      memory(Desc({plan.batch, node.out.c}, Tag::nc), steps_.engine(), plain.get_data_handle());
   if (node.inputs[0] == 0) {  // the image's handle changes every step
-    plan.forward.push_back([out = np.out, src = plain]() mutable {
-      out.set_data_handle(src.get_data_handle());
-    });
+    plan.forward.push_back(
+        [out = np.out, src = plain]() mutable { out.set_data_handle(src.get_data_handle()); });
   }
 }
 
@@ -261,11 +262,11 @@ void ForwardPrimitives::ForwardAdd(Plan& plan, int i) {
   NodePlan& other = plan.nodes[node.inputs[1]];
   const memory::desc md = in.out.get_desc();
   memory b = steps_.Converted(plan.forward, other.out, md);
-  dnnl::binary::primitive_desc pd(
-      dnnl::binary::desc(dnnl::algorithm::binary_add, md, md, md), steps_.engine());
+  dnnl::binary::primitive_desc pd(dnnl::binary::desc(dnnl::algorithm::binary_add, md, md, md),
+                                  steps_.engine());
   np.out = memory(md, steps_.engine());
   steps_.Exec(plan.forward, dnnl::binary(pd),
-       {{DNNL_ARG_SRC_0, in.out}, {DNNL_ARG_SRC_1, b}, {DNNL_ARG_DST, np.out}});
+              {{DNNL_ARG_SRC_0, in.out}, {DNNL_ARG_SRC_1, b}, {DNNL_ARG_DST, np.out}});
 }
 
 }  // namespace r2sp::models::cpu_internal

@@ -25,8 +25,8 @@ class ForwardPrimitives {
  public:
   // All borrowed: `graph`, `steps`, `running` and `step` must outlive this object and every
   // plan it builds (CpuNetwork owns them all). `seed` and `*step` pick the dropout masks.
-  ForwardPrimitives(const Graph& graph, PlanSteps& steps, RunningStatistics* running,
-                    uint64_t seed, const int64_t* step);
+  ForwardPrimitives(const Graph& graph, PlanSteps& steps, RunningStatistics* running, uint64_t seed,
+                    const int64_t* step);
 
   // Appends node i's forward steps to plan.forward and fills plan.nodes[i] (its output, and
   // in training plans what its backward needs). Nodes are built in order.

@@ -45,8 +45,8 @@ class CpuNetwork : public Network {
     }
   }
 
-  absl::StatusOr<float> TrainStep(const float* params, const float* images,
-                                  const int32_t* labels, int batch, float* grads) override {
+  absl::StatusOr<float> TrainStep(const float* params, const float* images, const int32_t* labels,
+                                  int batch, float* grads) override {
     if (batch < 1) return absl::InvalidArgumentError("batch must be >= 1");
     Plan& plan = PlanFor(batch, /*training=*/true);
     Bind(plan, params, images, grads);

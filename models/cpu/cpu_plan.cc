@@ -4,8 +4,7 @@
 
 namespace r2sp::models::cpu_internal {
 
-PlanSteps::PlanSteps(const Graph& graph)
-    : engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {
+PlanSteps::PlanSteps(const Graph& graph) : engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {
   param_offsets_.resize(graph.params.size());
   int64_t offset = 0;
   for (size_t i = 0; i < graph.params.size(); ++i) {
@@ -27,8 +26,7 @@ memory PlanSteps::Converted(Steps& steps, const memory& m, const memory::desc& w
   return out;
 }
 
-memory PlanSteps::ParamMemory(Plan& plan, int index, const Dims& dims, Tag tag,
-                              bool grad) const {
+memory PlanSteps::ParamMemory(Plan& plan, int index, const Dims& dims, Tag tag, bool grad) const {
   memory m(Desc(dims, tag), engine_, DNNL_MEMORY_NONE);
   (grad ? plan.grad_bindings : plan.param_bindings).emplace_back(m, param_offsets_[index]);
   return m;

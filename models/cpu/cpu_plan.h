@@ -39,9 +39,9 @@ struct NodePlan {
   memory src;   // the input as the main primitive reads it (possibly a reordered copy)
   // Parameters: plain memories bound to the flat arrays each step.
   memory user_w, user_b, user_dw, user_db;
-  memory prim_w;    // forward weights in the primitive's layout (== user_w if it is plain)
-  memory bwd_w;     // weights in the backward-data primitive's layout
-  memory prim_dw;   // weight gradient in the backward-weights layout (== user_dw if plain)
+  memory prim_w;   // forward weights in the primitive's layout (== user_w if it is plain)
+  memory bwd_w;    // weights in the backward-data primitive's layout
+  memory prim_dw;  // weight gradient in the backward-weights layout (== user_dw if plain)
   memory mean, variance, workspace;
   // Forward primitive descriptors of training plans, the hints their backward needs.
   dnnl::convolution_forward::primitive_desc conv_pd;
@@ -55,8 +55,8 @@ struct Plan {
   int batch;
   bool training;
   std::vector<NodePlan> nodes;
-  Steps forward;   // executed in order
-  Steps backward;  // executed in order
+  Steps forward;                                           // executed in order
+  Steps backward;                                          // executed in order
   std::vector<std::pair<memory, int64_t>> param_bindings;  // (memory, offset in params)
   std::vector<std::pair<memory, int64_t>> grad_bindings;   // (memory, offset in grads)
   memory input;
