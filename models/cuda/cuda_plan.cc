@@ -46,6 +46,8 @@ absl::StatusOr<decltype(Perf::algo)> Pick(const Perf* perf, int count, bool prec
       absl::StrCat("cuDNN offers no usable ", what, " algorithm", precise ? " in fp32" : ""));
 }
 
+// Node `g`'s three convolution algorithms from cuDNN's heuristics (see Pick); raises
+// `*workspace` to the largest workspace they need.
 absl::Status ChooseAlgorithms(cudnnHandle_t cudnn, bool precise, NodeGpu& g,
                               cudnnTensorDescriptor_t in_desc, size_t* workspace) {
   int got = 0;
