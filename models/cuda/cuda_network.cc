@@ -1,159 +1,254 @@
-// The CUDA backend; see cuda_network.h. For each batch size a plan holds the device buffers,
-// tensor descriptors and chosen convolution algorithms; gradients of nodes with several
-// consumers accumulate through cuDNN's and cuBLAS's beta = 1.
-#include "models/cuda/cuda_network_internal.h"
+// The CUDA backend (cuda_network.h): CudaNetwork owns the library handles, the device
+// parameters, gradients and running statistics, and one plan per batch size (cuda_plan.h);
+// a step uploads the batch, queues ForwardPass (cuda_forward.h), the loss and BackwardPass
+// (cuda_backward.h) node by node, with the parameters' and gradients' copies overlapping
+// compute (copy_pipeline.h).
+#include "models/cuda/cuda_network.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <cudnn.h>
+
+#include <map>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "glog/logging.h"
+#include "models/cuda/copy_pipeline.h"
+#include "models/cuda/cuda_backward.h"
+#include "models/cuda/cuda_forward.h"
+#include "models/cuda/cuda_kernels.h"
+#include "models/cuda/cuda_plan.h"
+#include "models/cuda/cuda_status.h"
 
 namespace r2sp::models {
 namespace cuda_internal {
-
-absl::Status CudaNetwork::Build(PlanGpu& plan, int batch) {
-  plan.batch = batch;
-  plan.nodes.resize(graph_.nodes.size());
-  const int n = batch;
-  R2SP_RETURN_IF_ERROR(plan.images.Allocate(static_cast<size_t>(n) * graph_.input.size()));
-  R2SP_RETURN_IF_ERROR(plan.labels.Allocate(n));
-  R2SP_RETURN_IF_ERROR(plan.loss.Allocate(n));
-  R2SP_RETURN_IF_ERROR(plan.correct.Allocate(n));
-  R2SP_RETURN_IF_ERROR(plan.host_loss.Allocate(n));
-  R2SP_RETURN_IF_ERROR(plan.host_correct.Allocate(n));
-  size_t workspace = 0;
-  std::vector<bool> written(graph_.nodes.size(), false);
-  for (size_t i = 0; i < graph_.nodes.size(); ++i) {
-    const Node& node = graph_.nodes[i];
-    NodeGpu& g = plan.nodes[i];
-    CUDNN_OK(cudnnCreateTensorDescriptor(&g.out_desc));
-    CUDNN_OK(cudnnSetTensor4dDescriptor(g.out_desc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n,
-                                        node.out.c, node.out.h, node.out.w));
-    const size_t count = static_cast<size_t>(n) * node.out.size();
-    if (node.op != Op::kInput) {
-      R2SP_RETURN_IF_ERROR(g.out.Allocate(count));
-      R2SP_RETURN_IF_ERROR(g.diff.Allocate(count));
-    }
-    if (node.op == Op::kConv) {
-      const Shape& in = graph_.nodes[node.inputs[0]].out;
-      CUDNN_OK(cudnnCreateFilterDescriptor(&g.filter));
-      CUDNN_OK(cudnnSetFilter4dDescriptor(g.filter, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
-                                          node.out.c, in.c, node.kernel, node.kernel));
-      CUDNN_OK(cudnnCreateConvolutionDescriptor(&g.conv));
-      CUDNN_OK(cudnnSetConvolution2dDescriptor(g.conv, node.pad, node.pad, node.stride,
-                                               node.stride, 1, 1, CUDNN_CROSS_CORRELATION,
-                                               CUDNN_DATA_FLOAT));
-      // As PyTorch: convolutions may use TF32 tensor cores unless told not to.
-      CUDNN_OK(cudnnSetConvolutionMathType(g.conv, options_.allow_tf32 ? CUDNN_DEFAULT_MATH
-                                                                       : CUDNN_FMA_MATH));
-      R2SP_RETURN_IF_ERROR(
-          ChooseAlgorithms(g, plan.nodes[node.inputs[0]].out_desc, &workspace));
-      VLOG(1) << node.name << " (batch " << batch << "): cuDNN algorithms forward "
-              << g.fwd_algo << ", backward data " << g.bwd_data_algo << ", backward filter "
-              << g.bwd_filter_algo;
-    }
-    if (node.bias) {
-      CUDNN_OK(cudnnCreateTensorDescriptor(&g.bias_desc));
-      CUDNN_OK(cudnnSetTensor4dDescriptor(g.bias_desc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1,
-                                          node.out.c, 1, 1));
-    }
-    if (node.op == Op::kMaxPool || node.op == Op::kGlobalAvgPool) {
-      const Shape& in = graph_.nodes[node.inputs[0]].out;
-      const bool max = node.op == Op::kMaxPool;
-      CUDNN_OK(cudnnCreatePoolingDescriptor(&g.pool));
-      CUDNN_OK(cudnnSetPooling2dDescriptor(
-          g.pool, max ? CUDNN_POOLING_MAX : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING,
-          CUDNN_NOT_PROPAGATE_NAN, max ? node.kernel : in.h, max ? node.kernel : in.w, 0, 0,
-          max ? node.stride : 1, max ? node.stride : 1));
-    }
-    if (node.op == Op::kBatchNorm) {
-      CUDNN_OK(cudnnCreateTensorDescriptor(&g.bn_desc));
-      CUDNN_OK(cudnnDeriveBNTensorDescriptor(g.bn_desc, g.out_desc, CUDNN_BATCHNORM_SPATIAL));
-      R2SP_RETURN_IF_ERROR(g.saved_mean.Allocate(node.out.c));
-      R2SP_RETURN_IF_ERROR(g.saved_inv_var.Allocate(node.out.c));
-    }
-    if (node.op == Op::kDropout) R2SP_RETURN_IF_ERROR(g.mask.Allocate(count));
-  }
-  // Which backward writes initialise an input's gradient (the first in backward order).
-  written.back() = true;
-  for (int i = static_cast<int>(graph_.nodes.size()) - 1; i > 0; --i) {
-    const Node& node = graph_.nodes[i];
-    for (size_t k = 0; k < node.inputs.size(); ++k) {
-      const int in = node.inputs[k];
-      plan.nodes[i].first_diff_write[k] = !written[in];
-      written[in] = true;
-    }
-  }
-  plan.workspace_bytes = workspace;
-  R2SP_RETURN_IF_ERROR(plan.workspace.Allocate((workspace + sizeof(float) - 1) / sizeof(float)));
-  return absl::OkStatus();
-}
-
 namespace {
 
-// Whether an algorithm sums in the transformed (FFT or Winograd) domain. Their error bound is
-// norm-wise, not per element (docs/MODELS.md, "GPU numerics"), so without TF32 (precise
-// results, e.g. for comparing with the CPU backend element by element) they are not used.
-bool Transforms(cudnnConvolutionFwdAlgo_t a) {
-  return a == CUDNN_CONVOLUTION_FWD_ALGO_FFT || a == CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING ||
-         a == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD ||
-         a == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED;
-}
-bool Transforms(cudnnConvolutionBwdDataAlgo_t a) {
-  return a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT ||
-         a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING ||
-         a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD ||
-         a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED;
-}
-bool Transforms(cudnnConvolutionBwdFilterAlgo_t a) {
-  return a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT ||
-         a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING ||
-         a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED;
-}
+// Host memory page-locked by cudaHostRegister (Network::PinHostMemory).
+class RegisteredHostMemory : public PinnedHostMemory {
+ public:
+  explicit RegisteredHostMemory(void* data) : data_(data) {}
+  ~RegisteredHostMemory() override { cudaHostUnregister(data_); }
 
-// The first of cuDNN's ranked heuristics that works and, when `precise`, sums directly in
-// full fp32 (no FFT or Winograd, no tensor-core math). FailedPrecondition if none does.
-template <typename Perf>
-absl::StatusOr<decltype(Perf::algo)> Pick(const Perf* perf, int count, bool precise,
-                                          const char* what) {
-  for (int k = 0; k < count; ++k) {
-    if (perf[k].status != CUDNN_STATUS_SUCCESS) continue;
-    if (precise && (Transforms(perf[k].algo) || perf[k].mathType == CUDNN_TENSOR_OP_MATH ||
-                    perf[k].mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION)) {
-      continue;
-    }
-    return perf[k].algo;
+ private:
+  void* const data_;
+};
+
+class CudaNetwork : public Network {
+ public:
+  CudaNetwork(Graph graph, const CudaOptions& options)
+      : Network(std::move(graph)),
+        options_(options),
+        forward_(graph_, h_, device_, running_, options.seed, step_),
+        backward_(graph_, h_, device_) {}
+
+  ~CudaNetwork() override {
+    plans_.clear();
+    if (step_done_) cudaEventDestroy(step_done_);
+    if (h_.relu) cudnnDestroyActivationDescriptor(h_.relu);
+    if (h_.add_op) cudnnDestroyOpTensorDescriptor(h_.add_op);
+    if (h_.cublas) cublasDestroy(h_.cublas);
+    if (h_.cudnn) cudnnDestroy(h_.cudnn);
+    if (h_.stream) cudaStreamDestroy(h_.stream);
   }
-  return absl::FailedPreconditionError(
-      absl::StrCat("cuDNN offers no usable ", what, " algorithm", precise ? " in fp32" : ""));
-}
 
-}  // namespace
+  absl::Status Init() {
+    CUDA_OK(cudaSetDevice(options_.device));
+    CUDA_OK(cudaStreamCreateWithFlags(&h_.stream, cudaStreamNonBlocking));
+    CUDNN_OK(cudnnCreate(&h_.cudnn));
+    CUDNN_OK(cudnnSetStream(h_.cudnn, h_.stream));
+    CUBLAS_OK(cublasCreate(&h_.cublas));
+    CUBLAS_OK(cublasSetStream(h_.cublas, h_.stream));
+    CUDNN_OK(cudnnCreateActivationDescriptor(&h_.relu));
+    CUDNN_OK(
+        cudnnSetActivationDescriptor(h_.relu, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0));
+    CUDNN_OK(cudnnCreateOpTensorDescriptor(&h_.add_op));
+    CUDNN_OK(cudnnSetOpTensorDescriptor(h_.add_op, CUDNN_OP_TENSOR_ADD, CUDNN_DATA_FLOAT,
+                                        CUDNN_NOT_PROPAGATE_NAN));
+    int64_t offset = 0;
+    for (const Param& p : graph_.params) {
+      device_.offsets.push_back(offset);
+      offset += p.size();
+    }
+    R2SP_RETURN_IF_ERROR(device_.params.Allocate(offset));
+    R2SP_RETURN_IF_ERROR(device_.grads.Allocate(offset));
+    R2SP_RETURN_IF_ERROR(copies_.Init(graph_));
+    CUDA_OK(cudaEventCreateWithFlags(&step_done_, cudaEventDisableTiming));
+    running_.mean.resize(graph_.nodes.size());
+    running_.var.resize(graph_.nodes.size());
+    for (size_t i = 0; i < graph_.nodes.size(); ++i) {
+      if (graph_.nodes[i].op != Op::kBatchNorm) continue;
+      const int c = graph_.nodes[i].out.c;
+      R2SP_RETURN_IF_ERROR(running_.mean[i].Allocate(c));
+      R2SP_RETURN_IF_ERROR(running_.var[i].Allocate(c));
+      std::vector<float> zeros(c, 0.0f), ones(c, 1.0f);
+      CUDA_OK(cudaMemcpy(running_.mean[i].ptr, zeros.data(), c * sizeof(float),
+                         cudaMemcpyHostToDevice));
+      CUDA_OK(
+          cudaMemcpy(running_.var[i].ptr, ones.data(), c * sizeof(float), cudaMemcpyHostToDevice));
+    }
+    return absl::OkStatus();
+  }
 
-absl::Status CudaNetwork::ChooseAlgorithms(NodeGpu& g, cudnnTensorDescriptor_t in_desc,
-                                           size_t* workspace) {
-  const bool precise = !options_.allow_tf32;
-  int got = 0;
-  cudnnConvolutionFwdAlgoPerf_t fwd[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-  CUDNN_OK(cudnnGetConvolutionForwardAlgorithm_v7(cudnn_, in_desc, g.filter, g.conv, g.out_desc,
-                                                  CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, fwd));
-  R2SP_ASSIGN_OR_RETURN(g.fwd_algo, Pick(fwd, got, precise, "forward convolution"));
-  cudnnConvolutionBwdDataAlgoPerf_t bd[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-  CUDNN_OK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
-      cudnn_, g.filter, g.out_desc, g.conv, in_desc, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got,
-      bd));
-  R2SP_ASSIGN_OR_RETURN(g.bwd_data_algo, Pick(bd, got, precise, "backward-data convolution"));
-  cudnnConvolutionBwdFilterAlgoPerf_t bf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-  CUDNN_OK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-      cudnn_, in_desc, g.out_desc, g.conv, g.filter, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
-      &got, bf));
-  R2SP_ASSIGN_OR_RETURN(g.bwd_filter_algo,
-                        Pick(bf, got, precise, "backward-filter convolution"));
-  size_t bytes = 0;
-  CUDNN_OK(cudnnGetConvolutionForwardWorkspaceSize(cudnn_, in_desc, g.filter, g.conv, g.out_desc,
-                                                   g.fwd_algo, &bytes));
-  *workspace = std::max(*workspace, bytes);
-  CUDNN_OK(cudnnGetConvolutionBackwardDataWorkspaceSize(cudnn_, g.filter, g.out_desc, g.conv,
-                                                        in_desc, g.bwd_data_algo, &bytes));
-  *workspace = std::max(*workspace, bytes);
-  CUDNN_OK(cudnnGetConvolutionBackwardFilterWorkspaceSize(cudnn_, in_desc, g.out_desc, g.conv,
-                                                          g.filter, g.bwd_filter_algo, &bytes));
-  *workspace = std::max(*workspace, bytes);
+  // One step, queued without waiting: parameters in group by group on the copy stream (each
+  // layer's forward waits for its own; with set_params_needed, each group's upload is queued
+  // once the host has it), images and labels in, forward, loss, backward, each
+  // group's gradients out as backward produces them; then the host waits for the groups in
+  // backward order, reporting each, and reads the loss.
+  absl::StatusOr<float> TrainStep(const float* params, const float* images, const int32_t* labels,
+                                  int batch, float* grads) override {
+    R2SP_ASSIGN_OR_RETURN(PlanGpu * plan, PlanFor(batch));
+    R2SP_RETURN_IF_ERROR(CheckLabels(labels, batch));
+    R2SP_RETURN_IF_ERROR(copies_.BeginStep(h_.stream, params, device_.params.ptr, &params_needed_));
+    R2SP_RETURN_IF_ERROR(UploadBatch(*plan, images, labels));
+    R2SP_RETURN_IF_ERROR(Forward(*plan, /*training=*/true, &copies_));
+    R2SP_RETURN_IF_ERROR(QueueLoss(*plan, /*grad=*/true));
+    R2SP_RETURN_IF_ERROR(Backward(*plan, grads));
+    CUDA_OK(cudaEventRecord(step_done_, h_.stream));
+    R2SP_RETURN_IF_ERROR(copies_.FinishStep(gradient_ready_));
+    // The loss (copied before backward) and any compute after the last gradient copy.
+    CUDA_OK(cudaEventSynchronize(step_done_));
+    last_plan_ = plan;
+    ++step_;
+    return static_cast<float>(SumLoss(*plan, nullptr) / batch);
+  }
+
+  absl::StatusOr<EvalResult> Evaluate(const float* params, const float* images,
+                                      const int32_t* labels, int batch) override {
+    R2SP_ASSIGN_OR_RETURN(PlanGpu * plan, PlanFor(batch));
+    R2SP_RETURN_IF_ERROR(CheckLabels(labels, batch));
+    CUDA_OK(cudaMemcpyAsync(device_.params.ptr, params, device_.params.count * sizeof(float),
+                            cudaMemcpyHostToDevice, h_.stream));
+    R2SP_RETURN_IF_ERROR(UploadBatch(*plan, images, labels));
+    R2SP_RETURN_IF_ERROR(Forward(*plan, /*training=*/false, nullptr));
+    R2SP_RETURN_IF_ERROR(QueueLoss(*plan, /*grad=*/false));
+    CUDA_OK(cudaStreamSynchronize(h_.stream));
+    last_plan_ = plan;
+    int64_t correct = 0;
+    const double loss = SumLoss(*plan, &correct);
+    return EvalResult{correct, loss};
+  }
+
+  absl::StatusOr<std::unique_ptr<PinnedHostMemory>> PinHostMemory(void* data,
+                                                                  size_t bytes) override {
+    const cudaError_t e = cudaHostRegister(data, bytes, cudaHostRegisterPortable);
+    if (e != cudaSuccess) {
+      cudaGetLastError();  // not sticky: later kernel launches must not see it
+      return CudaStatus(e, "cudaHostRegister", __FILE__, __LINE__);
+    }
+    return std::unique_ptr<PinnedHostMemory>(new RegisteredHostMemory(data));
+  }
+
+  std::vector<DeviceSpan> LastStepDeviceSpans() const override { return copies_.Spans(); }
+
+  std::vector<float> BatchNormStatistics() const override {
+    std::vector<float> stats;
+    // cudaMemcpy runs on the legacy stream, which does not wait for our non-blocking one.
+    const cudaError_t synced = cudaStreamSynchronize(h_.stream);
+    CHECK_EQ(synced, cudaSuccess) << cudaGetErrorString(synced);
+    for (size_t i = 0; i < graph_.nodes.size(); ++i) {
+      for (const DeviceArray<float>* d : {&running_.mean[i], &running_.var[i]}) {
+        if (d->count == 0) continue;
+        const size_t at = stats.size();
+        stats.resize(at + d->count);
+        const cudaError_t e =
+            cudaMemcpy(stats.data() + at, d->ptr, d->count * sizeof(float), cudaMemcpyDeviceToHost);
+        CHECK_EQ(e, cudaSuccess) << "reading batch-norm statistics: " << cudaGetErrorString(e);
+      }
+    }
+    return stats;
+  }
+
+  absl::Status SetBatchNormStatistics(const std::vector<float>& stats) override {
+    R2SP_RETURN_IF_ERROR(CheckStatisticsSize(stats.size()));
+    size_t at = 0;
+    CUDA_OK(cudaStreamSynchronize(h_.stream));
+    for (size_t i = 0; i < graph_.nodes.size(); ++i) {
+      for (DeviceArray<float>* d : {&running_.mean[i], &running_.var[i]}) {
+        if (d->count == 0) continue;
+        CUDA_OK(cudaMemcpy(d->ptr, stats.data() + at, d->count * sizeof(float),
+                           cudaMemcpyHostToDevice));
+        at += d->count;
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // Copies the last forward pass's logits back (for tests; not on the step path).
+  const float* logits() const override {
+    host_logits_.clear();
+    if (last_plan_ == nullptr) return host_logits_.data();
+    host_logits_.resize(static_cast<size_t>(last_plan_->batch) * graph_.nodes.back().out.c);
+    const cudaError_t e = cudaMemcpy(host_logits_.data(), last_plan_->nodes.back().out.ptr,
+                                     host_logits_.size() * sizeof(float), cudaMemcpyDeviceToHost);
+    CHECK_EQ(e, cudaSuccess) << "copying the logits: " << cudaGetErrorString(e);
+    return host_logits_.data();
+  }
+
+ protected:
+  bool CallsParamsNeeded() const override { return true; }
+  bool WritesFp16Gradients() const override { return true; }
+
+ private:
+  absl::StatusOr<PlanGpu*> PlanFor(int batch) {
+    if (batch < 1) return absl::InvalidArgumentError("batch must be >= 1");
+    auto it = plans_.find(batch);
+    if (it != plans_.end()) return it->second.get();
+    auto plan = std::make_unique<PlanGpu>();
+    R2SP_RETURN_IF_ERROR(BuildPlan(graph_, h_.cudnn, options_.allow_tf32, batch, *plan));
+    return plans_.emplace(batch, std::move(plan)).first->second.get();
+  }
+
+  // InvalidArgument for a label outside [0, classes): checked on the host, before any work.
+  absl::Status CheckLabels(const int32_t* labels, int batch) const;
+  absl::Status UploadBatch(PlanGpu& plan, const float* images, const int32_t* labels);
+  // The loss kernel and the per-sample losses' copy to the plan's pinned host arrays.
+  absl::Status QueueLoss(PlanGpu& plan, bool grad);
+  // Once QueueLoss's work is done: the summed loss, and the correct count if asked.
+  double SumLoss(const PlanGpu& plan, int64_t* correct) const;
+  // Queues every node's forward; with `copies`, each node first waits for its parameters'
+  // upload.
+  absl::Status Forward(PlanGpu& plan, bool training, CopyPipeline* copies) {
+    for (int i = 1; i < static_cast<int>(graph_.nodes.size()); ++i) {
+      if (copies != nullptr) R2SP_RETURN_IF_ERROR(copies->WaitForParams(i, h_.stream));
+      R2SP_RETURN_IF_ERROR(forward_.Queue(plan, i, training));
+    }
+    return absl::OkStatus();
+  }
+  // Queues each node's backward, then its gradients' copy to `host_grads` (or, with
+  // set_fp16_gradients, their binary16 encoding's copy to fp16_grads_).
+  absl::Status Backward(PlanGpu& plan, float* host_grads);
+
+  const CudaOptions options_;
+  CudaHandles h_;        // created by Init, destroyed by ~CudaNetwork after the plans
+  DeviceParams device_;  // the parameters and gradients on the device
+  // set_fp16_gradients: the encoder's output, allocated by the first step that needs it.
+  DeviceArray<uint16_t> half_grads_;
+  RunningStatistics running_;
+  ForwardPass forward_;    // borrows h_, device_, running_
+  BackwardPass backward_;  // borrows h_, device_
+  std::map<int, std::unique_ptr<PlanGpu>> plans_;
+  CopyPipeline copies_;
+  cudaEvent_t step_done_ = nullptr;
+  const PlanGpu* last_plan_ = nullptr;  // the last forward pass's, for logits()
+  mutable std::vector<float> host_logits_;
+};
+
+absl::Status CudaNetwork::Backward(PlanGpu& plan, float* host_grads) {
+  if (fp16_grads_ != nullptr && half_grads_.ptr == nullptr) {
+    R2SP_RETURN_IF_ERROR(half_grads_.Allocate(device_.grads.count));
+  }
+  const CopyPipeline::HalfGradients half{half_grads_.ptr, fp16_grads_};
+  const CopyPipeline::HalfGradients* to_half = fp16_grads_ != nullptr ? &half : nullptr;
+  for (int i = static_cast<int>(graph_.nodes.size()) - 1; i > 0; --i) {
+    R2SP_RETURN_IF_ERROR(backward_.Queue(plan, i));
+    R2SP_RETURN_IF_ERROR(
+        copies_.CopyGradients(i, h_.stream, device_.grads.ptr, host_grads, to_half));
+  }
   return absl::OkStatus();
 }
 
@@ -161,19 +256,18 @@ absl::Status CudaNetwork::CheckLabels(const int32_t* labels, int batch) const {
   const int classes = graph_.nodes.back().out.c;
   for (int k = 0; k < batch; ++k) {
     if (labels[k] < 0 || labels[k] >= classes) {
-      return absl::InvalidArgumentError(absl::StrCat("label ", labels[k], " of sample ", k,
-                                                     " is outside [0, ", classes, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("label ", labels[k], " of sample ", k, " is outside [0, ", classes, ")"));
     }
   }
   return absl::OkStatus();
 }
 
-absl::Status CudaNetwork::UploadBatch(PlanGpu& plan, const float* images,
-                                      const int32_t* labels) {
+absl::Status CudaNetwork::UploadBatch(PlanGpu& plan, const float* images, const int32_t* labels) {
   CUDA_OK(cudaMemcpyAsync(plan.images.ptr, images, plan.images.count * sizeof(float),
-                          cudaMemcpyHostToDevice, stream_));
+                          cudaMemcpyHostToDevice, h_.stream));
   CUDA_OK(cudaMemcpyAsync(plan.labels.ptr, labels, plan.batch * sizeof(int32_t),
-                          cudaMemcpyHostToDevice, stream_));
+                          cudaMemcpyHostToDevice, h_.stream));
   return absl::OkStatus();
 }
 
@@ -182,11 +276,11 @@ absl::Status CudaNetwork::QueueLoss(PlanGpu& plan, bool grad) {
   NodeGpu& last = plan.nodes.back();
   const int classes = graph_.nodes.back().out.c;
   CUDA_OK(cuda::SoftmaxCrossEntropy(last.out.ptr, plan.labels.ptr, n, classes, plan.loss.ptr,
-                                    plan.correct.ptr, grad ? last.diff.ptr : nullptr, stream_));
+                                    plan.correct.ptr, grad ? last.diff.ptr : nullptr, h_.stream));
   CUDA_OK(cudaMemcpyAsync(plan.host_loss.ptr, plan.loss.ptr, n * sizeof(float),
-                          cudaMemcpyDeviceToHost, stream_));
+                          cudaMemcpyDeviceToHost, h_.stream));
   CUDA_OK(cudaMemcpyAsync(plan.host_correct.ptr, plan.correct.ptr, n * sizeof(int32_t),
-                          cudaMemcpyDeviceToHost, stream_));
+                          cudaMemcpyDeviceToHost, h_.stream));
   return absl::OkStatus();
 }
 
@@ -201,6 +295,7 @@ double CudaNetwork::SumLoss(const PlanGpu& plan, int64_t* correct) const {
   return sum;
 }
 
+}  // namespace
 }  // namespace cuda_internal
 
 int CudaDeviceCount() {
