@@ -80,6 +80,59 @@ absl::Status ChooseAlgorithms(cudnnHandle_t cudnn, bool precise, NodeGpu& g,
 
 }  // namespace
 
+absl::Status CudaHandles::Create() {
+  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  CUDNN_OK(cudnnCreate(&cudnn));
+  CUDNN_OK(cudnnSetStream(cudnn, stream));
+  CUBLAS_OK(cublasCreate(&cublas));
+  CUBLAS_OK(cublasSetStream(cublas, stream));
+  CUDNN_OK(cudnnCreateActivationDescriptor(&relu));
+  CUDNN_OK(cudnnSetActivationDescriptor(relu, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0));
+  CUDNN_OK(cudnnCreateOpTensorDescriptor(&add_op));
+  CUDNN_OK(cudnnSetOpTensorDescriptor(add_op, CUDNN_OP_TENSOR_ADD, CUDNN_DATA_FLOAT,
+                                      CUDNN_NOT_PROPAGATE_NAN));
+  return absl::OkStatus();
+}
+
+void CudaHandles::Destroy() {
+  if (relu) cudnnDestroyActivationDescriptor(relu);
+  if (add_op) cudnnDestroyOpTensorDescriptor(add_op);
+  if (cublas) cublasDestroy(cublas);
+  if (cudnn) cudnnDestroy(cudnn);
+  if (stream) cudaStreamDestroy(stream);
+  relu = nullptr;
+  add_op = nullptr;
+  cublas = nullptr;
+  cudnn = nullptr;
+  stream = nullptr;
+}
+
+absl::Status DeviceParams::Allocate(const Graph& graph) {
+  int64_t offset = 0;
+  offsets.clear();
+  for (const models::Param& p : graph.params) {  // not the member function Param
+    offsets.push_back(offset);
+    offset += p.size();
+  }
+  R2SP_RETURN_IF_ERROR(params.Allocate(offset));
+  return grads.Allocate(offset);
+}
+
+absl::Status RunningStatistics::Allocate(const Graph& graph) {
+  mean.resize(graph.nodes.size());
+  var.resize(graph.nodes.size());
+  for (size_t i = 0; i < graph.nodes.size(); ++i) {
+    if (graph.nodes[i].op != Op::kBatchNorm) continue;
+    const int c = graph.nodes[i].out.c;
+    R2SP_RETURN_IF_ERROR(mean[i].Allocate(c));
+    R2SP_RETURN_IF_ERROR(var[i].Allocate(c));
+    const std::vector<float> zeros(c, 0.0f), ones(c, 1.0f);
+    CUDA_OK(cudaMemcpy(mean[i].ptr, zeros.data(), c * sizeof(float), cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(var[i].ptr, ones.data(), c * sizeof(float), cudaMemcpyHostToDevice));
+  }
+  return absl::OkStatus();
+}
+
 NodeArgs ArgsFor(const Graph& graph, PlanGpu& plan, int i) {
   const Node& node = graph.nodes[i];
   const int in_index = node.inputs[0];

@@ -88,8 +88,18 @@ struct PlanGpu {
   }
 };
 
-// The library handles every pass of one network uses, created and destroyed by CudaNetwork.
+// The library handles every pass of one network uses: made by Create (on the current device),
+// destroyed by Destroy or with this.
 struct CudaHandles {
+  CudaHandles() = default;
+  CudaHandles(const CudaHandles&) = delete;
+  CudaHandles& operator=(const CudaHandles&) = delete;
+  ~CudaHandles() { Destroy(); }
+  // A non-blocking stream, cuDNN and cuBLAS on it, the relu and add descriptors.
+  absl::Status Create();
+  // Destroys what Create made (what it made before failing, too); then again a no-op.
+  void Destroy();
+
   cudaStream_t stream = nullptr;  // compute
   cudnnHandle_t cudnn = nullptr;
   cublasHandle_t cublas = nullptr;
@@ -99,6 +109,9 @@ struct CudaHandles {
 
 // The device copies of the flat parameter and gradient arrays, and where each parameter starts.
 struct DeviceParams {
+  // Lays `graph`'s parameters out one after another and allocates both arrays (uninitialised).
+  absl::Status Allocate(const Graph& graph);
+
   DeviceArray<float> params, grads;
   std::vector<int64_t> offsets;
   float* Param(int index) const { return params.ptr + offsets[index]; }
@@ -108,6 +121,9 @@ struct DeviceParams {
 // Batch norm's running mean and variance on the device, one array per node (empty but for
 // batch-norm nodes).
 struct RunningStatistics {
+  // Allocates the batch-norm nodes' arrays of `graph`: mean 0, variance 1.
+  absl::Status Allocate(const Graph& graph);
+
   std::vector<DeviceArray<float>> mean, var;
 };
 

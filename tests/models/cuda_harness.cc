@@ -24,48 +24,17 @@ CudaHarness::CudaHarness(Graph graph, uint64_t seed)
 
 CudaHarness::~CudaHarness() {
   if (h_.stream) cudaStreamSynchronize(h_.stream);
-  if (h_.relu) cudnnDestroyActivationDescriptor(h_.relu);
-  if (h_.add_op) cudnnDestroyOpTensorDescriptor(h_.add_op);
-  if (h_.cublas) cublasDestroy(h_.cublas);
-  if (h_.cudnn) cudnnDestroy(h_.cudnn);
-  if (h_.stream) cudaStreamDestroy(h_.stream);
+  h_.Destroy();
 }
 
 absl::Status CudaHarness::Init(const std::vector<float>& params, int batch) {
-  CUDA_OK(cudaStreamCreateWithFlags(&h_.stream, cudaStreamNonBlocking));
-  CUDNN_OK(cudnnCreate(&h_.cudnn));
-  CUDNN_OK(cudnnSetStream(h_.cudnn, h_.stream));
-  CUBLAS_OK(cublasCreate(&h_.cublas));
-  CUBLAS_OK(cublasSetStream(h_.cublas, h_.stream));
-  CUDNN_OK(cudnnCreateActivationDescriptor(&h_.relu));
-  CUDNN_OK(
-      cudnnSetActivationDescriptor(h_.relu, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0));
-  CUDNN_OK(cudnnCreateOpTensorDescriptor(&h_.add_op));
-  CUDNN_OK(cudnnSetOpTensorDescriptor(h_.add_op, CUDNN_OP_TENSOR_ADD, CUDNN_DATA_FLOAT,
-                                      CUDNN_NOT_PROPAGATE_NAN));
-  int64_t offset = 0;
-  for (const Param& p : graph_.params) {
-    device_.offsets.push_back(offset);
-    offset += p.size();
-  }
-  R2SP_RETURN_IF_ERROR(device_.params.Allocate(offset));
-  R2SP_RETURN_IF_ERROR(device_.grads.Allocate(offset));
+  R2SP_RETURN_IF_ERROR(h_.Create());
+  R2SP_RETURN_IF_ERROR(device_.Allocate(graph_));
   CUDA_OK(cudaMemcpy(device_.params.ptr, params.data(), params.size() * sizeof(float),
                      cudaMemcpyHostToDevice));
-  CUDA_OK(cudaMemset(device_.grads.ptr, 0, std::max<int64_t>(offset, 1) * sizeof(float)));
-  running_.mean.resize(graph_.nodes.size());
-  running_.var.resize(graph_.nodes.size());
-  for (size_t i = 0; i < graph_.nodes.size(); ++i) {
-    if (graph_.nodes[i].op != Op::kBatchNorm) continue;
-    const int c = graph_.nodes[i].out.c;
-    R2SP_RETURN_IF_ERROR(running_.mean[i].Allocate(c));
-    R2SP_RETURN_IF_ERROR(running_.var[i].Allocate(c));
-    const std::vector<float> zeros(c, 0.0f), ones(c, 1.0f);
-    CUDA_OK(
-        cudaMemcpy(running_.mean[i].ptr, zeros.data(), c * sizeof(float), cudaMemcpyHostToDevice));
-    CUDA_OK(
-        cudaMemcpy(running_.var[i].ptr, ones.data(), c * sizeof(float), cudaMemcpyHostToDevice));
-  }
+  CUDA_OK(cudaMemset(device_.grads.ptr, 0,
+                     std::max<size_t>(device_.grads.count, 1) * sizeof(float)));
+  R2SP_RETURN_IF_ERROR(running_.Allocate(graph_));
   return BuildPlan(graph_, h_.cudnn, /*allow_tf32=*/false, batch, plan_);
 }
 
