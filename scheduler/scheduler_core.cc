@@ -50,7 +50,8 @@ SchedulerCore::SchedulerCore(const SchedulerOptions& options, Requester* request
       slots_(options.slots, options.sync == proto::R2SP),
       epoch_plans_(options.num_workers),
       membership_(MembershipOptionsFrom(options), &nodes_, &slots_, &barriers_, requester) {
-  CHECK(options.Validate().ok()) << options.Validate();  // REQUIRES: valid options
+  const absl::Status valid = options.Validate();  // REQUIRES: valid options
+  CHECK(valid.ok()) << valid;
   if (options.restored_epoch_plans.plans_size() > 0) {
     epoch_plans_.Restore(options.restored_epoch_plans);
   }
