@@ -155,3 +155,25 @@ def cifar10(data_dir):
     train = load_cifar_batches([os.path.join(data_dir, f"data_batch_{i}.bin") for i in range(1, 6)])
     test = load_cifar_batches([os.path.join(data_dir, "test_batch.bin")])
     return ImageSet(*train, CIFAR10_NORM), ImageSet(*test, CIFAR10_NORM)
+
+
+class RandomCropFlip(torch.utils.data.Dataset):
+    """CIFAR-10's usual augmentation, as the C++ worker's --augment: each read pads the image
+    by `pad` zeros, takes a random crop of the original size and flips it left-right with
+    probability 1/2 (torch's global generator: torch.manual_seed makes it repeatable)."""
+
+    def __init__(self, base, pad=4):
+        self.base, self.pad = base, pad
+
+    def __len__(self):
+        return len(self.base)
+
+    def __getitem__(self, i):
+        x, y = self.base[i]
+        h, w = x.shape[1:]
+        padded = torch.nn.functional.pad(x, (self.pad,) * 4)
+        top, left = torch.randint(0, 2 * self.pad + 1, (2,)).tolist()
+        x = padded[:, top:top + h, left:left + w]
+        if torch.rand(()) < 0.5:
+            x = x.flip(2)
+        return x, y
