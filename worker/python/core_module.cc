@@ -73,15 +73,15 @@ class Worker {
       t.shape = py::cast<std::vector<int64_t>>(pair[1]);
       specs.push_back(std::move(t));
     }
+    {
+      std::vector<proto::TensorSpec> registered;
+      std::vector<std::tuple<std::string, int64_t, int64_t>> offsets;
+      int64_t size = 0;
+      const absl::Status bad = ClientSession::CheckTensors(specs, &registered, &offsets, &size);
+      if (!bad.ok()) throw py::value_error(std::string(bad.message()));
+    }
     absl::StatusOr<std::unique_ptr<ClientSession>> session =
         ClientSession::Create(flags, specs, model_name);
-    if (!session.ok() && absl::IsInvalidArgument(session.status()) &&
-        std::string(session.status().message()).rfind("tensor", 0) != std::string::npos) {
-      throw py::value_error(std::string(session.status().message()));
-    }
-    if (!session.ok() && session.status().message() == "the model has no tensors") {
-      throw py::value_error("the model has no tensors");
-    }
     if (!session.ok()) Raise(session.status());
     session_ = std::move(*session);
   }
