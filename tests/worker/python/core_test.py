@@ -122,6 +122,25 @@ class CoreJobTest(unittest.TestCase):
         result = json.loads(read(job.path("survivor.result.json"), "r"))
         self.assertEqual(result["epochs"], 3)
 
+    def test_hetero_batching_gives_a_slower_python_worker_a_smaller_batch(self):
+        job = self.job("hetero", 2, ["--hetero_batching", "--global_batch=64", "--min_batch=4"])
+        # 2 ms per sample on both; the capped one's compute stretched 3x (the C++ loop's
+        # --compute_slowdown, as for C++ workers). 1,280 samples: 20 global batches.
+        common = ["--epochs=1", "--emulate_ms_per_sample=0.5"]
+        fast = self.python_worker(job, "fast", 1280, *common)
+        capped = self.python_worker(job, "capped", 1280, *common, "--compute_slowdown=3")
+        self.assertEqual(job.wait([fast, capped]), [0, 0], job.log("fast") + job.log("capped"))
+        batches = {}
+        for name in ("fast", "capped"):
+            steps = [json.loads(line)
+                     for line in read(job.path(name + ".steps.jsonl"), "r").splitlines()]
+            self.assertEqual(len(steps), 20)
+            self.assertEqual(steps[0]["batch"], 32)  # the global batch shared out evenly at first
+            batches[name] = steps[-1]["batch"]
+        self.assertEqual(batches["fast"] + batches["capped"], 64)
+        self.assertLess(batches["capped"], 24)  # about 16 of 64 for a third of the speed
+        self.assertGreater(batches["fast"], 40)
+
     def test_ctrl_c_while_joining_raises_keyboard_interrupt_at_once(self):
         job = self.job("ctrlc", 2)  # the scheduler waits for a second worker that never comes
         worker = self.python_worker(job, "py", 48, "--batch_size=4")
