@@ -41,6 +41,7 @@ class EpochBatches:
 class Single:
     """One process, no distribution: the reference the other two are compared with."""
     name = "single"
+    errors = ()  # the backend's own exceptions that mean bad input or a lost job
     paces_itself = False  # the loop sleeps for --emulate_ms_per_sample
     owns_step_count = False  # the loop stops after --epochs and --max_steps
 
@@ -132,7 +133,11 @@ class R2SP(Single):
                              "under tools/launch --worker_cmd=..., or put <repo>/worker/python "
                              "on PYTHONPATH after bazel build //worker/python:_core.so") from None
         self.r2sp = r2sp.torch
-        self.r2sp.init(**args.r2sp_settings)
+        self.errors = (r2sp.torch.R2SPError,)
+        try:
+            self.r2sp.init(**args.r2sp_settings)
+        except (ValueError, TypeError) as e:  # no scheduler address, a malformed setting
+            raise SetupError(str(e)) from None
 
     def evaluates(self):
         return self.r2sp.evaluates()

@@ -171,9 +171,20 @@ def result_line(stats, backend):
     })
 
 
+def exit_status(error, backend):
+    """2 for bad input or setup (a data file, the backend's environment, an R2SP flag), 3 when
+    the R2SP job lost this worker (as the worker binary exits), None for anything else."""
+    if isinstance(error, (datasets.DataError, backends.SetupError)):
+        return 2
+    if backend is not None and backend.errors and isinstance(error, backend.errors):
+        return 3 if type(error).__name__ == "JobLost" else 2
+    return None
+
+
 def run(description, default_lr, default_data_dir, build_model, load_data, argv=None):
     """An example's main: flags, data, backend, model (build_model(seed)), SGD, training,
-    the JSON line. Returns the exit status: 0, 2 for bad input or setup, 130 on Ctrl-C."""
+    the JSON line. Returns the exit status: 0, 2 for bad input or setup, 3 when the job lost
+    this worker, 130 on Ctrl-C."""
     args = parse(parser(description, default_lr), argv)
     backend = None
     try:
@@ -185,13 +196,16 @@ def run(description, default_lr, default_data_dir, build_model, load_data, argv=
         model = build_model()
         optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
         stats = train(backend, model, optimizer, train_set, test_set, args)
-    except (datasets.DataError, backends.SetupError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         if backend is not None:
             backend.abort()
         print("interrupted", file=sys.stderr)
         return 130
+    except Exception as e:  # noqa: BLE001  (only the kinds below; the rest propagate)
+        status = exit_status(e, backend)
+        if status is None:
+            raise
+        print(f"error: {e}", file=sys.stderr)
+        return status
     print(result_line(stats, backend), flush=True)
     return 0

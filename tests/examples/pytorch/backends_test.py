@@ -78,6 +78,7 @@ class FakeR2spTorch:
 
     def module(self):
         m = types.ModuleType("r2sp.torch")
+        m.R2SPError = type("R2SPError", (RuntimeError,), {})
         for name in ("init", "DistributedOptimizer", "DistributedSampler", "rank", "size",
                      "evaluates", "report_eval", "finish"):
             setattr(m, name, getattr(self, name))
@@ -135,6 +136,20 @@ class FakeR2spTorch:
 
 @unittest.skipUnless(HAVE_TORCH, example_paths.NO_TORCH)
 class R2spBackendTest(unittest.TestCase):
+    def test_init_refusing_its_settings_is_a_setup_error(self):
+        fake = FakeR2spTorch()
+        package = types.ModuleType("r2sp")
+        package.torch = fake.module()
+
+        def init(**settings):
+            raise ValueError("r2sp.torch.init: no scheduler address: set R2SP_SCHEDULER")
+        package.torch.init = init
+        with mock.patch.dict(sys.modules, {"r2sp": package, "r2sp.torch": package.torch}), \
+                self.assertRaises(backends.SetupError) as e:
+            backends.make(parse())
+        self.assertEqual(str(e.exception),
+                         "r2sp.torch.init: no scheduler address: set R2SP_SCHEDULER")
+
     def test_the_loop_drives_r2sp_torch_as_api_md_says(self):
         fake = FakeR2spTorch()
         package = types.ModuleType("r2sp")
@@ -164,6 +179,7 @@ class R2spBackendTest(unittest.TestCase):
             *step, ("report_eval", 2 / 3, mean),
             ("finish",)])
         self.assertEqual((stats.steps, stats.samples, backend.rank, backend.world), (4, 6, 1, 2))
+        self.assertEqual(backend.errors, (package.torch.R2SPError,))
 
 
 if __name__ == "__main__":

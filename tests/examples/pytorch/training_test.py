@@ -123,5 +123,30 @@ class LoopTest(unittest.TestCase):
         self.assertEqual([l[:7] for l in out.getvalue().splitlines()], ["epoch 1", "epoch 2"])
 
 
+@unittest.skipUnless(HAVE_TORCH, example_paths.NO_TORCH)
+class ExitStatusTest(unittest.TestCase):
+    class R2SPError(RuntimeError):
+        pass
+
+    class JobLost(R2SPError):
+        pass
+
+    def test_what_each_error_exits_with(self):
+        r2sp_backend = backends.Single(parse("--backend=single"))
+        r2sp_backend.errors = (self.R2SPError,)
+        cases = [(datasets_error(), None, 2), (backends.SetupError("x"), None, 2),
+                 (self.R2SPError("bad flag"), r2sp_backend, 2),
+                 (self.JobLost("declared dead"), r2sp_backend, 3),
+                 (self.R2SPError("x"), None, None), (ValueError("x"), r2sp_backend, None)]
+        for error, backend, status in cases:
+            with self.subTest(error=repr(error)):
+                self.assertEqual(training.exit_status(error, backend), status)
+
+
+def datasets_error():
+    from r2sp_examples import datasets
+    return datasets.DataError("f: no such file")
+
+
 if __name__ == "__main__":
     junit_main.main()
