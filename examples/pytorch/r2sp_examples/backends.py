@@ -93,7 +93,10 @@ class DDP(Single):
     def wrap(self, model, optimizer):
         # DDP broadcasts rank 0's parameters and buffers, then all-reduces (averages) the
         # gradients in buckets while backward runs.
-        return torch.nn.parallel.DistributedDataParallel(model), optimizer
+        device = torch.device(self.args.device)
+        ddp = torch.nn.parallel.DistributedDataParallel(
+            model, device_ids=[device.index] if device.type == "cuda" else None)
+        return ddp, optimizer
 
     def batches(self, train_set):
         sampler = torch.utils.data.DistributedSampler(

@@ -4,6 +4,8 @@ evaluation, and the final JSON line tools/bench/pytorch_client reads."""
 
 import argparse
 import json
+import os
+import re
 import sys
 import time
 
@@ -39,6 +41,9 @@ def parser(description, default_lr):
     p.add_argument("--momentum", type=float, default=0.9, help="SGD momentum (r2sp: the servers')")
     p.add_argument("--seed", type=int, help="initial parameters and shuffling (default 1; r2sp: "
                    "the job's)")
+    p.add_argument("--device", default="cpu",
+                   help="cpu, or cuda[:N] (cuda: the GPU LOCAL_RANK names, else 0); the model "
+                        "and batches live there")
     p.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: torch's)")
     p.add_argument("--max_steps", type=int, help="stop after this many steps (default 0: all "
                    "epochs; r2sp: the job's)")
@@ -61,6 +66,8 @@ def parse(p, argv=None):
         p.error("--max_steps and --emulate_ms_per_sample must not be negative")
     if args.lr <= 0 or args.threads < 0:
         p.error("--lr must be positive and --threads not negative")
+    if not re.fullmatch(r"cpu|cuda(:[0-9]+)?", args.device):
+        p.error(f"--device={args.device}: not cpu, cuda or cuda:N")
     args.r2sp_settings = given
     if args.backend != "r2sp":
         for key, value in DEFAULTS.items():
@@ -86,13 +93,28 @@ class Pacer:
             time.sleep(left)
 
 
+def device_for(name, environ=os.environ):
+    """The torch.device --device names; "cuda" is LOCAL_RANK's GPU (else 0). SetupError when
+    torch sees no CUDA device."""
+    if name == "cpu":
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise backends.SetupError(f"--device={name}: torch sees no CUDA device "
+                                  "(torch.cuda.is_available() is False)")
+    if name == "cuda":
+        name = f"cuda:{int(environ.get('LOCAL_RANK', '0') or 0)}"
+    return torch.device(name)
+
+
 def evaluate(model, test_set, batch_size=1000):
-    """(accuracy, mean cross-entropy) of `model` on the whole test set."""
+    """(accuracy, mean cross-entropy) of `model` on the whole test set, on the model's device."""
     model.eval()
+    device = next(model.parameters()).device
     correct, loss_sum = 0, 0.0
     loader = torch.utils.data.DataLoader(test_set, batch_size=batch_size)
     with torch.no_grad():
         for x, y in loader:
+            x, y = x.to(device), y.to(device)
             logits = model(x)
             loss_sum += torch.nn.functional.cross_entropy(logits, y, reduction="sum").item()
             correct += int((logits.argmax(1) == y).sum())
@@ -118,10 +140,13 @@ def train_epoch(backend, model, optimizer, loader, pacer, args, stats):
         if not backend.owns_step_count and 0 < args.max_steps <= stats.steps:
             break
         pacer.begin()
+        x, y = x.to(args.device, non_blocking=True), y.to(args.device, non_blocking=True)
         optimizer.zero_grad()
         loss = torch.nn.functional.cross_entropy(model(x), y)
         loss.backward()
         if not backend.paces_itself:
+            if x.is_cuda:
+                torch.cuda.synchronize(x.device)  # the compute, not its launch, is paced
             pacer.after_backward(len(y))
         backend.step(optimizer, loss.item(), len(y))
         steps += 1
@@ -191,9 +216,10 @@ def run(description, default_lr, default_data_dir, build_model, load_data, argv=
         if args.threads:
             torch.set_num_threads(args.threads)
         train_set, test_set = load_data(datasets.data_dir_for(args.data_dir, default_data_dir))
+        args.device = device_for(args.device)
         backend = backends.make(args)
         torch.manual_seed(args.seed if args.seed is not None else 1)
-        model = build_model()
+        model = build_model().to(args.device)
         optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
         stats = train(backend, model, optimizer, train_set, test_set, args)
     except KeyboardInterrupt:

@@ -63,7 +63,8 @@ class SetupErrorsTest(unittest.TestCase):
             backends.R2SP(parse())
         self.assertEqual(str(e.exception),
                          "--backend=r2sp needs the r2sp package (No module named 'r2sp.torch'; "
-                         "'r2sp' is not a package): run the script under tools/launch --worker_cmd=..., or "
+                         "'r2sp' is not a package): run the script under tools/launch "
+                         "--worker_cmd=..., or "
                          "put <repo>/worker/python on PYTHONPATH after bazel build "
                          "//worker/python:_core.so")
 

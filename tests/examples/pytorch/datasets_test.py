@@ -45,7 +45,8 @@ class IdxTest(unittest.TestCase):
     def write_set(self, prefix, count, gz):
         suffix = ".gz" if gz else ""
         self.write(f"{prefix}-images-idx3-ubyte{suffix}", idx_images(count, 2, 3), gz)
-        self.write(f"{prefix}-labels-idx1-ubyte{suffix}", idx_labels([i % 10 for i in range(count)]), gz)
+        labels = idx_labels([i % 10 for i in range(count)])
+        self.write(f"{prefix}-labels-idx1-ubyte{suffix}", labels, gz)
 
     def test_reads_plain_and_gzip_files_alike(self):
         for gz in (False, True):
@@ -134,9 +135,10 @@ class CifarTest(unittest.TestCase):
         self.assertAlmostEqual(float(x[2, 0, 0]), -0.4465 / 0.2616, places=5)
 
     def test_malformed_batches(self):
-        cases = [(b"", "{p}: 0 bytes is not a whole number of 3073-byte CIFAR-10 records"),
-                 (bytes(3074), "{p}: 3074 bytes is not a whole number of 3073-byte CIFAR-10 records"),
-                 (bytes(3073) + bytes([12]) + bytes(3072), "{p}: record 1 has label 12, not in 0..9")]
+        whole = "is not a whole number of 3073-byte CIFAR-10 records"
+        cases = [(b"", "{p}: 0 bytes " + whole), (bytes(3074), "{p}: 3074 bytes " + whole),
+                 (bytes(3073) + bytes([12]) + bytes(3072),
+                  "{p}: record 1 has label 12, not in 0..9")]
         for data, message in cases:
             with self.subTest(message=message):
                 path = self.write("bad.bin", data)

@@ -95,7 +95,8 @@ class ScriptTest(unittest.TestCase):
         for out in runs:
             self.assertEqual(out.returncode, 0, out.stderr)
         lines = runs[0].stdout.splitlines()
-        self.assertEqual([l[:25] for l in lines[:2]], ["epoch 1: test accuracy 0.", "epoch 2: test accuracy 0."])
+        self.assertEqual([l[:25] for l in lines[:2]],
+                         ["epoch 1: test accuracy 0.", "epoch 2: test accuracy 0."])
         self.assertTrue(lines[0].endswith("(5 steps)") and lines[1].endswith("(7 steps)"), lines)
         line = result(runs[0].stdout)
         self.assertEqual({k: line[k] for k in ("backend", "rank", "world", "steps", "samples")},

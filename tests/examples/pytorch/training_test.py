@@ -41,8 +41,10 @@ class FlagsTest(unittest.TestCase):
     def test_bad_values_are_refused_with_usage(self):
         cases = [(["--epochs=0"], "--epochs must be at least 1"),
                  (["--batch_size=-3"], "--batch_size must be at least 1"),
-                 (["--max_steps=-1"], "--max_steps and --emulate_ms_per_sample must not be negative"),
+                 (["--max_steps=-1"],
+                  "--max_steps and --emulate_ms_per_sample must not be negative"),
                  (["--lr=0"], "--lr must be positive and --threads not negative"),
+                 (["--device=tpu"], "--device=tpu: not cpu, cuda or cuda:N"),
                  (["--backend=horovod"], "argument --backend: invalid choice: 'horovod' "
                                          "(choose from 'r2sp', 'ddp', 'single')")]
         for argv, message in cases:
@@ -52,6 +54,22 @@ class FlagsTest(unittest.TestCase):
                     parse(*argv)
                 self.assertEqual(e.exception.code, 2)
                 self.assertTrue(err.getvalue().endswith(f"error: {message}\n"), err.getvalue())
+
+
+@unittest.skipUnless(HAVE_TORCH, example_paths.NO_TORCH)
+class DeviceTest(unittest.TestCase):
+    def test_cpu(self):
+        self.assertEqual(training.device_for("cpu"), torch.device("cpu"))
+
+    def test_cuda_is_local_ranks_gpu(self):
+        if not torch.cuda.is_available():
+            with self.assertRaises(backends.SetupError) as e:
+                training.device_for("cuda:1")
+            self.assertEqual(str(e.exception), "--device=cuda:1: torch sees no CUDA device "
+                                               "(torch.cuda.is_available() is False)")
+            return
+        self.assertEqual(training.device_for("cuda", {"LOCAL_RANK": "0"}), torch.device("cuda:0"))
+        self.assertEqual(training.device_for("cuda", {}), torch.device("cuda:0"))
 
 
 @unittest.skipUnless(HAVE_TORCH, example_paths.NO_TORCH)
@@ -85,7 +103,8 @@ class Constant(torch.nn.Module if HAVE_TORCH else object):
 @unittest.skipUnless(HAVE_TORCH, example_paths.NO_TORCH)
 class LoopTest(unittest.TestCase):
     def data(self, n):
-        return torch.utils.data.TensorDataset(torch.zeros(n, 1), torch.tensor([1, 0] * (n // 2)))
+        labels = torch.tensor([1, 0] * (n // 2))
+        return torch.utils.data.TensorDataset(torch.zeros(n, 1), labels)
 
     def test_evaluate_counts_correct_answers_and_mean_loss(self):
         accuracy, loss = training.evaluate(Constant(), self.data(10), batch_size=3)
