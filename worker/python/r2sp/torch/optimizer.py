@@ -11,7 +11,8 @@ from . import device
 from . import gradients
 from . import job
 from . import validation
-from .state import STATE, create_worker
+from . import state
+from .state import STATE
 
 
 class DistributedOptimizer:
@@ -49,7 +50,7 @@ class DistributedOptimizer:
         if STATE.settings is None:
             job.init()
         self.optimizer = optimizer
-        worker = create_worker(STATE.settings.flags, [(n, list(p.shape)) for n, p in named])
+        worker = state.create_worker(STATE.settings.flags, [(n, list(p.shape)) for n, p in named])
         layout = {name: (offset, count) for name, offset, count in worker.tensors}
         self._entries = [device.Entry(n, p, *layout[n]) for n, p in named]
         self._buffers = device.buffers_for(worker, self._entries)
