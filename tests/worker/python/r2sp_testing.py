@@ -100,9 +100,10 @@ class FakeWorker:
         self.calls.append(("next_step",))
         return self.steps.pop(0) if self.steps else None
 
-    def gradient_ready(self, offset, count):
-        self.calls.append(("gradient_ready", offset, count,
-                           list(self._grads[offset:offset + count])))
+    def gradient_ready(self, offset, count, fp16=False):
+        """Records the range's values (fp32; binary16 bit patterns with fp16)."""
+        values = self._grads16 if fp16 else self._grads
+        self.calls.append(("gradient_ready", offset, count, list(values[offset:offset + count])))
 
     def submit(self, samples, loss, fp16=False):
         self.calls.append(("submit", samples, loss, fp16))

@@ -50,7 +50,7 @@ class GradientReporter:
             self._deferred.extend(entries)
             return
         for e in self._deferred + entries:
-            self._worker.gradient_ready(e.offset, e.count)
+            self._worker.gradient_ready(e.offset, e.count, fp16=self._buffers.fp16)
         self._deferred = []
 
     def complete(self):

@@ -137,6 +137,12 @@ class CudaBuffersTest(unittest.TestCase):
         self.assertEqual(host16.tolist(), expected.half().tolist())
         self.assertEqual(list(self.worker.grads), [0.0] * 9)  # fp32 buffer untouched
         opt.step()
+        bits = expected.half().view(torch.int16).tolist()
+        self.assertEqual([c[1:] for c in self.worker.calls if c[0] == "gradient_ready"],
+                         [(8, 1, [b & 0xFFFF for b in bits[8:9]]),
+                          (6, 2, [b & 0xFFFF for b in bits[6:8]]),
+                          (4, 2, [b & 0xFFFF for b in bits[4:6]]),
+                          (0, 4, [b & 0xFFFF for b in bits[0:4]])])
         self.assertEqual(self.worker.calls[-1], ("submit", 4, 0.0, True))
 
     def test_an_unused_parameter_is_zero_on_both_sides(self):
