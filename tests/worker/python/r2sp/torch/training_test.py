@@ -43,14 +43,16 @@ class Job:
     """A scheduler and one server on 127.0.0.1, and the Python workers started against them;
     every process's output in `dir`."""
 
-    def __init__(self, workers, sync="bsp", register_timeout_s=60):
+    def __init__(self, workers, sync="bsp", register_timeout_s=60, scheduler_flags=(),
+                 server_flags=()):
         self.dir = tempfile.mkdtemp(prefix="r2sp_torch_job_")
         self.procs = []
         endpoint_file = os.path.join(self.dir, "scheduler.endpoint")
         self.start("scheduler", [SCHEDULER, "--bind=tcp://127.0.0.1:*",
                                  "--endpoint_file=" + endpoint_file, "--num_servers=1",
                                  f"--num_workers={workers}", "--sync=" + sync,
-                                 f"--register_timeout_s={register_timeout_s}"])
+                                 f"--register_timeout_s={register_timeout_s}",
+                                 *scheduler_flags])
         deadline = time.monotonic() + 30
         while not os.path.exists(endpoint_file) or not open(endpoint_file).read().strip():
             if time.monotonic() > deadline:
@@ -59,7 +61,8 @@ class Job:
         with open(endpoint_file) as f:
             self.endpoint = f.read().strip()
         self.start("server", [SERVER, "--scheduler=" + self.endpoint,
-                              "--bind=tcp://127.0.0.1:*", "--lr=0.1", "--momentum=0.9"])
+                              "--bind=tcp://127.0.0.1:*", "--lr=0.1", "--momentum=0.9",
+                              *server_flags])
 
     def start(self, name, argv, env=None):
         with open(os.path.join(self.dir, name + ".log"), "w") as log:
@@ -67,11 +70,11 @@ class Job:
                                                env=env))
         return self.procs[-1]
 
-    def python_worker(self, index, flags, *args, hidden=8):
-        """tiny_train.py as worker `index` (RANK) with a hidden layer this wide, its output in
-        worker<index>.json."""
+    def python_worker(self, index, flags, *args, hidden=8, step_sleep=0.0):
+        """tiny_train.py as worker `index` (RANK) with a hidden layer this wide and steps this
+        much longer, its output in worker<index>.json."""
         env = dict(os.environ, R2SP_SCHEDULER=self.endpoint, RANK=str(index),
-                   TINY_HIDDEN=str(hidden),
+                   TINY_HIDDEN=str(hidden), TINY_STEP_SLEEP=str(step_sleep),
                    R2SP_WORKER_FLAGS="--bind=tcp://127.0.0.1:* " + flags,
                    R2SP_CORE=r2sp_testing.core_path(),
                    PYTHONPATH=os.path.join(ROOT, "worker", "python"),
@@ -117,10 +120,57 @@ class TrainingTest(unittest.TestCase):
         self.assertEqual(a["final"], b["final"])
         self.assertEqual(len(a["final"]), 4 * 8 + 8 + 8 * 2 + 2)
         self.assertNotEqual(a["final"], a["joined"])
+        for epoch in range(2):  # the shards split the data set
+            self.assertEqual(sorted(a["epochs"][epoch] + b["epochs"][epoch]), list(range(64)))
+            self.assertEqual(len(a["epochs"][epoch]), 32)
+        self.assertEqual(a["asked"], a["batches"])
         evaluator, other = (a, b) if a["evals"] else (b, a)
         self.assertEqual([reported for _, reported in evaluator["evals"]], [True, True])
         self.assertEqual(other["evals"], [])
         self.assertEqual(evaluator["finish"]["test_accuracy"], evaluator["evals"][-1][0])
+
+    def test_asp_and_r2sp_with_overlap_and_fp16_pushes(self):
+        for sync, flags in (("asp", ""), ("r2sp", "--overlap --push_codec=fp16")):
+            with self.subTest(sync=sync):
+                job = Job(workers=2, sync=sync)
+                self.addCleanup(job.stop)
+                workers = [job.python_worker(i, "--epochs=1 --batch_size=8 " + flags, "1")
+                           for i in range(2)]
+                for i, w in enumerate(workers):
+                    self.assertEqual(w.wait(timeout=120), 0, job.log(f"worker{i}"))
+                for i in range(2):
+                    r = job.result(i)
+                    self.assertEqual((r["mode"], r["batches"]), (sync, [8] * 4))
+                    self.assertEqual({k: r["finish"][k] for k in ("steps", "samples", "epochs")},
+                                     {"steps": 4, "samples": 32, "epochs": 1})
+                    self.assertNotEqual(r["final"], r["joined"])
+
+    def test_survivors_train_a_killed_workers_samples_from_the_next_epoch(self):
+        job = Job(workers=2, scheduler_flags=["--absorb_orphaned_shards",
+                                              "--heartbeat_timeout_ms=1000"],
+                  server_flags=["--heartbeat_ms=200"])
+        self.addCleanup(job.stop)
+        progress = os.path.join(job.dir, "worker1.json.steps")
+        flags = "--epochs=2 --batch_size=8 --heartbeat_ms=200 "
+        survivor = job.python_worker(0, flags, "2", step_sleep=0.2)
+        doomed = job.python_worker(1, flags, "2", step_sleep=0.2)
+        deadline = time.monotonic() + 60
+        while not (os.path.exists(progress) and open(progress).read() not in ("", "0")):
+            self.assertLess(time.monotonic(), deadline, job.log("worker1"))
+            time.sleep(0.05)
+        doomed.kill()
+        self.assertEqual(survivor.wait(timeout=120), 0, job.log("worker0"))
+        r = job.result(0)
+        # Epoch 1: its own shard (4 steps, clocked with the doomed worker's first); epoch 2: the
+        # whole data set, the dead worker's shard dealt to it by the scheduler's plan.
+        shard = r["epochs"][0][0] % 2
+        self.assertEqual(sorted(r["epochs"][0]), list(range(shard, 64, 2)))
+        self.assertEqual(sorted(r["epochs"][1]), list(range(64)))
+        self.assertEqual(r["batches"], [8] * 12)
+        self.assertEqual({k: r["finish"][k] for k in ("steps", "samples", "epochs")},
+                         {"steps": 12, "samples": 96, "epochs": 2})
+        self.assertRegex(job.log("scheduler"),
+                         f"worker {1 - r['rank']} at tcp://127.0.0.1:[0-9]+ declared dead")
 
     def test_another_model_than_the_jobs(self):
         job = Job(workers=2, register_timeout_s=5)
