@@ -7,7 +7,7 @@ $TINY_OUT.steps holds the number of steps done so far.
 
 Each process starts from different random parameters (torch seed = 100 + $RANK), so equal
 parameters after joining show worker 0's became everyone's. $TINY_HIDDEN: the hidden layer's
-width (8); $TINY_STEP_SLEEP: seconds each step's compute also takes (0). Argument: epochs."""
+width (8); $TINY_STEP_SLEEP: seconds each sample adds to its step (0). Argument: epochs."""
 
 import json
 import os
@@ -63,7 +63,7 @@ def main():
             optimizer.zero_grad()
             loss = F.cross_entropy(model(x), y)
             loss.backward()
-            time.sleep(pause)
+            time.sleep(pause * len(y))
             optimizer.step(loss=loss)
             out["batches"].append(len(y))
             out["epochs"][-1] += index.tolist()

@@ -2,10 +2,14 @@
 tiny_train.py through the built extension. Two workers train a tiny model in bsp to completion
 and end with the same parameters, worker 0's initial ones having become everyone's; the bad
 inputs (a non-SGD optimizer, a float64 or non-contiguous parameter, no scheduler, another
-model than the job's) each raise their exact error. Skipped where the binaries are not built."""
+model than the job's) each raise their exact error. Also asp, r2sp with --overlap and fp16
+pushes, hetero batching (the sampler follows the tuned batches) and a worker killed mid-epoch
+(the survivor trains its samples from the next epoch). Skipped where the binaries are not
+built."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -152,8 +156,8 @@ class TrainingTest(unittest.TestCase):
         self.addCleanup(job.stop)
         progress = os.path.join(job.dir, "worker1.json.steps")
         flags = "--epochs=2 --batch_size=8 --heartbeat_ms=200 "
-        survivor = job.python_worker(0, flags, "2", step_sleep=0.2)
-        doomed = job.python_worker(1, flags, "2", step_sleep=0.2)
+        survivor = job.python_worker(0, flags, "2", step_sleep=0.025)
+        doomed = job.python_worker(1, flags, "2", step_sleep=0.025)
         deadline = time.monotonic() + 60
         while not (os.path.exists(progress) and open(progress).read() not in ("", "0")):
             self.assertLess(time.monotonic(), deadline, job.log("worker1"))
@@ -171,6 +175,33 @@ class TrainingTest(unittest.TestCase):
                          {"steps": 12, "samples": 96, "epochs": 2})
         self.assertRegex(job.log("scheduler"),
                          f"worker {1 - r['rank']} at tcp://127.0.0.1:[0-9]+ declared dead")
+
+    def test_hetero_batching_gives_the_slower_worker_the_smaller_batch(self):
+        job = Job(workers=2, scheduler_flags=["--hetero_batching", "--global_batch=16",
+                                              "--min_batch=2"])
+        self.addCleanup(job.stop)
+        fast = job.python_worker(0, "--epochs=3 --batch_size=8", "3", step_sleep=0.001)
+        slow = job.python_worker(1, "--epochs=3 --batch_size=8", "3", step_sleep=0.01)
+        self.assertEqual(fast.wait(timeout=120), 0, job.log("worker0"))
+        self.assertEqual(slow.wait(timeout=120), 0, job.log("worker1"))
+        tuned = re.findall(r"batch sizes: w0=(\d+) w1=(\d+)", job.log("scheduler"))
+        self.assertTrue(tuned, job.log("scheduler"))
+        final = [int(b) for b in tuned[-1]]
+        self.assertEqual(sum(final), 16)
+        results = [job.result(0), job.result(1)]
+        for r in results:
+            # An epoch is the data set in global batches: 64 / 16 = 4 steps; each step's batch
+            # is the tuned one, and the epoch's indices wrap around the shard's 32 samples.
+            self.assertEqual(len(r["batches"]), 12)
+            self.assertEqual(r["asked"], r["batches"])
+            self.assertEqual(r["finish"]["final_batch"], final[r["rank"]])
+            self.assertEqual(r["batches"][-1], final[r["rank"]])
+            self.assertEqual(r["finish"]["samples"], sum(r["batches"]))
+            for epoch, indices in enumerate(r["epochs"]):
+                self.assertEqual(len(indices), sum(r["batches"][4 * epoch:4 * epoch + 4]))
+                self.assertEqual(len(set(indices)), min(32, len(indices)))
+                self.assertEqual({i % 2 for i in indices}, {indices[0] % 2})
+        self.assertLess(results[1]["finish"]["final_batch"], results[0]["finish"]["final_batch"])
 
     def test_another_model_than_the_jobs(self):
         job = Job(workers=2, register_timeout_s=5)
