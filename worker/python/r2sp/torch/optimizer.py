@@ -55,7 +55,8 @@ class DistributedOptimizer:
         self._entries = [device.Entry(n, p, *layout[n]) for n, p in named]
         self._buffers = device.buffers_for(worker, self._entries)
         self._buffers.stage()
-        worker.join()
+        with STATE.blocking():
+            worker.join()
         STATE.worker = worker
         self._worker = worker
         self._buffers.adopt()
@@ -96,7 +97,8 @@ class DistributedOptimizer:
                                    "r2sp.torch.finish()")
         count = step.batch if samples is None else _samples_value(samples)
         self._reporter.complete()
-        self._worker.submit(count, value, fp16=self._buffers.fp16)
+        with STATE.blocking():
+            self._worker.submit(count, value, fp16=self._buffers.fp16)
         STATE.submitted()
         self._reporter.reset()
         self._buffers.after_submit()

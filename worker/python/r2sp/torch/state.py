@@ -3,6 +3,7 @@ settings from init(), the `_core.Worker` the DistributedOptimizer joined with, t
 computed, and the finish at exit (abort instead after an unhandled exception)."""
 
 import atexit
+import contextlib
 import sys
 
 from .. import _core
@@ -27,7 +28,17 @@ class JobState:
         self.began = False     # begin_training() called
         self.over = False      # next_step() said training is over
         self.result = None     # finish()'s dict
-        self.aborted = False
+        self.aborted = False   # this worker left the job (abort(), Ctrl-C, lost)
+
+    @contextlib.contextmanager
+    def blocking(self):
+        """Around the worker's blocking calls: after Ctrl-C (the extension has left the job
+        and raises KeyboardInterrupt) or JobLost, this worker is out of the job."""
+        try:
+            yield
+        except (KeyboardInterrupt, _core.JobLost):
+            self.aborted = True
+            raise
 
     def require_worker(self, what):
         """The joined worker; RuntimeError saying `what` needs DistributedOptimizer first."""
@@ -68,7 +79,8 @@ class JobState:
                                "batches ahead of training)")
         if self.over:
             return None
-        step = worker.next_step()
+        with self.blocking():
+            step = worker.next_step()
         if step is None:
             self.over = True
         self.step = step
@@ -87,7 +99,8 @@ class JobState:
             return {}
         if self.aborted:
             raise RuntimeError("r2sp.torch.finish: this worker already left the job (aborted)")
-        self.result = dict(self.worker.finish())
+        with self.blocking():
+            self.result = dict(self.worker.finish())
         return self.result
 
     def abort(self, why):
@@ -96,7 +109,8 @@ class JobState:
             self.worker.abort(why)
 
     def at_exit(self):
-        """Leaves the job as the script ended: abort after an unhandled exception, else finish."""
+        """Leaves the job as the script ended: abort after an unhandled exception, else finish
+        (which the worker refuses, leaving the job, if training was not over)."""
         if self.worker is None or self.result is not None or self.aborted:
             return
         error = getattr(sys, "last_value", None)
@@ -106,7 +120,8 @@ class JobState:
         try:
             self.finish()
         except Exception as e:  # at exit there is nobody to raise to: say it
-            print(f"r2sp: finishing at exit failed: {type(e).__name__}: {e}", file=sys.stderr)
+            self.aborted = True
+            print(f"r2sp: this worker left the job without finishing: {e}", file=sys.stderr)
 
 
 STATE = JobState()

@@ -1,6 +1,7 @@
 """r2sp.torch's job functions (init, rank, size, local_rank, mode, batch_size, evaluates,
 report_eval, finish) and the finish or abort at exit, over a FakeWorker."""
 
+import io
 import os
 import sys
 import unittest
@@ -118,6 +119,38 @@ class JobFunctionsTest(unittest.TestCase):
             r2t.finish()
         self.assertEqual(str(e.exception), "r2sp.torch.finish: this worker already left the "
                                            "job (aborted)")
+
+
+    def test_at_exit_a_finish_the_worker_refuses_is_said(self):
+        worker = self.join()
+
+        def refuse():
+            worker.calls.append(("finish",))
+            raise r2t.R2SPError("finish() before the job's training was over")
+        worker.finish = refuse
+        with mock.patch.object(sys, "last_value", None, create=True), \
+                mock.patch.object(sys, "stderr", io.StringIO()) as err:
+            state.STATE.at_exit()
+            state.STATE.at_exit()
+        self.assertEqual(err.getvalue(), "r2sp: this worker left the job without finishing: "
+                                         "finish() before the job's training was over\n")
+        self.assertEqual(worker.names(), ["finish"])
+
+    def test_after_ctrl_c_or_a_lost_job_nothing_more_at_exit(self):
+        for error in (KeyboardInterrupt(), r2t.JobLost("the scheduler is gone")):
+            with self.subTest(error=type(error).__name__):
+                state.STATE.__init__()
+                worker = self.join(steps=r2sp_testing.steps_of([2]))
+                state.STATE.began = 10
+
+                def interrupted():
+                    raise error
+                worker.next_step = interrupted
+                with self.assertRaises(type(error)):
+                    state.STATE.next_step("test")
+                with mock.patch.object(sys, "last_value", None, create=True):
+                    state.STATE.at_exit()
+                self.assertEqual(worker.calls, [])
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@ synthetic data set through r2sp.torch, as a user's script would, and writes what
 checks to $TINY_OUT (JSON): its rank, the parameters before and right after joining and at the
 end, each epoch's sample indices and each step's batch (as yielded, and as batch_size() said),
 its evaluations and finish()'s totals; or, when joining fails, the error (exit status 3).
-$TINY_OUT.steps holds the number of steps done so far.
+$TINY_OUT.steps holds the number of steps done so far. Ctrl-C: prints "interrupted", status 130.
 
 Each process starts from different random parameters (torch seed = 100 + $RANK), so equal
 parameters after joining show worker 0's became everyone's. $TINY_HIDDEN: the hidden layer's
@@ -81,4 +81,8 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except KeyboardInterrupt:
+        print("interrupted", flush=True)
+        sys.exit(130)

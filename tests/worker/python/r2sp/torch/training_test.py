@@ -10,6 +10,7 @@ built."""
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -202,6 +203,43 @@ class TrainingTest(unittest.TestCase):
                 self.assertEqual(len(set(indices)), min(32, len(indices)))
                 self.assertEqual({i % 2 for i in indices}, {indices[0] % 2})
         self.assertLess(results[1]["finish"]["final_batch"], results[0]["finish"]["final_batch"])
+
+    def test_ctrl_c_while_joining_and_while_training(self):
+        job = Job(workers=2, scheduler_flags=["--heartbeat_timeout_ms=1000"],
+                  server_flags=["--heartbeat_ms=200"])
+        self.addCleanup(job.stop)
+        flags = "--epochs=2 --batch_size=8 --heartbeat_ms=200"
+        alone = job.python_worker(0, flags, "2", step_sleep=0.025)
+        self.wait_for(lambda: "1/2 workers" in job.log("scheduler"), job)
+        alone.send_signal(signal.SIGINT)  # waiting in join() for a second worker
+        self.assertEqual(alone.wait(timeout=10), 130, job.log("worker0"))
+        self.assertTrue(job.log("worker0").endswith("interrupted\n"), job.log("worker0"))
+
+        job = Job(workers=2, scheduler_flags=["--heartbeat_timeout_ms=1000"],
+                  server_flags=["--heartbeat_ms=200"])
+        self.addCleanup(job.stop)
+        stopped = job.python_worker(0, flags, "2", step_sleep=0.025)
+        goes_on = job.python_worker(1, flags, "2", step_sleep=0.025)
+        progress = os.path.join(job.dir, "worker0.json.steps")
+        self.wait_for(lambda: os.path.exists(progress) and open(progress).read() not in ("", "0"),
+                      job)
+        stopped.send_signal(signal.SIGINT)  # in a step: its compute, or a wait in the extension
+        self.assertEqual(stopped.wait(timeout=10), 130, job.log("worker0"))
+        # Interrupted in the extension, the worker has left the job; in the script's own code,
+        # the finish at exit is refused (training is not over) and the worker leaves then.
+        self.assertRegex(job.log("worker0"), "interrupted\n(r2sp: this worker left the job "
+                         "without finishing: finish\\(\\) before the job's training was over: "
+                         "it wants step [0-9]+ of 4 of epoch [12] \\(iterate "
+                         "r2sp.torch.DistributedSampler to the end\\)\n)?$")
+        # The other worker finishes the job alone (its own shard: 4 steps an epoch).
+        self.assertEqual(goes_on.wait(timeout=60), 0, job.log("worker1"))
+        self.assertEqual(job.result(1)["finish"]["steps"], 8)
+
+    def wait_for(self, condition, job, seconds=60):
+        deadline = time.monotonic() + seconds
+        while not condition():
+            self.assertLess(time.monotonic(), deadline, job.log("scheduler"))
+            time.sleep(0.05)
 
     def test_another_model_than_the_jobs(self):
         job = Job(workers=2, register_timeout_s=5)
