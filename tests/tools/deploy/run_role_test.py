@@ -5,7 +5,8 @@ starts (a SIGTERM between the two used to end the script and leave the process r
 --watch_stdin the end of stdin stops it; a bad role or an interface without an address is refused.
 With --worker_cmd a worker is a Python worker: the command runs from the bundle's worker_files/
 with the exact environment python_worker gives (the flags in R2SP_WORKER_FLAGS, the bundle's
-python/ on PYTHONPATH); --worker_cmd for another role, or a rank without it, is refused."""
+python/ on PYTHONPATH); --worker_cmd for another role, or a rank without it, is refused. The pod
+entrypoint (k8s_entrypoint) turns R2SP_WORKER_CMD into the same."""
 
 import json
 import os
@@ -123,7 +124,7 @@ class PythonWorkerTest(unittest.TestCase):
         os.makedirs(deploy)
         os.makedirs(os.path.join(self.dir, "python", "r2sp"))
         os.makedirs(os.path.join(self.dir, "worker_files"))
-        for name in ("run_role", "python_worker"):
+        for name in ("run_role", "python_worker", "k8s_entrypoint"):
             shutil.copy(os.path.join(ROOT, "tools", "deploy", name), os.path.join(deploy, name))
         self.run_role = os.path.join(deploy, "run_role")
         with open(os.path.join(self.dir, "worker_files", "record.py"), "w") as f:
@@ -170,6 +171,31 @@ class PythonWorkerTest(unittest.TestCase):
         r = self.run_role_with("--rank=0", "worker")
         self.assertEqual(r.returncode, 2)
         self.assertEqual(r.stderr, "run_role: error: --rank=0 needs --worker_cmd\n")
+
+    def test_the_pod_entrypoint_runs_r2sp_worker_cmd(self):
+        out = os.path.join(self.dir, "out")
+        entrypoint = os.path.join(self.dir, "share", "r2sp", "deploy", "k8s_entrypoint")
+        r = subprocess.run([entrypoint, "worker"], capture_output=True, text=True, timeout=30, env={
+            "PATH": os.environ["PATH"], "R2SP_OUT": out, "JOB_COMPLETION_INDEX": "2",
+            "R2SP_NUM_WORKERS": "3", "R2SP_SCHEDULER": "tcp://j-scheduler:9000",
+            "POD_IP": "10.1.0.7", "R2SP_PORT": "9200", "R2SP_FLAGS": "--batch_size=8",
+            "R2SP_WORKER_CMD": f"{sys.executable} record.py {self.out}"})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(self.out) as f:
+            got = json.load(f)
+        flags = ["--advertise_host=10.1.0.7", "--bind=tcp://0.0.0.0:9200",
+                 f"--metrics={out}/metrics_worker2.jsonl", f"--timeline={out}/timeline_worker2.json",
+                 "--scheduler=tcp://j-scheduler:9000", "--batch_size=8"]
+        self.assertEqual(got["env"], {
+            "R2SP_SCHEDULER": "tcp://j-scheduler:9000", "R2SP_WORKER_FLAGS": shlex.join(flags),
+            "RANK": "2", "WORLD_SIZE": "3", "LOCAL_RANK": "0", "MASTER_ADDR": "j-scheduler",
+            "MASTER_PORT": "9000", "PYTHONPATH": os.path.join(self.dir, "python")})
+        r = subprocess.run([entrypoint, "worker"], capture_output=True, text=True, timeout=30, env={
+            "PATH": os.environ["PATH"], "R2SP_OUT": out, "JOB_COMPLETION_INDEX": "2",
+            "R2SP_WORKER_CMD": "python3 t.py"})
+        self.assertEqual(r.returncode, 2)
+        self.assertEqual(r.stderr, "k8s_entrypoint: error: a Python worker (R2SP_WORKER_CMD) "
+                                   "needs R2SP_NUM_WORKERS\n")
 
     def test_a_worker_without_a_scheduler_is_refused(self):
         r = self.run_role_with("--worker_cmd=python3 t.py", "--rank=0", "--world_size=1",

@@ -161,6 +161,19 @@ class PlanTest(unittest.TestCase):
         for url in ("s3://shared/bundles/", "https://example.invalid/r2sp.tar.gz"):
             self.assertIsNone(self.plan(f'bundle_url = "{url}"\n').delete_bundle(), url)
 
+    def test_python_workers_run_their_command(self):
+        with open(self.path, "w") as f:
+            f.write(cluster_text(self.hosts[:2] + [("c", 'workers = 3\nworker_cmd = "python3 t.py"')],
+                                 "s3://bucket/results"))
+        cluster = cluster_file.load(self.path)
+        processes = ec2_user_data.host_processes(cluster, cluster.hosts[2], "10.0.0.9", {})
+        self.assertEqual([(name, args[:5]) for name, args in processes], [
+            (f"worker{k}", ["--worker_cmd=python3 t.py", f"--rank={k}", "--world_size=4",
+                            f"--local_rank={k - 1}", "worker"]) for k in (1, 2, 3)])
+        other = ec2_user_data.host_processes(cluster, cluster.hosts[1], "10.0.0.9", {})
+        self.assertEqual([(name, args[0]) for name, args in other],
+                         [("server1", "server"), ("server2", "server"), ("worker0", "worker")])
+
     def test_stand_ins_become_variables_and_the_rest_is_quoted(self):
         word = ec2_user_data.shell_word(f"--x=$(rm -rf /)'{ec2_user_data.OUT}/m")
         out = subprocess.run(["bash", "-c", f'out=/r; printf %s {word}'], capture_output=True, text=True)

@@ -172,6 +172,25 @@ class ManifestTest(unittest.TestCase):
         with self.assertRaisesRegex(errors.JobError, "one pod template"):
             k8s_backend.render(two, JOB, "i", None)
 
+    def test_python_workers_get_their_command(self):
+        python = cluster(hosts='scheduler = true\nservers = 1\nworkers = 3\n'
+                               'worker_cmd = "python3 t.py --x=\'a b\'"')
+        worker = env_of(pod_spec(k8s_backend.render(python, JOB, "i", None)["30-worker-job.yaml"])
+                        ["containers"][0])
+        self.assertEqual((worker["R2SP_WORKER_CMD"], worker["R2SP_NUM_WORKERS"]),
+                         ("python3 t.py --x='a b'", "3"))
+        self.assertNotIn("R2SP_WORKER_CMD", env_of(pod_spec(self.m["30-worker-job.yaml"])
+                                                   ["containers"][0]))
+
+    def test_different_worker_commands_are_refused(self):
+        mixed = cluster(hosts='scheduler = true\nservers = 1\nworkers = 1\n'
+                              'worker_cmd = "python3 t.py"\n[[host]]\nname = "b"\nworkers = 1')
+        with self.assertRaises(errors.JobError) as e:
+            k8s_backend.render(mixed, JOB, "i", None)
+        self.assertEqual(str(e.exception), "k8s runs every worker from one pod template, but the "
+                         "workers run different commands: ['', 'python3 t.py'] ('' is the worker "
+                         "binary)")
+
     def test_image_defaults_to_the_bundle_name(self):
         self.assertEqual(k8s_backend.image_for(cluster(), "/x/r2sp-0.6.0-cuda.tar.gz"), "r2sp:0.6.0-cuda")
         named = cluster(extra='[k8s]\nimage = "reg.example/r2sp:7"')

@@ -9,6 +9,7 @@ Slurm part needs root and Debian's slurm-wlm and munge (skipped otherwise)."""
 
 import json
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -141,6 +142,17 @@ class BatchScriptTest(unittest.TestCase):
         self.assertEqual([s.split()[1:3] for s in steps],
                          [["scheduler", "0"], ["server0", "0"], ["worker0", "1"], ["worker1", "1"]])
         self.assertTrue(steps[2].endswith(' --seed=7'), steps[2])
+
+    def test_python_workers_run_their_command_through_run_role(self):
+        text = cluster_text("/shared/r2sp", worker_flags="--host=b").replace(
+            'workers = 2', 'workers = 2\nworker_cmd = "python3 train.py --lr=0.1"')
+        script = slurm_backend.batch_script(cluster_file.parse(text), "/shared/r2sp/r2sp-1-cpu",
+                                            "/shared/r2sp/runs/x", {}, False)
+        steps = [shlex.split(l) for l in script.splitlines() if l.startswith("step ")]
+        self.assertEqual([s[1:8] for s in steps[2:]], [
+            [f"worker{k}", "1", "--worker_cmd=python3 train.py --lr=0.1", f"--rank={k}",
+             "--world_size=2", f"--local_rank={k}", "worker"] for k in range(2)])
+        self.assertEqual([s[3] for s in steps[:2]], ["scheduler", "server"])
 
     def test_without_addresses_the_nodes_come_from_slurm(self):
         text = self.script(address=False)
