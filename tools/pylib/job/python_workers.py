@@ -1,7 +1,9 @@
 """Python workers (tools/launch --worker_cmd, --worker_cmd_for; a cluster file's worker_cmd):
 which workers run a command of the user's in place of the worker binary, and the argv that starts
 one through tools/deploy/python_worker, which gives the command the environment r2sp.torch.init()
-reads (R2SP_SCHEDULER, R2SP_WORKER_FLAGS, RANK, ... : docs/PYTORCH.md) and becomes it."""
+reads (R2SP_SCHEDULER, R2SP_WORKER_FLAGS, RANK, ... : docs/PYTORCH.md) and becomes it. Once
+started, a Python worker's argv is the user's command: tools that find a job's workers in /proc
+read its flags from its environment (flags_of)."""
 
 import os
 import shlex
@@ -75,6 +77,23 @@ def command_argv(command, rank, world_size, local_rank, pythonpath, core=None, c
     if cwd:
         argv.append("--cwd=" + cwd)
     return argv + ["--"]
+
+
+def flags_of(pid, proc="/proc"):
+    """The worker flags of process `pid` if it is a Python worker (R2SP_WORKER_FLAGS in its
+    environment, split); [] for any other process, or one that is gone or not ours to read."""
+    try:
+        with open(os.path.join(proc, str(pid), "environ"), "rb") as f:
+            variables = f.read().split(b"\0")
+    except OSError:
+        return []
+    for variable in variables:
+        if variable.startswith(b"R2SP_WORKER_FLAGS="):
+            try:
+                return shlex.split(variable.split(b"=", 1)[1].decode(errors="replace"))
+            except ValueError:
+                return []
+    return []
 
 
 def local_argv(command, rank, workers, bin_dir):

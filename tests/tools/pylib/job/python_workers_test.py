@@ -1,12 +1,11 @@
 """tools/pylib/job/python_workers.py and tools/launch --worker_cmd: which workers run a command
 (--worker_cmd, --worker_cmd_for, a cluster file's defaults), the argv that starts one, bad
-options refused with their message, and real jobs of stand-in binaries whose Python workers are
-a recorder script: the exact environment and argv each gets (tools/deploy/python_worker), a
-mixed job, a dead Python worker replaced with its own files, summary.json and the merged
-timeline as for binary workers."""
+options refused with their message, a Python worker's flags read from its environment in /proc,
+and real jobs (tools/launch) of stand-in binaries whose Python workers are a recorder script:
+the exact environment and argv each gets (tools/deploy/python_worker), a mixed job, a dead
+Python worker replaced with its own files, one killed as the failure benchmarks kill workers
+(fault_runs.kill_child), summary.json and the merged timeline as for binary workers."""
 
-import contextlib
-import io
 import json
 import os
 import shlex
@@ -14,10 +13,11 @@ import stat
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 import junit_main
-from pylib.job import errors, launcher, options, python_workers
+from pylib.job import fault_runs, launcher, python_workers
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 LAUNCH = os.path.join(ROOT, "tools", "launch")
@@ -64,6 +64,9 @@ with open(flags["metrics"], "w") as f:
 with open(flags["timeline"], "w") as f:
     json.dump([{"name": "compute", "tid": rank, "ts": 0, "dur": 2}], f)
 print(f"python worker {rank} done", flush=True)
+if "--sleep" in sys.argv:
+    import time
+    time.sleep(60)
 sys.exit(1 if "--fail_first" in sys.argv and ".r" not in name else 0)
 '''
 
@@ -107,6 +110,20 @@ class WorkerCommandsTest(unittest.TestCase):
                       "worker (0..1)", r.stderr)
 
 
+class FlagsOfTest(unittest.TestCase):
+    def test_from_the_environment_in_proc(self):
+        with tempfile.TemporaryDirectory() as proc:
+            for pid, environ in ((7, b"A=1\0R2SP_WORKER_FLAGS=--x=1 '--y=a b'\0B=2\0"),
+                                 (8, b"A=1\0"), (9, b"R2SP_WORKER_FLAGS=--x='\0")):
+                os.makedirs(os.path.join(proc, str(pid)))
+                with open(os.path.join(proc, str(pid), "environ"), "wb") as f:
+                    f.write(environ)
+            self.assertEqual(python_workers.flags_of(7, proc), ["--x=1", "--y=a b"])
+            self.assertEqual(python_workers.flags_of("8", proc), [])  # not a Python worker
+            self.assertEqual(python_workers.flags_of(9, proc), [])  # flags that do not split
+            self.assertEqual(python_workers.flags_of(10, proc), [])  # gone
+
+
 class CommandArgvTest(unittest.TestCase):
     def test_local(self):
         self.assertEqual(python_workers.local_argv("python3 t.py", 1, 3, "/b"), [
@@ -144,12 +161,16 @@ class LaunchTest(unittest.TestCase):
     def tearDown(self):
         self._tmp.cleanup()
 
+    def launch_argv(self, *argv):
+        return [sys.executable, LAUNCH, f"--bin_dir={self.bin_dir}", f"--run_dir={self.run_dir}",
+                "--servers=1", "--workers=2", "--quiet"] + list(argv)
+
     def run_job(self, *argv):
-        args = options.parse_args([f"--bin_dir={self.bin_dir}", f"--run_dir={self.run_dir}",
-                                   "--servers=1", "--workers=2", "--quiet"] + list(argv), "")
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            return launcher.run_job(args)
+        """tools/launch ARGV (1 server, 2 workers); its summary.json."""
+        r = subprocess.run(self.launch_argv(*argv), capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(os.path.join(self.run_dir, "summary.json")) as f:
+            return json.load(f)
 
     def recorded(self, name):
         with open(os.path.join(self.run_dir, f"recorded_{name}.json")) as f:
@@ -218,12 +239,30 @@ class LaunchTest(unittest.TestCase):
             self.assertEqual(f.read(), "python_worker: error: cannot run '/no/such/python': "
                                        "No such file or directory\n")
 
+    def test_a_killed_python_worker_is_found_by_its_flags_and_recorded(self):
+        launch = fault_runs.start_launch(self.bin_dir, self.run_dir, [
+            "--servers=1", "--workers=2", "--scheduler_flags=--sleep=4",
+            f"--worker_cmd_for=1:{sys.executable} {self.recorder} --sleep"])
+        self.addCleanup(launch.wait)
+        deadline = time.time() + 60
+        while not os.path.exists(os.path.join(self.run_dir, "recorded_worker1.json")):
+            self.assertLess(time.time(), deadline, "the Python worker never started")
+            time.sleep(0.05)
+        victim = fault_runs.kill_child(launch, "metrics_worker1")
+        self.assertIsNotNone(victim)
+        self.assertEqual(launch.wait(timeout=60), 0)
+        with open(os.path.join(self.run_dir, "summary.json")) as f:
+            summary = json.load(f)
+        self.assertEqual([(e["process"], e["event"], e["status"]) for e in summary["events"]],
+                         [("worker1", "died", -9)])
+
     def test_the_worker_binary_is_needed_only_for_binary_workers(self):
         os.remove(os.path.join(self.bin_dir, "worker", "worker"))
-        with self.assertRaises(errors.JobError) as e:
-            self.run_job(f"--worker_cmd_for=1:{sys.executable} {self.recorder}")
-        self.assertEqual(str(e.exception), f"{self.bin_dir}/worker/worker not found; build "
-                                           "first: bazel build -c opt //scheduler //server //worker")
+        r = subprocess.run(self.launch_argv(f"--worker_cmd_for=1:{sys.executable} {self.recorder}"),
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(r.stderr, f"launch: error: {self.bin_dir}/worker/worker not found; build "
+                                   "first: bazel build -c opt //scheduler //server //worker\n")
 
     def test_dry_run_prints_the_python_workers_command(self):
         r = subprocess.run([sys.executable, LAUNCH, "--dry_run", f"--bin_dir={self.bin_dir}",
