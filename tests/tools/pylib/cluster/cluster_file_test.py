@@ -51,6 +51,16 @@ class ValidFilesTest(unittest.TestCase):
                     if len(cluster.hosts) > 1:
                         self.assertEqual(cluster.auth, "curve")
 
+    def test_pytorch_example(self):
+        cluster = cluster_file.load(os.path.join(EXAMPLES, "pytorch_two_hosts.toml"))
+        self.assertEqual([(p.name, p.host, p.worker_cmd) for p in cluster.processes()
+                          if p.role == "worker"],
+                         [("worker0", "node1", "python3 train.py"),
+                          ("worker1", "node1", "python3 train.py"),
+                          ("worker2", "node2", "python3 train.py"),
+                          ("worker3", "node2", "python3 train.py")])
+        self.assertEqual(cluster.flags["worker"], ["--batch_size=64", "--epochs=2"])
+
     def test_gpu_4x2_example(self):
         cluster = cluster_file.load(os.path.join(EXAMPLES, "gpu_4x2.toml"))
         self.assertEqual([h.name for h in cluster.hosts], ["gpu1", "gpu2", "gpu3", "gpu4"])
