@@ -4,7 +4,8 @@ options refused with their message, a Python worker's flags read from its enviro
 and real jobs (tools/launch) of stand-in binaries whose Python workers are a recorder script:
 the exact environment and argv each gets (tools/deploy/python_worker), a mixed job, a dead
 Python worker replaced with its own files, one killed as the failure benchmarks kill workers
-(fault_runs.kill_child), summary.json and the merged timeline as for binary workers."""
+(fault_runs.kill_child), summary.json and the merged timeline as for binary workers; and the
+same job under tools/netcluster (root), each Python worker in its host's network namespace."""
 
 import json
 import os
@@ -17,6 +18,7 @@ import time
 import unittest
 
 import junit_main
+from pylib.emulation import netcluster
 from pylib.job import fault_runs, launcher, python_workers
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
@@ -140,7 +142,7 @@ class CommandArgvTest(unittest.TestCase):
              "--pythonpath=/w/python", "--cwd=/w/worker_files", "--"])
 
 
-class LaunchTest(unittest.TestCase):
+class StandInJob(unittest.TestCase):
     """Jobs of the stand-ins whose Python workers are RECORDER."""
 
     def setUp(self):
@@ -188,6 +190,7 @@ class LaunchTest(unittest.TestCase):
                 (":" + inherited if inherited else ""),
                 "R2SP_CORE": os.path.join(self.bin_dir, "worker", "python", "_core.so")}
 
+class LaunchTest(StandInJob):
     def test_every_worker_a_python_worker(self):
         os.remove(os.path.join(self.bin_dir, "worker", "worker"))  # not needed
         summary = self.run_job(f"--worker_cmd={sys.executable} {self.recorder} --lr='0.1 x'",
@@ -276,6 +279,27 @@ class LaunchTest(unittest.TestCase):
              f"--metrics={self.run_dir}/metrics_worker1.jsonl",
              f"--timeline={self.run_dir}/timeline_worker1.json"])
             + f" > {self.run_dir}/worker1.log")
+
+
+class NetclusterTest(StandInJob):
+    @unittest.skipIf(netcluster.can_run(), f"tools/netcluster cannot run here: {netcluster.can_run()}")
+    def test_python_workers_run_in_their_hosts_namespaces(self):
+        r = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "netcluster")] +
+                           self.launch_argv(f"--worker_cmd={sys.executable} {self.recorder}",
+                                            "--worker_flags=--data_dir=/data/set")[2:],
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for rank in (0, 1):
+            env = self.recorded(f"worker{rank}")["env"]
+            flags = shlex.split(env["R2SP_WORKER_FLAGS"])
+            # The worker binds its own host's address (198.18.0.0/15), as a binary worker would.
+            self.assertRegex(flags[1], r"^--bind=tcp://198\.1[89]\.\d+\.\d+:\*$")
+            expected = self.expected_env(rank, f"worker{rank}", ["--data_dir=/data/set"])
+            expected["R2SP_WORKER_FLAGS"] = expected["R2SP_WORKER_FLAGS"].replace(
+                "'--bind=tcp://127.0.0.1:*'", shlex.quote(flags[1]))
+            self.assertEqual(env, expected)
+        with open(os.path.join(self.run_dir, "summary.json")) as f:
+            self.assertEqual(json.load(f)["completed"], True)
 
 
 if __name__ == "__main__":
