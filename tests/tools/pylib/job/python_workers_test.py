@@ -190,6 +190,7 @@ class StandInJob(unittest.TestCase):
                 (":" + inherited if inherited else ""),
                 "R2SP_CORE": os.path.join(self.bin_dir, "worker", "python", "_core.so")}
 
+
 class LaunchTest(StandInJob):
     def test_every_worker_a_python_worker(self):
         os.remove(os.path.join(self.bin_dir, "worker", "worker"))  # not needed
