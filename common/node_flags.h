@@ -1,7 +1,7 @@
 // The flags a server and a worker share to reach their job, read into NodeConnectionOptions.
-// Included only by server/main.cc and worker/main.cc, which each define these flags (gflags
-// are defined only in the binaries' main.cc files; the two blocks of DEFINE lines are the
-// same text). This header declares them and reads them, so the reading is written once.
+// Included only by server/main.cc and worker/worker_flags.cc, which each define these flags
+// (the server's in its main.cc; the worker's in the file its binary and the Python client
+// share; the two blocks of DEFINE lines are the same text). This header declares them and reads them, so the reading is written once.
 //
 // --register_timeout_s meant "the whole job registered" in the scheduler and "the scheduler
 // answered" in the nodes; the nodes' meaning is now --register_wait_s, and a node's

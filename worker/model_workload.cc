@@ -117,7 +117,8 @@ absl::StatusOr<ComputedStep> ModelWorkload::ComputeGradient(int64_t clock, int b
   return step;
 }
 
-absl::StatusOr<TestEvaluation> ModelWorkload::EvaluateTest(const float* params) {
+absl::StatusOr<std::optional<TestEvaluation>> ModelWorkload::EvaluateTest(
+    const float* params) {
   R2SP_ASSIGN_OR_RETURN(models::EvalResult r,
                         EvaluateDataset(net_, *test_, params, options_.eval_batch));
   TestEvaluation e;

@@ -64,7 +64,7 @@ class ModelWorkload : public Workload {
   absl::StatusOr<ComputedStep> ComputeGradient(int64_t clock, int batch,
                                                const float* params) override;
   bool EvaluatesAfterEpoch() const override { return options_.evaluate && test_ != nullptr; }
-  absl::StatusOr<TestEvaluation> EvaluateTest(const float* params) override;
+  absl::StatusOr<std::optional<TestEvaluation>> EvaluateTest(const float* params) override;
 
  private:
   // The model file of this evaluation (options_.model_dir); a failure is logged, not fatal.

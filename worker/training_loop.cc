@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -320,7 +321,10 @@ absl::Status TrainingLoop::Evaluate(int epoch, bool epoch_end, double train_loss
   // The step before an evaluation waits for its pull (ExchangeStep::evaluation_next); this is
   // for an epoch plan that ended the run sooner than the loop knew.
   R2SP_RETURN_IF_ERROR_WITH(exchanger_->FinishPull(), "pull");
-  R2SP_ASSIGN_OR_RETURN(TestEvaluation eval, workload_->EvaluateTest(params_));
+  R2SP_ASSIGN_OR_RETURN(const std::optional<TestEvaluation> evaluated,
+                        workload_->EvaluateTest(params_));
+  if (!evaluated.has_value()) return absl::OkStatus();
+  const TestEvaluation& eval = *evaluated;
   result_.test_accuracy = eval.accuracy;
   EvaluationRecord record;
   record.epoch = epoch + 1;

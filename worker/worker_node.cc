@@ -16,16 +16,25 @@
 #include "models/model_file.h"
 #include "models/data/batcher.h"
 #include "models/data/epoch_samples.h"
+#include "worker/epoch_planner.h"
 #include "worker/exchanger.h"
 #include "worker/model_workload.h"
 #include "worker/synthetic_workload.h"
+#include "worker/worker_reports.h"
 
 namespace r2sp {
+WorkerNode::WorkerNode(WorkerOptions options, LostHandler on_lost,
+                       std::optional<ExternalModel> external)
+    : options_(std::move(options)), on_lost_(std::move(on_lost)), external_(std::move(external)) {
+  CHECK_EQ(external_.has_value(), options_.external_model)
+      << "an external model needs WorkerOptions::external_model, and the other way round";
+}
 
-WorkerNode::WorkerNode(WorkerOptions options, LostHandler on_lost)
-    : options_(std::move(options)), on_lost_(std::move(on_lost)) {}
+WorkerNode::~WorkerNode() { Cancel(); }
 
-WorkerNode::~WorkerNode() {
+void WorkerNode::Cancel() {
+  absl::MutexLock lock(&cancel_mu_);
+  cancelled_ = true;
   if (scheduler_ != nullptr) scheduler_->StopHeartbeats();
   if (transport_ != nullptr) transport_->Stop();
 }
@@ -56,6 +65,7 @@ void WorkerNode::Lost(const std::string& why) {
 
 absl::Status WorkerNode::TrainAndFinish() {
   R2SP_RETURN_IF_ERROR(InitialiseParameters());
+  if (external_) external_->workload->Joined(JoinedJobInfo());
   R2SP_ASSIGN_OR_RETURN(LoopResult result, WithContext(Train(), "training"));
   R2SP_RETURN_IF_ERROR(Finish(result));
   std::printf("worker %d: done\n", scheduler_->rank());
@@ -63,6 +73,10 @@ absl::Status WorkerNode::TrainAndFinish() {
 }
 
 absl::Status WorkerNode::LoadModel() {
+  if (external_) {
+    tensors_ = external_->tensors;
+    return absl::OkStatus();
+  }
   if (synthetic()) {
     tensors_ = SyntheticModel(static_cast<size_t>(options_.model_mb * 1024 * 1024 / 4),
                               options_.layers);
@@ -79,8 +93,12 @@ absl::Status WorkerNode::LoadModel() {
 
 absl::Status WorkerNode::Join() {
   R2SP_ASSIGN_OR_RETURN(NodeConnection node, ConnectNode(options_.connection));
-  transport_ = std::move(node.transport);
-  scheduler_ = std::move(node.scheduler);
+  {
+    absl::MutexLock lock(&cancel_mu_);
+    if (cancelled_) return absl::CancelledError("the worker was cancelled before it joined");
+    transport_ = std::move(node.transport);
+    scheduler_ = std::move(node.scheduler);
+  }
   R2SP_ASSIGN_OR_RETURN(registration_, WithContext(scheduler_->Register(proto::WORKER, tensors_, !synthetic()),
                                                    "cannot join the job"));
   const proto::AddressBook& book = registration_.book();
@@ -105,16 +123,7 @@ absl::Status WorkerNode::Join() {
         follower->OnHeartbeat(beat);
       },
       [this](const std::string& why) { Lost(why); });
-  LOG(INFO) << "worker " << registration_.rank() << "/" << book.workers_size() << ": "
-            << options_.model << ", " << layout_->total_bytes() << " bytes in "
-            << layout_->partitions().size() << " partitions over " << servers.size()
-            << " servers (" << SyncModeName(book.sync()) << "; push "
-            << codec::CodecSpecName(options_.ps.push_codec)
-            << (options_.ps.push_codec.sparse() && options_.ps.dense_below > 0
-                    ? absl::StrCat(" with tensors under ", options_.ps.dense_below,
-                                   " values whole")
-                    : "")
-            << ", pull " << codec::CodecSpecName({options_.exchange.pull_codec}) << ")";
+  LogJoined(options_, registration_, *layout_);
   return absl::OkStatus();
 }
 
@@ -123,14 +132,14 @@ absl::Status WorkerNode::LoadInitialModel() {
                         models::LoadModelFile(options_.init_model_path));
   for (const std::string& why : loaded.skipped) LOG(WARNING) << "passed over " << why;
   R2SP_RETURN_IF_ERROR(models::CheckModelFits(loaded.model, *graph_, loaded.path));
-  std::memcpy(params_.data(), loaded.model.parameters().data(), params_.size() * sizeof(float));
+  std::memcpy(params(), loaded.model.parameters().data(), params_.size() * sizeof(float));
   std::printf("worker 0: starting from %s (step %lld, accuracy %.4f)\n", loaded.path.c_str(),
               static_cast<long long>(loaded.model.step()), loaded.model.test_accuracy());
   return absl::OkStatus();
 }
 
 absl::Status WorkerNode::InitialiseParameters() {
-  params_.assign(layout_->total_elements(), 0.0f);
+  if (!external_) params_.assign(layout_->total_elements(), 0.0f);
   const int rank = registration_.rank();
   if (registration_.joined_running_job()) {
     // The servers hold the model already; the groups are past their first barriers.
@@ -141,14 +150,16 @@ absl::Status WorkerNode::InitialiseParameters() {
   } else {
     R2SP_RETURN_IF_ERROR_WITH(scheduler_->Barrier(proto::ALL), "waiting for the servers");
     if (rank == 0) {
-      if (!options_.init_model_path.empty()) {
+      if (external_) {
+        // The caller's parameters start the job.
+      } else if (!options_.init_model_path.empty()) {
         R2SP_RETURN_IF_ERROR(LoadInitialModel());
       } else if (options_.random_init && synthetic()) {
         FillInitialParams(options_.seed, params_.data(), params_.size());
       } else if (options_.random_init) {
         models::InitParams(*graph_, options_.seed, params_.data());
       }
-      R2SP_RETURN_IF_ERROR_WITH(ps_->Push(params_.data(), 0, /*init=*/true).Wait(),
+      R2SP_RETURN_IF_ERROR_WITH(ps_->Push(params(), 0, /*init=*/true).Wait(),
                                 "initialising the servers");
     }
     R2SP_RETURN_IF_ERROR_WITH(scheduler_->Barrier(proto::WORKERS),
@@ -161,7 +172,7 @@ absl::Status WorkerNode::InitialiseParameters() {
       registration_.joined_running_job() && (sync == proto::BSP || sync == proto::SSP);
   PullOptions initial;
   if (at_clock && sync == proto::BSP) initial.min_version = registration_.join_clock();
-  const Ticket pulled = ps_->Pull(params_.data(), initial);
+  const Ticket pulled = ps_->Pull(params(), initial);
   R2SP_RETURN_IF_ERROR_WITH(pulled.Wait(), "pulling initial parameters");
   // The servers restored checkpoints, or this worker joins a running job: training goes on from
   // the least advanced partition's step (a joiner in the shard it took over; at its join clock
@@ -189,8 +200,8 @@ absl::StatusOr<LoopResult> WorkerNode::Train() {
   mode.staleness = book.staleness();
   mode.slot_includes_pull = book.r2sp_slot_includes_pull();
   mode.workers = book.workers_size();
-  // Real models (TrainModel): lookahead, and the batch sizes (the synthetic workload's pushes
-  // are not weighted).
+  // Real models (TrainModel, TrainExternal): lookahead, and the batch sizes (the synthetic
+  // workload's pushes are not weighted).
   mode.lookahead = false;
   mode.hetero_batching = false;
   mode.global_batch = 0;
@@ -205,6 +216,7 @@ absl::StatusOr<LoopResult> WorkerNode::Train() {
                         WithContext(RunLog::Open(options_.metrics_path, options_.timeline_path,
                                                  registration_.rank()),
                                     "opening --metrics/--timeline"));
+  if (external_) return TrainExternal(loop, mode, log.get());
   if (!synthetic()) return TrainModel(loop, mode, log.get());
   // One epoch of --iterations steps.
   loop.epochs = 1;
@@ -217,44 +229,13 @@ absl::StatusOr<LoopResult> WorkerNode::Train() {
   synthetic.seed = options_.seed;
   SyntheticWorkload workload(synthetic, params_.size());
   Exchanger exchanger(mode, ps_.get(), scheduler_.get(), log.get());
-  return RunTrainingLoop(loop, &workload, &exchanger, params_.data(), log.get());
+  return RunTrainingLoop(loop, &workload, &exchanger, params(), log.get());
 }
 
-std::function<absl::StatusOr<int64_t>(int, bool)> WorkerNode::EpochPlanner(
-    int world, int shard, int batch, int64_t fixed_steps, models::Batcher* batcher,
-    Exchanger* exchanger) {
-  return [this, world, shard, batch, fixed_steps, batcher, exchanger](
-             int epoch, bool starting) -> absl::StatusOr<int64_t> {
-    R2SP_ASSIGN_OR_RETURN(const std::vector<int> live,
-                          WithContext(scheduler_->EpochPlan(epoch, starting),
-                                      absl::StrCat("asking for the plan of epoch ", epoch + 1)));
-    R2SP_RETURN_IF_ERROR_WITH(CheckLiveShards(live, world),
-                              absl::StrCat("the scheduler's plan of epoch ", epoch + 1));
-    const int64_t size = data_->train.size();
-    // A worker the plan did not count (one of a resumed job, in the epoch it resumes in)
-    // trains its own shard, as often as the counted ones' steps take.
-    const bool counted = std::find(live.begin(), live.end(), shard) != live.end();
-    batcher->SetSamples(models::EpochSamples(size, world, shard, live), !counted);
-    exchanger->SetLiveWorkers(static_cast<int>(live.size()));
-    const int dead = world - static_cast<int>(live.size());
-    if (dead > 0) {
-      std::printf("worker %d: epoch %d also trains a share of the data of %d dead worker%s\n",
-                  registration_.rank(), epoch + 1, dead, dead == 1 ? "" : "s");
-    }
-    // With tuned batches an epoch stays the data set in global batches; with fixed ones, the
-    // smallest load in fixed batches (every worker runs as many, so that clocks line up).
-    if (batch <= 0) return fixed_steps;
-    return std::max<int64_t>(1, models::FewestEpochSamples(size, world, live) / batch);
-  };
-}
-
-absl::StatusOr<LoopResult> WorkerNode::TrainModel(const LoopOptions& loop_in,
-                                                  ExchangerOptions mode, RunLog* log) {
-  const proto::AddressBook& book = registration_.book();
-  const int rank = registration_.rank();
+absl::StatusOr<std::pair<int, int>> WorkerNode::DataShard() const {
   // The data is cut into one shard per initial worker; a joiner trains a dead worker's.
   const int world = registration_.data_world() > 0 ? registration_.data_world()
-                                                     : book.workers_size();
+                                                     : registration_.book().workers_size();
   const int shard = registration_.data_shard();
   if (shard < 0 || shard >= world) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -263,6 +244,45 @@ absl::StatusOr<LoopResult> WorkerNode::TrainModel(const LoopOptions& loop_in,
         "join a running job only in place of a worker that died in the current epoch, or, "
         "without --absorb_orphaned_shards, any dead one"));
   }
+  return std::make_pair(world, shard);
+}
+
+EpochPlannerOptions WorkerNode::PlannerOptions(int world, int shard, const ExchangerOptions& mode,
+                                               const LoopOptions& loop,
+                                               int64_t train_samples) const {
+  EpochPlannerOptions o;
+  o.rank = registration_.rank();
+  o.world = world;
+  o.shard = shard;
+  o.batch = mode.hetero_batching ? 0 : options_.batch_size;
+  o.fixed_steps = loop.steps_per_epoch;
+  o.train_samples = train_samples;
+  return o;
+}
+
+int WorkerNode::SizeBatches(int64_t train_samples, int world, ExchangerOptions* mode,
+                            LoopOptions* loop) const {
+  const proto::AddressBook& book = registration_.book();
+  mode->hetero_batching = book.hetero_batching();
+  mode->lookahead = options_.exchange.lookahead;
+  if (mode->hetero_batching) {
+    // The scheduler decides the batch sizes; an epoch is the data set in global batches.
+    mode->global_batch = book.global_batch();
+    mode->initial_batch = book.initial_batch();
+    loop->steps_per_epoch = std::max<int64_t>(1, train_samples / book.global_batch());
+    return book.global_batch();
+  }
+  mode->global_batch = options_.batch_size * world;
+  mode->initial_batch = options_.batch_size;
+  loop->steps_per_epoch = std::max<int64_t>(1, train_samples / world / options_.batch_size);
+  return options_.batch_size;
+}
+
+absl::StatusOr<LoopResult> WorkerNode::TrainModel(const LoopOptions& loop_in,
+                                                  ExchangerOptions mode, RunLog* log) {
+  const int rank = registration_.rank();
+  R2SP_ASSIGN_OR_RETURN(const auto world_shard, DataShard());
+  const auto [world, shard] = world_shard;
   models::BackendOptions backend = options_.backend;
   backend.seed = options_.seed + rank;
   R2SP_ASSIGN_OR_RETURN(std::unique_ptr<models::Network> net,
@@ -284,40 +304,67 @@ absl::StatusOr<LoopResult> WorkerNode::TrainModel(const LoopOptions& loop_in,
 
   LoopOptions loop = loop_in;
   loop.log_every = options_.log_every > 0 ? options_.log_every : 50;
-  mode.hetero_batching = book.hetero_batching();
-  mode.lookahead = options_.exchange.lookahead;
   ModelWorkloadOptions workload_options = options_.workload;
+  workload_options.largest_batch = SizeBatches(data_->train.size(), world, &mode, &loop);
   workload_options.rank = rank;
   workload_options.wrapping_batches = mode.hetero_batching;
   workload_options.evaluate = shard == 0;  // a replacement of the evaluating worker evaluates
   workload_options.data = options_.data;
   workload_options.fp16_gradients =
       options_.workload.fp16_gradients && options_.ps.push_codec.codec == proto::FP16;
-  if (mode.hetero_batching) {
-    // The scheduler decides the batch sizes; an epoch is the data set in global batches.
-    mode.global_batch = book.global_batch();
-    mode.initial_batch = book.initial_batch();
-    workload_options.largest_batch = book.global_batch();
-    loop.steps_per_epoch = std::max<int64_t>(1, data_->train.size() / book.global_batch());
-  } else {
-    mode.global_batch = options_.batch_size * world;
-    mode.initial_batch = options_.batch_size;
-    workload_options.largest_batch = options_.batch_size;
-    loop.steps_per_epoch = std::max<int64_t>(1, data_->train.size() / world / options_.batch_size);
-  }
   ModelWorkload workload(workload_options, net.get(), &batcher, &data_->test);
   Exchanger exchanger(mode, ps_.get(), scheduler_.get(), log);
-  if (book.absorb_orphaned_shards()) {
-    loop.plan_epoch = EpochPlanner(world, shard, mode.hetero_batching ? 0 : options_.batch_size,
-                                   loop.steps_per_epoch, &batcher, &exchanger);
+  if (registration_.book().absorb_orphaned_shards()) {
+    const int64_t size = data_->train.size();
+    loop.plan_epoch = MakeEpochPlanner(
+        PlannerOptions(world, shard, mode, loop, size), scheduler_.get(), &exchanger,
+        [&batcher, size, world, shard](int, const std::vector<int>& live, bool counted, int64_t) {
+          batcher.SetSamples(models::EpochSamples(size, world, shard, live), !counted);
+        });
   }
   R2SP_ASSIGN_OR_RETURN(LoopResult r,
-                        RunTrainingLoop(loop, &workload, &exchanger, params_.data(), log));
-  std::printf("worker %d: %lld steps, %lld samples in %.1f s (%.0f samples/s; compute %.1f s, "
-              "push+pull %.1f s, of which waiting %.1f s; last batch %d)\n",
-              rank, static_cast<long long>(r.steps), static_cast<long long>(r.samples), r.seconds,
-              r.samples / std::max(r.seconds, 1e-9), r.compute_seconds,
-              r.push_seconds + r.pull_seconds, r.wait_seconds, r.final_batch);
+                        RunTrainingLoop(loop, &workload, &exchanger, params(), log));
+  PrintTrained(rank, r);
+  return r;
+}
+
+JoinedJob WorkerNode::JoinedJobInfo() const {
+  const proto::AddressBook& book = registration_.book();
+  JoinedJob job;
+  job.rank = registration_.rank();
+  job.workers = book.workers_size();
+  job.mode = SyncModeName(book.sync());
+  job.hetero_batching = book.hetero_batching();
+  job.data_world = registration_.data_world() > 0 ? registration_.data_world() : job.workers;
+  job.data_shard = registration_.data_shard();
+  job.first_step = first_step_;
+  job.batch_size = job.hetero_batching ? book.initial_batch() : options_.batch_size;
+  job.overlaps_backward = options_.exchange.overlap;
+  return job;
+}
+
+absl::StatusOr<LoopResult> WorkerNode::TrainExternal(LoopOptions loop, ExchangerOptions mode,
+                                                     RunLog* log) {
+  HandoffWorkload* workload = external_->workload;
+  R2SP_ASSIGN_OR_RETURN(const int64_t train_samples, workload->AwaitStart());
+  R2SP_ASSIGN_OR_RETURN(const auto world_shard, DataShard());
+  const auto [world, shard] = world_shard;
+  loop.log_every = options_.log_every > 0 ? options_.log_every : 50;
+  SizeBatches(train_samples, world, &mode, &loop);
+  // The script's evaluation (worker 0's shard) is asked for after each epoch.
+  workload->SetTraining(loop.steps_per_epoch, world, shard == 0);
+  Exchanger exchanger(mode, ps_.get(), scheduler_.get(), log);
+  if (registration_.book().absorb_orphaned_shards()) {
+    loop.plan_epoch = MakeEpochPlanner(
+        PlannerOptions(world, shard, mode, loop, train_samples), scheduler_.get(), &exchanger,
+        [workload](int epoch, const std::vector<int>& live, bool, int64_t steps) {
+          workload->SetEpochPlan(epoch, steps, live);
+        });
+  }
+  R2SP_ASSIGN_OR_RETURN(LoopResult r,
+                        RunTrainingLoop(loop, workload, &exchanger, params(), log));
+  PrintTrained(registration_.rank(), r);
+  workload->Finish(r);
   return r;
 }
 
@@ -326,33 +373,15 @@ absl::Status WorkerNode::Finish(const LoopResult& result) {
   R2SP_RETURN_IF_ERROR_WITH(scheduler_->Barrier(proto::WORKERS), "final barrier");
   PullOptions final_pull;
   final_pull.min_version = registration_.book().sync() == proto::BSP ? result.steps : 0;
-  R2SP_RETURN_IF_ERROR_WITH(ps_->Pull(params_.data(), final_pull).Wait(), "final pull");
+  R2SP_RETURN_IF_ERROR_WITH(ps_->Pull(params(), final_pull).Wait(), "final pull");
   if (!options_.dump_params_path.empty()) {
-    std::string bytes(reinterpret_cast<const char*>(params_.data()),
-                      params_.size() * sizeof(float));
+    std::string bytes(reinterpret_cast<const char*>(params()),
+                      layout_->total_elements() * sizeof(float));
     R2SP_RETURN_IF_ERROR_WITH(WriteFileAtomically(options_.dump_params_path, bytes),
                               "writing --dump_params");
   }
-  proto::NodeCounters counters;
-  counters.set_iterations(result.steps);
-  counters.set_seconds(result.seconds);
-  counters.set_model(options_.model);
-  counters.set_push_codec(codec::CodecSpecName(options_.ps.push_codec));
-  counters.set_pull_codec(codec::CodecSpecName({options_.exchange.pull_codec}));
-  counters.set_test_accuracy(result.test_accuracy);  // -1: nothing evaluated
-  if (!synthetic()) {
-    counters.set_samples(result.samples);
-    counters.set_epochs(result.epochs);
-    counters.set_final_loss(result.last_epoch_loss);
-  }
-  const PsClientCounters c = ps_->counters();
-  counters.set_bytes_pushed(c.bytes_pushed);
-  counters.set_bytes_pulled(c.bytes_pulled);
-  counters.set_pushes(c.pushes);
-  counters.set_pulls(c.pulls);
-  counters.set_retried_requests(c.retries);
-  counters.set_rolled_back_steps(c.rolled_back_steps);
-  counters.set_dropped_messages(transport_->counters().dropped_messages);
+  const proto::NodeCounters counters = FinishCounters(options_, result, ps_->counters(),
+                                                      transport_->counters().dropped_messages);
   R2SP_RETURN_IF_ERROR_WITH(scheduler_->Finish(counters), "reporting to the scheduler");
   scheduler_->StopHeartbeats();
   transport_->Stop();

@@ -9,9 +9,14 @@ namespace {
 
 // What only one kind of model uses.
 void CheckModel(const WorkerOptions& o, OptionChecker& c) {
-  c.Check(o.model == "synthetic" || o.model == "mlp" || o.model == "cnn" ||
-              o.model == "resnet20",
-          "--model", "model", "mlp, cnn, resnet20 or synthetic", o.model);
+  if (o.external_model) {
+    c.Check(!o.model.empty() && !o.is_synthetic(), "--model", "model",
+            "a name for the caller's model (not empty, not synthetic)", o.model);
+  } else {
+    c.Check(o.model == "synthetic" || o.model == "mlp" || o.model == "cnn" ||
+                o.model == "resnet20",
+            "--model", "model", "mlp, cnn, resnet20 or synthetic", o.model);
+  }
   c.Check(o.batch_size >= 1 && o.batch_size <= 65536, "--batch_size", "batch_size",
           "in [1, 65536]", o.batch_size);
   c.Require(o.init_model_path.empty() || !o.is_synthetic(), "--init=checkpoint:",

@@ -30,6 +30,9 @@ ModelWorkloadOptions WorkerWorkloadDefaults();   // fp16_gradients (--encode_on_
 struct WorkerOptions {
   NodeConnectionOptions connection;
   std::string model = "synthetic";  // REQUIRES: mlp, cnn, resnet20 or synthetic
+  // The model is the caller's (WorkerNode's ExternalModel: the Python client's); `model` then
+  // only names it in the job's reports. REQUIRES (then): model not empty, not "synthetic".
+  bool external_model = false;
 
   // Real models.
   std::string data = "fashion-mnist";

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -69,7 +70,9 @@ class Workload {
 
   // Whether EvaluateTest runs after every epoch (on this worker).
   virtual bool EvaluatesAfterEpoch() const { return false; }
-  virtual absl::StatusOr<TestEvaluation> EvaluateTest(const float* /*params*/) {
+  // The test set's evaluation at `params`, or nullopt when the workload has none to give this
+  // time (a Python script that did not report one: handoff_workload.h); then nothing is logged.
+  virtual absl::StatusOr<std::optional<TestEvaluation>> EvaluateTest(const float* /*params*/) {
     return absl::UnimplementedError("this workload has no test set");
   }
 };

@@ -1,5 +1,5 @@
-// The node flags are defined in both server/main.cc and worker/main.cc (gflags live only in
-// the binaries' mains; common/node_flags.h reads them): the two blocks must stay the same text,
+// The node flags are defined in both server/main.cc and worker/worker_flags.cc (the worker's
+// flags, shared by its binary and the Python client; common/node_flags.h reads them): the two blocks must stay the same text,
 // so both binaries take the same flags with the same defaults and help.
 #include <fstream>
 #include <sstream>
@@ -24,7 +24,7 @@ std::string NodeFlagBlock(const std::string& path) {
 
 TEST(NodeFlagsTest, TheServerAndTheWorkerDefineTheSameNodeFlags) {
   const std::string server = NodeFlagBlock("server/main.cc");
-  const std::string worker = NodeFlagBlock("worker/main.cc");
+  const std::string worker = NodeFlagBlock("worker/worker_flags.cc");
   ASSERT_NE(server, "");
   EXPECT_EQ(server, worker);
   for (const char* flag :

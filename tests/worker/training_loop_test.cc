@@ -206,7 +206,7 @@ class CountingWorkload : public Workload {
     return step;
   }
   bool EvaluatesAfterEpoch() const override { return true; }
-  absl::StatusOr<TestEvaluation> EvaluateTest(const float* params) override {
+  absl::StatusOr<std::optional<TestEvaluation>> EvaluateTest(const float* params) override {
     return TestEvaluation{params[0], 0.25};
   }
 

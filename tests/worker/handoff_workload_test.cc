@@ -1,0 +1,205 @@
+// HandoffWorkload between two threads: the loop's side (ComputeGradient, EvaluateTest, the
+// node's Joined/AwaitStart/Finish/Fail) on a thread of the test's, the script's side (Wait,
+// Start, GradientReady, Submit, ReportEvaluation, Close) on the test's main thread.
+#include "worker/handoff_workload.h"
+
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "gtest/gtest.h"
+
+namespace r2sp {
+namespace {
+
+using State = HandoffWorkload::State;
+
+constexpr absl::Duration kLong = absl::Seconds(10);
+
+class HandoffWorkloadTest : public ::testing::Test {
+ protected:
+  HandoffWorkloadTest() : grads_(8, 0.0f), grads16_(8, 0), handoff_(grads_.data(), grads16_.data()) {}
+  ~HandoffWorkloadTest() override {
+    if (loop_.joinable()) loop_.join();
+  }
+
+  // Joined and started over `samples`, with epochs of `steps` steps on `world` shards.
+  void StartTraining(int64_t samples, int64_t steps, int world, bool evaluates) {
+    JoinedJob job;
+    job.rank = 1;
+    job.workers = 2;
+    job.mode = "bsp";
+    job.batch_size = 4;
+    handoff_.Joined(job);
+    ASSERT_EQ(*handoff_.Wait(kLong), State::kJoined);
+    EXPECT_EQ(handoff_.joined().rank, 1);
+    ASSERT_TRUE(handoff_.Start(samples).ok());
+    EXPECT_EQ(*handoff_.AwaitStart(), samples);
+    handoff_.SetTraining(steps, world, evaluates);
+  }
+
+  std::vector<float> grads_;
+  std::vector<uint16_t> grads16_;
+  HandoffWorkload handoff_;
+  std::thread loop_;
+};
+
+TEST_F(HandoffWorkloadTest, AStepGoesToTheScriptAndItsGradientComesBack) {
+  StartTraining(64, 4, 2, false);
+  std::vector<std::pair<int64_t, int64_t>> ready;
+  handoff_.set_gradient_ready([&](HostGradient g, int64_t offset, int64_t count) {
+    EXPECT_EQ(g.fp32, grads_.data());
+    ready.emplace_back(offset, count);
+  });
+  absl::StatusOr<ComputedStep> computed;
+  handoff_.StartEpoch(1);
+  loop_ = std::thread([&] { computed = handoff_.ComputeGradient(7, 5, nullptr); });
+  ASSERT_EQ(*handoff_.Wait(kLong), State::kStepWanted);
+  const WantedStep step = handoff_.step();
+  EXPECT_EQ(step.clock, 7);
+  EXPECT_EQ(step.epoch, 1);
+  EXPECT_EQ(step.index, 0);
+  EXPECT_EQ(step.epoch_steps, 4);
+  EXPECT_EQ(step.batch, 5);
+  EXPECT_EQ(step.live_shards, (std::vector<int>{0, 1}));
+  ASSERT_TRUE(handoff_.GradientReady(4, 4, false, 8).ok());
+  ASSERT_TRUE(handoff_.GradientReady(0, 4, false, 8).ok());
+  ASSERT_TRUE(handoff_.Submit(5, 0.75, false).ok());
+  loop_.join();
+  ASSERT_TRUE(computed.ok());
+  EXPECT_EQ(computed->samples, 5);
+  EXPECT_EQ(computed->loss, 0.75);
+  EXPECT_EQ(computed->grads.fp32, grads_.data());
+  EXPECT_EQ(ready, (std::vector<std::pair<int64_t, int64_t>>{{4, 4}, {0, 4}}));
+  EXPECT_EQ(*handoff_.Wait(absl::ZeroDuration()), State::kRunning);
+}
+
+TEST_F(HandoffWorkloadTest, Fp16GradientsComeBackAsBinary16) {
+  StartTraining(64, 4, 2, false);
+  absl::StatusOr<ComputedStep> computed;
+  handoff_.StartEpoch(0);
+  loop_ = std::thread([&] { computed = handoff_.ComputeGradient(0, 4, nullptr); });
+  ASSERT_EQ(*handoff_.Wait(kLong), State::kStepWanted);
+  ASSERT_TRUE(handoff_.Submit(4, 1.0, true).ok());
+  loop_.join();
+  EXPECT_EQ(computed->grads.fp16, grads16_.data());
+  EXPECT_EQ(computed->grads.fp32, nullptr);
+}
+
+TEST_F(HandoffWorkloadTest, AnEpochPlanGivesItsStepsAndShards) {
+  StartTraining(64, 4, 3, false);
+  handoff_.SetEpochPlan(2, 6, {0, 2});
+  handoff_.StartEpoch(2);
+  handoff_.SkipSteps(3, 4);  // a resumed run
+  loop_ = std::thread([&] { (void)handoff_.ComputeGradient(11, 4, nullptr); });
+  ASSERT_EQ(*handoff_.Wait(kLong), State::kStepWanted);
+  EXPECT_EQ(handoff_.step().index, 3);
+  EXPECT_EQ(handoff_.step().epoch_steps, 6);
+  EXPECT_EQ(handoff_.step().live_shards, (std::vector<int>{0, 2}));
+  ASSERT_TRUE(handoff_.Submit(4, 1.0, false).ok());
+}
+
+TEST_F(HandoffWorkloadTest, TheEvaluationIsReportedOrSkipped) {
+  StartTraining(64, 4, 2, true);
+  EXPECT_TRUE(handoff_.EvaluatesAfterEpoch());
+  EXPECT_FALSE(handoff_.ReportEvaluation({0.5, 0.1}));  // none wanted
+  absl::StatusOr<std::optional<TestEvaluation>> first, second;
+  loop_ = std::thread([&] {
+    first = handoff_.EvaluateTest(nullptr);
+    second = handoff_.EvaluateTest(nullptr);
+  });
+  ASSERT_EQ(*handoff_.Wait(kLong), State::kEvaluationWanted);
+  EXPECT_TRUE(handoff_.ReportEvaluation({0.875, 0.25}));
+  // Wait until the loop asks again (its state goes back to kEvaluationWanted).
+  while (*handoff_.Wait(kLong) != State::kEvaluationWanted) {}
+  handoff_.SkipEvaluation();
+  loop_.join();
+  ASSERT_TRUE(first.ok() && first->has_value());
+  EXPECT_EQ((*first)->accuracy, 0.875);
+  EXPECT_EQ((*first)->loss, 0.25);
+  ASSERT_TRUE(second.ok());
+  EXPECT_FALSE(second->has_value());
+}
+
+TEST_F(HandoffWorkloadTest, CloseEndsTheLoopsWaitWithItsStatus) {
+  StartTraining(64, 4, 2, false);
+  absl::StatusOr<ComputedStep> computed;
+  loop_ = std::thread([&] { computed = handoff_.ComputeGradient(0, 4, nullptr); });
+  ASSERT_EQ(*handoff_.Wait(kLong), State::kStepWanted);
+  handoff_.Close(absl::CancelledError("interrupted"));
+  loop_.join();
+  EXPECT_EQ(computed.status(), absl::CancelledError("interrupted"));
+  EXPECT_EQ(handoff_.Wait(absl::ZeroDuration()).status(), absl::CancelledError("interrupted"));
+  EXPECT_EQ(handoff_.Submit(4, 1.0, false), absl::CancelledError("interrupted"));
+}
+
+TEST_F(HandoffWorkloadTest, CloseBeforeTheStartEndsAwaitStart) {
+  handoff_.Close(absl::CancelledError("the worker was destroyed"));
+  EXPECT_EQ(handoff_.AwaitStart().status(), absl::CancelledError("the worker was destroyed"));
+}
+
+TEST_F(HandoffWorkloadTest, AFailedRunIsWhatTheScriptSees) {
+  handoff_.Fail(absl::AbortedError("declared dead by the scheduler"));
+  EXPECT_EQ(handoff_.Wait(kLong).status(), absl::AbortedError("declared dead by the scheduler"));
+}
+
+TEST_F(HandoffWorkloadTest, FinishSaysTheRunIsOverWithItsResult) {
+  StartTraining(64, 4, 2, false);
+  LoopResult result;
+  result.steps = 8;
+  result.test_accuracy = 0.5;
+  handoff_.Finish(result);
+  ASSERT_EQ(*handoff_.Wait(kLong), State::kOver);
+  EXPECT_EQ(handoff_.result().steps, 8);
+  EXPECT_EQ(handoff_.result().test_accuracy, 0.5);
+  const absl::Status more = handoff_.Submit(4, 1.0, false);
+  EXPECT_EQ(more.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(more.message(), "the job's training is over: the script ran more steps than the job "
+                            "planned (iterate r2sp.torch.DistributedSampler)");
+}
+
+TEST_F(HandoffWorkloadTest, CallsOutOfTurnAreRefused) {
+  EXPECT_EQ(handoff_.Start(10), absl::FailedPreconditionError(
+                                    "training starts after the worker joined the job"));
+  handoff_.Joined(JoinedJob{});
+  EXPECT_EQ(handoff_.Start(0), absl::InvalidArgumentError(
+                                   "the training set must hold at least one sample, got 0"));
+  EXPECT_EQ(handoff_.GradientReady(0, 4, false, 8),
+            absl::FailedPreconditionError(
+                "a gradient is ready only during a step the job asked for (after next_step)"));
+  EXPECT_EQ(handoff_.Submit(4, 1.0, false),
+            absl::FailedPreconditionError("no step is wanted now (submit follows next_step)"));
+  ASSERT_TRUE(handoff_.Start(10).ok());
+  EXPECT_EQ(handoff_.Start(10), absl::FailedPreconditionError("training has started already"));
+}
+
+TEST_F(HandoffWorkloadTest, GradientRangesOutsideTheModelAndNegativeSamplesAreRefused) {
+  StartTraining(64, 4, 2, false);
+  loop_ = std::thread([&] { (void)handoff_.ComputeGradient(0, 4, nullptr); });
+  ASSERT_EQ(*handoff_.Wait(kLong), State::kStepWanted);
+  EXPECT_EQ(handoff_.GradientReady(6, 4, false, 8),
+            absl::OutOfRangeError("gradient range [6, 10) is outside the model's 8 values"));
+  EXPECT_EQ(handoff_.GradientReady(-1, 2, false, 8),
+            absl::OutOfRangeError("gradient range [-1, 1) is outside the model's 8 values"));
+  EXPECT_EQ(handoff_.Submit(-1, 1.0, false),
+            absl::InvalidArgumentError("a step's samples cannot be negative, got -1"));
+  ASSERT_TRUE(handoff_.Submit(4, 1.0, false).ok());
+}
+
+TEST(HandoffWorkloadNoFp16Test, Fp16IsRefusedWithoutItsBuffer) {
+  std::vector<float> grads(8);
+  HandoffWorkload handoff(grads.data(), nullptr);
+  handoff.Joined(JoinedJob{});
+  ASSERT_TRUE(handoff.Start(8).ok());
+  std::thread loop([&] { (void)handoff.ComputeGradient(0, 4, nullptr); });
+  ASSERT_EQ(*handoff.Wait(kLong), State::kStepWanted);
+  EXPECT_EQ(handoff.Submit(4, 1.0, true),
+            absl::FailedPreconditionError("this worker has no binary16 gradient buffer"));
+  ASSERT_TRUE(handoff.Submit(4, 1.0, false).ok());
+  loop.join();
+}
+
+}  // namespace
+}  // namespace r2sp

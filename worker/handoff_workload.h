@@ -1,0 +1,144 @@
+// A workload computed by code on another thread: the Python client's (worker/python/), whose
+// script runs its own forward and backward. The worker's life (worker_node.h) runs on its own
+// thread and this workload hands each phase across:
+//   joining: the node registers and initialises; Joined() publishes what the job decided, and
+//     the node waits in AwaitStart() until the script says how many samples it trains;
+//   training: the training loop asks for a step (ComputeGradient) and waits; the script sees it
+//     (Wait -> kStepWanted, step()), computes the gradient into the buffer it shares with this
+//     workload, says which parts are final while backward runs (GradientReady), and hands the
+//     step over (Submit). After an epoch the evaluating worker's loop asks for the evaluation
+//     (EvaluateTest): the script reports one (ReportEvaluation) or moves on (SkipEvaluation);
+//   over: the node finished (Finish) or failed (Fail); the script ends the run early (Close).
+// One waiting side at a time: the loop's thread waits while the script computes and the
+// script's thread while the loop exchanges, so the buffers need no lock of their own.
+#ifndef R2SP_WORKER_HANDOFF_WORKLOAD_H_
+#define R2SP_WORKER_HANDOFF_WORKLOAD_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "worker/host_gradient.h"
+#include "worker/training_loop.h"
+#include "worker/workload.h"
+
+namespace r2sp {
+
+// What the job decided for this worker, once it joined.
+struct JoinedJob {
+  int rank = 0;
+  int workers = 0;
+  std::string mode;  // bsp, ssp, asp or r2sp
+  bool hetero_batching = false;
+  int data_world = 0;  // the data set's shards
+  int data_shard = 0;  // this worker's (0: it evaluates)
+  int64_t first_step = 0;  // > 0: the job resumed, or this worker joined a running one
+  int batch_size = 0;      // until the scheduler says otherwise
+  bool overlaps_backward = false;  // GradientReady starts pushes during backward
+};
+
+// The step the loop waits for.
+struct WantedStep {
+  int64_t clock = 0;
+  int epoch = 0;           // 0-based
+  int64_t index = 0;       // in the epoch, 0-based
+  int64_t epoch_steps = 0;
+  int batch = 0;
+  std::vector<int> live_shards;  // the shards the epoch trains
+};
+
+// Thread-safe: the node's thread calls the Workload side, Joined, AwaitStart, SetEpochPlan,
+// Finish and Fail; the script's thread the rest.
+class HandoffWorkload : public Workload {
+ public:
+  enum class State {
+    kJoining,            // the node has not joined yet
+    kJoined,             // joined; waiting for Start
+    kRunning,            // the loop (or the script) is busy; nothing is wanted
+    kStepWanted,         // step() says which
+    kEvaluationWanted,   // after an epoch, on the evaluating worker
+    kOver,               // finished: result()
+  };
+
+  // `fp32` and `fp16`: the gradient buffers (the model's size) the script writes; `fp16` may be
+  // null (then Submit refuses fp16).
+  HandoffWorkload(const float* fp32, const uint16_t* fp16);
+
+  // --- The node's side.
+  void Joined(const JoinedJob& job);
+  // Blocks until Start (the training set's size) or Close (its status).
+  absl::StatusOr<int64_t> AwaitStart();
+  // The epochs' steps and shards: `steps_per_epoch` and every shard of `world` unless a plan
+  // says otherwise (SetEpochPlan), and whether this worker evaluates.
+  void SetTraining(int64_t steps_per_epoch, int world, bool evaluates);
+  void SetEpochPlan(int epoch, int64_t steps, std::vector<int> live_shards);
+  void Finish(const LoopResult& result);
+  void Fail(const absl::Status& why);  // the run failed: Wait returns `why` from now on
+
+  // --- Workload (the training loop, on the node's thread).
+  void set_gradient_ready(::r2sp::GradientReady fn) override;
+  void StartEpoch(int epoch) override;
+  void SkipSteps(int64_t steps, int batch) override;
+  absl::StatusOr<ComputedStep> ComputeGradient(int64_t clock, int batch,
+                                               const float* params) override;
+  bool EvaluatesAfterEpoch() const override;
+  absl::StatusOr<std::optional<TestEvaluation>> EvaluateTest(const float* params) override;
+
+  // --- The script's side.
+  // Waits up to `timeout` while the state is kJoining or kRunning; the state then, or the error
+  // the run failed with (Fail), or the Close status after Close.
+  absl::StatusOr<State> Wait(absl::Duration timeout);
+  JoinedJob joined() const;
+  WantedStep step() const;  // REQUIRES: state kStepWanted
+  LoopResult result() const;  // REQUIRES: state kOver
+  // FailedPrecondition unless joined and not started yet; InvalidArgument for a size < 1.
+  absl::Status Start(int64_t train_samples);
+  // [offset, offset + count) of this step's gradient is final. FailedPrecondition unless a step
+  // is wanted; OutOfRange for a range outside the model (`size`).
+  absl::Status GradientReady(int64_t offset, int64_t count, bool fp16, int64_t size);
+  // The wanted step's gradient is complete; the loop goes on (state kRunning).
+  absl::Status Submit(int samples, double loss, bool fp16);
+  // The evaluation the loop waits for; false (nothing recorded) when none is wanted.
+  bool ReportEvaluation(const TestEvaluation& evaluation);
+  // A wanted evaluation goes unreported; nothing if none is wanted.
+  void SkipEvaluation();
+  // The script ends the run: a loop waiting for a step (or an evaluation, or the start) gets
+  // `why`; later calls of either side see it. Idempotent (the first status stays).
+  void Close(const absl::Status& why);
+
+ private:
+  bool Changed() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !(state_ == State::kJoining || state_ == State::kRunning) || !closed_.ok() ||
+           !failed_.ok();
+  }
+
+  const float* const fp32_;
+  const uint16_t* const fp16_;
+  mutable absl::Mutex mu_;
+  State state_ ABSL_GUARDED_BY(mu_) = State::kJoining;
+  absl::Status closed_ ABSL_GUARDED_BY(mu_);  // Close's
+  absl::Status failed_ ABSL_GUARDED_BY(mu_);  // Fail's
+  JoinedJob joined_ ABSL_GUARDED_BY(mu_);
+  int64_t train_samples_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t steps_per_epoch_ ABSL_GUARDED_BY(mu_) = 1;
+  std::vector<int> all_shards_ ABSL_GUARDED_BY(mu_);
+  bool evaluates_ ABSL_GUARDED_BY(mu_) = false;
+  std::map<int, WantedStep> plans_ ABSL_GUARDED_BY(mu_);  // epoch -> its steps and shards
+  WantedStep step_ ABSL_GUARDED_BY(mu_);  // the current epoch's, then the wanted step
+  bool submitted_fp16_ ABSL_GUARDED_BY(mu_) = false;
+  int submitted_samples_ ABSL_GUARDED_BY(mu_) = 0;
+  double submitted_loss_ ABSL_GUARDED_BY(mu_) = 0;
+  std::optional<TestEvaluation> evaluation_ ABSL_GUARDED_BY(mu_);
+  LoopResult result_ ABSL_GUARDED_BY(mu_);
+  ::r2sp::GradientReady gradient_ready_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace r2sp
+
+#endif  // R2SP_WORKER_HANDOFF_WORKLOAD_H_
