@@ -4,7 +4,8 @@ runtime; MANIFEST.json describes it; verify() finds changed and missing files; t
 under its own name with owners and times of nobody; a missing binary is refused by name. The
 Python client: the r2sp package under python/ with the extension inside as r2sp/_core.so, the
 user's --worker_files under worker_files/, and tools/package refusing --worker_files without
-the extension."""
+the extension; the built extension imports from a moved bundle, its libraries from the bundle's
+lib/ (skipped where it is not built)."""
 
 import hashlib
 import json
@@ -121,6 +122,45 @@ class BuiltBinariesTest(unittest.TestCase):
             with open(os.path.join(self.bundle, rel), "rb") as f:
                 self.assertEqual(hashlib.sha256(f.read()).hexdigest(), digest, rel)
         self.assertEqual(release_bundle.verify(self.bundle), [])
+
+
+CORE = os.path.join(BIN_DIR, "worker", "python", "_core.so")
+# Imports r2sp._core from the bundle's python/ (argv[1]) and prints where libzmq and protobuf
+# were loaded from.
+IMPORT_CORE = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import r2sp._core
+print(r2sp._core.synthetic_model(4096, 2))
+with open("/proc/self/maps") as f:
+    print(json.dumps(sorted({line.split()[-1] for line in f
+                             if "libzmq.so" in line or "libprotobuf.so" in line})))
+"""
+
+
+@unittest.skipUnless(os.path.exists(CORE), f"needs {CORE} (bazel build //worker/python:_core.so)")
+class BuiltExtensionTest(unittest.TestCase):
+    def test_the_extension_imports_from_the_moved_bundle(self):
+        with tempfile.TemporaryDirectory() as directory:
+            package = os.path.join(directory, "src", "r2sp")
+            os.makedirs(package)
+            with open(os.path.join(package, "__init__.py"), "w") as f:
+                f.write("")
+            made = os.path.join(directory, "made", "r2sp-test-cpu")
+            manifest = release_bundle.make(made, {"worker": os.path.join(BIN_DIR, "worker", "worker")},
+                                           VERSION, "cpu", "abc1234", python_package=(package, CORE))
+            self.assertLessEqual({"python/r2sp/__init__.py", "python/r2sp/_core.so",
+                                  "lib/libzmq.so.5"}, set(manifest["files"]))
+            bundle = os.path.join(directory, "elsewhere", "r2sp")
+            os.renames(made, bundle)
+            r = subprocess.run([sys.executable, "-c", IMPORT_CORE, os.path.join(bundle, "python")],
+                               env={"PATH": "/usr/bin:/bin"}, capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            model, loaded = r.stdout.splitlines()
+            self.assertEqual(model, "[('layer0.weight', [1322]), ('layer0.bias', [64]), "
+                                    "('layer1.weight', [2646]), ('layer1.bias', [64])]")
+            self.assertEqual(json.loads(loaded), [os.path.join(bundle, "lib", n)
+                                                  for n in ("libprotobuf.so.32", "libzmq.so.5")])
 
 
 class StandInBundleTest(unittest.TestCase):

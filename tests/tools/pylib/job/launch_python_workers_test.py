@@ -3,7 +3,11 @@ needs. The Python worker here is the user's side of the contract only: a script 
 environment and then runs the real worker binary with the flags R2SP_WORKER_FLAGS gives it, no
 others. A mixed bsp job (worker0 the binary, worker1 the script) completes with the same figures
 as a job of binaries, and so does a job of Python workers alone, both workers' spans in the
-merged timeline. Skipped where the binaries are not built."""
+merged timeline. Then a Python worker of r2sp._core (the lead's extension, found through
+R2SP_CORE, its flags from R2SP_WORKER_FLAGS) beside a C++ worker, both pushing the synthetic
+model's known gradients in bsp: they end with the same parameters, bit for bit, and the Python
+worker's metrics and timeline reach the run directory and summary.json. Skipped where the
+binaries (or the extension) are not built."""
 
 import json
 import os
@@ -31,6 +35,38 @@ with open(os.path.join(record_dir, os.environ["RANK"] + ".json"), "w") as f:
         "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "PYTHONPATH") if k in os.environ}, f)
 os.execv(worker, [worker] + shlex.split(os.environ["R2SP_WORKER_FLAGS"]))
 '''
+
+
+# A Python worker of r2sp._core: the C++ synthetic model's tensors (4096 floats in 2 layers), its
+# known gradients, 48 training samples; writes OUT.params (the final parameters) and
+# OUT.result.json (finish()'s figures). core_script.py OUT
+CORE_SCRIPT = r'''
+import json, os, shlex, sys
+sys.path.insert(0, os.path.dirname(os.environ["R2SP_CORE"]))
+import _core
+out = sys.argv[1]
+worker = _core.Worker(shlex.split(os.environ["R2SP_WORKER_FLAGS"]),
+                      [(n, s) for n, s in _core.synthetic_model(4096, 2)], "known-gradients")
+grads = memoryview(worker.grads).cast("B").cast("f")
+worker.join()
+worker.begin_training(48)
+while True:
+    step = worker.next_step()
+    if step is None:
+        break
+    _core.fill_known_gradient(worker.rank, step.clock, grads)
+    worker.gradient_ready(0, worker.size)
+    worker.submit(step.batch, 1.0)
+result = worker.finish()
+with open(out + ".params", "wb") as f:
+    f.write(bytes(memoryview(worker.params)))
+with open(out + ".result.json", "w") as f:
+    json.dump(result, f)
+'''
+# The C++ worker of the same model and gradients (6 steps of 4 samples, as 48 samples over two
+# workers in batches of 4).
+KNOWN = "--model=synthetic --model_mb=0.015625 --layers=2 --grad=known --init=zero --iterations=6"
+CORE = os.path.join(BIN_DIR, "worker", "python", "_core.so")
 
 
 def cannot_run():
@@ -104,6 +140,54 @@ class LaunchPythonWorkersTest(unittest.TestCase):
         with open(os.path.join(run_dir, "timeline.json")) as f:
             tids = {e.get("tid") for e in json.load(f)["traceEvents"] if e.get("name") == "push"}
         self.assertEqual(len(tids), 2)  # both workers' pushes in the merged timeline
+
+@unittest.skipIf(cannot_run() or not os.path.exists(CORE),
+                 cannot_run() or f"needs the extension {CORE} (bazel build //worker/python:_core.so)")
+class CoreLaunchTest(unittest.TestCase):
+    def setUp(self):
+        self._tmp = tempfile.TemporaryDirectory(prefix="launch_core_")
+        self.dir = self._tmp.name
+
+    def tearDown(self):
+        self._tmp.cleanup()
+
+    def test_a_python_worker_of_the_extension_beside_a_cpp_worker(self):
+        script, run_dir = os.path.join(self.dir, "core_script.py"), os.path.join(self.dir, "run")
+        with open(script, "w") as f:
+            f.write(CORE_SCRIPT)
+        cpp_params, out = os.path.join(self.dir, "cpp.params"), os.path.join(self.dir, "py")
+        r = subprocess.run([
+            sys.executable, LAUNCH, "--bin_dir=" + BIN_DIR, "--quiet", "--run_dir=" + run_dir,
+            "--sync=bsp", "--servers=1", "--workers=2", "--timeout=120",
+            "--server_flags=--lr=0.1 --momentum=0.9 --heartbeat_ms=200",
+            "--worker_flags=--batch_size=4 --heartbeat_ms=200",
+            f"--worker_flags_for=0:{KNOWN} --dump_params={cpp_params}",
+            "--worker_cmd_for=1:" + shlex.join([sys.executable, script, out])],
+            capture_output=True, text=True, timeout=180)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        with open(cpp_params, "rb") as f:
+            expected = f.read()
+        self.assertEqual(len(expected), 4096 * 4)
+        self.assertNotEqual(expected, bytes(len(expected)))
+        with open(out + ".params", "rb") as f:
+            self.assertEqual(f.read(), expected)
+        with open(out + ".result.json") as f:
+            result = json.load(f)
+        self.assertEqual((result["steps"], result["samples"], result["epochs"]), (6, 24, 1))
+        with open(os.path.join(run_dir, "summary.json")) as f:
+            summary = json.load(f)
+        self.assertEqual((summary["completed"], summary["workers"], summary["iterations"],
+                          summary["deaths"]), (True, 2, 6, {"worker": 0, "server": 0}))
+        with open(os.path.join(run_dir, "metrics_worker1.jsonl")) as f:
+            rows = [json.loads(line) for line in f if '"event"' not in line]
+        self.assertEqual([row["batch"] for row in rows], [4] * 6)
+        with open(os.path.join(run_dir, "timeline.json")) as f:
+            spans = [(e["tid"], e["name"]) for e in json.load(f)["traceEvents"]
+                     if e.get("name") in ("compute", "push", "pull")]
+        self.assertEqual(sorted(set(spans)), [(t, n) for t in (0, 1)
+                                              for n in ("compute", "pull", "push")])
+        self.assertEqual(len(spans), 2 * 3 * 6)
+
 
 if __name__ == "__main__":
     junit_main.main()
