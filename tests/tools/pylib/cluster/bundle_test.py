@@ -159,8 +159,10 @@ class BuiltExtensionTest(unittest.TestCase):
             model, loaded = r.stdout.splitlines()
             self.assertEqual(model, "[('layer0.weight', [1322]), ('layer0.bias', [64]), "
                                     "('layer1.weight', [2646]), ('layer1.bias', [64])]")
-            self.assertEqual(json.loads(loaded), [os.path.join(bundle, "lib", n)
-                                                  for n in ("libprotobuf.so.32", "libzmq.so.5")])
+            loaded = json.loads(loaded)
+            self.assertEqual([os.path.basename(p).split(".so")[0] for p in loaded],
+                             ["libprotobuf", "libzmq"])
+            self.assertEqual({os.path.dirname(p) for p in loaded}, {os.path.join(bundle, "lib")})
 
 
 class StandInBundleTest(unittest.TestCase):
