@@ -329,8 +329,8 @@ class PackageScriptTest(unittest.TestCase):
             bin_dir = stand_ins(os.path.join(directory, "bin"))
             r = self.package(bin_dir, os.path.join(directory, "out"))
             self.assertEqual(r.returncode, 0, r.stderr)
-            self.assertTrue(r.stdout.endswith("; no Python package: worker/python/_core.so not "
-                                              "built)\n"), r.stdout)
+            self.assertTrue(r.stdout.endswith(f"; no Python package: {bin_dir}/worker/python/"
+                                              "_core.so missing)\n"), r.stdout)
             r = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "package"),
                                 "--bin_dir=" + bin_dir, "--out=" + os.path.join(directory, "out"),
                                 "--worker_files=" + bin_dir], capture_output=True, text=True)
