@@ -175,10 +175,16 @@ class ManifestTest(unittest.TestCase):
     def test_python_workers_get_their_command(self):
         python = cluster(hosts='scheduler = true\nservers = 1\nworkers = 3\n'
                                'worker_cmd = "python3 t.py --x=\'a b\'"')
-        worker = env_of(pod_spec(k8s_backend.render(python, JOB, "i", None)["30-worker-job.yaml"])
-                        ["containers"][0])
-        self.assertEqual((worker["R2SP_WORKER_CMD"], worker["R2SP_NUM_WORKERS"]),
-                         ("python3 t.py --x='a b'", "3"))
+        container = pod_spec(k8s_backend.render(python, JOB, "i", None)["30-worker-job.yaml"])[
+            "containers"][0]
+        self.assertEqual((container["command"], container["args"]),
+                         ([k8s_backend.ENTRYPOINT], ["worker"]))
+        self.assertEqual(env_of(container), {
+            "POD_IP": {"fieldRef": {"fieldPath": "status.podIP"}},
+            "POD_NAME": {"fieldRef": {"fieldPath": "metadata.name"}},
+            "R2SP_SCHEDULER": "tcp://k8s-test-scheduler:9000", "R2SP_EMIT_RESULTS": "1",
+            "R2SP_WORKER_CMD": "python3 t.py --x='a b'", "R2SP_NUM_WORKERS": "3",
+            "R2SP_PORT": "9200", "R2SP_OUT": k8s_backend.OUT_DIR, "R2SP_FLAGS": WORKER_FLAGS})
         self.assertNotIn("R2SP_WORKER_CMD", env_of(pod_spec(self.m["30-worker-job.yaml"])
                                                    ["containers"][0]))
 

@@ -171,6 +171,35 @@ class KeysOverStandInSshTest(unittest.TestCase):
 
 
 @unittest.skipIf(cannot_run(), cannot_run() or "")
+class PythonWorkerPlanTest(unittest.TestCase):
+    """The ssh command of a Python worker, exactly (no root needed)."""
+
+    def test_the_start_command(self):
+        with tempfile.TemporaryDirectory() as directory:
+            tarball = os.path.join(directory, "r2sp-0.0.0-cpu.tar.gz")
+            with tarfile.open(tarball, "w:gz") as t:
+                info = tarfile.TarInfo("r2sp-0.0.0-cpu/MANIFEST.json")
+                info.size = 2
+                t.addfile(info, io.BytesIO(b"{}"))
+            cluster = cluster_file.parse('[job]\nmode = "bsp"\nworkdir = "~/w"\n'
+                                         '[[host]]\nname = "h0"\nscheduler = true\nservers = 1\n'
+                                         '[[host]]\nname = "h1"\nworkers = 1\n'
+                                         'worker_cmd = "python3 train.py --lr=0.1"\n')
+            plan = ssh_backend.Plan(cluster, tarball, "r2sp-run", {"worker": ["--seed=1"]}, keys="/k")
+            h1 = cluster.hosts[1]
+            self.assertEqual(plan.start(h1, h1.processes[0]), [
+                "ssh", "-p", "22", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "-o",
+                "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3", "h1",
+                'mkdir -p "$HOME"/w/runs/r2sp-run && R2SP_OUT="$HOME"/w/runs/r2sp-run && '
+                'R2SP_KEYS="$HOME"/w/keys/r2sp-run && exec "$HOME"/w/r2sp-0.0.0-cpu/share/r2sp/'
+                "deploy/run_role --watch_stdin '--worker_cmd=python3 train.py --lr=0.1' --rank=0 "
+                "--world_size=1 --local_rank=0 worker --bind=tcp://0.0.0.0:9200 "
+                '--advertise_host=h1 --auth=curve --keys_dir="$R2SP_KEYS" '
+                '--scheduler=tcp://h0:9000 --metrics="$R2SP_OUT"/metrics_worker0.jsonl '
+                '--timeline="$R2SP_OUT"/timeline_worker0.json --model_dir="$R2SP_OUT"/model '
+                "--seed=1"])
+
+
 class SshBackendTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
