@@ -5,7 +5,19 @@ import importlib.util
 import os
 import sys
 
-ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../.."))
+
+
+def _root():
+    """Under Bazel the runfiles tree (which holds the built binaries; Python resolves the
+    symbolic links of a script's directory, so __file__ would name the source tree), else the
+    source tree this file is in."""
+    srcdir, workspace = os.environ.get("TEST_SRCDIR"), os.environ.get("TEST_WORKSPACE")
+    if srcdir and workspace:
+        return os.path.join(srcdir, workspace)
+    return os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../.."))
+
+
+ROOT = _root()
 EXAMPLES = os.path.join(ROOT, "examples", "pytorch")
 TORCH_PYTHON = "/usr/bin/python3"  # Debian's python3-torch and python3-torchvision
 

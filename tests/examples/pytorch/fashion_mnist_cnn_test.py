@@ -20,7 +20,7 @@ if HAVE_TORCH:
 
 import junit_main  # noqa: E402
 
-MODEL_TENSORS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "model_tensors")
+MODEL_TENSORS = os.path.join(example_paths.ROOT, "tests", "examples", "pytorch", "model_tensors")
 SCRIPT = os.path.join(example_paths.EXAMPLES, "fashion_mnist_cnn.py")
 
 

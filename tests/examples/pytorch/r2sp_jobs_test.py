@@ -1,0 +1,111 @@
+"""The examples through real R2SP jobs, started as a user starts them: tools/launch with the
+scheduler, server and worker binaries, the r2sp package and its extension, and
+fashion_mnist_cnn.py as --worker_cmd. Two Python workers train the cnn in bsp on tiny idx files
+(R2SP_DATA_DIR from the job's --data_dir) for the job's epochs, the evaluating worker's test
+accuracy reaching summary.json; and a mixed job, a C++ worker training the built-in cnn beside
+a Python worker training the PyTorch one, completes (their tensors match). Skipped where the
+binaries or the extension are not built."""
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import example_paths
+
+HAVE_TORCH = example_paths.use_torch_python()
+import fashion_mnist_cnn_test  # noqa: E402  (its tiny idx writer)
+import junit_main  # noqa: E402
+
+ROOT = example_paths.ROOT
+BIN_DIR = os.environ.get("R2SP_BIN_DIR", ROOT)  # the runfiles under Bazel
+LAUNCH = os.path.join(ROOT, "tools", "launch")
+SCRIPT = os.path.join(example_paths.EXAMPLES, "fashion_mnist_cnn.py")
+NEEDED = [os.path.join(BIN_DIR, p) for p in ("scheduler/scheduler", "server/server",
+                                             "worker/worker", "worker/python/_core.so")]
+
+
+def cannot_run():
+    if not HAVE_TORCH:
+        return example_paths.NO_TORCH
+    missing = [p for p in NEEDED if not os.path.exists(p)]
+    return f"needs the built binaries: {', '.join(missing)}" if missing else None
+
+
+@unittest.skipIf(cannot_run(), cannot_run())
+class R2spJobsTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.data = os.path.join(cls.tmp.name, "data")
+        os.makedirs(cls.data)
+        fashion_mnist_cnn_test.write_idx(cls.data, "train", 40, seed=1)
+        fashion_mnist_cnn_test.write_idx(cls.data, "t10k", 12, seed=2)
+        cls.command = shlex.join([example_paths.TORCH_PYTHON, SCRIPT, "--threads=1"])
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def launch(self, name, sync, worker_flags, *flags):
+        run_dir = os.path.join(self.tmp.name, name)
+        r = subprocess.run([sys.executable, LAUNCH, f"--bin_dir={BIN_DIR}", "--quiet",
+                            f"--run_dir={run_dir}", f"--sync={sync}", "--servers=1",
+                            "--workers=2", f"--worker_flags={worker_flags}", "--timeout=240",
+                            *flags], capture_output=True, text=True, timeout=300)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        with open(os.path.join(run_dir, "summary.json")) as f:
+            return run_dir, json.load(f)
+
+    def result(self, run_dir, rank):
+        """The script's JSON line in its log (the worker's own lines come around it)."""
+        with open(os.path.join(run_dir, f"worker{rank}.log")) as f:
+            text = f.read()
+        lines = [l for l in text.splitlines() if l.startswith('{"samples_per_s"')]
+        self.assertEqual(len(lines), 1, text)
+        return json.loads(lines[0])
+
+    def evaluations(self, run_dir):
+        rows = []
+        for i in (0, 1):
+            with open(os.path.join(run_dir, f"metrics_worker{i}.jsonl")) as f:
+                rows += [json.loads(line) for line in f]
+        return [r for r in rows if r.get("event") == "eval"]
+
+    def test_two_python_workers_train_the_jobs_epochs_in_bsp(self):
+        run_dir, summary = self.launch(
+            "bsp", "bsp", f"--batch_size=8 --epochs=2 --seed=3 --data_dir={self.data}",
+            f"--worker_cmd={self.command}")
+        # 40 samples over 2 workers, 20 each: 2 steps of 8 per epoch, 2 epochs.
+        # The scheduler ranks workers as they register: sort the processes' lines by rank.
+        lines = sorted((self.result(run_dir, i) for i in (0, 1)), key=lambda l: l["rank"])
+        self.assertEqual([(l["backend"], l["rank"], l["world"], l["steps"], l["samples"])
+                          for l in lines], [("r2sp", 0, 2, 4, 32), ("r2sp", 1, 2, 4, 32)])
+        self.assertIsNone(lines[1]["test_accuracy"])
+        accuracy = lines[0]["test_accuracy"]
+        self.assertEqual(accuracy * 12, round(accuracy * 12))  # k of the 12 test images
+        self.assertEqual([(e["epoch"], round(e["test_accuracy"], 4))
+                          for e in self.evaluations(run_dir)][-1], (2, round(accuracy, 4)))
+        self.assertEqual(len(self.evaluations(run_dir)), 2)
+        self.assertEqual((summary["completed"], summary["mode"], summary["iterations"],
+                          round(summary["final_test_accuracy"], 4)),
+                         (True, "bsp", 4, round(accuracy, 4)))
+
+    def test_a_cpp_worker_and_a_python_worker_train_the_cnn_together(self):
+        run_dir, summary = self.launch(
+            "mixed", "r2sp", f"--model=cnn --data=fashion-mnist --data_dir={self.data} "
+            "--batch_size=8 --epochs=1 --threads=1", f"--worker_cmd_for=1:{self.command}")
+        self.assertEqual((summary["completed"], summary["dead_workers"]), (True, 0))
+        line = self.result(run_dir, 1)  # the launcher's worker1, whatever its rank
+        self.assertEqual((line["backend"], line["world"], line["steps"], line["samples"]),
+                         ("r2sp", 2, 2, 16))
+        with open(os.path.join(run_dir, "metrics_worker0.jsonl")) as f:
+            cpp_steps = [r for r in map(json.loads, f) if "event" not in r]
+        self.assertEqual(len(cpp_steps), 2)  # the binary's two steps of 8
+
+
+if __name__ == "__main__":
+    junit_main.main()
