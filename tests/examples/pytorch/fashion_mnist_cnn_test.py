@@ -5,6 +5,7 @@ follows the built-in's rules, and the script trains a few steps on tiny idx file
 
 import json
 import os
+import signal
 import struct
 import subprocess
 import sys
@@ -119,6 +120,22 @@ class ScriptTest(unittest.TestCase):
                          [(0, 2, 3, 20), (1, 2, 3, 20)])
         self.assertIsNone(lines[1]["test_accuracy"])
         self.assertEqual(lines[0]["test_accuracy"] * 12, round(lines[0]["test_accuracy"] * 12))
+
+    def test_ctrl_c_while_training_exits_130_without_a_traceback(self):
+        proc = subprocess.Popen([sys.executable, SCRIPT, "--backend=single", "--epochs=100000"]
+                                + self.flags, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+        try:
+            first = proc.stdout.readline()  # epoch 1 is over: the loop is training epoch 2
+            self.assertTrue(first.startswith("epoch 1: test accuracy "), first)
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        self.assertEqual((proc.returncode, err), (130, "interrupted\n"))
+        self.assertNotIn("samples_per_s", out)
 
     def test_bad_input_gets_a_message_not_a_traceback(self):
         missing = os.path.join(self.tmp.name, "nothing")
