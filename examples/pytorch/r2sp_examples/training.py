@@ -130,12 +130,17 @@ class Stats:
         self.steps = self.samples = 0
         self.seconds = 0.0
         self.test_accuracy = None
+        # Wall-clock (Unix) times of the first step's start and the last step's end, so that a
+        # job's rate can be taken over the span in which any of its processes trained.
+        self.started = self.ended = None
 
 
 def train_epoch(backend, model, optimizer, loader, pacer, args, stats):
     """One epoch's steps; returns how many it took (0: the job is over) and the mean loss."""
     steps, loss_sum = 0, 0.0
     start = end = time.perf_counter()
+    if stats.started is None:
+        stats.started = time.time()
     for x, y in loader:
         if not backend.owns_step_count and 0 < args.max_steps <= stats.steps:
             break
@@ -154,6 +159,7 @@ def train_epoch(backend, model, optimizer, loader, pacer, args, stats):
         stats.steps += 1
         stats.samples += len(y)
         end = time.perf_counter()
+        stats.ended = time.time()
     stats.seconds += end - start
     return steps, loss_sum / max(steps, 1)
 
@@ -186,13 +192,15 @@ def train(backend, model, optimizer, train_set, test_set, args):
 
 def result_line(stats, backend):
     """The final JSON line: this process's training samples/s, the test accuracy (null on a
-    process that does not evaluate) and the training seconds."""
+    process that does not evaluate), the training seconds, and when its first step started and
+    its last ended (Unix seconds)."""
     return json.dumps({
         "samples_per_s": round(stats.samples / stats.seconds, 3) if stats.seconds > 0 else 0.0,
         "test_accuracy": stats.test_accuracy,
         "seconds": round(stats.seconds, 3),
         "backend": backend.name, "rank": backend.rank, "world": backend.world,
         "steps": stats.steps, "samples": stats.samples,
+        "started": stats.started, "ended": stats.ended,
     })
 
 

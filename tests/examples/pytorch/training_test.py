@@ -117,6 +117,7 @@ class LoopTest(unittest.TestCase):
         backend = backends.Single(args)
         model = Constant()
         out = io.StringIO()
+        t0 = time.time()
         with contextlib.redirect_stdout(out):
             stats = training.train(backend, model, torch.optim.SGD(model.parameters(), lr=0.1),
                                    self.data(10), self.data(4), args)
@@ -130,6 +131,9 @@ class LoopTest(unittest.TestCase):
                           "steps": 3, "samples": 10})
         self.assertAlmostEqual(line["samples_per_s"], 10 / stats.seconds, delta=0.01)
         self.assertEqual(line["seconds"], round(stats.seconds, 3))
+        self.assertEqual((line["started"], line["ended"]), (stats.started, stats.ended))
+        self.assertLessEqual(stats.ended - stats.started, time.time() - t0)
+        self.assertGreaterEqual(stats.ended - stats.started, stats.seconds - 0.01)
 
     def test_epochs_bound_the_loop(self):
         args = parse("--backend=single", "--epochs=2", "--batch_size=4")

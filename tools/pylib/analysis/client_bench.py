@@ -147,11 +147,17 @@ def result_line(text):
 
 
 def job_samples_per_s(lines):
-    """A job's training samples/s: the sum of its processes' (each over its own training
-    time); ValueError unless there is one line per process."""
+    """A job's training samples/s: all its processes' samples over the span from the first
+    process's first step to the last one's last step (a process that ends early does not count
+    as training on at its own rate); ValueError without lines or their times."""
     if not lines:
         raise ValueError("no processes' results")
-    return sum(line["samples_per_s"] for line in lines)
+    if any(line.get("started") is None or line.get("ended") is None for line in lines):
+        raise ValueError("a result line has no started/ended times")
+    span = max(line["ended"] for line in lines) - min(line["started"] for line in lines)
+    if span <= 0:
+        raise ValueError("the processes trained for no time")
+    return sum(line["samples"] for line in lines) / span
 
 
 def interleaved(variants, repeat):

@@ -81,7 +81,7 @@ def overhead_run(args, python, run_dir):
 
 
 def r2sp_throughput_run(args, mode, workers, run_dir):
-    """samples/s of the script through R2SP: the sum of its workers' result lines (their
+    """samples/s of the script through R2SP, from its workers' result lines (their
     logs, RUN_DIR/workerN.log)."""
     run_launch(args, mode, workers, run_dir, python=True)
     lines = []
@@ -93,11 +93,11 @@ def r2sp_throughput_run(args, mode, workers, run_dir):
                 raise JobError(f"{path}: {e}") from None
     if len(lines) != workers:
         raise JobError(f"{run_dir}: {len(lines)} worker logs, {workers} workers")
-    return client_bench.job_samples_per_s(lines)
+    return job_rate(lines, run_dir)
 
 
 def ddp_throughput_run(args, processes, run_dir):
-    """samples/s of the script under DDP: the sum of its processes' result lines (their output,
+    """samples/s of the script under DDP, from its processes' result lines (their output,
     RUN_DIR/ddp.log)."""
     os.makedirs(run_dir, exist_ok=True)
     r = subprocess.run(ddp_command(args, processes), cwd=ROOT, capture_output=True, text=True,
@@ -111,7 +111,15 @@ def ddp_throughput_run(args, processes, run_dir):
     if len(lines) != processes:
         raise JobError(f"DDP, {processes} processes: {len(lines)} result lines; see "
                        f"{run_dir}/ddp.log")
-    return client_bench.job_samples_per_s(lines)
+    return job_rate(lines, run_dir)
+
+
+def job_rate(lines, run_dir):
+    """client_bench.job_samples_per_s, its ValueError a JobError naming the run."""
+    try:
+        return client_bench.job_samples_per_s(lines)
+    except ValueError as e:
+        raise JobError(f"{run_dir}: {e}") from None
 
 
 def measure_overhead(args, out, report):

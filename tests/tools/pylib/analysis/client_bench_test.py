@@ -113,11 +113,18 @@ class ResultLinesTest(unittest.TestCase):
             client_bench.result_line("Traceback ...\n")
         self.assertEqual(str(e.exception), "no result line (a JSON object with samples_per_s)")
 
-    def test_a_jobs_samples_per_s_is_the_sum_of_its_processes(self):
-        two = self.LOG + '{"samples_per_s": 800.0, "test_accuracy": null, "seconds": 4.8}\n'
-        self.assertEqual(client_bench.job_samples_per_s(client_bench.result_lines(two)), 1612.5)
-        with self.assertRaises(ValueError):
-            client_bench.job_samples_per_s([])
+    def test_a_jobs_samples_per_s_is_its_samples_over_the_span_it_trained(self):
+        lines = [{"samples_per_s": 600.0, "samples": 3000, "started": 100.0, "ended": 105.0},
+                 {"samples_per_s": 500.0, "samples": 3000, "started": 101.0, "ended": 107.0}]
+        self.assertEqual(client_bench.job_samples_per_s(lines), 6000 / 7.0)
+        cases = [([], "no processes' results"),
+                 ([{"samples": 1, "started": 1.0}], "a result line has no started/ended times"),
+                 ([{"samples": 1, "started": 1.0, "ended": 1.0}],
+                  "the processes trained for no time")]
+        for bad, message in cases:
+            with self.subTest(message=message), self.assertRaises(ValueError) as e:
+                client_bench.job_samples_per_s(bad)
+            self.assertEqual(str(e.exception), message)
 
 
 class ReportTest(unittest.TestCase):

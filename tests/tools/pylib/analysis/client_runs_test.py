@@ -49,7 +49,8 @@ class CommandsTest(unittest.TestCase):
 
 
 class DdpRunTest(unittest.TestCase):
-    """ddp_throughput_run on a stand-in --python that prints what the processes would."""
+    """ddp_throughput_run on a stand-in --python that prints what the processes would: the
+    job's samples over the span from the first start to the last end."""
 
     def stand_in(self, directory, body):
         path = os.path.join(directory, "python")
@@ -61,10 +62,13 @@ class DdpRunTest(unittest.TestCase):
     def test_sums_the_processes_result_lines(self):
         with tempfile.TemporaryDirectory() as d:
             a = options()
-            a.python = self.stand_in(d, "echo 'epoch 1: ...'\n"
-                                        "echo '{\"samples_per_s\": 400.5, \"rank\": 0}'\n"
-                                        "echo '{\"samples_per_s\": 399.5, \"rank\": 1}'\n")
-            self.assertEqual(client_runs.ddp_throughput_run(a, 2, os.path.join(d, "run")), 800.0)
+            a.python = self.stand_in(
+                d, "echo 'epoch 1: ...'\n"
+                   "echo '{\"samples_per_s\": 400, \"samples\": 800, \"started\": 10, "
+                   "\"ended\": 12, \"rank\": 0}'\n"
+                   "echo '{\"samples_per_s\": 400, \"samples\": 800, \"started\": 10.5, "
+                   "\"ended\": 12.5, \"rank\": 1}'\n")
+            self.assertEqual(client_runs.ddp_throughput_run(a, 2, os.path.join(d, "run")), 640.0)
             with open(os.path.join(d, "run", "ddp.log")) as f:
                 self.assertEqual(f.read().splitlines()[0], "epoch 1: ...")
 
