@@ -153,9 +153,10 @@ def train_epoch(backend, model, optimizer, loader, pacer, args, stats):
             if x.is_cuda:
                 torch.cuda.synchronize(x.device)  # the compute, not its launch, is paced
             pacer.after_backward(len(y))
-        backend.step(optimizer, loss.item(), len(y))
+        value = loss.item()
+        backend.step(optimizer, value, len(y))
         steps += 1
-        loss_sum += loss.item()
+        loss_sum += value
         stats.steps += 1
         stats.samples += len(y)
         end = time.perf_counter()
