@@ -183,12 +183,19 @@ def train(backend, model, optimizer, train_set, test_set, args):
             accuracy, test_loss = evaluate(evaluated, test_set)
             stats.test_accuracy = accuracy
             backend.report_eval(accuracy, test_loss)
-            print(f"epoch {epoch + 1}: test accuracy {accuracy:.4f}, test loss {test_loss:.4f}, "
-                  f"train loss {train_loss:.4f} ({stats.steps} steps)", flush=True)
+            say(f"epoch {epoch + 1}: test accuracy {accuracy:.4f}, test loss {test_loss:.4f}, "
+                f"train loss {train_loss:.4f} ({stats.steps} steps)")
         if not backend.owns_step_count and 0 < args.max_steps <= stats.steps:
             break
     backend.finish()
     return stats
+
+
+def say(line):
+    """Prints `line` in one write: processes sharing a pipe (ddp_launch.py) cannot interleave
+    their lines."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
 
 
 def result_line(stats, backend):
@@ -242,5 +249,5 @@ def run(description, default_lr, default_data_dir, build_model, load_data, argv=
             raise
         print(f"error: {e}", file=sys.stderr)
         return status
-    print(result_line(stats, backend), flush=True)
+    say(result_line(stats, backend))
     return 0
