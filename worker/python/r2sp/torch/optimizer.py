@@ -60,6 +60,7 @@ class DistributedOptimizer:
         STATE.worker = worker
         self._worker = worker
         self._buffers.adopt()
+        STATE.pulled = self._buffers.after_submit  # the final pull, for a device's copy
         self._reporter = gradients.GradientReporter(worker, self._buffers, self._entries,
                                                     live=lambda: STATE.step is not None)
         if train_samples is not None:

@@ -29,6 +29,8 @@ class JobState:
         self.over = False      # next_step() said training is over
         self.result = None     # finish()'s dict
         self.aborted = False   # this worker left the job (abort(), Ctrl-C, lost)
+        self.pulled = None     # called once finish() pulled the final parameters (a device's
+                               # copy of them needs them: CUDA)
 
     @contextlib.contextmanager
     def blocking(self):
@@ -101,6 +103,8 @@ class JobState:
             raise RuntimeError("r2sp.torch.finish: this worker already left the job (aborted)")
         with self.blocking():
             self.result = dict(self.worker.finish())
+        if self.pulled is not None:
+            self.pulled()
         return self.result
 
     def abort(self, why):

@@ -188,6 +188,15 @@ class JoinTest(OptimizerTestBase):
                 self.assertEqual(p.grad.data_ptr(), gbase + 4 * offset)
         self.assertEqual(state.STATE.worker, worker)
 
+    def test_batch_norm_buffers_stay_local(self):
+        model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.BatchNorm1d(2))
+        self.make(torch.optim.SGD(model.parameters(), lr=0.1), model.named_parameters())
+        self.assertEqual(self.workers[0].tensors, [("0.weight", 0, 4), ("0.bias", 4, 2),
+                                                   ("1.weight", 6, 2), ("1.bias", 8, 2)])
+        model(torch.tensor([[1.0, 2.0], [3.0, 5.0]]))  # training mode: the statistics move
+        self.assertEqual(model[1].num_batches_tracked.item(), 1)
+        self.assertNotEqual(model[1].running_mean.tolist(), [0.0, 0.0])
+
     def test_a_join_that_fails_leaves_the_model_and_the_process_unjoined(self):
         model = tiny_model()
         before = model.l1.weight.detach().clone()
