@@ -15,7 +15,7 @@ from . import state
 from .state import STATE
 
 
-class DistributedOptimizer:
+class DistributedOptimizer(torch.optim.Optimizer):
     """Trains `optimizer`'s parameters through the R2SP job (r2sp.torch.init() settings).
 
     optimizer: a torch.optim.SGD over the model's parameters. The servers apply the update:
@@ -38,8 +38,13 @@ class DistributedOptimizer:
     host memory (this path awaits a check on a GPU machine). Move the model to its device
     before creating the optimizer.
 
+    A torch.optim.Optimizer whose param_groups, state and defaults are the wrapped SGD's, so
+    code that takes an optimizer accepts it; learning-rate schedulers on it run but have no
+    effect (the servers' schedule rules).
+
     Not thread-safe: call it from the training thread."""
 
+    # Not calling torch.optim.Optimizer.__init__: the wrapped SGD holds the parameter groups.
     def __init__(self, optimizer, named_parameters, train_samples=None):
         validation.check_optimizer(optimizer)
         named = validation.named_entries(optimizer, named_parameters)
@@ -69,6 +74,19 @@ class DistributedOptimizer:
     @property
     def param_groups(self):
         return self.optimizer.param_groups
+
+    @property
+    def state(self):
+        return self.optimizer.state
+
+    @property
+    def defaults(self):
+        return self.optimizer.defaults
+
+    def add_param_group(self, param_group):
+        """Refused: the job's tensors are fixed once it is joined."""
+        raise RuntimeError("r2sp.torch.DistributedOptimizer: the job's tensors are fixed once "
+                           "it is joined; give the SGD every parameter before wrapping it")
 
     def zero_grad(self, set_to_none=False):
         """Zeroes every gradient in place (one fill of the gradient buffer). `set_to_none` is
