@@ -242,10 +242,10 @@ class TrainingTest(unittest.TestCase):
             time.sleep(0.05)
 
     def test_another_model_than_the_jobs(self):
-        job = Job(workers=2, register_timeout_s=5)
+        job = Job(workers=2, register_timeout_s=30)
         self.addCleanup(job.stop)
         first = job.python_worker(0, "--epochs=1 --batch_size=8", "1")
-        time.sleep(1)  # worker 0 registers the job's model first
+        self.wait_for(lambda: "1/2 workers" in job.log("scheduler"), job)  # the job's model
         other = job.python_worker(1, "--epochs=1 --batch_size=8", "1", hidden=5)
         codes = (first.wait(timeout=120), other.wait(timeout=120))
         self.assertEqual(codes, (3, 3), job.log("scheduler"))
@@ -255,7 +255,7 @@ class TrainingTest(unittest.TestCase):
         # Worker 0 is refused too once the job gives up waiting for a second worker.
         self.assertEqual(job.result(0)["error"], [
             "R2SPError", "FAILED_PRECONDITION", "cannot join the job: registration refused: "
-            "not every node registered within 5s"])
+            "not every node registered within 30s"])
 
 
 @unittest.skipIf(cannot_run(), cannot_run() or "")
