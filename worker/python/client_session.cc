@@ -15,8 +15,9 @@ namespace {
 
 constexpr absl::Duration kPoll = absl::Milliseconds(100);
 
-// The tensors as the job registers them, with their offsets in the flat buffers.
-absl::Status CheckTensors(const std::vector<ClientTensor>& tensors,
+}  // namespace
+
+absl::Status ClientSession::CheckTensors(const std::vector<ClientTensor>& tensors,
                           std::vector<proto::TensorSpec>* specs,
                           std::vector<std::tuple<std::string, int64_t, int64_t>>* offsets,
                           int64_t* size) {
@@ -46,8 +47,6 @@ absl::Status CheckTensors(const std::vector<ClientTensor>& tensors,
   }
   return absl::OkStatus();
 }
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<ClientSession>> ClientSession::Create(
     const std::vector<std::string>& flags, const std::vector<ClientTensor>& tensors,

@@ -41,6 +41,13 @@ class ClientSession {
   // True: stop waiting (the caller was interrupted).
   using Interrupt = std::function<bool()>;
 
+  // The tensors as the job registers them, with their (name, offset, count) in the flat
+  // buffers: InvalidArgument for none, an empty or repeated name, or a dimension < 1.
+  static absl::Status CheckTensors(const std::vector<ClientTensor>& tensors,
+                                   std::vector<proto::TensorSpec>* specs,
+                                   std::vector<std::tuple<std::string, int64_t, int64_t>>* offsets,
+                                   int64_t* size);
+
   // `flags`: the worker binary's ("--scheduler=...", "--batch_size=64", ...); InvalidArgument
   // naming a bad one, or a bad tensor list (none, an empty or repeated name, a dimension < 1).
   // Does not connect.

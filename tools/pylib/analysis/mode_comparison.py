@@ -53,6 +53,10 @@ def job_command(args, mode, run_dir):
         cmd.append(f"--scheduler_flags={sched}")
     for item in args.worker_flags_for:
         cmd.append(f"--worker_flags_for={item}")
+    if getattr(args, "worker_cmd", ""):  # Python workers (tools/launch --worker_cmd)
+        cmd.append(f"--worker_cmd={args.worker_cmd}")
+    for item in getattr(args, "worker_cmd_for", []):
+        cmd.append(f"--worker_cmd_for={item}")
     if args.bin_dir:
         cmd.append(f"--bin_dir={args.bin_dir}")
     if getattr(args, "auth", "none") != "none":

@@ -4,7 +4,12 @@ r2sp-VERSION-VARIANT/ holding
   bin/       scheduler, server, worker (and any extra programs), their RPATH set to ../lib
   lib/       every shared library they load except the C runtime and, for the cuda variant,
              NVIDIA's own libraries (the target's driver and CUDA toolkit provide those)
-  share/r2sp/deploy/   the scripts a remote host runs (role runner, pod entrypoint, user-data)
+  share/r2sp/deploy/   the scripts a remote host runs (role runner, Python worker starter, pod
+             entrypoint, user-data)
+  python/r2sp/   optional: the r2sp package (worker/python/r2sp/) with its extension inside as
+             r2sp/_core.so, its RPATH set to ../../lib; Python workers get PYTHONPATH=python/
+  worker_files/  optional: the user's files (tools/package --worker_files), where Python
+             workers run (run_role --worker_cmd)
   env.sh     optional: puts bin/ on PATH and finds CUDA's libraries (toolkit or pip wheels)
   MANIFEST.json   version, variant, commit, the newest glibc symbol version the files need,
              and the sha256 of every file
@@ -87,15 +92,61 @@ def _set_rpath(path, rpath):
     _run(["patchelf", "--force-rpath", "--set-rpath", rpath, path])
 
 
-def make(out_dir, binaries, version, variant, commit, deploy_dir=None, env_sh=None):
+def check_worker_files(paths):
+    """BundleError unless every path exists and no two share a name (each becomes
+    worker_files/NAME)."""
+    names = {}
+    for path in paths:
+        if not os.path.exists(path):
+            raise BundleError(f"--worker_files: {path} not found")
+        name = os.path.basename(os.path.normpath(path))
+        if name in names:
+            raise BundleError(f"--worker_files: {names[name]} and {path} would both be "
+                              f"worker_files/{name}")
+        names[name] = path
+
+
+def _copy_python_package(out_dir, package_dir, core):
+    """python/r2sp/ from `package_dir` (no caches, no extension built elsewhere) and `core` as
+    python/r2sp/_core.so; the libraries the extension loads (when it is an ELF file)."""
+    target = os.path.join(out_dir, "python", "r2sp")
+    shutil.copytree(package_dir, target,
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "_core*.so"))
+    shutil.copyfile(core, os.path.join(target, "_core.so"))
+    os.chmod(os.path.join(target, "_core.so"), 0o755)
+    if not _is_elf(os.path.join(target, "_core.so")):
+        return {}
+    _set_rpath(os.path.join(target, "_core.so"), "$ORIGIN/../../lib")
+    return shared_libraries(core)
+
+
+def _copy_worker_files(out_dir, paths):
+    target = os.path.join(out_dir, "worker_files")
+    os.makedirs(target)
+    for path in paths:
+        name = os.path.join(target, os.path.basename(os.path.normpath(path)))
+        if os.path.isdir(path):
+            shutil.copytree(path, name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:
+            shutil.copy(path, name)  # its mode too: a script stays executable
+
+
+def make(out_dir, binaries, version, variant, commit, deploy_dir=None, env_sh=None,
+         python_package=None, worker_files=()):
     """Builds the bundle directory `out_dir` (replaced if it exists) from `binaries`
     ({name in bin/: source path}; ELF files get their RPATH set and their libraries copied,
-    others are copied as they are). Returns the manifest."""
+    others are copied as they are). python_package: (the r2sp package's directory, its
+    _core.so) for python/r2sp/; worker_files: paths (files or directories) for worker_files/.
+    Returns the manifest."""
     if shutil.which("patchelf") is None:
         raise BundleError("patchelf not found (Debian package patchelf; tools/install_deps installs it)")
-    for source in binaries.values():  # all found before the old bundle goes
+    sources = list(binaries.values()) + ([python_package[1]] if python_package else [])
+    for source in sources:  # all found before the old bundle goes
         if not os.path.isfile(source):
             raise BundleError(f"{source} not found; build it first")
+    if python_package and not os.path.isdir(python_package[0]):
+        raise BundleError(f"{python_package[0]}: no such package directory")
+    check_worker_files(worker_files)
     if os.path.exists(out_dir):
         shutil.rmtree(out_dir)
     bin_dir, lib_dir = os.path.join(out_dir, "bin"), os.path.join(out_dir, "lib")
@@ -114,6 +165,14 @@ def make(out_dir, binaries, version, variant, commit, deploy_dir=None, env_sh=No
         shutil.copyfile(source, target)  # follows the symlink: the real file under the soname
         os.chmod(target, 0o755)
         _set_rpath(target, "$ORIGIN")
+    if python_package:
+        for name, source in sorted(_copy_python_package(out_dir, *python_package).items()):
+            if not os.path.exists(os.path.join(lib_dir, name)):
+                shutil.copyfile(source, os.path.join(lib_dir, name))
+                os.chmod(os.path.join(lib_dir, name), 0o755)
+                _set_rpath(os.path.join(lib_dir, name), "$ORIGIN")
+    if worker_files:
+        _copy_worker_files(out_dir, worker_files)
     if deploy_dir:
         shutil.copytree(deploy_dir, os.path.join(out_dir, "share", "r2sp", "deploy"))
     if env_sh:

@@ -11,6 +11,8 @@ servers and the one scheduler of a parameter-server job (dmlc-tracker, BytePS). 
   workdir = "~/r2sp"        # default "~/r2sp": where the release bundle unpacks on each host
   auth = "curve"            # default "none": curve encrypts and authenticates every connection
                             # with the job's keys (tools/launch --auth; docs/SECURITY.md)
+  worker_cmd = "python3 train.py --lr=0.1"   # default none: every worker runs this command (a
+                            # Python worker, tools/launch --worker_cmd) in place of the binary
 
   [ports]                   # optional; the defaults:
   scheduler = 9000          # the scheduler's port
@@ -42,6 +44,7 @@ servers and the one scheduler of a parameter-server job (dmlc-tracker, BytePS). 
                             # [0, gpu_count) when gpu_count is given, else >= 0
   gpu_count = 8             # >= 1: the GPUs the machine has
   worker_flags = "--threads=4"   # extra flags for this host's workers, after [flags].worker
+  worker_cmd = "python3 train.py"   # this host's workers run it (overrides job.worker_cmd)
   workdir = "/scratch/r2sp"      # overrides job.workdir on this host
   ssh_port = 2222                # overrides ssh.port for this host
 
@@ -63,10 +66,10 @@ from .toml_lines import TomlLines
 MODES = ("bsp", "ssp", "asp", "r2sp")
 ROLES = ("scheduler", "server", "worker")
 DEFAULT_PORTS = {"scheduler": 9000, "server": 9100, "worker": 9200}
-_TABLES = {"job": ("name", "mode", "workdir", "auth"), "ports": ROLES, "flags": ROLES,
+_TABLES = {"job": ("name", "mode", "workdir", "auth", "worker_cmd"), "ports": ROLES, "flags": ROLES,
            "ssh": ("user", "port", "identity", "options"),
            "host": ("name", "address", "interface", "scheduler", "servers", "workers", "gpus",
-                    "gpu_count", "worker_flags", "workdir", "ssh_port")}
+                    "gpu_count", "worker_flags", "workdir", "ssh_port", "worker_cmd")}
 # Tables a backend reads (cluster.backend_options[NAME]): each key's type, checked here like
 # the others; what they mean is documented by the backend (slurm_backend, k8s_backend,
 # ec2_backend) and in docs/DEPLOY.md.
@@ -95,6 +98,7 @@ class Process:
     host: str  # the Host's name
     port: int  # listens at tcp://0.0.0.0:port
     gpu: int | None  # workers of a host with gpus; otherwise None
+    worker_cmd: str = ""  # workers: the command it runs in place of the binary ("": the binary)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -222,6 +226,17 @@ class _Checker:
             self.fail(table, key, f"{label}: {key} must be {want}, not {_describe(value)}")
         return value
 
+    def command(self, table, values, key, label, default=""):
+        """values[key] (a command line that splits into words), else `default`; fail if not."""
+        text = self.value(table, values, key, label, str, default=default)
+        try:
+            words = shlex.split(text)
+        except ValueError as e:
+            self.fail(table, key, f"{label}: cannot split {key} {text!r} into words: {e}")
+        if text and not words:
+            self.fail(table, key, f"{label}: {key} is blank (leave it out to run the worker binary)")
+        return text
+
     def flags(self, table, values, key, label):
         """(values[key] or "", its flags as a shell splits them); fail if they do not split."""
         text = self.value(table, values, key, label, str, default="")
@@ -251,6 +266,7 @@ class _Checker:
         if auth not in AUTH_MODES:
             self.fail(("job",), "auth", f"job: auth must be one of {', '.join(AUTH_MODES)}, "
                                         f"not {_describe(auth)}")
+        worker_cmd = self.command(("job",), job, "worker_cmd", "job")
         ports_table = self.table(document, "ports")
         ports = {role: self.value(("ports",), ports_table, role, "ports", int,
                                   DEFAULT_PORTS[role], 1, 65535) for role in ROLES}
@@ -266,7 +282,8 @@ class _Checker:
         counts = {role: 0 for role in ROLES}
         built, first_line = [], {}
         for index, values in enumerate(hosts):
-            host = self.host(("host", index), values, index, counts, ports, workdir, ssh)
+            host = self.host(("host", index), values, index, counts, ports, workdir, ssh,
+                             worker_cmd)
             if host.name in first_line:
                 self.fail(("host", index), "name", f"host {host.name!r} appears twice (first "
                                                    f"at line {first_line[host.name]})")
@@ -297,7 +314,7 @@ class _Checker:
                    self.value(where, values, "port", "ssh", int, None, 1, 65535),
                    self.value(where, values, "identity", "ssh", str), tuple(options))
 
-    def host(self, where, values, index, counts, ports, job_workdir, ssh):
+    def host(self, where, values, index, counts, ports, job_workdir, ssh, job_worker_cmd):
         """The index-th [[host]]; counts (processes per role so far) numbers its processes."""
         name = values.get("name")
         label = f"host {name!r}" if isinstance(name, str) and name else f"host #{index + 1}"
@@ -319,6 +336,7 @@ class _Checker:
         workers = self.value(where, values, "workers", label, int, 0, 0)
         gpu_count = self.value(where, values, "gpu_count", label, int, None, 1)
         gpus = self.gpus(where, values, label, workers, gpu_count)
+        worker_cmd = self.command(where, values, "worker_cmd", label, job_worker_cmd)
 
         processes, owners = [], {}  # owners: port -> the process name listening there
         for role, count_key, k in ([("scheduler", "scheduler", 0)] * runs_scheduler +
@@ -335,7 +353,8 @@ class _Checker:
                                             f"both listen at port {port}; move them apart in "
                                             "[ports]")
             owners[port] = process_name
-            processes.append(Process(process_name, role, name, port, gpu))
+            processes.append(Process(process_name, role, name, port, gpu,
+                                     worker_cmd if role == "worker" else ""))
         advertised = None if interface is not None else (address or name)
         return Host(name, advertised, interface,
                     self.value(where, values, "workdir", label, str, default=job_workdir),

@@ -3,7 +3,10 @@ share/r2sp/deploy/run_role (options, role, flags), the same for every remote bac
 Slurm, Kubernetes, EC2). The scheduler listens on its fixed port and the others find it at
 cluster.scheduler_endpoint(); every process binds all interfaces on its own port and advertises
 its host's address (or the address of the host's interface, looked up by run_role). With
---auth=curve each also gets --auth=curve --keys_dir=DIR, DIR where its backend put the keys."""
+--auth=curve each also gets --auth=curve --keys_dir=DIR, DIR where its backend put the keys.
+A worker with a worker_cmd (a Python worker) gets run_role --worker_cmd=CMD and its rank, world
+size and local rank: run_role runs CMD from the bundle's worker_files/ through python_worker,
+with the same flags in its environment (R2SP_WORKER_FLAGS)."""
 
 import os
 import shlex
@@ -52,6 +55,8 @@ def run_role_args(cluster, host, process, out_dir, extra_flags=None, keys=None):
     args = []
     if host.interface:
         args.append("--advertise_interface=" + host.interface)
+    if process.role == "worker" and process.worker_cmd:
+        args += python_worker_args(cluster, host, process)
     args.append(process.role)
     args += [f"--bind=tcp://0.0.0.0:{process.port}"]
     if host.address:
@@ -74,6 +79,24 @@ def run_role_args(cluster, host, process, out_dir, extra_flags=None, keys=None):
         args += shlex.split(host.worker_flags or "")
     args += (extra_flags or {}).get(process.role, [])
     return args
+
+
+def worker_rank(process):
+    """The rank of a worker process: worker3 -> 3."""
+    return int(process.name[len("worker"):])
+
+
+def python_worker_args(cluster, host, process):
+    """run_role's options that make `process` (a worker of `host` with a worker_cmd) a Python
+    worker: its command, rank, the job's workers and its index among the host's workers."""
+    local = [p.name for p in host.processes if p.role == "worker"].index(process.name)
+    return ["--worker_cmd=" + process.worker_cmd, f"--rank={worker_rank(process)}",
+            f"--world_size={cluster.num_workers}", f"--local_rank={local}"]
+
+
+def python_workers(cluster):
+    """Whether any worker of the cluster has a worker_cmd (so the bundle needs the package)."""
+    return any(p.worker_cmd for p in cluster.processes())
 
 
 def roles_of(host):

@@ -13,7 +13,9 @@ Every pod runs the image's share/r2sp/deploy/k8s_entrypoint, which turns the pod
 (the downward API's POD_IP and POD_NAME, Kubernetes's JOB_COMPLETION_INDEX, the R2SP_*
 variables below) into run_role's flags. The cluster file gives the mode, the counts, the ports
 and the flags; hosts' names, addresses and GPU indices mean nothing here, and since every worker
-comes from one pod template, hosts may not give workers different worker_flags.
+comes from one pod template, hosts may not give workers different worker_flags, nor different
+worker_cmd (Python workers: every worker runs the same command, R2SP_WORKER_CMD; the image must
+then hold a Python with the client's dependencies, e.g. torch).
 
 The [k8s] table: image (default r2sp:VERSION-VARIANT of the bundle: build it with
 tools/deploy/Dockerfile and push it where the cluster can pull it), namespace (default: the
@@ -85,6 +87,15 @@ def worker_host_flags(cluster):
     return shlex.split(given.pop() if given else "")
 
 
+def worker_command(cluster):
+    """The command every worker runs ("" for the binary); JobError if they differ."""
+    given = {p.worker_cmd for p in cluster.processes() if p.role == "worker"}
+    if len(given) > 1:
+        raise JobError("k8s runs every worker from one pod template, but the workers run "
+                       f"different commands: {sorted(given)} ('' is the worker binary)")
+    return given.pop()
+
+
 def _env(**values):
     return [{"name": k, "value": str(v)} for k, v in values.items()]
 
@@ -150,8 +161,10 @@ def render(cluster, job_name, image, namespace=None, extra_flags=None,
                 "completionMode": "Indexed", "backoffLimit": 0}
     if deadline_s:
         job_spec["activeDeadlineSeconds"] = int(deadline_s)
-    job_spec["template"] = pod("worker", _env(R2SP_SCHEDULER=scheduler, R2SP_EMIT_RESULTS=1),
-                               "Never", gpus)
+    command = worker_command(cluster)
+    python = _env(R2SP_WORKER_CMD=command, R2SP_NUM_WORKERS=cluster.num_workers) if command else []
+    job_spec["template"] = pod("worker", _env(R2SP_SCHEDULER=scheduler, R2SP_EMIT_RESULTS=1)
+                               + python, "Never", gpus)
     # Before the pods that mount them (kubectl apply -f DIR takes the files in name order).
     secrets = {f"0{i + 1}-{role}-keys-secret.yaml":
                key_secret(role, keys, _meta(secret_name(job_name, role), labels(role), namespace))

@@ -10,9 +10,13 @@ the launcher's --scheduler_flags, --server_flags and --worker_flags come after t
 
 The file's [job] auth is the default of --auth; with curve every backend gives each process
 --auth=curve and the job's keys (job/keys.py), each host or pod only what its roles need.
+Python workers: the file's worker_cmd ([job], [[host]]), then the launcher's --worker_cmd and
+--worker_cmd_for; remotely they run from the bundle, which must then carry the r2sp package.
 Every backend leaves the same run directory: logs, stats.json, metrics, timelines, summary.json."""
 
+import dataclasses
 import importlib
+import json
 import os
 import shlex
 
@@ -20,6 +24,7 @@ from ..cluster import cluster_file
 from ..job import launcher
 from ..cluster import bundle as release_bundle
 from ..cluster import role_commands
+from ..job import python_workers
 from ..job.errors import JobError
 
 # The remote backends: each module's run(args, cluster, tarball) runs the job (or with
@@ -27,6 +32,7 @@ from ..job.errors import JobError
 BACKENDS = {name: (lambda name=name: importlib.import_module(f".{name}_backend", __package__))
             for name in ("ssh", "slurm", "k8s", "ec2")}
 
+PACKAGE_CORE = "python/r2sp/_core.so"  # in the bundle (cluster.bundle)
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
@@ -74,6 +80,40 @@ def local_worker_flags(cluster):
     return items
 
 
+def worker_commands(args, cluster):
+    """{rank: command} of the Python workers: the file's worker_cmd, then the launcher's
+    --worker_cmd and --worker_cmd_for; JobError for a bad option."""
+    defaults = {role_commands.worker_rank(p): p.worker_cmd for p in cluster.processes()
+                if p.worker_cmd}
+    try:
+        return python_workers.worker_commands(getattr(args, "worker_cmd", "") or "",
+                                              getattr(args, "worker_cmd_for", None) or [],
+                                              cluster.num_workers, defaults)
+    except ValueError as e:
+        raise JobError(str(e))
+
+
+def with_worker_commands(cluster, commands):
+    """The cluster whose workers run `commands` ({rank: command}; the others the binary)."""
+    def process(p):
+        if p.role != "worker":
+            return p
+        return dataclasses.replace(p, worker_cmd=commands.get(role_commands.worker_rank(p), ""))
+    hosts = tuple(dataclasses.replace(h, processes=tuple(process(p) for p in h.processes))
+                  for h in cluster.hosts)
+    return dataclasses.replace(cluster, hosts=hosts)
+
+
+def check_python_package(tarball):
+    """JobError unless the release bundle `tarball` carries the r2sp package and its extension
+    (Python workers import them from the bundle's python/)."""
+    _, manifest = release_bundle.tarball_manifest(tarball)
+    if PACKAGE_CORE not in json.loads(manifest)["files"]:
+        raise JobError(f"{tarball} has no Python package ({PACKAGE_CORE}), which the Python "
+                       "workers (worker_cmd) need: build //worker/python:_core.so, then make the "
+                       "bundle again with tools/package")
+
+
 def default_bundle(cluster):
     """dist/r2sp-VERSION-VARIANT.tar.gz; cuda when any worker has a GPU or --device=cuda."""
     with open(os.path.join(ROOT, "VERSION")) as f:
@@ -93,7 +133,10 @@ def run(args):
     """Runs (or with --dry_run prints) the cluster-file job `args` names; returns its summary."""
     cluster = load(args.cluster)
     adopt(args, cluster)
+    commands = worker_commands(args, cluster)
     if args.backend == "local":
+        args.worker_cmd = ""
+        args.worker_cmd_for = [f"{rank}:{command}" for rank, command in sorted(commands.items())]
         # Per worker: the file's [flags].worker, its host's flags and GPU, then the command line's.
         own = shlex.split(args.worker_flags)
         merge_flags(args, cluster)
@@ -105,10 +148,14 @@ def run(args):
             print(launcher.describe_local(args))
             return None
         return launcher.run_job(args)
+    cluster = with_worker_commands(cluster, commands)
     backend = BACKENDS[args.backend]()
     # Kubernetes pulls an image: with [k8s] image given, no bundle is needed here.
     image_given = args.backend == "k8s" and cluster.backend_options["k8s"].get("image")
     try:
-        return backend.run(args, cluster, args.bundle or (None if image_given else default_bundle(cluster)))
+        tarball = args.bundle or (None if image_given else default_bundle(cluster))
+        if tarball and commands:
+            check_python_package(tarball)
+        return backend.run(args, cluster, tarball)
     except release_bundle.BundleError as e:
         raise JobError(str(e))

@@ -11,13 +11,15 @@ import random
 import signal
 
 from ..analysis.run_files import evaluations
+from ..job import python_workers
 
 ROLES = ("scheduler", "server", "worker")
 
 
 def job_processes(run_dir, proc="/proc"):
     """{pid: role} of the live processes whose command line names `run_dir` and runs one of the
-    R2SP binaries (the launcher's children: every role's argv carries a path under RUN_DIR)."""
+    R2SP binaries (the launcher's children: every role's argv carries a path under RUN_DIR), and
+    the Python workers whose worker flags (in their environment) name it."""
     found = {}
     for entry in os.listdir(proc):
         if not entry.isdigit():
@@ -26,6 +28,9 @@ def job_processes(run_dir, proc="/proc"):
             with open(os.path.join(proc, entry, "cmdline"), "rb") as f:
                 argv = [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
         except OSError:
+            continue
+        if any(run_dir in a for a in python_workers.flags_of(entry, proc)):
+            found[int(entry)] = "worker"
             continue
         if not argv or not any(run_dir in a for a in argv[1:]):
             continue

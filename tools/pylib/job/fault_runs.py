@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 
+from . import python_workers
 from .errors import JobError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -48,7 +49,8 @@ def wait_for_steps(proc, run_dir, worker, steps):
 
 
 def children(parent, proc="/proc"):
-    """[(start time in clock ticks, pid, argv)] of the live processes whose parent is `parent`."""
+    """[(start time in clock ticks, pid, argv)] of the live processes whose parent is `parent`;
+    a Python worker's argv ends with its worker flags (from its environment: flags_of)."""
     found = []
     for entry in os.listdir(proc):
         if not entry.isdigit():
@@ -61,7 +63,7 @@ def children(parent, proc="/proc"):
         except (OSError, IndexError):
             continue  # gone meanwhile
         if int(fields[1]) == parent:
-            found.append((int(fields[19]), int(entry), argv))
+            found.append((int(fields[19]), int(entry), argv + python_workers.flags_of(entry, proc)))
     return found
 
 

@@ -22,7 +22,7 @@ from . import supervisor
 from ..analysis.cpu_meter import CpuMeter
 from ..analysis.summary import write_summary
 from .errors import JobError
-from .local_commands import node_commands, scheduler_command
+from .local_commands import node_commands, roles_run, scheduler_command
 from .processes import Job
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -49,7 +49,7 @@ def wait_for_endpoint(scheduler, endpoint_file, run_dir):
 def start_processes(job, bind_flags, endpoint_file, stats_file):
     """Starts the scheduler, waits for its endpoint, then starts the servers and the workers."""
     args = job.args
-    binaries = {role: job.binary(role) for role in ROLES}  # all found before anything starts
+    binaries = {role: job.binary(role) for role in roles_run(args)}  # found before anything starts
     if not args.resume:  # a fresh job takes up no epoch plans a run before it left here
         with contextlib.suppress(FileNotFoundError):
             os.remove(os.path.join(args.run_dir, resume.EPOCH_PLANS))

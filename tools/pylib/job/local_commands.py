@@ -1,11 +1,13 @@
 """The command lines of a job tools/launch runs on this machine (launcher.py starts them): the
 scheduler's, with the flags the launcher's options imply (live server replacement, survivors
-taking over dead workers' data), and the servers' and workers'."""
+taking over dead workers' data), and the servers' and workers' (a Python worker's: its command
+through tools/deploy/python_worker, python_workers.py)."""
 
 import os
 import shlex
 
 from . import keys as job_keys
+from . import python_workers
 from . import resume
 from . import supervisor
 
@@ -69,9 +71,20 @@ def node_commands(args, binaries, bind_flags, endpoint):
     commands = [(f"server{i}", [binaries["server"]] + common(f"server{i}") + server_flags, False)
                 for i in range(args.servers)]
     extra = per_worker_flags(args.worker_flags_for)
+    python = python_workers.from_args(args)
     for i in range(args.workers):
         trace = [f"--metrics={args.run_dir}/metrics_worker{i}.jsonl",
                  f"--timeline={args.run_dir}/timeline_worker{i}.json"] + model_dir_flags(args)
-        commands.append((f"worker{i}", [binaries["worker"]] + common(f"worker{i}") + trace
+        # A Python worker gets the same flags, after python_worker's own options.
+        program = python_workers.local_argv(python[i], i, args.workers, args.bin_dir) \
+            if i in python else [binaries["worker"]]
+        commands.append((f"worker{i}", program + common(f"worker{i}") + trace
                          + shlex.split(args.worker_flags) + extra.get(i, []), True))
     return commands
+
+
+def roles_run(args):
+    """The roles whose binaries the job runs: the worker binary only when some worker is not a
+    Python worker (--worker_cmd)."""
+    python = python_workers.from_args(args)
+    return ("scheduler", "server") + (("worker",) if len(python) < args.workers else ())

@@ -7,6 +7,7 @@ import argparse
 import os
 
 from . import keys as job_keys
+from . import python_workers
 from . import resume
 from . import supervisor
 
@@ -30,6 +31,17 @@ def add_job_options(p):
     p.add_argument("--worker_flags_for", action="append", default=[], metavar="RANK:FLAGS",
                    help="extra flags for the RANK-th worker started (0-based), e.g. "
                         "'3:--compute_slowdown=2'; repeatable")
+    p.add_argument("--worker_cmd", default="", metavar="CMD",
+                   help="every worker runs CMD (a command line, split as a shell would and run "
+                        "without one, e.g. '/usr/bin/python3 train.py --lr=0.1') in place of the "
+                        "worker binary: a Python worker (r2sp.torch) that gets the flags the "
+                        "binary would have got in R2SP_WORKER_FLAGS, and R2SP_SCHEDULER, RANK, "
+                        "WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT, R2SP_DATA_DIR, "
+                        "PYTHONPATH, R2SP_CORE (docs/PYTORCH.md)")
+    p.add_argument("--worker_cmd_for", action="append", default=[], metavar="RANKS:CMD",
+                   help="workers RANKS (0-based, comma-separated) run CMD as with --worker_cmd, "
+                        "the others the worker binary (a mixed job), e.g. "
+                        "\"1,3:/usr/bin/python3 train.py\"; repeatable, after --worker_cmd")
     p.add_argument("--dry_run", action="store_true",
                    help="print every command that would run, and run nothing")
 
@@ -108,6 +120,8 @@ def check_job(args):
         raise ValueError("--servers and --workers must be at least 1")
     if args.timeout <= 0:
         raise ValueError("--timeout must be positive")
+    if not args.cluster:  # with one: once its worker count is known (deploy.launch)
+        python_workers.from_args(args)
 
 
 def check_auth(args):

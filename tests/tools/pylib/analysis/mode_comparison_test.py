@@ -317,6 +317,13 @@ class JobCommandTest(unittest.TestCase):
         self.assertFalse([a for a in self.command("bsp", auth="none") if a.startswith("--auth")])
         self.assertFalse([a for a in self.command("bsp") if a.startswith("--auth")])
 
+    def test_python_workers_are_passed_on(self):
+        cmd = self.command("bsp", worker_cmd="python3 t.py --x='a b'",
+                           worker_cmd_for=["1,3:python3 u.py", "2:./v"])
+        self.assertEqual(cmd[-3:], ["--worker_cmd=python3 t.py --x='a b'",
+                                    "--worker_cmd_for=1,3:python3 u.py", "--worker_cmd_for=2:./v"])
+        self.assertFalse([a for a in self.command("bsp") if a.startswith("--worker_cmd")])
+
     def test_netcluster_options_come_first(self):
         cmd = self.command("asp", net="--server_link=100mbit --delay_ms=1")
         self.assertTrue(cmd[1].endswith("tools/netcluster"))

@@ -1,7 +1,11 @@
 """tools/pylib/release_bundle.py and tools/package: a bundle of the built binaries runs wherever
 it is moved, without LD_LIBRARY_PATH, loading its libraries from its own lib/ and never the C
 runtime; MANIFEST.json describes it; verify() finds changed and missing files; tar() packs it
-under its own name with owners and times of nobody; a missing binary is refused by name."""
+under its own name with owners and times of nobody; a missing binary is refused by name. The
+Python client: the r2sp package under python/ with the extension inside as r2sp/_core.so, the
+user's --worker_files under worker_files/, and tools/package refusing --worker_files without
+the extension; the built extension imports from a moved bundle, its libraries from the bundle's
+lib/ (skipped where it is not built)."""
 
 import hashlib
 import json
@@ -34,6 +38,22 @@ def stand_ins(directory):
             f.write(f"#!/bin/sh\necho stand-in {role}\n")
         os.chmod(path, 0o755)
     return directory
+
+
+def stand_in_package(directory):
+    """A package directory as worker/python/r2sp/ may hold it (caches and an extension built in
+    place included, which the bundle leaves out), and a stand-in _core.so; their paths."""
+    package = os.path.join(directory, "r2sp")
+    for rel, text in (("__init__.py", "# r2sp\n"), ("torch/__init__.py", "# r2sp.torch\n"),
+                      ("__pycache__/__init__.cpython-311.pyc", "x"),
+                      ("_core.cpython-311-x86_64-linux-gnu.so", "built in place")):
+        os.makedirs(os.path.dirname(os.path.join(package, rel)), exist_ok=True)
+        with open(os.path.join(package, rel), "w") as f:
+            f.write(text)
+    core = os.path.join(directory, "_core.so")
+    with open(core, "w") as f:
+        f.write("stand-in extension\n")
+    return package, core
 
 
 class BuiltBinariesTest(unittest.TestCase):
@@ -104,6 +124,47 @@ class BuiltBinariesTest(unittest.TestCase):
         self.assertEqual(release_bundle.verify(self.bundle), [])
 
 
+CORE = os.path.join(BIN_DIR, "worker", "python", "_core.so")
+# Imports r2sp._core from the bundle's python/ (argv[1]) and prints where libzmq and protobuf
+# were loaded from.
+IMPORT_CORE = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import r2sp._core
+print(r2sp._core.synthetic_model(4096, 2))
+with open("/proc/self/maps") as f:
+    print(json.dumps(sorted({line.split()[-1] for line in f
+                             if "libzmq.so" in line or "libprotobuf.so" in line})))
+"""
+
+
+@unittest.skipUnless(os.path.exists(CORE), f"needs {CORE} (bazel build //worker/python:_core.so)")
+class BuiltExtensionTest(unittest.TestCase):
+    def test_the_extension_imports_from_the_moved_bundle(self):
+        with tempfile.TemporaryDirectory() as directory:
+            package = os.path.join(directory, "src", "r2sp")
+            os.makedirs(package)
+            with open(os.path.join(package, "__init__.py"), "w") as f:
+                f.write("")
+            made = os.path.join(directory, "made", "r2sp-test-cpu")
+            manifest = release_bundle.make(made, {"worker": os.path.join(BIN_DIR, "worker", "worker")},
+                                           VERSION, "cpu", "abc1234", python_package=(package, CORE))
+            self.assertLessEqual({"python/r2sp/__init__.py", "python/r2sp/_core.so",
+                                  "lib/libzmq.so.5"}, set(manifest["files"]))
+            bundle = os.path.join(directory, "elsewhere", "r2sp")
+            os.renames(made, bundle)
+            r = subprocess.run([sys.executable, "-c", IMPORT_CORE, os.path.join(bundle, "python")],
+                               env={"PATH": "/usr/bin:/bin"}, capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            model, loaded = r.stdout.splitlines()
+            self.assertEqual(model, "[('layer0.weight', [1322]), ('layer0.bias', [64]), "
+                                    "('layer1.weight', [2646]), ('layer1.bias', [64])]")
+            loaded = json.loads(loaded)
+            self.assertEqual([os.path.basename(p).split(".so")[0] for p in loaded],
+                             ["libprotobuf", "libzmq"])
+            self.assertEqual({os.path.dirname(p) for p in loaded}, {os.path.join(bundle, "lib")})
+
+
 class StandInBundleTest(unittest.TestCase):
     def setUp(self):
         self._tmp = tempfile.TemporaryDirectory()
@@ -124,6 +185,40 @@ class StandInBundleTest(unittest.TestCase):
         os.remove(os.path.join(self.bundle, "env.sh"))
         self.assertEqual(sorted(release_bundle.verify(self.bundle)),
                          ["bin/server: checksum differs", "env.sh: missing"])
+
+    def test_the_python_package_and_the_worker_files(self):
+        package, core = stand_in_package(os.path.join(self.dir, "src"))
+        script = os.path.join(self.dir, "train.py")
+        with open(script, "w") as f:
+            f.write("print('train')\n")
+        os.chmod(script, 0o755)
+        data = os.path.join(self.dir, "data")
+        os.makedirs(os.path.join(data, "__pycache__"))
+        with open(os.path.join(data, "labels.txt"), "w") as f:
+            f.write("a\n")
+        manifest = release_bundle.make(
+            self.bundle, {"worker": os.path.join(self.bin_dir, "worker", "worker")}, "1.2", "cpu",
+            "c0ffee", python_package=(package, core), worker_files=[script, data + "/"])
+        self.assertEqual(sorted(manifest["files"]), [
+            "bin/worker", "python/r2sp/__init__.py", "python/r2sp/_core.so",
+            "python/r2sp/torch/__init__.py", "worker_files/data/labels.txt",
+            "worker_files/train.py"])
+        with open(os.path.join(self.bundle, "python", "r2sp", "_core.so")) as f:
+            self.assertEqual(f.read(), "stand-in extension\n")
+        self.assertEqual(os.stat(os.path.join(self.bundle, "worker_files", "train.py")).st_mode
+                         & 0o777, 0o755)
+        self.assertEqual(release_bundle.verify(self.bundle), [])
+
+    def test_worker_files_that_are_missing_or_clash(self):
+        for paths, message in (
+                ([os.path.join(self.dir, "no.py")], f"--worker_files: {self.dir}/no.py not found"),
+                ([self.bin_dir + "/worker/worker", self.bin_dir + "/worker"],
+                 f"--worker_files: {self.bin_dir}/worker/worker and {self.bin_dir}/worker would "
+                 "both be worker_files/worker")):
+            with self.subTest(paths=paths), self.assertRaises(release_bundle.BundleError) as e:
+                release_bundle.make(os.path.join(self.dir, "b"), {}, "1", "cpu", "x",
+                                    worker_files=paths)
+            self.assertEqual(str(e.exception), message)
 
     def test_a_missing_binary_is_named(self):
         missing = os.path.join(self.dir, "nowhere", "worker")
@@ -207,6 +302,42 @@ class PackageScriptTest(unittest.TestCase):
             tarball = os.path.join(out, f"r2sp-{VERSION}-cpu.tar.gz")
             self.assertTrue(r.stdout.startswith(f"package: {tarball} ("), r.stdout)
             self.assertTrue(tarfile.is_tarfile(tarball))
+
+    def test_the_python_package_and_worker_files(self):
+        with tempfile.TemporaryDirectory() as directory:
+            bin_dir = stand_ins(os.path.join(directory, "bin"))
+            package, core = stand_in_package(directory)
+            os.makedirs(os.path.join(bin_dir, "worker", "python"))
+            os.rename(core, os.path.join(bin_dir, "worker", "python", "_core.so"))
+            script = os.path.join(directory, "train.py")
+            with open(script, "w") as f:
+                f.write("print('train')\n")
+            out = os.path.join(directory, "out")
+            r = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "package"),
+                                "--bin_dir=" + bin_dir, "--out=" + out, "--package_dir=" + package,
+                                "--worker_files=" + script], capture_output=True, text=True)
+            self.assertEqual((r.returncode, r.stderr), (0, ""))
+            self.assertNotIn("no Python package", r.stdout)
+            with tarfile.open(os.path.join(out, f"r2sp-{VERSION}-cpu.tar.gz")) as t:
+                names = {m.name.split("/", 1)[1] for m in t.getmembers() if m.isfile()}
+            self.assertLessEqual({"python/r2sp/__init__.py", "python/r2sp/torch/__init__.py",
+                                  "python/r2sp/_core.so", "worker_files/train.py",
+                                  "share/r2sp/deploy/python_worker", "bin/worker"}, names)
+
+    def test_without_the_extension(self):
+        with tempfile.TemporaryDirectory() as directory:
+            bin_dir = stand_ins(os.path.join(directory, "bin"))
+            r = self.package(bin_dir, os.path.join(directory, "out"))
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertTrue(r.stdout.endswith(f"; no Python package: {bin_dir}/worker/python/"
+                                              "_core.so missing)\n"), r.stdout)
+            r = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "package"),
+                                "--bin_dir=" + bin_dir, "--out=" + os.path.join(directory, "out"),
+                                "--worker_files=" + bin_dir], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 1)
+            self.assertEqual(r.stderr, "package: error: --worker_files are for Python workers, "
+                             f"but {bin_dir}/worker/python/_core.so is missing (build "
+                             "//worker/python:_core.so)\n")
 
     def test_missing_binaries_exit_1(self):
         with tempfile.TemporaryDirectory() as directory:

@@ -51,6 +51,16 @@ class ValidFilesTest(unittest.TestCase):
                     if len(cluster.hosts) > 1:
                         self.assertEqual(cluster.auth, "curve")
 
+    def test_pytorch_example(self):
+        cluster = cluster_file.load(os.path.join(EXAMPLES, "pytorch_two_hosts.toml"))
+        self.assertEqual([(p.name, p.host, p.worker_cmd) for p in cluster.processes()
+                          if p.role == "worker"],
+                         [("worker0", "node1", "python3 train.py"),
+                          ("worker1", "node1", "python3 train.py"),
+                          ("worker2", "node2", "python3 train.py"),
+                          ("worker3", "node2", "python3 train.py")])
+        self.assertEqual(cluster.flags["worker"], ["--batch_size=64", "--epochs=2"])
+
     def test_gpu_4x2_example(self):
         cluster = cluster_file.load(os.path.join(EXAMPLES, "gpu_4x2.toml"))
         self.assertEqual([h.name for h in cluster.hosts], ["gpu1", "gpu2", "gpu3", "gpu4"])
@@ -89,6 +99,16 @@ class ValidFilesTest(unittest.TestCase):
         self.assertEqual((b.address, b.workdir, b.ssh_port), ("b", "/opt/r2sp", 22))
         self.assertEqual(b.worker_flags, "--threads=4 --log_every='10'")
         self.assertEqual(cluster.scheduler_endpoint(), "tcp://a:9000")  # the name, for want of one
+
+    def test_worker_cmd_for_the_job_and_per_host(self):
+        cluster = parse(*JOB, 'worker_cmd = "python3 train.py --lr=\'0.1\'"', *HOST1,
+                        '[[host]]', 'name = "b"', 'workers = 2', 'worker_cmd = "./t.sh"')
+        self.assertEqual([(p.name, p.worker_cmd) for p in cluster.processes()], [
+            ("scheduler", ""), ("server0", ""), ("worker0", "python3 train.py --lr='0.1'"),
+            ("worker1", "./t.sh"), ("worker2", "./t.sh")])
+        cluster = parse(*JOB, *HOST1, *HOST2[:2], 'worker_cmd = "python3 t.py"', *HOST2[2:])
+        self.assertEqual([p.worker_cmd for p in cluster.processes() if p.role == "worker"],
+                         ["", "python3 t.py", "python3 t.py"])
 
     def test_ports_number_processes_per_host(self):
         cluster = parse(*JOB, '[ports]', 'scheduler = 7000', 'server = 7100', 'worker = 7200',
@@ -250,6 +270,17 @@ class MalformedFileTest(unittest.TestCase):
     def test_address_and_interface(self):
         self.assertRefused([*JOB, *HOST1, 'address = "10.0.0.1"', 'interface = "eth0"'], 9,
                            "host 'a': give address or interface, not both")
+
+    def test_bad_worker_cmd(self):
+        self.assertRefused([*JOB, 'worker_cmd = "python3 \'t.py"', *HOST1], 3,
+                           "job: cannot split worker_cmd \"python3 't.py\" into words: No "
+                           "closing quotation")
+        self.assertRefused([*JOB, 'worker_cmd = "  "', *HOST1], 3,
+                           "job: worker_cmd is blank (leave it out to run the worker binary)")
+        self.assertRefused([*JOB, *HOST1, 'worker_cmd = ["python3"]'], 8,
+                           "host 'a': worker_cmd must be a non-empty string, not array")
+        self.assertRefused([*JOB, *HOST1, 'worker_cmd = ""'], 8,
+                           "host 'a': worker_cmd must be a non-empty string, not string ''")
 
     def test_flags_that_do_not_split(self):
         self.assertRefused([*JOB, '[flags]', 'worker = "--model=\'cnn"', *HOST1], 4,

@@ -108,6 +108,24 @@ class RunRoleArgsTest(unittest.TestCase):
             f"--timeline={OUT}/timeline_worker2.json", f"--model_dir={OUT}/model", "--model=cnn",
             "--threads=2"])
 
+    def test_python_workers_get_their_command_and_ranks_before_the_role(self):
+        cluster = cluster_file.parse(CLUSTER.replace('name = "b"',
+                                                     'name = "b"\nworker_cmd = "python3 t.py"'))
+        self.assertFalse(role_commands.python_workers(self.cluster))
+        self.assertTrue(role_commands.python_workers(cluster))
+        b = cluster.hosts[1]
+        for name, local in (("worker1", 0), ("worker2", 1)):
+            process = next(p for p in b.processes if p.name == name)
+            with self.subTest(process=name):
+                self.assertEqual(role_commands.run_role_args(cluster, b, process, OUT)[:6], [
+                    "--advertise_interface=eth1", "--worker_cmd=python3 t.py",
+                    f"--rank={name[-1]}", "--world_size=3", f"--local_rank={local}", "worker"])
+        server = next(p for p in b.processes if p.role == "server")
+        self.assertEqual(role_commands.run_role_args(cluster, b, server, OUT)[:2],
+                         ["--advertise_interface=eth1", "server"])
+        a = cluster.hosts[0]
+        self.assertEqual(role_commands.run_role_args(cluster, a, a.processes[2], OUT)[0], "worker")
+
     def test_only_the_scheduler_gets_the_job_shape(self):
         for host in (self.a, self.b):
             for p in host.processes:

@@ -161,6 +161,36 @@ class PlanTest(unittest.TestCase):
         for url in ("s3://shared/bundles/", "https://example.invalid/r2sp.tar.gz"):
             self.assertIsNone(self.plan(f'bundle_url = "{url}"\n').delete_bundle(), url)
 
+    def test_python_workers_run_their_command(self):
+        cluster = cluster_file.parse(cluster_text(
+            [("a", "scheduler = true\nservers = 1\nworkers = 1"),
+             ("c", 'workers = 2\nworker_cmd = "python3 t.py --x=\'a b\'"')],
+            "s3://bucket/results"))
+        processes = ec2_user_data.host_processes(cluster, cluster.hosts[1], "10.0.0.9",
+                                                 {"worker": ["--seed=3"]}, keys=True)
+        flags = ["--bind=tcp://0.0.0.0:9201", "--advertise_host=@R2SP_ADVERTISE@", "--auth=curve",
+                 "--keys_dir=@R2SP_KEYS@", "--scheduler=tcp://10.0.0.9:9000",
+                 "--metrics=@R2SP_OUT@/metrics_worker2.jsonl",
+                 "--timeline=@R2SP_OUT@/timeline_worker2.json", "--model_dir=@R2SP_OUT@/model"] + \
+            shlex.split(WORKER_FLAGS.format(iterations=5)) + ["--seed=3"]
+        self.assertEqual(processes[1], ("worker2", [
+            "--worker_cmd=python3 t.py --x='a b'", "--rank=2", "--world_size=3", "--local_rank=1",
+            "worker"] + flags))
+        self.assertEqual([args[0] for _, args in ec2_user_data.host_processes(
+            cluster, cluster.hosts[0], "10.0.0.9", {})], ["scheduler", "server", "worker"])
+        # The user-data's start line gives run_role these words, the script's variables expanded.
+        settings = ec2_user_data.Settings("ec2-test", "run9", "s3://b/x.tar.gz", "r2sp-0-cpu",
+                                          "abc", "s3://bucket/results", 60)
+        start = [l for l in ec2_user_data.render(settings, "c", processes).splitlines()
+                 if l.startswith("  start worker2 ")][0]
+        words = subprocess.run(["bash", "-c", "out=/o advertise=10.1.1.1 keys=/k; printf '%s\\n' "
+                                + start.split(" ", 4)[4]], capture_output=True, text=True,
+                               check=True).stdout.splitlines()
+        self.assertEqual(words, ["--worker_cmd=python3 t.py --x='a b'", "--rank=2",
+                                 "--world_size=3", "--local_rank=1", "worker"] + [
+            f.replace("@R2SP_OUT@", "/o").replace("@R2SP_ADVERTISE@", "10.1.1.1")
+             .replace("@R2SP_KEYS@", "/k") for f in flags])
+
     def test_stand_ins_become_variables_and_the_rest_is_quoted(self):
         word = ec2_user_data.shell_word(f"--x=$(rm -rf /)'{ec2_user_data.OUT}/m")
         out = subprocess.run(["bash", "-c", f'out=/r; printf %s {word}'], capture_output=True, text=True)

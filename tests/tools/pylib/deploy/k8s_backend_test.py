@@ -172,6 +172,31 @@ class ManifestTest(unittest.TestCase):
         with self.assertRaisesRegex(errors.JobError, "one pod template"):
             k8s_backend.render(two, JOB, "i", None)
 
+    def test_python_workers_get_their_command(self):
+        python = cluster(hosts='scheduler = true\nservers = 1\nworkers = 3\n'
+                               'worker_cmd = "python3 t.py --x=\'a b\'"')
+        container = pod_spec(k8s_backend.render(python, JOB, "i", None)["30-worker-job.yaml"])[
+            "containers"][0]
+        self.assertEqual((container["command"], container["args"]),
+                         ([k8s_backend.ENTRYPOINT], ["worker"]))
+        self.assertEqual(env_of(container), {
+            "POD_IP": {"fieldRef": {"fieldPath": "status.podIP"}},
+            "POD_NAME": {"fieldRef": {"fieldPath": "metadata.name"}},
+            "R2SP_SCHEDULER": "tcp://k8s-test-scheduler:9000", "R2SP_EMIT_RESULTS": "1",
+            "R2SP_WORKER_CMD": "python3 t.py --x='a b'", "R2SP_NUM_WORKERS": "3",
+            "R2SP_PORT": "9200", "R2SP_OUT": k8s_backend.OUT_DIR, "R2SP_FLAGS": WORKER_FLAGS})
+        self.assertNotIn("R2SP_WORKER_CMD", env_of(pod_spec(self.m["30-worker-job.yaml"])
+                                                   ["containers"][0]))
+
+    def test_different_worker_commands_are_refused(self):
+        mixed = cluster(hosts='scheduler = true\nservers = 1\nworkers = 1\n'
+                              'worker_cmd = "python3 t.py"\n[[host]]\nname = "b"\nworkers = 1')
+        with self.assertRaises(errors.JobError) as e:
+            k8s_backend.render(mixed, JOB, "i", None)
+        self.assertEqual(str(e.exception), "k8s runs every worker from one pod template, but the "
+                         "workers run different commands: ['', 'python3 t.py'] ('' is the worker "
+                         "binary)")
+
     def test_image_defaults_to_the_bundle_name(self):
         self.assertEqual(k8s_backend.image_for(cluster(), "/x/r2sp-0.6.0-cuda.tar.gz"), "r2sp:0.6.0-cuda")
         named = cluster(extra='[k8s]\nimage = "reg.example/r2sp:7"')

@@ -4,7 +4,10 @@ job on stand-in binaries (its mode and counts, its flags before the command line
 bundle from tools/package, and no ssh or scp ever started); and the errors: a malformed file at
 its line, --backend=ssh without a file, a bundle that is not one, no bundle at all. With
 auth = "curve" in the file (or --auth=curve) the local job's processes get the keys a stand-in
-keygen made, and the ssh dry run sends each host only its roles' secret keys, by path."""
+keygen made, and the ssh dry run sends each host only its roles' secret keys, by path. Python
+workers: the file's worker_cmd and the launcher's --worker_cmd_for run locally through
+python_worker, and over ssh through run_role --worker_cmd, from a bundle that must carry the
+r2sp package."""
 
 import json
 import os
@@ -35,6 +38,13 @@ elif role == "worker":
     name = "worker" + flags["metrics"].rsplit("worker", 1)[1].split(".")[0]
 with open(os.path.join(os.environ["ARGV_DIR"], name + ".json"), "w") as f:
     json.dump(sys.argv[1:], f)
+'''
+# A Python worker's stand-in: writes RANK, LOCAL_RANK and its arguments to
+# $ARGV_DIR/python_workerRANK.json.
+RECORDER = r'''
+import json, os, sys
+with open(os.path.join(os.environ["ARGV_DIR"], f"python_worker{os.environ['RANK']}.json"), "w") as f:
+    json.dump([os.environ["RANK"], os.environ["LOCAL_RANK"], os.environ["WORLD_SIZE"]] + sys.argv[1:], f)
 '''
 # A stand-in keygen: DIR/ROLE.pub and DIR/ROLE.key holding "KEY-ROLE-SUFFIX" (easy to look for).
 FAKE_KEYGEN = r'''#!PYTHON
@@ -167,6 +177,61 @@ class LocalBackendTest(LaunchTest):
         self.assertIn("--gpu=1", lines[3])
         self.assert_ran_nothing()
         self.assertFalse(os.path.exists(self.run_dir))
+
+
+class PythonWorkersTest(LaunchTest):
+    def setUp(self):
+        super().setUp()
+        self.recorder = os.path.join(self.dir, "recorder.py")
+        self.write(self.recorder, RECORDER)
+
+    def test_the_files_worker_cmd_and_the_command_lines(self):
+        self.write(self.cluster, CLUSTER.replace(
+            'name = "node-b.invalid"', f'name = "node-b.invalid"\nworker_cmd = "{sys.executable} '
+            f'{self.recorder} --from=file"'))
+        r = self.launch(f"--worker_cmd_for=0:{sys.executable} {self.recorder} --from=line")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.argv("python_worker0"), ["0", "0", "3", "--from=line"])
+        self.assertEqual(self.argv("python_worker2"), ["2", "2", "3", "--from=file"])
+        self.assertTrue(os.path.exists(os.path.join(self.argv_dir, "worker1.json")))
+        self.assertFalse(os.path.exists(os.path.join(self.argv_dir, "worker0.json")))
+        self.assertFalse(os.path.exists(os.path.join(self.argv_dir, "worker2.json")))
+
+    def test_ranks_are_checked_against_the_files_workers(self):
+        self.assert_error(self.launch("--worker_cmd_for=3:python3 t.py"),
+                          "--worker_cmd_for=3:python3 t.py: rank '3' is not a worker (0..2)")
+        self.assert_ran_nothing()
+
+    def package(self, *flags):
+        out = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "package"), "--out=" +
+                              os.path.join(self.dir, "dist"), "--bin_dir=" + self.bin_dir, *flags],
+                             capture_output=True, text=True)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        return out.stdout.split()[1]
+
+    def test_ssh_runs_them_through_run_role_from_a_bundle_with_the_package(self):
+        bundle = self.package()
+        r = self.launch("--backend=ssh", "--dry_run", "--bundle=" + bundle,
+                        "--worker_cmd_for=1,2:python3 train.py")
+        self.assert_error(r, f"{bundle} has no Python package (python/r2sp/_core.so), which the "
+                             "Python workers (worker_cmd) need: build //worker/python:_core.so, "
+                             "then make the bundle again with tools/package")
+        package = os.path.join(self.dir, "src", "r2sp")
+        self.write(os.path.join(package, "__init__.py"), "")
+        self.write(os.path.join(self.bin_dir, "worker", "python", "_core.so"), "stand-in")
+        bundle = self.package("--package_dir=" + package, "--worker_files=" + self.recorder)
+        r = self.launch("--backend=ssh", "--dry_run", "--bundle=" + bundle,
+                        "--worker_cmd_for=1,2:python3 train.py")
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
+        starts = [shlex.split(shlex.split(l.split(" < (held open)")[0])[-1].split(
+            "run_role --watch_stdin ")[1]) for l in r.stdout.splitlines() if "run_role" in l]
+        workers = [s for s in starts if "worker" in s[:5]]
+        self.assertEqual(workers[0][0], "worker")
+        self.assertEqual(workers[1][:5], ["--worker_cmd=python3 train.py", "--rank=1",
+                                          "--world_size=3", "--local_rank=1", "worker"])
+        self.assertEqual(workers[2][:5], ["--worker_cmd=python3 train.py", "--rank=2",
+                                          "--world_size=3", "--local_rank=0", "worker"])
+        self.assert_ran_nothing()
 
 
 class AuthTest(LaunchTest):

@@ -9,6 +9,7 @@ Slurm part needs root and Debian's slurm-wlm and munge (skipped otherwise)."""
 
 import json
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -141,6 +142,24 @@ class BatchScriptTest(unittest.TestCase):
         self.assertEqual([s.split()[1:3] for s in steps],
                          [["scheduler", "0"], ["server0", "0"], ["worker0", "1"], ["worker1", "1"]])
         self.assertTrue(steps[2].endswith(' --seed=7'), steps[2])
+
+    def test_python_workers_run_their_command_through_run_role(self):
+        text = CLUSTER.format(workdir="/shared/r2sp", ports=(9000, 9100, 9200), iterations=5,
+                              address="", worker_flags='worker_flags = "--host=b"\n').replace(
+            'workers = 2', 'workers = 2\nworker_cmd = "python3 train.py --lr=0.1"')
+        script = slurm_backend.batch_script(cluster_file.parse(text), "/shared/r2sp/r2sp-1-cpu",
+                                            "/shared/r2sp/runs/x", {"worker": ["--seed=7"]}, False)
+        steps = [l for l in script.splitlines() if l.startswith("step ")]
+        self.assertEqual(steps[3], (
+            "step worker1 1 '--worker_cmd=python3 train.py --lr=0.1' --rank=1 --world_size=2 "
+            '--local_rank=1 worker --bind=tcp://0.0.0.0:9201 --advertise_host="${nodes[1]}" '
+            '--scheduler=tcp://"${nodes[0]}":9000 --metrics="$R2SP_OUT"/metrics_worker1.jsonl '
+            '--timeline="$R2SP_OUT"/timeline_worker1.json --model_dir="$R2SP_OUT"/model '
+            "--model=synthetic --model_mb=1 --layers=4 --iterations=5 --compute_ms=20 --host=b "
+            "--seed=7"))
+        self.assertEqual([shlex.split(s)[1:4] for s in steps[:3]],
+                         [["scheduler", "0", "scheduler"], ["server0", "0", "server"],
+                          ["worker0", "1", "--worker_cmd=python3 train.py --lr=0.1"]])
 
     def test_without_addresses_the_nodes_come_from_slurm(self):
         text = self.script(address=False)

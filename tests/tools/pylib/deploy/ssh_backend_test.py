@@ -6,7 +6,10 @@ that a second run does not copy the bundle again, that an unknown host key stops
 before anything starts, and that a failing process, Ctrl-C and a killed launcher all leave
 nothing running on any host; with --auth=curve, that a job completes, that each host holds the
 public keys and only its own roles' secret keys (0700 directory, 0600 files) while the job runs,
-and none once it has ended or was stopped. Needs root (namespaces); skipped otherwise.
+and none once it has ended or was stopped. A Python worker (worker_cmd) runs from the bundle's
+worker_files/ with the environment of docs/DEPLOY.md, its flags exactly the binary's: the script
+records them and becomes the bundle's worker binary with them, and the job completes. Needs root
+(namespaces); skipped otherwise.
 
 Without root: the keys' copy and removal (ssh_backend.send_keys, remove_keys) through a stand-in
 ssh that runs the remote command here, and the start commands' --keys_dir."""
@@ -14,6 +17,7 @@ ssh that runs the remote command here, and the start commands' --keys_dir."""
 import io
 import json
 import os
+import shlex
 import signal
 import stat
 import subprocess
@@ -31,6 +35,20 @@ from pylib.deploy import ssh_backend
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 BIN_DIR = os.environ.get("R2SP_BIN_DIR", ROOT)  # the runfiles under Bazel
 HOSTS = ("launcher", "node0", "node1", "node2")
+with open(os.path.join(ROOT, "VERSION")) as f:
+    VERSION = f.read().strip()
+# A Python worker: records its working directory and environment into RECORDS/RANK.json, then
+# becomes the worker binary WORKER with the flags of R2SP_WORKER_FLAGS (exec_worker.py WORKER
+# RECORDS).
+EXEC_WORKER = r'''
+import json, os, shlex, sys
+worker, records = sys.argv[1:3]
+keys = ("R2SP_SCHEDULER", "R2SP_WORKER_FLAGS", "R2SP_DATA_DIR", "R2SP_CORE", "RANK", "WORLD_SIZE",
+        "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "PYTHONPATH")
+with open(os.path.join(records, os.environ["RANK"] + ".json"), "w") as f:
+    json.dump({"cwd": os.getcwd(), "env": {k: os.environ[k] for k in keys if k in os.environ}}, f)
+os.execv(worker, [worker] + shlex.split(os.environ["R2SP_WORKER_FLAGS"]))
+'''
 SSH_PORT = 2222
 SSHD_CONFIG = """Port {port}
 ListenAddress {address}
@@ -153,6 +171,35 @@ class KeysOverStandInSshTest(unittest.TestCase):
 
 
 @unittest.skipIf(cannot_run(), cannot_run() or "")
+class PythonWorkerPlanTest(unittest.TestCase):
+    """The ssh command of a Python worker, exactly (no root needed)."""
+
+    def test_the_start_command(self):
+        with tempfile.TemporaryDirectory() as directory:
+            tarball = os.path.join(directory, "r2sp-0.0.0-cpu.tar.gz")
+            with tarfile.open(tarball, "w:gz") as t:
+                info = tarfile.TarInfo("r2sp-0.0.0-cpu/MANIFEST.json")
+                info.size = 2
+                t.addfile(info, io.BytesIO(b"{}"))
+            cluster = cluster_file.parse('[job]\nmode = "bsp"\nworkdir = "~/w"\n'
+                                         '[[host]]\nname = "h0"\nscheduler = true\nservers = 1\n'
+                                         '[[host]]\nname = "h1"\nworkers = 1\n'
+                                         'worker_cmd = "python3 train.py --lr=0.1"\n')
+            plan = ssh_backend.Plan(cluster, tarball, "r2sp-run", {"worker": ["--seed=1"]}, keys="/k")
+            h1 = cluster.hosts[1]
+            self.assertEqual(plan.start(h1, h1.processes[0]), [
+                "ssh", "-p", "22", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "-o",
+                "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3", "h1",
+                'mkdir -p "$HOME"/w/runs/r2sp-run && R2SP_OUT="$HOME"/w/runs/r2sp-run && '
+                'R2SP_KEYS="$HOME"/w/keys/r2sp-run && exec "$HOME"/w/r2sp-0.0.0-cpu/share/r2sp/'
+                "deploy/run_role --watch_stdin '--worker_cmd=python3 train.py --lr=0.1' --rank=0 "
+                "--world_size=1 --local_rank=0 worker --bind=tcp://0.0.0.0:9200 "
+                '--advertise_host=h1 --auth=curve --keys_dir="$R2SP_KEYS" '
+                '--scheduler=tcp://h0:9000 --metrics="$R2SP_OUT"/metrics_worker0.jsonl '
+                '--timeline="$R2SP_OUT"/timeline_worker0.json --model_dir="$R2SP_OUT"/model '
+                "--seed=1"])
+
+
 class SshBackendTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -202,7 +249,8 @@ class SshBackendTest(unittest.TestCase):
                 left[pid] = name
         return left
 
-    def cluster_file(self, worker_flags="", known_hosts="known_hosts", iterations=5, workdirs="hosts"):
+    def cluster_file(self, worker_flags="", known_hosts="known_hosts", iterations=5, workdirs="hosts",
+                     node2=""):
         """A 3-host job: node0 runs the scheduler and a server, node1 a server and a worker,
         node2 a worker; each host unpacks into its own directory under DIR/WORKDIRS (the hosts
         share this machine's files)."""
@@ -215,7 +263,7 @@ workdir = "{self.dir}/{workdirs}/{h}"
 """ for h, extra in (("node0", "scheduler = true\nservers = 1"),
                      ("node1", "servers = 1\nworkers = 1" + (
                          f"\nworker_flags = {json.dumps(worker_flags)}" if worker_flags else "")),
-                     ("node2", "workers = 1")))
+                     ("node2", "workers = 1" + node2)))
         text = f"""[job]
 name = "ssh-test"
 mode = "bsp"
@@ -234,15 +282,15 @@ options = ["StrictHostKeyChecking=yes", "UserKnownHostsFile={self.dir}/{known_ho
             f.write(text)
         return path
 
-    def launch(self, cluster, run_dir, timeout=120, flags=()):
-        return subprocess.run(self.launch_argv(cluster, run_dir, flags), capture_output=True,
+    def launch(self, cluster, run_dir, timeout=120, flags=(), bundle=None):
+        return subprocess.run(self.launch_argv(cluster, run_dir, flags, bundle), capture_output=True,
                               text=True, timeout=timeout)
 
-    def launch_argv(self, cluster, run_dir, flags=()):
+    def launch_argv(self, cluster, run_dir, flags=(), bundle=None):
         return self.cluster.exec_prefix("launcher") + [
             sys.executable, os.path.join(ROOT, "tools", "launch"), "--cluster=" + cluster,
-            "--backend=ssh", "--bundle=" + self.bundle, "--run_dir=" + run_dir, "--timeout=90",
-            "--bin_dir=" + BIN_DIR, *flags]
+            "--backend=ssh", "--bundle=" + (bundle or self.bundle), "--run_dir=" + run_dir,
+            "--timeout=90", "--bin_dir=" + BIN_DIR, *flags]
 
     def leftovers(self, seconds=15):
         """Processes other than sshd still in the hosts' namespaces after up to `seconds`."""
@@ -273,6 +321,59 @@ options = ["StrictHostKeyChecking=yes", "UserKnownHostsFile={self.dir}/{known_ho
         r = self.launch(cluster, os.path.join(self.dir, "run2"))
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertIn("copied to 0", r.stdout)
+
+    def python_bundle(self):
+        """A bundle of the built binaries with the r2sp package (a stand-in extension) and
+        EXEC_WORKER as worker_files/exec_worker.py."""
+        bin_dir, source = os.path.join(self.dir, "python_bin"), os.path.join(self.dir, "python_src")
+        for role in ("scheduler", "server", "worker"):
+            os.makedirs(os.path.join(bin_dir, role))
+            os.symlink(os.path.abspath(os.path.join(BIN_DIR, role, role)),
+                       os.path.join(bin_dir, role, role))
+        os.makedirs(os.path.join(bin_dir, "worker", "python"))
+        os.makedirs(os.path.join(source, "r2sp"))
+        for path, text in ((os.path.join(bin_dir, "worker", "python", "_core.so"), "stand-in"),
+                           (os.path.join(source, "r2sp", "__init__.py"), ""),
+                           (os.path.join(source, "exec_worker.py"), EXEC_WORKER)):
+            with open(path, "w") as f:
+                f.write(text)
+        out = subprocess.run([os.path.join(ROOT, "tools", "package"), "--bin_dir=" + bin_dir,
+                              "--out=" + os.path.join(self.dir, "python_dist"),
+                              "--package_dir=" + os.path.join(source, "r2sp"),
+                              "--worker_files=" + os.path.join(source, "exec_worker.py")],
+                             capture_output=True, text=True)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        return out.stdout.split()[1]
+
+    def test_a_python_worker_runs_from_the_bundle_with_the_binarys_flags(self):
+        records = os.path.join(self.dir, "records")
+        os.makedirs(records)
+        path = self.cluster_file(workdirs="python", node2=(
+            f'\nworker_cmd = "python3 exec_worker.py ../bin/worker {records}"'))
+        run_dir = os.path.join(self.dir, "run_python")
+        r = self.launch(path, run_dir, bundle=self.python_bundle())
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        with open(os.path.join(run_dir, "summary.json")) as f:
+            summary = json.load(f)
+        self.assertEqual((summary["completed"], summary["workers"], summary["iterations"]),
+                         (True, 2, 5))
+        self.assertEqual(os.listdir(records), ["1.json"])
+        with open(os.path.join(records, "1.json")) as f:
+            got = json.load(f)
+        cluster = cluster_file.load(path)
+        node2 = cluster.hosts[2]
+        bundle = os.path.join(self.dir, "python", "node2", f"r2sp-{VERSION}-cpu")
+        out = os.path.join(self.dir, "python", "node2", "runs", "ssh-test-run_python")
+        args = role_commands.run_role_args(cluster, node2, node2.processes[0], out)
+        node0 = self.cluster.addresses["node0"]
+        self.assertEqual(got, {
+            "cwd": os.path.join(bundle, "worker_files"),
+            "env": {"R2SP_SCHEDULER": f"tcp://{node0}:9000",
+                    "R2SP_WORKER_FLAGS": shlex.join(args[args.index("worker") + 1:]),
+                    "RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "MASTER_ADDR": node0,
+                    "MASTER_PORT": "9000", "PYTHONPATH": os.path.join(bundle, "python")}})
+        self.assertTrue(os.path.exists(os.path.join(run_dir, "metrics_worker1.jsonl")))
+        self.assertEqual(self.leftovers(), [])
 
     def test_unknown_host_key_stops_the_launch_before_anything_starts(self):
         with open(os.path.join(self.dir, "empty_known_hosts"), "w"):

@@ -18,9 +18,12 @@ class SoakTest(unittest.TestCase):
     def tearDown(self):
         self._tmp.cleanup()
 
-    def fake_proc(self, pid, argv, rss_kib=None):
+    def fake_proc(self, pid, argv, rss_kib=None, environ=None):
         d = os.path.join(self.dir, "proc", str(pid))
         os.makedirs(d)
+        if environ is not None:
+            with open(os.path.join(d, "environ"), "wb") as f:
+                f.write(b"\0".join(f"{k}={v}".encode() for k, v in environ.items()) + b"\0")
         with open(os.path.join(d, "cmdline"), "wb") as f:
             f.write(b"\0".join(a.encode() for a in argv) + b"\0")
         if rss_kib is not None:
@@ -35,10 +38,15 @@ class SoakTest(unittest.TestCase):
         self.fake_proc(13, ["/bin/worker/worker", "--metrics=/runs/soak_b/metrics_worker0.jsonl"])
         self.fake_proc(14, ["/usr/bin/python3", "tools/launch", f"--run_dir={run}"])
         self.fake_proc(15, [f"{run}/worker"])  # the run's path as the program only
+        # Python workers: their flags are in their environment, not on their command line.
+        self.fake_proc(16, ["/usr/bin/python3", "train.py"], environ={
+            "PATH": "/bin", "R2SP_WORKER_FLAGS": f"--scheduler=tcp://h:1 '--metrics={run}/m 1'"})
+        self.fake_proc(17, ["/usr/bin/python3", "train.py"], environ={
+            "R2SP_WORKER_FLAGS": "--metrics=/runs/soak_b/metrics_worker0.jsonl"})
         os.makedirs(os.path.join(self.dir, "proc", "self"))
         proc = os.path.join(self.dir, "proc")
         self.assertEqual(soak.job_processes(run, proc),
-                         {10: "scheduler", 11: "server", 12: "worker"})
+                         {10: "scheduler", 11: "server", 12: "worker", 16: "worker"})
         self.assertEqual(soak.rss_kib(11, proc), 1200)
         self.assertIsNone(soak.rss_kib(12, proc))  # no status file
         self.assertIsNone(soak.rss_kib(99, proc))  # gone

@@ -69,6 +69,18 @@ class KillChildTest(unittest.TestCase):
                          [True, True, False, True])
         self.assertIsNone(fault_runs.kill_child(parent.pid, "metrics_worker7"))
 
+    def test_a_python_workers_flags_come_from_its_environment(self):
+        env = dict(os.environ, R2SP_WORKER_FLAGS="--scheduler=tcp://h:1 "
+                                                 "'--metrics=/r/metrics_worker2.jsonl'")
+        parent = subprocess.Popen([sys.executable, "-c", PARENT, "train.py"],
+                                  stdout=subprocess.PIPE, text=True, env=env)
+        (pid,) = [int(p) for p in parent.stdout.readline().split()]
+        self.addCleanup(parent.wait)
+        children = {p: argv[-3:] for _, p, argv in fault_runs.children(parent.pid)}
+        self.assertEqual(children, {pid: ["train.py", "--scheduler=tcp://h:1",
+                                          "--metrics=/r/metrics_worker2.jsonl"]})
+        self.assertEqual(fault_runs.kill_child(parent, "metrics_worker2"), pid)
+
 
 class RunFilesTest(unittest.TestCase):
     def setUp(self):

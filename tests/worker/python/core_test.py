@@ -1,0 +1,275 @@
+"""r2sp._core, the Python client's extension, in real jobs (the scheduler and server binaries):
+with known gradients in bsp its final parameters equal, bit for bit, those of C++ workers given
+the same gradients, alone and in a mixed job (one C++ worker, one Python); kill -9 of a Python
+worker leaves a job the survivor completes, training the dead worker's samples from the next
+epoch; Ctrl-C, a missing scheduler, bad flags, bad tensors and steps out of turn each raise
+their exact error. Skipped where the binaries are not built."""
+
+import json
+import os
+import signal
+import socket
+import sys
+import time
+import unittest
+
+import junit_main
+import job_harness
+
+sys.path.insert(0, job_harness.CORE_DIR)
+try:
+    import _core
+    IMPORT_ERROR = None
+except ImportError as e:
+    _core = None
+    IMPORT_ERROR = f"r2sp._core does not import from {job_harness.CORE_DIR}: {e}"
+
+WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "core_worker.py")
+SERVER = ["--lr=0.1", "--momentum=0.9"]
+# The C++ synthetic model core_worker.py registers: 4096 floats in 2 layers.
+SYNTHETIC = ["--model=synthetic", "--model_mb=0.015625", "--layers=2", "--grad=known",
+             "--init=zero"]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def read(path, mode="rb"):
+    with open(path, mode) as f:
+        return f.read()
+
+
+@unittest.skipIf(job_harness.cannot_run() or _core is None,
+                 job_harness.cannot_run() or IMPORT_ERROR or "")
+class CoreJobTest(unittest.TestCase):
+    def setUp(self):
+        self.jobs = []
+
+    def tearDown(self):
+        for job in self.jobs:
+            job.close()
+
+    def job(self, name, workers, scheduler_flags=()):
+        job = job_harness.Job(name, workers, scheduler_flags=["--sync=bsp", *scheduler_flags],
+                              server_flags=SERVER)
+        self.jobs.append(job)
+        return job
+
+    def python_worker(self, job, name, train_samples, *flags):
+        return job.python_worker(name, WORKER, [job_harness.CORE_DIR, job.path(name),
+                                                str(train_samples), "--scheduler=" + job.endpoint,
+                                                "--heartbeat_ms=200", *flags])
+
+    def cpp_params(self, workers):
+        """The final parameters of `workers` C++ workers, 6 bsp steps of known gradients."""
+        job = self.job("cpp", workers)
+        procs = [job.cpp_worker(f"cpp{i}", SYNTHETIC + ["--iterations=6",
+                                                        "--dump_params=" + job.path(f"cpp{i}.params")])
+                 for i in range(workers)]
+        self.assertEqual(job.wait(procs), [0] * workers, job.log("cpp0") + job.log("cpp1"))
+        dumps = [read(job.path(f"cpp{i}.params")) for i in range(workers)]
+        self.assertEqual(dumps[1:], dumps[:1] * (workers - 1))
+        return dumps[0]
+
+    def test_known_gradients_give_the_cpp_workers_parameters_bit_for_bit(self):
+        expected = self.cpp_params(2)
+        job = self.job("python", 2)
+        # 6 steps of 4 samples on each of 2 workers.
+        procs = [self.python_worker(job, f"py{i}", 48, "--batch_size=4") for i in range(2)]
+        self.assertEqual(job.wait(procs), [0, 0], job.log("py0") + job.log("py1"))
+        self.assertEqual(len(expected), 4096 * 4)
+        self.assertNotEqual(expected, bytes(len(expected)))
+        for i in range(2):
+            self.assertEqual(read(job.path(f"py{i}.params")), expected)
+            result = json.loads(read(job.path(f"py{i}.result.json"), "r"))
+            self.assertEqual((result["steps"], result["samples"], result["epochs"]), (6, 24, 1))
+
+    def test_a_mixed_job_trains_to_the_same_parameters(self):
+        expected = self.cpp_params(2)
+        job = self.job("mixed", 2)
+        dump = job.path("cpp.params")
+        cpp = job.cpp_worker("cpp", SYNTHETIC + ["--iterations=6", "--dump_params=" + dump])
+        python = self.python_worker(job, "py", 48, "--batch_size=4")
+        self.assertEqual(job.wait([cpp, python]), [0, 0], job.log("cpp") + job.log("py"))
+        self.assertEqual(read(dump), expected)
+        self.assertEqual(read(job.path("py.params")), expected)
+
+    def test_the_survivor_of_a_kill_trains_the_dead_workers_samples(self):
+        job = self.job("kill", 2, ["--absorb_orphaned_shards"])
+        # 64 samples: 8 steps of 4 per worker and epoch; 3 epochs.
+        flags = ["--batch_size=4", "--epochs=3", "--sleep_ms=40"]
+        victim = self.python_worker(job, "victim", 64, *flags)
+        survivor = self.python_worker(job, "survivor", 64, *flags)
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            if os.path.exists(job.path("victim.steps.jsonl")) and \
+                    len(read(job.path("victim.steps.jsonl")).splitlines()) >= 3:
+                break
+            time.sleep(0.05)
+        victim.send_signal(signal.SIGKILL)
+        self.assertEqual(job.wait([survivor]), [0], job.log("survivor"))
+        steps = [json.loads(line) for line in read(job.path("survivor.steps.jsonl"), "r").splitlines()]
+        shard = 0 if steps[0]["rank"] == 0 else 1  # the workers' shards follow their ranks here
+        self.assertEqual(steps[0]["live"], [0, 1])
+        self.assertEqual(steps[0]["epoch_steps"], 8)
+        last = [s for s in steps if s["epoch"] == 2]
+        self.assertEqual(len(last), 16)
+        self.assertEqual(last[0]["live"], [shard])
+        self.assertEqual(last[0]["epoch_steps"], 16)
+        result = json.loads(read(job.path("survivor.result.json"), "r"))
+        self.assertEqual(result["epochs"], 3)
+
+    def test_hetero_batching_gives_a_slower_python_worker_a_smaller_batch(self):
+        job = self.job("hetero", 2, ["--hetero_batching", "--global_batch=64", "--min_batch=4"])
+        # 2 ms per sample on both; the capped one's compute stretched 3x (the C++ loop's
+        # --compute_slowdown, as for C++ workers). 1,280 samples: 20 global batches.
+        common = ["--epochs=1", "--emulate_ms_per_sample=0.5"]
+        fast = self.python_worker(job, "fast", 1280, *common)
+        capped = self.python_worker(job, "capped", 1280, *common, "--compute_slowdown=3")
+        self.assertEqual(job.wait([fast, capped]), [0, 0], job.log("fast") + job.log("capped"))
+        batches = {}
+        for name in ("fast", "capped"):
+            steps = [json.loads(line)
+                     for line in read(job.path(name + ".steps.jsonl"), "r").splitlines()]
+            self.assertEqual(len(steps), 20)
+            self.assertEqual(steps[0]["batch"], 32)  # the global batch shared out evenly at first
+            batches[name] = steps[-1]["batch"]
+        self.assertEqual(batches["fast"] + batches["capped"], 64)
+        self.assertLess(batches["capped"], 24)  # about 16 of 64 for a third of the speed
+        self.assertGreater(batches["fast"], 40)
+
+    def test_ctrl_c_while_joining_raises_keyboard_interrupt_at_once(self):
+        job = self.job("ctrlc", 2)  # the scheduler waits for a second worker that never comes
+        worker = self.python_worker(job, "py", 48, "--batch_size=4")
+        deadline = time.time() + 30
+        while "registered" not in job.log("scheduler") and time.time() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)
+        worker.send_signal(signal.SIGINT)
+        start = time.time()
+        self.assertEqual(job.wait([worker], timeout=10), [-signal.SIGINT], job.log("py"))
+        self.assertLess(time.time() - start, 3)
+        self.assertIn("KeyboardInterrupt", job.log("py"))
+
+    def test_steps_out_of_turn_are_refused(self):
+        job = self.job("turns", 1)
+        worker = _core.Worker(["--scheduler=" + job.endpoint, "--heartbeat_ms=200",
+                               "--batch_size=4"], [("w", [4, 2]), ("b", [2])])
+        worker.join()
+        with self.assertRaises(_core.R2SPError) as early:
+            worker.next_step()
+        self.assertEqual(str(early.exception), "training has not begun (begin_training, or "
+                                               "iterate r2sp.torch.DistributedSampler)")
+        self.assertEqual(early.exception.code, "FAILED_PRECONDITION")
+        worker.begin_training(8)  # 2 steps
+        step = worker.next_step()
+        self.assertEqual((step.epoch, step.index, step.epoch_steps, step.batch), (0, 0, 2, 4))
+        with self.assertRaises(_core.R2SPError) as outside:
+            worker.gradient_ready(8, 4)
+        self.assertEqual(str(outside.exception),
+                         "gradient range [8, 12) is outside the model's 10 values")
+        worker.submit(4, 0.5)
+        worker.submit(4, 0.5)  # the second step, without next_step: it is the wanted one
+        self.assertIsNone(worker.next_step())
+        with self.assertRaises(_core.R2SPError) as more:
+            worker.submit(4, 0.5)
+        self.assertEqual(str(more.exception), "the job's training is over: the script ran more "
+                         "steps than the job planned (iterate r2sp.torch.DistributedSampler)")
+        self.assertEqual(worker.finish()["steps"], 2)
+
+    def test_finishing_early_says_which_step_the_job_wanted(self):
+        job = self.job("early", 1)
+        worker = _core.Worker(["--scheduler=" + job.endpoint, "--heartbeat_ms=200",
+                               "--batch_size=4"], [("w", [4])])
+        worker.join()
+        worker.begin_training(16)
+        worker.next_step()
+        with self.assertRaises(_core.R2SPError) as early:
+            worker.finish()
+        self.assertEqual(str(early.exception), "finish() before the job's training was over: it "
+                         "wants step 1 of 4 of epoch 1 (iterate r2sp.torch.DistributedSampler "
+                         "to the end)")
+
+
+@unittest.skipIf(_core is None, IMPORT_ERROR or "")
+class CoreInputTest(unittest.TestCase):
+    def test_a_missing_scheduler_is_an_error_after_the_wait(self):
+        worker = _core.Worker([f"--scheduler=tcp://127.0.0.1:{free_port()}", "--register_wait_s=1"],
+                              [("w", [3])])
+        start = time.time()
+        with self.assertRaises(_core.R2SPError) as missing:
+            worker.join()
+        self.assertLess(time.time() - start, 10)
+        self.assertTrue(str(missing.exception).startswith("cannot join the job: "),
+                        str(missing.exception))
+
+    def test_bad_flags_are_invalid_arguments(self):
+        for flags, message in [
+                (["--bogus=1"], "unknown worker flag --bogus"),
+                (["--batch_size=x"], "bad value for worker flag --batch_size: 'x' (int32 expected)"),
+                (["--push_codec=zip"], None)]:
+            with self.assertRaises(_core.R2SPError) as bad:
+                _core.Worker(flags, [("w", [3])])
+            self.assertEqual(bad.exception.code, "INVALID_ARGUMENT")
+            if message:
+                self.assertEqual(str(bad.exception), message)
+            else:
+                self.assertIn("push_codec", str(bad.exception))
+
+    def test_bad_tensors_are_value_errors(self):
+        for tensors, message in [
+                ([], "the model has no tensors"),
+                ([("w", [3]), ("w", [2])], "tensor 'w' is named twice"),
+                ([("", [3])], "a tensor has an empty name"),
+                ([("w", [3, 0])], "tensor 'w' has a dimension of 0 (each must be >= 1, and a "
+                                  "tensor under 2^40 values)")]:
+            with self.assertRaises(ValueError) as bad:
+                _core.Worker([], tensors)
+            self.assertEqual(str(bad.exception), message)
+
+    def test_buffers_are_the_models_size_and_writable(self):
+        worker = _core.Worker([], [("w", [3, 2]), ("b", [2])])
+        self.assertEqual(worker.size, 8)
+        self.assertEqual(worker.tensors, [("w", 0, 6), ("b", 6, 2)])
+        params = memoryview(worker.params)
+        self.assertEqual((params.format, params.nbytes, params.readonly), ("f", 32, False))
+        self.assertEqual(memoryview(worker.grads16).format, "H")
+        with self.assertRaises(RuntimeError) as unjoined:
+            worker.rank
+        self.assertEqual(str(unjoined.exception), "the worker has not joined the job (call join())")
+
+    def test_epoch_order_is_the_cpp_batchers(self):
+        # models::OrderForEpoch: sorted, then shuffled by (seed, epoch, shard) as the Batcher
+        # does (libstdc++'s std::shuffle over mt19937_64).
+        shard = list(range(0, 20, 2))
+        self.assertEqual(_core.epoch_order(shard, 1, 0, 0), [18, 16, 0, 10, 8, 4, 12, 2, 14, 6])
+        self.assertEqual(_core.epoch_order(shard[::-1], 1, 0, 0), [18, 16, 0, 10, 8, 4, 12, 2, 14, 6])
+        self.assertEqual(_core.epoch_order(shard, 1, 1, 0), [6, 10, 0, 18, 8, 4, 2, 14, 16, 12])
+
+    def test_builtin_parameters_are_the_built_in_models_initial_values(self):
+        params = _core.builtin_parameters("cnn", [1, 28, 28], 10, 1)
+        self.assertEqual([(name, shape, len(values)) for name, shape, values in params], [
+            ("conv1.weight", [32, 1, 5, 5], 3200), ("conv1.bias", [32], 128),
+            ("conv2.weight", [64, 32, 5, 5], 204800), ("conv2.bias", [64], 256),
+            ("fc1.weight", [1024, 3136], 12845056), ("fc1.bias", [1024], 4096),
+            ("fc2.weight", [10, 1024], 40960), ("fc2.bias", [10], 40)])
+        self.assertEqual(memoryview(params[0][2]).cast("f")[0], -0.10941257327795029)
+        self.assertEqual(params, _core.builtin_parameters("cnn", [1, 28, 28], 10, 1))
+        with self.assertRaises(_core.R2SPError) as unknown:
+            _core.builtin_parameters("vgg", [1, 28, 28], 10, 1)
+        self.assertEqual(str(unknown.exception), "unknown model 'vgg' (mlp, cnn, resnet20)")
+
+    def test_epoch_samples_deal_a_dead_shards_samples_out(self):
+        self.assertEqual(_core.epoch_samples(10, 2, 0, [0, 1]), [0, 2, 4, 6, 8])
+        self.assertEqual(_core.epoch_samples(10, 2, 0, [0]), [0, 2, 4, 6, 8, 1, 3, 5, 7, 9])
+        # Shards of 4, 3, 3: dead shard 1 deals its 3 to shards 0, 2, 0.
+        self.assertEqual(_core.fewest_epoch_samples(10, 3, [0, 2]), 4)
+        with self.assertRaises(_core.R2SPError):
+            _core.epoch_samples(10, 2, 0, [1, 0])
+
+
+if __name__ == "__main__":
+    junit_main.main()
