@@ -11,12 +11,11 @@ import json
 import os
 import re
 import signal
-import subprocess
 import sys
-import tempfile
 import time
 import unittest
 
+import job_harness
 import r2sp_testing
 
 SKIP = r2sp_testing.use_torch_python()
@@ -29,84 +28,48 @@ if not SKIP:
     import r2sp.torch as r2t  # noqa: E402
     from r2sp.torch import state  # noqa: E402
 
-ROOT = r2sp_testing.ROOT
-SCHEDULER = os.path.join(ROOT, "scheduler", "scheduler")
-SERVER = os.path.join(ROOT, "server", "server")
 SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tiny_train.py")
 
 
 def cannot_run():
-    if SKIP:
-        return SKIP
-    missing = [p for p in (SCHEDULER, SERVER) if not os.access(p, os.X_OK)]
-    if not r2sp_testing.core_path():
-        missing.append("worker/python/_core.so")
-    return f"needs the built binaries: {', '.join(missing)}" if missing else None
+    return SKIP or job_harness.cannot_run()
 
 
-class Job:
-    """A scheduler and one server on 127.0.0.1, and the Python workers started against them;
-    every process's output in `dir`."""
+class Job(job_harness.Job):
+    """A job_harness.Job (scheduler with a 1 s heartbeat timeout, one server) in `sync` mode
+    whose Python workers run tiny_train.py."""
 
     def __init__(self, workers, sync="bsp", register_timeout_s=60, scheduler_flags=(),
                  server_flags=()):
-        self.dir = tempfile.mkdtemp(prefix="r2sp_torch_job_")
-        self.procs = []
-        endpoint_file = os.path.join(self.dir, "scheduler.endpoint")
-        self.start("scheduler", [SCHEDULER, "--bind=tcp://127.0.0.1:*",
-                                 "--endpoint_file=" + endpoint_file, "--num_servers=1",
-                                 f"--num_workers={workers}", "--sync=" + sync,
-                                 f"--register_timeout_s={register_timeout_s}",
-                                 *scheduler_flags])
-        deadline = time.monotonic() + 30
-        while not os.path.exists(endpoint_file) or not open(endpoint_file).read().strip():
-            if time.monotonic() > deadline:
-                raise AssertionError("the scheduler wrote no endpoint: " + self.log("scheduler"))
-            time.sleep(0.05)
-        with open(endpoint_file) as f:
-            self.endpoint = f.read().strip()
-        self.start("server", [SERVER, "--scheduler=" + self.endpoint,
-                              "--bind=tcp://127.0.0.1:*", "--lr=0.1", "--momentum=0.9",
-                              *server_flags])
+        super().__init__("r2sp_torch", workers,
+                         scheduler_flags=["--sync=" + sync,
+                                          f"--register_timeout_s={register_timeout_s}",
+                                          *scheduler_flags],
+                         server_flags=["--lr=0.1", "--momentum=0.9", *server_flags])
 
-    def start(self, name, argv, env=None):
-        with open(os.path.join(self.dir, name + ".log"), "w") as log:
-            self.procs.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
-                                               env=env))
-        return self.procs[-1]
-
-    def python_worker(self, index, flags, *args, hidden=8, step_sleep=0.0):
-        """tiny_train.py as worker `index` (RANK) with a hidden layer this wide and steps this
-        much longer, its output in worker<index>.json."""
+    def torch_worker(self, index, flags, *args, hidden=8, step_sleep=0.0):
+        """tiny_train.py as worker `index` (RANK) with these worker flags, a hidden layer this
+        wide and steps this much longer per sample; its output in worker<index>.json."""
         env = dict(os.environ, R2SP_SCHEDULER=self.endpoint, RANK=str(index),
                    TINY_HIDDEN=str(hidden), TINY_STEP_SLEEP=str(step_sleep),
-                   R2SP_WORKER_FLAGS="--bind=tcp://127.0.0.1:* " + flags,
+                   R2SP_WORKER_FLAGS="--bind=tcp://127.0.0.1:* " + " ".join(job_harness.NODE)
+                   + " " + flags,
                    R2SP_CORE=r2sp_testing.core_path(),
-                   PYTHONPATH=os.path.join(ROOT, "worker", "python"),
-                   TINY_OUT=os.path.join(self.dir, f"worker{index}.json"))
-        return self.start(f"worker{index}", [sys.executable, SCRIPT, *args], env)
-
-    def log(self, name):
-        with open(os.path.join(self.dir, name + ".log")) as f:
-            return f.read()
+                   PYTHONPATH=os.path.join(r2sp_testing.ROOT, "worker", "python"),
+                   TINY_OUT=self.path(f"worker{index}.json"))
+        return self.python_worker(f"worker{index}", SCRIPT, args, env=env)
 
     def result(self, index):
-        with open(os.path.join(self.dir, f"worker{index}.json")) as f:
+        with open(self.path(f"worker{index}.json")) as f:
             return json.load(f)
-
-    def stop(self):
-        for p in self.procs:
-            if p.poll() is None:
-                p.kill()
-            p.wait()
 
 
 @unittest.skipIf(cannot_run(), cannot_run() or "")
 class TrainingTest(unittest.TestCase):
     def test_two_python_workers_train_in_bsp_to_the_same_parameters(self):
         job = Job(workers=2)
-        self.addCleanup(job.stop)
-        workers = [job.python_worker(i, "--epochs=2 --batch_size=8 --seed=3", "2")
+        self.addCleanup(job.close)
+        workers = [job.torch_worker(i, "--epochs=2 --batch_size=8 --seed=3", "2")
                    for i in range(2)]
         for i, w in enumerate(workers):
             self.assertEqual(w.wait(timeout=120), 0, job.log(f"worker{i}"))
@@ -138,8 +101,8 @@ class TrainingTest(unittest.TestCase):
         for sync, flags in (("asp", ""), ("r2sp", "--overlap --push_codec=fp16")):
             with self.subTest(sync=sync):
                 job = Job(workers=2, sync=sync)
-                self.addCleanup(job.stop)
-                workers = [job.python_worker(i, "--epochs=1 --batch_size=8 " + flags, "1")
+                self.addCleanup(job.close)
+                workers = [job.torch_worker(i, "--epochs=1 --batch_size=8 " + flags, "1")
                            for i in range(2)]
                 for i, w in enumerate(workers):
                     self.assertEqual(w.wait(timeout=120), 0, job.log(f"worker{i}"))
@@ -151,14 +114,12 @@ class TrainingTest(unittest.TestCase):
                     self.assertNotEqual(r["final"], r["joined"])
 
     def test_survivors_train_a_killed_workers_samples_from_the_next_epoch(self):
-        job = Job(workers=2, scheduler_flags=["--absorb_orphaned_shards",
-                                              "--heartbeat_timeout_ms=1000"],
-                  server_flags=["--heartbeat_ms=200"])
-        self.addCleanup(job.stop)
+        job = Job(workers=2, scheduler_flags=["--absorb_orphaned_shards"])
+        self.addCleanup(job.close)
         progress = os.path.join(job.dir, "worker1.json.steps")
-        flags = "--epochs=2 --batch_size=8 --heartbeat_ms=200 "
-        survivor = job.python_worker(0, flags, "2", step_sleep=0.025)
-        doomed = job.python_worker(1, flags, "2", step_sleep=0.025)
+        flags = "--epochs=2 --batch_size=8 "
+        survivor = job.torch_worker(0, flags, "2", step_sleep=0.025)
+        doomed = job.torch_worker(1, flags, "2", step_sleep=0.025)
         deadline = time.monotonic() + 60
         while not (os.path.exists(progress) and open(progress).read() not in ("", "0")):
             self.assertLess(time.monotonic(), deadline, job.log("worker1"))
@@ -180,9 +141,9 @@ class TrainingTest(unittest.TestCase):
     def test_hetero_batching_gives_the_slower_worker_the_smaller_batch(self):
         job = Job(workers=2, scheduler_flags=["--hetero_batching", "--global_batch=16",
                                               "--min_batch=2"])
-        self.addCleanup(job.stop)
-        fast = job.python_worker(0, "--epochs=3 --batch_size=8", "3", step_sleep=0.001)
-        slow = job.python_worker(1, "--epochs=3 --batch_size=8", "3", step_sleep=0.01)
+        self.addCleanup(job.close)
+        fast = job.torch_worker(0, "--epochs=3 --batch_size=8", "3", step_sleep=0.001)
+        slow = job.torch_worker(1, "--epochs=3 --batch_size=8", "3", step_sleep=0.01)
         self.assertEqual(fast.wait(timeout=120), 0, job.log("worker0"))
         self.assertEqual(slow.wait(timeout=120), 0, job.log("worker1"))
         tuned = re.findall(r"batch sizes: w0=(\d+) w1=(\d+)", job.log("scheduler"))
@@ -205,21 +166,19 @@ class TrainingTest(unittest.TestCase):
         self.assertLess(results[1]["finish"]["final_batch"], results[0]["finish"]["final_batch"])
 
     def test_ctrl_c_while_joining_and_while_training(self):
-        job = Job(workers=2, scheduler_flags=["--heartbeat_timeout_ms=1000"],
-                  server_flags=["--heartbeat_ms=200"])
-        self.addCleanup(job.stop)
-        flags = "--epochs=2 --batch_size=8 --heartbeat_ms=200"
-        alone = job.python_worker(0, flags, "2", step_sleep=0.025)
+        job = Job(workers=2)
+        self.addCleanup(job.close)
+        flags = "--epochs=2 --batch_size=8"
+        alone = job.torch_worker(0, flags, "2", step_sleep=0.025)
         self.wait_for(lambda: "1/2 workers" in job.log("scheduler"), job)
         alone.send_signal(signal.SIGINT)  # waiting in join() for a second worker
         self.assertEqual(alone.wait(timeout=10), 130, job.log("worker0"))
         self.assertTrue(job.log("worker0").endswith("interrupted\n"), job.log("worker0"))
 
-        job = Job(workers=2, scheduler_flags=["--heartbeat_timeout_ms=1000"],
-                  server_flags=["--heartbeat_ms=200"])
-        self.addCleanup(job.stop)
-        stopped = job.python_worker(0, flags, "2", step_sleep=0.025)
-        goes_on = job.python_worker(1, flags, "2", step_sleep=0.025)
+        job = Job(workers=2)
+        self.addCleanup(job.close)
+        stopped = job.torch_worker(0, flags, "2", step_sleep=0.025)
+        goes_on = job.torch_worker(1, flags, "2", step_sleep=0.025)
         progress = os.path.join(job.dir, "worker0.json.steps")
         self.wait_for(lambda: os.path.exists(progress) and open(progress).read() not in ("", "0"),
                       job)
@@ -243,10 +202,10 @@ class TrainingTest(unittest.TestCase):
 
     def test_another_model_than_the_jobs(self):
         job = Job(workers=2, register_timeout_s=30)
-        self.addCleanup(job.stop)
-        first = job.python_worker(0, "--epochs=1 --batch_size=8", "1")
+        self.addCleanup(job.close)
+        first = job.torch_worker(0, "--epochs=1 --batch_size=8", "1")
         self.wait_for(lambda: "1/2 workers" in job.log("scheduler"), job)  # the job's model
-        other = job.python_worker(1, "--epochs=1 --batch_size=8", "1", hidden=5)
+        other = job.torch_worker(1, "--epochs=1 --batch_size=8", "1", hidden=5)
         codes = (first.wait(timeout=120), other.wait(timeout=120))
         self.assertEqual(codes, (3, 3), job.log("scheduler"))
         self.assertEqual(job.result(1)["error"], [
