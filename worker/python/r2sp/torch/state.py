@@ -101,8 +101,12 @@ class JobState:
             return {}
         if self.aborted:
             raise RuntimeError("r2sp.torch.finish: this worker already left the job (aborted)")
-        with self.blocking():
-            self.result = dict(self.worker.finish())
+        try:
+            with self.blocking():
+                self.result = dict(self.worker.finish())
+        except _core.R2SPError:
+            self.aborted = True  # a worker that cannot finish leaves the job
+            raise
         if self.pulled is not None:
             self.pulled()
         return self.result

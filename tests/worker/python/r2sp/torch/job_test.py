@@ -103,6 +103,23 @@ class JobFunctionsTest(unittest.TestCase):
         state.STATE.at_exit()
         self.assertEqual(worker.names(), ["finish"])
 
+    def test_a_refused_finish_leaves_the_job(self):
+        worker = self.join()
+
+        def refuse():
+            worker.calls.append(("finish",))
+            raise r2t.R2SPError("finish() before the job's training was over")
+        worker.finish = refuse
+        with self.assertRaises(r2t.R2SPError):
+            r2t.finish()
+        with self.assertRaises(RuntimeError) as e:
+            r2t.finish()
+        self.assertEqual(str(e.exception), "r2sp.torch.finish: this worker already left the "
+                                           "job (aborted)")
+        with mock.patch.object(sys, "last_value", None, create=True):
+            state.STATE.at_exit()
+        self.assertEqual(worker.names(), ["finish"])
+
     def test_at_exit_finishes_a_script_that_did_not(self):
         worker = self.join()
         with mock.patch.object(sys, "last_value", None, create=True):
