@@ -28,7 +28,8 @@ class DistributedOptimizer(torch.optim.Optimizer):
     named_parameters: model.named_parameters() (or a dict name -> tensor): every parameter of
       the optimizer named, names unique; float32 (TypeError), contiguous (ValueError), all on
       one CPU or CUDA device. They are registered with the job in this order; buffers (batch
-      norm statistics) are not parameters and stay local to each worker.
+      norm statistics), frozen parameters (requires_grad False) and named tensors the
+      optimizer does not hold stay local to each worker.
     train_samples: the training set's size, for scripts that do not iterate a
       r2sp.torch.DistributedSampler (which otherwise starts the training loop with it).
 

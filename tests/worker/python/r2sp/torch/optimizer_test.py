@@ -211,6 +211,24 @@ class JoinTest(OptimizerTestBase):
                                            "are fixed once it is joined; give the SGD every "
                                            "parameter before wrapping it")
 
+    def test_frozen_parameters_stay_local(self):
+        model = tiny_model()
+        model.l1.bias.requires_grad_(False)
+        frozen = model.l1.bias.detach().clone()
+        self.options = {"initial": [float(i) for i in range(11)]}
+        self.make(torch.optim.SGD(model.parameters(), lr=0.1), model.named_parameters())
+        self.assertEqual(self.workers[0].tensors, [("l1.weight", 0, 6), ("l2.weight", 6, 2),
+                                                   ("l2.bias", 8, 1), ("unused.weight", 9, 2)])
+        self.assertTrue(torch.equal(model.l1.bias, frozen))
+        self.assertEqual(model.l2.bias.tolist(), [8.0])
+        for p in model.parameters():
+            p.requires_grad_(False)
+        state.STATE.__init__()
+        self.assertRaisesExactly(
+            ValueError, "r2sp.torch.DistributedOptimizer: the optimizer has no parameters that "
+            "require grad", self.make, torch.optim.SGD(model.parameters(), lr=0.1),
+            model.named_parameters())
+
     def test_batch_norm_buffers_stay_local(self):
         model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.BatchNorm1d(2))
         self.make(torch.optim.SGD(model.parameters(), lr=0.1), model.named_parameters())
