@@ -22,6 +22,9 @@
   pod mounting its own role's read-only with defaultMode 0400, R2SP_AUTH=curve; the Secrets'
   files 0600; --dry_run printing placeholders, never a key; the entrypoint's flags; and the pods
   of a curve job, each given its own Secret's files as a mounted volume would, completing it.
+- Python workers (worker_cmd): every worker runs R2SP_WORKER_CMD through the entrypoint, from
+  the bundle's worker_files/ with exactly the binary's flags (python_bundle.py), and the pods'
+  job completes.
 - The results blocks taken out of a fabricated log."""
 
 import base64

@@ -4,8 +4,11 @@ batch job with a step per process and leaves the same run directory as a local o
 worker fails the job and stops every step; Ctrl-C cancels it; nothing is left running. The
 script's rendering (the #SBATCH lines, one step per process, the scheduler found through
 SLURM_JOB_NODELIST, --auth=curve's keys directory on the shared storage) is checked without
-Slurm. With Slurm: a job with --auth=curve completes and its keys leave the shared storage. The
-Slurm part needs root and Debian's slurm-wlm and munge (skipped otherwise)."""
+Slurm, and so is a Python worker's step line (worker_cmd: run_role --worker_cmd, its ranks).
+With Slurm: a job with --auth=curve completes and its keys leave the shared storage, and a job
+whose workers are Python workers (--worker_cmd) runs them from the bundle's worker_files/ with
+exactly the binary's flags (python_bundle.py) and completes. The Slurm part needs root and
+Debian's slurm-wlm and munge (skipped otherwise)."""
 
 import json
 import os
