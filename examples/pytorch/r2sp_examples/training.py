@@ -1,0 +1,211 @@
+"""The examples' shared command line and training loop, the same under every backend
+(backends.py): flags, the epoch/step loop with optional emulated accelerator pacing, the test
+evaluation, and the final JSON line tools/bench/pytorch_client reads."""
+
+import argparse
+import json
+import sys
+import time
+
+import torch
+
+from . import backends
+from . import datasets
+
+# Defaults where the script runs alone or under DDP. Under R2SP a flag not given on the
+# script's command line is the job's (tools/launch --worker_flags, the worker's defaults).
+DEFAULTS = {"epochs": 1, "batch_size": 64, "seed": 1, "max_steps": 0, "emulate_ms_per_sample": 0.0}
+# The script flags that become the R2SP worker's flags when given.
+WORKER_FLAGS = tuple(DEFAULTS)
+
+
+def parser(description, default_lr):
+    """The flags every example takes."""
+    p = argparse.ArgumentParser(description=description,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--backend", choices=backends.BACKENDS, default="r2sp",
+                   help="r2sp (through the parameter servers; launch with tools/launch "
+                        "--worker_cmd), ddp (torch.distributed, gloo; launch with torchrun) or "
+                        "single (one process)")
+    p.add_argument("--data_dir", default="", help="the data set's directory (default: "
+                   "$R2SP_DATA_DIR, then the script's own default)")
+    p.add_argument("--epochs", type=int, help=f"passes over the training set (default "
+                   f"{DEFAULTS['epochs']}; r2sp: the job's)")
+    p.add_argument("--batch_size", type=int, help=f"samples per step and process (default "
+                   f"{DEFAULTS['batch_size']}; r2sp: the job's, tuned under hetero batching)")
+    p.add_argument("--lr", type=float, default=default_lr,
+                   help=f"SGD learning rate (default {default_lr}; r2sp: the servers' --lr "
+                        "applies, this one is not used)")
+    p.add_argument("--momentum", type=float, default=0.9, help="SGD momentum (r2sp: the servers')")
+    p.add_argument("--seed", type=int, help="initial parameters and shuffling (default 1; r2sp: "
+                   "the job's)")
+    p.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: torch's)")
+    p.add_argument("--max_steps", type=int, help="stop after this many steps (default 0: all "
+                   "epochs; r2sp: the job's)")
+    p.add_argument("--emulate_ms_per_sample", type=float,
+                   help="EMULATION of an accelerator: each step's compute lasts at least this "
+                        "many ms per sample (r2sp: the worker's flag; ddp/single: a sleep after "
+                        "backward)")
+    return p
+
+
+def parse(p, argv=None):
+    """Parsed flags, checked: defaults filled in for ddp/single, and `r2sp_settings`, the
+    worker flags to pass to r2sp.torch.init (only those given). Bad values: p.error."""
+    args = p.parse_args(argv)
+    given = {k: getattr(args, k) for k in WORKER_FLAGS if getattr(args, k) is not None}
+    for key in ("epochs", "batch_size"):
+        if key in given and given[key] < 1:
+            p.error(f"--{key} must be at least 1")
+    if given.get("max_steps", 0) < 0 or given.get("emulate_ms_per_sample", 0) < 0:
+        p.error("--max_steps and --emulate_ms_per_sample must not be negative")
+    if args.lr <= 0 or args.threads < 0:
+        p.error("--lr must be positive and --threads not negative")
+    args.r2sp_settings = given
+    if args.backend != "r2sp":
+        for key, value in DEFAULTS.items():
+            if getattr(args, key) is None:
+                setattr(args, key, value)
+    return args
+
+
+class Pacer:
+    """--emulate_ms_per_sample for ddp and single: sleeps after backward until the step's
+    compute (forward and backward, DDP's all-reduce inside it included) lasts at least
+    ms_per_sample * samples, as the C++ worker does after its real compute."""
+
+    def __init__(self, ms_per_sample):
+        self.ms_per_sample, self.start = ms_per_sample or 0.0, 0.0
+
+    def begin(self):
+        self.start = time.perf_counter()
+
+    def after_backward(self, samples):
+        left = self.start + self.ms_per_sample * samples / 1e3 - time.perf_counter()
+        if left > 0:
+            time.sleep(left)
+
+
+def evaluate(model, test_set, batch_size=1000):
+    """(accuracy, mean cross-entropy) of `model` on the whole test set."""
+    model.eval()
+    correct, loss_sum = 0, 0.0
+    loader = torch.utils.data.DataLoader(test_set, batch_size=batch_size)
+    with torch.no_grad():
+        for x, y in loader:
+            logits = model(x)
+            loss_sum += torch.nn.functional.cross_entropy(logits, y, reduction="sum").item()
+            correct += int((logits.argmax(1) == y).sum())
+    model.train()
+    return correct / len(test_set), loss_sum / len(test_set)
+
+
+class Stats:
+    """What this process trained and for how long: each epoch from its start to the end of its
+    last step (evaluations and the final barrier left out)."""
+
+    def __init__(self):
+        self.steps = self.samples = 0
+        self.seconds = 0.0
+        self.test_accuracy = None
+
+
+def train_epoch(backend, model, optimizer, loader, pacer, args, stats):
+    """One epoch's steps; returns how many it took (0: the job is over) and the mean loss."""
+    steps, loss_sum = 0, 0.0
+    start = end = time.perf_counter()
+    for x, y in loader:
+        if not backend.owns_step_count and 0 < args.max_steps <= stats.steps:
+            break
+        pacer.begin()
+        optimizer.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        if not backend.paces_itself:
+            pacer.after_backward(len(y))
+        backend.step(optimizer, loss.item(), len(y))
+        steps += 1
+        loss_sum += loss.item()
+        stats.steps += 1
+        stats.samples += len(y)
+        end = time.perf_counter()
+    stats.seconds += end - start
+    return steps, loss_sum / max(steps, 1)
+
+
+def train(backend, model, optimizer, train_set, test_set, args):
+    """The loop every backend runs: epochs of steps, the evaluating process's test accuracy
+    after each epoch (reported to the job under R2SP). Returns the Stats."""
+    model, optimizer = backend.wrap(model, optimizer)
+    batches = backend.batches(train_set)
+    loader = torch.utils.data.DataLoader(train_set, batch_sampler=batches)
+    evaluated = model.module if isinstance(model, torch.nn.parallel.DistributedDataParallel) \
+        else model
+    pacer, stats = Pacer(args.emulate_ms_per_sample), Stats()
+    for epoch in backend.epochs():
+        batches.set_epoch(epoch)
+        steps, train_loss = train_epoch(backend, model, optimizer, loader, pacer, args, stats)
+        if steps == 0:
+            break
+        if backend.evaluates():
+            accuracy, test_loss = evaluate(evaluated, test_set)
+            stats.test_accuracy = accuracy
+            backend.report_eval(accuracy, test_loss)
+            print(f"epoch {epoch + 1}: test accuracy {accuracy:.4f}, test loss {test_loss:.4f}, "
+                  f"train loss {train_loss:.4f} ({stats.steps} steps)", flush=True)
+        if not backend.owns_step_count and 0 < args.max_steps <= stats.steps:
+            break
+    backend.finish()
+    return stats
+
+
+def result_line(stats, backend):
+    """The final JSON line: this process's training samples/s, the test accuracy (null on a
+    process that does not evaluate) and the training seconds."""
+    return json.dumps({
+        "samples_per_s": round(stats.samples / stats.seconds, 3) if stats.seconds > 0 else 0.0,
+        "test_accuracy": stats.test_accuracy,
+        "seconds": round(stats.seconds, 3),
+        "backend": backend.name, "rank": backend.rank, "world": backend.world,
+        "steps": stats.steps, "samples": stats.samples,
+    })
+
+
+def exit_status(error, backend):
+    """2 for bad input or setup (a data file, the backend's environment, an R2SP flag), 3 when
+    the R2SP job lost this worker (as the worker binary exits), None for anything else."""
+    if isinstance(error, (datasets.DataError, backends.SetupError)):
+        return 2
+    if backend is not None and backend.errors and isinstance(error, backend.errors):
+        return 3 if type(error).__name__ == "JobLost" else 2
+    return None
+
+
+def run(description, default_lr, default_data_dir, build_model, load_data, argv=None):
+    """An example's main: flags, data, backend, model (build_model(seed)), SGD, training,
+    the JSON line. Returns the exit status: 0, 2 for bad input or setup, 3 when the job lost
+    this worker, 130 on Ctrl-C."""
+    args = parse(parser(description, default_lr), argv)
+    backend = None
+    try:
+        if args.threads:
+            torch.set_num_threads(args.threads)
+        train_set, test_set = load_data(datasets.data_dir_for(args.data_dir, default_data_dir))
+        backend = backends.make(args)
+        torch.manual_seed(args.seed if args.seed is not None else 1)
+        model = build_model()
+        optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
+        stats = train(backend, model, optimizer, train_set, test_set, args)
+    except KeyboardInterrupt:
+        if backend is not None:
+            backend.abort()
+        print("interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # noqa: BLE001  (only the kinds below; the rest propagate)
+        status = exit_status(e, backend)
+        if status is None:
+            raise
+        print(f"error: {e}", file=sys.stderr)
+        return status
+    print(result_line(stats, backend), flush=True)
+    return 0

@@ -1,0 +1,186 @@
+"""Tests of examples/pytorch/r2sp_examples/backends.py: the single backend's epoch batches, the
+DDP and R2SP backends' setup errors, and the R2SP backend's calls into r2sp.torch as api.md
+specifies them, against a test double of r2sp.torch (the real package is tested in
+tests/worker/python; the scripts run through real jobs in the benchmark)."""
+
+import contextlib
+import io
+import os
+import sys
+import types
+import unittest
+from unittest import mock
+
+import example_paths
+
+HAVE_TORCH = example_paths.use_torch_python()
+if HAVE_TORCH:
+    import torch
+    from r2sp_examples import backends
+    from r2sp_examples import training
+
+import junit_main  # noqa: E402
+
+
+def parse(*argv):
+    return training.parse(training.parser("test", 0.01), list(argv))
+
+
+@unittest.skipUnless(HAVE_TORCH, example_paths.NO_TORCH)
+class EpochBatchesTest(unittest.TestCase):
+    def test_each_epoch_a_permutation_in_batches_from_seed_plus_epoch(self):
+        b = backends.EpochBatches(list(range(10, 17)), 3, seed=4)
+        first = list(b)
+        self.assertEqual([len(x) for x in first], [3, 3, 1])
+        self.assertEqual(sorted(sum(first, [])), list(range(10, 17)))
+        self.assertEqual(len(b), 3)
+        self.assertEqual(list(b), first)  # same epoch, same order
+        b.set_epoch(1)
+        second = list(b)
+        self.assertNotEqual(second, first)
+        g = torch.Generator()
+        g.manual_seed(5)
+        order = [10 + i for i in torch.randperm(7, generator=g).tolist()]
+        self.assertEqual(sum(second, []), order)
+
+
+@unittest.skipUnless(HAVE_TORCH, example_paths.NO_TORCH)
+class SetupErrorsTest(unittest.TestCase):
+    def test_ddp_without_torchrun_environment_says_how_to_launch(self):
+        env = {k: v for k, v in os.environ.items() if k not in backends.TORCHRUN_VARS}
+        env["RANK"] = "0"
+        with mock.patch.dict(os.environ, env, clear=True), \
+                self.assertRaises(backends.SetupError) as e:
+            backends.DDP(parse("--backend=ddp"))
+        self.assertEqual(str(e.exception),
+                         "--backend=ddp needs torchrun's environment (WORLD_SIZE, MASTER_ADDR, "
+                         "MASTER_PORT not set): run it as torchrun --nproc_per_node=N SCRIPT "
+                         "--backend=ddp ...")
+
+    def test_r2sp_without_the_package_says_what_to_build(self):
+        with mock.patch.dict(sys.modules, {"r2sp": None}), \
+                self.assertRaises(backends.SetupError) as e:
+            backends.R2SP(parse())
+        self.assertEqual(str(e.exception),
+                         "--backend=r2sp needs the r2sp package (No module named 'r2sp.torch'; "
+                         "'r2sp' is not a package): run the script under tools/launch --worker_cmd=..., or "
+                         "put <repo>/worker/python on PYTHONPATH after bazel build "
+                         "//worker/python:_core.so")
+
+
+class FakeR2spTorch:
+    """Records the calls the backend makes; its sampler gives two epochs of two steps (the
+    job's) then nothing, as r2sp.torch.DistributedSampler does when training is over."""
+
+    def __init__(self):
+        self.calls = []
+        self.epochs_planned = 2
+
+    def module(self):
+        m = types.ModuleType("r2sp.torch")
+        m.R2SPError = type("R2SPError", (RuntimeError,), {})
+        for name in ("init", "DistributedOptimizer", "DistributedSampler", "rank", "size",
+                     "evaluates", "report_eval", "finish"):
+            setattr(m, name, getattr(self, name))
+        return m
+
+    def init(self, **settings):
+        self.calls.append(("init", settings))
+
+    def DistributedOptimizer(self, optimizer, named_parameters):
+        self.calls.append(("optimizer", type(optimizer).__name__,
+                           [n for n, _ in named_parameters]))
+        fake = self
+
+        class Wrapped:
+            def zero_grad(self):
+                optimizer.zero_grad()
+
+            def step(self, loss=None, samples=None):
+                fake.calls.append(("step", round(loss, 4), samples))
+        return Wrapped()
+
+    def DistributedSampler(self, dataset, seed=None):
+        self.calls.append(("sampler", len(dataset), seed))
+        fake = self
+
+        class Sampler:
+            epoch = 0
+
+            def set_epoch(self, epoch):
+                self.epoch = epoch
+
+            def __iter__(self):
+                if self.epoch < fake.epochs_planned:
+                    yield [0, 1]
+                    yield [2]
+        return Sampler()
+
+    def rank(self):
+        return 1
+
+    def size(self):
+        return 2
+
+    def evaluates(self):
+        return True
+
+    def report_eval(self, accuracy, loss=0.0):
+        self.calls.append(("report_eval", accuracy, round(loss, 4)))
+        return True
+
+    def finish(self):
+        self.calls.append(("finish",))
+        return {"steps": 4}
+
+
+@unittest.skipUnless(HAVE_TORCH, example_paths.NO_TORCH)
+class R2spBackendTest(unittest.TestCase):
+    def test_init_refusing_its_settings_is_a_setup_error(self):
+        fake = FakeR2spTorch()
+        package = types.ModuleType("r2sp")
+        package.torch = fake.module()
+
+        def init(**settings):
+            raise ValueError("r2sp.torch.init: no scheduler address: set R2SP_SCHEDULER")
+        package.torch.init = init
+        with mock.patch.dict(sys.modules, {"r2sp": package, "r2sp.torch": package.torch}), \
+                self.assertRaises(backends.SetupError) as e:
+            backends.make(parse())
+        self.assertEqual(str(e.exception),
+                         "r2sp.torch.init: no scheduler address: set R2SP_SCHEDULER")
+
+    def test_the_loop_drives_r2sp_torch_as_api_md_says(self):
+        fake = FakeR2spTorch()
+        package = types.ModuleType("r2sp")
+        package.torch = fake.module()
+        args = parse("--batch_size=2", "--seed=7")
+        with mock.patch.dict(sys.modules, {"r2sp": package, "r2sp.torch": package.torch}):
+            backend = backends.make(args)
+            model = torch.nn.Linear(1, 2)
+            torch.nn.init.zeros_(model.weight)
+            with torch.no_grad():
+                model.bias.copy_(torch.tensor([0.0, 1.0]))
+            data = torch.utils.data.TensorDataset(torch.zeros(3, 1), torch.tensor([1, 1, 0]))
+            with contextlib.redirect_stdout(io.StringIO()):
+                stats = training.train(backend, model, torch.optim.SGD(model.parameters(), lr=1),
+                                       data, data, args)
+        loss = round(torch.nn.functional.cross_entropy(
+            torch.tensor([[0.0, 1.0]] * 2), torch.tensor([1, 1])).item(), 4)
+        loss0 = round(torch.nn.functional.cross_entropy(
+            torch.tensor([[0.0, 1.0]]), torch.tensor([0])).item(), 4)
+        mean = round((2 * loss + loss0) / 3, 4)  # the servers own the update: params unchanged
+        step = [("step", loss, 2), ("step", loss0, 1)]
+        self.assertEqual(fake.calls, [
+            ("init", {"batch_size": 2, "seed": 7}),
+            ("optimizer", "SGD", ["weight", "bias"]),
+            ("sampler", 3, 7),
+            *step, ("report_eval", 2 / 3, mean),
+            *step, ("report_eval", 2 / 3, mean),
+            ("finish",)])
+        self.assertEqual((stats.steps, stats.samples, backend.rank, backend.world), (4, 6, 1, 2))
+        self.assertEqual(backend.errors, (package.torch.R2SPError,))
+
+
+if __name__ == "__main__":
+    junit_main.main()

@@ -1,0 +1,148 @@
+"""tools/pylib/analysis/client_bench.py: tools/bench/pytorch_client's options, the median and
+spread, push + pull per step from fabricated metrics files (the C++ worker's line format, which
+Python workers write too), the scripts' result lines and the reports."""
+
+import contextlib
+import io
+import json
+import os
+import tempfile
+import unittest
+
+import junit_main
+from pylib.analysis import client_bench
+from pylib.analysis.client_bench import Spread
+from pylib.analysis.run_files import worker_metrics
+
+
+def metrics_line(worker, clock, push, pull, t):
+    """One iteration line exactly as worker/run_log.cc writes it."""
+    return ('{"worker": %d, "clock": %d, "epoch": 0, "batch": 64, "compute_s": 0.050000, '
+            '"wait_s": 0.000100, "push_s": %.6f, "pull_s": %.6f, "push_bytes": 13130280, '
+            '"pull_bytes": 13130280, "loss": 2.302585, "gap_s": 0.000000, '
+            '"early_partitions": 0, "pull_overlapped": false, "t": %.6f}\n'
+            % (worker, clock, push, pull, t))
+
+
+class OptionsTest(unittest.TestCase):
+    def test_defaults(self):
+        a = client_bench.parse_args([])
+        self.assertEqual((a.measure, a.modes, a.processes, a.repeats, a.batch_size, a.steps,
+                          a.skip, a.overhead_mode, a.push_codec, a.python),
+                         (["overhead", "throughput"], ["asp", "r2sp", "bsp"], [2, 4], 3, 64, 60,
+                          5, "asp", "fp32", "/usr/bin/python3"))
+
+    def test_lists_are_split(self):
+        a = client_bench.parse_args(["--measure=throughput", "--modes=r2sp, asp",
+                                     "--processes=4", "--repeats=5"])
+        self.assertEqual((a.measure, a.modes, a.processes, a.repeats),
+                         (["throughput"], ["r2sp", "asp"], [4], 5))
+
+    def test_bad_options_are_refused(self):
+        cases = [(["--repeats=2"], "--repeats must be at least 3 (a median of at least 3 runs)"),
+                 (["--measure=latency"], "--measure: latency is not one of overhead, throughput"),
+                 (["--measure=,"], "--measure: nothing is not one of overhead, throughput"),
+                 (["--modes=asp,hogwild"], "--modes must be a list of bsp, ssp, asp, r2sp"),
+                 (["--processes=2,x"], "--processes must be a list of counts >= 1, e.g. 2,4"),
+                 (["--processes=0"], "--processes must be a list of counts >= 1, e.g. 2,4"),
+                 (["--steps=5", "--skip=5"], "--skip must be in [0, --steps)"),
+                 (["--threads=0"], "--batch_size, --steps, --overhead_workers, --threads and "
+                                   "--servers must be at least 1")]
+        for argv, message in cases:
+            with self.subTest(argv=argv):
+                err = io.StringIO()
+                with contextlib.redirect_stderr(err), self.assertRaises(SystemExit) as e:
+                    client_bench.parse_args(argv)
+                self.assertEqual(e.exception.code, 2)
+                self.assertTrue(err.getvalue().endswith(f"error: {message}\n"), err.getvalue())
+
+
+class SpreadTest(unittest.TestCase):
+    def test_odd_and_even_counts(self):
+        self.assertEqual(Spread.of([3.0, 1.0, 2.0]), Spread(2.0, 1.0, 3.0, [3.0, 1.0, 2.0]))
+        self.assertEqual(Spread.of([4.0, 1.0, 2.0, 10.0]).median, 3.0)
+        self.assertEqual(Spread.of([0.0123, 0.0101, 0.0150]).text(1e3, 2), "12.30 (10.10-15.00)")
+
+    def test_nothing_to_summarise(self):
+        with self.assertRaises(ValueError) as e:
+            Spread.of([])
+        self.assertEqual(str(e.exception), "no runs to summarise")
+
+    def test_interleaving_rotates(self):
+        self.assertEqual([client_bench.interleaved(["a", "b", "c"], r) for r in range(4)],
+                         [["a", "b", "c"], ["b", "c", "a"], ["c", "a", "b"], ["a", "b", "c"]])
+
+
+class MetricsTest(unittest.TestCase):
+    def test_push_plus_pull_per_step_from_metrics_files(self):
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "metrics_worker0.jsonl"), "w") as f:
+                for i, (push, pull) in enumerate([(0.5, 0.5), (0.010, 0.002), (0.011, 0.004),
+                                                  (0.009, 0.002)]):
+                    f.write(metrics_line(0, i, push, pull, 100 + i))
+                f.write('{"worker": 0, "event": "eval", "epoch": 0, "step": 4, '
+                        '"test_accuracy": 0.5, "test_loss": 1.0, "train_loss": 1.0, '
+                        '"elapsed_s": 1.0, "t": 105.0}\n')
+            with open(os.path.join(d, "metrics_worker1.jsonl"), "w") as f:
+                for i, (push, pull) in enumerate([(0.4, 0.4), (0.020, 0.010), (0.021, 0.010)]):
+                    f.write(metrics_line(1, i, push, pull, 100 + i))
+                f.write('{"worker": 1, "clock": 3, "epo')  # torn by a kill
+            by_worker = worker_metrics(d)
+            self.assertAlmostEqual(client_bench.comm_seconds_per_step(by_worker[0], 1), 0.012)
+            self.assertAlmostEqual(client_bench.comm_seconds_per_step(by_worker[1], 1), 0.0305)
+            self.assertAlmostEqual(client_bench.run_comm_seconds(by_worker, 1), 0.02125)
+            with self.assertRaises(ValueError) as e:
+                client_bench.comm_seconds_per_step(by_worker[1], 3)
+            self.assertEqual(str(e.exception), "no iterations after the first 3")
+        with self.assertRaises(ValueError) as e:
+            client_bench.run_comm_seconds({}, 0)
+        self.assertEqual(str(e.exception), "no worker metrics")
+
+
+class ResultLinesTest(unittest.TestCase):
+    LOG = ("W1126 worker 0 joined\n"
+           "epoch 1: test accuracy 0.8000, test loss 0.5, train loss 0.6 (60 steps)\n"
+           "{not json\n"
+           '{"other": 1}\n'
+           '{"samples_per_s": 812.5, "test_accuracy": 0.8, "seconds": 4.7, "rank": 0}\n')
+
+    def test_the_last_result_line(self):
+        self.assertEqual(client_bench.result_line(self.LOG),
+                         {"samples_per_s": 812.5, "test_accuracy": 0.8, "seconds": 4.7, "rank": 0})
+        with self.assertRaises(ValueError) as e:
+            client_bench.result_line("Traceback ...\n")
+        self.assertEqual(str(e.exception), "no result line (a JSON object with samples_per_s)")
+
+    def test_a_jobs_samples_per_s_is_the_sum_of_its_processes(self):
+        two = self.LOG + '{"samples_per_s": 800.0, "test_accuracy": null, "seconds": 4.8}\n'
+        self.assertEqual(client_bench.job_samples_per_s(client_bench.result_lines(two)), 1612.5)
+        with self.assertRaises(ValueError):
+            client_bench.job_samples_per_s([])
+
+
+class ReportTest(unittest.TestCase):
+    def test_overhead(self):
+        lines, data, result = client_bench.overhead_report(
+            {"cpp": [0.010, 0.012, 0.011], "python": [0.011, 0.012, 0.0132]})
+        self.assertEqual(lines, ["push+pull per step (ms): median (min-max) over repeats",
+                                 "  C++ workers     11.00 (10.00-12.00)",
+                                 "  Python workers  12.00 (11.00-13.20)",
+                                 "  Python / C++    1.100 (1.000-1.200)   (goal <= 1.10)"])
+        self.assertEqual(result, ["client_comm_overhead_ratio=1.100"])
+        self.assertEqual(data["cpp_seconds"], {"median": 0.011, "low": 0.010, "high": 0.012,
+                                               "runs": [0.010, 0.012, 0.011]})
+        json.dumps(data)  # result.json takes it as it is
+
+    def test_throughput(self):
+        runs = {("ddp", 2): [100.0, 110.0, 90.0], ("asp", 2): [120.0, 110.0, 99.0]}
+        lines, data, result = client_bench.throughput_report(runs, ["asp"], [2])
+        self.assertEqual(lines, [
+            "samples/s: median (min-max) over repeats; R2SP mode / DDP per repeat",
+            "  2 processes  DDP (gloo)  100.0 (90.0-110.0)",
+            "  2 processes  R2SP asp    110.0 (99.0-120.0)   / DDP 1.100 (1.000-1.200)"])
+        self.assertEqual(result, ["asp_2_over_ddp=1.100"])
+        self.assertEqual(sorted(data), ["asp_2", "asp_2_over_ddp", "ddp_2"])
+
+
+if __name__ == "__main__":
+    junit_main.main()

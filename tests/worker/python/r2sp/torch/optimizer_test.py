@@ -1,0 +1,312 @@
+"""r2sp.torch.DistributedOptimizer over a FakeWorker (r2sp_testing) with a real tiny torch
+model: what it refuses, how it joins (worker 0's parameters become the model's, zero copy),
+and each step's gradient reports and exchange."""
+
+import unittest
+from unittest import mock
+
+import r2sp_testing
+
+SKIP = r2sp_testing.use_torch_python()
+r2sp_testing.setup_path()
+import junit_main  # noqa: E402
+
+if not SKIP:
+    import torch  # noqa: E402
+
+    import r2sp.torch as r2t  # noqa: E402
+    from r2sp.torch import state  # noqa: E402
+
+FakeWorker = r2sp_testing.FakeWorker
+NAMES = ["l1.weight", "l1.bias", "l2.weight", "l2.bias", "unused.weight"]
+
+
+def tiny_model():
+    """Linear(3, 2) -> ReLU -> Linear(2, 1), with fixed weights, and a layer forward never
+    uses; parameters 6 + 2 + 2 + 1 + 2 floats."""
+    torch.manual_seed(0)
+    model = torch.nn.Module()
+    model.l1 = torch.nn.Linear(3, 2)
+    model.l2 = torch.nn.Linear(2, 1)
+    model.unused = torch.nn.Linear(1, 2, bias=False)
+    model.forward = lambda x: model.l2(torch.relu(model.l1(x)))
+    return model
+
+
+def data():
+    x = torch.tensor([[1.0, -2.0, 0.5], [0.25, 1.0, -1.0], [2.0, 0.0, 1.0], [-1.0, 1.5, 0.0]])
+    return x, torch.tensor([[1.0], [-1.0], [0.5], [2.0]])
+
+
+def reference_grads(model):
+    """{name: gradient} of the loss on data() for a copy of the model (no R2SP)."""
+    twin = tiny_model()
+    twin.load_state_dict(model.state_dict())
+    x, y = data()
+    torch.nn.functional.mse_loss(twin(x), y).backward()
+    return {n: (p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1).tolist()
+            for n, p in twin.named_parameters()}
+
+
+class OptimizerTestBase(unittest.TestCase):
+    def setUp(self):
+        state.STATE.__init__()
+        state.STATE.settings = r2t.settings.resolve({"R2SP_SCHEDULER": "tcp://h:1"},
+                                                    ["--epochs=1"])
+        self.workers = []
+        self.options = {}
+
+    def tearDown(self):
+        state.STATE.__init__()  # no finish at exit for a fake
+
+    def make(self, optimizer, named, **kwargs):
+        def create(flags, tensors):
+            self.workers.append(FakeWorker(flags, tensors, **self.options))
+            return self.workers[-1]
+        with mock.patch.object(state, "create_worker", create):
+            return r2t.DistributedOptimizer(optimizer, named, **kwargs)
+
+    def assertRaisesExactly(self, error, message, fn, *args, **kwargs):
+        with self.assertRaises(error) as e:
+            fn(*args, **kwargs)
+        self.assertEqual(str(e.exception), message)
+
+
+@unittest.skipIf(SKIP, SKIP or "")
+class RefusalTest(OptimizerTestBase):
+    SERVERS = ("the servers apply SGD with momentum, weight decay and the learning-rate "
+               "schedule given by their flags (--lr, --momentum, --weight_decay, "
+               "--warmup_updates, --lr_milestones, --lr_gamma)")
+
+    def test_non_sgd_optimizer(self):
+        model = tiny_model()
+        self.assertRaisesExactly(
+            TypeError, "r2sp.torch.DistributedOptimizer wraps torch.optim.SGD only, not Adam: "
+            + self.SERVERS + ". Pass torch.optim.SGD(model.parameters(), lr=...) and set the "
+            "rates on the servers",
+            self.make, torch.optim.Adam(model.parameters()), model.named_parameters())
+        self.assertEqual(self.workers, [])
+
+    def test_sgd_settings_the_servers_do_not_have(self):
+        for key, value, fine, what in (("nesterov", True, False, "Nesterov momentum"),
+                                       ("maximize", True, False, "maximisation"),
+                                       ("dampening", 0.1, 0, "momentum dampening")):
+            with self.subTest(key=key):
+                model = tiny_model()
+                extra = {"momentum": 0.9} if key == "nesterov" else {}
+                sgd = torch.optim.SGD(model.parameters(), lr=0.1, **extra, **{key: value})
+                self.assertRaisesExactly(
+                    ValueError, f"r2sp.torch.DistributedOptimizer: SGD {key}={value} (param "
+                    f"group 0): the servers do not apply {what}; {self.SERVERS}. Use SGD(..., "
+                    f"{key}={fine})", self.make, sgd, model.named_parameters())
+
+    def test_parameter_missing_from_named_parameters(self):
+        model = tiny_model()
+        named = [(n, p) for n, p in model.named_parameters() if n != "l1.bias"]
+        self.assertRaisesExactly(
+            ValueError, "r2sp.torch.DistributedOptimizer: parameter 1 of param group 0 (shape "
+            "[2]) is not in named_parameters; pass the named parameters of the model the "
+            "optimizer trains (model.named_parameters())",
+            self.make, torch.optim.SGD(model.parameters(), lr=0.1), named)
+
+    def test_names_and_tensors_used_twice(self):
+        model = tiny_model()
+        sgd = torch.optim.SGD(model.parameters(), lr=0.1)
+        named = list(model.named_parameters())
+        self.assertRaisesExactly(
+            ValueError, "r2sp.torch.DistributedOptimizer: named_parameters holds the name "
+            "'l1.weight' twice; names must be unique",
+            self.make, sgd, named + [("l1.weight", torch.zeros(1))])
+        self.assertRaisesExactly(
+            ValueError, "r2sp.torch.DistributedOptimizer: one tensor is named both 'l1.bias' "
+            "and 'again'; name each parameter once",
+            self.make, sgd, named + [("again", model.l1.bias)])
+
+    def test_wrong_dtype(self):
+        model = tiny_model().double()
+        self.assertRaisesExactly(
+            TypeError, "r2sp.torch.DistributedOptimizer: parameter 'l1.weight' is "
+            "torch.float64; R2SP trains float32 parameters (model.float())",
+            self.make, torch.optim.SGD(model.parameters(), lr=0.1), model.named_parameters())
+
+    def test_non_contiguous_tensor(self):
+        model = tiny_model()
+        model.l1.weight.data = torch.zeros(3, 2).t()  # shape [2, 3], strides (1, 2)
+        self.assertFalse(model.l1.weight.is_contiguous())
+        self.assertRaisesExactly(
+            ValueError, "r2sp.torch.DistributedOptimizer: parameter 'l1.weight' is not "
+            "contiguous; make it so before (p.data = p.data.contiguous())",
+            self.make, torch.optim.SGD(model.parameters(), lr=0.1), model.named_parameters())
+
+    def test_device_other_than_cpu_or_cuda(self):
+        p = torch.nn.Parameter(torch.empty(2, device="meta"))
+        self.assertRaisesExactly(
+            TypeError, "r2sp.torch.DistributedOptimizer: parameter 'p' is on meta; R2SP trains "
+            "on CPU or CUDA devices", self.make, torch.optim.SGD([p], lr=0.1), [("p", p)])
+
+    def test_a_second_optimizer_in_the_process(self):
+        model = tiny_model()
+        self.make(torch.optim.SGD(model.parameters(), lr=0.1), model.named_parameters())
+        self.assertRaisesExactly(
+            RuntimeError, "r2sp.torch.DistributedOptimizer: this process already joined the "
+            "job; create one DistributedOptimizer per process",
+            self.make, torch.optim.SGD(model.parameters(), lr=0.1), model.named_parameters())
+
+    def test_sgd_settings_are_not_applied_and_a_warning_says_so(self):
+        r2t.validation._warned = False
+        model = tiny_model()
+        with self.assertWarns(UserWarning) as w:
+            self.make(torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9),
+                      model.named_parameters())
+        self.assertEqual(str(w.warning), "r2sp: SGD(lr=0.1, momentum=0.9, weight_decay=0) is "
+                                         "not applied here: " + self.SERVERS)
+
+
+@unittest.skipIf(SKIP, SKIP or "")
+class JoinTest(OptimizerTestBase):
+    def test_joins_with_the_named_tensors_and_takes_worker_0s_parameters_without_copies(self):
+        model = tiny_model()
+        before = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).tolist()
+        self.options = {"initial": [float(i) for i in range(13)]}
+        self.make(torch.optim.SGD(model.parameters(), lr=0.1), model.named_parameters(),
+                  train_samples=8)
+        worker = self.workers[0]
+        self.assertEqual(worker.flags, ["--scheduler=tcp://h:1", "--epochs=1"])
+        self.assertEqual(worker.model_name, "pytorch")
+        self.assertEqual(worker.tensors, [("l1.weight", 0, 6), ("l1.bias", 6, 2),
+                                          ("l2.weight", 8, 2), ("l2.bias", 10, 1),
+                                          ("unused.weight", 11, 2)])
+        self.assertEqual(worker.staged, before)  # what join() registered: this model's values
+        self.assertEqual(worker.calls, [("join",), ("begin_training", 8)])
+        self.assertEqual(model.l1.weight.tolist(), [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]])
+        self.assertEqual(model.l2.bias.tolist(), [10.0])
+        base = torch.frombuffer(worker.params, dtype=torch.float32).data_ptr()
+        gbase = torch.frombuffer(worker.grads, dtype=torch.float32).data_ptr()
+        for (name, offset, _), p in zip(worker.tensors, model.parameters()):
+            with self.subTest(name=name):
+                self.assertEqual(p.data_ptr(), base + 4 * offset)
+                self.assertEqual(p.grad.data_ptr(), gbase + 4 * offset)
+        self.assertEqual(state.STATE.worker, worker)
+
+    def test_a_join_that_fails_leaves_the_model_and_the_process_unjoined(self):
+        model = tiny_model()
+        before = model.l1.weight.detach().clone()
+
+        def refuse(flags, tensors):
+            raise r2t.R2SPError("scheduler not there")
+        with mock.patch.object(state, "create_worker", refuse):
+            self.assertRaisesExactly(r2t.R2SPError, "scheduler not there", r2t.DistributedOptimizer,
+                                     torch.optim.SGD(model.parameters(), lr=0.1),
+                                     model.named_parameters())
+        self.assertTrue(torch.equal(model.l1.weight, before))
+        self.assertIsNone(state.STATE.worker)
+
+
+@unittest.skipIf(SKIP, SKIP or "")
+class StepTest(OptimizerTestBase):
+    def setUp(self):
+        super().setUp()
+        self.model = tiny_model()
+        self.options = {"steps": r2sp_testing.steps_of([3])}
+        self.opt = self.make(torch.optim.SGD(self.model.parameters(), lr=0.1),
+                             self.model.named_parameters(), train_samples=8)
+        self.worker = self.workers[0]
+        self.worker.calls.clear()
+
+    def backward(self):
+        x, y = data()
+        loss = torch.nn.functional.mse_loss(self.model(x), y)
+        loss.backward()
+        return loss
+
+    def reports(self):
+        return [c[1:] for c in self.worker.calls if c[0] == "gradient_ready"]
+
+    def test_gradients_reported_as_autograd_completes_them_then_the_rest_as_zeros(self):
+        expected = reference_grads(self.model)
+        before = {n: p.detach().reshape(-1).tolist() for n, p in self.model.named_parameters()}
+        state.STATE.next_step("test")  # as the sampler does before the batch's compute
+        self.opt.zero_grad()
+        loss = self.backward()
+        # Autograd's order: the last layer first; each range holds its final values when reported.
+        self.assertEqual(self.reports(), [(10, 1, expected["l2.bias"]),
+                                          (8, 2, expected["l2.weight"]),
+                                          (6, 2, expected["l1.bias"]),
+                                          (0, 6, expected["l1.weight"])])
+        self.assertEqual(self.opt.step(loss=loss), loss)
+        self.assertEqual(self.worker.names(), ["next_step"] + ["gradient_ready"] * 5 + ["submit"])
+        self.assertEqual(self.worker.calls[5], ("gradient_ready", 11, 2, [0.0, 0.0]))
+        self.assertEqual(self.worker.calls[6], ("submit", 4, float(loss), False))
+        # The fake's pull: params - 0.5 * grads, which the model now holds in place.
+        for name, p in self.model.named_parameters():
+            with self.subTest(name=name):
+                want = (torch.tensor(before[name]) - 0.5 * torch.tensor(expected[name])).tolist()
+                self.assertEqual(p.reshape(-1).tolist(), want)
+        self.assertIsNone(state.STATE.step)
+
+    def test_a_script_without_the_sampler_gets_its_step_at_step_and_reports_then(self):
+        expected = reference_grads(self.model)
+        loss = self.backward()
+        self.assertEqual(self.reports(), [])  # no step under way yet
+        self.opt.step(closure=lambda: 2.5)
+        self.assertEqual(self.worker.names(), ["next_step"] + ["gradient_ready"] * 5 + ["submit"])
+        self.assertEqual(self.reports(), [(10, 1, expected["l2.bias"]),
+                                          (8, 2, expected["l2.weight"]),
+                                          (6, 2, expected["l1.bias"]),
+                                          (0, 6, expected["l1.weight"]), (11, 2, [0.0, 0.0])])
+        self.assertEqual(self.worker.calls[-1], ("submit", 4, 2.5, False))
+        del loss
+
+    def test_zero_grad_fills_the_buffer_and_keeps_the_views(self):
+        self.backward()
+        self.opt.zero_grad(set_to_none=True)
+        self.assertEqual(list(self.worker.grads), [0.0] * 13)
+        gbase = torch.frombuffer(self.worker.grads, dtype=torch.float32).data_ptr()
+        self.assertEqual(self.model.l2.weight.grad.data_ptr(), gbase + 4 * 8)
+
+    def test_a_gradient_set_to_none_is_copied_into_the_buffer(self):
+        expected = reference_grads(self.model)
+        for p in self.model.parameters():
+            p.grad = None
+        state.STATE.next_step("test")
+        self.backward()
+        self.assertEqual(self.reports()[3], (0, 6, expected["l1.weight"]))
+        gbase = torch.frombuffer(self.worker.grads, dtype=torch.float32).data_ptr()
+        self.assertEqual(self.model.l1.weight.grad.data_ptr(), gbase)
+        self.assertEqual(list(self.worker.grads)[:6], expected["l1.weight"])
+
+    def test_samples_given_to_step(self):
+        state.STATE.next_step("test")
+        self.opt.step(samples=3, loss=torch.tensor([1.5]))
+        self.assertEqual(self.worker.calls[-1], ("submit", 3, 1.5, False))
+
+    def test_a_second_backward_before_step(self):
+        state.STATE.next_step("test")
+        self.backward()
+        self.assertRaisesExactly(
+            RuntimeError, "r2sp: parameter 'l2.bias' got a second gradient before "
+            "optimizer.step(); its first was already sent. Call step() after each backward() "
+            "(accumulating gradients over several backward passes is not supported)",
+            self.backward)
+
+    def test_step_after_training_is_over(self):
+        for _ in range(3):
+            self.opt.step()
+        self.assertRaisesExactly(
+            RuntimeError, "r2sp.torch.DistributedOptimizer.step: training is over (the job's "
+            "epochs are done); stop stepping and call r2sp.torch.finish()", self.opt.step)
+
+    def test_bad_loss_and_samples(self):
+        state.STATE.next_step("test")
+        self.assertRaisesExactly(TypeError, "r2sp.torch.DistributedOptimizer.step: loss must "
+                                 "be a number or a one-element tensor, not str",
+                                 self.opt.step, loss="1")
+        self.assertRaisesExactly(ValueError, "r2sp.torch.DistributedOptimizer.step: loss must "
+                                 "be one value, not a tensor of shape [2]",
+                                 self.opt.step, loss=torch.zeros(2))
+        self.assertRaisesExactly(ValueError, "r2sp.torch.DistributedOptimizer.step: samples "
+                                 "must be a positive integer, not 0", self.opt.step, samples=0)
+
+
+if __name__ == "__main__":
+    junit_main.main()

@@ -1,0 +1,152 @@
+"""r2sp.torch.DistributedSampler over a FakeWorker: each epoch's batches follow the job's
+steps (one next_step per batch, none after an epoch's last step so the evaluation can run),
+the scheduler's plan (a dead worker's samples taken over) and tuned batch sizes (wrapping)."""
+
+import unittest
+
+import r2sp_testing
+
+SKIP = r2sp_testing.use_torch_python()
+r2sp_testing.setup_path()
+import junit_main  # noqa: E402
+
+if not SKIP:
+    import r2sp.torch as r2t  # noqa: E402
+    from r2sp.torch import sampler as sampler_module  # noqa: E402
+    from r2sp.torch import state  # noqa: E402
+
+FakeStep = r2sp_testing.FakeStep
+
+
+def step(clock, epoch, index, epoch_steps, batch, live):
+    return FakeStep(clock=clock, epoch=epoch, index=index, epoch_steps=epoch_steps, batch=batch,
+                    live_shards=live)
+
+
+@unittest.skipIf(SKIP, SKIP or "")
+class SamplerTest(unittest.TestCase):
+    def setUp(self):
+        state.STATE.__init__()
+        state.STATE.settings = r2t.settings.resolve({"R2SP_SCHEDULER": "tcp://h:1"})
+
+    def tearDown(self):
+        state.STATE.__init__()
+
+    def join(self, steps, **options):
+        options = {"data_world": 2, "data_shard": 0, "batch_size": 2, **options}
+        state.STATE.worker = r2sp_testing.FakeWorker([], [("w", [1])], steps=steps, **options)
+        return state.STATE.worker
+
+    def epoch(self, sampler):
+        """One iteration's batches, each followed by the optimizer's submit."""
+        batches = []
+        for b in sampler:
+            batches.append(b)
+            state.STATE.submitted()
+        return batches
+
+    def test_epoch_order_is_the_shards_samples_shuffled_by_seed_and_epoch(self):
+        self.assertEqual(sampler_module.epoch_order(10, 2, 0, [0, 1], 1, 0), [2, 0, 6, 4, 8])
+        self.assertEqual(sampler_module.epoch_order(10, 2, 0, [0, 1], 1, 1), [4, 8, 0, 2, 6])
+        self.assertEqual(sampler_module.epoch_order(10, 2, 0, [0, 1], 2, 0), [0, 2, 8, 4, 6])
+        # Shard 1 dead: shard 0 also trains its samples.
+        self.assertEqual(sorted(sampler_module.epoch_order(10, 2, 0, [0], 1, 0)), list(range(10)))
+        self.assertEqual(sorted(sampler_module.epoch_order(11, 3, 1, [0, 1], 1, 0)),
+                         [1, 4, 5, 7, 10])
+
+    def test_epochs_follow_the_steps_and_the_plan(self):
+        worker = self.join([step(0, 0, 0, 2, 2, [0, 1]), step(1, 0, 1, 2, 2, [0, 1]),
+                            step(2, 1, 0, 3, 3, [0]), step(3, 1, 1, 3, 3, [0]),
+                            step(4, 1, 2, 3, 3, [0])])
+        s = r2t.DistributedSampler(list(range(10)))
+        self.assertEqual(len(s), 2)  # fewest samples (5) // the initial batch (2)
+        first = self.epoch(s)
+        self.assertEqual(first, [[2, 0], [6, 4]])
+        # No next_step after the epoch's last step: the evaluation comes first.
+        self.assertEqual(worker.names(), ["begin_training", "next_step", "next_step"])
+        self.assertEqual(len(s), 2)
+        order = sampler_module.epoch_order(10, 2, 0, [0], 1, 1)
+        second = self.epoch(s)
+        self.assertEqual(second, [order[0:3], order[3:6], order[6:9]])
+        self.assertEqual(len(s), 3)
+        self.assertEqual(self.epoch(s), [])  # training over
+        self.assertEqual(worker.names(), ["begin_training"] + ["next_step"] * 6)
+
+    def test_tuned_batches_wrap_around_the_epochs_samples(self):
+        self.join([step(0, 0, 0, 2, 4, [0, 1]), step(1, 0, 1, 2, 4, [0, 1])])
+        s = r2t.DistributedSampler(10, seed=1)
+        self.assertEqual(self.epoch(s), [[2, 0, 6, 4], [8, 2, 0, 6]])
+
+    def test_a_step_of_the_next_epoch_is_kept_for_the_next_iteration(self):
+        worker = self.join([step(0, 0, 0, 3, 2, [0, 1]), step(1, 1, 0, 1, 2, [0, 1])])
+        s = r2t.DistributedSampler(10)
+        batches = []
+        for b in s:
+            batches.append(b)
+            state.STATE.submitted()
+        self.assertEqual(batches, [[2, 0]])
+        self.assertEqual(self.epoch(s), [sampler_module.epoch_order(10, 2, 0, [0, 1], 1, 1)[:2]])
+        self.assertEqual(worker.names(), ["begin_training", "next_step", "next_step"])
+
+    def test_seed_defaults_to_the_jobs(self):
+        state.STATE.settings = r2t.settings.resolve({"R2SP_SCHEDULER": "tcp://h:1"},
+                                                    ["--seed=2"])
+        self.join([step(0, 0, 0, 1, 5, [0, 1])])
+        self.assertEqual(self.epoch(r2t.DistributedSampler(10)), [[0, 2, 8, 4, 6]])
+
+    def test_without_the_optimizer(self):
+        with self.assertRaises(RuntimeError) as e:
+            iter(r2t.DistributedSampler(10)).__next__()
+        self.assertEqual(str(e.exception),
+                         "r2sp.torch.DistributedSampler: no job joined yet; create "
+                         "r2sp.torch.DistributedOptimizer(optimizer, model.named_parameters()) "
+                         "first (it joins the job)")
+
+    def test_a_batch_asked_for_before_the_last_was_stepped(self):
+        self.join([step(0, 0, 0, 2, 2, [0, 1]), step(1, 0, 1, 2, 2, [0, 1])])
+        it = iter(r2t.DistributedSampler(10))
+        next(it)
+        with self.assertRaises(RuntimeError) as e:
+            next(it)
+        self.assertEqual(str(e.exception),
+                         "r2sp.torch.DistributedSampler: step 0 was handed out and "
+                         "optimizer.step() has not run for it; call step() once per batch, and "
+                         "use DataLoader(..., num_workers=0) with r2sp.torch.DistributedSampler "
+                         "(DataLoader workers ask for batches ahead of training)")
+
+    def test_bad_arguments(self):
+        cases = [(TypeError, lambda: r2t.DistributedSampler(object()),
+                  "r2sp.torch.DistributedSampler: pass the training set (with a len()) or its "
+                  "size, not object"),
+                 (ValueError, lambda: r2t.DistributedSampler([]),
+                  "r2sp.torch.DistributedSampler: the training set is empty (0 samples)"),
+                 (TypeError, lambda: r2t.DistributedSampler(10, seed="1"),
+                  "r2sp.torch.DistributedSampler: seed must be an integer, not '1'")]
+        for error, make, message in cases:
+            with self.subTest(message=message):
+                with self.assertRaises(error) as e:
+                    make()
+                self.assertEqual(str(e.exception), message)
+
+    def test_a_shard_without_samples(self):
+        self.join([step(0, 0, 0, 1, 2, [0, 1, 2])], data_world=3, data_shard=2)
+        with self.assertRaises(ValueError) as e:
+            self.epoch(r2t.DistributedSampler(2))
+        self.assertEqual(str(e.exception), "r2sp.torch.DistributedSampler: a training set of 2 "
+                                           "samples has none for data shard 2 of 3; every "
+                                           "worker needs samples")
+
+    def test_a_dataloader_takes_its_batches(self):
+        import torch
+        self.join([step(0, 0, 0, 1, 3, [0, 1])])
+        data = torch.utils.data.TensorDataset(torch.arange(10.0))
+        loader = torch.utils.data.DataLoader(data, batch_sampler=r2t.DistributedSampler(data))
+        got = []
+        for (x,) in loader:
+            got.append(x.tolist())
+            state.STATE.submitted()
+        self.assertEqual(got, [[2.0, 0.0, 6.0]])
+
+
+if __name__ == "__main__":
+    junit_main.main()

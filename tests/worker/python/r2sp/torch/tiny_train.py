@@ -1,0 +1,88 @@
+"""A Python worker for the integration tests (training_test.py): trains a tiny classifier on a
+synthetic data set through r2sp.torch, as a user's script would, and writes what the test
+checks to $TINY_OUT (JSON): its rank, the parameters before and right after joining and at the
+end, each epoch's sample indices and each step's batch (as yielded, and as batch_size() said),
+its evaluations and finish()'s totals; or, when joining fails, the error (exit status 3).
+$TINY_OUT.steps holds the number of steps done so far. Ctrl-C: prints "interrupted", status 130.
+
+Each process starts from different random parameters (torch seed = 100 + $RANK), so equal
+parameters after joining show worker 0's became everyone's. $TINY_HIDDEN: the hidden layer's
+width (8); $TINY_STEP_SLEEP: seconds each sample adds to its step (0). Argument: epochs."""
+
+import json
+import os
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+import r2sp.torch as r2t
+
+SAMPLES = 64
+
+
+def data():
+    """SAMPLES points of 4 features, the label whether their sum is positive, and the index."""
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(SAMPLES, 4, generator=g)
+    return torch.utils.data.TensorDataset(x, (x.sum(dim=1) > 0).long(), torch.arange(SAMPLES))
+
+
+def flat(model):
+    return torch.cat([p.detach().reshape(-1) for p in model.parameters()]).tolist()
+
+
+def join(model):
+    try:
+        return r2t.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                        model.named_parameters())
+    except r2t.R2SPError as e:
+        with open(os.environ["TINY_OUT"], "w") as f:
+            json.dump({"error": [type(e).__name__, e.code, str(e)]}, f)
+        sys.exit(3)
+
+
+def main():
+    r2t.init()
+    torch.manual_seed(100 + int(os.environ.get("RANK", "0")))
+    hidden = int(os.environ.get("TINY_HIDDEN", "8"))
+    pause = float(os.environ.get("TINY_STEP_SLEEP", "0"))
+    model = torch.nn.Sequential(torch.nn.Linear(4, hidden), torch.nn.ReLU(),
+                                torch.nn.Linear(hidden, 2))
+    initial = flat(model)
+    optimizer = join(model)
+    out = {"rank": r2t.rank(), "size": r2t.size(), "mode": r2t.mode(), "initial": initial,
+           "joined": flat(model), "batches": [], "asked": [], "epochs": [], "evals": []}
+    train = data()
+    loader = torch.utils.data.DataLoader(train, batch_sampler=r2t.DistributedSampler(train))
+    for _ in range(int(sys.argv[1])):
+        out["epochs"].append([])
+        for x, y, index in loader:
+            out["asked"].append(r2t.batch_size())
+            optimizer.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            time.sleep(pause * len(y))
+            optimizer.step(loss=loss)
+            out["batches"].append(len(y))
+            out["epochs"][-1] += index.tolist()
+            with open(os.environ["TINY_OUT"] + ".steps", "w") as f:
+                f.write(str(len(out["batches"])))
+        if r2t.evaluates():
+            with torch.no_grad():
+                x, y, _ = train.tensors
+                accuracy = (model(x).argmax(dim=1) == y).float().mean().item()
+            out["evals"].append([accuracy, r2t.report_eval(accuracy, 0.5)])
+    out["finish"] = r2t.finish()
+    out["final"] = flat(model)
+    with open(os.environ["TINY_OUT"], "w") as f:
+        json.dump(out, f)
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except KeyboardInterrupt:
+        print("interrupted", flush=True)
+        sys.exit(130)

@@ -1,0 +1,323 @@
+"""r2sp.torch against real jobs: the scheduler and server binaries and Python workers running
+tiny_train.py through the built extension. Two workers train a tiny model in bsp to completion
+and end with the same parameters, worker 0's initial ones having become everyone's; the bad
+inputs (a non-SGD optimizer, a float64 or non-contiguous parameter, no scheduler, another
+model than the job's) each raise their exact error. Also asp, r2sp with --overlap and fp16
+pushes, hetero batching (the sampler follows the tuned batches) and a worker killed mid-epoch
+(the survivor trains its samples from the next epoch). Skipped where the binaries are not
+built."""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+import r2sp_testing
+
+SKIP = r2sp_testing.use_torch_python()
+r2sp_testing.setup_path()
+import junit_main  # noqa: E402
+
+if not SKIP:
+    import torch  # noqa: E402
+
+    import r2sp.torch as r2t  # noqa: E402
+    from r2sp.torch import state  # noqa: E402
+
+ROOT = r2sp_testing.ROOT
+SCHEDULER = os.path.join(ROOT, "scheduler", "scheduler")
+SERVER = os.path.join(ROOT, "server", "server")
+SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tiny_train.py")
+
+
+def cannot_run():
+    if SKIP:
+        return SKIP
+    missing = [p for p in (SCHEDULER, SERVER) if not os.access(p, os.X_OK)]
+    if not r2sp_testing.core_path():
+        missing.append("worker/python/_core.so")
+    return f"needs the built binaries: {', '.join(missing)}" if missing else None
+
+
+class Job:
+    """A scheduler and one server on 127.0.0.1, and the Python workers started against them;
+    every process's output in `dir`."""
+
+    def __init__(self, workers, sync="bsp", register_timeout_s=60, scheduler_flags=(),
+                 server_flags=()):
+        self.dir = tempfile.mkdtemp(prefix="r2sp_torch_job_")
+        self.procs = []
+        endpoint_file = os.path.join(self.dir, "scheduler.endpoint")
+        self.start("scheduler", [SCHEDULER, "--bind=tcp://127.0.0.1:*",
+                                 "--endpoint_file=" + endpoint_file, "--num_servers=1",
+                                 f"--num_workers={workers}", "--sync=" + sync,
+                                 f"--register_timeout_s={register_timeout_s}",
+                                 *scheduler_flags])
+        deadline = time.monotonic() + 30
+        while not os.path.exists(endpoint_file) or not open(endpoint_file).read().strip():
+            if time.monotonic() > deadline:
+                raise AssertionError("the scheduler wrote no endpoint: " + self.log("scheduler"))
+            time.sleep(0.05)
+        with open(endpoint_file) as f:
+            self.endpoint = f.read().strip()
+        self.start("server", [SERVER, "--scheduler=" + self.endpoint,
+                              "--bind=tcp://127.0.0.1:*", "--lr=0.1", "--momentum=0.9",
+                              *server_flags])
+
+    def start(self, name, argv, env=None):
+        with open(os.path.join(self.dir, name + ".log"), "w") as log:
+            self.procs.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
+                                               env=env))
+        return self.procs[-1]
+
+    def python_worker(self, index, flags, *args, hidden=8, step_sleep=0.0):
+        """tiny_train.py as worker `index` (RANK) with a hidden layer this wide and steps this
+        much longer, its output in worker<index>.json."""
+        env = dict(os.environ, R2SP_SCHEDULER=self.endpoint, RANK=str(index),
+                   TINY_HIDDEN=str(hidden), TINY_STEP_SLEEP=str(step_sleep),
+                   R2SP_WORKER_FLAGS="--bind=tcp://127.0.0.1:* " + flags,
+                   R2SP_CORE=r2sp_testing.core_path(),
+                   PYTHONPATH=os.path.join(ROOT, "worker", "python"),
+                   TINY_OUT=os.path.join(self.dir, f"worker{index}.json"))
+        return self.start(f"worker{index}", [sys.executable, SCRIPT, *args], env)
+
+    def log(self, name):
+        with open(os.path.join(self.dir, name + ".log")) as f:
+            return f.read()
+
+    def result(self, index):
+        with open(os.path.join(self.dir, f"worker{index}.json")) as f:
+            return json.load(f)
+
+    def stop(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+
+
+@unittest.skipIf(cannot_run(), cannot_run() or "")
+class TrainingTest(unittest.TestCase):
+    def test_two_python_workers_train_in_bsp_to_the_same_parameters(self):
+        job = Job(workers=2)
+        self.addCleanup(job.stop)
+        workers = [job.python_worker(i, "--epochs=2 --batch_size=8 --seed=3", "2")
+                   for i in range(2)]
+        for i, w in enumerate(workers):
+            self.assertEqual(w.wait(timeout=120), 0, job.log(f"worker{i}"))
+        a, b = job.result(0), job.result(1)
+        self.assertEqual(sorted([a["rank"], b["rank"]]), [0, 1])
+        self.assertEqual((a["size"], a["mode"], b["size"], b["mode"]), (2, "bsp", 2, "bsp"))
+        # 64 samples in 2 shards of 32: 4 steps of 8 per epoch, 2 epochs.
+        for r in (a, b):
+            self.assertEqual(r["batches"], [8] * 8)
+            self.assertEqual({k: r["finish"][k] for k in ("steps", "samples", "epochs")},
+                             {"steps": 8, "samples": 64, "epochs": 2})
+        first = a if a["rank"] == 0 else b
+        self.assertEqual(a["joined"], first["initial"])
+        self.assertEqual(b["joined"], first["initial"])
+        self.assertNotEqual(a["initial"], b["initial"])
+        self.assertEqual(a["final"], b["final"])
+        self.assertEqual(len(a["final"]), 4 * 8 + 8 + 8 * 2 + 2)
+        self.assertNotEqual(a["final"], a["joined"])
+        for epoch in range(2):  # the shards split the data set
+            self.assertEqual(sorted(a["epochs"][epoch] + b["epochs"][epoch]), list(range(64)))
+            self.assertEqual(len(a["epochs"][epoch]), 32)
+        self.assertEqual(a["asked"], a["batches"])
+        evaluator, other = (a, b) if a["evals"] else (b, a)
+        self.assertEqual([reported for _, reported in evaluator["evals"]], [True, True])
+        self.assertEqual(other["evals"], [])
+        self.assertEqual(evaluator["finish"]["test_accuracy"], evaluator["evals"][-1][0])
+
+    def test_asp_and_r2sp_with_overlap_and_fp16_pushes(self):
+        for sync, flags in (("asp", ""), ("r2sp", "--overlap --push_codec=fp16")):
+            with self.subTest(sync=sync):
+                job = Job(workers=2, sync=sync)
+                self.addCleanup(job.stop)
+                workers = [job.python_worker(i, "--epochs=1 --batch_size=8 " + flags, "1")
+                           for i in range(2)]
+                for i, w in enumerate(workers):
+                    self.assertEqual(w.wait(timeout=120), 0, job.log(f"worker{i}"))
+                for i in range(2):
+                    r = job.result(i)
+                    self.assertEqual((r["mode"], r["batches"]), (sync, [8] * 4))
+                    self.assertEqual({k: r["finish"][k] for k in ("steps", "samples", "epochs")},
+                                     {"steps": 4, "samples": 32, "epochs": 1})
+                    self.assertNotEqual(r["final"], r["joined"])
+
+    def test_survivors_train_a_killed_workers_samples_from_the_next_epoch(self):
+        job = Job(workers=2, scheduler_flags=["--absorb_orphaned_shards",
+                                              "--heartbeat_timeout_ms=1000"],
+                  server_flags=["--heartbeat_ms=200"])
+        self.addCleanup(job.stop)
+        progress = os.path.join(job.dir, "worker1.json.steps")
+        flags = "--epochs=2 --batch_size=8 --heartbeat_ms=200 "
+        survivor = job.python_worker(0, flags, "2", step_sleep=0.025)
+        doomed = job.python_worker(1, flags, "2", step_sleep=0.025)
+        deadline = time.monotonic() + 60
+        while not (os.path.exists(progress) and open(progress).read() not in ("", "0")):
+            self.assertLess(time.monotonic(), deadline, job.log("worker1"))
+            time.sleep(0.05)
+        doomed.kill()
+        self.assertEqual(survivor.wait(timeout=120), 0, job.log("worker0"))
+        r = job.result(0)
+        # Epoch 1: its own shard (4 steps, clocked with the doomed worker's first); epoch 2: the
+        # whole data set, the dead worker's shard dealt to it by the scheduler's plan.
+        shard = r["epochs"][0][0] % 2
+        self.assertEqual(sorted(r["epochs"][0]), list(range(shard, 64, 2)))
+        self.assertEqual(sorted(r["epochs"][1]), list(range(64)))
+        self.assertEqual(r["batches"], [8] * 12)
+        self.assertEqual({k: r["finish"][k] for k in ("steps", "samples", "epochs")},
+                         {"steps": 12, "samples": 96, "epochs": 2})
+        self.assertRegex(job.log("scheduler"),
+                         f"worker {1 - r['rank']} at tcp://127.0.0.1:[0-9]+ declared dead")
+
+    def test_hetero_batching_gives_the_slower_worker_the_smaller_batch(self):
+        job = Job(workers=2, scheduler_flags=["--hetero_batching", "--global_batch=16",
+                                              "--min_batch=2"])
+        self.addCleanup(job.stop)
+        fast = job.python_worker(0, "--epochs=3 --batch_size=8", "3", step_sleep=0.001)
+        slow = job.python_worker(1, "--epochs=3 --batch_size=8", "3", step_sleep=0.01)
+        self.assertEqual(fast.wait(timeout=120), 0, job.log("worker0"))
+        self.assertEqual(slow.wait(timeout=120), 0, job.log("worker1"))
+        tuned = re.findall(r"batch sizes: w0=(\d+) w1=(\d+)", job.log("scheduler"))
+        self.assertTrue(tuned, job.log("scheduler"))
+        final = [int(b) for b in tuned[-1]]
+        self.assertEqual(sum(final), 16)
+        results = [job.result(0), job.result(1)]
+        for r in results:
+            # An epoch is the data set in global batches: 64 / 16 = 4 steps; each step's batch
+            # is the tuned one, and the epoch's indices wrap around the shard's 32 samples.
+            self.assertEqual(len(r["batches"]), 12)
+            self.assertEqual(r["asked"], r["batches"])
+            self.assertEqual(r["finish"]["final_batch"], final[r["rank"]])
+            self.assertEqual(r["batches"][-1], final[r["rank"]])
+            self.assertEqual(r["finish"]["samples"], sum(r["batches"]))
+            for epoch, indices in enumerate(r["epochs"]):
+                self.assertEqual(len(indices), sum(r["batches"][4 * epoch:4 * epoch + 4]))
+                self.assertEqual(len(set(indices)), min(32, len(indices)))
+                self.assertEqual({i % 2 for i in indices}, {indices[0] % 2})
+        self.assertLess(results[1]["finish"]["final_batch"], results[0]["finish"]["final_batch"])
+
+    def test_ctrl_c_while_joining_and_while_training(self):
+        job = Job(workers=2, scheduler_flags=["--heartbeat_timeout_ms=1000"],
+                  server_flags=["--heartbeat_ms=200"])
+        self.addCleanup(job.stop)
+        flags = "--epochs=2 --batch_size=8 --heartbeat_ms=200"
+        alone = job.python_worker(0, flags, "2", step_sleep=0.025)
+        self.wait_for(lambda: "1/2 workers" in job.log("scheduler"), job)
+        alone.send_signal(signal.SIGINT)  # waiting in join() for a second worker
+        self.assertEqual(alone.wait(timeout=10), 130, job.log("worker0"))
+        self.assertTrue(job.log("worker0").endswith("interrupted\n"), job.log("worker0"))
+
+        job = Job(workers=2, scheduler_flags=["--heartbeat_timeout_ms=1000"],
+                  server_flags=["--heartbeat_ms=200"])
+        self.addCleanup(job.stop)
+        stopped = job.python_worker(0, flags, "2", step_sleep=0.025)
+        goes_on = job.python_worker(1, flags, "2", step_sleep=0.025)
+        progress = os.path.join(job.dir, "worker0.json.steps")
+        self.wait_for(lambda: os.path.exists(progress) and open(progress).read() not in ("", "0"),
+                      job)
+        stopped.send_signal(signal.SIGINT)  # in a step: its compute, or a wait in the extension
+        self.assertEqual(stopped.wait(timeout=10), 130, job.log("worker0"))
+        # Interrupted in the extension, the worker has left the job; in the script's own code,
+        # the finish at exit is refused (training is not over) and the worker leaves then.
+        self.assertRegex(job.log("worker0"), "interrupted\n(r2sp: this worker left the job "
+                         "without finishing: finish\\(\\) before the job's training was over: "
+                         "it wants step [0-9]+ of 4 of epoch [12] \\(iterate "
+                         "r2sp.torch.DistributedSampler to the end\\)\n)?$")
+        # The other worker finishes the job alone (its own shard: 4 steps an epoch).
+        self.assertEqual(goes_on.wait(timeout=60), 0, job.log("worker1"))
+        self.assertEqual(job.result(1)["finish"]["steps"], 8)
+
+    def wait_for(self, condition, job, seconds=60):
+        deadline = time.monotonic() + seconds
+        while not condition():
+            self.assertLess(time.monotonic(), deadline, job.log("scheduler"))
+            time.sleep(0.05)
+
+    def test_another_model_than_the_jobs(self):
+        job = Job(workers=2, register_timeout_s=5)
+        self.addCleanup(job.stop)
+        first = job.python_worker(0, "--epochs=1 --batch_size=8", "1")
+        time.sleep(1)  # worker 0 registers the job's model first
+        other = job.python_worker(1, "--epochs=1 --batch_size=8", "1", hidden=5)
+        codes = (first.wait(timeout=120), other.wait(timeout=120))
+        self.assertEqual(codes, (3, 3), job.log("scheduler"))
+        self.assertEqual(job.result(1)["error"], [
+            "R2SPError", "INVALID_ARGUMENT", "cannot join the job: registration refused: this "
+            "worker's model differs from the one the first worker registered"])
+        # Worker 0 is refused too once the job gives up waiting for a second worker.
+        self.assertEqual(job.result(0)["error"], [
+            "R2SPError", "FAILED_PRECONDITION", "cannot join the job: registration refused: "
+            "not every node registered within 5s"])
+
+
+@unittest.skipIf(cannot_run(), cannot_run() or "")
+class BadInputTest(unittest.TestCase):
+    """In this process, with the real extension: each refusal before or at joining."""
+
+    SERVERS = ("the servers apply SGD with momentum, weight decay and the learning-rate "
+               "schedule given by their flags (--lr, --momentum, --weight_decay, "
+               "--warmup_updates, --lr_milestones, --lr_gamma)")
+
+    def setUp(self):
+        state.STATE.__init__()
+        r2t.init(scheduler="tcp://127.0.0.1:9", register_wait_s=1)
+        self.model = torch.nn.Linear(3, 2)
+
+    def tearDown(self):
+        state.STATE.__init__()
+
+    def create(self, optimizer=None):
+        optimizer = optimizer or torch.optim.SGD(self.model.parameters(), lr=0.1)
+        return r2t.DistributedOptimizer(optimizer, self.model.named_parameters())
+
+    def assertRaisesExactly(self, error, message, fn, *args):
+        with self.assertRaises(error) as e:
+            fn(*args)
+        self.assertEqual(str(e.exception), message)
+        return e.exception
+
+    def test_non_sgd_optimizer(self):
+        self.assertRaisesExactly(
+            TypeError, "r2sp.torch.DistributedOptimizer wraps torch.optim.SGD only, not "
+            f"RMSprop: {self.SERVERS}. Pass torch.optim.SGD(model.parameters(), lr=...) and set "
+            "the rates on the servers", self.create, torch.optim.RMSprop(self.model.parameters()))
+
+    def test_bad_dtype(self):
+        self.model.double()
+        self.assertRaisesExactly(
+            TypeError, "r2sp.torch.DistributedOptimizer: parameter 'weight' is torch.float64; "
+            "R2SP trains float32 parameters (model.float())", self.create)
+
+    def test_non_contiguous_tensor(self):
+        self.model.weight.data = torch.zeros(3, 2).t()
+        self.assertRaisesExactly(
+            ValueError, "r2sp.torch.DistributedOptimizer: parameter 'weight' is not contiguous; "
+            "make it so before (p.data = p.data.contiguous())", self.create)
+
+    def test_no_scheduler(self):
+        before = self.model.weight.detach().clone()
+        e = self.assertRaisesExactly(
+            r2t.R2SPError, "cannot join the job: no answer from the scheduler at "
+            "tcp://127.0.0.1:9 within 1s: is it running, reachable, and expecting this many "
+            "nodes?", self.create)
+        self.assertEqual(e.code, "DEADLINE_EXCEEDED")
+        self.assertTrue(torch.equal(self.model.weight, before))
+        self.assertIsNone(state.STATE.worker)
+
+    def test_unknown_flag(self):
+        r2t.init(scheduler="tcp://127.0.0.1:9", no_such_flag=1)
+        e = self.assertRaisesExactly(r2t.R2SPError, "unknown worker flag --no_such_flag",
+                                     self.create)
+        self.assertEqual(e.code, "INVALID_ARGUMENT")
+
+
+if __name__ == "__main__":
+    junit_main.main()

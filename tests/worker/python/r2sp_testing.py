@@ -1,0 +1,126 @@
+"""What the r2sp package's tests share: running under a Python that has PyTorch, finding the
+built extension in the test's runfiles, and FakeWorker, a stand-in for `_core.Worker` in unit
+tests of the Python logic (it records every call and "pulls" a known update)."""
+
+import array
+import importlib.util
+import os
+import sys
+import types
+
+# tests/worker/python/r2sp_testing.py -> the runfiles (or repository) root
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+TORCH_PYTHON = "/usr/bin/python3"
+
+
+def use_torch_python():
+    """Re-executes this test under /usr/bin/python3 (Debian's torch) when the running Python
+    has no torch; returns the reason to skip if no Python here has one, else None."""
+    if importlib.util.find_spec("torch") is not None:
+        return None
+    if os.path.exists(TORCH_PYTHON) and os.path.realpath(sys.executable) != \
+            os.path.realpath(TORCH_PYTHON):
+        os.execv(TORCH_PYTHON, [TORCH_PYTHON] + sys.argv)
+    return "no Python with PyTorch here (needs python3-torch at /usr/bin/python3)"
+
+
+def core_path():
+    """The built extension: $R2SP_CORE, else the runfiles' or the build tree's _core.so."""
+    for path in (os.environ.get("R2SP_CORE", ""),
+                 os.path.join(ROOT, "worker", "python", "_core.so"),
+                 os.path.join(ROOT, "bazel-bin", "worker", "python", "_core.so")):
+        if path and os.path.isfile(path):
+            return path
+    return None
+
+
+def setup_path():
+    """Puts the r2sp package (worker/python) on sys.path and R2SP_CORE in the environment."""
+    package_parent = os.path.join(ROOT, "worker", "python")
+    if package_parent not in sys.path:
+        sys.path.insert(0, package_parent)
+    if core_path():
+        os.environ["R2SP_CORE"] = core_path()
+
+
+class FakeStep(types.SimpleNamespace):
+    """A _core.Step: clock, epoch, index, epoch_steps, batch, live_shards."""
+
+
+def steps_of(epochs, batch=4, live_shards=(0,)):
+    """FakeSteps for epochs of the given step counts, clocks from 0."""
+    steps, clock = [], 0
+    for epoch, count in enumerate(epochs):
+        for index in range(count):
+            steps.append(FakeStep(clock=clock, epoch=epoch, index=index, epoch_steps=count,
+                                  batch=batch, live_shards=list(live_shards)))
+            clock += 1
+    return steps
+
+
+class FakeWorker:
+    """Records the calls a _core.Worker gets. join() replaces params with `initial` (worker
+    0's parameters) when given; submit() "pulls" params - lr * grads; gradient_ready records the
+    range's values as they were when reported."""
+
+    def __init__(self, flags, tensors, model_name="pytorch", *, steps=(), initial=None, lr=0.5,
+                 rank=0, workers=2, mode="bsp", push_codec="fp32", data_world=1, data_shard=0,
+                 batch_size=4, evaluates=True):
+        self.flags, self.model_name = list(flags), model_name
+        self.tensors, offset = [], 0
+        for name, shape in tensors:
+            count = 1
+            for d in shape:
+                count *= d
+            self.tensors.append((name, offset, count))
+            offset += count
+        self.size = offset
+        self._params = array.array("f", [0.0] * offset)
+        self._grads = array.array("f", [0.0] * offset)
+        self._grads16 = array.array("H", [0] * offset)
+        self.params, self.grads = memoryview(self._params), memoryview(self._grads)
+        self.grads16 = memoryview(self._grads16)
+        self.steps, self.initial, self.lr = list(steps), initial, lr
+        self.rank, self.workers, self.mode, self.push_codec = rank, workers, mode, push_codec
+        self.data_world, self.data_shard, self.batch_size = data_world, data_shard, batch_size
+        self.evaluates = evaluates
+        self.calls = []
+        self.staged = None  # params as join() found them
+
+    def join(self):
+        self.staged = list(self._params)
+        self.calls.append(("join",))
+        if self.initial is not None:
+            self._params[:] = array.array("f", self.initial)
+
+    def begin_training(self, samples):
+        self.calls.append(("begin_training", samples))
+
+    def next_step(self):
+        self.calls.append(("next_step",))
+        return self.steps.pop(0) if self.steps else None
+
+    def gradient_ready(self, offset, count, fp16=False):
+        """Records the range's values (fp32; binary16 bit patterns with fp16)."""
+        values = self._grads16 if fp16 else self._grads
+        self.calls.append(("gradient_ready", offset, count, list(values[offset:offset + count])))
+
+    def submit(self, samples, loss, fp16=False):
+        self.calls.append(("submit", samples, loss, fp16))
+        for i in range(self.size):
+            self._params[i] -= self.lr * self._grads[i]
+
+    def report_eval(self, accuracy, loss):
+        self.calls.append(("report_eval", accuracy, loss))
+        return self.evaluates
+
+    def finish(self):
+        self.calls.append(("finish",))
+        return {"steps": 3}
+
+    def abort(self, why="aborted"):
+        self.calls.append(("abort", why))
+
+    def names(self):
+        """The calls' names, in order."""
+        return [c[0] for c in self.calls]

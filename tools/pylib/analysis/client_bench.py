@@ -1,0 +1,200 @@
+"""tools/bench/pytorch_client's options and figures (the runs themselves: client_runs.py).
+Two measurements of the Python client (r2sp.torch), each over interleaved repeats:
+  overhead    push + pull seconds per step of the cnn, C++ workers against Python workers in
+              otherwise identical jobs, from each worker's --metrics file (the same JSON lines);
+  throughput  samples/s of examples/pytorch/fashion_mnist_cnn.py through R2SP (each mode) and
+              under DDP (gloo), with 2 and 4 processes, from the script's final JSON lines.
+A figure is the median over the repeats, quoted with its spread (min and max)."""
+
+import argparse
+import dataclasses
+import json
+
+MEASUREMENTS = ("overhead", "throughput")
+MODES = ("bsp", "ssp", "asp", "r2sp")
+
+
+def parse_args(argv):
+    """The benchmark's options; argparse's error (status 2) for bad ones."""
+    p = argparse.ArgumentParser(
+        prog="tools/bench/pytorch_client",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--measure", default="overhead,throughput",
+                   help="overhead, throughput or both (comma-separated)")
+    p.add_argument("--repeats", type=int, default=3, help="interleaved runs of each (>= 3)")
+    p.add_argument("--batch_size", type=int, default=64, help="per worker and process")
+    p.add_argument("--steps", type=int, default=60, help="steps per worker in each run")
+    p.add_argument("--skip", type=int, default=5,
+                   help="overhead: steps left out at the start of each worker's metrics")
+    p.add_argument("--overhead_workers", type=int, default=2)
+    p.add_argument("--overhead_mode", default="asp", choices=MODES)
+    p.add_argument("--push_codec", default="fp32", help="the workers' --push_codec (both kinds)")
+    p.add_argument("--modes", default="asp,r2sp,bsp", help="throughput: the R2SP modes")
+    p.add_argument("--processes", default="2,4", help="throughput: process counts")
+    p.add_argument("--threads", type=int, default=1, help="torch/worker threads per process")
+    p.add_argument("--emulate_ms_per_sample", type=float, default=0.0,
+                   help="pace compute as an accelerator's (both backends)")
+    p.add_argument("--servers", type=int, default=1)
+    p.add_argument("--server_flags", default="--lr=0.01 --momentum=0.9")
+    p.add_argument("--python", default="/usr/bin/python3", help="the Python with torch")
+    p.add_argument("--bin_dir", default="", help="built binaries (default: bazel -c opt's)")
+    p.add_argument("--out", default="", help="directory for the runs and result.json "
+                   "(default runs/pytorch_client_TIMESTAMP)")
+    p.add_argument("--timeout", type=float, default=1800, help="seconds per run")
+    args = p.parse_args(argv)
+    try:
+        check(args)
+    except ValueError as e:
+        p.error(str(e))
+    return args
+
+
+def check(args):
+    """Splits the list options; ValueError for a value the benchmark cannot run."""
+    args.measure = split(args.measure)
+    args.modes = split(args.modes)
+    try:
+        args.processes = [int(x) for x in split(args.processes)]
+    except ValueError:
+        args.processes = []
+    unknown = [m for m in args.measure if m not in MEASUREMENTS]
+    if unknown or not args.measure:
+        raise ValueError(f"--measure: {','.join(unknown) or 'nothing'} is not one of "
+                         f"{', '.join(MEASUREMENTS)}")
+    if not args.modes or any(m not in MODES for m in args.modes):
+        raise ValueError(f"--modes must be a list of {', '.join(MODES)}")
+    if not args.processes or min(args.processes) < 1:
+        raise ValueError("--processes must be a list of counts >= 1, e.g. 2,4")
+    if args.repeats < 3:
+        raise ValueError("--repeats must be at least 3 (a median of at least 3 runs)")
+    if min(args.batch_size, args.steps, args.overhead_workers, args.threads, args.servers) < 1:
+        raise ValueError("--batch_size, --steps, --overhead_workers, --threads and --servers "
+                         "must be at least 1")
+    if not 0 <= args.skip < args.steps:
+        raise ValueError("--skip must be in [0, --steps)")
+
+
+def split(text):
+    return [x.strip() for x in text.split(",") if x.strip()]
+
+
+@dataclasses.dataclass
+class Spread:
+    """A figure over repeated runs: the median, the smallest and largest value, the runs."""
+    median: float
+    low: float
+    high: float
+    runs: list
+
+    @classmethod
+    def of(cls, values):
+        if not values:
+            raise ValueError("no runs to summarise")
+        v = sorted(values)
+        mid = len(v) // 2
+        median = v[mid] if len(v) % 2 else (v[mid - 1] + v[mid]) / 2
+        return cls(median, v[0], v[-1], list(values))
+
+    def text(self, scale=1.0, digits=1):
+        return (f"{self.median * scale:.{digits}f} ({self.low * scale:.{digits}f}-"
+                f"{self.high * scale:.{digits}f})")
+
+
+def median(values):
+    return Spread.of(values).median
+
+
+def comm_seconds_per_step(rows, skip):
+    """Median push_s + pull_s over one worker's iteration rows (metrics lines without an
+    "event"), after the first `skip`; ValueError when none is left."""
+    steps = [r["push_s"] + r["pull_s"] for r in rows if "event" not in r][skip:]
+    if not steps:
+        raise ValueError(f"no iterations after the first {skip}")
+    return median(steps)
+
+
+def run_comm_seconds(by_worker, skip):
+    """A run's push + pull seconds per step: the median over its workers of each worker's
+    median ({rank: rows}, run_files.worker_metrics)."""
+    if not by_worker:
+        raise ValueError("no worker metrics")
+    return median([comm_seconds_per_step(rows, skip) for rows in by_worker.values()])
+
+
+def result_lines(text):
+    """Every line of a script's output that is a JSON object with "samples_per_s" (the
+    examples' final line), in order."""
+    rows = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(row, dict) and "samples_per_s" in row:
+            rows.append(row)
+    return rows
+
+
+def result_line(text):
+    """The last result line of one process's output; ValueError when there is none."""
+    rows = result_lines(text)
+    if not rows:
+        raise ValueError("no result line (a JSON object with samples_per_s)")
+    return rows[-1]
+
+
+def job_samples_per_s(lines):
+    """A job's training samples/s: the sum of its processes' (each over its own training
+    time); ValueError unless there is one line per process."""
+    if not lines:
+        raise ValueError("no processes' results")
+    return sum(line["samples_per_s"] for line in lines)
+
+
+def interleaved(variants, repeat):
+    """The order of `variants` in repeat `repeat`: rotated by one each repeat, so no variant
+    always runs first (on a warm or a cold machine)."""
+    k = repeat % len(variants)
+    return list(variants[k:]) + list(variants[:k])
+
+
+def ratios(numerators, denominators):
+    """Per-repeat ratios of two variants run in the same repeats."""
+    return [a / b for a, b in zip(numerators, denominators)]
+
+
+def overhead_report(runs):
+    """(table lines, JSON dict, RESULT items) of measure_overhead's runs: seconds per step of
+    push + pull, C++ and Python workers, and Python / C++ per repeat (goal <= 1.10)."""
+    cpp, python = Spread.of(runs["cpp"]), Spread.of(runs["python"])
+    ratio = Spread.of(ratios(runs["python"], runs["cpp"]))
+    lines = ["push+pull per step (ms): median (min-max) over repeats",
+             f"  C++ workers     {cpp.text(1e3, 2)}",
+             f"  Python workers  {python.text(1e3, 2)}",
+             f"  Python / C++    {ratio.text(1, 3)}   (goal <= 1.10)"]
+    data = {"cpp_seconds": dataclasses.asdict(cpp), "python_seconds": dataclasses.asdict(python),
+            "python_over_cpp": dataclasses.asdict(ratio)}
+    return lines, data, [f"client_comm_overhead_ratio={ratio.median:.3f}"]
+
+
+def throughput_report(runs, modes, processes):
+    """(table lines, JSON dict, RESULT items) of measure_throughput's runs: samples/s of each
+    backend and process count, and each R2SP mode / DDP per repeat (goal >= 1.0 in asp, r2sp)."""
+    lines = ["samples/s: median (min-max) over repeats; R2SP mode / DDP per repeat"]
+    data, result = {}, []
+    for n in processes:
+        ddp = Spread.of(runs[("ddp", n)])
+        lines.append(f"  {n} processes  DDP (gloo)  {ddp.text()}")
+        data[f"ddp_{n}"] = dataclasses.asdict(ddp)
+        for mode in modes:
+            rate = Spread.of(runs[(mode, n)])
+            ratio = Spread.of(ratios(runs[(mode, n)], runs[("ddp", n)]))
+            lines.append(f"  {n} processes  R2SP {mode:5s}  {rate.text()}   / DDP "
+                         f"{ratio.text(1, 3)}")
+            data[f"{mode}_{n}"] = dataclasses.asdict(rate)
+            data[f"{mode}_{n}_over_ddp"] = dataclasses.asdict(ratio)
+            result.append(f"{mode}_{n}_over_ddp={ratio.median:.3f}")
+    return lines, data, result

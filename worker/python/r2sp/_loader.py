@@ -1,0 +1,60 @@
+"""Finds and loads the C++ extension `_core` (//worker/python:_core.so) for the r2sp package."""
+
+import glob
+import importlib.machinery
+import importlib.util
+import os
+import sys
+
+BUILD_HINT = ("build it with `bazel build //worker/python:_core.so` (from the repository root), "
+              "or set R2SP_CORE to the path of a _core.so")
+
+
+def candidates(package_dir, environ):
+    """The places the extension may be, in the order they are tried: [(path, why)].
+
+    A `_core*.so` inside the package (the release bundle), else $R2SP_CORE, else
+    `<repo>/bazel-bin/worker/python/_core.so`, the package being `<repo>/worker/python/r2sp`."""
+    found = [(path, "inside the package")
+             for path in sorted(glob.glob(os.path.join(package_dir, "_core*.so")))]
+    if environ.get("R2SP_CORE"):
+        found.append((environ["R2SP_CORE"], "R2SP_CORE"))
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(package_dir))))
+    found.append((os.path.join(repo, "bazel-bin", "worker", "python", "_core.so"), "the build tree"))
+    return found
+
+
+def find_core(package_dir, environ):
+    """The path of the extension to load; ImportError saying where it looked and what to build.
+
+    $R2SP_CORE naming a file that is not there is an error of its own (no silent fallback to
+    another build)."""
+    tried = []
+    for path, why in candidates(package_dir, environ):
+        if os.path.isfile(path):
+            return path
+        if why == "R2SP_CORE":
+            raise ImportError(f"r2sp: R2SP_CORE={path} is not a file; {BUILD_HINT}")
+        tried.append(path)
+    raise ImportError("r2sp: cannot find the C++ extension _core.so (looked for "
+                      + ", ".join(tried) + f"); {BUILD_HINT}")
+
+
+def load_core(package_name, package_dir, environ=None):
+    """Loads the extension as `<package_name>._core` (registered in sys.modules) and returns it.
+
+    A module of that name already in sys.modules is returned as it is."""
+    name = package_name + "._core"
+    if name in sys.modules:
+        return sys.modules[name]
+    path = find_core(package_dir, os.environ if environ is None else environ)
+    loader = importlib.machinery.ExtensionFileLoader(name, path)
+    spec = importlib.util.spec_from_file_location(name, path, loader=loader)
+    try:
+        module = importlib.util.module_from_spec(spec)
+        loader.exec_module(module)
+    except ImportError as e:
+        raise ImportError(f"r2sp: cannot load the C++ extension {path}: {e} (was it built for "
+                          f"this Python, {sys.version.split()[0]}? {BUILD_HINT})") from e
+    sys.modules[name] = module
+    return module

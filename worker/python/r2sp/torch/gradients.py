@@ -1,0 +1,72 @@
+"""The gradient hooks: each registered parameter's range of the gradient buffer is reported to
+the worker (`gradient_ready`) as soon as autograd has accumulated it, so pushes overlap
+backward (with --overlap); step() completes the ranges autograd did not produce."""
+
+import threading
+
+
+class GradientReporter:
+    """Hooks on each parameter's AccumulateGrad node (what torch 1.13 calls after a leaf's
+    .grad is final for this backward), and the bookkeeping of which ranges were reported in
+    the current step.
+
+    Thread-safety: autograd may run the hooks on its own threads (CUDA), so the reported set
+    is guarded by a lock; complete() and reset() run on the training thread."""
+
+    def __init__(self, worker, buffers, entries, live=lambda: True):
+        """`live()`: whether the worker has a step under way; ranges completed outside one (a
+        script computing before step() asks for its step) are reported by complete()."""
+        self._worker = worker
+        self._live = live
+        self._buffers = buffers
+        self._entries = entries
+        self._lock = threading.Lock()
+        self._reported = set()   # indices into entries, completed by autograd this step
+        self._deferred = []      # entries completed while no step was under way
+        self._accumulators = []  # the AccumulateGrad nodes: the hooks live as long as they do
+        for index, e in enumerate(entries):
+            if e.param.requires_grad:
+                self._hook(index, e)
+
+    def _hook(self, index, entry):
+        accumulator = entry.param.expand_as(entry.param).grad_fn.next_functions[0][0]
+        accumulator.register_hook(lambda *_: self._ready(index))
+        self._accumulators.append(accumulator)
+
+    def _ready(self, index):
+        entry = self._entries[index]
+        with self._lock:
+            if index in self._reported:
+                raise RuntimeError(
+                    f"r2sp: parameter '{entry.name}' got a second gradient before "
+                    "optimizer.step(); its first was already sent. Call step() after each "
+                    "backward() (accumulating gradients over several backward passes is not "
+                    "supported)")
+            self._reported.add(index)
+            self._report(self._buffers.gradient_done(entry))
+
+    def _report(self, entries):
+        if not self._live():
+            self._deferred.extend(entries)
+            return
+        for e in self._deferred + entries:
+            self._worker.gradient_ready(e.offset, e.count, fp16=self._buffers.fp16)
+        self._deferred = []
+
+    def complete(self):
+        """Reports what is still outstanding (REQUIRES: a step under way): ranges deferred,
+        copies in flight, then the parameters whose gradient autograd did not produce this step
+        (zeros). Returns the latter's names."""
+        with self._lock:
+            self._report(self._buffers.flush())
+            missing = [i for i in range(len(self._entries)) if i not in self._reported]
+            for i in missing:
+                self._buffers.fill_zero(self._entries[i])
+                self._report([self._entries[i]])
+            return [self._entries[i].name for i in missing]
+
+    def reset(self):
+        """A new step begins: nothing reported."""
+        with self._lock:
+            self._reported.clear()
+            self._deferred = []

@@ -1,0 +1,99 @@
+"""r2sp.torch's functions about the job: init() (settings), this worker's place in the job
+(rank, size, local_rank, mode), the batch of the next step, evaluation reports and finish()."""
+
+import math
+import numbers
+import os
+
+from . import settings as settings_module
+from .state import STATE
+
+
+def init(flags=None, **settings):
+    """Reads the job's settings; call once, before DistributedOptimizer (which calls it if the
+    script did not). Connects to nothing.
+
+    The scheduler's address comes from R2SP_SCHEDULER (tools/launch sets it), else torchrun's
+    MASTER_ADDR and MASTER_PORT (tcp://MASTER_ADDR:MASTER_PORT); the worker's flags from
+    R2SP_WORKER_FLAGS (as tools/launch gives them), then `flags` (a list such as
+    ['--epochs=2']), then keyword settings (batch_size=64 -> --batch_size=64, overlap=True ->
+    --overlap, overlap=False -> --nooverlap); a later value replaces an earlier one. The flags
+    are the C++ worker's (README.md, "Flags"); model and data flags (--model, --data,
+    --data_dir, --device, --threads, --gpu, --augment) are accepted and ignored: the script owns
+    its model and data. LOCAL_RANK gives local_rank().
+
+    ValueError or TypeError, saying what to set, for a missing scheduler address or a malformed
+    flag, setting or variable; RuntimeError once the job is joined. An unknown flag or a bad
+    value is refused by the worker when DistributedOptimizer is created (r2sp.R2SPError)."""
+    if STATE.worker is not None:
+        raise RuntimeError("r2sp.torch.init: the job is already joined (DistributedOptimizer "
+                           "was created); call init() before it")
+    STATE.settings = settings_module.resolve(os.environ, flags, settings)
+
+
+def rank():
+    """This worker's rank in the job (0-based; the scheduler assigns it)."""
+    return STATE.require_worker("rank()").rank
+
+
+def size():
+    """The number of workers in the job."""
+    return STATE.require_worker("size()").workers
+
+
+def local_rank():
+    """This worker's index among the workers on its host (LOCAL_RANK; 0 when unset), e.g. for
+    torch.cuda.set_device(local_rank()). Known after init()."""
+    if STATE.settings is None:
+        raise RuntimeError("r2sp.torch.local_rank(): call r2sp.torch.init() first")
+    return STATE.settings.local_rank
+
+
+def mode():
+    """The job's consistency mode: 'bsp', 'ssp', 'asp' or 'r2sp' (docs/MODES.md)."""
+    return STATE.require_worker("mode()").mode
+
+
+def batch_size():
+    """The batch of the step being computed (the scheduler tunes it under hetero batching);
+    before the first step, the job's initial batch."""
+    worker = STATE.require_worker("batch_size()")
+    step = STATE.step or STATE.last_step
+    return step.batch if step is not None else worker.batch_size
+
+
+def evaluates():
+    """Whether this worker evaluates the model (its data shard is 0): its report_eval()
+    reaches the job's metrics, timeline and summary.json."""
+    return STATE.require_worker("evaluates()").evaluates
+
+
+def report_eval(accuracy, loss=0.0):
+    """Reports a test evaluation of the model as it is now: `accuracy` a fraction in [0, 1],
+    `loss` the mean test loss. Call it after an epoch's last step (the job waits for the
+    evaluating worker's report then). Returns True if it reached the job's metrics and
+    summary.json (on the evaluating worker), else False."""
+    worker = STATE.require_worker("report_eval()")
+    accuracy = _number("accuracy", accuracy)
+    loss = _number("loss", loss)
+    if not 0.0 <= accuracy <= 1.0:
+        raise ValueError(f"r2sp.torch.report_eval: accuracy is a fraction in [0, 1], not "
+                         f"{accuracy} (a percentage? divide it by 100)")
+    return bool(worker.report_eval(accuracy, loss))
+
+
+def finish():
+    """Leaves the job after training: the final barrier, the final pull into the model's
+    parameters, then FINISH. Returns the worker's totals ({'steps', 'samples', 'epochs',
+    'seconds', 'compute_seconds', 'push_seconds', 'pull_seconds', 'wait_seconds',
+    'test_accuracy', 'final_batch'}); later calls return the same. Runs at exit if the script
+    does not call it (and after an unhandled exception the worker aborts instead)."""
+    return STATE.finish()
+
+
+def _number(name, value):
+    if hasattr(value, "item") and callable(value.item):  # a one-element tensor
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or math.isnan(value):
+        raise TypeError(f"r2sp.torch.report_eval: {name} must be a number, not {value!r}")
+    return float(value)

@@ -1,0 +1,137 @@
+"""r2sp.torch.DistributedOptimizer: a torch.optim.SGD whose steps are R2SP exchanges. It joins
+the job with the model's named parameters, hooks their gradients (each reported to the worker
+as autograd completes it) and makes step() push the gradient and pull the servers' parameters
+into the model in place."""
+
+import numbers
+
+import torch
+
+from . import device
+from . import gradients
+from . import job
+from . import validation
+from . import state
+from .state import STATE
+
+
+class DistributedOptimizer:
+    """Trains `optimizer`'s parameters through the R2SP job (r2sp.torch.init() settings).
+
+    optimizer: a torch.optim.SGD over the model's parameters. The servers apply the update:
+      SGD with momentum (PyTorch's formulation, no dampening), weight decay and the
+      learning-rate schedule given by the servers' flags (--lr, --momentum, --weight_decay,
+      --warmup_updates, --lr_milestones, --lr_gamma). SGD's own lr, momentum and weight_decay
+      are not used (a warning says so once); nesterov=True, maximize=True and dampening != 0
+      are refused (ValueError), as is any other optimizer (TypeError): Adam, RMSprop, ... have
+      no R2SP equivalent.
+    named_parameters: model.named_parameters() (or a dict name -> tensor): every parameter of
+      the optimizer named, names unique; float32 (TypeError), contiguous (ValueError), all on
+      one CPU or CUDA device. They are registered with the job in this order; buffers (batch
+      norm statistics) are not parameters and stay local to each worker.
+    train_samples: the training set's size, for scripts that do not iterate a
+      r2sp.torch.DistributedSampler (which otherwise starts the training loop with it).
+
+    Joining blocks until every worker of the job has registered; worker 0's parameters then
+    become everyone's. On a CPU each parameter's .data and .grad become views into the worker's
+    buffers (no copies); on CUDA they are views into flat GPU tensors staged through pinned
+    host memory (this path awaits a check on a GPU machine). Move the model to its device
+    before creating the optimizer.
+
+    Not thread-safe: call it from the training thread."""
+
+    def __init__(self, optimizer, named_parameters, train_samples=None):
+        validation.check_optimizer(optimizer)
+        named = validation.named_entries(optimizer, named_parameters)
+        validation.check_tensors(named)
+        if STATE.worker is not None:
+            raise RuntimeError("r2sp.torch.DistributedOptimizer: this process already joined "
+                               "the job; create one DistributedOptimizer per process")
+        if STATE.settings is None:
+            job.init()
+        self.optimizer = optimizer
+        worker = state.create_worker(STATE.settings.flags, [(n, list(p.shape)) for n, p in named])
+        layout = {name: (offset, count) for name, offset, count in worker.tensors}
+        self._entries = [device.Entry(n, p, *layout[n]) for n, p in named]
+        self._buffers = device.buffers_for(worker, self._entries)
+        self._buffers.stage()
+        with STATE.blocking():
+            worker.join()
+        STATE.worker = worker
+        self._worker = worker
+        self._buffers.adopt()
+        self._reporter = gradients.GradientReporter(worker, self._buffers, self._entries,
+                                                    live=lambda: STATE.step is not None)
+        if train_samples is not None:
+            STATE.begin(train_samples, "DistributedOptimizer")
+
+    @property
+    def param_groups(self):
+        return self.optimizer.param_groups
+
+    def zero_grad(self, set_to_none=False):
+        """Zeroes every gradient in place (one fill of the gradient buffer). `set_to_none` is
+        accepted and ignored: the gradients stay views of the buffer the pushes read."""
+        self._buffers.zero_grad()
+
+    def step(self, closure=None, *, loss=None, samples=None):
+        """Ends this worker's step: the gradient goes to the servers and their parameters come
+        back into the model (in place), as the job's mode says. Returns the loss.
+
+        closure: re-evaluates the model and returns the loss (as torch optimizers take it).
+        loss: this step's loss (a float or a one-element tensor), for the metrics and the
+          timeline; 0 if neither is given.
+        samples: the samples this step computed; default the step's batch (batch_size()).
+        Parameters whose gradient autograd did not produce this step push zeros.
+        JobLost if this worker was lost to the job; RuntimeError once training is over."""
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        value = _loss_value(loss)
+        step = STATE.step
+        if step is None:  # the script did not take its step from the sampler
+            step = STATE.next_step("DistributedOptimizer.step")
+            if step is None:
+                raise RuntimeError("r2sp.torch.DistributedOptimizer.step: training is over "
+                                   "(the job's epochs are done); stop stepping and call "
+                                   "r2sp.torch.finish()")
+        count = step.batch if samples is None else _samples_value(samples)
+        self._reporter.complete()
+        with STATE.blocking():
+            self._worker.submit(count, value, fp16=self._buffers.fp16)
+        STATE.submitted()
+        self._reporter.reset()
+        self._buffers.after_submit()
+        return loss
+
+    def state_dict(self):
+        """The wrapped SGD's state_dict (its momentum buffers are unused: the servers keep
+        the momentum)."""
+        return self.optimizer.state_dict()
+
+    def load_state_dict(self, state_dict):
+        self.optimizer.load_state_dict(state_dict)
+
+    def __repr__(self):
+        return f"r2sp.torch.DistributedOptimizer({self.optimizer!r})"
+
+
+def _loss_value(loss):
+    if loss is None:
+        return 0.0
+    if isinstance(loss, torch.Tensor):
+        if loss.numel() != 1:
+            raise ValueError("r2sp.torch.DistributedOptimizer.step: loss must be one value, "
+                             f"not a tensor of shape {list(loss.shape)}")
+        return float(loss.detach().item())
+    if isinstance(loss, numbers.Real):
+        return float(loss)
+    raise TypeError("r2sp.torch.DistributedOptimizer.step: loss must be a number or a "
+                    f"one-element tensor, not {type(loss).__name__}")
+
+
+def _samples_value(samples):
+    if isinstance(samples, bool) or not isinstance(samples, numbers.Integral) or samples < 1:
+        raise ValueError("r2sp.torch.DistributedOptimizer.step: samples must be a positive "
+                         f"integer, not {samples!r}")
+    return int(samples)

@@ -1,0 +1,102 @@
+"""r2sp.torch.DistributedSampler: the batch sampler that gives each step of this worker's
+training loop its sample indices, following the scheduler's epoch plans (survivors take over a
+dead worker's samples from the next epoch) and the batch sizes it tunes."""
+
+import random
+
+from .. import _core
+from .state import STATE
+
+
+def epoch_order(size, data_world, data_shard, live_shards, seed, epoch):
+    """The samples this worker's shard trains in an epoch with these live shards, shuffled by
+    (seed, epoch): the same order on every run."""
+    samples = list(_core.epoch_samples(size, data_world, data_shard, list(live_shards)))
+    random.Random(seed * 1000003 + epoch).shuffle(samples)
+    return samples
+
+
+class DistributedSampler:
+    """A batch sampler: DataLoader(dataset, batch_sampler=DistributedSampler(dataset)), with
+    num_workers=0 (DataLoader workers ask for batches ahead of training, which R2SP's steps do
+    not allow).
+
+    dataset_or_size: the training set (its len()) or its size; the whole set: the job
+      shards it.
+    seed: shuffles each epoch's samples by (seed, epoch); default the job's --seed.
+
+    Each iteration is one epoch of the job: every batch first waits for the job's next step
+    (the scheduler's mode and slots decide when), then yields that step's batch of indices from
+    this worker's samples of the epoch (wrapping around them when the scheduler tunes batch
+    sizes); it ends after the epoch's last step, or when training is over. The first iteration
+    starts the training loop (the DistributedOptimizer must exist). Call optimizer.step() once
+    per batch. len() is the epoch's steps (known once its first step is)."""
+
+    def __init__(self, dataset_or_size, seed=None):
+        if isinstance(dataset_or_size, int) and not isinstance(dataset_or_size, bool):
+            size = dataset_or_size
+        elif hasattr(dataset_or_size, "__len__"):
+            size = len(dataset_or_size)
+        else:
+            raise TypeError("r2sp.torch.DistributedSampler: pass the training set (with a "
+                            "len()) or its size, not "
+                            f"{type(dataset_or_size).__name__}")
+        if size < 1:
+            raise ValueError(f"r2sp.torch.DistributedSampler: the training set is empty ({size} "
+                             "samples)")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+            raise TypeError(f"r2sp.torch.DistributedSampler: seed must be an integer, not "
+                            f"{seed!r}")
+        self.size = size
+        self.seed = seed
+        self.epoch = None      # what set_epoch() was told
+        self._pending = None   # a step taken from the job that belongs to the next iteration
+        self._steps = None     # the current or last epoch's steps
+
+    def set_epoch(self, epoch):
+        """Accepted for torch's DistributedSampler compatibility; the epochs are the
+        scheduler's (each iteration of this sampler is the job's next epoch)."""
+        self.epoch = epoch
+
+    def __len__(self):
+        if self._steps is not None:
+            return self._steps
+        worker = STATE.require_worker("DistributedSampler.__len__")
+        live = list(range(worker.data_world))
+        fewest = _core.fewest_epoch_samples(self.size, worker.data_world, live)
+        return max(1, fewest // worker.batch_size)
+
+    def __iter__(self):
+        worker = STATE.require_worker("DistributedSampler")
+        STATE.begin(self.size, "DistributedSampler")
+        step = self._take(worker)
+        if step is None:
+            return
+        seed = STATE.settings.seed if self.seed is None else self.seed
+        order = epoch_order(self.size, worker.data_world, worker.data_shard,
+                            step.live_shards, seed, step.epoch)
+        if not order:
+            raise ValueError(f"r2sp.torch.DistributedSampler: a training set of {self.size} "
+                             f"samples has none for data shard {worker.data_shard} of "
+                             f"{worker.data_world}; every worker needs samples")
+        epoch, position = step.epoch, 0
+        self._steps = step.epoch_steps
+        while True:
+            yield [order[(position + i) % len(order)] for i in range(step.batch)]
+            position += step.batch
+            if step.index + 1 >= step.epoch_steps:
+                return  # not asking for the next step: the job may want an evaluation first
+            step = STATE.next_step("DistributedSampler")
+            if step is None:
+                return
+            if step.epoch != epoch:
+                self._pending = step
+                return
+
+    def _take(self, worker):
+        """The first step of this iteration: one put aside by the last, else the next."""
+        if self._pending is not None and STATE.step is self._pending:
+            step, self._pending = self._pending, None
+            return step
+        self._pending = None
+        return STATE.next_step("DistributedSampler")

@@ -1,0 +1,132 @@
+"""r2sp.torch.init()'s settings: the environment tools/launch or torchrun set, the script's
+flags and keyword settings, assembled into the flag list the C++ worker (`_core.Worker`)
+takes. Pure functions of their inputs; state.py keeps the result."""
+
+import dataclasses
+import shlex
+
+# Flags about the model and the data set, which the launchers may pass to every worker: the
+# script owns its model and data, so they are accepted and left out of the worker's flags.
+IGNORED_FLAGS = frozenset(["model", "data", "data_dir", "device", "threads", "gpu", "augment"])
+
+SCHEDULER_HELP = ("set R2SP_SCHEDULER=tcp://HOST:PORT (tools/launch does), or MASTER_ADDR and "
+                  "MASTER_PORT (torchrun's), or call r2sp.torch.init(scheduler='tcp://HOST:PORT')")
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """What init() resolved.
+
+    flags: the C++ worker's flags, one per setting ("--name=value"), in the order first given.
+    local_rank: this worker's index among the workers on its host (LOCAL_RANK, else 0).
+    seed: the job's --seed (1 unless given): the sampler's shuffles.
+    data_dir: R2SP_DATA_DIR or --data_dir, the data set's directory ("" if none)."""
+    flags: tuple
+    local_rank: int
+    seed: int
+    data_dir: str
+
+    def flag(self, name, default=None):
+        """The value of --name in flags (a string), or `default`."""
+        prefix = f"--{name}="
+        for f in self.flags:
+            if f.startswith(prefix):
+                return f[len(prefix):]
+            if f == f"--{name}":
+                return "true"
+        return default
+
+
+def split_flag(flag, source):
+    """('name', '--name=value' normalised) of one flag; ValueError naming `source` otherwise."""
+    if not isinstance(flag, str):
+        raise TypeError(f"r2sp.torch.init: {source} holds {flag!r} of type {type(flag).__name__}; "
+                        "flags are strings such as '--batch_size=64'")
+    if not flag.startswith("--") or len(flag) < 3 or flag[2] in "-=":
+        raise ValueError(f"r2sp.torch.init: {source} holds {flag!r}, not a flag; flags are "
+                         "written '--name=value' or '--name'")
+    name = flag[2:].split("=", 1)[0]
+    return name, flag
+
+
+def setting_flag(name, value):
+    """The flag of a keyword setting: batch_size=64 -> --batch_size=64, True -> --name,
+    False -> --noname (gflags' negation)."""
+    if not name.isidentifier():
+        raise ValueError(f"r2sp.torch.init: {name!r} is not a flag name")
+    if isinstance(value, bool):
+        return f"--{name}" if value else f"--no{name}"
+    if isinstance(value, (int, float, str)):
+        return f"--{name}={value}"
+    raise TypeError(f"r2sp.torch.init: setting {name}={value!r} is a {type(value).__name__}; "
+                    "settings are numbers, strings or booleans")
+
+
+def scheduler_from_env(env):
+    """R2SP_SCHEDULER, else tcp://MASTER_ADDR:MASTER_PORT, else None."""
+    if env.get("R2SP_SCHEDULER"):
+        return env["R2SP_SCHEDULER"]
+    addr, port = env.get("MASTER_ADDR"), env.get("MASTER_PORT")
+    if addr and port:
+        if not port.isdigit():
+            raise ValueError(f"r2sp.torch.init: MASTER_PORT={port!r} is not a port number")
+        return f"tcp://{addr}:{port}"
+    if addr or port:
+        missing = "MASTER_PORT" if addr else "MASTER_ADDR"
+        raise ValueError(f"r2sp.torch.init: {missing} is not set (torchrun sets MASTER_ADDR and "
+                         f"MASTER_PORT together); {SCHEDULER_HELP}")
+    return None
+
+
+def env_flags(env):
+    """The flags in R2SP_WORKER_FLAGS (shell-quoted)."""
+    text = env.get("R2SP_WORKER_FLAGS", "")
+    try:
+        return shlex.split(text)
+    except ValueError as e:
+        raise ValueError(f"r2sp.torch.init: R2SP_WORKER_FLAGS cannot be parsed ({e}): {text!r}")
+
+
+def int_env(env, name, default):
+    value = env.get(name, "")
+    if value == "":
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"r2sp.torch.init: {name}={value!r} is not an integer") from None
+
+
+def resolve(env, flags=None, settings=None):
+    """Settings from the environment `env` (a mapping), then `flags` (a list of '--name=value'
+    strings), then keyword `settings` (a dict); a later value of a flag replaces an earlier one.
+
+    ValueError/TypeError with what to do for a malformed flag, setting or variable, and for a
+    job with no scheduler address."""
+    if flags is not None and (isinstance(flags, str) or not hasattr(flags, "__iter__")):
+        raise TypeError("r2sp.torch.init: flags is a list of strings such as ['--epochs=2'], "
+                        f"not {type(flags).__name__}")
+    ordered = {}
+    scheduler = scheduler_from_env(env)
+    if scheduler:
+        ordered["scheduler"] = "--scheduler=" + scheduler
+    sources = [(f, "R2SP_WORKER_FLAGS") for f in env_flags(env)]
+    sources += [(f, "flags") for f in (flags or [])]
+    sources += [(setting_flag(k, v), f"setting {k}") for k, v in (settings or {}).items()]
+    for flag, source in sources:
+        name, flag = split_flag(flag, source)
+        ordered.pop(name, None)  # re-inserted: the last value is the one that counts
+        ordered[name] = flag
+    if "scheduler" not in ordered:
+        raise ValueError("r2sp.torch.init: no scheduler address; " + SCHEDULER_HELP)
+    data_dir = env.get("R2SP_DATA_DIR", "")
+    if "data_dir" in ordered:
+        data_dir = ordered["data_dir"].partition("=")[2]
+    kept = tuple(f for name, f in ordered.items() if name not in IGNORED_FLAGS)
+    seed_text = ordered.get("seed", "--seed=1").partition("=")[2]
+    try:
+        seed = int(seed_text)
+    except ValueError:
+        raise ValueError(f"r2sp.torch.init: --seed={seed_text!r} is not an integer") from None
+    return Settings(flags=kept, local_rank=int_env(env, "LOCAL_RANK", 0), seed=seed,
+                    data_dir=data_dir)

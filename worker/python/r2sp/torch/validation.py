@@ -1,0 +1,108 @@
+"""DistributedOptimizer's checks of what it is given, each failing with a message that says
+what to change: the optimizer (torch.optim.SGD as the servers apply it) and the named
+parameters (every optimized parameter named once, float32, contiguous, one device)."""
+
+import warnings
+
+import torch
+
+SERVERS_APPLY = ("the servers apply SGD with momentum, weight decay and the learning-rate "
+                 "schedule given by their flags (--lr, --momentum, --weight_decay, "
+                 "--warmup_updates, --lr_milestones, --lr_gamma)")
+
+_warned = False
+
+
+def check_optimizer(optimizer):
+    """TypeError unless `optimizer` is a torch.optim.SGD; ValueError for SGD settings the
+    servers do not have (nesterov, maximize, dampening). Warns once that SGD's own lr,
+    momentum and weight decay are not used."""
+    if not isinstance(optimizer, torch.optim.SGD):
+        raise TypeError(f"r2sp.torch.DistributedOptimizer wraps torch.optim.SGD only, not "
+                        f"{type(optimizer).__name__}: {SERVERS_APPLY}. Pass "
+                        "torch.optim.SGD(model.parameters(), lr=...) and set the rates on the "
+                        "servers")
+    for i, group in enumerate(optimizer.param_groups):
+        for key, fine, what in (("nesterov", False, "Nesterov momentum"),
+                                ("maximize", False, "maximisation"),
+                                ("dampening", 0, "momentum dampening")):
+            if group.get(key, fine) != fine:
+                raise ValueError(f"r2sp.torch.DistributedOptimizer: SGD {key}={group[key]} "
+                                 f"(param group {i}): the servers do not apply {what}; "
+                                 f"{SERVERS_APPLY}. Use SGD(..., {key}={fine})")
+    global _warned
+    if not _warned:
+        _warned = True
+        g = optimizer.param_groups[0]
+        warnings.warn(f"r2sp: SGD(lr={g.get('lr')}, momentum={g.get('momentum')}, "
+                      f"weight_decay={g.get('weight_decay')}) is not applied here: "
+                      f"{SERVERS_APPLY}", UserWarning, stacklevel=3)
+
+
+def _describe(group_index, index, p):
+    return f"parameter {index} of param group {group_index} (shape {list(p.shape)})"
+
+
+def named_entries(optimizer, named_parameters):
+    """[(name, tensor)] to register: the optimizer's parameters in named_parameters' order.
+
+    ValueError for a parameter of the optimizer missing from named_parameters, a name used
+    twice or a tensor under two names; TypeError for a name that is not a string or a value
+    that is not a tensor. Parameters named but not optimized are left out (they stay local)."""
+    if isinstance(named_parameters, dict):
+        named_parameters = named_parameters.items()
+    names, seen = {}, {}
+    for item in named_parameters:
+        if not (isinstance(item, tuple) and len(item) == 2):
+            raise TypeError("r2sp.torch.DistributedOptimizer: named_parameters holds "
+                            f"{type(item).__name__}s; pass model.named_parameters() "
+                            "(pairs of name and tensor)")
+        name, p = item
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"r2sp.torch.DistributedOptimizer: parameter name {name!r} is not "
+                            "a non-empty string")
+        if not isinstance(p, torch.Tensor):
+            raise TypeError(f"r2sp.torch.DistributedOptimizer: '{name}' is a "
+                            f"{type(p).__name__}, not a tensor")
+        if name in names:
+            raise ValueError(f"r2sp.torch.DistributedOptimizer: named_parameters holds the name "
+                             f"'{name}' twice; names must be unique")
+        if id(p) in seen:
+            raise ValueError(f"r2sp.torch.DistributedOptimizer: one tensor is named both "
+                             f"'{seen[id(p)]}' and '{name}'; name each parameter once")
+        names[name] = p
+        seen[id(p)] = name
+    optimized = set()
+    for gi, group in enumerate(optimizer.param_groups):
+        for i, p in enumerate(group["params"]):
+            if id(p) not in seen:
+                raise ValueError(f"r2sp.torch.DistributedOptimizer: {_describe(gi, i, p)} is "
+                                 "not in named_parameters; pass the named parameters of the "
+                                 "model the optimizer trains (model.named_parameters())")
+            optimized.add(id(p))
+    entries = [(n, p) for n, p in names.items() if id(p) in optimized]
+    if not entries:
+        raise ValueError("r2sp.torch.DistributedOptimizer: the optimizer has no parameters")
+    return entries
+
+
+def check_tensors(entries):
+    """TypeError for a tensor that is not float32 or not on a CPU or CUDA device; ValueError
+    for one that is not contiguous, or for tensors on different devices."""
+    first = None
+    for name, p in entries:
+        if p.dtype != torch.float32:
+            raise TypeError(f"r2sp.torch.DistributedOptimizer: parameter '{name}' is {p.dtype}; "
+                            "R2SP trains float32 parameters (model.float())")
+        if p.device.type not in ("cpu", "cuda"):
+            raise TypeError(f"r2sp.torch.DistributedOptimizer: parameter '{name}' is on "
+                            f"{p.device}; R2SP trains on CPU or CUDA devices")
+        if not p.is_contiguous():
+            raise ValueError(f"r2sp.torch.DistributedOptimizer: parameter '{name}' is not "
+                             "contiguous; make it so before (p.data = p.data.contiguous())")
+        if first is None:
+            first = (name, p.device)
+        elif p.device != first[1]:
+            raise ValueError(f"r2sp.torch.DistributedOptimizer: parameter '{name}' is on "
+                             f"{p.device} and '{first[0]}' on {first[1]}; put the model on "
+                             "one device before wrapping its optimizer")
