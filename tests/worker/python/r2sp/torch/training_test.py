@@ -11,7 +11,9 @@ import json
 import os
 import re
 import signal
+import subprocess
 import sys
+import tempfile
 import time
 import unittest
 
@@ -199,6 +201,35 @@ class TrainingTest(unittest.TestCase):
         while not condition():
             self.assertLess(time.monotonic(), deadline, job.log("scheduler"))
             time.sleep(0.05)
+
+    def test_through_tools_launch_the_reported_accuracy_reaches_the_summary(self):
+        run_dir = os.path.join(tempfile.mkdtemp(prefix="r2sp_torch_launch_"), "run")
+        out = os.path.join(os.path.dirname(run_dir), "worker{rank}.json")
+        launch = subprocess.run(
+            [sys.executable, os.path.join(r2sp_testing.ROOT, "tools", "launch"),
+             "--bin_dir=" + job_harness.BIN_DIR, "--quiet", "--run_dir=" + run_dir,
+             "--servers=1", "--workers=2", "--sync=r2sp", "--server_flags=--lr=0.1",
+             "--worker_flags=--epochs=2 --batch_size=8 --overlap",
+             f"--worker_cmd={sys.executable} {SCRIPT} 2"],
+            env=dict(os.environ, TINY_OUT=out), stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True, timeout=240)
+        self.assertEqual(launch.returncode, 0, launch.stdout)
+        results = [json.load(open(out.replace("{rank}", str(i)))) for i in range(2)]
+        index = next(i for i, r in enumerate(results) if r["evals"])  # the launcher's
+        evaluator = results[index]
+        with open(os.path.join(run_dir, "summary.json")) as f:
+            summary = json.load(f)
+        self.assertEqual((summary["completed"], summary["mode"], summary["workers"],
+                          summary["iterations"], summary["epochs"], summary["events"]),
+                         (True, "r2sp", 2, 8, 2, []))
+        self.assertEqual(summary["final_test_accuracy"], evaluator["evals"][-1][0])
+        evals = [json.loads(line) for line in open(os.path.join(
+            run_dir, f"metrics_worker{index}.jsonl")) if '"eval"' in line]
+        self.assertEqual([e["test_accuracy"] for e in evals],
+                         [round(a, 6) for a, _ in evaluator["evals"]])
+        with open(os.path.join(run_dir, "timeline.json")) as f:
+            spans = {e["name"] for e in json.load(f)["traceEvents"] if e.get("ph") == "X"}
+        self.assertLessEqual({"compute", "push", "pull"}, spans)
 
     def test_another_model_than_the_jobs(self):
         job = Job(workers=2, register_timeout_s=30)
