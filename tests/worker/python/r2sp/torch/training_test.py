@@ -1,11 +1,13 @@
 """r2sp.torch against real jobs: the scheduler and server binaries and Python workers running
-tiny_train.py through the built extension. Two workers train a tiny model in bsp to completion
-and end with the same parameters, worker 0's initial ones having become everyone's; the bad
-inputs (a non-SGD optimizer, a float64 or non-contiguous parameter, no scheduler, another
-model than the job's) each raise their exact error. Also asp, r2sp with --overlap and fp16
-pushes, hetero batching (the sampler follows the tuned batches) and a worker killed mid-epoch
-(the survivor trains its samples from the next epoch). Skipped where the binaries are not
-built."""
+tiny_train.py or known_train.py through the built extension. Two workers train a tiny model in
+bsp to completion and end with the same parameters, worker 0's initial ones having become
+everyone's; with the known gradients, torch workers alone and beside a C++ worker end with the
+C++ workers' parameters bit for bit; the bad inputs (a non-SGD optimizer, a float64 or
+non-contiguous parameter, no scheduler, an unknown flag, another model than the job's) each
+raise their exact error. Also asp, r2sp with --overlap and fp16 pushes, hetero batching (the
+sampler follows the tuned batches), a worker killed mid-epoch (the survivor trains its samples
+from the next epoch), Ctrl-C, and tools/launch --worker_cmd (the reported accuracy reaches
+summary.json). Skipped where the binaries are not built."""
 
 import json
 import os
@@ -31,6 +33,7 @@ if not SKIP:
     from r2sp.torch import state  # noqa: E402
 
 SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tiny_train.py")
+KNOWN = os.path.join(os.path.dirname(SCRIPT), "known_train.py")
 
 
 def cannot_run():
@@ -49,9 +52,10 @@ class Job(job_harness.Job):
                                           *scheduler_flags],
                          server_flags=["--lr=0.1", "--momentum=0.9", *server_flags])
 
-    def torch_worker(self, index, flags, *args, hidden=8, step_sleep=0.0):
-        """tiny_train.py as worker `index` (RANK) with these worker flags, a hidden layer this
-        wide and steps this much longer per sample; its output in worker<index>.json."""
+    def torch_worker(self, index, flags, *args, hidden=8, step_sleep=0.0, script=SCRIPT):
+        """tiny_train.py (or `script`) as worker `index` (RANK) with these worker flags, a
+        hidden layer this wide and steps this much longer per sample; its output in
+        worker<index>.json."""
         env = dict(os.environ, R2SP_SCHEDULER=self.endpoint, RANK=str(index),
                    TINY_HIDDEN=str(hidden), TINY_STEP_SLEEP=str(step_sleep),
                    R2SP_WORKER_FLAGS="--bind=tcp://127.0.0.1:* " + " ".join(job_harness.NODE)
@@ -59,7 +63,7 @@ class Job(job_harness.Job):
                    R2SP_CORE=r2sp_testing.core_path(),
                    PYTHONPATH=os.path.join(r2sp_testing.ROOT, "worker", "python"),
                    TINY_OUT=self.path(f"worker{index}.json"))
-        return self.python_worker(f"worker{index}", SCRIPT, args, env=env)
+        return self.python_worker(f"worker{index}", script, args, env=env)
 
     def result(self, index):
         with open(self.path(f"worker{index}.json")) as f:
@@ -230,6 +234,30 @@ class TrainingTest(unittest.TestCase):
         with open(os.path.join(run_dir, "timeline.json")) as f:
             spans = {e["name"] for e in json.load(f)["traceEvents"] if e.get("ph") == "X"}
         self.assertLessEqual({"compute", "push", "pull"}, spans)
+
+    def test_known_gradients_give_the_cpp_workers_parameters_bit_for_bit(self):
+        # 6 bsp steps of the known gradients: C++ workers, then torch workers, then a mix.
+        synthetic = ["--model=synthetic", "--model_mb=0.015625", "--layers=2", "--grad=known",
+                     "--init=zero", "--iterations=6"]
+        finals = {}
+        for name, kinds in (("cpp", "cc"), ("torch", "pp"), ("mixed", "cp")):
+            job = Job(workers=2)
+            self.addCleanup(job.close)
+            procs = []
+            for i, kind in enumerate(kinds):
+                out = job.path(f"{kind}{i}.params")
+                if kind == "c":
+                    procs.append(job.cpp_worker(f"worker{i}", synthetic + ["--dump_params=" + out]))
+                else:  # 48 samples in 2 shards of 24: 6 steps of 4
+                    procs.append(job.torch_worker(i, "--batch_size=4", out, script=KNOWN))
+            self.assertEqual(job.wait(procs), [0, 0], job.log("worker0") + job.log("worker1"))
+            for i, kind in enumerate(kinds):
+                with open(job.path(f"{kind}{i}.params"), "rb") as f:
+                    finals[f"{name} {kind}{i}"] = f.read()
+        expected = finals["cpp c0"]
+        self.assertEqual(len(expected), 4096 * 4)
+        self.assertNotEqual(expected, bytes(len(expected)))
+        self.assertEqual(finals, {k: expected for k in finals})
 
     def test_another_model_than_the_jobs(self):
         job = Job(workers=2, register_timeout_s=30)
