@@ -16,14 +16,18 @@ class SampleStream:
     def __init__(self, size, data_world, data_shard, seed, continuous):
         self.size, self.world, self.shard = size, data_world, data_shard
         self.seed, self.continuous = seed, continuous
+        self.epoch = None    # the epoch started last
         self.samples = None  # the latest epoch plan's samples (unordered)
         self.order = []      # the current pass
         self.passes = -1     # the current pass's number (its shuffle's epoch)
         self.position = 0
 
     def start_epoch(self, epoch, live_shards):
-        """An epoch with these live shards begins; ValueError if it leaves this shard no
-        samples."""
+        """An epoch with these live shards begins (again: nothing changes, the epoch goes on
+        where it was); ValueError if it leaves this shard no samples."""
+        if epoch == self.epoch:
+            return
+        self.epoch = epoch
         samples = list(_core.epoch_samples(self.size, self.world, self.shard, list(live_shards)))
         if not samples:
             raise ValueError(f"r2sp.torch.DistributedSampler: a training set of {self.size} "

@@ -43,6 +43,13 @@ class SampleStreamTest(unittest.TestCase):
         self.assertEqual(s.take(7), first)
         self.assertEqual(s.take(2), order(self.SHARD1 + [5, 11], 5, 2, 1)[:2])
 
+    def test_an_epoch_started_again_goes_on(self):
+        s = SampleStream(12, 3, 1, seed=5, continuous=False)
+        s.start_epoch(0, [0, 1, 2])
+        self.assertEqual(s.take(2), order(self.SHARD1, 5, 0, 1)[:2])
+        s.start_epoch(0, [0, 1, 2])
+        self.assertEqual(s.take(2), order(self.SHARD1, 5, 0, 1)[2:])
+
     def test_a_shard_without_samples(self):
         s = SampleStream(2, 3, 2, seed=1, continuous=False)
         with self.assertRaises(ValueError) as e:

@@ -90,6 +90,17 @@ class SamplerTest(unittest.TestCase):
         self.assertEqual(self.epoch(s), [[8, 2, 0], [4, 6, 2]])  # pass 0, then pass 1's first
         self.assertEqual(self.epoch(s), [[6, 4, 8], [0] + pass2[:2]])
 
+    def test_a_loop_left_mid_epoch_goes_on_where_it_was(self):
+        self.join([step(0, 0, 0, 2, 2, [0, 1]), step(1, 0, 1, 2, 2, [0, 1]),
+                   step(2, 1, 0, 1, 2, [0, 1])])
+        s = r2t.DistributedSampler(10)
+        for b in s:
+            self.assertEqual(b, [8, 2])
+            state.STATE.submitted()
+            break
+        self.assertEqual(self.epoch(s), [[0, 4]])  # the rest of epoch 0
+        self.assertEqual(self.epoch(s), [[2, 6]])  # epoch 1
+
     def test_a_step_of_the_next_epoch_is_kept_for_the_next_iteration(self):
         worker = self.join([step(0, 0, 0, 3, 2, [0, 1]), step(1, 1, 0, 1, 2, [0, 1])])
         s = r2t.DistributedSampler(10)
