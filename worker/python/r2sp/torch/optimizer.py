@@ -39,6 +39,11 @@ class DistributedOptimizer(torch.optim.Optimizer):
     host memory (this path awaits a check on a GPU machine). Move the model to its device
     before creating the optimizer.
 
+    Gradient hooks report each parameter's gradient to the worker as autograd completes it;
+    with --overlap the pushes start then, during backward, so a gradient changed between
+    backward() and step() (clipping) reaches the servers only without --overlap. One step()
+    per backward(): a second backward before step() raises RuntimeError.
+
     A torch.optim.Optimizer whose param_groups, state and defaults are the wrapped SGD's, so
     code that takes an optimizer accepts it; learning-rate schedulers on it run but have no
     effect (the servers' schedule rules).
