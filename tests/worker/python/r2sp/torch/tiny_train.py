@@ -3,7 +3,8 @@ synthetic data set through r2sp.torch, as a user's script would, and writes what
 checks to $TINY_OUT (JSON; "{rank}" in it stands for $RANK): its rank, the parameters before and right after joining and at the
 end, each epoch's sample indices and each step's batch (as yielded, and as batch_size() said),
 its evaluations and finish()'s totals; or, when joining fails, the error (exit status 3).
-$TINY_OUT.steps holds the number of steps done so far. Ctrl-C: prints "interrupted", status 130.
+$TINY_OUT.steps holds the number of steps done so far. Ctrl-C: prints "interrupted", status 130;
+the worker lost to the job: the error in $TINY_OUT, status 4.
 
 Each process starts from different random parameters (torch seed = 100 + $RANK), so equal
 parameters after joining show worker 0's became everyone's. $TINY_HIDDEN: the hidden layer's
@@ -91,3 +92,7 @@ if __name__ == "__main__":
     except KeyboardInterrupt:
         print("interrupted", flush=True)
         sys.exit(130)
+    except r2t.JobLost as lost:
+        with open(output(), "w") as f:
+            json.dump({"lost": [type(lost).__name__, lost.code, str(lost)]}, f)
+        sys.exit(4)

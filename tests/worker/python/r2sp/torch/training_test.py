@@ -6,7 +6,7 @@ C++ workers' parameters bit for bit; the bad inputs (a non-SGD optimizer, a floa
 non-contiguous parameter, no scheduler, an unknown flag, another model than the job's) each
 raise their exact error. Also asp, r2sp with --overlap and fp16 pushes, hetero batching (the
 sampler follows the tuned batches), a worker killed mid-epoch (the survivor trains its samples
-from the next epoch), Ctrl-C, and tools/launch --worker_cmd (the reported accuracy reaches
+from the next epoch), Ctrl-C, a server lost mid-step (JobLost), and tools/launch --worker_cmd (the reported accuracy reaches
 summary.json). Skipped where the binaries are not built."""
 
 import json
@@ -167,8 +167,13 @@ class TrainingTest(unittest.TestCase):
             self.assertEqual(r["finish"]["samples"], sum(r["batches"]))
             for epoch, indices in enumerate(r["epochs"]):
                 self.assertEqual(len(indices), sum(r["batches"][4 * epoch:4 * epoch + 4]))
-                self.assertEqual(len(set(indices)), min(32, len(indices)))
-                self.assertEqual({i % 2 for i in indices}, {indices[0] % 2})
+            # The shuffled passes over the shard's 32 samples run on across the epochs.
+            stream = sum(r["epochs"], [])
+            shard = list(range(stream[0] % 2, 64, 2))
+            for start in range(0, len(stream), 32):
+                one_pass = stream[start:start + 32]  # the last may be cut short
+                self.assertEqual(len(set(one_pass)), len(one_pass))
+                self.assertLessEqual(set(one_pass), set(shard))
         self.assertLess(results[1]["finish"]["final_batch"], results[0]["finish"]["final_batch"])
 
     def test_ctrl_c_while_joining_and_while_training(self):
@@ -258,6 +263,25 @@ class TrainingTest(unittest.TestCase):
         self.assertEqual(len(expected), 4096 * 4)
         self.assertNotEqual(expected, bytes(len(expected)))
         self.assertEqual(finals, {k: expected for k in finals})
+
+    def test_a_server_lost_mid_step_is_job_lost(self):
+        job = Job(workers=2)
+        self.addCleanup(job.close)
+        workers = [job.torch_worker(i, "--epochs=2 --batch_size=8", "2", step_sleep=0.02)
+                   for i in range(2)]
+        progress = job.path("worker0.json.steps")
+        self.wait_for(lambda: os.path.exists(progress) and open(progress).read() not in ("", "0"),
+                      job)
+        next(p for p in job.processes if p.name == "server0").kill()
+        self.assertEqual(job.wait(workers, timeout=60), [4, 4],
+                         job.log("worker0") + job.log("worker1"))
+        for i in range(2):
+            kind, code, message = job.result(i)["lost"]
+            self.assertEqual((kind, code), ("JobLost", "ABORTED"))
+            self.assertRegex(message, r"^the job failed: server 0 at tcp://[0-9.:]+ was lost "
+                             r"\(silent for [0-9.]+s\); the job cannot go on without its shard: "
+                             r"resume it from the servers' checkpoints \(tools/launch "
+                             r"--resume=RUN_DIR\); bsp jobs do not replace servers$")
 
     def test_another_model_than_the_jobs(self):
         job = Job(workers=2, register_timeout_s=30)
