@@ -52,11 +52,18 @@ class Job(job_harness.Job):
                                           *scheduler_flags],
                          server_flags=["--lr=0.1", "--momentum=0.9", *server_flags])
 
-    def torch_worker(self, index, flags, *args, hidden=8, step_sleep=0.0, script=SCRIPT):
+    def torch_worker(self, index, flags, *args, hidden=8, step_sleep=0.0, script=SCRIPT,
+                     torchrun=False):
         """tiny_train.py (or `script`) as worker `index` (RANK) with these worker flags, a
         hidden layer this wide and steps this much longer per sample; its output in
-        worker<index>.json."""
-        env = dict(os.environ, R2SP_SCHEDULER=self.endpoint, RANK=str(index),
+        worker<index>.json. `torchrun`: the scheduler's address in MASTER_ADDR and MASTER_PORT
+        instead of R2SP_SCHEDULER."""
+        address = {"R2SP_SCHEDULER": self.endpoint}
+        if torchrun:
+            host, port = self.endpoint[len("tcp://"):].rsplit(":", 1)
+            address = {"MASTER_ADDR": host, "MASTER_PORT": port, "WORLD_SIZE": "2"}
+        env = dict({k: v for k, v in os.environ.items() if k != "R2SP_SCHEDULER"}, **address,
+                   RANK=str(index),
                    TINY_HIDDEN=str(hidden), TINY_STEP_SLEEP=str(step_sleep),
                    R2SP_WORKER_FLAGS="--bind=tcp://127.0.0.1:* " + " ".join(job_harness.NODE)
                    + " " + flags,
@@ -75,7 +82,8 @@ class TrainingTest(unittest.TestCase):
     def test_two_python_workers_train_in_bsp_to_the_same_parameters(self):
         job = Job(workers=2)
         self.addCleanup(job.close)
-        workers = [job.torch_worker(i, "--epochs=2 --batch_size=8 --seed=3", "2")
+        workers = [job.torch_worker(i, "--epochs=2 --batch_size=8 --seed=3", "2",
+                                    torchrun=i == 1)  # torchrun's variables for worker 1
                    for i in range(2)]
         for i, w in enumerate(workers):
             self.assertEqual(w.wait(timeout=120), 0, job.log(f"worker{i}"))
