@@ -17,9 +17,14 @@ Batcher::Batcher(const Dataset* data, const BatcherOptions& options)
 void Batcher::StartEpoch(int epoch) {
   epoch_ = epoch;
   cursor_ = 0;
-  std::sort(order_.begin(), order_.end());
-  rng_.seed(options_.seed * 1000003 + static_cast<uint64_t>(epoch) * 7919 + options_.rank);
-  if (options_.shuffle) std::shuffle(order_.begin(), order_.end(), rng_);
+  OrderForEpoch(options_.seed, epoch, options_.rank, options_.shuffle, &rng_, &order_);
+}
+
+void OrderForEpoch(uint64_t seed, int epoch, int shard, bool shuffle, std::mt19937_64* rng,
+                   std::vector<int64_t>* samples) {
+  std::sort(samples->begin(), samples->end());
+  rng->seed(seed * 1000003 + static_cast<uint64_t>(epoch) * 7919 + shard);
+  if (shuffle) std::shuffle(samples->begin(), samples->end(), *rng);
 }
 
 int Batcher::Next(int batch, float* images, int32_t* labels) {

@@ -21,6 +21,12 @@ struct BatcherOptions {
   bool augment = false;  // random crop (pad 4) + horizontal flip
 };
 
+// The order an epoch of shard `shard` visits `samples` in: sorted, then (with `shuffle`)
+// shuffled by (seed, epoch, shard) with `rng`, which stays seeded for the epoch's augmentation.
+// The Batcher's order, and the Python client's sampler's (the same seed policy).
+void OrderForEpoch(uint64_t seed, int epoch, int shard, bool shuffle, std::mt19937_64* rng,
+                   std::vector<int64_t>* samples);
+
 // Not thread-safe. `data` (borrowed) outlives the batcher.
 class Batcher {
  public:

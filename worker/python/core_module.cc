@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <random>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,7 +18,9 @@
 #include "absl/status/status.h"
 #include "common/live_shards.h"
 #include "glog/logging.h"
+#include "models/data/batcher.h"
 #include "models/data/epoch_samples.h"
+#include "models/graph.h"
 #include "worker/python/client_session.h"
 #include "worker/synthetic_workload.h"
 
@@ -129,6 +132,33 @@ void BindHelpers(py::module_& m) {
           return models::FewestEpochSamples(size, world, live);
         },
         py::arg("size"), py::arg("world"), py::arg("live"));
+  m.def("epoch_order",
+        [](std::vector<int64_t> samples, uint64_t seed, int epoch, int shard) {
+          std::mt19937_64 rng;
+          models::OrderForEpoch(seed, epoch, shard, /*shuffle=*/true, &rng, &samples);
+          return samples;
+        },
+        py::arg("samples"), py::arg("seed"), py::arg("epoch"), py::arg("shard"));
+  m.def("builtin_parameters",
+        [](const std::string& model, std::vector<int> input_chw, int num_classes, uint64_t seed) {
+          if (input_chw.size() != 3) throw py::value_error("input_chw is (channels, height, width)");
+          absl::StatusOr<models::Graph> graph = models::BuildModel(
+              model, models::Shape{input_chw[0], input_chw[1], input_chw[2]}, num_classes);
+          if (!graph.ok()) Raise(graph.status());
+          int64_t size = 0;
+          for (const models::Param& p : graph->params) size += p.size();
+          std::vector<float> values(size);
+          models::InitParams(*graph, seed, values.data());
+          py::list out;
+          int64_t offset = 0;
+          for (const models::Param& p : graph->params) {
+            const char* bytes = reinterpret_cast<const char*>(values.data() + offset);
+            out.append(py::make_tuple(p.name, p.dims, py::bytes(bytes, p.size() * sizeof(float))));
+            offset += p.size();
+          }
+          return out;
+        },
+        py::arg("model"), py::arg("input_chw"), py::arg("num_classes"), py::arg("seed"));
   m.def("synthetic_model", [](int64_t total_floats, int layers) {
     if (layers < 1 || total_floats < 65 * static_cast<int64_t>(layers)) {
       throw py::value_error("synthetic_model needs layers >= 1 and 65 floats per layer");

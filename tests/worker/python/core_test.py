@@ -241,6 +241,27 @@ class CoreInputTest(unittest.TestCase):
             worker.rank
         self.assertEqual(str(unjoined.exception), "the worker has not joined the job (call join())")
 
+    def test_epoch_order_is_the_cpp_batchers(self):
+        # models::OrderForEpoch: sorted, then shuffled by (seed, epoch, shard) as the Batcher
+        # does (libstdc++'s std::shuffle over mt19937_64).
+        shard = list(range(0, 20, 2))
+        self.assertEqual(_core.epoch_order(shard, 1, 0, 0), [18, 16, 0, 10, 8, 4, 12, 2, 14, 6])
+        self.assertEqual(_core.epoch_order(shard[::-1], 1, 0, 0), [18, 16, 0, 10, 8, 4, 12, 2, 14, 6])
+        self.assertEqual(_core.epoch_order(shard, 1, 1, 0), [6, 10, 0, 18, 8, 4, 2, 14, 16, 12])
+
+    def test_builtin_parameters_are_the_built_in_models_initial_values(self):
+        params = _core.builtin_parameters("cnn", [1, 28, 28], 10, 1)
+        self.assertEqual([(name, shape, len(values)) for name, shape, values in params], [
+            ("conv1.weight", [32, 1, 5, 5], 3200), ("conv1.bias", [32], 128),
+            ("conv2.weight", [64, 32, 5, 5], 204800), ("conv2.bias", [64], 256),
+            ("fc1.weight", [1024, 3136], 12845056), ("fc1.bias", [1024], 4096),
+            ("fc2.weight", [10, 1024], 40960), ("fc2.bias", [10], 40)])
+        self.assertEqual(memoryview(params[0][2]).cast("f")[0], -0.10941257327795029)
+        self.assertEqual(params, _core.builtin_parameters("cnn", [1, 28, 28], 10, 1))
+        with self.assertRaises(_core.R2SPError) as unknown:
+            _core.builtin_parameters("vgg", [1, 28, 28], 10, 1)
+        self.assertEqual(str(unknown.exception), "unknown model 'vgg' (mlp, cnn, resnet20)")
+
     def test_epoch_samples_deal_a_dead_shards_samples_out(self):
         self.assertEqual(_core.epoch_samples(10, 2, 0, [0, 1]), [0, 2, 4, 6, 8])
         self.assertEqual(_core.epoch_samples(10, 2, 0, [0]), [0, 2, 4, 6, 8, 1, 3, 5, 7, 9])

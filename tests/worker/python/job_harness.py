@@ -49,9 +49,9 @@ class Job:
             self._start(f"server{s}", [BINARIES[1], "--scheduler=" + self.endpoint, *NODE,
                                         *server_flags])
 
-    def _start(self, name, argv):
+    def _start(self, name, argv, env=None):
         log = open(os.path.join(self.dir, name + ".log"), "w")
-        p = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=self.dir)
+        p = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=self.dir, env=env)
         p.name = name
         self.processes.append(p)
         return p
@@ -66,8 +66,9 @@ class Job:
     def cpp_worker(self, name, flags):
         return self._start(name, [BINARIES[2], "--scheduler=" + self.endpoint, *NODE, *flags])
 
-    def python_worker(self, name, script, args, interpreter=sys.executable):
-        return self._start(name, [interpreter, script, *args])
+    def python_worker(self, name, script, args, interpreter=sys.executable, env=None):
+        """`script` with `args`; `env`: its environment (default this process's)."""
+        return self._start(name, [interpreter, script, *args], env)
 
     def wait(self, processes, timeout=120):
         """The exit status of each of `processes` (None: still running at the deadline)."""

@@ -65,7 +65,7 @@ class FakeWorker:
 
     def __init__(self, flags, tensors, model_name="pytorch", *, steps=(), initial=None, lr=0.5,
                  rank=0, workers=2, mode="bsp", push_codec="fp32", data_world=1, data_shard=0,
-                 batch_size=4, evaluates=True):
+                 batch_size=4, evaluates=True, hetero_batching=False):
         self.flags, self.model_name = list(flags), model_name
         self.tensors, offset = [], 0
         for name, shape in tensors:
@@ -83,7 +83,7 @@ class FakeWorker:
         self.steps, self.initial, self.lr = list(steps), initial, lr
         self.rank, self.workers, self.mode, self.push_codec = rank, workers, mode, push_codec
         self.data_world, self.data_shard, self.batch_size = data_world, data_shard, batch_size
-        self.evaluates = evaluates
+        self.evaluates, self.hetero_batching = evaluates, hetero_batching
         self.calls = []
         self.staged = None  # params as join() found them
 

@@ -100,6 +100,14 @@ def _env(**values):
     return [{"name": k, "value": str(v)} for k, v in values.items()]
 
 
+def worker_env(cluster, scheduler):
+    """The worker template's own variables: the scheduler, results at the end, and for Python
+    workers their command and the job's worker count (k8s_entrypoint's R2SP_WORKER_CMD)."""
+    command = worker_command(cluster)
+    python = _env(R2SP_WORKER_CMD=command, R2SP_NUM_WORKERS=cluster.num_workers) if command else []
+    return _env(R2SP_SCHEDULER=scheduler, R2SP_EMIT_RESULTS=1) + python
+
+
 def _field(name, path):
     return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
 
@@ -161,10 +169,7 @@ def render(cluster, job_name, image, namespace=None, extra_flags=None,
                 "completionMode": "Indexed", "backoffLimit": 0}
     if deadline_s:
         job_spec["activeDeadlineSeconds"] = int(deadline_s)
-    command = worker_command(cluster)
-    python = _env(R2SP_WORKER_CMD=command, R2SP_NUM_WORKERS=cluster.num_workers) if command else []
-    job_spec["template"] = pod("worker", _env(R2SP_SCHEDULER=scheduler, R2SP_EMIT_RESULTS=1)
-                               + python, "Never", gpus)
+    job_spec["template"] = pod("worker", worker_env(cluster, scheduler), "Never", gpus)
     # Before the pods that mount them (kubectl apply -f DIR takes the files in name order).
     secrets = {f"0{i + 1}-{role}-keys-secret.yaml":
                key_secret(role, keys, _meta(secret_name(job_name, role), labels(role), namespace))

@@ -20,7 +20,8 @@ def candidates(package_dir, environ):
     if environ.get("R2SP_CORE"):
         found.append((environ["R2SP_CORE"], "R2SP_CORE"))
     repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(package_dir))))
-    found.append((os.path.join(repo, "bazel-bin", "worker", "python", "_core.so"), "the build tree"))
+    built = os.path.join(repo, "bazel-bin", "worker", "python", "_core.so")
+    found.append((built, "the build tree"))
     return found
 
 

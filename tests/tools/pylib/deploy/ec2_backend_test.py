@@ -7,7 +7,10 @@
 - The user-data as fresh hosts would run it: in netcluster namespaces (needs root), each host
   fetches the bundle from a file:// URL, unpacks it, starts its roles, joins the job and leaves
   its results and a done marker in a file:// results URL; a host whose worker fails leaves
-  `failed`; with --auth=curve each fetches its keys (0700 directory, 0600 files) first.
+  `failed`; with --auth=curve each fetches its keys (0700 directory, 0600 files) first; a host
+  whose worker has a worker_cmd runs it as a Python worker from the bundle's worker_files/ with
+  exactly the binary's flags (python_bundle.py), and the job completes. Without root: a Python
+  worker's run_role arguments, and the words bash makes of its user-data line.
 - The aws command lines through the real AWS CLI (v2 at /usr/bin/aws, Debian's awscli, else any
   `aws` on PATH; skipped without one) against fake_ec2.FakeEc2, a local EC2 Query API endpoint
   that records the requests and runs each instance's decoded user-data as a local process. S3 is
@@ -34,6 +37,7 @@ import unittest
 import junit_main
 from pylib.emulation import netcluster
 from fake_ec2 import FakeEc2
+import python_bundle
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 from pylib.cluster import cluster_file
@@ -269,15 +273,16 @@ class UserDataTest(unittest.TestCase):
         for host in self.HOSTS:
             netcluster.kill_processes(self.cluster.ns(host))
 
-    def plan(self, run_id, worker_flags="", keys=None):
+    def plan(self, run_id, worker_flags="", keys=None, node2="", bundle=None):
         path = os.path.join(self.dir, f"{run_id}.toml")
         node1 = "servers = 1\nworkers = 1" + (f"\nworker_flags = {json.dumps(worker_flags)}" if worker_flags else "")
+        bundle = bundle or self.bundle
         with open(path, "w") as f:
             f.write(cluster_text([("node0", "scheduler = true\nservers = 1"), ("node1", node1),
-                                  ("node2", "workers = 1")], f"file://{self.dir}/results",
-                                 bundle_url=f"file://{self.bundle}"))
+                                  ("node2", "workers = 1" + node2)], f"file://{self.dir}/results",
+                                 bundle_url=f"file://{bundle}"))
         cluster = cluster_file.load(path)
-        return ec2_plan.Plan(cluster, ec2_plan.options_of(cluster), self.bundle, run_id,
+        return ec2_plan.Plan(cluster, ec2_plan.options_of(cluster), bundle, run_id,
                              {"scheduler": ["--register_timeout_s=60"]}, timeout=120, keys=keys)
 
     def boot(self, plan, host_name):
@@ -338,6 +343,31 @@ class UserDataTest(unittest.TestCase):
             self.assertFalse(os.path.exists(os.path.join(results, host, "keys-ec2-test-curve")))
         subprocess.run(plan.delete_keys(), check=True)
         self.assertFalse(os.path.exists(os.path.join(self.dir, "results", "ec2-test", "curve.keys")))
+
+    def test_a_python_worker_runs_from_the_bundle_with_the_binarys_flags(self):
+        records = os.path.join(self.dir, "records")
+        os.makedirs(records)
+        bundle = python_bundle.make(os.path.join(self.dir, "python"), BIN_DIR)
+        command = python_bundle.COMMAND.format(records=records)
+        plan = self.plan("python", node2=f'\nworker_cmd = "{command}"', bundle=bundle)
+        booted = [self.boot(plan, h) for h in self.HOSTS]
+        for process in booted:
+            self.assertEqual(process.wait(timeout=120), 0)
+        results = os.path.join(self.dir, "results", "ec2-test", "python")
+        for host in self.HOSTS:
+            self.assertTrue(os.path.exists(os.path.join(results, host + ".done")), host)
+        with open(os.path.join(results, "node0", "stats.json")) as f:
+            self.assertTrue(all(w["iterations"] == 5 for w in json.load(f)["workers"]))
+        prefix, node0 = os.path.join(self.dir, "python", "node2"), self.cluster.addresses["node0"]
+        node2 = plan.cluster.hosts[2]
+        (_, args), = ec2_user_data.host_processes(plan.cluster, node2, node0, plan.extra_flags)
+        flags = [a.replace(ec2_user_data.OUT, os.path.join(prefix, "runs", "ec2-test-python"))
+                 .replace(ec2_user_data.ADVERTISE, self.cluster.addresses["node2"])
+                 for a in args[args.index("worker") + 1:]]
+        with open(os.path.join(records, "1.json")) as f:
+            self.assertEqual(json.load(f), python_bundle.expected(
+                os.path.join(prefix, plan.bundle_name), node0, 9000, 1, 2, 0, flags,
+                os.environ.get("PYTHONPATH")))
 
     def test_a_failing_worker_leaves_a_failed_marker(self):
         plan = self.plan("bad", worker_flags="--no_such_flag")

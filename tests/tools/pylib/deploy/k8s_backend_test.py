@@ -22,6 +22,9 @@
   pod mounting its own role's read-only with defaultMode 0400, R2SP_AUTH=curve; the Secrets'
   files 0600; --dry_run printing placeholders, never a key; the entrypoint's flags; and the pods
   of a curve job, each given its own Secret's files as a mounted volume would, completing it.
+- Python workers (worker_cmd): every worker runs R2SP_WORKER_CMD through the entrypoint, from
+  the bundle's worker_files/ with exactly the binary's flags (python_bundle.py), and the pods'
+  job completes.
 - The results blocks taken out of a fabricated log."""
 
 import base64
@@ -44,6 +47,7 @@ from pylib.deploy import k8s_backend, k8s_kubectl
 from pylib.deploy import k8s_yaml
 from pylib.emulation import netcluster
 from pylib.job import errors, options
+import python_bundle
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 BIN_DIR = os.environ.get("R2SP_BIN_DIR", ROOT)  # the runfiles under Bazel
@@ -522,6 +526,25 @@ class PodsInNamespacesTest(unittest.TestCase):
                 key = f.read().strip()
             for host, log in logs.items():
                 self.assertNotIn(key, log, f"{name} in {host}'s log")
+
+    def test_the_pods_of_python_workers(self):
+        made = python_bundle.make(self.dir, BIN_DIR)
+        subprocess.run(["tar", "xzf", made, "-C", self.dir], check=True)
+        self.bundle = os.path.join(self.dir, os.path.basename(made).removesuffix(".tar.gz"))
+        records = os.path.join(self.dir, "records")
+        os.makedirs(records)
+        command = python_bundle.COMMAND.format(records=records)
+        python = cluster(hosts=f'scheduler = true\nservers = 2\nworkers = 2\nworker_cmd = "{command}"')
+        self.run_pods(k8s_backend.render(python, JOB, "r2sp:test", None))
+        for rank in (0, 1):
+            out = os.path.join(self.dir, f"worker{rank}")
+            flags = [f"--advertise_host={self.cluster.addresses[f'worker{rank}']}",
+                     "--bind=tcp://0.0.0.0:9200", f"--metrics={out}/metrics_worker{rank}.jsonl",
+                     f"--timeline={out}/timeline_worker{rank}.json",
+                     "--scheduler=tcp://k8s-test-scheduler:9000"] + WORKER_FLAGS.split()
+            with open(os.path.join(records, f"{rank}.json")) as f:
+                self.assertEqual(json.load(f), python_bundle.expected(
+                    self.bundle, "k8s-test-scheduler", 9000, rank, 2, 0, flags), rank)
 
     def run_pods(self, manifests):
         """Runs every pod of `manifests` to its end; checks they all exit 0 and the results

@@ -4,8 +4,11 @@ batch job with a step per process and leaves the same run directory as a local o
 worker fails the job and stops every step; Ctrl-C cancels it; nothing is left running. The
 script's rendering (the #SBATCH lines, one step per process, the scheduler found through
 SLURM_JOB_NODELIST, --auth=curve's keys directory on the shared storage) is checked without
-Slurm. With Slurm: a job with --auth=curve completes and its keys leave the shared storage. The
-Slurm part needs root and Debian's slurm-wlm and munge (skipped otherwise)."""
+Slurm, and so is a Python worker's step line (worker_cmd: run_role --worker_cmd, its ranks).
+With Slurm: a job with --auth=curve completes and its keys leave the shared storage, and a job
+whose workers are Python workers (--worker_cmd) runs them from the bundle's worker_files/ with
+exactly the binary's flags (python_bundle.py) and completes. The Slurm part needs root and
+Debian's slurm-wlm and munge (skipped otherwise)."""
 
 import json
 import os
@@ -20,9 +23,10 @@ import tempfile
 import time
 import unittest
 
-from pylib.cluster import cluster_file
+from pylib.cluster import cluster_file, role_commands
 import junit_main
 from pylib.deploy import slurm_backend
+import python_bundle
 from pylib.job import errors
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
@@ -303,6 +307,32 @@ class SlurmBackendTest(unittest.TestCase):
         for name in ("scheduler.log", "server0.log", "worker1.log", "stats.json", "metrics_worker0.jsonl",
                      "job.sbatch"):
             self.assertTrue(os.path.exists(os.path.join(run_dir, name)), name)
+        self.assertEqual(self.leftovers(), [])
+
+    def test_python_workers_run_from_the_bundle_with_the_binarys_flags(self):
+        records = os.path.join(self.dir, "records")
+        os.makedirs(records)
+        bundle = python_bundle.make(self.dir, os.environ.get("R2SP_BIN_DIR", ROOT))
+        argv = self.launch_argv("python", flags=[
+            "--worker_cmd=" + python_bundle.COMMAND.format(records=records)])
+        argv[argv.index("--bundle=" + self.bundle)] = "--bundle=" + bundle
+        r = subprocess.run(argv, env=self.env, capture_output=True, text=True, timeout=180)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        with open(os.path.join(self.dir, "python", "summary.json")) as f:
+            summary = json.load(f)
+        self.assertEqual((summary["completed"], summary["workers"], summary["iterations"]),
+                         (True, 2, 5))
+        cluster = cluster_file.load(os.path.join(self.dir, "python.toml"))
+        b = cluster.hosts[1]
+        shared = os.path.join(self.dir, "shared")
+        unpacked = os.path.join(shared, os.path.basename(bundle).removesuffix(".tar.gz"))
+        for rank in (0, 1):  # srun passes the submitter's environment on, PYTHONPATH too
+            args = role_commands.run_role_args(cluster, b, b.processes[rank],
+                                               os.path.join(shared, "runs", "slurm-test-python"))
+            with open(os.path.join(records, f"{rank}.json")) as f:
+                self.assertEqual(json.load(f), python_bundle.expected(
+                    unpacked, "127.0.0.1", cluster.ports["scheduler"], rank, 2, rank,
+                    args[args.index("worker") + 1:], self.env.get("PYTHONPATH")), rank)
         self.assertEqual(self.leftovers(), [])
 
     def test_curve_job_completes_and_its_keys_leave_the_shared_storage(self):

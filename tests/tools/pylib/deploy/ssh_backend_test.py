@@ -17,7 +17,6 @@ ssh that runs the remote command here, and the start commands' --keys_dir."""
 import io
 import json
 import os
-import shlex
 import signal
 import stat
 import subprocess
@@ -31,24 +30,13 @@ from pylib.cluster import cluster_file, role_commands
 import junit_main
 from pylib.emulation import netcluster
 from pylib.deploy import ssh_backend
+import python_bundle
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 BIN_DIR = os.environ.get("R2SP_BIN_DIR", ROOT)  # the runfiles under Bazel
 HOSTS = ("launcher", "node0", "node1", "node2")
 with open(os.path.join(ROOT, "VERSION")) as f:
     VERSION = f.read().strip()
-# A Python worker: records its working directory and environment into RECORDS/RANK.json, then
-# becomes the worker binary WORKER with the flags of R2SP_WORKER_FLAGS (exec_worker.py WORKER
-# RECORDS).
-EXEC_WORKER = r'''
-import json, os, shlex, sys
-worker, records = sys.argv[1:3]
-keys = ("R2SP_SCHEDULER", "R2SP_WORKER_FLAGS", "R2SP_DATA_DIR", "R2SP_CORE", "RANK", "WORLD_SIZE",
-        "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "PYTHONPATH")
-with open(os.path.join(records, os.environ["RANK"] + ".json"), "w") as f:
-    json.dump({"cwd": os.getcwd(), "env": {k: os.environ[k] for k in keys if k in os.environ}}, f)
-os.execv(worker, [worker] + shlex.split(os.environ["R2SP_WORKER_FLAGS"]))
-'''
 SSH_PORT = 2222
 SSHD_CONFIG = """Port {port}
 ListenAddress {address}
@@ -322,36 +310,13 @@ options = ["StrictHostKeyChecking=yes", "UserKnownHostsFile={self.dir}/{known_ho
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertIn("copied to 0", r.stdout)
 
-    def python_bundle(self):
-        """A bundle of the built binaries with the r2sp package (a stand-in extension) and
-        EXEC_WORKER as worker_files/exec_worker.py."""
-        bin_dir, source = os.path.join(self.dir, "python_bin"), os.path.join(self.dir, "python_src")
-        for role in ("scheduler", "server", "worker"):
-            os.makedirs(os.path.join(bin_dir, role))
-            os.symlink(os.path.abspath(os.path.join(BIN_DIR, role, role)),
-                       os.path.join(bin_dir, role, role))
-        os.makedirs(os.path.join(bin_dir, "worker", "python"))
-        os.makedirs(os.path.join(source, "r2sp"))
-        for path, text in ((os.path.join(bin_dir, "worker", "python", "_core.so"), "stand-in"),
-                           (os.path.join(source, "r2sp", "__init__.py"), ""),
-                           (os.path.join(source, "exec_worker.py"), EXEC_WORKER)):
-            with open(path, "w") as f:
-                f.write(text)
-        out = subprocess.run([os.path.join(ROOT, "tools", "package"), "--bin_dir=" + bin_dir,
-                              "--out=" + os.path.join(self.dir, "python_dist"),
-                              "--package_dir=" + os.path.join(source, "r2sp"),
-                              "--worker_files=" + os.path.join(source, "exec_worker.py")],
-                             capture_output=True, text=True)
-        self.assertEqual(out.returncode, 0, out.stderr)
-        return out.stdout.split()[1]
-
     def test_a_python_worker_runs_from_the_bundle_with_the_binarys_flags(self):
         records = os.path.join(self.dir, "records")
         os.makedirs(records)
         path = self.cluster_file(workdirs="python", node2=(
-            f'\nworker_cmd = "python3 exec_worker.py ../bin/worker {records}"'))
+            f'\nworker_cmd = "{python_bundle.COMMAND.format(records=records)}"'))
         run_dir = os.path.join(self.dir, "run_python")
-        r = self.launch(path, run_dir, bundle=self.python_bundle())
+        r = self.launch(path, run_dir, bundle=python_bundle.make(self.dir, BIN_DIR))
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         with open(os.path.join(run_dir, "summary.json")) as f:
             summary = json.load(f)
@@ -365,13 +330,8 @@ options = ["StrictHostKeyChecking=yes", "UserKnownHostsFile={self.dir}/{known_ho
         bundle = os.path.join(self.dir, "python", "node2", f"r2sp-{VERSION}-cpu")
         out = os.path.join(self.dir, "python", "node2", "runs", "ssh-test-run_python")
         args = role_commands.run_role_args(cluster, node2, node2.processes[0], out)
-        node0 = self.cluster.addresses["node0"]
-        self.assertEqual(got, {
-            "cwd": os.path.join(bundle, "worker_files"),
-            "env": {"R2SP_SCHEDULER": f"tcp://{node0}:9000",
-                    "R2SP_WORKER_FLAGS": shlex.join(args[args.index("worker") + 1:]),
-                    "RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "MASTER_ADDR": node0,
-                    "MASTER_PORT": "9000", "PYTHONPATH": os.path.join(bundle, "python")}})
+        self.assertEqual(got, python_bundle.expected(bundle, self.cluster.addresses["node0"], 9000,
+                                                     1, 2, 0, args[args.index("worker") + 1:]))
         self.assertTrue(os.path.exists(os.path.join(run_dir, "metrics_worker1.jsonl")))
         self.assertEqual(self.leftovers(), [])
 

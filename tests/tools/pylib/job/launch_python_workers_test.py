@@ -6,8 +6,9 @@ as a job of binaries, and so does a job of Python workers alone, both workers' s
 merged timeline. Then a Python worker of r2sp._core (the lead's extension, found through
 R2SP_CORE, its flags from R2SP_WORKER_FLAGS) beside a C++ worker, both pushing the synthetic
 model's known gradients in bsp: they end with the same parameters, bit for bit, and the Python
-worker's metrics and timeline reach the run directory and summary.json. Skipped where the
-binaries (or the extension) are not built."""
+worker's metrics and timeline reach the run directory and summary.json; the same with
+--auth=curve (the Python worker's flags name the job's keys). Skipped where the binaries (or the
+extension) are not built."""
 
 import json
 import os
@@ -152,6 +153,13 @@ class CoreLaunchTest(unittest.TestCase):
         self._tmp.cleanup()
 
     def test_a_python_worker_of_the_extension_beside_a_cpp_worker(self):
+        self.assertEqual(self.run_beside_a_cpp_worker()["auth"], "none")
+
+    def test_with_curve_the_python_worker_gets_the_jobs_keys(self):
+        self.assertEqual(self.run_beside_a_cpp_worker("--auth=curve")["auth"], "curve")
+
+    def run_beside_a_cpp_worker(self, *flags):
+        """Runs the job of the test above (with `flags` for tools/launch); its summary."""
         script, run_dir = os.path.join(self.dir, "core_script.py"), os.path.join(self.dir, "run")
         with open(script, "w") as f:
             f.write(CORE_SCRIPT)
@@ -162,7 +170,7 @@ class CoreLaunchTest(unittest.TestCase):
             "--server_flags=--lr=0.1 --momentum=0.9 --heartbeat_ms=200",
             "--worker_flags=--batch_size=4 --heartbeat_ms=200",
             f"--worker_flags_for=0:{KNOWN} --dump_params={cpp_params}",
-            "--worker_cmd_for=1:" + shlex.join([sys.executable, script, out])],
+            "--worker_cmd_for=1:" + shlex.join([sys.executable, script, out]), *flags],
             capture_output=True, text=True, timeout=180)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         with open(cpp_params, "rb") as f:
@@ -187,6 +195,7 @@ class CoreLaunchTest(unittest.TestCase):
         self.assertEqual(sorted(set(spans)), [(t, n) for t in (0, 1)
                                               for n in ("compute", "pull", "push")])
         self.assertEqual(len(spans), 2 * 3 * 6)
+        return summary
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ from . import state
 from .state import STATE
 
 
-class DistributedOptimizer:
+class DistributedOptimizer(torch.optim.Optimizer):
     """Trains `optimizer`'s parameters through the R2SP job (r2sp.torch.init() settings).
 
     optimizer: a torch.optim.SGD over the model's parameters. The servers apply the update:
@@ -28,7 +28,8 @@ class DistributedOptimizer:
     named_parameters: model.named_parameters() (or a dict name -> tensor): every parameter of
       the optimizer named, names unique; float32 (TypeError), contiguous (ValueError), all on
       one CPU or CUDA device. They are registered with the job in this order; buffers (batch
-      norm statistics) are not parameters and stay local to each worker.
+      norm statistics), frozen parameters (requires_grad False) and named tensors the
+      optimizer does not hold stay local to each worker.
     train_samples: the training set's size, for scripts that do not iterate a
       r2sp.torch.DistributedSampler (which otherwise starts the training loop with it).
 
@@ -38,8 +39,18 @@ class DistributedOptimizer:
     host memory (this path awaits a check on a GPU machine). Move the model to its device
     before creating the optimizer.
 
+    Gradient hooks report each parameter's gradient to the worker as autograd completes it;
+    with --overlap the pushes start then, during backward, so a gradient changed between
+    backward() and step() (clipping) reaches the servers only without --overlap. One step()
+    per backward(): a second backward before step() raises RuntimeError.
+
+    A torch.optim.Optimizer whose param_groups, state and defaults are the wrapped SGD's, so
+    code that takes an optimizer accepts it; learning-rate schedulers on it run but have no
+    effect (the servers' schedule rules).
+
     Not thread-safe: call it from the training thread."""
 
+    # Not calling torch.optim.Optimizer.__init__: the wrapped SGD holds the parameter groups.
     def __init__(self, optimizer, named_parameters, train_samples=None):
         validation.check_optimizer(optimizer)
         named = validation.named_entries(optimizer, named_parameters)
@@ -60,6 +71,7 @@ class DistributedOptimizer:
         STATE.worker = worker
         self._worker = worker
         self._buffers.adopt()
+        STATE.pulled = self._buffers.after_submit  # the final pull, for a device's copy
         self._reporter = gradients.GradientReporter(worker, self._buffers, self._entries,
                                                     live=lambda: STATE.step is not None)
         if train_samples is not None:
@@ -68,6 +80,19 @@ class DistributedOptimizer:
     @property
     def param_groups(self):
         return self.optimizer.param_groups
+
+    @property
+    def state(self):
+        return self.optimizer.state
+
+    @property
+    def defaults(self):
+        return self.optimizer.defaults
+
+    def add_param_group(self, param_group):
+        """Refused: the job's tensors are fixed once it is joined."""
+        raise RuntimeError("r2sp.torch.DistributedOptimizer: the job's tensors are fixed once "
+                           "it is joined; give the SGD every parameter before wrapping it")
 
     def zero_grad(self, set_to_none=False):
         """Zeroes every gradient in place (one fill of the gradient buffer). `set_to_none` is

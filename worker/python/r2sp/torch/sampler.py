@@ -2,18 +2,9 @@
 training loop its sample indices, following the scheduler's epoch plans (survivors take over a
 dead worker's samples from the next epoch) and the batch sizes it tunes."""
 
-import random
-
 from .. import _core
+from .sample_stream import SampleStream
 from .state import STATE
-
-
-def epoch_order(size, data_world, data_shard, live_shards, seed, epoch):
-    """The samples this worker's shard trains in an epoch with these live shards, shuffled by
-    (seed, epoch): the same order on every run."""
-    samples = list(_core.epoch_samples(size, data_world, data_shard, list(live_shards)))
-    random.Random(seed * 1000003 + epoch).shuffle(samples)
-    return samples
 
 
 class DistributedSampler:
@@ -23,12 +14,14 @@ class DistributedSampler:
 
     dataset_or_size: the training set (its len()) or its size; the whole set: the job
       shards it.
-    seed: shuffles each epoch's samples by (seed, epoch); default the job's --seed.
+    seed: the shuffles' seed; default the job's --seed. The order is the C++ worker's
+      (sample_stream.py): the same seed gives Python and C++ workers the same batches.
 
     Each iteration is one epoch of the job: every batch first waits for the job's next step
     (the scheduler's mode and slots decide when), then yields that step's batch of indices from
-    this worker's samples of the epoch (wrapping around them when the scheduler tunes batch
-    sizes); it ends after the epoch's last step, or when training is over. The first iteration
+    this worker's samples of the epoch, shuffled for the epoch (when the scheduler tunes batch
+    sizes, the shuffled passes over the samples run on across epochs, a new one starting where
+    one runs out); it ends after the epoch's last step, or when training is over. The first iteration
     starts the training loop (the DistributedOptimizer must exist). Call optimizer.step() once
     per batch. len() is the epoch's steps (known once its first step is)."""
 
@@ -52,6 +45,7 @@ class DistributedSampler:
         self.epoch = None      # what set_epoch() was told
         self._pending = None   # a step taken from the job that belongs to the next iteration
         self._steps = None     # the current or last epoch's steps
+        self._stream = None    # SampleStream, from the first iteration on
 
     def set_epoch(self, epoch):
         """Accepted for torch's DistributedSampler compatibility; the epochs are the
@@ -72,18 +66,15 @@ class DistributedSampler:
         step = self._take(worker)
         if step is None:
             return
-        seed = STATE.settings.seed if self.seed is None else self.seed
-        order = epoch_order(self.size, worker.data_world, worker.data_shard,
-                            step.live_shards, seed, step.epoch)
-        if not order:
-            raise ValueError(f"r2sp.torch.DistributedSampler: a training set of {self.size} "
-                             f"samples has none for data shard {worker.data_shard} of "
-                             f"{worker.data_world}; every worker needs samples")
-        epoch, position = step.epoch, 0
+        if self._stream is None:
+            seed = STATE.settings.seed if self.seed is None else self.seed
+            self._stream = SampleStream(self.size, worker.data_world, worker.data_shard, seed,
+                                        continuous=worker.hetero_batching)
+        self._stream.start_epoch(step.epoch, step.live_shards)
+        epoch = step.epoch
         self._steps = step.epoch_steps
         while True:
-            yield [order[(position + i) % len(order)] for i in range(step.batch)]
-            position += step.batch
+            yield self._stream.take(step.batch)
             if step.index + 1 >= step.epoch_steps:
                 return  # not asking for the next step: the job may want an evaluation first
             step = STATE.next_step("DistributedSampler")

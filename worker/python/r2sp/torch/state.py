@@ -25,10 +25,12 @@ class JobState:
         self.worker = None     # the joined _core.Worker
         self.step = None       # the _core.Step handed out and not yet submitted
         self.last_step = None  # the last step handed out
-        self.began = False     # begin_training() called
+        self.train_samples = 0  # the training set's size, once begin_training() was called
         self.over = False      # next_step() said training is over
         self.result = None     # finish()'s dict
         self.aborted = False   # this worker left the job (abort(), Ctrl-C, lost)
+        self.pulled = None     # called once finish() pulled the final parameters (a device's
+                               # copy of them needs them: CUDA)
 
     @contextlib.contextmanager
     def blocking(self):
@@ -55,19 +57,19 @@ class JobState:
                 or train_samples < 1:
             raise ValueError(f"r2sp.torch.{what}: the training set's size must be a positive "
                              f"integer, not {train_samples!r}")
-        if self.began:
-            if train_samples != self.began:
-                raise ValueError(f"r2sp.torch.{what}: training began with {self.began} samples; "
-                                 f"it cannot change to {train_samples}")
+        if self.train_samples:
+            if train_samples != self.train_samples:
+                raise ValueError(f"r2sp.torch.{what}: training began with {self.train_samples} "
+                                 f"samples; it cannot change to {train_samples}")
             return
         worker.begin_training(train_samples)
-        self.began = train_samples
+        self.train_samples = train_samples
 
     def next_step(self, what):
         """The next step of the training loop (blocks until the loop wants it), or None once
         training is over. RuntimeError if the step handed out before was never submitted."""
         worker = self.require_worker(what)
-        if not self.began:
+        if not self.train_samples:
             raise RuntimeError(f"r2sp.torch.{what}: training has not begun: iterate a "
                                "r2sp.torch.DistributedSampler, or pass train_samples= (the "
                                "training set's size) to DistributedOptimizer")
@@ -99,8 +101,14 @@ class JobState:
             return {}
         if self.aborted:
             raise RuntimeError("r2sp.torch.finish: this worker already left the job (aborted)")
-        with self.blocking():
-            self.result = dict(self.worker.finish())
+        try:
+            with self.blocking():
+                self.result = dict(self.worker.finish())
+        except _core.R2SPError:
+            self.aborted = True  # a worker that cannot finish leaves the job
+            raise
+        if self.pulled is not None:
+            self.pulled()
         return self.result
 
     def abort(self, why):

@@ -48,7 +48,8 @@ def named_entries(optimizer, named_parameters):
 
     ValueError for a parameter of the optimizer missing from named_parameters, a name used
     twice or a tensor under two names; TypeError for a name that is not a string or a value
-    that is not a tensor. Parameters named but not optimized are left out (they stay local)."""
+    that is not a tensor. Parameters named but not optimized, and frozen ones (requires_grad
+    False, which SGD leaves alone), are left out: they stay local."""
     if isinstance(named_parameters, dict):
         named_parameters = named_parameters.items()
     names, seen = {}, {}
@@ -80,9 +81,10 @@ def named_entries(optimizer, named_parameters):
                                  "not in named_parameters; pass the named parameters of the "
                                  "model the optimizer trains (model.named_parameters())")
             optimized.add(id(p))
-    entries = [(n, p) for n, p in names.items() if id(p) in optimized]
+    entries = [(n, p) for n, p in names.items() if id(p) in optimized and p.requires_grad]
     if not entries:
-        raise ValueError("r2sp.torch.DistributedOptimizer: the optimizer has no parameters")
+        raise ValueError("r2sp.torch.DistributedOptimizer: the optimizer has no parameters "
+                         "that require grad")
     return entries
 
 

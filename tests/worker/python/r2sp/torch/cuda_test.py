@@ -145,6 +145,19 @@ class CudaBuffersTest(unittest.TestCase):
                           (0, 4, [b & 0xFFFF for b in bits[0:4]])])
         self.assertEqual(self.worker.calls[-1], ("submit", 4, 0.0, True))
 
+    def test_finish_uploads_the_final_pull(self):
+        model = tiny_model()
+        self.make(model)
+
+        def finish():  # the final pull lands in worker.params
+            torch.frombuffer(self.worker.params, dtype=torch.float32).copy_(
+                torch.arange(9, dtype=torch.float32))
+            return {"steps": 2}
+        self.worker.finish = finish
+        self.assertEqual(r2t.finish(), {"steps": 2})
+        self.assertEqual(torch.cat([p.reshape(-1) for p in model.parameters()]).tolist(),
+                         [float(i) for i in range(9)])
+
     def test_an_unused_parameter_is_zero_on_both_sides(self):
         model = tiny_model()
         opt = self.make(model)

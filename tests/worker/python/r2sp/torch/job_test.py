@@ -73,12 +73,35 @@ class JobFunctionsTest(unittest.TestCase):
 
     def test_batch_size_is_the_current_steps(self):
         worker = self.join(batch_size=16, steps=r2sp_testing.steps_of([2], batch=12))
-        state.STATE.began = 100
+        state.STATE.train_samples = 100
         state.STATE.next_step("test")
         self.assertEqual(r2t.batch_size(), 12)
         state.STATE.submitted()
         self.assertEqual(r2t.batch_size(), 12)  # the last step's, until the next is known
         self.assertEqual(worker.names(), ["next_step"])
+
+    def test_training_begins_once_with_one_size(self):
+        worker = self.join()
+        state.STATE.begin(64, "test")
+        state.STATE.begin(64, "again")
+        self.assertEqual(worker.calls, [("begin_training", 64)])
+        for size, message in ((32, "r2sp.torch.again: training began with 64 samples; it "
+                                   "cannot change to 32"),
+                              (0, "r2sp.torch.again: the training set's size must be a positive "
+                                  "integer, not 0")):
+            with self.subTest(size=size):
+                with self.assertRaises(ValueError) as e:
+                    state.STATE.begin(size, "again")
+                self.assertEqual(str(e.exception), message)
+
+    def test_a_step_before_training_began(self):
+        self.join()
+        with self.assertRaises(RuntimeError) as e:
+            state.STATE.next_step("DistributedOptimizer.step")
+        self.assertEqual(str(e.exception), "r2sp.torch.DistributedOptimizer.step: training has "
+                                           "not begun: iterate a r2sp.torch.DistributedSampler, "
+                                           "or pass train_samples= (the training set's size) to "
+                                           "DistributedOptimizer")
 
     def test_report_eval(self):
         worker = self.join()
@@ -101,6 +124,23 @@ class JobFunctionsTest(unittest.TestCase):
         self.assertEqual(r2t.finish(), {"steps": 3})
         self.assertEqual(r2t.finish(), {"steps": 3})
         state.STATE.at_exit()
+        self.assertEqual(worker.names(), ["finish"])
+
+    def test_a_refused_finish_leaves_the_job(self):
+        worker = self.join()
+
+        def refuse():
+            worker.calls.append(("finish",))
+            raise r2t.R2SPError("finish() before the job's training was over")
+        worker.finish = refuse
+        with self.assertRaises(r2t.R2SPError):
+            r2t.finish()
+        with self.assertRaises(RuntimeError) as e:
+            r2t.finish()
+        self.assertEqual(str(e.exception), "r2sp.torch.finish: this worker already left the "
+                                           "job (aborted)")
+        with mock.patch.object(sys, "last_value", None, create=True):
+            state.STATE.at_exit()
         self.assertEqual(worker.names(), ["finish"])
 
     def test_at_exit_finishes_a_script_that_did_not(self):
@@ -141,7 +181,7 @@ class JobFunctionsTest(unittest.TestCase):
             with self.subTest(error=type(error).__name__):
                 state.STATE.__init__()
                 worker = self.join(steps=r2sp_testing.steps_of([2]))
-                state.STATE.began = 10
+                state.STATE.train_samples = 10
 
                 def interrupted():
                     raise error

@@ -188,6 +188,56 @@ class JoinTest(OptimizerTestBase):
                 self.assertEqual(p.grad.data_ptr(), gbase + 4 * offset)
         self.assertEqual(state.STATE.worker, worker)
 
+    def test_an_optimizer_for_code_that_takes_one(self):
+        model = tiny_model()
+        sgd = torch.optim.SGD(model.parameters(), lr=0.1)
+        opt = self.make(sgd, model.named_parameters(), train_samples=4)
+        self.assertIsInstance(opt, torch.optim.Optimizer)
+        self.assertIs(opt.param_groups, sgd.param_groups)
+        self.assertIs(opt.state, sgd.state)
+        self.assertEqual(opt.defaults["lr"], 0.1)
+        self.workers[0].steps = r2sp_testing.steps_of([1])
+        schedule = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+        opt.step()
+        schedule.step()  # runs; the servers' schedule is the one that counts
+        self.assertEqual(sgd.param_groups[0]["lr"], 0.05)
+        self.assertEqual(self.workers[0].names(), ["join", "begin_training", "next_step",
+                                                   "gradient_ready", "gradient_ready",
+                                                   "gradient_ready", "gradient_ready",
+                                                   "gradient_ready", "submit"])
+        with self.assertRaises(RuntimeError) as e:
+            opt.add_param_group({"params": [torch.zeros(1)]})
+        self.assertEqual(str(e.exception), "r2sp.torch.DistributedOptimizer: the job's tensors "
+                                           "are fixed once it is joined; give the SGD every "
+                                           "parameter before wrapping it")
+
+    def test_frozen_parameters_stay_local(self):
+        model = tiny_model()
+        model.l1.bias.requires_grad_(False)
+        frozen = model.l1.bias.detach().clone()
+        self.options = {"initial": [float(i) for i in range(11)]}
+        self.make(torch.optim.SGD(model.parameters(), lr=0.1), model.named_parameters())
+        self.assertEqual(self.workers[0].tensors, [("l1.weight", 0, 6), ("l2.weight", 6, 2),
+                                                   ("l2.bias", 8, 1), ("unused.weight", 9, 2)])
+        self.assertTrue(torch.equal(model.l1.bias, frozen))
+        self.assertEqual(model.l2.bias.tolist(), [8.0])
+        for p in model.parameters():
+            p.requires_grad_(False)
+        state.STATE.__init__()
+        self.assertRaisesExactly(
+            ValueError, "r2sp.torch.DistributedOptimizer: the optimizer has no parameters that "
+            "require grad", self.make, torch.optim.SGD(model.parameters(), lr=0.1),
+            model.named_parameters())
+
+    def test_batch_norm_buffers_stay_local(self):
+        model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.BatchNorm1d(2))
+        self.make(torch.optim.SGD(model.parameters(), lr=0.1), model.named_parameters())
+        self.assertEqual(self.workers[0].tensors, [("0.weight", 0, 4), ("0.bias", 4, 2),
+                                                   ("1.weight", 6, 2), ("1.bias", 8, 2)])
+        model(torch.tensor([[1.0, 2.0], [3.0, 5.0]]))  # training mode: the statistics move
+        self.assertEqual(model[1].num_batches_tracked.item(), 1)
+        self.assertNotEqual(model[1].running_mean.tolist(), [0.0, 0.0])
+
     def test_a_join_that_fails_leaves_the_model_and_the_process_unjoined(self):
         model = tiny_model()
         before = model.l1.weight.detach().clone()

@@ -1,6 +1,7 @@
 """r2sp.torch.DistributedSampler over a FakeWorker: each epoch's batches follow the job's
 steps (one next_step per batch, none after an epoch's last step so the evaluation can run),
-the scheduler's plan (a dead worker's samples taken over) and tuned batch sizes (wrapping)."""
+the scheduler's plan (a dead worker's samples taken over), the C++ worker's order
+(_core.epoch_order, models::OrderForEpoch) and tuned batch sizes (passes across epochs)."""
 
 import unittest
 
@@ -12,10 +13,15 @@ import junit_main  # noqa: E402
 
 if not SKIP:
     import r2sp.torch as r2t  # noqa: E402
-    from r2sp.torch import sampler as sampler_module  # noqa: E402
+    from r2sp import _core  # noqa: E402
     from r2sp.torch import state  # noqa: E402
 
 FakeStep = r2sp_testing.FakeStep
+
+
+def order(samples, seed, epoch, shard):
+    """The C++ worker's order of these samples in that epoch (models::OrderForEpoch)."""
+    return list(_core.epoch_order(list(samples), seed, epoch, shard))
 
 
 def step(clock, epoch, index, epoch_steps, batch, live):
@@ -45,14 +51,12 @@ class SamplerTest(unittest.TestCase):
             state.STATE.submitted()
         return batches
 
-    def test_epoch_order_is_the_shards_samples_shuffled_by_seed_and_epoch(self):
-        self.assertEqual(sampler_module.epoch_order(10, 2, 0, [0, 1], 1, 0), [2, 0, 6, 4, 8])
-        self.assertEqual(sampler_module.epoch_order(10, 2, 0, [0, 1], 1, 1), [4, 8, 0, 2, 6])
-        self.assertEqual(sampler_module.epoch_order(10, 2, 0, [0, 1], 2, 0), [0, 2, 8, 4, 6])
-        # Shard 1 dead: shard 0 also trains its samples.
-        self.assertEqual(sorted(sampler_module.epoch_order(10, 2, 0, [0], 1, 0)), list(range(10)))
-        self.assertEqual(sorted(sampler_module.epoch_order(11, 3, 1, [0, 1], 1, 0)),
-                         [1, 4, 5, 7, 10])
+    def test_the_order_is_the_cpp_workers(self):
+        # models::OrderForEpoch through the extension: the oracle these tests compare with.
+        self.assertEqual(order([0, 2, 4, 6, 8], 1, 0, 0), [8, 2, 0, 4, 6])
+        self.assertEqual(order([0, 2, 4, 6, 8], 1, 1, 0), [2, 6, 4, 8, 0])
+        self.join([step(0, 0, 0, 1, 5, [0, 1])])
+        self.assertEqual(self.epoch(r2t.DistributedSampler(10)), [[8, 2, 0, 4, 6]])
 
     def test_epochs_follow_the_steps_and_the_plan(self):
         worker = self.join([step(0, 0, 0, 2, 2, [0, 1]), step(1, 0, 1, 2, 2, [0, 1]),
@@ -61,21 +65,41 @@ class SamplerTest(unittest.TestCase):
         s = r2t.DistributedSampler(list(range(10)))
         self.assertEqual(len(s), 2)  # fewest samples (5) // the initial batch (2)
         first = self.epoch(s)
-        self.assertEqual(first, [[2, 0], [6, 4]])
+        self.assertEqual(first, [[8, 2], [0, 4]])
         # No next_step after the epoch's last step: the evaluation comes first.
         self.assertEqual(worker.names(), ["begin_training", "next_step", "next_step"])
         self.assertEqual(len(s), 2)
-        order = sampler_module.epoch_order(10, 2, 0, [0], 1, 1)
-        second = self.epoch(s)
-        self.assertEqual(second, [order[0:3], order[3:6], order[6:9]])
+        second = self.epoch(s)  # shard 1's samples too, in epoch 1's order
+        self.assertEqual(second, [[3, 5, 0], [9, 4, 2], [1, 7, 8]])
+        self.assertEqual(order(range(10), 1, 1, 0), [3, 5, 0, 9, 4, 2, 1, 7, 8, 6])
         self.assertEqual(len(s), 3)
         self.assertEqual(self.epoch(s), [])  # training over
         self.assertEqual(worker.names(), ["begin_training"] + ["next_step"] * 6)
 
-    def test_tuned_batches_wrap_around_the_epochs_samples(self):
+    def test_a_pass_that_runs_out_goes_on_with_the_next_epochs_order(self):
         self.join([step(0, 0, 0, 2, 4, [0, 1]), step(1, 0, 1, 2, 4, [0, 1])])
         s = r2t.DistributedSampler(10, seed=1)
-        self.assertEqual(self.epoch(s), [[2, 0, 6, 4], [8, 2, 0, 6]])
+        self.assertEqual(self.epoch(s), [[8, 2, 0, 4], [6, 2, 6, 4]])
+
+    def test_tuned_batches_run_the_passes_on_across_epochs(self):
+        self.join([step(0, 0, 0, 2, 3, [0, 1]), step(1, 0, 1, 2, 3, [0, 1]),
+                   step(2, 1, 0, 2, 3, [0, 1]), step(3, 1, 1, 2, 3, [0, 1])],
+                  hetero_batching=True)
+        s = r2t.DistributedSampler(10)
+        pass2 = order([0, 2, 4, 6, 8], 1, 2, 0)
+        self.assertEqual(self.epoch(s), [[8, 2, 0], [4, 6, 2]])  # pass 0, then pass 1's first
+        self.assertEqual(self.epoch(s), [[6, 4, 8], [0] + pass2[:2]])
+
+    def test_a_loop_left_mid_epoch_goes_on_where_it_was(self):
+        self.join([step(0, 0, 0, 2, 2, [0, 1]), step(1, 0, 1, 2, 2, [0, 1]),
+                   step(2, 1, 0, 1, 2, [0, 1])])
+        s = r2t.DistributedSampler(10)
+        for b in s:
+            self.assertEqual(b, [8, 2])
+            state.STATE.submitted()
+            break
+        self.assertEqual(self.epoch(s), [[0, 4]])  # the rest of epoch 0
+        self.assertEqual(self.epoch(s), [[2, 6]])  # epoch 1
 
     def test_a_step_of_the_next_epoch_is_kept_for_the_next_iteration(self):
         worker = self.join([step(0, 0, 0, 3, 2, [0, 1]), step(1, 1, 0, 1, 2, [0, 1])])
@@ -84,15 +108,16 @@ class SamplerTest(unittest.TestCase):
         for b in s:
             batches.append(b)
             state.STATE.submitted()
-        self.assertEqual(batches, [[2, 0]])
-        self.assertEqual(self.epoch(s), [sampler_module.epoch_order(10, 2, 0, [0, 1], 1, 1)[:2]])
+        self.assertEqual(batches, [[8, 2]])
+        self.assertEqual(self.epoch(s), [[2, 6]])  # epoch 1's order
         self.assertEqual(worker.names(), ["begin_training", "next_step", "next_step"])
 
     def test_seed_defaults_to_the_jobs(self):
         state.STATE.settings = r2t.settings.resolve({"R2SP_SCHEDULER": "tcp://h:1"},
                                                     ["--seed=2"])
         self.join([step(0, 0, 0, 1, 5, [0, 1])])
-        self.assertEqual(self.epoch(r2t.DistributedSampler(10)), [[0, 2, 8, 4, 6]])
+        self.assertEqual(self.epoch(r2t.DistributedSampler(10)), [order([0, 2, 4, 6, 8], 2, 0, 0)])
+        self.assertEqual(order([0, 2, 4, 6, 8], 2, 0, 0), [2, 4, 6, 8, 0])
 
     def test_without_the_optimizer(self):
         with self.assertRaises(RuntimeError) as e:
@@ -145,7 +170,7 @@ class SamplerTest(unittest.TestCase):
         for (x,) in loader:
             got.append(x.tolist())
             state.STATE.submitted()
-        self.assertEqual(got, [[2.0, 0.0, 6.0]])
+        self.assertEqual(got, [[8.0, 2.0, 0.0]])
 
 
 if __name__ == "__main__":

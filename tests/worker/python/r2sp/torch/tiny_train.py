@@ -1,9 +1,10 @@
 """A Python worker for the integration tests (training_test.py): trains a tiny classifier on a
 synthetic data set through r2sp.torch, as a user's script would, and writes what the test
-checks to $TINY_OUT (JSON): its rank, the parameters before and right after joining and at the
+checks to $TINY_OUT (JSON; "{rank}" in it stands for $RANK): its rank, the parameters before and right after joining and at the
 end, each epoch's sample indices and each step's batch (as yielded, and as batch_size() said),
 its evaluations and finish()'s totals; or, when joining fails, the error (exit status 3).
-$TINY_OUT.steps holds the number of steps done so far. Ctrl-C: prints "interrupted", status 130.
+$TINY_OUT.steps holds the number of steps done so far. Ctrl-C: prints "interrupted", status 130;
+the worker lost to the job: the error in $TINY_OUT, status 4.
 
 Each process starts from different random parameters (torch seed = 100 + $RANK), so equal
 parameters after joining show worker 0's became everyone's. $TINY_HIDDEN: the hidden layer's
@@ -38,9 +39,14 @@ def join(model):
         return r2t.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
                                         model.named_parameters())
     except r2t.R2SPError as e:
-        with open(os.environ["TINY_OUT"], "w") as f:
+        with open(output(), "w") as f:
             json.dump({"error": [type(e).__name__, e.code, str(e)]}, f)
         sys.exit(3)
+
+
+def output():
+    """$TINY_OUT, its {rank} replaced by $RANK (workers that share an environment)."""
+    return os.environ["TINY_OUT"].replace("{rank}", os.environ.get("RANK", "0"))
 
 
 def main():
@@ -67,7 +73,7 @@ def main():
             optimizer.step(loss=loss)
             out["batches"].append(len(y))
             out["epochs"][-1] += index.tolist()
-            with open(os.environ["TINY_OUT"] + ".steps", "w") as f:
+            with open(output() + ".steps", "w") as f:
                 f.write(str(len(out["batches"])))
         if r2t.evaluates():
             with torch.no_grad():
@@ -76,7 +82,7 @@ def main():
             out["evals"].append([accuracy, r2t.report_eval(accuracy, 0.5)])
     out["finish"] = r2t.finish()
     out["final"] = flat(model)
-    with open(os.environ["TINY_OUT"], "w") as f:
+    with open(output(), "w") as f:
         json.dump(out, f)
 
 
@@ -86,3 +92,7 @@ if __name__ == "__main__":
     except KeyboardInterrupt:
         print("interrupted", flush=True)
         sys.exit(130)
+    except r2t.JobLost as lost:
+        with open(output(), "w") as f:
+            json.dump({"lost": [type(lost).__name__, lost.code, str(lost)]}, f)
+        sys.exit(4)

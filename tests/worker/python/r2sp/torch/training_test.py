@@ -1,11 +1,13 @@
 """r2sp.torch against real jobs: the scheduler and server binaries and Python workers running
-tiny_train.py through the built extension. Two workers train a tiny model in bsp to completion
-and end with the same parameters, worker 0's initial ones having become everyone's; the bad
-inputs (a non-SGD optimizer, a float64 or non-contiguous parameter, no scheduler, another
-model than the job's) each raise their exact error. Also asp, r2sp with --overlap and fp16
-pushes, hetero batching (the sampler follows the tuned batches) and a worker killed mid-epoch
-(the survivor trains its samples from the next epoch). Skipped where the binaries are not
-built."""
+tiny_train.py or known_train.py through the built extension. Two workers train a tiny model in
+bsp to completion and end with the same parameters, worker 0's initial ones having become
+everyone's; with the known gradients, torch workers alone and beside a C++ worker end with the
+C++ workers' parameters bit for bit; the bad inputs (a non-SGD optimizer, a float64 or
+non-contiguous parameter, no scheduler, an unknown flag, another model than the job's) each
+raise their exact error. Also asp, r2sp with --overlap and fp16 pushes, hetero batching (the
+sampler follows the tuned batches), a worker killed mid-epoch (the survivor trains its samples
+from the next epoch), Ctrl-C, a server lost mid-step (JobLost), and tools/launch --worker_cmd (the reported accuracy reaches
+summary.json). Skipped where the binaries are not built."""
 
 import json
 import os
@@ -17,6 +19,7 @@ import tempfile
 import time
 import unittest
 
+import job_harness
 import r2sp_testing
 
 SKIP = r2sp_testing.use_torch_python()
@@ -29,84 +32,58 @@ if not SKIP:
     import r2sp.torch as r2t  # noqa: E402
     from r2sp.torch import state  # noqa: E402
 
-ROOT = r2sp_testing.ROOT
-SCHEDULER = os.path.join(ROOT, "scheduler", "scheduler")
-SERVER = os.path.join(ROOT, "server", "server")
 SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tiny_train.py")
+KNOWN = os.path.join(os.path.dirname(SCRIPT), "known_train.py")
 
 
 def cannot_run():
-    if SKIP:
-        return SKIP
-    missing = [p for p in (SCHEDULER, SERVER) if not os.access(p, os.X_OK)]
-    if not r2sp_testing.core_path():
-        missing.append("worker/python/_core.so")
-    return f"needs the built binaries: {', '.join(missing)}" if missing else None
+    return SKIP or job_harness.cannot_run()
 
 
-class Job:
-    """A scheduler and one server on 127.0.0.1, and the Python workers started against them;
-    every process's output in `dir`."""
+class Job(job_harness.Job):
+    """A job_harness.Job (scheduler with a 1 s heartbeat timeout, one server) in `sync` mode
+    whose Python workers run tiny_train.py."""
 
     def __init__(self, workers, sync="bsp", register_timeout_s=60, scheduler_flags=(),
                  server_flags=()):
-        self.dir = tempfile.mkdtemp(prefix="r2sp_torch_job_")
-        self.procs = []
-        endpoint_file = os.path.join(self.dir, "scheduler.endpoint")
-        self.start("scheduler", [SCHEDULER, "--bind=tcp://127.0.0.1:*",
-                                 "--endpoint_file=" + endpoint_file, "--num_servers=1",
-                                 f"--num_workers={workers}", "--sync=" + sync,
-                                 f"--register_timeout_s={register_timeout_s}",
-                                 *scheduler_flags])
-        deadline = time.monotonic() + 30
-        while not os.path.exists(endpoint_file) or not open(endpoint_file).read().strip():
-            if time.monotonic() > deadline:
-                raise AssertionError("the scheduler wrote no endpoint: " + self.log("scheduler"))
-            time.sleep(0.05)
-        with open(endpoint_file) as f:
-            self.endpoint = f.read().strip()
-        self.start("server", [SERVER, "--scheduler=" + self.endpoint,
-                              "--bind=tcp://127.0.0.1:*", "--lr=0.1", "--momentum=0.9",
-                              *server_flags])
+        super().__init__("r2sp_torch", workers,
+                         scheduler_flags=["--sync=" + sync,
+                                          f"--register_timeout_s={register_timeout_s}",
+                                          *scheduler_flags],
+                         server_flags=["--lr=0.1", "--momentum=0.9", *server_flags])
 
-    def start(self, name, argv, env=None):
-        with open(os.path.join(self.dir, name + ".log"), "w") as log:
-            self.procs.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
-                                               env=env))
-        return self.procs[-1]
-
-    def python_worker(self, index, flags, *args, hidden=8, step_sleep=0.0):
-        """tiny_train.py as worker `index` (RANK) with a hidden layer this wide and steps this
-        much longer, its output in worker<index>.json."""
-        env = dict(os.environ, R2SP_SCHEDULER=self.endpoint, RANK=str(index),
+    def torch_worker(self, index, flags, *args, hidden=8, step_sleep=0.0, script=SCRIPT,
+                     torchrun=False):
+        """tiny_train.py (or `script`) as worker `index` (RANK) with these worker flags, a
+        hidden layer this wide and steps this much longer per sample; its output in
+        worker<index>.json. `torchrun`: the scheduler's address in MASTER_ADDR and MASTER_PORT
+        instead of R2SP_SCHEDULER."""
+        address = {"R2SP_SCHEDULER": self.endpoint}
+        if torchrun:
+            host, port = self.endpoint[len("tcp://"):].rsplit(":", 1)
+            address = {"MASTER_ADDR": host, "MASTER_PORT": port, "WORLD_SIZE": "2"}
+        env = dict({k: v for k, v in os.environ.items() if k != "R2SP_SCHEDULER"}, **address,
+                   RANK=str(index),
                    TINY_HIDDEN=str(hidden), TINY_STEP_SLEEP=str(step_sleep),
-                   R2SP_WORKER_FLAGS="--bind=tcp://127.0.0.1:* " + flags,
+                   R2SP_WORKER_FLAGS="--bind=tcp://127.0.0.1:* " + " ".join(job_harness.NODE)
+                   + " " + flags,
                    R2SP_CORE=r2sp_testing.core_path(),
-                   PYTHONPATH=os.path.join(ROOT, "worker", "python"),
-                   TINY_OUT=os.path.join(self.dir, f"worker{index}.json"))
-        return self.start(f"worker{index}", [sys.executable, SCRIPT, *args], env)
-
-    def log(self, name):
-        with open(os.path.join(self.dir, name + ".log")) as f:
-            return f.read()
+                   PYTHONPATH=os.path.join(r2sp_testing.ROOT, "worker", "python"),
+                   TINY_OUT=self.path(f"worker{index}.json"))
+        return self.python_worker(f"worker{index}", script, args, env=env)
 
     def result(self, index):
-        with open(os.path.join(self.dir, f"worker{index}.json")) as f:
+        with open(self.path(f"worker{index}.json")) as f:
             return json.load(f)
-
-    def stop(self):
-        for p in self.procs:
-            if p.poll() is None:
-                p.kill()
-            p.wait()
 
 
 @unittest.skipIf(cannot_run(), cannot_run() or "")
 class TrainingTest(unittest.TestCase):
     def test_two_python_workers_train_in_bsp_to_the_same_parameters(self):
         job = Job(workers=2)
-        self.addCleanup(job.stop)
-        workers = [job.python_worker(i, "--epochs=2 --batch_size=8 --seed=3", "2")
+        self.addCleanup(job.close)
+        workers = [job.torch_worker(i, "--epochs=2 --batch_size=8 --seed=3", "2",
+                                    torchrun=i == 1)  # torchrun's variables for worker 1
                    for i in range(2)]
         for i, w in enumerate(workers):
             self.assertEqual(w.wait(timeout=120), 0, job.log(f"worker{i}"))
@@ -138,8 +115,8 @@ class TrainingTest(unittest.TestCase):
         for sync, flags in (("asp", ""), ("r2sp", "--overlap --push_codec=fp16")):
             with self.subTest(sync=sync):
                 job = Job(workers=2, sync=sync)
-                self.addCleanup(job.stop)
-                workers = [job.python_worker(i, "--epochs=1 --batch_size=8 " + flags, "1")
+                self.addCleanup(job.close)
+                workers = [job.torch_worker(i, "--epochs=1 --batch_size=8 " + flags, "1")
                            for i in range(2)]
                 for i, w in enumerate(workers):
                     self.assertEqual(w.wait(timeout=120), 0, job.log(f"worker{i}"))
@@ -151,14 +128,12 @@ class TrainingTest(unittest.TestCase):
                     self.assertNotEqual(r["final"], r["joined"])
 
     def test_survivors_train_a_killed_workers_samples_from_the_next_epoch(self):
-        job = Job(workers=2, scheduler_flags=["--absorb_orphaned_shards",
-                                              "--heartbeat_timeout_ms=1000"],
-                  server_flags=["--heartbeat_ms=200"])
-        self.addCleanup(job.stop)
+        job = Job(workers=2, scheduler_flags=["--absorb_orphaned_shards"])
+        self.addCleanup(job.close)
         progress = os.path.join(job.dir, "worker1.json.steps")
-        flags = "--epochs=2 --batch_size=8 --heartbeat_ms=200 "
-        survivor = job.python_worker(0, flags, "2", step_sleep=0.025)
-        doomed = job.python_worker(1, flags, "2", step_sleep=0.025)
+        flags = "--epochs=2 --batch_size=8 "
+        survivor = job.torch_worker(0, flags, "2", step_sleep=0.025)
+        doomed = job.torch_worker(1, flags, "2", step_sleep=0.025)
         deadline = time.monotonic() + 60
         while not (os.path.exists(progress) and open(progress).read() not in ("", "0")):
             self.assertLess(time.monotonic(), deadline, job.log("worker1"))
@@ -180,46 +155,50 @@ class TrainingTest(unittest.TestCase):
     def test_hetero_batching_gives_the_slower_worker_the_smaller_batch(self):
         job = Job(workers=2, scheduler_flags=["--hetero_batching", "--global_batch=16",
                                               "--min_batch=2"])
-        self.addCleanup(job.stop)
-        fast = job.python_worker(0, "--epochs=3 --batch_size=8", "3", step_sleep=0.001)
-        slow = job.python_worker(1, "--epochs=3 --batch_size=8", "3", step_sleep=0.01)
+        self.addCleanup(job.close)
+        fast = job.torch_worker(0, "--epochs=3 --batch_size=8", "3", step_sleep=0.001)
+        slow = job.torch_worker(1, "--epochs=3 --batch_size=8", "3", step_sleep=0.01)
         self.assertEqual(fast.wait(timeout=120), 0, job.log("worker0"))
         self.assertEqual(slow.wait(timeout=120), 0, job.log("worker1"))
-        tuned = re.findall(r"batch sizes: w0=(\d+) w1=(\d+)", job.log("scheduler"))
+        tuned = [(int(a), int(b)) for a, b in
+                 re.findall(r"batch sizes: w0=(\d+) w1=(\d+)", job.log("scheduler"))]
         self.assertTrue(tuned, job.log("scheduler"))
-        final = [int(b) for b in tuned[-1]]
-        self.assertEqual(sum(final), 16)
+        self.assertEqual({a + b for a, b in tuned}, {16})
         results = [job.result(0), job.result(1)]
         for r in results:
             # An epoch is the data set in global batches: 64 / 16 = 4 steps; each step's batch
-            # is the tuned one, and the epoch's indices wrap around the shard's 32 samples.
+            # is the one batch_size() gave, a tuned one by the end (a worker may finish before
+            # the scheduler's last tuning reaches it).
             self.assertEqual(len(r["batches"]), 12)
             self.assertEqual(r["asked"], r["batches"])
-            self.assertEqual(r["finish"]["final_batch"], final[r["rank"]])
-            self.assertEqual(r["batches"][-1], final[r["rank"]])
+            self.assertEqual(r["batches"][-1], r["finish"]["final_batch"])
+            self.assertIn(r["batches"][-1], {t[r["rank"]] for t in tuned})
             self.assertEqual(r["finish"]["samples"], sum(r["batches"]))
             for epoch, indices in enumerate(r["epochs"]):
                 self.assertEqual(len(indices), sum(r["batches"][4 * epoch:4 * epoch + 4]))
-                self.assertEqual(len(set(indices)), min(32, len(indices)))
-                self.assertEqual({i % 2 for i in indices}, {indices[0] % 2})
+            # The shuffled passes over the shard's 32 samples run on across the epochs.
+            stream = sum(r["epochs"], [])
+            shard = list(range(stream[0] % 2, 64, 2))
+            for start in range(0, len(stream), 32):
+                one_pass = stream[start:start + 32]  # the last may be cut short
+                self.assertEqual(len(set(one_pass)), len(one_pass))
+                self.assertLessEqual(set(one_pass), set(shard))
         self.assertLess(results[1]["finish"]["final_batch"], results[0]["finish"]["final_batch"])
 
     def test_ctrl_c_while_joining_and_while_training(self):
-        job = Job(workers=2, scheduler_flags=["--heartbeat_timeout_ms=1000"],
-                  server_flags=["--heartbeat_ms=200"])
-        self.addCleanup(job.stop)
-        flags = "--epochs=2 --batch_size=8 --heartbeat_ms=200"
-        alone = job.python_worker(0, flags, "2", step_sleep=0.025)
+        job = Job(workers=2)
+        self.addCleanup(job.close)
+        flags = "--epochs=2 --batch_size=8"
+        alone = job.torch_worker(0, flags, "2", step_sleep=0.025)
         self.wait_for(lambda: "1/2 workers" in job.log("scheduler"), job)
         alone.send_signal(signal.SIGINT)  # waiting in join() for a second worker
         self.assertEqual(alone.wait(timeout=10), 130, job.log("worker0"))
         self.assertTrue(job.log("worker0").endswith("interrupted\n"), job.log("worker0"))
 
-        job = Job(workers=2, scheduler_flags=["--heartbeat_timeout_ms=1000"],
-                  server_flags=["--heartbeat_ms=200"])
-        self.addCleanup(job.stop)
-        stopped = job.python_worker(0, flags, "2", step_sleep=0.025)
-        goes_on = job.python_worker(1, flags, "2", step_sleep=0.025)
+        job = Job(workers=2)
+        self.addCleanup(job.close)
+        stopped = job.torch_worker(0, flags, "2", step_sleep=0.025)
+        goes_on = job.torch_worker(1, flags, "2", step_sleep=0.025)
         progress = os.path.join(job.dir, "worker0.json.steps")
         self.wait_for(lambda: os.path.exists(progress) and open(progress).read() not in ("", "0"),
                       job)
@@ -241,12 +220,84 @@ class TrainingTest(unittest.TestCase):
             self.assertLess(time.monotonic(), deadline, job.log("scheduler"))
             time.sleep(0.05)
 
+    def test_through_tools_launch_the_reported_accuracy_reaches_the_summary(self):
+        run_dir = os.path.join(tempfile.mkdtemp(prefix="r2sp_torch_launch_"), "run")
+        out = os.path.join(os.path.dirname(run_dir), "worker{rank}.json")
+        launch = subprocess.run(
+            [sys.executable, os.path.join(r2sp_testing.ROOT, "tools", "launch"),
+             "--bin_dir=" + job_harness.BIN_DIR, "--quiet", "--run_dir=" + run_dir,
+             "--servers=1", "--workers=2", "--sync=r2sp", "--server_flags=--lr=0.1",
+             "--worker_flags=--epochs=2 --batch_size=8 --overlap",
+             f"--worker_cmd={sys.executable} {SCRIPT} 2"],
+            env=dict(os.environ, TINY_OUT=out), stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True, timeout=240)
+        self.assertEqual(launch.returncode, 0, launch.stdout)
+        results = [json.load(open(out.replace("{rank}", str(i)))) for i in range(2)]
+        index = next(i for i, r in enumerate(results) if r["evals"])  # the launcher's
+        evaluator = results[index]
+        with open(os.path.join(run_dir, "summary.json")) as f:
+            summary = json.load(f)
+        self.assertEqual((summary["completed"], summary["mode"], summary["workers"],
+                          summary["iterations"], summary["epochs"], summary["events"]),
+                         (True, "r2sp", 2, 8, 2, []))
+        self.assertEqual(summary["final_test_accuracy"], evaluator["evals"][-1][0])
+        evals = [json.loads(line) for line in open(os.path.join(
+            run_dir, f"metrics_worker{index}.jsonl")) if '"eval"' in line]
+        self.assertEqual([e["test_accuracy"] for e in evals],
+                         [round(a, 6) for a, _ in evaluator["evals"]])
+        with open(os.path.join(run_dir, "timeline.json")) as f:
+            spans = {e["name"] for e in json.load(f)["traceEvents"] if e.get("ph") == "X"}
+        self.assertLessEqual({"compute", "push", "pull"}, spans)
+
+    def test_known_gradients_give_the_cpp_workers_parameters_bit_for_bit(self):
+        # 6 bsp steps of the known gradients: C++ workers, then torch workers, then a mix.
+        synthetic = ["--model=synthetic", "--model_mb=0.015625", "--layers=2", "--grad=known",
+                     "--init=zero", "--iterations=6"]
+        finals = {}
+        for name, kinds in (("cpp", "cc"), ("torch", "pp"), ("mixed", "cp")):
+            job = Job(workers=2)
+            self.addCleanup(job.close)
+            procs = []
+            for i, kind in enumerate(kinds):
+                out = job.path(f"{kind}{i}.params")
+                if kind == "c":
+                    procs.append(job.cpp_worker(f"worker{i}", synthetic + ["--dump_params=" + out]))
+                else:  # 48 samples in 2 shards of 24: 6 steps of 4
+                    procs.append(job.torch_worker(i, "--batch_size=4", out, script=KNOWN))
+            self.assertEqual(job.wait(procs), [0, 0], job.log("worker0") + job.log("worker1"))
+            for i, kind in enumerate(kinds):
+                with open(job.path(f"{kind}{i}.params"), "rb") as f:
+                    finals[f"{name} {kind}{i}"] = f.read()
+        expected = finals["cpp c0"]
+        self.assertEqual(len(expected), 4096 * 4)
+        self.assertNotEqual(expected, bytes(len(expected)))
+        self.assertEqual(finals, {k: expected for k in finals})
+
+    def test_a_server_lost_mid_step_is_job_lost(self):
+        job = Job(workers=2)
+        self.addCleanup(job.close)
+        workers = [job.torch_worker(i, "--epochs=2 --batch_size=8", "2", step_sleep=0.02)
+                   for i in range(2)]
+        progress = job.path("worker0.json.steps")
+        self.wait_for(lambda: os.path.exists(progress) and open(progress).read() not in ("", "0"),
+                      job)
+        next(p for p in job.processes if p.name == "server0").kill()
+        self.assertEqual(job.wait(workers, timeout=60), [4, 4],
+                         job.log("worker0") + job.log("worker1"))
+        for i in range(2):
+            kind, code, message = job.result(i)["lost"]
+            self.assertEqual((kind, code), ("JobLost", "ABORTED"))
+            self.assertRegex(message, r"^the job failed: server 0 at tcp://[0-9.:]+ was lost "
+                             r"\(silent for [0-9.]+s\); the job cannot go on without its shard: "
+                             r"resume it from the servers' checkpoints \(tools/launch "
+                             r"--resume=RUN_DIR\); bsp jobs do not replace servers$")
+
     def test_another_model_than_the_jobs(self):
-        job = Job(workers=2, register_timeout_s=5)
-        self.addCleanup(job.stop)
-        first = job.python_worker(0, "--epochs=1 --batch_size=8", "1")
-        time.sleep(1)  # worker 0 registers the job's model first
-        other = job.python_worker(1, "--epochs=1 --batch_size=8", "1", hidden=5)
+        job = Job(workers=2, register_timeout_s=30)
+        self.addCleanup(job.close)
+        first = job.torch_worker(0, "--epochs=1 --batch_size=8", "1")
+        self.wait_for(lambda: "1/2 workers" in job.log("scheduler"), job)  # the job's model
+        other = job.torch_worker(1, "--epochs=1 --batch_size=8", "1", hidden=5)
         codes = (first.wait(timeout=120), other.wait(timeout=120))
         self.assertEqual(codes, (3, 3), job.log("scheduler"))
         self.assertEqual(job.result(1)["error"], [
@@ -255,7 +306,7 @@ class TrainingTest(unittest.TestCase):
         # Worker 0 is refused too once the job gives up waiting for a second worker.
         self.assertEqual(job.result(0)["error"], [
             "R2SPError", "FAILED_PRECONDITION", "cannot join the job: registration refused: "
-            "not every node registered within 5s"])
+            "not every node registered within 30s"])
 
 
 @unittest.skipIf(cannot_run(), cannot_run() or "")

@@ -1,0 +1,52 @@
+"""A Python worker for training_test.py's bit-exact check: a torch model of the C++ synthetic
+model's tensors (_core.synthetic_model(4096, 2), zeros), trained through r2sp.torch in bsp with
+the synthetic workload's known gradients: each step's loss is sum(p * g) over the parameters,
+g the known gradient of (rank, clock) (_core.fill_known_gradient), so backward gives exactly g,
+as a C++ `worker --model=synthetic --grad=known` pushes. Writes the final parameters (raw
+fp32, the registered order) to argv[1]. The job's flags come from the environment
+(R2SP_SCHEDULER, R2SP_WORKER_FLAGS)."""
+
+import array
+import sys
+
+import torch
+
+import r2sp.torch as r2t
+from r2sp import _core
+
+TRAIN_SAMPLES = 48
+
+
+def main():
+    r2t.init()
+    named = [(name, torch.nn.Parameter(torch.zeros(shape)))
+             for name, shape in _core.synthetic_model(4096, 2)]  # the C++ worker's names
+    params = [p for _, p in named]
+    optimizer = r2t.DistributedOptimizer(torch.optim.SGD(params, lr=0.1), named)
+    known = array.array("f", bytes(4 * 4096))
+    flat_known = torch.frombuffer(known, dtype=torch.float32)
+    sampler = r2t.DistributedSampler(TRAIN_SAMPLES)
+    clock = 0  # bsp from the first step: the job's clock
+    while True:
+        batches = 0
+        for _ in sampler:
+            _core.fill_known_gradient(r2t.rank(), clock, known)
+            optimizer.zero_grad()
+            loss, offset = 0, 0
+            for p in params:
+                g = flat_known[offset:offset + p.numel()].view(p.shape)
+                loss = loss + (p * g).sum()
+                offset += p.numel()
+            loss.backward()
+            optimizer.step(loss=loss)
+            clock += 1
+            batches += 1
+        if batches == 0:
+            break
+    r2t.finish()
+    with open(sys.argv[1], "wb") as f:
+        f.write(torch.cat([p.detach().reshape(-1) for p in params]).numpy().tobytes())
+
+
+if __name__ == "__main__":
+    main()
