@@ -2,8 +2,9 @@
 scheduler, server and worker binaries, the r2sp package and its extension, and
 fashion_mnist_cnn.py as --worker_cmd. Two Python workers train the cnn in bsp on tiny idx files
 (R2SP_DATA_DIR from the job's --data_dir) for the job's epochs, the evaluating worker's test
-accuracy reaching summary.json; and a mixed job, a C++ worker training the built-in cnn beside
-a Python worker training the PyTorch one, completes (their tensors match). Skipped where the
+accuracy reaching summary.json; a mixed job, a C++ worker training the built-in cnn beside a
+Python worker training the PyTorch one, completes (their tensors match); and two Python workers
+train torchvision's ResNet-18 in r2sp on CIFAR-10-format files (make_cifar_like.py). Skipped where the
 binaries or the extension are not built."""
 
 import json
@@ -18,12 +19,14 @@ import example_paths
 
 HAVE_TORCH = example_paths.use_torch_python()
 import fashion_mnist_cnn_test  # noqa: E402  (its tiny idx writer)
+import make_cifar_like  # noqa: E402
 import junit_main  # noqa: E402
 
 ROOT = example_paths.ROOT
 BIN_DIR = os.environ.get("R2SP_BIN_DIR", ROOT)  # the runfiles under Bazel
 LAUNCH = os.path.join(ROOT, "tools", "launch")
 SCRIPT = os.path.join(example_paths.EXAMPLES, "fashion_mnist_cnn.py")
+RESNET = os.path.join(example_paths.EXAMPLES, "resnet18_cifar.py")
 NEEDED = [os.path.join(BIN_DIR, p) for p in ("scheduler/scheduler", "server/server",
                                              "worker/worker", "worker/python/_core.so")]
 
@@ -45,6 +48,8 @@ class R2spJobsTest(unittest.TestCase):
         fashion_mnist_cnn_test.write_idx(cls.data, "train", 40, seed=1)
         fashion_mnist_cnn_test.write_idx(cls.data, "t10k", 12, seed=2)
         cls.command = shlex.join([example_paths.TORCH_PYTHON, SCRIPT, "--threads=1"])
+        cls.cifar = os.path.join(cls.tmp.name, "cifar")
+        make_cifar_like.write(cls.cifar, train_per_batch=16, test_records=20, seed=4)
 
     @classmethod
     def tearDownClass(cls):
@@ -105,6 +110,22 @@ class R2spJobsTest(unittest.TestCase):
         with open(os.path.join(run_dir, "metrics_worker0.jsonl")) as f:
             cpp_steps = [r for r in map(json.loads, f) if "event" not in r]
         self.assertEqual(len(cpp_steps), 2)  # the binary's two steps of 8
+
+
+    def test_two_python_workers_train_torchvisions_resnet18_in_r2sp(self):
+        command = shlex.join([example_paths.TORCH_PYTHON, RESNET, "--threads=1"])
+        run_dir, summary = self.launch(
+            "resnet", "r2sp", f"--batch_size=8 --epochs=1 --data_dir={self.cifar}",
+            f"--worker_cmd={command}")
+        # 80 samples over 2 workers: 5 steps of 8 each; batch-norm buffers stay local.
+        lines = sorted((self.result(run_dir, i) for i in (0, 1)), key=lambda l: l["rank"])
+        self.assertEqual([(l["rank"], l["steps"], l["samples"]) for l in lines],
+                         [(0, 5, 40), (1, 5, 40)])
+        accuracy = lines[0]["test_accuracy"]
+        self.assertEqual(accuracy * 20, round(accuracy * 20))  # k of the 20 test images
+        self.assertEqual((summary["completed"], summary["mode"],
+                          round(summary["final_test_accuracy"], 4)),
+                         (True, "r2sp", round(accuracy, 4)))
 
 
 if __name__ == "__main__":
