@@ -48,7 +48,8 @@ def main(argv=None):
     return training.run(
         description=__doc__, default_lr=0.01,
         default_data_dir=datasets.DEBIAN_FASHION_MNIST,
-        build_model=Cnn, load_data=datasets.fashion_mnist, argv=argv)
+        build_model=Cnn, load_data=datasets.fashion_mnist, argv=argv,
+        builtin=("cnn", (1, 28, 28), 10))
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ import time
 import torch
 
 from . import backends
+from . import builtin_init
 from . import datasets
 
 # Defaults where the script runs alone or under DDP. Under R2SP a flag not given on the
@@ -41,6 +42,11 @@ def parser(description, default_lr):
     p.add_argument("--momentum", type=float, default=0.9, help="SGD momentum (r2sp: the servers')")
     p.add_argument("--seed", type=int, help="initial parameters and shuffling (default 1; r2sp: "
                    "the job's)")
+    p.add_argument("--init", choices=("torch", "builtin"), default="torch",
+                   help="initial parameters: torch (the layers' own, from --seed), or builtin "
+                        "(the C++ worker's for the same built-in model and --seed, "
+                        "r2sp._core.builtin_parameters: the script then trains the numbers the "
+                        "built-in model does)")
     p.add_argument("--device", default="cpu",
                    help="cpu, or cuda[:N] (cuda: the GPU LOCAL_RANK names, else 0); the model "
                         "and batches live there")
@@ -222,9 +228,11 @@ def exit_status(error, backend):
     return None
 
 
-def run(description, default_lr, default_data_dir, build_model, load_data, argv=None):
+def run(description, default_lr, default_data_dir, build_model, load_data, argv=None,
+        builtin=None):
     """An example's main: flags, data, backend, model (build_model(seed)), SGD, training,
-    the JSON line. Returns the exit status: 0, 2 for bad input or setup, 3 when the job lost
+    the JSON line. `builtin`: (name, (c, h, w), classes) of the built-in model the script's
+    model is, for --init=builtin. Returns the exit status: 0, 2 for bad input or setup, 3 when the job lost
     this worker, 130 on Ctrl-C."""
     args = parse(parser(description, default_lr), argv)
     backend = None
@@ -235,7 +243,10 @@ def run(description, default_lr, default_data_dir, build_model, load_data, argv=
         args.device = device_for(args.device)
         backend = backends.make(args)
         torch.manual_seed(args.seed if args.seed is not None else 1)
-        model = build_model().to(args.device)
+        model = build_model()
+        if args.init == "builtin":
+            builtin_init.load(model, builtin, args.seed if args.seed is not None else 1)
+        model = model.to(args.device)
         optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
         stats = train(backend, model, optimizer, train_set, test_set, args)
     except KeyboardInterrupt:
