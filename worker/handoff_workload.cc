@@ -1,6 +1,7 @@
 // See handoff_workload.h.
 #include "worker/handoff_workload.h"
 
+#include <algorithm>
 #include <numeric>
 #include <utility>
 
@@ -30,8 +31,10 @@ absl::StatusOr<int64_t> HandoffWorkload::AwaitStart() {
   return train_samples_;
 }
 
-void HandoffWorkload::SetTraining(int64_t steps_per_epoch, int world, bool evaluates) {
+void HandoffWorkload::SetTraining(int64_t steps_per_epoch, int world, bool evaluates,
+                                  int64_t max_steps) {
   absl::MutexLock lock(&mu_);
+  max_steps_ = max_steps;
   steps_per_epoch_ = steps_per_epoch;
   all_shards_.resize(world);
   std::iota(all_shards_.begin(), all_shards_.end(), 0);
@@ -87,6 +90,10 @@ absl::StatusOr<ComputedStep> HandoffWorkload::ComputeGradient(int64_t clock, int
   if (!closed_.ok()) return closed_;
   step_.clock = clock;
   step_.batch = batch;
+  // The steps left in the run, this one included, are max_steps - clock.
+  if (max_steps_ > 0) {
+    step_.epoch_steps = std::min(step_.epoch_steps, step_.index + max_steps_ - clock);
+  }
   state_ = State::kStepWanted;
   mu_.Await(absl::Condition(
       +[](HandoffWorkload* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mu_) {

@@ -48,7 +48,7 @@ struct WantedStep {
   int64_t clock = 0;
   int epoch = 0;           // 0-based
   int64_t index = 0;       // in the epoch, 0-based
-  int64_t epoch_steps = 0;
+  int64_t epoch_steps = 0;  // the run's last epoch: up to its last step (--max_steps)
   int batch = 0;
   std::vector<int> live_shards;  // the shards the epoch trains
 };
@@ -75,8 +75,10 @@ class HandoffWorkload : public Workload {
   // Blocks until Start (the training set's size) or Close (its status).
   absl::StatusOr<int64_t> AwaitStart();
   // The epochs' steps and shards: `steps_per_epoch` and every shard of `world` unless a plan
-  // says otherwise (SetEpochPlan), and whether this worker evaluates.
-  void SetTraining(int64_t steps_per_epoch, int world, bool evaluates);
+  // says otherwise (SetEpochPlan), whether this worker evaluates, and the run's last step
+  // (`max_steps` > 0: the epoch it falls in ends there, so the script knows which step is the
+  // last and evaluates after it).
+  void SetTraining(int64_t steps_per_epoch, int world, bool evaluates, int64_t max_steps = 0);
   void SetEpochPlan(int epoch, int64_t steps, std::vector<int> live_shards);
   void Finish(const LoopResult& result);
   void Fail(const absl::Status& why);  // the run failed: Wait returns `why` from now on
@@ -129,6 +131,7 @@ class HandoffWorkload : public Workload {
   int64_t steps_per_epoch_ ABSL_GUARDED_BY(mu_) = 1;
   std::vector<int> all_shards_ ABSL_GUARDED_BY(mu_);
   bool evaluates_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t max_steps_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<int, WantedStep> plans_ ABSL_GUARDED_BY(mu_);  // epoch -> its steps and shards
   WantedStep step_ ABSL_GUARDED_BY(mu_);  // the current epoch's, then the wanted step
   bool submitted_fp16_ ABSL_GUARDED_BY(mu_) = false;

@@ -352,7 +352,7 @@ absl::StatusOr<LoopResult> WorkerNode::TrainExternal(LoopOptions loop, Exchanger
   loop.log_every = options_.log_every > 0 ? options_.log_every : 50;
   SizeBatches(train_samples, world, &mode, &loop);
   // The script's evaluation (worker 0's shard) is asked for after each epoch.
-  workload->SetTraining(loop.steps_per_epoch, world, shard == 0);
+  workload->SetTraining(loop.steps_per_epoch, world, shard == 0, loop.max_steps);
   Exchanger exchanger(mode, ps_.get(), scheduler_.get(), log);
   if (registration_.book().absorb_orphaned_shards()) {
     loop.plan_epoch = MakeEpochPlanner(

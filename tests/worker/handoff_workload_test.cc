@@ -101,6 +101,20 @@ TEST_F(HandoffWorkloadTest, AnEpochPlanGivesItsStepsAndShards) {
   ASSERT_TRUE(handoff_.Submit(4, 1.0, false).ok());
 }
 
+TEST_F(HandoffWorkloadTest, TheRunsLastEpochEndsAtMaxSteps) {
+  JoinedJob job;
+  handoff_.Joined(job);
+  ASSERT_TRUE(handoff_.Start(64).ok());
+  handoff_.SetTraining(8, 2, false, /*max_steps=*/11);  // epoch 1 ends after its 3rd step
+  handoff_.StartEpoch(1);
+  handoff_.SkipSteps(1, 4);
+  loop_ = std::thread([&] { (void)handoff_.ComputeGradient(9, 4, nullptr); });
+  ASSERT_EQ(*handoff_.Wait(kLong), State::kStepWanted);
+  EXPECT_EQ(handoff_.step().index, 1);
+  EXPECT_EQ(handoff_.step().epoch_steps, 3);
+  ASSERT_TRUE(handoff_.Submit(4, 1.0, false).ok());
+}
+
 TEST_F(HandoffWorkloadTest, TheEvaluationIsReportedOrSkipped) {
   StartTraining(64, 4, 2, true);
   EXPECT_TRUE(handoff_.EvaluatesAfterEpoch());

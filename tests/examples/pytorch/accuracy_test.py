@@ -67,7 +67,8 @@ class AccuracyTest(unittest.TestCase):
             f"python_{sync}", sync, f"--worker_flags={WORKER_FLAGS}",
             "--worker_cmd=" + shlex.join([example_paths.TORCH_PYTHON, SCRIPT, "--threads=1",
                                           "--init=builtin"]))
-        print(f"{sync}: C++ cnn {cpp:.4f}, PyTorch cnn {python:.4f}", file=sys.stderr)
+        print(f"{sync}: C++ cnn {cpp}, PyTorch cnn {python}", file=sys.stderr)
+        self.assertIsNotNone(python, "the Python workers' evaluation did not reach summary.json")
         self.assertGreater(cpp, 0.75)  # it learned
         self.assertLessEqual(abs(python - cpp), 0.01, (cpp, python))
 
