@@ -27,7 +27,11 @@ DATA = "/usr/share/datasets/fashion-mnist"
 NEEDED = [os.path.join(BIN_DIR, p) for p in ("scheduler/scheduler", "server/server",
                                              "worker/worker", "worker/python/_core.so")]
 WORKER_FLAGS = "--batch_size=64 --epochs=1 --max_steps=200 --seed=1 --threads=1"
-SERVER_FLAGS = "--lr=0.05 --momentum=0.9"
+# At lr 0.05 the first steps' loss spikes (to 4.2 at step 2) make r2sp's trajectory chaotic:
+# the C++ and the PyTorch runs match to 4 decimals over their first steps, and both are
+# deterministic, yet oneDNN's and PyTorch's rounding differences grew to 1.8 points by step 200
+# (0.8693 against 0.8510). At 0.02 the same comparison is 0.8595 against 0.8582.
+SERVER_FLAGS = "--lr=0.02 --momentum=0.9"
 
 
 def cannot_run():
