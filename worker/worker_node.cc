@@ -282,7 +282,7 @@ absl::StatusOr<LoopResult> WorkerNode::TrainModel(const LoopOptions& loop_in,
                                                   ExchangerOptions mode, RunLog* log) {
   const int rank = registration_.rank();
   R2SP_ASSIGN_OR_RETURN(const auto world_shard, DataShard());
-  const auto [world, shard] = world_shard;
+  const int world = world_shard.first, shard = world_shard.second;
   models::BackendOptions backend = options_.backend;
   backend.seed = options_.seed + rank;
   R2SP_ASSIGN_OR_RETURN(std::unique_ptr<models::Network> net,
@@ -348,7 +348,7 @@ absl::StatusOr<LoopResult> WorkerNode::TrainExternal(LoopOptions loop, Exchanger
   HandoffWorkload* workload = external_->workload;
   R2SP_ASSIGN_OR_RETURN(const int64_t train_samples, workload->AwaitStart());
   R2SP_ASSIGN_OR_RETURN(const auto world_shard, DataShard());
-  const auto [world, shard] = world_shard;
+  const int world = world_shard.first, shard = world_shard.second;
   loop.log_every = options_.log_every > 0 ? options_.log_every : 50;
   SizeBatches(train_samples, world, &mode, &loop);
   // The script's evaluation (worker 0's shard) is asked for after each epoch.
