@@ -69,11 +69,16 @@ class Worker {
          const std::string& model_name) {
     std::vector<ClientTensor> specs;
     for (const py::handle item : tensors) {
-      const py::tuple pair = py::cast<py::tuple>(item);
-      if (pair.size() != 2) throw py::value_error("each tensor is a (name, shape) pair");
       ClientTensor t;
-      t.name = py::cast<std::string>(pair[0]);
-      t.shape = py::cast<std::vector<int64_t>>(pair[1]);
+      try {
+        const py::sequence pair = py::cast<py::sequence>(item);
+        if (pair.size() != 2) throw py::cast_error();
+        t.name = py::cast<std::string>(pair[0]);
+        t.shape = py::cast<std::vector<int64_t>>(pair[1]);
+      } catch (const py::cast_error&) {
+        throw py::type_error("each tensor is a (name, shape) pair: a str and a sequence of ints, "
+                             "not " + std::string(py::repr(item)));
+      }
       specs.push_back(std::move(t));
     }
     {

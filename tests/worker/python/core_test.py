@@ -230,6 +230,14 @@ class CoreInputTest(unittest.TestCase):
                 _core.Worker([], tensors)
             self.assertEqual(str(bad.exception), message)
 
+    def test_malformed_tensor_entries_are_type_errors(self):
+        for entry in [("w",), ("w", "3"), (3, [2]), "w"]:
+            with self.assertRaises(TypeError) as bad:
+                _core.Worker([], [entry])
+            self.assertEqual(str(bad.exception), "each tensor is a (name, shape) pair: a str and "
+                             f"a sequence of ints, not {entry!r}")
+        self.assertEqual(_core.Worker([], [["w", (2, 3)]]).size, 6)  # lists and tuples alike
+
     def test_buffers_are_the_models_size_and_writable(self):
         worker = _core.Worker([], [("w", [3, 2]), ("b", [2])])
         self.assertEqual(worker.size, 8)
