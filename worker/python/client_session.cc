@@ -17,13 +17,10 @@ constexpr absl::Duration kPoll = absl::Milliseconds(100);
 
 }  // namespace
 
-absl::Status ClientSession::CheckTensors(const std::vector<ClientTensor>& tensors,
-                          std::vector<proto::TensorSpec>* specs,
-                          std::vector<std::tuple<std::string, int64_t, int64_t>>* offsets,
-                          int64_t* size) {
+absl::StatusOr<ClientModel> ClientModel::Of(const std::vector<ClientTensor>& tensors) {
   if (tensors.empty()) return absl::InvalidArgumentError("the model has no tensors");
+  ClientModel model;
   absl::flat_hash_set<std::string> names;
-  *size = 0;
   for (const ClientTensor& t : tensors) {
     if (t.name.empty()) return absl::InvalidArgumentError("a tensor has an empty name");
     if (!names.insert(t.name).second) {
@@ -41,20 +38,15 @@ absl::Status ClientSession::CheckTensors(const std::vector<ClientTensor>& tensor
     proto::TensorSpec spec;
     spec.set_name(t.name);
     spec.set_num_elements(static_cast<uint64_t>(count));
-    specs->push_back(spec);
-    offsets->emplace_back(t.name, *size, count);
-    *size += count;
+    model.specs.push_back(spec);
+    model.offsets.emplace_back(t.name, model.size, count);
+    model.size += count;
   }
-  return absl::OkStatus();
+  return model;
 }
 
 absl::StatusOr<std::unique_ptr<ClientSession>> ClientSession::Create(
-    const std::vector<std::string>& flags, const std::vector<ClientTensor>& tensors,
-    const std::string& model_name) {
-  std::vector<proto::TensorSpec> specs;
-  std::vector<std::tuple<std::string, int64_t, int64_t>> offsets;
-  int64_t size = 0;
-  R2SP_RETURN_IF_ERROR(CheckTensors(tensors, &specs, &offsets, &size));
+    const std::vector<std::string>& flags, ClientModel model, const std::string& model_name) {
   WorkerOptions options;
   {
     gflags::FlagSaver restore;  // the process's flags stay as they were
@@ -65,19 +57,15 @@ absl::StatusOr<std::unique_ptr<ClientSession>> ClientSession::Create(
   options.model = model_name;
   options.init_model_path.clear();  // the script's parameters start the job
   R2SP_RETURN_IF_ERROR(options.Validate());
-  return absl::WrapUnique(
-      new ClientSession(std::move(options), std::move(specs), std::move(offsets), size));
+  return absl::WrapUnique(new ClientSession(std::move(options), std::move(model)));
 }
 
-ClientSession::ClientSession(WorkerOptions options, std::vector<proto::TensorSpec> specs,
-                             std::vector<std::tuple<std::string, int64_t, int64_t>> offsets,
-                             int64_t size)
+ClientSession::ClientSession(WorkerOptions options, ClientModel model)
     : options_(std::move(options)),
-      specs_(std::move(specs)),
-      offsets_(std::move(offsets)),
-      params_(size, 0.0f),
-      grads_(size, 0.0f),
-      grads16_(size, 0),
+      model_(std::move(model)),
+      params_(model_.size, 0.0f),
+      grads_(model_.size, 0.0f),
+      grads16_(model_.size, 0),
       handoff_(grads_.data(), grads16_.data()) {}
 
 std::string ClientSession::push_codec() const {
@@ -88,7 +76,7 @@ ClientSession::~ClientSession() { Abort("the worker was destroyed"); }
 
 absl::Status ClientSession::Join(const Interrupt& interrupt) {
   if (node_ != nullptr) return absl::FailedPreconditionError("the worker has joined already");
-  ExternalModel model{specs_, params_.data(), &handoff_};
+  ExternalModel model{model_.specs, params_.data(), &handoff_};
   // Lost to the job: the script's next wait raises it (Aborted), and the session aborts then.
   node_ = std::make_unique<WorkerNode>(
       options_, [this](const absl::Status& lost) { handoff_.Fail(lost); }, model);

@@ -35,34 +35,36 @@ struct ClientTensor {
   std::vector<int64_t> shape;
 };
 
+// The caller's tensors as the job registers them, with each one's (name, offset, count) in the
+// flat buffers and the model's size in floats.
+struct ClientModel {
+  // InvalidArgument for no tensors, an empty or repeated name, or a dimension < 1.
+  static absl::StatusOr<ClientModel> Of(const std::vector<ClientTensor>& tensors);
+
+  std::vector<proto::TensorSpec> specs;
+  std::vector<std::tuple<std::string, int64_t, int64_t>> offsets;
+  int64_t size = 0;
+};
+
 // Thread-compatible: one thread (the script's) calls everything but the constructor's work.
 class ClientSession {
  public:
   // True: stop waiting (the caller was interrupted).
   using Interrupt = std::function<bool()>;
 
-  // The tensors as the job registers them, with their (name, offset, count) in the flat
-  // buffers: InvalidArgument for none, an empty or repeated name, or a dimension < 1.
-  static absl::Status CheckTensors(const std::vector<ClientTensor>& tensors,
-                                   std::vector<proto::TensorSpec>* specs,
-                                   std::vector<std::tuple<std::string, int64_t, int64_t>>* offsets,
-                                   int64_t* size);
-
   // `flags`: the worker binary's ("--scheduler=...", "--batch_size=64", ...); InvalidArgument
-  // naming a bad one, or a bad tensor list (none, an empty or repeated name, a dimension < 1).
-  // Does not connect.
+  // naming a bad one. Does not connect.
   static absl::StatusOr<std::unique_ptr<ClientSession>> Create(
-      const std::vector<std::string>& flags, const std::vector<ClientTensor>& tensors,
-      const std::string& model_name);
+      const std::vector<std::string>& flags, ClientModel model, const std::string& model_name);
   // Aborts (if still in the job) and waits for the worker's thread.
   ~ClientSession();
   ClientSession(const ClientSession&) = delete;
   ClientSession& operator=(const ClientSession&) = delete;
 
-  int64_t size() const { return static_cast<int64_t>(params_.size()); }
+  int64_t size() const { return model_.size; }
   // (name, offset, count) of each tensor in the flat buffers.
   const std::vector<std::tuple<std::string, int64_t, int64_t>>& offsets() const {
-    return offsets_;
+    return model_.offsets;
   }
   // The push codec's canonical name (fp16 gradients go as binary16 only with "fp16").
   std::string push_codec() const;
@@ -96,16 +98,14 @@ class ClientSession {
   void Abort(const std::string& why);
 
  private:
-  ClientSession(WorkerOptions options, std::vector<proto::TensorSpec> specs,
-                std::vector<std::tuple<std::string, int64_t, int64_t>> offsets, int64_t size);
+  ClientSession(WorkerOptions options, ClientModel model);
   // Waits until the handoff's state leaves kJoining/kRunning: the state, or the run's error.
   absl::StatusOr<HandoffWorkload::State> AwaitChange(const Interrupt& interrupt);
   // Waits for the worker's thread to end: Run's status.
   absl::Status AwaitThread(const Interrupt& interrupt);
 
   WorkerOptions options_;
-  std::vector<proto::TensorSpec> specs_;
-  std::vector<std::tuple<std::string, int64_t, int64_t>> offsets_;
+  const ClientModel model_;
   models::HostArray params_;  // page-aligned: CUDA can pin it
   models::HostArray grads_;
   std::vector<uint16_t, models::PageAlignedAllocator<uint16_t>> grads16_;

@@ -81,15 +81,10 @@ class Worker {
       }
       specs.push_back(std::move(t));
     }
-    {
-      std::vector<proto::TensorSpec> registered;
-      std::vector<std::tuple<std::string, int64_t, int64_t>> offsets;
-      int64_t size = 0;
-      const absl::Status bad = ClientSession::CheckTensors(specs, &registered, &offsets, &size);
-      if (!bad.ok()) throw py::value_error(std::string(bad.message()));
-    }
+    absl::StatusOr<ClientModel> model = ClientModel::Of(specs);
+    if (!model.ok()) throw py::value_error(std::string(model.status().message()));
     absl::StatusOr<std::unique_ptr<ClientSession>> session =
-        ClientSession::Create(flags, specs, model_name);
+        ClientSession::Create(flags, *std::move(model), model_name);
     if (!session.ok()) Raise(session.status());
     session_ = std::move(*session);
   }
