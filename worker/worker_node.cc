@@ -232,10 +232,14 @@ absl::StatusOr<LoopResult> WorkerNode::Train() {
   return RunTrainingLoop(loop, &workload, &exchanger, params(), log.get());
 }
 
+int WorkerNode::DataWorld() const {
+  return registration_.data_world() > 0 ? registration_.data_world()
+                                        : registration_.book().workers_size();
+}
+
 absl::StatusOr<std::pair<int, int>> WorkerNode::DataShard() const {
   // The data is cut into one shard per initial worker; a joiner trains a dead worker's.
-  const int world = registration_.data_world() > 0 ? registration_.data_world()
-                                                     : registration_.book().workers_size();
+  const int world = DataWorld();
   const int shard = registration_.data_shard();
   if (shard < 0 || shard >= world) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -335,7 +339,7 @@ JoinedJob WorkerNode::JoinedJobInfo() const {
   job.workers = book.workers_size();
   job.mode = SyncModeName(book.sync());
   job.hetero_batching = book.hetero_batching();
-  job.data_world = registration_.data_world() > 0 ? registration_.data_world() : job.workers;
+  job.data_world = DataWorld();
   job.data_shard = registration_.data_shard();
   job.first_step = first_step_;
   job.batch_size = job.hetero_batching ? book.initial_batch() : options_.batch_size;

@@ -84,6 +84,8 @@ class WorkerNode {
   absl::StatusOr<LoopResult> Train();
   // The parameters: the external model's buffer, or params_.
   float* params() { return external_ ? external_->params : params_.data(); }
+  // The data set's shards: one per initial worker (the registration's data_world).
+  int DataWorld() const;
   // The data set's shards and this worker's (real and external models).
   absl::StatusOr<std::pair<int, int>> DataShard() const;
   // The batch sizes and B into `mode`, the steps of an epoch of `train_samples` into `loop`, from
