@@ -8,6 +8,8 @@ CPU with stand-in events."""
 
 import torch
 
+from .flat import FlatGradients
+
 
 def pin_host_memory(tensor):
     """Page-locks a host tensor's memory for asynchronous copies; False where CUDA refuses or
@@ -36,7 +38,7 @@ class CudaStream:
         torch.cuda.current_stream(self.device).synchronize()
 
 
-class CudaBuffers:
+class CudaBuffers(FlatGradients):
     """A CUDA model's parameters and gradients as views into flat device tensors, staged
     through the worker's host buffers. `stream`: CudaStream(device) unless given (tests).
 
@@ -57,12 +59,6 @@ class CudaBuffers:
         self.grads16 = torch.empty(n, dtype=torch.float16, device=device) if self.fp16 else None
         self.pending = []  # [(event, entry)]: device-to-host copies under way, in order
 
-    def stage(self):
-        """Copies each parameter's value into worker.params (before join)."""
-        with torch.no_grad():
-            for e in self.entries:
-                e.span(self.host_params).copy_(e.param.detach().reshape(-1))
-
     def adopt(self):
         """Uploads the joined parameters and makes the model's parameters and gradients views
         of the flat device tensors (gradients zeroed)."""
@@ -76,14 +72,8 @@ class CudaBuffers:
     def gradient_done(self, entry):
         """Starts entry's gradient on its way to the host (fp16 first with the fp16 codec);
         returns the entries whose copies have completed, in order."""
-        view = entry.view(self.grads)
-        grad = entry.param.grad
+        self.own_gradient(entry)
         with torch.no_grad():
-            if grad is None:
-                view.zero_()
-            elif grad.data_ptr() != view.data_ptr():
-                view.copy_(grad)
-            entry.param.grad = view
             source = entry.span(self.grads)
             if self.fp16:
                 entry.span(self.grads16).copy_(source)
@@ -107,17 +97,7 @@ class CudaBuffers:
     def fill_zero(self, entry):
         """A gradient autograd did not produce this step: zeros, on both sides."""
         entry.span(self.host_grads).zero_()
-        view = entry.view(self.grads)
-        view.zero_()
-        entry.param.grad = view
-
-    def zero_grad(self):
-        """Zeroes the device gradients in one fill, keeping them views."""
-        self.grads.zero_()
-        for e in self.entries:
-            view = e.view(self.grads)
-            if e.param.grad is None or e.param.grad.data_ptr() != view.data_ptr():
-                e.param.grad = view
+        super().fill_zero(entry)
 
     def after_submit(self):
         """Uploads the pulled parameters (one copy; later kernels on the stream see it)."""

@@ -13,6 +13,7 @@ import dataclasses
 import torch
 
 from . import cuda
+from .flat import FlatGradients
 
 
 @dataclasses.dataclass(eq=False)
@@ -30,21 +31,15 @@ class Entry:
         return self.span(flat).view(self.param.shape)
 
 
-class CpuBuffers:
+class CpuBuffers(FlatGradients):
     """CPU parameters as views into worker.params and worker.grads."""
 
     fp16 = False  # the worker encodes fp16 pushes itself
 
     def __init__(self, worker, entries):
         self.entries = entries
-        self.params = torch.frombuffer(worker.params, dtype=torch.float32)
+        self.params = self.host_params = torch.frombuffer(worker.params, dtype=torch.float32)
         self.grads = torch.frombuffer(worker.grads, dtype=torch.float32)
-
-    def stage(self):
-        """Copies each parameter's value into worker.params (before join)."""
-        with torch.no_grad():
-            for e in self.entries:
-                e.span(self.params).copy_(e.param.detach().reshape(-1))
 
     def adopt(self):
         """Makes each parameter a view of worker.params (holding the joined values) and its
@@ -57,34 +52,12 @@ class CpuBuffers:
     def gradient_done(self, entry):
         """Autograd finished entry's gradient: puts it in the buffer if autograd left it
         elsewhere (a gradient set to None and replaced); returns [entries now final]."""
-        grad = entry.param.grad
-        if grad is None or grad.data_ptr() != self.grads.data_ptr() + 4 * entry.offset:
-            view = entry.view(self.grads)
-            with torch.no_grad():
-                if grad is None:
-                    view.zero_()
-                else:
-                    view.copy_(grad)
-            entry.param.grad = view
+        self.own_gradient(entry)
         return [entry]
 
     def flush(self):
         """Gradients still being copied, now final: none on the CPU."""
         return []
-
-    def fill_zero(self, entry):
-        """A gradient autograd did not produce this step: zeros."""
-        view = entry.view(self.grads)
-        view.zero_()
-        entry.param.grad = view
-
-    def zero_grad(self):
-        """Zeroes every gradient in one fill, keeping them views of the buffer."""
-        self.grads.zero_()
-        for e in self.entries:
-            if e.param.grad is None or e.param.grad.data_ptr() != \
-                    self.grads.data_ptr() + 4 * e.offset:
-                e.param.grad = e.view(self.grads)
 
     def after_submit(self):
         """The pulled parameters are in worker.params, which the parameters view: nothing."""
