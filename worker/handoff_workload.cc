@@ -1,7 +1,6 @@
 // See handoff_workload.h.
 #include "worker/handoff_workload.h"
 
-#include <algorithm>
 #include <numeric>
 #include <utility>
 
@@ -31,21 +30,16 @@ absl::StatusOr<int64_t> HandoffWorkload::AwaitStart() {
   return train_samples_;
 }
 
-void HandoffWorkload::SetTraining(int64_t steps_per_epoch, int world, bool evaluates,
-                                  int64_t max_steps) {
+void HandoffWorkload::SetTraining(int world, bool evaluates) {
   absl::MutexLock lock(&mu_);
-  max_steps_ = max_steps;
-  steps_per_epoch_ = steps_per_epoch;
   all_shards_.resize(world);
   std::iota(all_shards_.begin(), all_shards_.end(), 0);
   evaluates_ = evaluates;
 }
 
-void HandoffWorkload::SetEpochPlan(int epoch, int64_t steps, std::vector<int> live_shards) {
+void HandoffWorkload::SetEpochPlan(int epoch, std::vector<int> live_shards) {
   absl::MutexLock lock(&mu_);
-  WantedStep& plan = plans_[epoch];
-  plan.epoch_steps = steps;
-  plan.live_shards = std::move(live_shards);
+  plans_[epoch] = std::move(live_shards);
 }
 
 void HandoffWorkload::Finish(const LoopResult& result) {
@@ -66,15 +60,11 @@ void HandoffWorkload::set_gradient_ready(::r2sp::GradientReady fn) {
   gradient_ready_ = std::move(fn);
 }
 
-void HandoffWorkload::StartEpoch(int epoch) {
+void HandoffWorkload::StartEpoch(int epoch, int64_t steps) {
   absl::MutexLock lock(&mu_);
   const auto planned = plans_.find(epoch);
-  if (planned != plans_.end()) {
-    step_ = planned->second;
-  } else {
-    step_.epoch_steps = steps_per_epoch_;
-    step_.live_shards = all_shards_;
-  }
+  step_.live_shards = planned != plans_.end() ? planned->second : all_shards_;
+  step_.epoch_steps = steps;
   step_.epoch = epoch;
   step_.index = 0;
 }
@@ -90,10 +80,6 @@ absl::StatusOr<ComputedStep> HandoffWorkload::ComputeGradient(int64_t clock, int
   if (!closed_.ok()) return closed_;
   step_.clock = clock;
   step_.batch = batch;
-  // The steps left in the run, this one included, are max_steps - clock.
-  if (max_steps_ > 0) {
-    step_.epoch_steps = std::min(step_.epoch_steps, step_.index + max_steps_ - clock);
-  }
   state_ = State::kStepWanted;
   mu_.Await(absl::Condition(
       +[](HandoffWorkload* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mu_) {

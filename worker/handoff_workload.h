@@ -74,18 +74,16 @@ class HandoffWorkload : public Workload {
   void Joined(const JoinedJob& job);
   // Blocks until Start (the training set's size) or Close (its status).
   absl::StatusOr<int64_t> AwaitStart();
-  // The epochs' steps and shards: `steps_per_epoch` and every shard of `world` unless a plan
-  // says otherwise (SetEpochPlan), whether this worker evaluates, and the run's last step
-  // (`max_steps` > 0: the epoch it falls in ends there, so the script knows which step is the
-  // last and evaluates after it).
-  void SetTraining(int64_t steps_per_epoch, int world, bool evaluates, int64_t max_steps = 0);
-  void SetEpochPlan(int epoch, int64_t steps, std::vector<int> live_shards);
+  // The epochs' shards (every shard of `world` unless a plan says otherwise: SetEpochPlan) and
+  // whether this worker evaluates. (Each epoch's steps come from the loop: StartEpoch.)
+  void SetTraining(int world, bool evaluates);
+  void SetEpochPlan(int epoch, std::vector<int> live_shards);
   void Finish(const LoopResult& result);
   void Fail(const absl::Status& why);  // the run failed: Wait returns `why` from now on
 
   // --- Workload (the training loop, on the node's thread).
   void set_gradient_ready(::r2sp::GradientReady fn) override;
-  void StartEpoch(int epoch) override;
+  void StartEpoch(int epoch, int64_t steps) override;
   void SkipSteps(int64_t steps, int batch) override;
   absl::StatusOr<ComputedStep> ComputeGradient(int64_t clock, int batch,
                                                const float* params) override;
@@ -128,11 +126,9 @@ class HandoffWorkload : public Workload {
   absl::Status failed_ ABSL_GUARDED_BY(mu_);  // Fail's
   JoinedJob joined_ ABSL_GUARDED_BY(mu_);
   int64_t train_samples_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t steps_per_epoch_ ABSL_GUARDED_BY(mu_) = 1;
   std::vector<int> all_shards_ ABSL_GUARDED_BY(mu_);
   bool evaluates_ ABSL_GUARDED_BY(mu_) = false;
-  int64_t max_steps_ ABSL_GUARDED_BY(mu_) = 0;
-  std::map<int, WantedStep> plans_ ABSL_GUARDED_BY(mu_);  // epoch -> its steps and shards
+  std::map<int, std::vector<int>> plans_ ABSL_GUARDED_BY(mu_);  // epoch -> its live shards
   WantedStep step_ ABSL_GUARDED_BY(mu_);  // the current epoch's, then the wanted step
   bool submitted_fp16_ ABSL_GUARDED_BY(mu_) = false;
   int submitted_samples_ ABSL_GUARDED_BY(mu_) = 0;

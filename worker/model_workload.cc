@@ -84,7 +84,7 @@ void ModelWorkload::set_gradient_ready(GradientReady fn) {
   });
 }
 
-void ModelWorkload::StartEpoch(int epoch) {
+void ModelWorkload::StartEpoch(int epoch, int64_t /*steps*/) {
   epoch_ = epoch;
   // Wrapping batches reshuffle when the shard runs out, not at epoch boundaries.
   if (!options_.wrapping_batches) batcher_->StartEpoch(epoch);

@@ -55,7 +55,7 @@ class ModelWorkload : public Workload {
                 models::Batcher* batcher, const models::Dataset* test);
   ~ModelWorkload() override;  // the network writes fp32 gradients again
 
-  void StartEpoch(int epoch) override;
+  void StartEpoch(int epoch, int64_t steps) override;
   void SkipSteps(int64_t steps, int batch) override;
   bool set_params_needed(ParamsNeeded fn) override {
     return net_->set_params_needed(std::move(fn));

@@ -45,7 +45,7 @@ class SyntheticWorkload : public Workload {
 
   static constexpr int kSlices = 16;
 
-  void StartEpoch(int /*epoch*/) override {}
+  void StartEpoch(int /*epoch*/, int64_t /*steps*/) override {}
   void set_gradient_ready(GradientReady fn) override { gradient_ready_ = std::move(fn); }
   bool set_params_needed(ParamsNeeded fn) override {
     params_needed_ = std::move(fn);

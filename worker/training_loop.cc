@@ -215,7 +215,7 @@ absl::StatusOr<bool> TrainingLoop::RunEpoch(Epoch* e) {
   const int64_t total = e->begins + (options_.epochs - e->number) * e->steps;
   e->last = options_.max_steps > 0 ? std::min(total, options_.max_steps) : total;
   if (result_.steps >= e->last) return false;
-  workload_->StartEpoch(e->number);
+  workload_->StartEpoch(e->number, std::min(e->steps, e->last - e->begins));
   if (e->first > 0) {
     workload_->SkipSteps(e->first, exchanger_->next_batch());
     std::printf("worker %d: resuming at step %lld (epoch %d, step %lld of it)\n", options_.rank,

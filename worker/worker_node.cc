@@ -356,13 +356,13 @@ absl::StatusOr<LoopResult> WorkerNode::TrainExternal(LoopOptions loop, Exchanger
   loop.log_every = options_.log_every > 0 ? options_.log_every : 50;
   SizeBatches(train_samples, world, &mode, &loop);
   // The script's evaluation (worker 0's shard) is asked for after each epoch.
-  workload->SetTraining(loop.steps_per_epoch, world, shard == 0, loop.max_steps);
+  workload->SetTraining(world, shard == 0);
   Exchanger exchanger(mode, ps_.get(), scheduler_.get(), log);
   if (registration_.book().absorb_orphaned_shards()) {
     loop.plan_epoch = MakeEpochPlanner(
         PlannerOptions(world, shard, mode, loop, train_samples), scheduler_.get(), &exchanger,
-        [workload](int epoch, const std::vector<int>& live, bool, int64_t steps) {
-          workload->SetEpochPlan(epoch, steps, live);
+        [workload](int epoch, const std::vector<int>& live, bool, int64_t) {
+          workload->SetEpochPlan(epoch, live);
         });
   }
   R2SP_ASSIGN_OR_RETURN(LoopResult r,

@@ -58,8 +58,9 @@ class Workload {
   // when ComputeGradient starts.
   virtual bool set_params_needed(ParamsNeeded /*fn*/) { return false; }
 
-  // Before each epoch's first step (epochs count from 0).
-  virtual void StartEpoch(int epoch) = 0;
+  // Before each epoch's first step (epochs count from 0), with the steps the run trains in it
+  // from its start (fewer than planned in the run's last epoch when --max_steps ends it).
+  virtual void StartEpoch(int epoch, int64_t steps) = 0;
   // After StartEpoch, when a resumed job starts mid-epoch: passes over the data of `steps`
   // iterations of `batch` samples.
   virtual void SkipSteps(int64_t /*steps*/, int /*batch*/) {}

@@ -37,13 +37,15 @@ class HandoffWorkloadTest : public ::testing::Test {
     EXPECT_EQ(handoff_.joined().rank, 1);
     ASSERT_TRUE(handoff_.Start(samples).ok());
     EXPECT_EQ(*handoff_.AwaitStart(), samples);
-    handoff_.SetTraining(steps, world, evaluates);
+    handoff_.SetTraining(world, evaluates);
+    steps_ = steps;
   }
 
   std::vector<float> grads_;
   std::vector<uint16_t> grads16_;
   HandoffWorkload handoff_;
   std::thread loop_;
+  int64_t steps_ = 0;  // each epoch's, as the loop gives them to StartEpoch
 };
 
 TEST_F(HandoffWorkloadTest, AStepGoesToTheScriptAndItsGradientComesBack) {
@@ -54,7 +56,7 @@ TEST_F(HandoffWorkloadTest, AStepGoesToTheScriptAndItsGradientComesBack) {
     ready.emplace_back(offset, count);
   });
   absl::StatusOr<ComputedStep> computed;
-  handoff_.StartEpoch(1);
+  handoff_.StartEpoch(1, steps_);
   loop_ = std::thread([&] { computed = handoff_.ComputeGradient(7, 5, nullptr); });
   ASSERT_EQ(*handoff_.Wait(kLong), State::kStepWanted);
   const WantedStep step = handoff_.step();
@@ -79,7 +81,7 @@ TEST_F(HandoffWorkloadTest, AStepGoesToTheScriptAndItsGradientComesBack) {
 TEST_F(HandoffWorkloadTest, Fp16GradientsComeBackAsBinary16) {
   StartTraining(64, 4, 2, false);
   absl::StatusOr<ComputedStep> computed;
-  handoff_.StartEpoch(0);
+  handoff_.StartEpoch(0, steps_);
   loop_ = std::thread([&] { computed = handoff_.ComputeGradient(0, 4, nullptr); });
   ASSERT_EQ(*handoff_.Wait(kLong), State::kStepWanted);
   ASSERT_TRUE(handoff_.Submit(4, 1.0, true).ok());
@@ -90,8 +92,8 @@ TEST_F(HandoffWorkloadTest, Fp16GradientsComeBackAsBinary16) {
 
 TEST_F(HandoffWorkloadTest, AnEpochPlanGivesItsStepsAndShards) {
   StartTraining(64, 4, 3, false);
-  handoff_.SetEpochPlan(2, 6, {0, 2});
-  handoff_.StartEpoch(2);
+  handoff_.SetEpochPlan(2, {0, 2});
+  handoff_.StartEpoch(2, 6);
   handoff_.SkipSteps(3, 4);  // a resumed run
   loop_ = std::thread([&] { (void)handoff_.ComputeGradient(11, 4, nullptr); });
   ASSERT_EQ(*handoff_.Wait(kLong), State::kStepWanted);
@@ -101,12 +103,12 @@ TEST_F(HandoffWorkloadTest, AnEpochPlanGivesItsStepsAndShards) {
   ASSERT_TRUE(handoff_.Submit(4, 1.0, false).ok());
 }
 
-TEST_F(HandoffWorkloadTest, TheRunsLastEpochEndsAtMaxSteps) {
+TEST_F(HandoffWorkloadTest, TheRunsLastEpochEndsWhereTheLoopSays) {
   JoinedJob job;
   handoff_.Joined(job);
   ASSERT_TRUE(handoff_.Start(64).ok());
-  handoff_.SetTraining(8, 2, false, /*max_steps=*/11);  // epoch 1 ends after its 3rd step
-  handoff_.StartEpoch(1);
+  handoff_.SetTraining(2, false);
+  handoff_.StartEpoch(1, 3);  // --max_steps ends the run after epoch 1's 3rd step
   handoff_.SkipSteps(1, 4);
   loop_ = std::thread([&] { (void)handoff_.ComputeGradient(9, 4, nullptr); });
   ASSERT_EQ(*handoff_.Wait(kLong), State::kStepWanted);

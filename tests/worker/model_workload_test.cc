@@ -94,7 +94,7 @@ class ModelWorkloadTest : public ::testing::Test {
   void OneStep(models::Network* net, bool fp16, Check check) {
     models::Batcher batcher(&data_, {0, 1, 1, /*shuffle=*/false, false});
     ModelWorkload workload(Options(fp16), net, &batcher, nullptr);
-    workload.StartEpoch(0);
+    workload.StartEpoch(0, 1);
     absl::StatusOr<ComputedStep> step = workload.ComputeGradient(0, 4, params_.data());
     ASSERT_TRUE(step.ok()) << step.status();
     check(*step);
@@ -141,7 +141,7 @@ TEST_F(ModelWorkloadTest, ABackendThatEncodesHandsOverTheFp16GradientPinned) {
       ready.push_back(g);
       reported += count;
     });
-    workload.StartEpoch(0);
+    workload.StartEpoch(0, 1);
     absl::StatusOr<ComputedStep> step = workload.ComputeGradient(0, 4, params_.data());
     ASSERT_TRUE(step.ok()) << step.status();
     ASSERT_EQ(step->grads.fp32, nullptr);

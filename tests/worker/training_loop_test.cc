@@ -108,7 +108,7 @@ class BspCheckingWorkload : public Workload {
  public:
   BspCheckingWorkload(int rank, size_t n, absl::Duration delay)
       : rank_(rank), delay_(delay), grads_(n) {}
-  void StartEpoch(int) override {}
+  void StartEpoch(int, int64_t) override {}
   void set_gradient_ready(GradientReady) override {}
   bool set_params_needed(ParamsNeeded fn) override {
     needed_ = std::move(fn);
@@ -190,9 +190,10 @@ TEST(TrainingLoopTest, ForwardOverlappingThePullReadsEachSliceOnceItIsPulled) {
 class CountingWorkload : public Workload {
  public:
   explicit CountingWorkload(size_t n) : grads_(n, 0.0f) {}
-  void StartEpoch(int epoch) override {
+  void StartEpoch(int epoch, int64_t steps) override {
     epoch_ = epoch;
     started.push_back(epoch);
+    started_steps.push_back(steps);
   }
   void SkipSteps(int64_t steps, int batch) override { skipped += steps * batch; }
   void set_gradient_ready(GradientReady fn) override { ready_ = std::move(fn); }
@@ -211,6 +212,7 @@ class CountingWorkload : public Workload {
   }
 
   std::vector<int> started;  // StartEpoch's epochs
+  std::vector<int64_t> started_steps;  // and their steps
   int64_t skipped = 0;       // samples SkipSteps passed over
   std::vector<DeviceStepSpan> device_spans;  // every step's
 
@@ -242,6 +244,7 @@ absl::StatusOr<LoopResult> RunCounting(const LoopOptions& loop, float accuracy,
       RunTrainingLoop(loop, &workload, &exchanger, w.params.data(), log.get());
   if (seen != nullptr) {
     seen->started = workload.started;
+    seen->started_steps = workload.started_steps;
     seen->skipped = workload.skipped;
   }
   return r;
@@ -360,6 +363,18 @@ TEST(TrainingLoopTest, EpochsEvaluationsAndEmulatedComputeAreRecorded) {
 
 // A GPU workload's device copies go into the timeline beside the step's compute span, at
 // their offsets from its start (emulated compute: 4 ms a step, the copies inside it).
+TEST(TrainingLoopTest, EachEpochStartsWithTheStepsTheRunTrainsInIt) {
+  LoopOptions loop;
+  loop.epochs = 3;
+  loop.steps_per_epoch = 4;
+  loop.max_steps = 10;  // the third epoch: 2 of its 4 steps
+  loop.log_every = 0;
+  CountingWorkload seen(0);
+  ASSERT_TRUE(RunCounting(loop, 0.5f, ::testing::TempDir() + "/steps.jsonl", &seen).ok());
+  EXPECT_EQ(seen.started, (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(seen.started_steps, (std::vector<int64_t>{4, 4, 2}));
+}
+
 TEST(TrainingLoopTest, DeviceCopiesAreTimelineSpansWithinTheirStep) {
   const std::string timeline = ::testing::TempDir() + "/loop_timeline.json";
   LoopOptions loop;
