@@ -4,9 +4,12 @@ the synthetic workload's known gradients: each step's loss is sum(p * g) over th
 g the known gradient of (rank, clock) (_core.fill_known_gradient), so backward gives exactly g,
 as a C++ `worker --model=synthetic --grad=known` pushes. Writes the final parameters (raw
 fp32, the registered order) to argv[1]. The job's flags come from the environment
-(R2SP_SCHEDULER, R2SP_WORKER_FLAGS)."""
+(R2SP_SCHEDULER, R2SP_WORKER_FLAGS); KNOWN_DEVICE (default cpu) is where the model and the
+gradients live (cuda: through r2sp.torch.cuda's device buffers; the gradients stay exact there,
+d sum(p * g) / dp being g)."""
 
 import array
+import os
 import sys
 
 import torch
@@ -19,7 +22,8 @@ TRAIN_SAMPLES = 48
 
 def main():
     r2t.init()
-    named = [(name, torch.nn.Parameter(torch.zeros(shape)))
+    device = torch.device(os.environ.get("KNOWN_DEVICE", "cpu"))
+    named = [(name, torch.nn.Parameter(torch.zeros(shape, device=device)))
              for name, shape in _core.synthetic_model(4096, 2)]  # the C++ worker's names
     params = [p for _, p in named]
     optimizer = r2t.DistributedOptimizer(torch.optim.SGD(params, lr=0.1), named)
@@ -31,10 +35,11 @@ def main():
         batches = 0
         for _ in sampler:
             _core.fill_known_gradient(r2t.rank(), clock, known)
+            on_device = flat_known.to(device)
             optimizer.zero_grad()
             loss, offset = 0, 0
             for p in params:
-                g = flat_known[offset:offset + p.numel()].view(p.shape)
+                g = on_device[offset:offset + p.numel()].view(p.shape)
                 loss = loss + (p * g).sum()
                 offset += p.numel()
             loss.backward()
@@ -45,7 +50,7 @@ def main():
             break
     r2t.finish()
     with open(sys.argv[1], "wb") as f:
-        f.write(torch.cat([p.detach().reshape(-1) for p in params]).numpy().tobytes())
+        f.write(torch.cat([p.detach().reshape(-1) for p in params]).cpu().numpy().tobytes())
 
 
 if __name__ == "__main__":
