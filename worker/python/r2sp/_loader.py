@@ -10,6 +10,12 @@ BUILD_HINT = ("build it with `bazel build //worker/python:_core.so` (from the re
               "or set R2SP_CORE to the path of a _core.so")
 
 
+def rebuild_hint(python):
+    """How to build the extension for the interpreter `python`."""
+    return (f"for this interpreter: `bazel build --repo_env=R2SP_PYTHON={python} "
+            "//worker/python:_core.so`")
+
+
 def candidates(package_dir, environ):
     """The places the extension may be, in the order they are tried: [(path, why)].
 
@@ -56,6 +62,7 @@ def load_core(package_name, package_dir, environ=None):
         loader.exec_module(module)
     except ImportError as e:
         raise ImportError(f"r2sp: cannot load the C++ extension {path}: {e} (was it built for "
-                          f"this Python, {sys.version.split()[0]}? {BUILD_HINT})") from e
+                          f"this Python, {sys.version.split()[0]}? {BUILD_HINT}; "
+                          f"{rebuild_hint(sys.executable)})") from e
     sys.modules[name] = module
     return module

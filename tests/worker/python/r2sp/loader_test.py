@@ -65,7 +65,9 @@ class FindCoreTest(unittest.TestCase):
         self.assertTrue(str(e.exception).startswith(f"r2sp: cannot load the C++ extension {bad}: "),
                         str(e.exception))
         self.assertTrue(str(e.exception).endswith(
-            f"(was it built for this Python, {sys.version.split()[0]}? {HINT})"), str(e.exception))
+            f"(was it built for this Python, {sys.version.split()[0]}? {HINT}; for this "
+            f"interpreter: `bazel build --repo_env=R2SP_PYTHON={sys.executable} "
+            "//worker/python:_core.so`)"), str(e.exception))
         self.assertNotIn("r2sp_loader_test_pkg._core", sys.modules)
 
 
