@@ -20,8 +20,11 @@
 // run ends, and the exchange before an evaluation or the worker's last step does not leave it
 // running. So ParamsNeeded outside a wanted step is a no-op (forward hooks fire in the
 // script's evaluations too). Within one, the loop's thread waits for the range, not the
-// script's: the Exchanger is touched by its own thread only, and the script's thread waits on
-// this workload's lock, in slices it can interrupt (Ctrl-C during a bsp barrier).
+// script's: the Exchanger's pull state is touched by its own thread only, and the script's
+// thread waits on this workload's lock, in slices it can interrupt (Ctrl-C during a bsp
+// barrier). The cost is a thread handoff per request (about 10 us). GradientReady still calls
+// the loop's relay from the script's side, which touches the pushes, not the pull; the Python
+// client waits for the whole pull before its first GradientReady of a step anyway.
 #ifndef R2SP_WORKER_HANDOFF_WORKLOAD_H_
 #define R2SP_WORKER_HANDOFF_WORKLOAD_H_
 
@@ -71,7 +74,8 @@ struct WantedStep {
 };
 
 // Thread-safe: the node's thread calls the Workload side, Joined, AwaitStart, SetEpochPlan,
-// Finish and Fail; the script's thread the rest.
+// Finish and Fail; the script's thread the rest (RequestParams and AwaitParams may come from
+// several of the script's threads: autograd's too).
 class HandoffWorkload : public Workload {
  public:
   enum class State {
@@ -128,6 +132,7 @@ class HandoffWorkload : public Workload {
   bool ReportEvaluation(const TestEvaluation& evaluation);
   // A wanted evaluation goes unreported; nothing if none is wanted.
   void SkipEvaluation();
+
   // --- The script's side: overlapped pulls.
   // The script will call RequestParams before its forward reads each part of the parameters,
   // every step, so the loop may leave pulls running into the next step (whether it does:

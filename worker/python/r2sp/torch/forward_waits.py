@@ -64,13 +64,14 @@ class ForwardWaits:
         self._worker = worker
         self._buffers = buffers
         self._size = worker.size
-        self._modules = [(held, merged_ranges(held)) for _, held in module_entries(module, entries)]
+        owners = module_entries(module, entries)
+        self._modules = [(held, merged_ranges(held)) for _, held in owners]
         self._waited = set()     # indices into _modules waited for since the pull began
         self._uploaded = set()   # offsets of the entries uploaded since the pull began
         self._pulled = False     # the whole pull has been waited for
         self._whole = False      # ... and the device holds all of it
         self._handles = [m.register_forward_pre_hook(self._hook(i))
-                         for i, (m, _) in enumerate(module_entries(module, entries))]
+                         for i, (m, _) in enumerate(owners)]
 
     def _hook(self, index):
         def hook(_module, _inputs):
