@@ -46,7 +46,9 @@ struct ClientModel {
   int64_t size = 0;
 };
 
-// Thread-compatible: one thread (the script's) calls everything but the constructor's work.
+// Thread-compatible: one thread (the script's) calls everything but the constructor's work;
+// GradientReady and ParamsNeeded may come from autograd's thread while that one waits in
+// backward.
 class ClientSession {
  public:
   // True: stop waiting (the caller was interrupted).
