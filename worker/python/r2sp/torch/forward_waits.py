@@ -11,6 +11,8 @@ child's parameter without calling the child, a checkpoint, a metric over the wei
 after DistributedOptimizer.sync_params(), which waits for the whole pull (and on CUDA uploads
 it)."""
 
+import contextlib
+
 import torch
 
 
@@ -60,8 +62,11 @@ class ForwardWaits:
     Thread-safety: the hooks and sync_params run on the training thread (forward); before_push
     may run on autograd's thread, while the training thread waits in backward()."""
 
-    def __init__(self, worker, buffers, module, entries):
+    def __init__(self, worker, buffers, module, entries, guard=contextlib.nullcontext):
+        """`guard()`: the context around each wait (state.JobState.blocking: Ctrl-C or the job
+        lost there means this worker left the job)."""
         self._worker = worker
+        self._guard = guard
         self._buffers = buffers
         self._size = worker.size
         owners = module_entries(module, entries)
@@ -86,8 +91,9 @@ class ForwardWaits:
             return
         held, ranges = self._modules[index]
         if not self._pulled:
-            for offset, count in ranges:
-                self._worker.params_needed(offset, count)
+            with self._guard():
+                for offset, count in ranges:
+                    self._worker.params_needed(offset, count)
         self._upload(held)
         self._waited.add(index)
 
@@ -101,7 +107,8 @@ class ForwardWaits:
         """The safety net: the whole pull has landed in the host buffer before any gradient
         of this step leaves (parameters no hook covered, read outside their modules)."""
         if not self._pulled:
-            self._worker.params_needed(0, self._size)
+            with self._guard():
+                self._worker.params_needed(0, self._size)
             self._pulled = True
 
     def sync_params(self):

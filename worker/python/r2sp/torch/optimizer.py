@@ -86,7 +86,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
         self._waits = None  # forward_waits.ForwardWaits while pulls overlap
         if worker.overlaps_pulls:
             self._waits = forward_waits.ForwardWaits(worker, self._buffers, module,
-                                                     self._entries)
+                                                     self._entries, guard=STATE.blocking)
         STATE.pulled = self._left  # the final pull, for a device's copy
         STATE.leaving = self._left
         self._reporter = gradients.GradientReporter(

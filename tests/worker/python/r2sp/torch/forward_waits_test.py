@@ -3,8 +3,9 @@ over a FakeWorker with real torch models: the ranges each module's forward waits
 in forward order, each module once however often it is shared), the safety net (the whole pull
 before the step's first gradient report, so a parent reading a child's parameter gets it
 whole before the gradient leaves), uploads once per pull (a tied weight once; a stand-in for
-CUDA's copies), sync_params, hooks gone after finish, nothing without module= or --overlap,
-and a module that does not hold the registered parameters."""
+CUDA's copies), sync_params, hooks gone after finish, Ctrl-C in a wait (the worker left the
+job), nothing without module= or --overlap, and a module that does not hold the registered
+parameters."""
 
 import unittest
 from unittest import mock
@@ -143,6 +144,19 @@ class HooksTest(Base):
         model(torch.ones(1, 3))
         optimizer.sync_params()
         self.assertEqual(worker.calls, [])
+
+    def test_ctrl_c_in_a_forward_wait_means_the_worker_left_the_job(self):
+        model = Net()
+        optimizer = self.make(model, module=model)
+
+        def interrupted(offset, count):
+            raise KeyboardInterrupt
+        self.workers[0].params_needed = interrupted
+        state.STATE.next_step("test")
+        with self.assertRaises(KeyboardInterrupt):
+            model(torch.ones(1, 3))
+        self.assertTrue(state.STATE.aborted)
+        self.assertTrue(optimizer.overlaps_pulls)
 
     def test_a_module_that_does_not_hold_the_registered_parameters(self):
         model = Net()
