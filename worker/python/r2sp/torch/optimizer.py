@@ -91,7 +91,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
         STATE.leaving = self._left
         self._reporter = gradients.GradientReporter(
             worker, self._buffers, self._entries, live=lambda: STATE.step is not None,
-            before_push=self._waits.before_push if self._waits else None)
+            before_push=self._before_push)
         if train_samples is not None:
             STATE.begin(train_samples, "DistributedOptimizer")
 
@@ -106,6 +106,11 @@ class DistributedOptimizer(torch.optim.Optimizer):
         pulls (a checkpoint, a parent reading a child's weight). Nothing to do otherwise."""
         if self._waits is not None:
             self._waits.sync_params()
+
+    def _before_push(self):
+        """The safety net of overlapped pulls: the whole pull before the gradient leaves."""
+        if self._waits is not None:
+            self._waits.before_push()
 
     def _left(self):
         """Training is over (the final pull is whole) or the worker left the job: the hooks
@@ -160,8 +165,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
                                    "(the job's epochs are done); stop stepping and call "
                                    "r2sp.torch.finish()")
         count = step.batch if samples is None else _samples_value(samples)
-        if self._waits is not None:
-            self._waits.before_push()  # the safety net, also with no gradient reported
+        self._before_push()  # also when no gradient was reported during backward
         self._reporter.complete()
         with STATE.blocking():
             self._worker.submit(count, value, fp16=self._buffers.fp16)
