@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace r2sp {
 
@@ -74,6 +75,13 @@ void HandoffWorkload::SkipSteps(int64_t steps, int /*batch*/) {
   step_.index += steps;
 }
 
+bool HandoffWorkload::set_params_needed(::r2sp::ParamsNeeded fn) {
+  absl::MutexLock lock(&mu_);
+  if (!forward_waits_) return false;
+  params_needed_ = std::move(fn);
+  return true;
+}
+
 absl::StatusOr<ComputedStep> HandoffWorkload::ComputeGradient(int64_t clock, int batch,
                                                               const float* /*params*/) {
   absl::MutexLock lock(&mu_);
@@ -81,11 +89,11 @@ absl::StatusOr<ComputedStep> HandoffWorkload::ComputeGradient(int64_t clock, int
   step_.clock = clock;
   step_.batch = batch;
   state_ = State::kStepWanted;
-  mu_.Await(absl::Condition(
-      +[](HandoffWorkload* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mu_) {
-        return w->state_ != State::kStepWanted || !w->closed_.ok();
-      },
-      this));
+  ServeParamRequests();
+  // Ranges still asked for (another thread submitted or closed meanwhile) need no wait of
+  // their own: the loop finishes the pull as this returns.
+  param_requests_.clear();
+  served_ = requested_;
   if (state_ == State::kStepWanted) return closed_;  // closed before the step came
   ComputedStep step;
   step.samples = submitted_samples_;
@@ -93,6 +101,26 @@ absl::StatusOr<ComputedStep> HandoffWorkload::ComputeGradient(int64_t clock, int
   step.grads = submitted_fp16_ ? HostGradient::Fp16(fp16_) : HostGradient(fp32_);
   ++step_.index;
   return step;
+}
+
+void HandoffWorkload::ServeParamRequests() {
+  while (true) {
+    mu_.Await(absl::Condition(
+        +[](HandoffWorkload* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mu_) {
+          return w->state_ != State::kStepWanted || !w->closed_.ok() ||
+                 !w->param_requests_.empty();
+        },
+        this));
+    if (state_ != State::kStepWanted || !closed_.ok()) return;
+    const auto [offset, count] = param_requests_.front();
+    const ::r2sp::ParamsNeeded fn = params_needed_;
+    // Unlocked: the script polls AwaitParams, and Close must get through meanwhile.
+    mu_.Unlock();
+    if (fn) fn(offset, count);
+    mu_.Lock();
+    param_requests_.pop_front();
+    ++served_;
+  }
 }
 
 bool HandoffWorkload::EvaluatesAfterEpoch() const {
@@ -177,6 +205,55 @@ absl::Status HandoffWorkload::GradientReady(int64_t offset, int64_t count, bool 
   // The loop waits in ComputeGradient until Submit, so the callback cannot go meanwhile.
   if (fn && count > 0) fn(fp16 ? HostGradient::Fp16(fp16_) : HostGradient(fp32_), offset, count);
   return absl::OkStatus();
+}
+
+absl::Status HandoffWorkload::EnableForwardWaits() {
+  absl::MutexLock lock(&mu_);
+  if (train_samples_ > 0) {
+    return absl::FailedPreconditionError(
+        "forward waits are enabled before training starts (before begin_training)");
+  }
+  forward_waits_ = true;
+  return absl::OkStatus();
+}
+
+bool HandoffWorkload::forward_waits() const {
+  absl::MutexLock lock(&mu_);
+  return forward_waits_;
+}
+
+absl::StatusOr<int64_t> HandoffWorkload::RequestParams(int64_t offset, int64_t count,
+                                                       int64_t size) {
+  absl::MutexLock lock(&mu_);
+  if (offset < 0 || count < 0 || offset > size || count > size - offset) {
+    return absl::OutOfRangeError(absl::StrCat("parameter range [", offset, ", ", offset + count,
+                                              ") is outside the model's ", size, " values"));
+  }
+  // No pull can be running outside a wanted step (the header says why), nor without the loop's
+  // function (forward waits off, or the exchanger does not overlap pulls).
+  if (count == 0 || state_ != State::kStepWanted || !params_needed_ || !closed_.ok()) return 0;
+  param_requests_.emplace_back(offset, count);
+  return ++requested_;
+}
+
+absl::StatusOr<bool> HandoffWorkload::AwaitParams(int64_t id, absl::Duration timeout) {
+  if (id <= 0) return true;
+  absl::MutexLock lock(&mu_);
+  const auto done = [this, id]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return served_ >= id || !closed_.ok() || !failed_.ok();
+  };
+  mu_.AwaitWithTimeout(absl::Condition(&done), timeout);
+  if (!failed_.ok()) return failed_;
+  if (!closed_.ok()) return closed_;
+  return served_ >= id;
+}
+
+absl::Status HandoffWorkload::ParamsNeeded(int64_t offset, int64_t count, int64_t size) {
+  R2SP_ASSIGN_OR_RETURN(const int64_t id, RequestParams(offset, count, size));
+  while (true) {
+    R2SP_ASSIGN_OR_RETURN(const bool done, AwaitParams(id, absl::InfiniteDuration()));
+    if (done) return absl::OkStatus();
+  }
 }
 
 absl::Status HandoffWorkload::Submit(int samples, double loss, bool fp16) {

@@ -11,13 +11,29 @@
 //   over: the node finished (Finish) or failed (Fail); the script ends the run early (Close).
 // One waiting side at a time: the loop's thread waits while the script computes and the
 // script's thread while the loop exchanges, so the buffers need no lock of their own.
+//
+// Overlapped pulls (the script's opt-in, EnableForwardWaits before Start): the loop may then
+// return from a step's exchange with the pull still writing the parameters (Exchanger,
+// --overlap with --overlap_pulls), and the script says before its forward reads each part of
+// them (ParamsNeeded). A pull can be left running only into a wanted step: the loop finishes
+// it when ComputeGradient returns, before EvaluateTest (TrainingLoop::Evaluate) and before the
+// run ends, and the exchange before an evaluation or the worker's last step does not leave it
+// running. So ParamsNeeded outside a wanted step is a no-op (forward hooks fire in the
+// script's evaluations too). Within one, the loop's thread waits for the range, not the
+// script's: the Exchanger's pull state is touched by its own thread only, and the script's
+// thread waits on this workload's lock, in slices it can interrupt (Ctrl-C during a bsp
+// barrier). The cost is a thread handoff per request (about 10 us). GradientReady still calls
+// the loop's relay from the script's side, which touches the pushes, not the pull; the Python
+// client waits for the whole pull before its first GradientReady of a step anyway.
 #ifndef R2SP_WORKER_HANDOFF_WORKLOAD_H_
 #define R2SP_WORKER_HANDOFF_WORKLOAD_H_
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -41,6 +57,10 @@ struct JoinedJob {
   int64_t first_step = 0;  // > 0: the job resumed, or this worker joined a running one
   int batch_size = 0;      // until the scheduler says otherwise
   bool overlaps_backward = false;  // GradientReady starts pushes during backward
+  // The exchange may leave a step's pull running into the next step (--overlap with
+  // --overlap_pulls, the slot not covering the pull: Exchanger::overlaps_pulls()); it does
+  // when the script enabled forward waits (HandoffWorkload::EnableForwardWaits).
+  bool overlaps_pulls = false;
 };
 
 // The step the loop waits for.
@@ -54,7 +74,8 @@ struct WantedStep {
 };
 
 // Thread-safe: the node's thread calls the Workload side, Joined, AwaitStart, SetEpochPlan,
-// Finish and Fail; the script's thread the rest.
+// Finish and Fail; the script's thread the rest (RequestParams and AwaitParams may come from
+// several of the script's threads: autograd's too).
 class HandoffWorkload : public Workload {
  public:
   enum class State {
@@ -83,6 +104,9 @@ class HandoffWorkload : public Workload {
 
   // --- Workload (the training loop, on the node's thread).
   void set_gradient_ready(::r2sp::GradientReady fn) override;
+  // Accepted (true) only after EnableForwardWaits; `fn` is then called on the loop's thread,
+  // inside ComputeGradient, for the ranges the script asks for (RequestParams).
+  bool set_params_needed(::r2sp::ParamsNeeded fn) override;
   void StartEpoch(int epoch, int64_t steps) override;
   void SkipSteps(int64_t steps, int batch) override;
   absl::StatusOr<ComputedStep> ComputeGradient(int64_t clock, int batch,
@@ -108,6 +132,25 @@ class HandoffWorkload : public Workload {
   bool ReportEvaluation(const TestEvaluation& evaluation);
   // A wanted evaluation goes unreported; nothing if none is wanted.
   void SkipEvaluation();
+
+  // --- The script's side: overlapped pulls.
+  // The script will call RequestParams before its forward reads each part of the parameters,
+  // every step, so the loop may leave pulls running into the next step (whether it does:
+  // joined().overlaps_pulls). FailedPrecondition once training started.
+  absl::Status EnableForwardWaits();
+  bool forward_waits() const;
+  // The script is about to read [offset, offset + count) of the parameters: asks the loop to
+  // wait for the pull left running to have written them. The request's number for AwaitParams,
+  // or 0 when there is nothing to wait for (no step wanted, forward waits not in use, count 0).
+  // OutOfRange for a range outside the model (`size`).
+  absl::StatusOr<int64_t> RequestParams(int64_t offset, int64_t count, int64_t size);
+  // Waits up to `timeout` for request `id`: true once the range is final (or the step it was
+  // asked in ended: a submit or Close from another thread), false if still waiting. The run's
+  // error (Fail) or the Close status once either came.
+  absl::StatusOr<bool> AwaitParams(int64_t id, absl::Duration timeout);
+  // RequestParams, then AwaitParams until done.
+  absl::Status ParamsNeeded(int64_t offset, int64_t count, int64_t size);
+
   // The script ends the run: a loop waiting for a step (or an evaluation, or the start) gets
   // `why`; later calls of either side see it. Idempotent (the first status stays).
   void Close(const absl::Status& why);
@@ -117,6 +160,9 @@ class HandoffWorkload : public Workload {
     return !(state_ == State::kJoining || state_ == State::kRunning) || !closed_.ok() ||
            !failed_.ok();
   }
+  // In ComputeGradient, until the step is submitted or the run closed: waits for the ranges
+  // the script requests (RequestParams), one after another, with mu_ released meanwhile.
+  void ServeParamRequests() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const float* const fp32_;
   const uint16_t* const fp16_;
@@ -136,6 +182,13 @@ class HandoffWorkload : public Workload {
   std::optional<TestEvaluation> evaluation_ ABSL_GUARDED_BY(mu_);
   LoopResult result_ ABSL_GUARDED_BY(mu_);
   ::r2sp::GradientReady gradient_ready_ ABSL_GUARDED_BY(mu_);
+  // Overlapped pulls: the opt-in, the loop's function, and the ranges asked for and not yet
+  // waited for, the first numbered served_ + 1 (requests are served in order).
+  bool forward_waits_ ABSL_GUARDED_BY(mu_) = false;
+  ::r2sp::ParamsNeeded params_needed_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::pair<int64_t, int64_t>> param_requests_ ABSL_GUARDED_BY(mu_);
+  int64_t requested_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t served_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace r2sp

@@ -344,6 +344,8 @@ JoinedJob WorkerNode::JoinedJobInfo() const {
   job.first_step = first_step_;
   job.batch_size = job.hetero_batching ? book.initial_batch() : options_.batch_size;
   job.overlaps_backward = options_.exchange.overlap;
+  job.overlaps_pulls = options_.exchange.overlap && options_.exchange.overlap_pulls &&
+                       !book.r2sp_slot_includes_pull();  // as Exchanger::overlaps_pulls()
   return job;
 }
 

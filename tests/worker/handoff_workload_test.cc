@@ -1,13 +1,16 @@
 // HandoffWorkload between two threads: the loop's side (ComputeGradient, EvaluateTest, the
 // node's Joined/AwaitStart/Finish/Fail) on a thread of the test's, the script's side (Wait,
-// Start, GradientReady, Submit, ReportEvaluation, Close) on the test's main thread.
+// Start, GradientReady, Submit, ReportEvaluation, Close, and the overlapped pulls' opt-in and
+// RequestParams/AwaitParams) on the test's main thread.
 #include "worker/handoff_workload.h"
 
 #include <cstdint>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 
@@ -215,6 +218,101 @@ TEST(HandoffWorkloadNoFp16Test, Fp16IsRefusedWithoutItsBuffer) {
             absl::FailedPreconditionError("this worker has no binary16 gradient buffer"));
   ASSERT_TRUE(handoff.Submit(4, 1.0, false).ok());
   loop.join();
+}
+
+// --- Overlapped pulls.
+
+using Ranges = std::vector<std::pair<int64_t, int64_t>>;
+
+TEST_F(HandoffWorkloadTest, WithoutTheOptInTheLoopsParamsNeededIsRefused) {
+  StartTraining(64, 4, 2, false);
+  EXPECT_FALSE(handoff_.forward_waits());
+  Ranges asked;
+  EXPECT_FALSE(handoff_.set_params_needed(
+      [&](int64_t offset, int64_t count) { asked.emplace_back(offset, count); }));
+  loop_ = std::thread([&] { (void)handoff_.ComputeGradient(0, 4, nullptr); });
+  ASSERT_EQ(*handoff_.Wait(kLong), State::kStepWanted);
+  EXPECT_EQ(*handoff_.RequestParams(0, 8, 8), 0);  // nothing to wait for
+  EXPECT_TRUE(handoff_.ParamsNeeded(2, 3, 8).ok());
+  ASSERT_TRUE(handoff_.Submit(4, 1.0, false).ok());
+  loop_.join();
+  EXPECT_EQ(asked, Ranges{});
+}
+
+TEST_F(HandoffWorkloadTest, TheOptInComesBeforeTheStart) {
+  handoff_.Joined(JoinedJob{});
+  ASSERT_TRUE(handoff_.EnableForwardWaits().ok());
+  EXPECT_TRUE(handoff_.forward_waits());
+  ASSERT_TRUE(handoff_.Start(64).ok());
+  EXPECT_EQ(handoff_.EnableForwardWaits(),
+            absl::FailedPreconditionError(
+                "forward waits are enabled before training starts (before begin_training)"));
+  EXPECT_TRUE(handoff_.set_params_needed([](int64_t, int64_t) {}));
+}
+
+TEST_F(HandoffWorkloadTest, ParamsNeededIsWaitedForOnTheLoopsThreadDuringAWantedStep) {
+  ASSERT_TRUE(handoff_.EnableForwardWaits().ok());
+  StartTraining(64, 4, 2, true);
+  Ranges asked;
+  std::thread::id asked_on;
+  ASSERT_TRUE(handoff_.set_params_needed([&](int64_t offset, int64_t count) {
+    asked.emplace_back(offset, count);
+    asked_on = std::this_thread::get_id();
+  }));
+  // Before the step (the loop is busy), nothing can be pending: no-ops.
+  EXPECT_EQ(*handoff_.RequestParams(0, 8, 8), 0);
+  EXPECT_TRUE(handoff_.ParamsNeeded(0, 8, 8).ok());
+  absl::StatusOr<std::optional<TestEvaluation>> evaluation;
+  loop_ = std::thread([&] {
+    (void)handoff_.ComputeGradient(0, 4, nullptr);
+    evaluation = handoff_.EvaluateTest(nullptr);
+  });
+  ASSERT_EQ(*handoff_.Wait(kLong), State::kStepWanted);
+  EXPECT_TRUE(handoff_.ParamsNeeded(2, 3, 8).ok());
+  EXPECT_EQ(asked_on, loop_.get_id());
+  EXPECT_TRUE(handoff_.ParamsNeeded(5, 0, 8).ok());  // empty: not asked
+  const int64_t id = *handoff_.RequestParams(0, 8, 8);
+  EXPECT_EQ(id, 2);
+  EXPECT_TRUE(*handoff_.AwaitParams(id, kLong));
+  ASSERT_TRUE(handoff_.Submit(4, 1.0, false).ok());
+  // The evaluation the loop waits for (the pull finished before it): a no-op.
+  ASSERT_EQ(*handoff_.Wait(kLong), State::kEvaluationWanted);
+  EXPECT_EQ(*handoff_.RequestParams(0, 8, 8), 0);
+  handoff_.SkipEvaluation();
+  loop_.join();
+  EXPECT_EQ(asked, (Ranges{{2, 3}, {0, 8}}));
+  handoff_.Finish(LoopResult{});
+  ASSERT_EQ(*handoff_.Wait(kLong), State::kOver);
+  EXPECT_EQ(*handoff_.RequestParams(0, 8, 8), 0);  // after the run
+  EXPECT_EQ(asked.size(), 2u);
+}
+
+TEST_F(HandoffWorkloadTest, ParamRangesOutsideTheModelAreRefused) {
+  ASSERT_TRUE(handoff_.EnableForwardWaits().ok());
+  StartTraining(64, 4, 2, false);
+  EXPECT_EQ(handoff_.RequestParams(6, 4, 8).status(),
+            absl::OutOfRangeError("parameter range [6, 10) is outside the model's 8 values"));
+  EXPECT_EQ(handoff_.ParamsNeeded(-1, 2, 8),
+            absl::OutOfRangeError("parameter range [-1, 1) is outside the model's 8 values"));
+  EXPECT_EQ(handoff_.RequestParams(0, -1, 8).status().code(), absl::StatusCode::kOutOfRange);
+}
+
+TEST_F(HandoffWorkloadTest, TheScriptWaitsInSlicesAndCloseEndsTheWait) {
+  ASSERT_TRUE(handoff_.EnableForwardWaits().ok());
+  StartTraining(64, 4, 2, false);
+  absl::Notification pulled;
+  ASSERT_TRUE(handoff_.set_params_needed(
+      [&](int64_t, int64_t) { pulled.WaitForNotification(); }));
+  absl::StatusOr<ComputedStep> computed;
+  loop_ = std::thread([&] { computed = handoff_.ComputeGradient(0, 4, nullptr); });
+  ASSERT_EQ(*handoff_.Wait(kLong), State::kStepWanted);
+  const int64_t id = *handoff_.RequestParams(0, 4, 8);
+  EXPECT_FALSE(*handoff_.AwaitParams(id, absl::Milliseconds(20)));  // still pulling
+  handoff_.Close(absl::CancelledError("interrupted"));
+  EXPECT_EQ(handoff_.AwaitParams(id, kLong).status(), absl::CancelledError("interrupted"));
+  pulled.Notify();  // the transport's Stop ends a real pull
+  loop_.join();
+  EXPECT_EQ(computed.status(), absl::CancelledError("interrupted"));
 }
 
 }  // namespace

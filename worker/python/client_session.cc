@@ -141,6 +141,23 @@ absl::Status ClientSession::Submit(int samples, double loss, bool fp16,
   return AwaitChange(interrupt).status();
 }
 
+absl::Status ClientSession::ParamsNeeded(int64_t offset, int64_t count,
+                                         const Interrupt& interrupt) {
+  R2SP_ASSIGN_OR_RETURN(const int64_t id, handoff_.RequestParams(offset, count, size()));
+  while (true) {
+    const absl::StatusOr<bool> done = handoff_.AwaitParams(id, kPoll);
+    if (!done.ok()) {
+      Abort(std::string(done.status().message()));
+      return done.status();
+    }
+    if (*done) return absl::OkStatus();
+    if (interrupt && interrupt()) {
+      Abort("interrupted");
+      return absl::CancelledError("interrupted");
+    }
+  }
+}
+
 bool ClientSession::EvaluationDue() {
   const absl::StatusOr<HandoffWorkload::State> state = handoff_.Wait(absl::ZeroDuration());
   return state.ok() && *state == HandoffWorkload::State::kEvaluationWanted;

@@ -46,7 +46,9 @@ struct ClientModel {
   int64_t size = 0;
 };
 
-// Thread-compatible: one thread (the script's) calls everything but the constructor's work.
+// Thread-compatible: one thread (the script's) calls everything but the constructor's work;
+// GradientReady and ParamsNeeded may come from autograd's thread while that one waits in
+// backward.
 class ClientSession {
  public:
   // True: stop waiting (the caller was interrupted).
@@ -83,6 +85,19 @@ class ClientSession {
   absl::Status GradientReady(int64_t offset, int64_t count, bool fp16) {
     return handoff_.GradientReady(offset, count, fp16, size());
   }
+  // The script's forward will say before it reads each part of params() (ParamsNeeded), so a
+  // step's pull may run on into the next step. Before BeginTraining (FailedPrecondition after).
+  absl::Status EnableForwardWaits() { return handoff_.EnableForwardWaits(); }
+  // Whether pulls run on into the next step: forward waits enabled, and the worker joined with
+  // --overlap and --overlap_pulls (the r2sp slot not covering the pull).
+  bool overlaps_pulls() const {
+    return handoff_.forward_waits() && handoff_.joined().overlaps_pulls;
+  }
+  // Blocks until [offset, offset + count) of params() holds the pull left running (the wait is
+  // the loop's, counted as pull time); at once when none can be running (outside a wanted
+  // step, without overlapped pulls). OutOfRange for a range outside the model; on an interrupt
+  // or the run's error, the session aborts and that is returned (Cancelled, Aborted, ...).
+  absl::Status ParamsNeeded(int64_t offset, int64_t count, const Interrupt& interrupt);
   // Hands the step over and waits for the exchange: the pulled parameters are in params() when
   // it returns.
   absl::Status Submit(int samples, double loss, bool fp16, const Interrupt& interrupt);

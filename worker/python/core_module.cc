@@ -232,6 +232,7 @@ py::dict ResultDict(const LoopResult& r) {
   d["push_seconds"] = r.push_seconds;
   d["pull_seconds"] = r.pull_seconds;
   d["wait_seconds"] = r.wait_seconds;
+  d["overlapped_pulls"] = r.overlapped_pulls;
   d["test_accuracy"] = r.test_accuracy;
   d["final_batch"] = r.final_batch;
   return d;
@@ -249,7 +250,11 @@ void BindJobProperties(py::class_<Worker>& w) {
       .def_property_readonly("first_step", [](const Worker& x) { return x.job().first_step; })
       .def_property_readonly("batch_size", [](const Worker& x) { return x.job().batch_size; })
       .def_property_readonly("overlaps_backward",
-                             [](const Worker& x) { return x.job().overlaps_backward; });
+                             [](const Worker& x) { return x.job().overlaps_backward; })
+      .def_property_readonly("overlaps_pulls", [](Worker& x) {
+        x.job();  // joined
+        return x.session().overlaps_pulls();
+      });
 }
 
 void BindWorker(py::module_& m) {
@@ -281,6 +286,11 @@ void BindWorker(py::module_& m) {
       .def("gradient_ready", [](Worker& x, int64_t offset, int64_t count, bool fp16) {
         ReleasedStatus([&] { return x.session().GradientReady(offset, count, fp16); });
       }, py::arg("offset"), py::arg("count"), py::arg("fp16") = false)
+      .def("enable_forward_waits",
+           [](Worker& x) { Check(x.session().EnableForwardWaits()); })
+      .def("params_needed", [](Worker& x, int64_t offset, int64_t count) {
+        ReleasedStatus([&] { return x.session().ParamsNeeded(offset, count, Interrupted); });
+      }, py::arg("offset"), py::arg("count"))
       .def("submit", [](Worker& x, int samples, double loss, bool fp16) {
         ReleasedStatus([&] { return x.session().Submit(samples, loss, fp16, Interrupted); });
       }, py::arg("samples"), py::arg("loss"), py::arg("fp16") = false)

@@ -146,8 +146,11 @@ class R2SP(Single):
         return self.r2sp.evaluates()
 
     def wrap(self, model, optimizer):
-        # Joins the job: worker 0's parameters become everyone's; the servers apply SGD.
-        optimizer = self.r2sp.DistributedOptimizer(optimizer, model.named_parameters())
+        # Joins the job: worker 0's parameters become everyone's; the servers apply SGD. With
+        # the model, --overlap also overlaps each pull with the next forward (the job's
+        # --nooverlap_pulls turns that off for A/B runs).
+        optimizer = self.r2sp.DistributedOptimizer(optimizer, model.named_parameters(),
+                                                   module=model)
         self.rank, self.world = self.r2sp.rank(), self.r2sp.size()
         return model, optimizer
 

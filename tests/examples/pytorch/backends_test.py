@@ -88,9 +88,9 @@ class FakeR2spTorch:
     def init(self, **settings):
         self.calls.append(("init", settings))
 
-    def DistributedOptimizer(self, optimizer, named_parameters):
+    def DistributedOptimizer(self, optimizer, named_parameters, module=None):
         self.calls.append(("optimizer", type(optimizer).__name__,
-                           [n for n, _ in named_parameters]))
+                           [n for n, _ in named_parameters], type(module).__name__))
         fake = self
 
         class Wrapped:
@@ -174,7 +174,7 @@ class R2spBackendTest(unittest.TestCase):
         step = [("step", loss, 2), ("step", loss0, 1)]
         self.assertEqual(fake.calls, [
             ("init", {"batch_size": 2, "seed": 7}),
-            ("optimizer", "SGD", ["weight", "bias"]),
+            ("optimizer", "SGD", ["weight", "bias"], "Linear"),  # module=: overlapped pulls
             ("sampler", 3, 7),
             *step, ("report_eval", 2 / 3, mean),
             *step, ("report_eval", 2 / 3, mean),

@@ -4,8 +4,9 @@ fashion_mnist_cnn.py as --worker_cmd. Two Python workers train the cnn in bsp on
 (R2SP_DATA_DIR from the job's --data_dir) for the job's epochs, the evaluating worker's test
 accuracy reaching summary.json; a mixed job, a C++ worker training the built-in cnn beside a
 Python worker training the PyTorch one, completes (their tensors match); and two Python workers
-train torchvision's ResNet-18 in r2sp on CIFAR-10-format files (make_cifar_like.py). Skipped where the
-binaries or the extension are not built."""
+train torchvision's ResNet-18 in r2sp on CIFAR-10-format files (make_cifar_like.py) with
+--overlap: the example passes the model, so each pull but the last runs on into the next
+forward. Skipped where the binaries or the extension are not built."""
 
 import json
 import os
@@ -115,7 +116,7 @@ class R2spJobsTest(unittest.TestCase):
     def test_two_python_workers_train_torchvisions_resnet18_in_r2sp(self):
         command = shlex.join([example_paths.TORCH_PYTHON, RESNET, "--threads=1"])
         run_dir, summary = self.launch(
-            "resnet", "r2sp", f"--batch_size=8 --epochs=1 --data_dir={self.cifar}",
+            "resnet", "r2sp", f"--batch_size=8 --epochs=1 --overlap --data_dir={self.cifar}",
             f"--worker_cmd={command}")
         # 80 samples over 2 workers: 5 steps of 8 each; batch-norm buffers stay local.
         lines = sorted((self.result(run_dir, i) for i in (0, 1)), key=lambda l: l["rank"])
@@ -126,6 +127,10 @@ class R2spJobsTest(unittest.TestCase):
         self.assertEqual((summary["completed"], summary["mode"],
                           round(summary["final_test_accuracy"], 4)),
                          (True, "r2sp", round(accuracy, 4)))
+        for i in (0, 1):  # overlapped pulls: every step's but the worker's last
+            with open(os.path.join(run_dir, f"metrics_worker{i}.jsonl")) as f:
+                steps = [r for r in map(json.loads, f) if "event" not in r]
+            self.assertEqual([r["pull_overlapped"] for r in steps], [True] * 4 + [False])
 
 
 if __name__ == "__main__":

@@ -180,6 +180,39 @@ class CoreJobTest(unittest.TestCase):
                          "steps than the job planned (iterate r2sp.torch.DistributedSampler)")
         self.assertEqual(worker.finish()["steps"], 2)
 
+    def test_forward_waits_are_asked_for_before_training_and_count_the_overlapped_pulls(self):
+        job = self.job("waits", 1)
+        worker = _core.Worker(["--scheduler=" + job.endpoint, "--heartbeat_ms=200",
+                               "--batch_size=4", "--overlap"], [("w", [4, 2]), ("b", [2])])
+        with self.assertRaises(RuntimeError):
+            worker.overlaps_pulls  # noqa: B018  (not joined)
+        worker.enable_forward_waits()
+        worker.join()
+        self.assertTrue(worker.overlaps_pulls)
+        worker.params_needed(0, 10)  # no step wanted: nothing to wait for
+        with self.assertRaises(_core.R2SPError) as outside:
+            worker.params_needed(8, 4)
+        self.assertEqual(str(outside.exception),
+                         "parameter range [8, 12) is outside the model's 10 values")
+        self.assertEqual(outside.exception.code, "OUT_OF_RANGE")
+        worker.begin_training(12)  # 3 steps
+        with self.assertRaises(_core.R2SPError) as late:
+            worker.enable_forward_waits()
+        self.assertEqual(str(late.exception), "forward waits are enabled before training "
+                                              "starts (before begin_training)")
+        for _ in range(3):
+            worker.next_step()
+            worker.params_needed(0, 6)
+            worker.params_needed(6, 4)
+            worker.gradient_ready(0, 10)
+            worker.submit(4, 0.5)
+        self.assertIsNone(worker.next_step())
+        worker.params_needed(0, 10)  # training over: nothing to wait for
+        result = worker.finish()
+        # The last step's pull is not left running (nor one before an evaluation: here the
+        # last step's too).
+        self.assertEqual((result["steps"], result["overlapped_pulls"]), (3, 2))
+
     def test_finishing_early_says_which_step_the_job_wanted(self):
         job = self.job("early", 1)
         worker = _core.Worker(["--scheduler=" + job.endpoint, "--heartbeat_ms=200",

@@ -65,7 +65,7 @@ class FakeWorker:
 
     def __init__(self, flags, tensors, model_name="pytorch", *, steps=(), initial=None, lr=0.5,
                  rank=0, workers=2, mode="bsp", push_codec="fp32", data_world=1, data_shard=0,
-                 batch_size=4, evaluates=True, hetero_batching=False):
+                 batch_size=4, evaluates=True, hetero_batching=False, pulls_overlap=False):
         self.flags, self.model_name = list(flags), model_name
         self.tensors, offset = [], 0
         for name, shape in tensors:
@@ -84,8 +84,21 @@ class FakeWorker:
         self.rank, self.workers, self.mode, self.push_codec = rank, workers, mode, push_codec
         self.data_world, self.data_shard, self.batch_size = data_world, data_shard, batch_size
         self.evaluates, self.hetero_batching = evaluates, hetero_batching
+        self.pulls_overlap = pulls_overlap  # joined with --overlap (and --overlap_pulls)
+        self.forward_waits = False
         self.calls = []
         self.staged = None  # params as join() found them
+
+    @property
+    def overlaps_pulls(self):
+        return self.pulls_overlap and self.forward_waits
+
+    def enable_forward_waits(self):
+        self.calls.append(("enable_forward_waits",))
+        self.forward_waits = True
+
+    def params_needed(self, offset, count):
+        self.calls.append(("params_needed", offset, count))
 
     def join(self):
         self.staged = list(self._params)

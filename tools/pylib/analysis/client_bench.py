@@ -34,6 +34,9 @@ def parse_args(argv):
     p.add_argument("--threads", type=int, default=1, help="torch/worker threads per process")
     p.add_argument("--emulate_ms_per_sample", type=float, default=0.0,
                    help="pace compute as an accelerator's (both backends)")
+    p.add_argument("--worker_flags", default="",
+                   help="more flags for every worker, C++ or Python (e.g. '--overlap', or "
+                   "'--overlap --nooverlap_pulls' for the A/B of overlapped pulls)")
     p.add_argument("--servers", type=int, default=1)
     p.add_argument("--server_flags", default="--lr=0.01 --momentum=0.9")
     p.add_argument("--python", default="/usr/bin/python3", help="the Python with torch")

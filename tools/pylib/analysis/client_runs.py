@@ -27,7 +27,7 @@ def worker_flags(args):
              f"--push_codec={args.push_codec}", "--log_every=100000"]
     if args.emulate_ms_per_sample:
         flags.append(f"--emulate_ms_per_sample={args.emulate_ms_per_sample}")
-    return flags
+    return flags + shlex.split(args.worker_flags)
 
 
 def script_command(args):

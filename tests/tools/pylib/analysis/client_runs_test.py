@@ -25,6 +25,8 @@ class CommandsTest(unittest.TestCase):
             "--model=cnn", "--data=fashion-mnist", "--batch_size=64", "--epochs=1",
             "--max_steps=60", "--threads=1", "--push_codec=fp32", "--log_every=100000",
             "--emulate_ms_per_sample=0.5"])
+        self.assertEqual(client_runs.worker_flags(options(
+            "--worker_flags=--overlap --nooverlap_pulls"))[-2:], ["--overlap", "--nooverlap_pulls"])
 
     def test_cpp_and_python_jobs_differ_only_in_worker_cmd(self):
         a = options("--push_codec=fp16", "--steps=30")

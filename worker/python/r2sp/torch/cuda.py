@@ -2,7 +2,10 @@
 through the worker's host buffers (page-locked with cudaHostRegister where CUDA allows). Each
 gradient is copied to the host as autograd completes it (encoded to fp16 on the GPU first with
 the fp16 push codec, into worker.grads16), asynchronously, and reported once its copy is done;
-the pulled parameters go up in one copy after each exchange. This path awaits a check on a
+the pulled parameters go up in one copy after each exchange, or, with overlapped pulls
+(forward_waits.py), each module's as its forward begins (upload). flush(), which step() calls
+before every submit, waits for those copies too, so the next pull never overwrites host values
+a copy has yet to read. This path awaits a check on a
 GPU machine (none was available when it was written); its bookkeeping is unit-tested on the
 CPU with stand-in events."""
 
@@ -103,3 +106,11 @@ class CudaBuffers(FlatGradients):
         """Uploads the pulled parameters (one copy; later kernels on the stream see it)."""
         with torch.no_grad():
             self.params.copy_(self.host_params, non_blocking=self.pinned)
+
+    def upload(self, ranges):
+        """Uploads these (offset, count) ranges of the pulled parameters (asynchronously when
+        pinned: flush() waits for them before the next pull can overwrite the host buffer)."""
+        with torch.no_grad():
+            for offset, count in ranges:
+                self.params[offset:offset + count].copy_(
+                    self.host_params[offset:offset + count], non_blocking=self.pinned)

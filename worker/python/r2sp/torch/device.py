@@ -6,7 +6,8 @@ accumulates into the gradient buffer. CUDA models get cuda.CudaBuffers.
 The buffers' interface (CpuBuffers, CudaBuffers): fp16 (submit's flag), stage() (the
 parameters into worker.params before join), adopt() (the model onto the joined values),
 gradient_done(entry) and flush() (the entries whose gradient is final in the worker's buffer),
-fill_zero(entry), zero_grad(), after_submit()."""
+fill_zero(entry), zero_grad(), after_submit(), upload(ranges) (overlapped pulls: those host
+ranges to the device)."""
 
 import dataclasses
 
@@ -61,6 +62,9 @@ class CpuBuffers(FlatGradients):
 
     def after_submit(self):
         """The pulled parameters are in worker.params, which the parameters view: nothing."""
+
+    def upload(self, ranges):
+        """The parameters are the host buffer: nothing to copy."""
 
 
 def buffers_for(worker, entries):

@@ -13,10 +13,12 @@ class GradientReporter:
     Thread-safety: autograd may run the hooks on its own threads (CUDA), so the reported set
     is guarded by a lock; complete() and reset() run on the training thread."""
 
-    def __init__(self, worker, buffers, entries, live=lambda: True):
+    def __init__(self, worker, buffers, entries, live=lambda: True, before_push=None):
         """`live()`: whether the worker has a step under way; ranges completed outside one (a
-        script computing before step() asks for its step) are reported by complete()."""
+        script computing before step() asks for its step) are reported by complete().
+        `before_push()`: called before the step's first report (overlapped pulls' safety net)."""
         self._worker = worker
+        self._before_push = before_push
         self._live = live
         self._buffers = buffers
         self._entries = entries
@@ -49,6 +51,8 @@ class GradientReporter:
         if not self._live():
             self._deferred.extend(entries)
             return
+        if self._before_push is not None and (self._deferred or entries):
+            self._before_push()
         for e in self._deferred + entries:
             self._worker.gradient_ready(e.offset, e.count, fp16=self._buffers.fp16)
         self._deferred = []

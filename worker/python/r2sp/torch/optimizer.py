@@ -8,6 +8,7 @@ import numbers
 import torch
 
 from . import device
+from . import forward_waits
 from . import gradients
 from . import job
 from . import validation
@@ -32,6 +33,13 @@ class DistributedOptimizer(torch.optim.Optimizer):
       optimizer does not hold stay local to each worker.
     train_samples: the training set's size, for scripts that do not iterate a
       r2sp.torch.DistributedSampler (which otherwise starts the training loop with it).
+    module: the model (the torch.nn.Module holding every registered parameter): with
+      --overlap (and --overlap_pulls, the default), a step's pull then runs on while the next
+      forward does, each module's forward waiting for its own parameters (overlaps_pulls;
+      forward_waits.py). The rule it brings: read a parameter only inside the forward of a
+      module that holds it, and call the model (model(x), so its hooks run), or call
+      sync_params() first. Without module= (or with --nooverlap_pulls) the pull ends inside
+      step().
 
     Joining blocks until every worker of the job has registered; worker 0's parameters then
     become everyone's. On a CPU each parameter's .data and .grad become views into the worker's
@@ -51,10 +59,12 @@ class DistributedOptimizer(torch.optim.Optimizer):
     Not thread-safe: call it from the training thread."""
 
     # Not calling torch.optim.Optimizer.__init__: the wrapped SGD holds the parameter groups.
-    def __init__(self, optimizer, named_parameters, train_samples=None):
+    def __init__(self, optimizer, named_parameters, train_samples=None, module=None):
         validation.check_optimizer(optimizer)
         named = validation.named_entries(optimizer, named_parameters)
         validation.check_tensors(named)
+        if module is not None:
+            forward_waits.check_module(module, named)
         if STATE.worker is not None:
             raise RuntimeError("r2sp.torch.DistributedOptimizer: this process already joined "
                                "the job; create one DistributedOptimizer per process")
@@ -66,16 +76,50 @@ class DistributedOptimizer(torch.optim.Optimizer):
         self._entries = [device.Entry(n, p, *layout[n]) for n, p in named]
         self._buffers = device.buffers_for(worker, self._entries)
         self._buffers.stage()
+        if module is not None:
+            worker.enable_forward_waits()
         with STATE.blocking():
             worker.join()
         STATE.worker = worker
         self._worker = worker
         self._buffers.adopt()
-        STATE.pulled = self._buffers.after_submit  # the final pull, for a device's copy
-        self._reporter = gradients.GradientReporter(worker, self._buffers, self._entries,
-                                                    live=lambda: STATE.step is not None)
+        self._waits = None  # forward_waits.ForwardWaits while pulls overlap
+        if worker.overlaps_pulls:
+            self._waits = forward_waits.ForwardWaits(worker, self._buffers, module,
+                                                     self._entries, guard=STATE.blocking)
+        STATE.pulled = self._left  # the final pull, for a device's copy
+        STATE.leaving = self._left
+        self._reporter = gradients.GradientReporter(
+            worker, self._buffers, self._entries, live=lambda: STATE.step is not None,
+            before_push=self._before_push)
         if train_samples is not None:
             STATE.begin(train_samples, "DistributedOptimizer")
+
+    @property
+    def overlaps_pulls(self):
+        """Whether each step's pull runs on into the next forward (module= with --overlap)."""
+        return self._waits is not None
+
+    def sync_params(self):
+        """Waits until the model's parameters hold the whole pull of the last step (uploaded on
+        CUDA): before reading parameters outside their modules' forwards with overlapped
+        pulls (a checkpoint, a parent reading a child's weight). Nothing to do otherwise."""
+        if self._waits is not None:
+            self._waits.sync_params()
+
+    def _before_push(self):
+        """The safety net of overlapped pulls: the whole pull before the gradient leaves."""
+        if self._waits is not None:
+            self._waits.before_push()
+
+    def _left(self):
+        """Training is over (the final pull is whole) or the worker left the job: the hooks
+        go, and a device's copy of the parameters gets the final pull."""
+        if self._waits is not None:
+            self._waits.remove()
+            self._waits = None
+        if not STATE.aborted:
+            self._buffers.after_submit()
 
     @property
     def param_groups(self):
@@ -121,12 +165,16 @@ class DistributedOptimizer(torch.optim.Optimizer):
                                    "(the job's epochs are done); stop stepping and call "
                                    "r2sp.torch.finish()")
         count = step.batch if samples is None else _samples_value(samples)
+        self._before_push()  # also when no gradient was reported during backward
         self._reporter.complete()
         with STATE.blocking():
             self._worker.submit(count, value, fp16=self._buffers.fp16)
         STATE.submitted()
         self._reporter.reset()
-        self._buffers.after_submit()
+        if self._waits is not None:
+            self._waits.pull_started()  # the hooks wait for it and upload (CUDA)
+        else:
+            self._buffers.after_submit()
         return loss
 
     def state_dict(self):

@@ -31,6 +31,7 @@ class JobState:
         self.aborted = False   # this worker left the job (abort(), Ctrl-C, lost)
         self.pulled = None     # called once finish() pulled the final parameters (a device's
                                # copy of them needs them: CUDA)
+        self.leaving = None    # called when this worker leaves the job early (abort)
 
     @contextlib.contextmanager
     def blocking(self):
@@ -115,6 +116,8 @@ class JobState:
         if self.worker is not None and self.result is None and not self.aborted:
             self.aborted = True
             self.worker.abort(why)
+            if self.leaving is not None:
+                self.leaving()
 
     def at_exit(self):
         """Leaves the job as the script ended: abort after an unhandled exception, else finish

@@ -1,7 +1,8 @@
 """r2sp.torch.cuda.CudaBuffers' bookkeeping, run on the CPU (no GPU here) with a stand-in
 stream whose events complete when the test says: flat device tensors the model views,
 gradients copied to the host buffer (binary16 with the fp16 push codec) and reported only once
-their copies completed, in order, and the pulled parameters uploaded after submit. On a
+their copies completed, in order, and the pulled parameters uploaded after submit (with
+overlapped pulls, each module's as its forward begins). On a
 machine with CUDA the same logic runs with real streams (awaiting a GPU check)."""
 
 import unittest
@@ -62,11 +63,13 @@ class CudaBuffersTest(unittest.TestCase):
     def tearDown(self):
         state.STATE.__init__()
 
-    def make(self, model, push_codec="fp32"):
-        """A DistributedOptimizer whose buffers are CudaBuffers on the CPU."""
+    def make(self, model, push_codec="fp32", module=None):
+        """A DistributedOptimizer whose buffers are CudaBuffers on the CPU (overlapped pulls
+        with `module`)."""
         def create(flags, tensors):
             self.worker = r2sp_testing.FakeWorker(flags, tensors, push_codec=push_codec,
-                                                  steps=r2sp_testing.steps_of([2]))
+                                                  steps=r2sp_testing.steps_of([2]),
+                                                  pulls_overlap=True)
             return self.worker
 
         def buffers_for(worker, entries):
@@ -76,7 +79,8 @@ class CudaBuffersTest(unittest.TestCase):
         with mock.patch.object(state, "create_worker", create), \
                 mock.patch.object(device, "buffers_for", buffers_for):
             opt = r2t.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
-                                           model.named_parameters(), train_samples=4)
+                                           model.named_parameters(), train_samples=4,
+                                           module=module)
         self.worker.calls.clear()
         return opt
 
@@ -169,6 +173,34 @@ class CudaBuffersTest(unittest.TestCase):
         self.assertEqual([c[1:] for c in self.worker.calls if c[0] == "gradient_ready"],
                          [(0, 4, [0.0] * 4), (4, 2, [0.0, 0.0]), (6, 2, [0.0, 0.0]),
                           (8, 1, [0.0])])
+
+    def test_overlapped_pulls_upload_each_modules_parameters_as_its_forward_begins(self):
+        model = tiny_model()
+        opt = self.make(model, module=model)
+        b = self.buffers[0]
+        state.STATE.next_step("test")
+        loss_of(model).backward()
+        opt.step()
+        pulled = list(self.worker.params)
+        self.assertNotEqual(b.params.tolist(), pulled)  # not uploaded after submit
+        twin = tiny_model()
+        torch.nn.utils.vector_to_parameters(torch.tensor(pulled), twin.parameters())
+        loss_of(twin).backward()
+        expected = torch.cat([p.grad.reshape(-1) for p in twin.parameters()])
+        del self.worker.calls[:]
+        del self.stream.calls[:]
+        state.STATE.next_step("test")
+        opt.zero_grad()
+        loss = loss_of(model)  # each Linear waits for its range, then uploads it
+        self.assertEqual(b.params.tolist(), pulled)
+        loss.backward()  # the uploads between the modules' forwards disturb no saved tensor
+        self.assertEqual(b.grads.tolist(), expected.tolist())
+        opt.step()
+        self.assertEqual([c[1:] for c in self.worker.calls if c[0] == "params_needed"],
+                         [(0, 6), (6, 3), (0, 9)])
+        # Every copy (the uploads' included) done before the next pull may overwrite the host.
+        self.assertEqual(self.stream.calls[-1], "synchronize")
+        self.assertEqual(self.worker.calls[-1][0], "submit")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,8 @@ the worker lost to the job: the error in $TINY_OUT, status 4.
 
 Each process starts from different random parameters (torch seed = 100 + $RANK), so equal
 parameters after joining show worker 0's became everyone's. $TINY_HIDDEN: the hidden layer's
-width (8); $TINY_STEP_SLEEP: seconds each sample adds to its step (0). Argument: epochs."""
+width (8); $TINY_STEP_SLEEP: seconds each sample adds to its step (0); $TINY_MODULE=1: the
+optimizer gets module=model (overlapped pulls with --overlap). Argument: epochs."""
 
 import json
 import os
@@ -35,9 +36,10 @@ def flat(model):
 
 
 def join(model):
+    module = model if os.environ.get("TINY_MODULE") == "1" else None
     try:
         return r2t.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
-                                        model.named_parameters())
+                                        model.named_parameters(), module=module)
     except r2t.R2SPError as e:
         with open(output(), "w") as f:
             json.dump({"error": [type(e).__name__, e.code, str(e)]}, f)
@@ -59,7 +61,8 @@ def main():
     initial = flat(model)
     optimizer = join(model)
     out = {"rank": r2t.rank(), "size": r2t.size(), "mode": r2t.mode(), "initial": initial,
-           "joined": flat(model), "batches": [], "asked": [], "epochs": [], "evals": []}
+           "joined": flat(model), "batches": [], "asked": [], "epochs": [], "evals": [],
+           "overlaps_pulls": optimizer.overlaps_pulls}
     train = data()
     loader = torch.utils.data.DataLoader(train, batch_sampler=r2t.DistributedSampler(train))
     for _ in range(int(sys.argv[1])):

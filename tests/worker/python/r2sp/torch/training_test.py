@@ -53,11 +53,11 @@ class Job(job_harness.Job):
                          server_flags=["--lr=0.1", "--momentum=0.9", *server_flags])
 
     def torch_worker(self, index, flags, *args, hidden=8, step_sleep=0.0, script=SCRIPT,
-                     torchrun=False):
+                     torchrun=False, script_env=None):
         """tiny_train.py (or `script`) as worker `index` (RANK) with these worker flags, a
         hidden layer this wide and steps this much longer per sample; its output in
         worker<index>.json. `torchrun`: the scheduler's address in MASTER_ADDR and MASTER_PORT
-        instead of R2SP_SCHEDULER."""
+        instead of R2SP_SCHEDULER. `script_env`: more variables for the script."""
         address = {"R2SP_SCHEDULER": self.endpoint}
         if torchrun:
             host, port = self.endpoint[len("tcp://"):].rsplit(":", 1)
@@ -70,6 +70,7 @@ class Job(job_harness.Job):
                    R2SP_CORE=r2sp_testing.core_path(),
                    PYTHONPATH=os.path.join(r2sp_testing.ROOT, "worker", "python"),
                    TINY_OUT=self.path(f"worker{index}.json"))
+        env.update(script_env or {})
         return self.python_worker(f"worker{index}", script, args, env=env)
 
     def result(self, index):
