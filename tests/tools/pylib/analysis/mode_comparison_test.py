@@ -132,6 +132,14 @@ class ConfiguredLinkTest(unittest.TestCase):
         with self.assertRaises(ValueError):
             mc.configured_link_bytes_per_second("--server_link=fast")
 
+    def test_colocated_servers_and_ddp_watch_worker_0s_link(self):
+        net = "--server_link=100mbit --worker_link=1gbit"
+        self.assertEqual(mc.configured_link_bytes_per_second(net, ddp=True), 1e9 / 8)
+        self.assertEqual(mc.configured_link_bytes_per_second("--colocate --worker_link=419mbit"),
+                         419e6 / 8)
+        self.assertEqual((mc.watched_host("ddp+fp16"), mc.watched_host("r2sp")),
+                         ("worker0", "server0"))
+
 
 def run_data(times_by_worker, batch=10, summary=None, events=(), evals=(), links=()):
     metrics = [row for w, times in times_by_worker.items() for row in rows(w, times, batch)]
@@ -163,6 +171,16 @@ class RunFiguresTest(unittest.TestCase):
         self.assertEqual(f["machine_busy_cores"], 1.5)
         self.assertEqual((f["overlapping_pushes"], f["pushes"]), (1, 2))
         self.assertEqual(f["throughput"], f["samples_per_s"])
+
+    def test_a_ddp_run_reads_worker_0s_link(self):
+        run = run_data({0: [0, 1, 2, 3, 4]},
+                       links=[{"t": 0.0, "host": "worker0", "rx_bytes": 0, "tx_bytes": 0},
+                              {"t": 1.0, "host": "worker0", "rx_bytes": 800, "tx_bytes": 400}])
+        f = mc.run_figures(run, workers=1, target_accuracy=0.5, configured=1000.0,
+                           host="worker0")
+        self.assertEqual((f["link_utilisation"], f["link_out_utilisation"]), (0.8, 0.4))
+        self.assertIsNone(mc.run_figures(run, workers=1, target_accuracy=0.5,
+                                         configured=1000.0)["link_utilisation"])
 
     def test_target_not_reached_and_no_link(self):
         run = run_data({0: [0, 1, 2, 3, 4]}, evals=[{"elapsed_s": 3.5, "test_accuracy": 0.4}])
@@ -280,6 +298,35 @@ class TableTest(unittest.TestCase):
         self.assertIn("| 110 (100-120) |", text)
         self.assertIn("1.00 (1.00-1.00)", text)
         self.assertIn("0 (0-0) of 60", text)
+
+    def test_ddp_rows_the_worker_column_and_ratios_to_ddp(self):
+        runs = [{"bsp": figures(100, 50, time_to_target_s=40.0),
+                 "r2sp": figures(150, 60, time_to_target_s=20.0),
+                 "ddp": figures(120, 40, pushes=0, time_to_target_s=30.0)}]
+        labels = {"bsp": "r2sp client (script)", "r2sp": "r2sp client (script)",
+                  "ddp": "DDP (script)"}
+        lines = mc.table(0.85, ["bsp", "r2sp", "ddp"], runs, labels).splitlines()
+        headers = [h.strip() for h in lines[0].strip("|").split("|")]
+        self.assertEqual(headers[:2], ["mode", "worker"])
+        self.assertEqual(headers[-6:], ["overlapping pushes", "vs bsp (samples/s)", "vs bsp (job)",
+                                        "vs ddp (samples/s)", "vs ddp (job)",
+                                        "vs ddp (time to target)"])
+        rows = [dict(zip(headers, (c.strip() for c in line.strip("|").split("|"))))
+                for line in lines[2:]]
+        self.assertEqual([(r["mode"], r["worker"], r["vs ddp (samples/s)"], r["vs ddp (job)"],
+                           r["vs ddp (time to target)"], r["vs bsp (samples/s)"]) for r in rows],
+                         [("bsp", "r2sp client (script)", "0.83", "1.25", "0.75", "1.00"),
+                          ("r2sp", "r2sp client (script)", "1.25", "1.50", "1.50", "1.50"),
+                          ("ddp", "DDP (script)", "1.00", "1.00", "1.00", "1.20")])
+        self.assertEqual(rows[2]["overlapping pushes"], "0 of 0")
+
+    def test_result_line_with_ddp(self):
+        runs = [{"r2sp": figures(150, 60, time_to_target_s=20.0),
+                 "ddp": figures(100, 40, time_to_target_s=30.0),
+                 "ddp+fp16": figures(50, None, time_to_target_s=None)}]
+        self.assertEqual(mc.result_line(["r2sp", "ddp", "ddp+fp16"], runs),
+                         "RESULT r2sp_vs_ddp_throughput=1.50 ddp+fp16_vs_ddp_throughput=0.50 "
+                         "r2sp_vs_ddp_job_throughput=1.50 r2sp_vs_ddp_time_to_target=1.50")
 
     def test_without_bsp_no_ratio_columns(self):
         text = mc.table(0.5, ["asp"], [{"asp": figures(100)}])
@@ -490,6 +537,24 @@ class CompareModesScriptTest(unittest.TestCase):
         self.assertEqual(status, 0)
         for png, size in sizes.items():
             self.assertGreater(size, 1000, png)
+
+    def test_ddp_and_script_options_that_cannot_run_are_usage_errors(self):
+        script = runpy.run_path(os.path.join(ROOT, "tools", "compare_modes"), run_name="compare_modes")
+        cases = [(["--modes=bsp,ddp+fp16"], "ddp+fp16: DDP runs a PyTorch script: give --script "
+                                            "(e.g. --script=examples/pytorch/fashion_mnist_cnn.py)"),
+                 (["--modes=ddp", "--script=tools/compare_modes", "--worker_cmd=python3 t.py"],
+                  "--script runs the script in every configuration: leave out --worker_cmd and "
+                  "--worker_cmd_for"),
+                 (["--modes=ddp", "--script=no/such.py"], "--script=no/such.py: no such file"),
+                 (["--modes=ddp+topk:0.01", "--script=tools/compare_modes"],
+                  "ddp+topk:0.01: DDP takes +fp16 only")]
+        for argv, message in cases:
+            err = io.StringIO()
+            with self.subTest(argv=argv), contextlib.redirect_stderr(err), \
+                    self.assertRaises(SystemExit) as e:
+                script["parse_args"](["--out=/nowhere", "--bin_dir=" + self.bin_dir] + argv)
+            self.assertEqual(e.exception.code, 2)
+            self.assertIn("error: " + message, err.getvalue())
 
     def test_a_failed_job_stops_the_comparison_with_status_1(self):
         script = runpy.run_path(os.path.join(ROOT, "tools", "compare_modes"), run_name="compare_modes")

@@ -115,6 +115,61 @@ class JobCommandTest(unittest.TestCase):
         self.assertIn("--bin_dir=/b", cmd)
 
 
+class ScriptJobsTest(unittest.TestCase):
+    """--script: the R2SP configurations run it through the r2sp client, ddp under DDP."""
+    ARGS = dict(JobCommandTest.ARGS, script="ex/t.py", script_flags="--threads=1",
+                python="/usr/bin/python3", worker_cmd="", worker_cmd_for=[],
+                worker_flags="--batch_size=32 --epochs=2 --emulate_ms_per_sample=4 --model=cnn",
+                server_flags="--lr=0.05 --momentum=0.9",
+                worker_flags_for=["3:--emulate_ms_per_sample=8", "1:--compute_slowdown=2"])
+
+    def command(self, mode, **more):
+        return mode_jobs.job_command(types.SimpleNamespace(**dict(self.ARGS, **more)), mode,
+                                     "/tmp/out/x")
+
+    def test_r2sp_configurations_run_the_script_through_the_client(self):
+        cmd = self.command("r2sp+fp16")
+        self.assertIn("--worker_cmd=/usr/bin/python3 ex/t.py --threads=1", cmd)
+        self.assertIn("--worker_flags=--batch_size=32 --epochs=2 --emulate_ms_per_sample=4 "
+                      "--model=cnn --push_codec=fp16 --pull_codec=fp16", cmd)
+        self.assertIn("--worker_flags_for=1:--compute_slowdown=2", cmd)
+
+    def test_ddp_runs_the_script_with_the_same_settings(self):
+        cmd = self.command("ddp")
+        self.assertTrue(cmd[1].endswith("tools/launch"))
+        self.assertEqual(cmd[2:], [
+            "--run_dir=/tmp/out/x", "--servers=1", "--workers=4", "--timeout=60.0", "--quiet",
+            "--ddp_cmd=/usr/bin/python3 ex/t.py --threads=1 --backend=ddp --ddp_comm_hook=none",
+            "--worker_flags=--batch_size=32 --epochs=2 --emulate_ms_per_sample=4 --lr=0.05 "
+            "--momentum=0.9",
+            "--worker_flags_for=3:--emulate_ms_per_sample=8"])
+
+    def test_ddp_fp16_on_the_emulated_cluster_with_a_variant(self):
+        cmd = self.command("ddp+fp16@slow", net="--colocate --worker_link=1gbit",
+                           variants={"slow": "--emulate_ms_per_sample=6"})
+        self.assertTrue(cmd[1].endswith("tools/netcluster"))
+        self.assertEqual(cmd[2:4], ["--colocate", "--worker_link=1gbit"])
+        self.assertIn("--ddp_cmd=/usr/bin/python3 ex/t.py --threads=1 --backend=ddp "
+                      "--ddp_comm_hook=fp16", cmd)
+        self.assertIn("--worker_flags=--batch_size=32 --epochs=2 --emulate_ms_per_sample=6 "
+                      "--lr=0.05 --momentum=0.9", cmd)
+
+    def test_ddp_needs_a_script(self):
+        with self.assertRaisesRegex(ValueError, r"^ddp: a DDP configuration runs a PyTorch "
+                                                r"script: give --script$"):
+            self.command("ddp", script="")
+
+    def test_worker_labels(self):
+        def label(mode, **more):
+            return mode_jobs.worker_label(types.SimpleNamespace(**more), mode)
+        self.assertEqual(label("ddp+fp16", script="t.py"), "DDP (script)")
+        self.assertEqual(label("bsp", script="t.py"), "r2sp client (script)")
+        self.assertEqual(label("bsp", worker_cmd="python3 t.py"), "r2sp client (--worker_cmd)")
+        self.assertEqual(label("bsp", worker_cmd_for=["1:python3 t.py"]),
+                         "mixed (--worker_cmd_for)")
+        self.assertEqual(label("r2sp"), "C++ worker")
+
+
 class RunModeTest(unittest.TestCase):
     def test_run_directory_spells_the_codec_with_underscores(self):
         args = types.SimpleNamespace(**dict(JobCommandTest.ARGS, out="/tmp/out"))
