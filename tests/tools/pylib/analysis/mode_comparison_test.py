@@ -342,6 +342,15 @@ class TableTest(unittest.TestCase):
         self.assertEqual(row["vs bsp (job)"], "2.00")
 
 
+class TimeToTargetBarsTest(unittest.TestCase):
+    def test_median_range_and_runs_that_reached_it(self):
+        runs = [{"bsp": figures(1, time_to_target_s=30.0), "ddp": figures(1)},
+                {"bsp": figures(1, time_to_target_s=10.0), "ddp": figures(1)},
+                {"bsp": figures(1, time_to_target_s=None), "ddp": figures(1)}]
+        self.assertEqual(mode_plots.time_to_target_bars(["bsp", "ddp"], runs),
+                         [("bsp", 20.0, 10.0, 30.0, 2, 3), ("ddp", None, None, None, 0, 3)])
+
+
 def write_run_dir(run_dir, workers=2, iterations=5, interval=0.1, batch=32, evals=(),
                   overlap=False):
     """A run directory as tools/launch leaves it (summary, timeline, metrics with evaluations)."""
@@ -533,7 +542,8 @@ class CompareModesScriptTest(unittest.TestCase):
             status, _ = self.run_script(out, ["--modes=bsp,r2sp", "--workers=2"],
                                         plot=mode_plots.plot_all)
             sizes = {png: os.path.getsize(os.path.join(out, png))
-                     for png in ("accuracy.png", "pushes.png", "link.png")}
+                     for png in ("accuracy.png", "pushes.png", "link.png",
+                                 "time_to_target.png")}
         self.assertEqual(status, 0)
         for png, size in sizes.items():
             self.assertGreater(size, 1000, png)
