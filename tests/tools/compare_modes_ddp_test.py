@@ -2,7 +2,7 @@
 examples/pytorch/fashion_mnist_cnn.py through the r2sp client (r2sp) and the same script under
 DDP (ddp, gloo), same shards, batch and epochs, on tiny idx files. The table holds both rows,
 says which worker trained, and its figures are those of each run's metrics lines (recomputed
-here from the files). Runs itself under /usr/bin/python3 (Debian's torch); skipped where torch
+here from the files); with --ddp_timing tools/run_report splits out DDP's all-reduce. Runs itself under /usr/bin/python3 (Debian's torch); skipped where torch
 or the built binaries are missing."""
 
 import gzip
@@ -91,7 +91,7 @@ class CompareModesDdpTest(unittest.TestCase):
                 [sys.executable, os.path.join(ROOT, "tools", "compare_modes"),
                  f"--bin_dir={BIN_DIR}", f"--out={out}", "--modes=r2sp,ddp", "--workers=2",
                  "--servers=1", "--script=examples/pytorch/fashion_mnist_cnn.py",
-                 "--script_flags=--threads=1", "--target_accuracy=0.0", "--timeout=240",
+                 "--script_flags=--threads=1 --ddp_timing", "--target_accuracy=0.0", "--timeout=240",
                  f"--worker_flags=--batch_size=8 --epochs=2 --seed=3 --data_dir={data}"],
                 cwd=ROOT, capture_output=True, text=True, timeout=400)
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
@@ -100,6 +100,9 @@ class CompareModesDdpTest(unittest.TestCase):
             with open(os.path.join(out, "results.json")) as f:
                 figures = json.load(f)["runs"][0]
             runs = {mode: metrics(os.path.join(out, mode)) for mode in ("r2sp", "ddp")}
+            report = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "run_report"),
+                                     os.path.join(out, "ddp"), "--skip=2"],
+                                    capture_output=True, text=True, timeout=60)
         lines = table.splitlines()
         header = next(l for l in lines if l.startswith("| mode |"))
         headers = [h.strip() for h in header.strip("|").split("|")]
@@ -134,6 +137,13 @@ class CompareModesDdpTest(unittest.TestCase):
         self.assertEqual(rows["r2sp"]["vs ddp (samples/s)"],
                          f"{figures['r2sp']['samples_per_s'] / figures['ddp']['samples_per_s']:.2f}")
         self.assertIn("RESULT r2sp_vs_ddp_throughput=", r.stdout)
+        # --ddp_timing: the DDP rows' all-reduce (the cnn's 3,274,634 fp32 parameters a step),
+        # which run_report splits out; the r2sp workers ignore the flag.
+        for w in (0, 1):
+            self.assertEqual({x["allreduce_bytes"] for x in runs["ddp"][0][w]}, {13098536})
+            self.assertNotIn("allreduce_s", runs["r2sp"][0][w][0])
+            self.assertIn(f"worker  {w} DDP all-reduce per step: ", report.stdout)
+        self.assertIn("13.10 MB reduced", report.stdout)
 
 
 if __name__ == "__main__":

@@ -11,10 +11,12 @@ import time
 class MetricsLog:
     """Appends this process's lines to `path` (None: writes nothing). Not thread-safe: the
     training loop writes it. Times are Unix seconds ("t") as the C++ worker's are; elapsed_s
-    counts from start() (the training loop's start)."""
+    counts from start() (the training loop's start). With `timer` (ddp_hooks.AllReduceTimer)
+    each step's line also carries its all-reduce: allreduce_s, allreduce_exposed_s and
+    allreduce_bytes."""
 
-    def __init__(self, path, rank):
-        self.rank = rank
+    def __init__(self, path, rank, timer=None):
+        self.rank, self.timer = rank, timer
         self.file = open(path, "w") if path else None
         self.started = time.time()
         self.clock = 0
@@ -25,12 +27,17 @@ class MetricsLog:
     def step(self, epoch, batch, compute_s, loss):
         """One step: `batch` samples, `compute_s` its forward and backward (DDP: the all-reduce
         runs inside backward, so there is no separate push or pull; those times are 0)."""
+        reduced = self.timer.take() if self.timer is not None else None
         if self.file is None:
             return
-        self._write({"worker": self.rank, "clock": self.clock, "epoch": epoch, "batch": batch,
-                     "compute_s": round(compute_s, 6), "wait_s": 0.0, "push_s": 0.0,
-                     "pull_s": 0.0, "push_bytes": 0, "pull_bytes": 0, "loss": round(loss, 6),
-                     "gap_s": 0.0, "t": round(time.time(), 6)})
+        row = {"worker": self.rank, "clock": self.clock, "epoch": epoch, "batch": batch,
+               "compute_s": round(compute_s, 6), "wait_s": 0.0, "push_s": 0.0,
+               "pull_s": 0.0, "push_bytes": 0, "pull_bytes": 0, "loss": round(loss, 6),
+               "gap_s": 0.0, "t": round(time.time(), 6)}
+        if reduced is not None:
+            row.update(allreduce_s=round(reduced[0], 6), allreduce_exposed_s=round(reduced[1], 6),
+                       allreduce_bytes=reduced[2])
+        self._write(row)
         self.clock += 1
 
     def evaluation(self, epoch, step, accuracy, test_loss, train_loss):

@@ -15,6 +15,7 @@ import torch
 from . import backends
 from . import builtin_init
 from . import datasets
+from . import ddp_hooks
 from . import metrics_log
 
 # Defaults where the script runs alone or under DDP. Under R2SP a flag not given on the
@@ -66,6 +67,12 @@ def parser(description, default_lr):
     p.add_argument("--ddp_comm_hook", choices=("none", "fp16"), default="none",
                    help="ddp: none (fp32 all-reduce), or fp16: DDP's fp16 compression hook "
                         "(default_hooks.fp16_compress_hook: gradients travel in fp16)")
+    p.add_argument("--ddp_timing", action="store_true",
+                   help="ddp: time each step's all-reduce (a timing hook around DDP's own, "
+                        "ddp_hooks.py) into the --metrics lines: allreduce_s, "
+                        "allreduce_exposed_s (after the last gradient was ready), "
+                        "allreduce_bytes; ignored by the other backends, so that one set of "
+                        "script flags serves every configuration of a comparison")
     return p
 
 
@@ -154,14 +161,6 @@ class Stats:
         self.started = self.ended = None
 
 
-def compress_ddp(model, hook):
-    """With hook "fp16", registers DDP's fp16 compression communication hook on `model` (a
-    DistributedDataParallel): each bucket is all-reduced in fp16 and decompressed after."""
-    if hook == "fp16":
-        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
-        model.register_comm_hook(None, default_hooks.fp16_compress_hook)
-
-
 def train_epoch(backend, model, optimizer, loader, pacer, args, stats, log, epoch):
     """One epoch's steps, each written to `log` (metrics_log.MetricsLog); returns how many it
     took (0: the job is over) and the mean loss."""
@@ -201,13 +200,15 @@ def train(backend, model, optimizer, train_set, test_set, args):
     after each epoch (reported to the job under R2SP; ddp/single: to --metrics). Returns the
     Stats."""
     model, optimizer = backend.wrap(model, optimizer)
-    compress_ddp(model, args.ddp_comm_hook)
+    timer = None
+    if isinstance(model, torch.nn.parallel.DistributedDataParallel):
+        timer = ddp_hooks.register(model, args.ddp_comm_hook, args.ddp_timing)
     batches = backend.batches(train_set)
     loader = torch.utils.data.DataLoader(train_set, batch_sampler=batches)
     evaluated = model.module if isinstance(model, torch.nn.parallel.DistributedDataParallel) \
         else model
     pacer, stats = Pacer(args.emulate_ms_per_sample), Stats()
-    log = metrics_log.MetricsLog(args.metrics, backend.rank)
+    log = metrics_log.MetricsLog(args.metrics, backend.rank, timer)
     log.start()
     for epoch in backend.epochs():
         batches.set_epoch(epoch)

@@ -35,6 +35,11 @@ class FlagsTest(unittest.TestCase):
         self.assertIsNone(args.epochs)  # the job's
         self.assertEqual(parse().r2sp_settings, {})
 
+    def test_ddp_timing_is_ignored_by_the_other_backends(self):
+        self.assertTrue(parse("--ddp_timing").ddp_timing)
+        self.assertEqual(parse("--ddp_timing").r2sp_settings, {})
+        self.assertFalse(parse("--backend=ddp").ddp_timing)
+
     def test_single_and_ddp_get_the_defaults(self):
         for backend in ("single", "ddp"):
             args = parse(f"--backend={backend}", "--epochs=3")

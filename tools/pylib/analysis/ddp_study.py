@@ -57,7 +57,7 @@ def _common(o, workers=4):
     if o.data_dir:
         worker_flags += f" --data_dir={o.data_dir}"
     argv = [f"--workers={workers}", f"--repeats={o.repeats}", f"--script={o.script}",
-            "--script_flags=--threads=1", f"--python={o.python}",
+            "--script_flags=--threads=1 --ddp_timing", f"--python={o.python}",
             f"--target_accuracy={o.target_accuracy}", "--server_flags=--lr=0.01 --momentum=0.9",
             f"--worker_flags={worker_flags}"]
     return argv + ([f"--bin_dir={o.bin_dir}"] if o.bin_dir else [])
