@@ -1,6 +1,7 @@
 """The examples' shared command line and training loop, the same under every backend
 (backends.py): flags, the epoch/step loop with optional emulated accelerator pacing, the test
-evaluation, and the final JSON line tools/bench/pytorch_client reads."""
+evaluation, the metrics lines of ddp and single (metrics_log.py), and the final JSON line
+tools/bench/pytorch_client reads."""
 
 import argparse
 import json
@@ -14,6 +15,8 @@ import torch
 from . import backends
 from . import builtin_init
 from . import datasets
+from . import ddp_hooks
+from . import metrics_log
 
 # Defaults where the script runs alone or under DDP. Under R2SP a flag not given on the
 # script's command line is the job's (tools/launch --worker_flags, the worker's defaults).
@@ -57,6 +60,19 @@ def parser(description, default_lr):
                    help="EMULATION of an accelerator: each step's compute lasts at least this "
                         "many ms per sample (r2sp: the worker's flag; ddp/single: a sleep after "
                         "backward)")
+    p.add_argument("--metrics", default="",
+                   help="ddp/single: write the C++ worker's metrics lines (one per step, one per "
+                        "evaluation) to this file, as tools/compare_modes reads them (r2sp: the "
+                        "job writes them)")
+    p.add_argument("--ddp_comm_hook", choices=("none", "fp16"), default="none",
+                   help="ddp: none (fp32 all-reduce), or fp16: DDP's fp16 compression hook "
+                        "(default_hooks.fp16_compress_hook: gradients travel in fp16)")
+    p.add_argument("--ddp_timing", action="store_true",
+                   help="ddp: time each step's all-reduce (a timing hook around DDP's own, "
+                        "ddp_hooks.py) into the --metrics lines: allreduce_s, "
+                        "allreduce_exposed_s (after the last gradient was ready), "
+                        "allreduce_bytes; ignored by the other backends, so that one set of "
+                        "script flags serves every configuration of a comparison")
     return p
 
 
@@ -74,6 +90,10 @@ def parse(p, argv=None):
         p.error("--lr must be positive and --threads not negative")
     if not re.fullmatch(r"cpu|cuda(:[0-9]+)?", args.device):
         p.error(f"--device={args.device}: not cpu, cuda or cuda:N")
+    if args.backend == "r2sp" and args.metrics:
+        p.error("--metrics: under r2sp the job writes the metrics (tools/launch's run directory)")
+    if args.backend != "ddp" and args.ddp_comm_hook != "none":
+        p.error(f"--ddp_comm_hook={args.ddp_comm_hook} needs --backend=ddp")
     args.r2sp_settings = given
     if args.backend != "r2sp":
         for key, value in DEFAULTS.items():
@@ -141,8 +161,9 @@ class Stats:
         self.started = self.ended = None
 
 
-def train_epoch(backend, model, optimizer, loader, pacer, args, stats):
-    """One epoch's steps; returns how many it took (0: the job is over) and the mean loss."""
+def train_epoch(backend, model, optimizer, loader, pacer, args, stats, log, epoch):
+    """One epoch's steps, each written to `log` (metrics_log.MetricsLog); returns how many it
+    took (0: the job is over) and the mean loss."""
     steps, loss_sum = 0, 0.0
     start = end = time.perf_counter()
     if stats.started is None:
@@ -151,6 +172,7 @@ def train_epoch(backend, model, optimizer, loader, pacer, args, stats):
         if not backend.owns_step_count and 0 < args.max_steps <= stats.steps:
             break
         pacer.begin()
+        step_start = time.perf_counter()
         x, y = x.to(args.device, non_blocking=True), y.to(args.device, non_blocking=True)
         optimizer.zero_grad()
         loss = torch.nn.functional.cross_entropy(model(x), y)
@@ -160,6 +182,7 @@ def train_epoch(backend, model, optimizer, loader, pacer, args, stats):
                 torch.cuda.synchronize(x.device)  # the compute, not its launch, is paced
             pacer.after_backward(len(y))
         value = loss.item()
+        computed = time.perf_counter() - step_start
         backend.step(optimizer, value, len(y))
         steps += 1
         loss_sum += value
@@ -167,32 +190,42 @@ def train_epoch(backend, model, optimizer, loader, pacer, args, stats):
         stats.samples += len(y)
         end = time.perf_counter()
         stats.ended = time.time()
+        log.step(epoch, len(y), computed, value)
     stats.seconds += end - start
     return steps, loss_sum / max(steps, 1)
 
 
 def train(backend, model, optimizer, train_set, test_set, args):
     """The loop every backend runs: epochs of steps, the evaluating process's test accuracy
-    after each epoch (reported to the job under R2SP). Returns the Stats."""
+    after each epoch (reported to the job under R2SP; ddp/single: to --metrics). Returns the
+    Stats."""
     model, optimizer = backend.wrap(model, optimizer)
+    timer = None
+    if isinstance(model, torch.nn.parallel.DistributedDataParallel):
+        timer = ddp_hooks.register(model, args.ddp_comm_hook, args.ddp_timing)
     batches = backend.batches(train_set)
     loader = torch.utils.data.DataLoader(train_set, batch_sampler=batches)
     evaluated = model.module if isinstance(model, torch.nn.parallel.DistributedDataParallel) \
         else model
     pacer, stats = Pacer(args.emulate_ms_per_sample), Stats()
+    log = metrics_log.MetricsLog(args.metrics, backend.rank, timer)
+    log.start()
     for epoch in backend.epochs():
         batches.set_epoch(epoch)
-        steps, train_loss = train_epoch(backend, model, optimizer, loader, pacer, args, stats)
+        steps, train_loss = train_epoch(backend, model, optimizer, loader, pacer, args, stats,
+                                        log, epoch)
         if steps == 0:
             break
         if backend.evaluates():
             accuracy, test_loss = evaluate(evaluated, test_set)
             stats.test_accuracy = accuracy
             backend.report_eval(accuracy, test_loss)
+            log.evaluation(epoch + 1, stats.steps, accuracy, test_loss, train_loss)
             say(f"epoch {epoch + 1}: test accuracy {accuracy:.4f}, test loss {test_loss:.4f}, "
                 f"train loss {train_loss:.4f} ({stats.steps} steps)")
         if not backend.owns_step_count and 0 < args.max_steps <= stats.steps:
             break
+    log.close()
     backend.finish()
     return stats
 

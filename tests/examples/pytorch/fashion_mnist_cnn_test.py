@@ -108,18 +108,22 @@ class ScriptTest(unittest.TestCase):
         self.assertEqual(runs[1].stdout.splitlines()[:2], lines[:2])  # same seed, same run
 
     def test_ddp_two_processes_split_the_data(self):
-        launcher = os.path.join(example_paths.EXAMPLES, "ddp_launch.py")
-        out = subprocess.run([sys.executable, launcher, "--nproc=2", "--", SCRIPT,
-                              "--backend=ddp", "--epochs=1"] + self.flags,
-                             capture_output=True, text=True, timeout=180)
-        self.assertEqual(out.returncode, 0, out.stderr)
-        lines = sorted((json.loads(l) for l in out.stdout.splitlines() if l.startswith("{")),
-                       key=lambda r: r["rank"])
-        # 40 samples over 2 ranks: 20 each, batches of 8: 8, 8, 4.
-        self.assertEqual([(r["rank"], r["world"], r["steps"], r["samples"]) for r in lines],
-                         [(0, 2, 3, 20), (1, 2, 3, 20)])
-        self.assertIsNone(lines[1]["test_accuracy"])
-        self.assertEqual(lines[0]["test_accuracy"] * 12, round(lines[0]["test_accuracy"] * 12))
+        # Plain all-reduce, and DDP's fp16 compression hook (tools/compare_modes' ddp+fp16).
+        for hook in ("none", "fp16"):
+            with self.subTest(hook=hook):
+                launcher = os.path.join(example_paths.EXAMPLES, "ddp_launch.py")
+                out = subprocess.run([sys.executable, launcher, "--nproc=2", "--", SCRIPT,
+                                      "--backend=ddp", "--epochs=1", f"--ddp_comm_hook={hook}"]
+                                     + self.flags, capture_output=True, text=True, timeout=180)
+                self.assertEqual(out.returncode, 0, out.stderr)
+                lines = sorted((json.loads(l) for l in out.stdout.splitlines()
+                                if l.startswith("{")), key=lambda r: r["rank"])
+                # 40 samples over 2 ranks: 20 each, batches of 8: 8, 8, 4.
+                self.assertEqual([(r["rank"], r["world"], r["steps"], r["samples"])
+                                  for r in lines], [(0, 2, 3, 20), (1, 2, 3, 20)])
+                self.assertIsNone(lines[1]["test_accuracy"])
+                self.assertEqual(lines[0]["test_accuracy"] * 12,
+                                 round(lines[0]["test_accuracy"] * 12))
 
     def test_ctrl_c_while_training_exits_130_without_a_traceback(self):
         proc = subprocess.Popen([sys.executable, SCRIPT, "--backend=single", "--epochs=100000"]

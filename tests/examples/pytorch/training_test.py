@@ -5,6 +5,8 @@ the loop's step and epoch bounds and the JSON result line."""
 import contextlib
 import io
 import json
+import os
+import tempfile
 import time
 import unittest
 
@@ -14,6 +16,7 @@ HAVE_TORCH = example_paths.use_torch_python()
 if HAVE_TORCH:
     import torch
     from r2sp_examples import backends
+    from r2sp_examples import metrics_log
     from r2sp_examples import training
 
 import junit_main  # noqa: E402
@@ -32,6 +35,11 @@ class FlagsTest(unittest.TestCase):
         self.assertIsNone(args.epochs)  # the job's
         self.assertEqual(parse().r2sp_settings, {})
 
+    def test_ddp_timing_is_ignored_by_the_other_backends(self):
+        self.assertTrue(parse("--ddp_timing").ddp_timing)
+        self.assertEqual(parse("--ddp_timing").r2sp_settings, {})
+        self.assertFalse(parse("--backend=ddp").ddp_timing)
+
     def test_single_and_ddp_get_the_defaults(self):
         for backend in ("single", "ddp"):
             args = parse(f"--backend={backend}", "--epochs=3")
@@ -45,6 +53,10 @@ class FlagsTest(unittest.TestCase):
                   "--max_steps and --emulate_ms_per_sample must not be negative"),
                  (["--lr=0"], "--lr must be positive and --threads not negative"),
                  (["--device=tpu"], "--device=tpu: not cpu, cuda or cuda:N"),
+                 (["--metrics=m.jsonl"], "--metrics: under r2sp the job writes the metrics "
+                                         "(tools/launch's run directory)"),
+                 (["--backend=single", "--ddp_comm_hook=fp16"],
+                  "--ddp_comm_hook=fp16 needs --backend=ddp"),
                  (["--backend=horovod"], "argument --backend: invalid choice: 'horovod' "
                                          "(choose from 'r2sp', 'ddp', 'single')")]
         for argv, message in cases:
@@ -144,6 +156,38 @@ class LoopTest(unittest.TestCase):
                                    self.data(10), self.data(4), args)
         self.assertEqual((stats.steps, stats.samples), (6, 20))  # 3 batches (4, 4, 2) per epoch
         self.assertEqual([l[:7] for l in out.getvalue().splitlines()], ["epoch 1", "epoch 2"])
+
+    def test_metrics_lines_are_the_cpp_workers(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "metrics_worker0.jsonl")
+            args = parse("--backend=single", "--epochs=2", "--batch_size=4", f"--metrics={path}")
+            model = Constant()
+            t0 = time.time()
+            with contextlib.redirect_stdout(io.StringIO()):
+                training.train(backends.Single(args), model,
+                               torch.optim.SGD(model.parameters(), lr=0.1),
+                               self.data(10), self.data(4), args)
+            with open(path) as f:
+                rows = [json.loads(line) for line in f]
+        steps = [r for r in rows if "event" not in r]
+        evals = [r for r in rows if r.get("event") == "eval"]
+        self.assertEqual([(r["worker"], r["clock"], r["epoch"], r["batch"]) for r in steps],
+                         [(0, 0, 0, 4), (0, 1, 0, 4), (0, 2, 0, 2),
+                          (0, 3, 1, 4), (0, 4, 1, 4), (0, 5, 1, 2)])
+        self.assertEqual({(r["wait_s"], r["push_s"], r["pull_s"], r["gap_s"]) for r in steps},
+                         {(0.0, 0.0, 0.0, 0.0)})
+        self.assertEqual([(r["epoch"], r["step"], r["test_accuracy"]) for r in evals],
+                         [(1, 3, 0.5), (2, 6, 0.5)])
+        self.assertEqual([r["clock"] for r in rows if "event" not in r], list(range(6)))
+        self.assertTrue(all(t0 <= r["t"] <= time.time() for r in rows))
+        self.assertLess(evals[0]["elapsed_s"], evals[1]["elapsed_s"])
+
+    def test_no_metrics_file_without_the_flag(self):
+        log = metrics_log.MetricsLog("", 0)
+        log.step(0, 4, 0.1, 1.0)
+        log.evaluation(1, 1, 0.5, 1.0, 1.0)
+        log.close()
+        self.assertIsNone(log.file)
 
 
 @unittest.skipUnless(HAVE_TORCH, example_paths.NO_TORCH)

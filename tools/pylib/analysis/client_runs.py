@@ -10,7 +10,7 @@ import shlex
 import subprocess
 
 from . import client_bench
-from . import mode_comparison
+from . import mode_jobs
 from . import run_files
 from ..job.errors import JobError
 
@@ -67,11 +67,11 @@ def lr(args):
 
 
 def run_launch(args, mode, workers, run_dir, python):
-    """Runs one R2SP job; JobError (mode_comparison's) unless it completed with no death."""
+    """Runs one R2SP job; JobError (mode_jobs.check_job) unless it completed with no death."""
     r = subprocess.run(launch_command(args, mode, workers, run_dir, python), cwd=ROOT,
                        capture_output=True, text=True, timeout=args.timeout + 60)
     what = f"{'Python' if python else 'C++'} workers, {mode}, {workers} workers"
-    mode_comparison.check_job(r, what, run_dir)
+    mode_jobs.check_job(r, what, run_dir)
 
 
 def overhead_run(args, python, run_dir):

@@ -1,7 +1,8 @@
 """The names of compared configurations (tools/compare_modes): a mode, optionally a wire codec
 ("r2sp+fp16", "bsp+topk:0.01,fp16") that the worker checks and spells (codec_spec), and
 optionally a variant of extra worker flags ("r2sp@early"); lists of them in --modes and
---codecs, and how RESULT keys and run directories spell them."""
+--codecs, and how RESULT keys and run directories spell them. "ddp" is PyTorch DDP (gloo)
+running the same script, "ddp+fp16" with DDP's fp16 compression hook."""
 
 import re
 
@@ -15,6 +16,11 @@ MODES = {
     # The slot's width tuned from its measured throughput (--r2sp_slot_width=auto).
     "r2sp_auto": ("r2sp", "--r2sp_slot_width=auto"),
 }
+
+# PyTorch DDP (not an R2SP mode): the same PyTorch script under DistributedDataParallel, gloo.
+DDP = "ddp"
+# Its only codec: DDP's fp16 compression communication hook (fp16_compress_hook).
+DDP_CODECS = ("fp16",)
 
 
 # Wire codecs a compared configuration may name after its mode ("r2sp+fp16", "bsp+topk:0.01"):
@@ -52,9 +58,23 @@ def split_mode(name):
     (the codec as the name spells it: split_modes spelt it canonically); ValueError for an
     unknown mode."""
     mode, _, codec = name.partition("+")
-    if mode not in MODES:
+    if mode not in MODES and mode != DDP:
         raise ValueError(f"unknown mode {mode}")
     return mode, codec or None
+
+
+def is_ddp(name):
+    """Whether configuration `name` ("ddp", "ddp+fp16@x") runs PyTorch DDP rather than R2SP."""
+    return split_mode(split_variant(name)[0])[0] == DDP
+
+
+def _ddp_codec(codec):
+    """ddp's codec as spelt ("fp16"); ValueError for any other (DDP has one compression hook
+    here, not the worker's codecs)."""
+    if codec.strip().lower() not in DDP_CODECS:
+        raise ValueError(f"ddp+{codec}: DDP takes +fp16 only (its fp16 compression hook); the "
+                         "worker's other codecs are R2SP's")
+    return codec.strip().lower()
 
 
 def _sparse(codec):
@@ -70,7 +90,8 @@ def split_modes(text, parse_codec):
     for item in _split_list(text, lambda name: _sparse(name.partition("+")[2])):
         base, variant = split_variant(item)
         mode, codec = split_mode(base)
-        names.append((mode if codec is None else f"{mode}+{parse_codec(codec)}") +
+        spell = _ddp_codec if mode == DDP else parse_codec
+        names.append((mode if codec is None else f"{mode}+{spell(codec)}") +
                      (f"@{variant}" if variant else ""))
     return names
 
@@ -108,13 +129,14 @@ def _split_list(text, takes_options, check=None):
 
 def mode_codec_names(modes, codecs):
     """Every mode with every codec, mode by mode ("bsp", "bsp+fp16", "r2sp", ...); fp32 is the
-    plain mode. A mode's @VARIANT stays last ("r2sp@early+fp16" is spelt r2sp+fp16@early)."""
+    plain mode. A mode's @VARIANT stays last ("r2sp@early+fp16" is spelt r2sp+fp16@early).
+    ddp takes only fp32 and fp16 of them (its one compression hook)."""
     names = []
     for mode in modes:
         base, variant = split_variant(mode)
         suffix = f"@{variant}" if variant else ""
         names += [base + suffix if codec == "fp32" else f"{base}+{codec}{suffix}"
-                  for codec in codecs]
+                  for codec in codecs if base != DDP or codec in ("fp32",) + DDP_CODECS]
     return names
 
 

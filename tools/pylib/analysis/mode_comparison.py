@@ -1,23 +1,19 @@
-"""Comparing the consistency modes (tools/compare_modes): running one job per mode through
-tools/launch or tools/netcluster, reading each run directory, the figures of one run
-(steady and job throughput, time to a target accuracy, waits, link use, CPU, overlapping
-pushes), and the results table and RESULT line over rounds of runs (medians of per-round
-ratios to bsp). Plots are in mode_plots; configuration names in configurations."""
+"""Comparing the consistency modes (tools/compare_modes): reading each run directory, the
+figures of one run (steady and job throughput, time to a target accuracy, waits, link use, CPU,
+overlapping pushes), and the results table and RESULT line over rounds of runs (medians of
+per-round ratios to bsp, and to ddp where it ran). Running the jobs is mode_jobs'; plots are in
+mode_plots; configuration names in configurations."""
 
 import dataclasses
 import json
 import os
 import re
 import shlex
-import subprocess
-import sys
 
-from .configurations import MODES, result_key, split_mode, split_variant
-from ..job.launcher import JobError
+from .configurations import DDP, is_ddp, result_key
 from ..emulation.netcluster import parse_rate
 from .run_files import evaluations, median, worker_metrics
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 @dataclasses.dataclass
 class RunData:
@@ -27,68 +23,6 @@ class RunData:
     metrics: list  # every worker's iteration rows
     evaluations: list  # evaluation records in time order (run_files.evaluations)
     links: list  # link_bytes.jsonl rows (netcluster only)
-
-
-def job_command(args, mode, run_dir):
-    """The tools/launch or tools/netcluster command line that runs `mode` into `run_dir`, from
-    tools/compare_modes' options `args`."""
-    tool = ["tools/netcluster"] + shlex.split(args.net) if args.net else ["tools/launch"]
-    configuration, variant = split_variant(mode)
-    base, codec = split_mode(configuration)
-    sync, mode_flags = MODES[base]
-    sched = " ".join(f for f in (args.scheduler_flags,
-                                 mode_flags.format(global_batch=args.global_batch)) if f)
-    worker_flags = args.worker_flags
-    if codec:  # by default training pulls in fp16 only with fp16 pushes (sparse codecs push)
-        pull = args.pull_codec if args.pull_codec != "auto" else (
-            "fp16" if codec == "fp16" else "fp32")
-        worker_flags += f" --push_codec={codec} --pull_codec={pull}"
-    if variant:
-        worker_flags += " " + args.variants[variant]
-    cmd = [sys.executable, os.path.join(ROOT, tool[0])] + tool[1:] + [f"--sync={sync}"] + [
-        f"--run_dir={run_dir}", f"--servers={args.servers}", f"--workers={args.workers}",
-        f"--server_flags={args.server_flags}", f"--worker_flags={worker_flags}",
-        f"--timeout={args.timeout}", "--quiet"]
-    if sched:
-        cmd.append(f"--scheduler_flags={sched}")
-    for item in args.worker_flags_for:
-        cmd.append(f"--worker_flags_for={item}")
-    if getattr(args, "worker_cmd", ""):  # Python workers (tools/launch --worker_cmd)
-        cmd.append(f"--worker_cmd={args.worker_cmd}")
-    for item in getattr(args, "worker_cmd_for", []):
-        cmd.append(f"--worker_cmd_for={item}")
-    if args.bin_dir:
-        cmd.append(f"--bin_dir={args.bin_dir}")
-    if getattr(args, "auth", "none") != "none":
-        cmd.append(f"--auth={args.auth}")
-    return cmd
-
-
-def check_job(r, what, run_dir):
-    """JobError unless the finished job command `r` (subprocess.run's result) succeeded with no
-    process lost: a job the launcher completed after a worker or server died (its summary.json
-    "events") measured something else than the other runs."""
-    if r.returncode != 0:
-        raise JobError(f"{what} failed:\n{r.stdout[-2000:]}{r.stderr[-2000:]}")
-    try:
-        with open(os.path.join(run_dir, "summary.json")) as f:
-            events = json.load(f).get("events", [])
-    except (OSError, ValueError):
-        return  # load() says what is missing
-    died = [f"{e['process']} (status {e['status']})" for e in events if e.get("event") == "died"]
-    if died:
-        raise JobError(f"{what}: {', '.join(died)} died during the run, so its figures do not "
-                       f"compare with the other runs'; see {run_dir}")
-
-
-def run_mode(args, mode, suffix=""):
-    """Runs `mode` into OUT/KEY+SUFFIX (KEY: result_key(mode)); returns that directory.
-    JobError if the job failed or lost a process (check_job)."""
-    run_dir = os.path.join(args.out, result_key(mode) + suffix)
-    print(f"compare_modes: {mode}{suffix} ...", flush=True)
-    r = subprocess.run(job_command(args, mode, run_dir), cwd=ROOT, capture_output=True, text=True)
-    check_job(r, mode, run_dir)
-    return run_dir
 
 
 def load(run_dir):
@@ -111,10 +45,19 @@ def load(run_dir):
     return RunData(summary, events, metrics, evaluations(run_dir), links)
 
 
-def configured_link_bytes_per_second(net):
-    """The --server_link rate in tools/netcluster options `net`, in bytes/s; None if unset."""
-    m = re.search(r"--server_link=(\S+)", net)
+def configured_link_bytes_per_second(net, ddp=False):
+    """The rate of the link the figures watch, in bytes/s, from tools/netcluster options `net`
+    (None if unset): server 0's (--server_link), or with --colocate or for a DDP run (`ddp`)
+    worker 0's (--worker_link), which a colocated server 0 shares."""
+    option = "--worker_link" if ddp or re.search(r"--colocate\b", net) else "--server_link"
+    m = re.search(option + r"=(\S+)", net)
     return parse_rate(m.group(1)) / 8 if m else None
+
+
+def watched_host(mode):
+    """Whose link a run's utilisation is read from: server 0's, or worker 0's in a DDP run
+    (no servers; the ring's traffic through one machine's link)."""
+    return "worker0" if is_ddp(mode) else "server0"
 
 
 def overlapping_pushes(events):
@@ -177,16 +120,16 @@ def link_rate(links, host="server0", counter="rx_bytes"):
             for a, b in zip(rows, rows[1:])]
 
 
-def mean_utilisation(links, configured, counter):
-    """Mean rate of one direction of server0's link over `configured` (bytes/s); None without
+def mean_utilisation(links, configured, counter, host="server0"):
+    """Mean rate of one direction of `host`'s link over `configured` (bytes/s); None without
     samples or a configured rate."""
-    rates = [r for _, r in link_rate(links, counter=counter)]
+    rates = [r for _, r in link_rate(links, host, counter)]
     return sum(rates) / len(rates) / configured if rates and configured else None
 
 
-def run_figures(run, workers, target_accuracy, configured):
+def run_figures(run, workers, target_accuracy, configured, host="server0"):
     """One run's figures: {name: value or None}. `run`: RunData of a job with `workers`
-    workers; `configured`: the server link's rate in bytes/s, or None."""
+    workers; `configured`: the rate in bytes/s of `host`'s link (watched_host), or None."""
     summary, metrics = run.summary, run.metrics
     wall = summary["wall_seconds"]
     its = steady_iterations_per_second(metrics) or summary["iterations"] * workers / wall
@@ -201,8 +144,8 @@ def run_figures(run, workers, target_accuracy, configured):
         "time_to_target_s": time_to_accuracy(run.evaluations, target_accuracy),
         "final_accuracy": summary.get("final_test_accuracy"),
         "wait_ms": 1e3 * sum(x["wait_s"] for x in metrics) / len(metrics) if metrics else None,
-        "link_utilisation": mean_utilisation(run.links, configured, "rx_bytes"),
-        "link_out_utilisation": mean_utilisation(run.links, configured, "tx_bytes"),
+        "link_utilisation": mean_utilisation(run.links, configured, "rx_bytes", host),
+        "link_out_utilisation": mean_utilisation(run.links, configured, "tx_bytes", host),
         "server_cores": sum(c for n, c in cores.items() if n.startswith("server")) or None,
         "worker_cores": sum(c for n, c in cores.items() if n.startswith("worker")) or None,
         "machine_busy_cores": summary.get("machine_busy_cores"),
@@ -213,10 +156,31 @@ def run_figures(run, workers, target_accuracy, configured):
     }
 
 
+def ratios(runs, mode, key, base="bsp", faster_is_lower=False):
+    """Per-round ratios of `mode`'s figure to `base`'s in the same round (rounds interleave the
+    modes, so a slow moment of the machine hits both sides of a ratio alike). With
+    faster_is_lower (a time), base's over mode's: above 1 means mode is faster either way."""
+    def ratio(r):
+        a, b = r[mode][key], r[base][key]
+        if not a or not b:
+            return None
+        return b / a if faster_is_lower else a / b
+    return [ratio(r) for r in runs]
+
+
 def vs_bsp(runs, mode, key):
-    """Per-round ratios of `mode`'s figure to bsp's in the same round (rounds interleave the
-    modes, so a slow moment of the machine hits both sides of a ratio alike)."""
-    return [r[mode][key] / r["bsp"][key] if r[mode][key] and r["bsp"][key] else None for r in runs]
+    """ratios() to bsp."""
+    return ratios(runs, mode, key)
+
+
+# The ratios of each row to a baseline that ran: (header, figure, faster_is_lower, RESULT key).
+BASELINE_RATIOS = {
+    "bsp": [("samples/s", "throughput", False, "throughput"),
+            ("job", "job_samples_per_s", False, "job_throughput")],
+    DDP: [("samples/s", "throughput", False, "throughput"),
+          ("job", "job_samples_per_s", False, "job_throughput"),
+          ("time to target", "time_to_target_s", True, "time_to_target")],
+}
 
 
 def cell(values, fmt, repeated, missing="n/a"):
@@ -248,39 +212,41 @@ COLUMNS = [  # (header, figure, format, text for a run without it)
 ]
 
 
-def table(target_accuracy, modes, runs):
-    """results.md's table: a row per mode (medians and ranges with repeats). `runs`: one
-    {mode: figures} per round."""
+def table(target_accuracy, modes, runs, labels=None):
+    """results.md's table: a row per mode (medians and ranges with repeats), with the ratios to
+    bsp and to ddp where they ran. `runs`: one {mode: figures} per round; `labels`: {mode: who
+    trained} (mode_jobs.worker_label) for a "worker" column."""
     repeated = len(runs) > 1
-    headers = [h.format(target=f"{target_accuracy:.2f}") for h, _, _, _ in COLUMNS]
+    headers = (["worker"] if labels else []) + [
+        h.format(target=f"{target_accuracy:.2f}") for h, _, _, _ in COLUMNS]
     headers.append("overlapping pushes")
-    if "bsp" in modes:
-        headers += ["vs bsp (samples/s)", "vs bsp (job)"]
+    bases = [b for b in BASELINE_RATIOS if b in modes]
+    headers += [f"vs {b} ({h})" for b in bases for h, _, _, _ in BASELINE_RATIOS[b]]
     lines = ["| mode | " + " | ".join(headers) + " |", "|---" * (len(headers) + 1) + "|"]
     for mode in modes:
-        cells = [cell([r[mode][key] for r in runs], fmt, repeated, missing)
-                 for _, key, fmt, missing in COLUMNS]
+        cells = [labels[mode]] if labels else []
+        cells += [cell([r[mode][key] for r in runs], fmt, repeated, missing)
+                  for _, key, fmt, missing in COLUMNS]
         cells.append(cell([r[mode]["overlapping_pushes"] for r in runs], "{:.0f}", repeated) +
                      f" of {runs[0][mode]['pushes']}")
-        if "bsp" in modes:
-            cells += [cell(vs_bsp(runs, mode, key), "{:.2f}", repeated)
-                      for key in ("throughput", "job_samples_per_s")]
+        cells += [cell(ratios(runs, mode, key, b, lower), "{:.2f}", repeated)
+                  for b in bases for _, key, lower, _ in BASELINE_RATIOS[b]]
         lines.append(f"| {mode} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
 def result_line(modes, runs):
-    """RESULT MODE_vs_bsp_throughput=... MODE_vs_bsp_job_throughput=...: medians over rounds
-    (MODE as result_key spells it). The baseline is plain (fp32) bsp."""
+    """RESULT MODE_vs_bsp_throughput=... MODE_vs_bsp_job_throughput=... and, where ddp ran,
+    MODE_vs_ddp_throughput, _job_throughput and _time_to_target (ddp's time over MODE's):
+    medians over rounds (MODE as result_key spells it). The baselines are plain bsp and ddp."""
     parts = []
-    if "bsp" not in modes:
-        return "RESULT"
-    for key, suffix in (("throughput", "throughput"), ("job_samples_per_s", "job_throughput")):
-        for mode in modes:
-            ratio = median(vs_bsp(runs, mode, key)) if mode != "bsp" else None
-            if ratio is not None:
-                parts.append(f"{result_key(mode)}_vs_bsp_{suffix}={ratio:.2f}")
-    return "RESULT " + " ".join(parts)
+    for base in (b for b in BASELINE_RATIOS if b in modes):
+        for _, key, lower, suffix in BASELINE_RATIOS[base]:
+            for mode in modes:
+                ratio = median(ratios(runs, mode, key, base, lower)) if mode != base else None
+                if ratio is not None:
+                    parts.append(f"{result_key(mode)}_vs_{base}_{suffix}={ratio:.2f}")
+    return "RESULT" + "".join(" " + p for p in parts)
 
 
 def write_results(out, argv, repeats, text, runs):
@@ -290,7 +256,13 @@ def write_results(out, argv, repeats, text, runs):
         f.write(f"# compare_modes\n\nCommand: `tools/compare_modes {' '.join(shlex.quote(a) for a in argv)}`\n\n")
         if repeats > 1:
             f.write(f"Each mode ran {repeats} times, interleaved; each cell is the median "
-                    "(min-max); ratios to bsp are medians of per-round ratios.\n\n")
+                    "(min-max); ratios to bsp (and ddp) are medians of per-round ratios.\n\n")
         f.write(text)
+        if any(is_ddp(mode) for mode in runs[0]):
+            f.write("\nddp rows: DDP has no servers, so their link columns read worker 0's "
+                    "link (the ring's traffic in and out of one machine; with --colocate the "
+                    "link server 0 shares) and their waits and pushes are 0: DDP's all-reduce "
+                    "runs inside backward. vs ddp (time to target): ddp's time over the row's "
+                    "(above 1: the row reached the target sooner).\n")
     with open(os.path.join(out, "results.json"), "w") as f:
         json.dump({"command": argv, "runs": runs}, f, indent=1)

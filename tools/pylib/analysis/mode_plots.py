@@ -1,16 +1,19 @@
 """tools/compare_modes' plots: accuracy.png (test accuracy against training time, every run),
-pushes.png (each worker's push spans mid-run, bsp beside r2sp) and link.png (traffic into the
-servers over time), from mode_comparison.RunData. Needs matplotlib (Debian's
-python3-matplotlib)."""
+pushes.png (each worker's push spans mid-run, bsp beside r2sp), link.png (traffic into the
+servers over time), from mode_comparison.RunData, and time_to_target.png (each
+configuration's time to the target accuracy over the runs) from the runs' figures. Needs
+matplotlib (Debian's python3-matplotlib)."""
 
 import os
 
-from .mode_comparison import link_rate
+from .mode_comparison import link_rate, watched_host
+from .run_files import median
 
 
-def plot_all(out, workers, modes, rounds):
-    """Writes the three plots into `out`. `rounds`: one {mode: RunData} per round; the push and
-    link plots show the first round's runs."""
+def plot_all(out, workers, modes, rounds, runs=None, target=None):
+    """Writes the plots into `out`. `rounds`: one {mode: RunData} per round; the push and link
+    plots show the first round's runs. With `runs` (one {mode: figures} per round) and the
+    `target` accuracy, also time_to_target.png."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -18,6 +21,8 @@ def plot_all(out, workers, modes, rounds):
     plot_accuracy(plt, os.path.join(out, "accuracy.png"), modes, rounds)
     plot_pushes(plt, os.path.join(out, "pushes.png"), workers, modes, rounds[0])
     plot_link(plt, os.path.join(out, "link.png"), modes, rounds[0])
+    if runs is not None:
+        plot_time_to_target(plt, os.path.join(out, "time_to_target.png"), modes, runs, target)
 
 
 def finish(plt, fig, ax, path):
@@ -42,6 +47,38 @@ def plot_accuracy(plt, path, modes, rounds):
     ax.set_ylabel("test accuracy")
     ax.set_title("Test accuracy against wall time")
     finish(plt, fig, ax, path)
+
+
+def time_to_target_bars(modes, runs):
+    """[(mode, median seconds or None, min, max, runs that reached it, runs)] over the runs."""
+    bars = []
+    for mode in modes:
+        times = [r[mode]["time_to_target_s"] for r in runs if r[mode]["time_to_target_s"]]
+        mid = median(times)
+        bars.append((mode, mid, min(times, default=None), max(times, default=None), len(times),
+                     len(runs)))
+    return bars
+
+
+def plot_time_to_target(plt, path, modes, runs, target):
+    """A bar per configuration: the median time to `target` over the runs, the range as an
+    error bar, and how many runs reached it; "not reached" where none did."""
+    fig, ax = plt.subplots(figsize=(max(5, 1.2 * len(modes) + 2), 4))
+    for i, (mode, mid, low, high, reached, total) in enumerate(time_to_target_bars(modes, runs)):
+        if mid is None:
+            ax.text(i, 0, "not reached", ha="center", va="bottom", rotation=90, fontsize=8)
+            continue
+        ax.bar(i, mid, color=f"C{i}", yerr=[[mid - low], [high - mid]], capsize=4)
+        ax.text(i, high, f"{mid:.0f} s" + (f"\n{reached}/{total}" if reached < total else ""),
+                ha="center", va="bottom", fontsize=8)
+    ax.set_xticks(range(len(modes)))
+    ax.set_xticklabels(modes, rotation=20, ha="right")
+    ax.set_ylabel(f"seconds to test accuracy {target:.2f}" if target else "seconds")
+    ax.set_title("Time to target accuracy (median, min-max over the runs)")
+    ax.grid(alpha=0.3, axis="y")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def plot_pushes(plt, path, workers, modes, data):
@@ -75,9 +112,9 @@ def plot_link(plt, path, modes, data):
     for mode in modes:
         run = data[mode]
         if run.links:
-            series = link_rate(run.links)
+            series = link_rate(run.links, watched_host(mode))
             ax.plot([t for t, _ in series], [r * 8 / 1e6 for _, r in series], label=mode, lw=0.8)
-            ax.set_ylabel("Mbit/s into server 0 (link counters)")
+            ax.set_ylabel("Mbit/s into server 0 (ddp: worker 0; link counters)")
         else:  # loopback: what the workers pushed, in 100 ms bins
             events = [e for e in run.events if e.get("name") == "push"]
             if not events or not run.metrics:

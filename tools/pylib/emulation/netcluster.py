@@ -69,23 +69,38 @@ def _write(path, text):
 
 
 class Cluster:
-    """Hosts by name ('scheduler', 'server0', 'worker1', ...), each in its own namespace."""
+    """Hosts by name ('scheduler', 'server0', 'worker1', ...), each in its own namespace, or
+    sharing another's: `colocated` maps a process host to the machine it runs on ("server0":
+    "worker0": one namespace, one address, one link)."""
 
-    def __init__(self, hosts, rates, delay_ms=0.0):
+    def __init__(self, hosts, rates, delay_ms=0.0, colocated=None):
         self.tag = f"{PREFIX}{os.getpid()}"
-        self.hosts = list(hosts)
+        self.hosts = list(hosts)  # the machines: one namespace each
         self.rates = rates        # host -> rate text or None (unshaped)
         self.delay_ms = delay_ms
+        self.colocated = dict(colocated or {})
         self.bridge_ns = f"{self.tag}-br"
         self.addresses = {h: f"198.18.0.{10 + i}" for i, h in enumerate(self.hosts)}
+        self.addresses.update({h: self.addresses[m] for h, m in self.colocated.items()})
         self.cgroups = []
         self.created = []
 
+    def machine(self, host):
+        """The machine (namespace host) process host `host` runs on."""
+        return self.colocated.get(host, host)
+
     def ns(self, host):
-        return f"{self.tag}-{host}"
+        return f"{self.tag}-{self.machine(host)}"
 
     def bridge_port(self, host):
-        return f"p{self.hosts.index(host)}"
+        return f"p{self.hosts.index(self.machine(host))}"
+
+    def placement(self):
+        """{process host: {"machine", "namespace", "address", "link"}} of every host, the
+        colocated ones included (RUN_DIR/hosts.json)."""
+        return {h: {"machine": self.machine(h), "namespace": self.ns(h),
+                    "address": self.addresses[h], "link": self.rates.get(self.machine(h))}
+                for h in self.hosts + list(self.colocated)}
 
     def exec_prefix(self, host):
         return ["ip", "netns", "exec", self.ns(host)]

@@ -6,6 +6,7 @@ a bad option is refused, as every tool here does."""
 import argparse
 import os
 
+from . import ddp_job
 from . import keys as job_keys
 from . import python_workers
 from . import resume
@@ -42,6 +43,13 @@ def add_job_options(p):
                    help="workers RANKS (0-based, comma-separated) run CMD as with --worker_cmd, "
                         "the others the worker binary (a mixed job), e.g. "
                         "\"1,3:/usr/bin/python3 train.py\"; repeatable, after --worker_cmd")
+    p.add_argument("--ddp_cmd", default="", metavar="CMD",
+                   help="run a PyTorch DDP job instead of an R2SP one: one process of CMD (a "
+                        "script that takes --backend=ddp, e.g. '/usr/bin/python3 "
+                        "examples/pytorch/fashion_mnist_cnn.py --backend=ddp') per worker, with "
+                        "torchrun's RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT, "
+                        "--metrics=RUN_DIR/metrics_workerN.jsonl and --worker_flags (and "
+                        "--worker_flags_for) as the script's own flags; no scheduler or servers")
     p.add_argument("--dry_run", action="store_true",
                    help="print every command that would run, and run nothing")
 
@@ -120,6 +128,8 @@ def check_job(args):
         raise ValueError("--servers and --workers must be at least 1")
     if args.timeout <= 0:
         raise ValueError("--timeout must be positive")
+    if getattr(args, "ddp_cmd", ""):
+        ddp_job.check_options(args)
     if not args.cluster:  # with one: once its worker count is known (deploy.launch)
         python_workers.from_args(args)
 

@@ -134,6 +134,24 @@ class ModeListsTest(unittest.TestCase):
                          ["bsp", "bsp+fp16", "bsp+topk:0.01", "r2sp", "r2sp+fp16",
                           "r2sp+topk:0.01"])
 
+    def test_ddp_and_its_fp16_hook(self):
+        def refuse(codec):
+            raise AssertionError(f"the worker was asked about ddp's codec {codec}")
+        self.assertEqual(cfg.split_modes("bsp,ddp,ddp+FP16,ddp@slow", refuse),
+                         ["bsp", "ddp", "ddp+fp16", "ddp@slow"])
+        self.assertEqual([cfg.is_ddp(m) for m in ("ddp", "ddp+fp16@x", "bsp", "r2sp+fp16")],
+                         [True, True, False, False])
+        self.assertEqual(cfg.split_mode("ddp+fp16"), ("ddp", "fp16"))
+
+    def test_ddp_takes_no_other_codec(self):
+        with self.assertRaisesRegex(ValueError, r"^ddp\+topk:0.01: DDP takes \+fp16 only \(its "
+                                                r"fp16 compression hook\)"):
+            cfg.split_modes("ddp+topk:0.01", fake_parse)
+
+    def test_codec_lists_give_ddp_only_fp32_and_fp16(self):
+        self.assertEqual(cfg.mode_codec_names(["r2sp", "ddp"], ["fp32", "fp16", "topk:0.01"]),
+                         ["r2sp", "r2sp+fp16", "r2sp+topk:0.01", "ddp", "ddp+fp16"])
+
     def test_result_key(self):
         self.assertEqual(cfg.result_key("r2sp_hetero+fp16"), "r2sp_hetero+fp16")
         self.assertEqual(cfg.result_key("r2sp+topk:0.01"), "r2sp+topk_0.01")

@@ -1,6 +1,6 @@
 """tools/pylib/mode_comparison.py: overlapping pushes, steady and job throughput, time to a
 target accuracy from evaluation records, a run's figures, ratios to bsp and their medians over
-rounds, the table, the RESULT line and the job command; and tools/compare_modes
+rounds, the table, the RESULT line; and tools/compare_modes
 end to end on fabricated run directories (the jobs themselves are not run)."""
 
 import contextlib
@@ -19,6 +19,7 @@ from unittest import mock
 from pylib.analysis import configurations as cfg
 import junit_main
 from pylib.analysis import mode_comparison as mc
+from pylib.analysis import mode_jobs
 from pylib.analysis import mode_plots
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
@@ -131,6 +132,14 @@ class ConfiguredLinkTest(unittest.TestCase):
         with self.assertRaises(ValueError):
             mc.configured_link_bytes_per_second("--server_link=fast")
 
+    def test_colocated_servers_and_ddp_watch_worker_0s_link(self):
+        net = "--server_link=100mbit --worker_link=1gbit"
+        self.assertEqual(mc.configured_link_bytes_per_second(net, ddp=True), 1e9 / 8)
+        self.assertEqual(mc.configured_link_bytes_per_second("--colocate --worker_link=419mbit"),
+                         419e6 / 8)
+        self.assertEqual((mc.watched_host("ddp+fp16"), mc.watched_host("r2sp")),
+                         ("worker0", "server0"))
+
 
 def run_data(times_by_worker, batch=10, summary=None, events=(), evals=(), links=()):
     metrics = [row for w, times in times_by_worker.items() for row in rows(w, times, batch)]
@@ -162,6 +171,16 @@ class RunFiguresTest(unittest.TestCase):
         self.assertEqual(f["machine_busy_cores"], 1.5)
         self.assertEqual((f["overlapping_pushes"], f["pushes"]), (1, 2))
         self.assertEqual(f["throughput"], f["samples_per_s"])
+
+    def test_a_ddp_run_reads_worker_0s_link(self):
+        run = run_data({0: [0, 1, 2, 3, 4]},
+                       links=[{"t": 0.0, "host": "worker0", "rx_bytes": 0, "tx_bytes": 0},
+                              {"t": 1.0, "host": "worker0", "rx_bytes": 800, "tx_bytes": 400}])
+        f = mc.run_figures(run, workers=1, target_accuracy=0.5, configured=1000.0,
+                           host="worker0")
+        self.assertEqual((f["link_utilisation"], f["link_out_utilisation"]), (0.8, 0.4))
+        self.assertIsNone(mc.run_figures(run, workers=1, target_accuracy=0.5,
+                                         configured=1000.0)["link_utilisation"])
 
     def test_target_not_reached_and_no_link(self):
         run = run_data({0: [0, 1, 2, 3, 4]}, evals=[{"elapsed_s": 3.5, "test_accuracy": 0.4}])
@@ -280,6 +299,35 @@ class TableTest(unittest.TestCase):
         self.assertIn("1.00 (1.00-1.00)", text)
         self.assertIn("0 (0-0) of 60", text)
 
+    def test_ddp_rows_the_worker_column_and_ratios_to_ddp(self):
+        runs = [{"bsp": figures(100, 50, time_to_target_s=40.0),
+                 "r2sp": figures(150, 60, time_to_target_s=20.0),
+                 "ddp": figures(120, 40, pushes=0, time_to_target_s=30.0)}]
+        labels = {"bsp": "r2sp client (script)", "r2sp": "r2sp client (script)",
+                  "ddp": "DDP (script)"}
+        lines = mc.table(0.85, ["bsp", "r2sp", "ddp"], runs, labels).splitlines()
+        headers = [h.strip() for h in lines[0].strip("|").split("|")]
+        self.assertEqual(headers[:2], ["mode", "worker"])
+        self.assertEqual(headers[-6:], ["overlapping pushes", "vs bsp (samples/s)", "vs bsp (job)",
+                                        "vs ddp (samples/s)", "vs ddp (job)",
+                                        "vs ddp (time to target)"])
+        rows = [dict(zip(headers, (c.strip() for c in line.strip("|").split("|"))))
+                for line in lines[2:]]
+        self.assertEqual([(r["mode"], r["worker"], r["vs ddp (samples/s)"], r["vs ddp (job)"],
+                           r["vs ddp (time to target)"], r["vs bsp (samples/s)"]) for r in rows],
+                         [("bsp", "r2sp client (script)", "0.83", "1.25", "0.75", "1.00"),
+                          ("r2sp", "r2sp client (script)", "1.25", "1.50", "1.50", "1.50"),
+                          ("ddp", "DDP (script)", "1.00", "1.00", "1.00", "1.20")])
+        self.assertEqual(rows[2]["overlapping pushes"], "0 of 0")
+
+    def test_result_line_with_ddp(self):
+        runs = [{"r2sp": figures(150, 60, time_to_target_s=20.0),
+                 "ddp": figures(100, 40, time_to_target_s=30.0),
+                 "ddp+fp16": figures(50, None, time_to_target_s=None)}]
+        self.assertEqual(mc.result_line(["r2sp", "ddp", "ddp+fp16"], runs),
+                         "RESULT r2sp_vs_ddp_throughput=1.50 ddp+fp16_vs_ddp_throughput=0.50 "
+                         "r2sp_vs_ddp_job_throughput=1.50 r2sp_vs_ddp_time_to_target=1.50")
+
     def test_without_bsp_no_ratio_columns(self):
         text = mc.table(0.5, ["asp"], [{"asp": figures(100)}])
         self.assertNotIn("vs bsp", text)
@@ -294,134 +342,13 @@ class TableTest(unittest.TestCase):
         self.assertEqual(row["vs bsp (job)"], "2.00")
 
 
-class JobCommandTest(unittest.TestCase):
-    ARGS = dict(net="", scheduler_flags="", global_batch=256, servers=1, workers=4,
-                server_flags="--lr=0.01", worker_flags="--model=mlp", timeout=60.0,
-                worker_flags_for=[], bin_dir="", out="/tmp/out", pull_codec="auto",
-                variants={"early": "--early_pulls"})
-
-    def command(self, mode, **more):
-        return mc.job_command(types.SimpleNamespace(**dict(self.ARGS, **more)), mode, "/tmp/out/x")
-
-    def test_loopback(self):
-        cmd = self.command("bsp")
-        self.assertTrue(cmd[1].endswith("tools/launch"))
-        self.assertIn("--sync=bsp", cmd)
-        self.assertIn("--run_dir=/tmp/out/x", cmd)
-        self.assertIn("--quiet", cmd)
-        self.assertFalse(any(a.startswith("--scheduler_flags") for a in cmd))
-        self.assertFalse(any(a.startswith("--bin_dir") for a in cmd))
-
-    def test_auth_is_passed_on(self):
-        self.assertIn("--auth=curve", self.command("bsp", auth="curve"))
-        self.assertFalse([a for a in self.command("bsp", auth="none") if a.startswith("--auth")])
-        self.assertFalse([a for a in self.command("bsp") if a.startswith("--auth")])
-
-    def test_python_workers_are_passed_on(self):
-        cmd = self.command("bsp", worker_cmd="python3 t.py --x='a b'",
-                           worker_cmd_for=["1,3:python3 u.py", "2:./v"])
-        self.assertEqual(cmd[-3:], ["--worker_cmd=python3 t.py --x='a b'",
-                                    "--worker_cmd_for=1,3:python3 u.py", "--worker_cmd_for=2:./v"])
-        self.assertFalse([a for a in self.command("bsp") if a.startswith("--worker_cmd")])
-
-    def test_netcluster_options_come_first(self):
-        cmd = self.command("asp", net="--server_link=100mbit --delay_ms=1")
-        self.assertTrue(cmd[1].endswith("tools/netcluster"))
-        self.assertEqual(cmd[2:4], ["--server_link=100mbit", "--delay_ms=1"])
-
-    def test_mode_flags_join_the_scheduler_flags(self):
-        cmd = self.command("r2sp_hetero", scheduler_flags="--partition_bytes=4096", global_batch=64)
-        self.assertIn("--sync=r2sp", cmd)
-        self.assertIn("--scheduler_flags=--partition_bytes=4096 --hetero_batching --global_batch=64", cmd)
-        self.assertIn("--scheduler_flags=--staleness=3", self.command("ssp"))
-        cmd = self.command("r2sp_auto+fp16")
-        self.assertIn("--sync=r2sp", cmd)
-        self.assertIn("--scheduler_flags=--r2sp_slot_width=auto", cmd)
-
-    def test_codec_suffix_adds_the_worker_codec_flags(self):
-        cmd = self.command("r2sp+fp16")
-        self.assertIn("--sync=r2sp", cmd)
-        self.assertIn("--worker_flags=--model=mlp --push_codec=fp16 --pull_codec=fp16", cmd)
-        self.assertIn("--worker_flags=--model=mlp", self.command("r2sp"))
-        self.assertIn("--worker_flags=--model=mlp --push_codec=fp32 --pull_codec=fp32",
-                      self.command("bsp+fp32"))
-
-    def test_sparse_codecs_push_sparse_and_pull_fp32(self):
-        cmd = self.command("r2sp+topk:0.01")
-        self.assertIn("--sync=r2sp", cmd)
-        self.assertIn("--worker_flags=--model=mlp --push_codec=topk:0.01 --pull_codec=fp32", cmd)
-        self.assertIn("--worker_flags=--model=mlp --push_codec=csc:0.05,fp16,chunk=4096 "
-                      "--pull_codec=fp32", self.command("bsp+csc:0.05,fp16,chunk=4096"))
-        self.assertIn("--scheduler_flags=--staleness=3", self.command("ssp+topk:0.01,exact"))
-
-    def test_pull_codec_overrides_the_codec_runs_pulls_only(self):
-        self.assertIn("--worker_flags=--model=mlp --push_codec=topk:0.01 --pull_codec=fp16",
-                      self.command("bsp+topk:0.01", pull_codec="fp16"))
-        self.assertIn("--worker_flags=--model=mlp --push_codec=fp16 --pull_codec=fp32",
-                      self.command("bsp+fp16", pull_codec="fp32"))
-        self.assertIn("--worker_flags=--model=mlp", self.command("bsp", pull_codec="fp16"))
-
-    def test_variant_adds_its_worker_flags(self):
-        self.assertIn("--worker_flags=--model=mlp --early_pulls", self.command("r2sp@early"))
-        self.assertIn("--sync=r2sp", self.command("r2sp@early"))
-        self.assertIn("--worker_flags=--model=mlp --push_codec=fp16 --pull_codec=fp16 "
-                      "--early_pulls", self.command("bsp+fp16@early"))
-        self.assertEqual(cfg.split_modes("bsp,r2sp@early", str.lower), ["bsp", "r2sp@early"])
-        self.assertEqual(cfg.split_modes("bsp;bsp+TopK:0.01,fp16@early", str.lower),
-                         ["bsp", "bsp+topk:0.01,fp16@early"])
-        with self.assertRaisesRegex(ValueError, r"^bad variant name 'bad name' in 'r2sp@bad name' "):
-            cfg.split_variant("r2sp@bad name")
-        self.assertEqual(cfg.mode_codec_names(["r2sp@early"], ["fp32", "fp16"]),
-                         ["r2sp@early", "r2sp+fp16@early"])
-        self.assertEqual(cfg.parse_variant("early=--early_pulls --threads=1"),
-                         ("early", "--early_pulls --threads=1"))
-        with self.assertRaisesRegex(ValueError, r"^--variant=no flags: want NAME=FLAGS"):
-            cfg.parse_variant("no flags")
-
-    def test_split_mode(self):
-        self.assertEqual(cfg.split_mode("bsp"), ("bsp", None))
-        self.assertEqual(cfg.split_mode("r2sp_hetero+fp16"), ("r2sp_hetero", "fp16"))
-        self.assertEqual(cfg.split_mode("r2sp+topk:0.01,fp16"), ("r2sp", "topk:0.01,fp16"))
-        # The codec as spelt (split_modes had the worker spell it).
-        self.assertEqual(cfg.split_mode("bsp+csc:0.05,chunk=4096"), ("bsp", "csc:0.05,chunk=4096"))
-        with self.assertRaisesRegex(ValueError, r"^unknown mode fast$"):
-            cfg.split_mode("fast+fp16")
-
-    def test_per_worker_flags_and_binaries(self):
-        cmd = self.command("bsp", worker_flags_for=["3:--compute_slowdown=2"], bin_dir="/b")
-        self.assertIn("--worker_flags_for=3:--compute_slowdown=2", cmd)
-        self.assertIn("--bin_dir=/b", cmd)
-
-
-class RunModeTest(unittest.TestCase):
-    def test_run_directory_spells_the_codec_with_underscores(self):
-        args = types.SimpleNamespace(**dict(JobCommandTest.ARGS, out="/tmp/out"))
-        done = types.SimpleNamespace(returncode=0, stdout="", stderr="")
-        with mock.patch.object(mc.subprocess, "run", return_value=done) as run, \
-                contextlib.redirect_stdout(io.StringIO()) as printed:
-            run_dir = mc.run_mode(args, "r2sp+csc:0.05,chunk=4096", "_run2")
-        self.assertEqual(run_dir, "/tmp/out/r2sp+csc_0.05_chunk_4096_run2")
-        self.assertIn("--run_dir=/tmp/out/r2sp+csc_0.05_chunk_4096_run2", run.call_args[0][0])
-        self.assertIn("compare_modes: r2sp+csc:0.05,chunk=4096_run2 ...", printed.getvalue())
-
-    def test_a_failed_job_or_a_lost_process_fails_the_run(self):
-        with tempfile.TemporaryDirectory() as run_dir:
-            ok = types.SimpleNamespace(returncode=0, stdout="", stderr="")
-            mc.check_job(ok, "bsp", run_dir)  # no summary.json: load() will say so
-            with self.assertRaisesRegex(mc.JobError, "bsp failed:\nout err"):
-                mc.check_job(types.SimpleNamespace(returncode=1, stdout="out ", stderr="err"),
-                             "bsp", run_dir)
-            events = [{"t": 1.0, "process": "worker1", "event": "died", "status": -9},
-                      {"t": 1.1, "process": "worker1.r1", "event": "restarted", "status": -9},
-                      {"t": 9.0, "process": "server0", "event": "stopped", "status": -15}]
-            with open(os.path.join(run_dir, "summary.json"), "w") as f:
-                json.dump({"completed": True, "events": events[2:]}, f)
-            mc.check_job(ok, "bsp", run_dir)  # stopped after the scheduler ended: no death
-            with open(os.path.join(run_dir, "summary.json"), "w") as f:
-                json.dump({"completed": True, "events": events}, f)
-            with self.assertRaisesRegex(mc.JobError, r"bsp: worker1 \(status -9\) died during "
-                                                     r"the run, so its figures do not compare"):
-                mc.check_job(ok, "bsp", run_dir)
+class TimeToTargetBarsTest(unittest.TestCase):
+    def test_median_range_and_runs_that_reached_it(self):
+        runs = [{"bsp": figures(1, time_to_target_s=30.0), "ddp": figures(1)},
+                {"bsp": figures(1, time_to_target_s=10.0), "ddp": figures(1)},
+                {"bsp": figures(1, time_to_target_s=None), "ddp": figures(1)}]
+        self.assertEqual(mode_plots.time_to_target_bars(["bsp", "ddp"], runs),
+                         [("bsp", 20.0, 10.0, 30.0, 2, 3), ("ddp", None, None, None, 0, 3)])
 
 
 def write_run_dir(run_dir, workers=2, iterations=5, interval=0.1, batch=32, evals=(),
@@ -516,7 +443,7 @@ class CompareModesScriptTest(unittest.TestCase):
             return run_dir
 
         stdout = io.StringIO()
-        with mock.patch.object(mc, "run_mode", fake_run_mode), \
+        with mock.patch.object(mode_jobs, "run_mode", fake_run_mode), \
                 mock.patch.object(mode_plots, "plot_all", plot or mock.Mock()), \
                 contextlib.redirect_stdout(stdout):
             status = script["main"](["--out=" + out, "--bin_dir=" + self.bin_dir] + argv)
@@ -615,20 +542,39 @@ class CompareModesScriptTest(unittest.TestCase):
             status, _ = self.run_script(out, ["--modes=bsp,r2sp", "--workers=2"],
                                         plot=mode_plots.plot_all)
             sizes = {png: os.path.getsize(os.path.join(out, png))
-                     for png in ("accuracy.png", "pushes.png", "link.png")}
+                     for png in ("accuracy.png", "pushes.png", "link.png",
+                                 "time_to_target.png")}
         self.assertEqual(status, 0)
         for png, size in sizes.items():
             self.assertGreater(size, 1000, png)
+
+    def test_ddp_and_script_options_that_cannot_run_are_usage_errors(self):
+        script = runpy.run_path(os.path.join(ROOT, "tools", "compare_modes"), run_name="compare_modes")
+        cases = [(["--modes=bsp,ddp+fp16"], "ddp+fp16: DDP runs a PyTorch script: give --script "
+                                            "(e.g. --script=examples/pytorch/fashion_mnist_cnn.py)"),
+                 (["--modes=ddp", "--script=tools/compare_modes", "--worker_cmd=python3 t.py"],
+                  "--script runs the script in every configuration: leave out --worker_cmd and "
+                  "--worker_cmd_for"),
+                 (["--modes=ddp", "--script=no/such.py"], "--script=no/such.py: no such file"),
+                 (["--modes=ddp+topk:0.01", "--script=tools/compare_modes"],
+                  "ddp+topk:0.01: DDP takes +fp16 only")]
+        for argv, message in cases:
+            err = io.StringIO()
+            with self.subTest(argv=argv), contextlib.redirect_stderr(err), \
+                    self.assertRaises(SystemExit) as e:
+                script["parse_args"](["--out=/nowhere", "--bin_dir=" + self.bin_dir] + argv)
+            self.assertEqual(e.exception.code, 2)
+            self.assertIn("error: " + message, err.getvalue())
 
     def test_a_failed_job_stops_the_comparison_with_status_1(self):
         script = runpy.run_path(os.path.join(ROOT, "tools", "compare_modes"), run_name="compare_modes")
 
         def failing_run_mode(args, mode, suffix=""):
-            raise mc.JobError(f"{mode} failed:\nboom")
+            raise mode_jobs.JobError(f"{mode} failed:\nboom")
 
         stderr = io.StringIO()
         with tempfile.TemporaryDirectory() as out, \
-                mock.patch.object(mc, "run_mode", failing_run_mode), \
+                mock.patch.object(mode_jobs, "run_mode", failing_run_mode), \
                 contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(stderr):
             status = script["main"](["--out=" + out, "--modes=bsp"])
             written = os.listdir(out)

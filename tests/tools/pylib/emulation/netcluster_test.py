@@ -38,6 +38,21 @@ class ClusterTest(unittest.TestCase):
         self.assertEqual(cluster.exec_prefix("server0"),
                          ["ip", "netns", "exec", cluster.tag + "-server0"])
 
+    def test_a_colocated_host_shares_its_machines_namespace_address_and_link(self):
+        cluster = netcluster.Cluster(["scheduler", "worker0", "worker1"],
+                                     {"worker0": "1gbit", "worker1": "1gbit"},
+                                     colocated={"server0": "worker0"})
+        self.assertEqual(cluster.addresses["server0"], "198.18.0.11")
+        self.assertEqual(cluster.ns("server0"), cluster.tag + "-worker0")
+        self.assertEqual(cluster.bridge_port("server0"), "p1")
+        self.assertEqual(cluster.exec_prefix("server0"), cluster.exec_prefix("worker0"))
+        self.assertEqual(cluster.placement()["server0"],
+                         {"machine": "worker0", "namespace": cluster.tag + "-worker0",
+                          "address": "198.18.0.11", "link": "1gbit"})
+        self.assertEqual(sorted(cluster.placement()),
+                         ["scheduler", "server0", "worker0", "worker1"])
+        self.assertEqual(cluster.placement()["scheduler"]["link"], None)
+
     def test_a_failed_command_is_a_cluster_error(self):
         with self.assertRaisesRegex(netcluster.ClusterError, "false: "):
             netcluster.run(["false"])

@@ -49,6 +49,16 @@ class ParseArgsTest(unittest.TestCase):
             with self.subTest(argv=argv):
                 self.assertTrue(self.refused(argv).startswith(message), self.refused(argv))
 
+    def test_a_ddp_job_refuses_what_it_cannot_honour(self):
+        self.assertEqual(self.parse(["--ddp_cmd=python3 t.py"]).ddp_cmd, "python3 t.py")
+        self.assertEqual(self.refused(["--ddp_cmd=python3 t.py", "--worker_cmd=python3 t.py",
+                                       "--checkpoint_every=30s"]),
+                         "--ddp_cmd runs a DDP job (no scheduler, servers or checkpoints): "
+                         "leave out --worker_cmd, --checkpoint_every")
+        self.assertEqual(self.refused(["--ddp_cmd=python3 't.py"]),
+                         "--ddp_cmd: cannot split \"python3 't.py\" into words: No closing "
+                         "quotation")
+
     def test_a_server_restart_with_a_checkpoint_dir_needs_no_checkpoint_every(self):
         args = self.parse(["--max_restarts=server:1", "--server_flags=--checkpoint_dir=/c"])
         self.assertEqual(args.max_restarts, "server:1")
