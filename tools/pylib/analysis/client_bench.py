@@ -29,7 +29,12 @@ def parse_args(argv):
     p.add_argument("--overhead_workers", type=int, default=2)
     p.add_argument("--overhead_mode", default="asp", choices=MODES)
     p.add_argument("--push_codec", default="fp32", help="the workers' --push_codec (both kinds)")
-    p.add_argument("--modes", default="asp,r2sp,bsp", help="throughput: the R2SP modes")
+    p.add_argument("--modes", default="asp,r2sp,bsp",
+                   help="throughput: the R2SP modes, each MODE or MODE@VARIANT (--variant)")
+    p.add_argument("--variant", action="append", default=[], metavar="NAME=FLAGS",
+                   help="throughput: MODE@NAME's workers also get FLAGS, e.g. "
+                   "--variant=pulls_after='--nooverlap_pulls' (repeatable), so one run "
+                   "interleaves an A/B of worker flags")
     p.add_argument("--processes", default="2,4", help="throughput: process counts")
     p.add_argument("--threads", type=int, default=1, help="torch/worker threads per process")
     p.add_argument("--emulate_ms_per_sample", type=float, default=0.0,
@@ -64,8 +69,12 @@ def check(args):
     if unknown or not args.measure:
         raise ValueError(f"--measure: {','.join(unknown) or 'nothing'} is not one of "
                          f"{', '.join(MEASUREMENTS)}")
-    if not args.modes or any(m not in MODES for m in args.modes):
-        raise ValueError(f"--modes must be a list of {', '.join(MODES)}")
+    args.variants = parse_variants(args.variant)
+    bad = [m for m in args.modes if split_mode(m)[0] not in MODES
+           or ("@" in m and split_mode(m)[1] not in args.variants)]
+    if not args.modes or bad:
+        raise ValueError(f"--modes must be a list of {', '.join(MODES)}, each optionally "
+                         f"@VARIANT of a --variant; not {', '.join(bad) or 'nothing'}")
     if not args.processes or min(args.processes) < 1:
         raise ValueError("--processes must be a list of counts >= 1, e.g. 2,4")
     if args.repeats < 3:
@@ -75,6 +84,24 @@ def check(args):
                          "must be at least 1")
     if not 0 <= args.skip < args.steps:
         raise ValueError("--skip must be in [0, --steps)")
+
+
+def parse_variants(items):
+    """{name: flags} of --variant NAME=FLAGS items; ValueError for one without a name."""
+    variants = {}
+    for item in items:
+        name, eq, flags = item.partition("=")
+        if not eq or not name.isidentifier():
+            raise ValueError(f"--variant={item}: write NAME=FLAGS, NAME a word, e.g. "
+                             "--variant=pulls_after=--nooverlap_pulls")
+        variants[name] = flags
+    return variants
+
+
+def split_mode(entry):
+    """(mode, variant name or "") of a --modes entry MODE or MODE@VARIANT."""
+    mode, _, variant = entry.partition("@")
+    return mode, variant
 
 
 def split(text):
@@ -205,5 +232,5 @@ def throughput_report(runs, modes, processes):
                          f"{ratio.text(1, 3)}")
             data[f"{mode}_{n}"] = dataclasses.asdict(rate)
             data[f"{mode}_{n}_over_ddp"] = dataclasses.asdict(ratio)
-            result.append(f"{mode}_{n}_over_ddp={ratio.median:.3f}")
+            result.append(f"{mode.replace('@', '_')}_{n}_over_ddp={ratio.median:.3f}")
     return lines, data, result

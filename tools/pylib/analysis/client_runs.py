@@ -36,11 +36,14 @@ def script_command(args):
 
 
 def launch_command(args, mode, workers, run_dir, python):
-    """tools/launch's argv for one R2SP job; `python`: the workers run the example script."""
-    cmd = [os.path.join(ROOT, "tools", "launch"), f"--sync={mode}", f"--run_dir={run_dir}",
+    """tools/launch's argv for one R2SP job; `python`: the workers run the example script.
+    `mode`: MODE or MODE@VARIANT, whose flags (args.variants) the workers also get."""
+    sync, variant = client_bench.split_mode(mode)
+    flags = worker_flags(args) + shlex.split(getattr(args, "variants", {}).get(variant, ""))
+    cmd = [os.path.join(ROOT, "tools", "launch"), f"--sync={sync}", f"--run_dir={run_dir}",
            f"--servers={args.servers}", f"--workers={workers}",
            f"--server_flags={args.server_flags}",
-           f"--worker_flags={shlex.join(worker_flags(args))}",
+           f"--worker_flags={shlex.join(flags)}",
            f"--timeout={args.timeout}", "--quiet"]
     if args.bin_dir:
         cmd.append(f"--bin_dir={args.bin_dir}")

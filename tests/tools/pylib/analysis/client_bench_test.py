@@ -38,11 +38,25 @@ class OptionsTest(unittest.TestCase):
         self.assertEqual((a.measure, a.modes, a.processes, a.repeats),
                          (["throughput"], ["r2sp", "asp"], [4], 5))
 
+    def test_variants_of_a_mode(self):
+        a = client_bench.parse_args(["--modes=asp,asp@after", "--variant=after=--nooverlap_pulls",
+                                     "--variant=fp16=--push_codec=fp16 --overlap"])
+        self.assertEqual((a.modes, a.variants),
+                         (["asp", "asp@after"], {"after": "--nooverlap_pulls",
+                                                 "fp16": "--push_codec=fp16 --overlap"}))
+        self.assertEqual(client_bench.split_mode("r2sp@fp16"), ("r2sp", "fp16"))
+        self.assertEqual(client_bench.split_mode("bsp"), ("bsp", ""))
+
     def test_bad_options_are_refused(self):
         cases = [(["--repeats=2"], "--repeats must be at least 3 (a median of at least 3 runs)"),
                  (["--measure=latency"], "--measure: latency is not one of overhead, throughput"),
                  (["--measure=,"], "--measure: nothing is not one of overhead, throughput"),
-                 (["--modes=asp,hogwild"], "--modes must be a list of bsp, ssp, asp, r2sp"),
+                 (["--modes=asp,hogwild"], "--modes must be a list of bsp, ssp, asp, r2sp, "
+                                           "each optionally @VARIANT of a --variant; not hogwild"),
+                 (["--modes=asp@x"], "--modes must be a list of bsp, ssp, asp, r2sp, each "
+                                     "optionally @VARIANT of a --variant; not asp@x"),
+                 (["--variant=--overlap"], "--variant=--overlap: write NAME=FLAGS, NAME a word, "
+                                           "e.g. --variant=pulls_after=--nooverlap_pulls"),
                  (["--processes=2,x"], "--processes must be a list of counts >= 1, e.g. 2,4"),
                  (["--processes=0"], "--processes must be a list of counts >= 1, e.g. 2,4"),
                  (["--steps=5", "--skip=5"], "--skip must be in [0, --steps)"),
@@ -149,6 +163,11 @@ class ReportTest(unittest.TestCase):
             "  2 processes  R2SP asp    110.0 (99.0-120.0)   / DDP 1.100 (1.000-1.200)"])
         self.assertEqual(result, ["asp_2_over_ddp=1.100"])
         self.assertEqual(sorted(data), ["asp_2", "asp_2_over_ddp", "ddp_2"])
+
+    def test_a_variants_result_key(self):
+        runs = {("ddp", 2): [100.0, 100.0, 100.0], ("asp@after", 2): [90.0, 95.0, 80.0]}
+        _, _, result = client_bench.throughput_report(runs, ["asp@after"], [2])
+        self.assertEqual(result, ["asp_after_2_over_ddp=0.900"])
 
 
 if __name__ == "__main__":

@@ -41,6 +41,15 @@ class CommandsTest(unittest.TestCase):
         python = client_runs.launch_command(a, "asp", 2, "/r", python=True)
         self.assertEqual(python, cpp + [f"--worker_cmd=/usr/bin/python3 {SCRIPT} --threads=1"])
 
+    def test_a_variant_adds_its_flags_and_keeps_the_mode(self):
+        a = options("--worker_flags=--overlap", "--modes=asp@after",
+                    "--variant=after=--nooverlap_pulls")
+        cmd = client_runs.launch_command(a, "asp@after", 2, "/r", python=True)
+        self.assertEqual(cmd[1], "--sync=asp")
+        self.assertEqual(cmd[6], "--worker_flags=--model=cnn --data=fashion-mnist "
+                         "--batch_size=64 --epochs=1 --max_steps=60 --threads=1 "
+                         "--push_codec=fp32 --log_every=100000 --overlap --nooverlap_pulls")
+
     def test_ddp_takes_the_servers_lr_and_the_same_steps(self):
         a = options("--server_flags=--momentum=0.9 --lr=0.05", "--batch_size=32")
         self.assertEqual(client_runs.ddp_command(a, 4), [
