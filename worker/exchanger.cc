@@ -36,7 +36,7 @@ Exchanger::~Exchanger() {
 }
 
 bool Exchanger::overlaps_pulls() const {
-  return options_.overlap && options_.overlap_pulls && !options_.slot_includes_pull;
+  return options_.overlaps_pulls();
 }
 
 void Exchanger::ParamsNeeded(int64_t offset, int64_t count) {

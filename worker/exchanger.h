@@ -65,6 +65,10 @@ struct ExchangerOptions {
   // (ParamsNeeded), and the next Exchange (or FinishPull) for the rest. Not when the next
   // compute evaluates, on the worker's last iteration, or when the slot covers the pull.
   bool overlap_pulls = false;
+
+  // Whether Exchange may return with the pull still running (the next compute must then call
+  // Exchanger::ParamsNeeded before reading each part of the parameters).
+  bool overlaps_pulls() const { return overlap && overlap_pulls && !slot_includes_pull; }
 };
 
 // What one iteration hands over besides its metrics.

@@ -192,9 +192,9 @@ absl::Status WorkerNode::InitialiseParameters() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<LoopResult> WorkerNode::Train() {
+// The job's mode from the scheduler; the rest as configured.
+ExchangerOptions WorkerNode::JobMode() const {
   const proto::AddressBook& book = registration_.book();
-  // The job's mode from the scheduler; the rest as configured.
   ExchangerOptions mode = options_.exchange;
   mode.sync = book.sync();
   mode.staleness = book.staleness();
@@ -209,6 +209,11 @@ absl::StatusOr<LoopResult> WorkerNode::Train() {
   const codec::CodecSpec& push = options_.ps.push_codec;
   mode.push_density = push.sparse() ? push.ratio : 1.0;
   if (!push.sparse()) mode.density_warmup_epochs = 0.0;
+  return mode;
+}
+
+absl::StatusOr<LoopResult> WorkerNode::Train() {
+  const ExchangerOptions mode = JobMode();
   LoopOptions loop = options_.loop;
   loop.rank = registration_.rank();
   loop.first_step = first_step_;
@@ -344,8 +349,7 @@ JoinedJob WorkerNode::JoinedJobInfo() const {
   job.first_step = first_step_;
   job.batch_size = job.hetero_batching ? book.initial_batch() : options_.batch_size;
   job.overlaps_backward = options_.exchange.overlap;
-  job.overlaps_pulls = options_.exchange.overlap && options_.exchange.overlap_pulls &&
-                       !book.r2sp_slot_includes_pull();  // as Exchanger::overlaps_pulls()
+  job.overlaps_pulls = JobMode().overlaps_pulls();
   return job;
 }
 

@@ -82,6 +82,9 @@ class WorkerNode {
   // --init=checkpoint:PATH into params_ (worker 0, before it initialises the servers).
   absl::Status LoadInitialModel();
   absl::StatusOr<LoopResult> Train();
+  // The exchanger's options for this job: the address book's mode (sync, staleness, slot,
+  // workers) over the worker's flags.
+  ExchangerOptions JobMode() const;
   // The parameters: the external model's buffer, or params_.
   float* params() { return external_ ? external_->params : params_.data(); }
   // The data set's shards: one per initial worker (the registration's data_world).

@@ -44,8 +44,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
     Joining blocks until every worker of the job has registered; worker 0's parameters then
     become everyone's. On a CPU each parameter's .data and .grad become views into the worker's
     buffers (no copies); on CUDA they are views into flat GPU tensors staged through pinned
-    host memory (this path awaits a check on a GPU machine). Move the model to its device
-    before creating the optimizer.
+    host memory. Move the model to its device before creating the optimizer.
 
     Gradient hooks report each parameter's gradient to the worker as autograd completes it;
     with --overlap the pushes start then, during backward, so a gradient changed between
@@ -87,8 +86,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
         if worker.overlaps_pulls:
             self._waits = forward_waits.ForwardWaits(worker, self._buffers, module,
                                                      self._entries, guard=STATE.blocking)
-        STATE.pulled = self._left  # the final pull, for a device's copy
-        STATE.leaving = self._left
+        STATE.left = self._left  # after the final pull, or an abort
         self._reporter = gradients.GradientReporter(
             worker, self._buffers, self._entries, live=lambda: STATE.step is not None,
             before_push=self._before_push)

@@ -29,9 +29,9 @@ class JobState:
         self.over = False      # next_step() said training is over
         self.result = None     # finish()'s dict
         self.aborted = False   # this worker left the job (abort(), Ctrl-C, lost)
-        self.pulled = None     # called once finish() pulled the final parameters (a device's
-                               # copy of them needs them: CUDA)
-        self.leaving = None    # called when this worker leaves the job early (abort)
+        self.left = None       # called once the worker is out of the job: after finish()
+                               # pulled the final parameters (a device's copy of them needs
+                               # them: CUDA), or after an abort (self.aborted says which)
 
     @contextlib.contextmanager
     def blocking(self):
@@ -108,16 +108,16 @@ class JobState:
         except _core.R2SPError:
             self.aborted = True  # a worker that cannot finish leaves the job
             raise
-        if self.pulled is not None:
-            self.pulled()
+        if self.left is not None:
+            self.left()
         return self.result
 
     def abort(self, why):
         if self.worker is not None and self.result is None and not self.aborted:
             self.aborted = True
             self.worker.abort(why)
-            if self.leaving is not None:
-                self.leaving()
+            if self.left is not None:
+                self.left()
 
     def at_exit(self):
         """Leaves the job as the script ended: abort after an unhandled exception, else finish

@@ -3,7 +3,7 @@ stream whose events complete when the test says: flat device tensors the model v
 gradients copied to the host buffer (binary16 with the fp16 push codec) and reported only once
 their copies completed, in order, and the pulled parameters uploaded after submit (with
 overlapped pulls, each module's as its forward begins). On a
-machine with CUDA the same logic runs with real streams (awaiting a GPU check)."""
+machine with CUDA the same logic runs with real streams (cuda_training_test.py)."""
 
 import unittest
 from unittest import mock
