@@ -18,10 +18,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.a
 LAUNCH = os.path.join(ROOT, "tools", "launch")
 
 
-def opt_binaries():
-    """Builds the three binaries with -c opt; their bazel-bin directory."""
-    subprocess.run(["bazel", "build", "-c", "opt", "//scheduler", "//server", "//worker"],
-                   cwd=ROOT, check=True, capture_output=True)
+def opt_binaries(targets=("//scheduler", "//server", "//worker")):
+    """Builds `targets` (default the three binaries) with -c opt; their bazel-bin directory."""
+    subprocess.run(["bazel", "build", "-c", "opt", *targets], cwd=ROOT, check=True,
+                   capture_output=True)
     return subprocess.run(["bazel", "info", "-c", "opt", "bazel-bin"], cwd=ROOT, check=True,
                           capture_output=True, text=True).stdout.strip()
 
