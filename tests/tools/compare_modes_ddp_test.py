@@ -5,12 +5,9 @@ says which worker trained, and its figures are those of each run's metrics lines
 here from the files); with --ddp_timing tools/run_report splits out DDP's all-reduce. Runs itself under /usr/bin/python3 (Debian's torch); skipped where torch
 or the built binaries are missing."""
 
-import gzip
 import importlib.util
 import json
 import os
-import random
-import struct
 import subprocess
 import sys
 import tempfile
@@ -22,6 +19,7 @@ if importlib.util.find_spec("torch") is None and os.path.exists(TORCH_PYTHON) \
     os.execv(TORCH_PYTHON, [TORCH_PYTHON] + sys.argv)
 
 import junit_main  # noqa: E402
+from idx_files import write_idx  # noqa: E402
 
 
 def _root():
@@ -42,17 +40,6 @@ def cannot_run():
         return "no Python with torch here (Debian's python3-torch at /usr/bin/python3)"
     missing = [p for p in NEEDED if not os.path.exists(p)]
     return f"needs the built binaries: {', '.join(missing)}" if missing else None
-
-
-def write_idx(directory, prefix, count, seed):
-    """Random 28x28 images and labels in idx files (the images gzipped)."""
-    rng = random.Random(seed)
-    images = struct.pack(">IIII", 0x803, count, 28, 28) + rng.randbytes(count * 784)
-    labels = struct.pack(">II", 0x801, count) + bytes(rng.randrange(10) for _ in range(count))
-    with open(os.path.join(directory, f"{prefix}-images-idx3-ubyte.gz"), "wb") as f:
-        f.write(gzip.compress(images))
-    with open(os.path.join(directory, f"{prefix}-labels-idx1-ubyte"), "wb") as f:
-        f.write(labels)
 
 
 def metrics(run_dir):

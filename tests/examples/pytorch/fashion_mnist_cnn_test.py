@@ -6,7 +6,6 @@ follows the built-in's rules, and the script trains a few steps on tiny idx file
 import json
 import os
 import signal
-import struct
 import subprocess
 import sys
 import tempfile
@@ -20,22 +19,10 @@ if HAVE_TORCH:
     import fashion_mnist_cnn
 
 import junit_main  # noqa: E402
+from idx_files import write_idx  # noqa: E402
 
 MODEL_TENSORS = os.path.join(example_paths.ROOT, "tests", "examples", "pytorch", "model_tensors")
 SCRIPT = os.path.join(example_paths.EXAMPLES, "fashion_mnist_cnn.py")
-
-
-def write_idx(directory, prefix, count, seed):
-    """Random 28x28 images with labels 0..9 in idx files (the images gzipped, the labels not)."""
-    import gzip
-    import random
-    rng = random.Random(seed)
-    images = struct.pack(">IIII", 0x803, count, 28, 28) + rng.randbytes(count * 784)
-    labels = struct.pack(">II", 0x801, count) + bytes(rng.randrange(10) for _ in range(count))
-    with open(os.path.join(directory, f"{prefix}-images-idx3-ubyte.gz"), "wb") as f:
-        f.write(gzip.compress(images))
-    with open(os.path.join(directory, f"{prefix}-labels-idx1-ubyte"), "wb") as f:
-        f.write(labels)
 
 
 def run_script(argv, timeout=120):

@@ -19,7 +19,7 @@ import unittest
 import example_paths
 
 HAVE_TORCH = example_paths.use_torch_python()
-import fashion_mnist_cnn_test  # noqa: E402  (its tiny idx writer)
+from idx_files import write_idx  # noqa: E402
 import make_cifar_like  # noqa: E402
 import junit_main  # noqa: E402
 
@@ -46,8 +46,8 @@ class R2spJobsTest(unittest.TestCase):
         cls.tmp = tempfile.TemporaryDirectory()
         cls.data = os.path.join(cls.tmp.name, "data")
         os.makedirs(cls.data)
-        fashion_mnist_cnn_test.write_idx(cls.data, "train", 40, seed=1)
-        fashion_mnist_cnn_test.write_idx(cls.data, "t10k", 12, seed=2)
+        write_idx(cls.data, "train", 40, seed=1)
+        write_idx(cls.data, "t10k", 12, seed=2)
         cls.command = shlex.join([example_paths.TORCH_PYTHON, SCRIPT, "--threads=1"])
         cls.cifar = os.path.join(cls.tmp.name, "cifar")
         make_cifar_like.write(cls.cifar, train_per_batch=16, test_records=20, seed=4)
