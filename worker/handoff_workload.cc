@@ -31,11 +31,10 @@ absl::StatusOr<int64_t> HandoffWorkload::AwaitStart() {
   return train_samples_;
 }
 
-void HandoffWorkload::SetTraining(int world, bool evaluates) {
+void HandoffWorkload::SetTraining(int world) {
   absl::MutexLock lock(&mu_);
   all_shards_.resize(world);
   std::iota(all_shards_.begin(), all_shards_.end(), 0);
-  evaluates_ = evaluates;
 }
 
 void HandoffWorkload::SetEpochPlan(int epoch, std::vector<int> live_shards) {
@@ -125,7 +124,7 @@ void HandoffWorkload::ServeParamRequests() {
 
 bool HandoffWorkload::EvaluatesAfterEpoch() const {
   absl::MutexLock lock(&mu_);
-  return evaluates_;
+  return joined_.evaluates && joined_.evaluates();
 }
 
 absl::StatusOr<std::optional<TestEvaluation>> HandoffWorkload::EvaluateTest(

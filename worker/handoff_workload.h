@@ -30,6 +30,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -53,7 +54,9 @@ struct JoinedJob {
   std::string mode;  // bsp, ssp, asp or r2sp
   bool hetero_batching = false;
   int data_world = 0;  // the data set's shards
-  int data_shard = 0;  // this worker's (0: it evaluates)
+  int data_shard = 0;  // this worker's
+  // Whether this worker evaluates now (evaluator_role.h: the lowest live rank). Empty: never.
+  std::function<bool()> evaluates;
   int64_t first_step = 0;  // > 0: the job resumed, or this worker joined a running one
   int batch_size = 0;      // until the scheduler says otherwise
   bool overlaps_backward = false;  // GradientReady starts pushes during backward
@@ -95,9 +98,9 @@ class HandoffWorkload : public Workload {
   void Joined(const JoinedJob& job);
   // Blocks until Start (the training set's size) or Close (its status).
   absl::StatusOr<int64_t> AwaitStart();
-  // The epochs' shards (every shard of `world` unless a plan says otherwise: SetEpochPlan) and
-  // whether this worker evaluates. (Each epoch's steps come from the loop: StartEpoch.)
-  void SetTraining(int world, bool evaluates);
+  // The epochs' shards: every shard of `world` unless a plan says otherwise (SetEpochPlan).
+  // (Each epoch's steps come from the loop: StartEpoch.)
+  void SetTraining(int world);
   void SetEpochPlan(int epoch, std::vector<int> live_shards);
   void Finish(const LoopResult& result);
   void Fail(const absl::Status& why);  // the run failed: Wait returns `why` from now on
@@ -173,7 +176,6 @@ class HandoffWorkload : public Workload {
   JoinedJob joined_ ABSL_GUARDED_BY(mu_);
   int64_t train_samples_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<int> all_shards_ ABSL_GUARDED_BY(mu_);
-  bool evaluates_ ABSL_GUARDED_BY(mu_) = false;
   std::map<int, std::vector<int>> plans_ ABSL_GUARDED_BY(mu_);  // epoch -> its live shards
   WantedStep step_ ABSL_GUARDED_BY(mu_);  // the current epoch's, then the wanted step
   bool submitted_fp16_ ABSL_GUARDED_BY(mu_) = false;

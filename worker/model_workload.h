@@ -6,6 +6,7 @@
 #define R2SP_WORKER_MODEL_WORKLOAD_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -25,9 +26,11 @@ struct ModelWorkloadOptions {
   // change, and an epoch is the data set in global batches).
   bool wrapping_batches = false;
   int largest_batch = 64;  // REQUIRES: >= 1; asked-for batches are clamped to [1, this]
-  bool evaluate = false;   // evaluate the test set after every epoch
+  // Asked before each evaluation (after every epoch, and mid-epoch with --eval_every): whether
+  // this worker evaluates the test set now (evaluator_role.h). Empty: it never does.
+  std::function<bool()> evaluates;
   int eval_batch = 1000;
-  // With evaluate: after each evaluation, write the model as evaluated (parameters, batch-norm
+  // After each evaluation, write the model as evaluated (parameters, batch-norm
   // statistics, step, accuracy) to model_dir (models/model_file.h), keeping the newest
   // keep_models files. Empty: no model files.
   std::string model_dir;
@@ -48,7 +51,7 @@ absl::StatusOr<models::EvalResult> EvaluateDataset(models::Network* net,
                                                    const models::Dataset& data,
                                                    const float* params, int eval_batch);
 
-// Borrowed pointers outlive the workload; `test` may be null when !evaluate.
+// Borrowed pointers outlive the workload; `test` may be null when nothing evaluates.
 class ModelWorkload : public Workload {
  public:
   ModelWorkload(const ModelWorkloadOptions& options, models::Network* net,
@@ -63,7 +66,9 @@ class ModelWorkload : public Workload {
   void set_gradient_ready(GradientReady fn) override;
   absl::StatusOr<ComputedStep> ComputeGradient(int64_t clock, int batch,
                                                const float* params) override;
-  bool EvaluatesAfterEpoch() const override { return options_.evaluate && test_ != nullptr; }
+  bool EvaluatesAfterEpoch() const override {
+    return test_ != nullptr && options_.evaluates && options_.evaluates();
+  }
   absl::StatusOr<std::optional<TestEvaluation>> EvaluateTest(const float* params) override;
 
  private:

@@ -99,8 +99,9 @@ absl::Status WorkerNode::Join() {
     transport_ = std::move(node.transport);
     scheduler_ = std::move(node.scheduler);
   }
-  R2SP_ASSIGN_OR_RETURN(registration_, WithContext(scheduler_->Register(proto::WORKER, tensors_, !synthetic()),
-                                                   "cannot join the job"));
+  R2SP_ASSIGN_OR_RETURN(registration_,
+                        WithContext(scheduler_->Register(proto::WORKER, tensors_, !synthetic()),
+                                    "cannot join the job"));
   const proto::AddressBook& book = registration_.book();
   R2SP_ASSIGN_OR_RETURN(
       layout_, WithContext(ModelLayout::Create(tensors_, book.partition_bytes(),
@@ -117,10 +118,13 @@ absl::Status WorkerNode::Join() {
   }
   ps_ = std::make_unique<PsClient>(transport_.get(), &*layout_, servers, ps_options);
   server_follower_ = std::make_unique<ServerFollower>(transport_.get(), ps_.get(), book);
+  evaluator_ = std::make_unique<EvaluatorRole>(registration_.rank());
   // Lost the scheduler, declared dead, the job failed: nothing this worker does counts any more.
   scheduler_->StartHeartbeats(
-      [follower = server_follower_.get()](const proto::HeartbeatReply& beat) {
+      [follower = server_follower_.get(),
+       role = evaluator_.get()](const proto::HeartbeatReply& beat) {
         follower->OnHeartbeat(beat);
+        role->OnHeartbeat(beat);
       },
       [this](const std::string& why) { Lost(why); });
   LogJoined(options_, registration_, *layout_);
@@ -192,28 +196,8 @@ absl::Status WorkerNode::InitialiseParameters() {
   return absl::OkStatus();
 }
 
-// The job's mode from the scheduler; the rest as configured.
-ExchangerOptions WorkerNode::JobMode() const {
-  const proto::AddressBook& book = registration_.book();
-  ExchangerOptions mode = options_.exchange;
-  mode.sync = book.sync();
-  mode.staleness = book.staleness();
-  mode.slot_includes_pull = book.r2sp_slot_includes_pull();
-  mode.workers = book.workers_size();
-  // Real models (TrainModel, TrainExternal): lookahead, and the batch sizes (the synthetic
-  // workload's pushes are not weighted).
-  mode.lookahead = false;
-  mode.hetero_batching = false;
-  mode.global_batch = 0;
-  mode.initial_batch = 0;
-  const codec::CodecSpec& push = options_.ps.push_codec;
-  mode.push_density = push.sparse() ? push.ratio : 1.0;
-  if (!push.sparse()) mode.density_warmup_epochs = 0.0;
-  return mode;
-}
-
 absl::StatusOr<LoopResult> WorkerNode::Train() {
-  const ExchangerOptions mode = JobMode();
+  const ExchangerOptions mode = JobExchangerOptions(options_, registration_.book());
   LoopOptions loop = options_.loop;
   loop.rank = registration_.rank();
   loop.first_step = first_step_;
@@ -317,7 +301,7 @@ absl::StatusOr<LoopResult> WorkerNode::TrainModel(const LoopOptions& loop_in,
   workload_options.largest_batch = SizeBatches(data_->train.size(), world, &mode, &loop);
   workload_options.rank = rank;
   workload_options.wrapping_batches = mode.hetero_batching;
-  workload_options.evaluate = shard == 0;  // a replacement of the evaluating worker evaluates
+  workload_options.evaluates = [role = evaluator_.get()] { return role->Evaluates(); };
   workload_options.data = options_.data;
   workload_options.fp16_gradients =
       options_.workload.fp16_gradients && options_.ps.push_codec.codec == proto::FP16;
@@ -349,7 +333,8 @@ JoinedJob WorkerNode::JoinedJobInfo() const {
   job.first_step = first_step_;
   job.batch_size = job.hetero_batching ? book.initial_batch() : options_.batch_size;
   job.overlaps_backward = options_.exchange.overlap;
-  job.overlaps_pulls = JobMode().overlaps_pulls();
+  job.overlaps_pulls = JobExchangerOptions(options_, book).overlaps_pulls();
+  job.evaluates = [role = evaluator_.get()] { return role->Evaluates(); };
   return job;
 }
 
@@ -361,8 +346,8 @@ absl::StatusOr<LoopResult> WorkerNode::TrainExternal(LoopOptions loop, Exchanger
   const int world = world_shard.first, shard = world_shard.second;
   loop.log_every = options_.log_every > 0 ? options_.log_every : 50;
   SizeBatches(train_samples, world, &mode, &loop);
-  // The script's evaluation (worker 0's shard) is asked for after each epoch.
-  workload->SetTraining(world, shard == 0);
+  // The script's evaluation is asked for after each epoch (JoinedJob::evaluates says whether).
+  workload->SetTraining(world);
   Exchanger exchanger(mode, ps_.get(), scheduler_.get(), log);
   if (registration_.book().absorb_orphaned_shards()) {
     loop.plan_epoch = MakeEpochPlanner(

@@ -30,6 +30,7 @@
 #include "worker/ps_client.h"
 #include "worker/run_log.h"
 #include "worker/epoch_planner.h"
+#include "worker/evaluator_role.h"
 #include "worker/exchanger.h"
 #include "worker/handoff_workload.h"
 #include "worker/server_follower.h"
@@ -82,9 +83,6 @@ class WorkerNode {
   // --init=checkpoint:PATH into params_ (worker 0, before it initialises the servers).
   absl::Status LoadInitialModel();
   absl::StatusOr<LoopResult> Train();
-  // The exchanger's options for this job: the address book's mode (sync, staleness, slot,
-  // workers) over the worker's flags.
-  ExchangerOptions JobMode() const;
   // The parameters: the external model's buffer, or params_.
   float* params() { return external_ ? external_->params : params_.data(); }
   // The data set's shards: one per initial worker (the registration's data_world).
@@ -121,6 +119,7 @@ class WorkerNode {
   std::optional<ModelLayout> layout_;
   std::unique_ptr<PsClient> ps_;
   std::unique_ptr<ServerFollower> server_follower_;  // heartbeat news of lost servers
+  std::unique_ptr<EvaluatorRole> evaluator_;  // heartbeat news of dead workers
   models::HostArray params_;  // page-aligned: pinned for GPU copies
   int64_t first_step_ = 0;  // > 0: the job resumed from the servers' checkpoints
   mutable absl::Mutex lost_mu_;

@@ -111,4 +111,22 @@ absl::Status WorkerOptions::Validate() const {
   return c.status();
 }
 
+ExchangerOptions JobExchangerOptions(const WorkerOptions& options, const proto::AddressBook& book) {
+  ExchangerOptions mode = options.exchange;
+  mode.sync = book.sync();
+  mode.staleness = book.staleness();
+  mode.slot_includes_pull = book.r2sp_slot_includes_pull();
+  mode.workers = book.workers_size();
+  // Real models (TrainModel, TrainExternal): lookahead, and the batch sizes (the synthetic
+  // workload's pushes are not weighted).
+  mode.lookahead = false;
+  mode.hetero_batching = false;
+  mode.global_batch = 0;
+  mode.initial_batch = 0;
+  const codec::CodecSpec& push = options.ps.push_codec;
+  mode.push_density = push.sparse() ? push.ratio : 1.0;
+  if (!push.sparse()) mode.density_warmup_epochs = 0.0;
+  return mode;
+}
+
 }  // namespace r2sp

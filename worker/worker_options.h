@@ -12,6 +12,7 @@
 #include "common/node_connection.h"
 #include "models/backend.h"
 #include "models/data/batcher.h"
+#include "proto/messages.pb.h"
 #include "worker/exchanger.h"
 #include "worker/model_workload.h"
 #include "worker/ps_client.h"
@@ -79,6 +80,11 @@ struct WorkerOptions {
   // connection's included.
   absl::Status Validate() const;
 };
+
+// The exchanger's options for a job: the address book's mode (sync, staleness, slot width,
+// workers, the push codec's density) over `options.exchange`; the real models' fields
+// (lookahead, hetero batching, batch sizes) cleared for the worker to set.
+ExchangerOptions JobExchangerOptions(const WorkerOptions& options, const proto::AddressBook& book);
 
 }  // namespace r2sp
 

@@ -35,12 +35,13 @@ class HandoffWorkloadTest : public ::testing::Test {
     job.workers = 2;
     job.mode = "bsp";
     job.batch_size = 4;
+    job.evaluates = [evaluates] { return evaluates; };
     handoff_.Joined(job);
     ASSERT_EQ(*handoff_.Wait(kLong), State::kJoined);
     EXPECT_EQ(handoff_.joined().rank, 1);
     ASSERT_TRUE(handoff_.Start(samples).ok());
     EXPECT_EQ(*handoff_.AwaitStart(), samples);
-    handoff_.SetTraining(world, evaluates);
+    handoff_.SetTraining(world);
     steps_ = steps;
   }
 
@@ -110,7 +111,7 @@ TEST_F(HandoffWorkloadTest, TheRunsLastEpochEndsWhereTheLoopSays) {
   JoinedJob job;
   handoff_.Joined(job);
   ASSERT_TRUE(handoff_.Start(64).ok());
-  handoff_.SetTraining(2, false);
+  handoff_.SetTraining(2);
   handoff_.StartEpoch(1, 3);  // --max_steps ends the run after epoch 1's 3rd step
   handoff_.SkipSteps(1, 4);
   loop_ = std::thread([&] { (void)handoff_.ComputeGradient(9, 4, nullptr); });

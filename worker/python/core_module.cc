@@ -244,7 +244,11 @@ void BindJobProperties(py::class_<Worker>& w) {
       .def_property_readonly("mode", [](const Worker& x) { return x.job().mode; })
       .def_property_readonly("hetero_batching",
                              [](const Worker& x) { return x.job().hetero_batching; })
-      .def_property_readonly("evaluates", [](const Worker& x) { return x.job().data_shard == 0; })
+      .def_property_readonly("evaluates",
+                             [](const Worker& x) {
+                               const JoinedJob& job = x.job();
+                               return job.evaluates && job.evaluates();
+                             })
       .def_property_readonly("data_world", [](const Worker& x) { return x.job().data_world; })
       .def_property_readonly("data_shard", [](const Worker& x) { return x.job().data_shard; })
       .def_property_readonly("first_step", [](const Worker& x) { return x.job().first_step; })

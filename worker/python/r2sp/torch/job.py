@@ -63,8 +63,9 @@ def batch_size():
 
 
 def evaluates():
-    """Whether this worker evaluates the model (its data shard is 0): its report_eval()
-    reaches the job's metrics, timeline and summary.json."""
+    """Whether this worker evaluates the model now (the lowest-ranked live worker: worker 0
+    until it dies, then the next): its report_eval() reaches the job's metrics, timeline and
+    summary.json. Ask before each evaluation; the answer can change during the job."""
     return STATE.require_worker("evaluates()").evaluates
 
 
