@@ -3,7 +3,9 @@
 2.31, older than the 2.34 the issue asks for; made by tools/old_glibc_root), each binary's
 --version and a 1-server, 1-worker synthetic job there, through the carried loader; natively it
 cannot start there. The same job on this host natively and with R2SP_CARRIED_GLIBC=always
-computes the same parameters, bit for bit. Root only (mount and network namespaces, chroot);
+computes the same parameters, bit for bit. A Python worker there (run_role --worker_cmd with the
+old root's python3) runs through the carried C library and loads its C extension modules (and
+the r2sp extension, given one built for that Python in R2SP_OLD_PYTHON_CORE). Root only (mount and network namespaces, chroot);
 skipped without the root file system (tools/old_glibc_root; tools/install_deps --test makes it).
 No network: every job runs on the loopback of a network namespace of its own."""
 
@@ -39,14 +41,17 @@ exec "$@"
 
 # A 1-server, 1-worker synthetic BSP job. $RUN prefixes each command (chroot ROOT, or nothing),
 # $B is the bundle and $O the output directory as the processes see them; logs go to $LOGS.
-JOB = """RUN="$1" B="$2" O="$3" LOGS="$4"
+# The worker is "$@" after those: a path in the bundle and its options (bin/worker, or run_role
+# and its options before the role).
+JOB = """RUN="$1" B="$2" O="$3" LOGS="$4" program="$5"
+shift 5
 $RUN "$B/bin/scheduler" --num_servers=1 --num_workers=1 --bind=tcp://127.0.0.1:9000 --sync=bsp \
   --register_timeout_s=30 --stats_json="$O/stats.json" >"$LOGS/scheduler.log" 2>&1 &
 scheduler=$!
 $RUN "$B/bin/server" --scheduler=tcp://127.0.0.1:9000 --bind='tcp://127.0.0.1:*' \
   --register_wait_s=30 >"$LOGS/server.log" 2>&1 &
 server=$!
-$RUN "$B/bin/worker" --scheduler=tcp://127.0.0.1:9000 --bind='tcp://127.0.0.1:*' \
+$RUN "$B/$program" "$@" --scheduler=tcp://127.0.0.1:9000 --bind='tcp://127.0.0.1:*' \
   --register_wait_s=30 --model_mb=1 --layers=2 --iterations=5 --dump_params="$O/params.bin" \
   >"$LOGS/worker.out" 2>"$LOGS/worker.log"
 echo "worker $?"
@@ -55,6 +60,29 @@ echo "scheduler $?"
 wait $server
 echo "server $?"
 """
+
+# A Python worker (run_role --worker_cmd) for the old root's python3: records which C library
+# and Python it runs with and that their C extension modules load (and, with R2SP_TEST_CORE=1,
+# the r2sp extension), then becomes the bundle's worker binary with the flags it was given.
+OLD_PYTHON = r"""
+import ctypes, json, os, shlex, ssl, sys, zlib
+record = {"glibc": os.confstr("CS_GNU_LIBC_VERSION"), "python": "%d.%d" % sys.version_info[:2],
+          "zlib": zlib.decompress(zlib.compress(b"r2sp")).decode(),
+          "ctypes": ctypes.CDLL(None).getpid() == os.getpid(), "ssl": ssl.OPENSSL_VERSION.split()[0]}
+if os.environ.get("R2SP_TEST_CORE") == "1":
+    import r2sp._core
+    record["model"] = str(r2sp._core.synthetic_model(4096, 2))
+with open(os.path.join(sys.argv[1], "python.json"), "w") as f:
+    json.dump(record, f)
+os.execv("../bin/worker", ["../bin/worker"] + shlex.split(os.environ["R2SP_WORKER_FLAGS"]))
+"""
+# Optional: an r2sp extension built for the old root's Python (3.9: bazel build
+# --repo_env=R2SP_PYTHON=/path/to/python3.9 //worker/python:_core.so), which the Python worker
+# then imports there; this build's own is for Debian 12's Python.
+OLD_PYTHON_CORE = os.environ.get("R2SP_OLD_PYTHON_CORE", "")
+EXPECTED_JOB = ("worker 0\nscheduler 0\nserver 0\n", "worker 0: done\n",
+                {"state": "finished", "iterations": 5, "pushes": 6, "pulls": 7,
+                 "bytes_pushed": 6 * 1048576, "model": "synthetic"})
 
 
 def usable():
@@ -73,9 +101,19 @@ class OldGlibcTest(unittest.TestCase):
     def setUpClass(cls):
         cls._tmp = tempfile.TemporaryDirectory()
         cls.bundle = os.path.join(cls._tmp.name, "r2sp")
+        source = os.path.join(cls._tmp.name, "source")
+        package = os.path.join(source, "r2sp")
+        os.makedirs(package)
+        for path, text in ((os.path.join(package, "__init__.py"), ""),
+                           (os.path.join(source, "old_python.py"), OLD_PYTHON),
+                           (os.path.join(source, "_core.so"), "stand-in")):
+            with open(path, "w") as f:
+                f.write(text)
         cls.manifest = release_bundle.make(
             cls.bundle, {r: os.path.join(BIN_DIR, r, r) for r in release_bundle.ROLES},
-            VERSION, "cpu", "abc1234")
+            VERSION, "cpu", "abc1234", deploy_dir=os.path.join(ROOT, "tools", "deploy"),
+            python_package=(package, OLD_PYTHON_CORE or os.path.join(source, "_core.so")),
+            worker_files=[os.path.join(source, "old_python.py")])
 
     @classmethod
     def tearDownClass(cls):
@@ -126,16 +164,17 @@ class OldGlibcTest(unittest.TestCase):
                 self.assertEqual(carried in r.stderr.replace("\t", " "), loaded)
                 self.assertNotIn(f"{self.bundle}/lib/glibc/", "" if loaded else r.stderr)
 
-    def job(self, where, **env):
-        """Runs JOB in its own network namespace, in the old root or here; (the job's stdout,
-        the worker's stdout, the worker's stats, the final parameters' sha256)."""
-        out = self.out_dir()
+    def job(self, where, worker=("bin/worker",), **env):
+        """Runs JOB in its own network namespace, in the old root or here, the worker `worker`;
+        (the job's stdout, the worker's stdout, the worker's stats, the final parameters'
+        sha256), and leaves the output directory in self.out."""
+        out = self.out = self.out_dir()
         if where == "old root":
-            r = self.in_old_root(["sh", "-c", JOB, "sh", f"chroot {OLD_ROOT}", "/mnt", "/tmp", out],
-                                 out=out, **env)
+            r = self.in_old_root(["sh", "-c", JOB, "sh", f"chroot {OLD_ROOT}", "/mnt", "/tmp", out,
+                                  *worker], out=out, **env)
         else:
             r = subprocess.run(["unshare", "--net", "sh", "-c", "ip link set lo up && exec sh -c "
-                                "\"$0\" sh \"$@\"", JOB, "", self.bundle, out, out],
+                                "\"$0\" sh \"$@\"", JOB, "", self.bundle, out, out, *worker],
                                capture_output=True, text=True, timeout=120, env=dict(env, PATH=PATH))
         logs = {n: open(os.path.join(out, n)).read() for n in os.listdir(out) if n.endswith(".log")}
         self.assertEqual(r.stderr, "", logs)
@@ -149,9 +188,7 @@ class OldGlibcTest(unittest.TestCase):
         return r.stdout, worker_out, {k: stats[k] for k in fields}, params
 
     def test_a_job_there_computes_what_it_does_here(self):
-        expected = ("worker 0\nscheduler 0\nserver 0\n", "worker 0: done\n",
-                    {"state": "finished", "iterations": 5, "pushes": 6, "pulls": 7,
-                     "bytes_pushed": 6 * 1048576, "model": "synthetic"})
+        expected = EXPECTED_JOB
         old = self.job("old root")
         self.assertEqual(old[:3], expected)
         native = self.job("here", R2SP_CARRIED_GLIBC="never")
@@ -159,6 +196,22 @@ class OldGlibcTest(unittest.TestCase):
         carried = self.job("here", R2SP_CARRIED_GLIBC="always")
         self.assertEqual(carried[:3], expected)
         self.assertEqual({old[3], carried[3]}, {native[3]})
+
+    def test_a_python_worker_there_runs_through_the_carried_library(self):
+        worker = ("share/r2sp/deploy/run_role", "--worker_cmd=python3 old_python.py /tmp",
+                  "--rank=0", "--world_size=1", "--local_rank=0", "worker")
+        env = {"R2SP_TEST_CORE": "1"} if OLD_PYTHON_CORE else {}
+        old = self.job("old root", worker, **env)
+        self.assertEqual(old[:3], EXPECTED_JOB)
+        with open(os.path.join(self.out, "python.json")) as f:
+            record = json.load(f)
+        expected = {"glibc": "glibc 2.36", "python": "3.9", "zlib": "r2sp", "ctypes": True,
+                    "ssl": "OpenSSL"}
+        if OLD_PYTHON_CORE:
+            expected["model"] = ("[('layer0.weight', [1322]), ('layer0.bias', [64]), "
+                                 "('layer1.weight', [2646]), ('layer1.bias', [64])]")
+        self.assertEqual(record, expected)
+        self.assertEqual(old[3], self.job("here", R2SP_CARRIED_GLIBC="never")[3])
 
 
 if __name__ == "__main__":
