@@ -148,7 +148,7 @@ class CarriedGlibcTest(unittest.TestCase):
         self.assertEqual(python_worker.through_loader(
             [sys.executable, "t.py"], self.glibc, {"LD_LIBRARY_PATH": "/cuda"}),
             [os.path.join(self.glibc, python_worker.LOADER), "--library-path",
-             self.glibc + ":/cuda", "--argv0", sys.executable, python, "t.py"])
+             self.glibc + ":/cuda:/lib64:/usr/lib64", "--argv0", sys.executable, python, "t.py"])
         self.assertEqual(python_worker.through_loader(["nosuch", "x"], self.glibc, {"PATH": "/"}),
                          ["nosuch", "x"])
         script = os.path.join(self.glibc, python_worker.LOADER)
@@ -161,7 +161,8 @@ class CarriedGlibcTest(unittest.TestCase):
 
     def test_the_process(self):
         command = shlex.join([sys.executable, "-c", "pass"])
-        for choice, expected in (("always", f"carried --library-path {self.glibc} --argv0 "
+        for choice, expected in (("always", f"carried --library-path {self.glibc}:/lib64:/usr/lib64 "
+                                            "--argv0 "
                                             f"{sys.executable} {os.path.realpath(sys.executable)} "
                                             "-c pass\n"), ("never", "")):
             with self.subTest(choice=choice):

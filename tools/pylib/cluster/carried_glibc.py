@@ -4,7 +4,7 @@ The programs are built on Debian 12 (glibc 2.36; the bundled libstdc++ alone nee
 bundle carries that glibc in lib/glibc/, off every RPATH, and its ELF programs in libexec/;
 bin/NAME is a POSIX sh wrapper that runs libexec/NAME natively where the host's glibc is new
 enough (MANIFEST.json glibc_native), else through the carried loader:
-  lib/glibc/ld-linux-x86-64.so.2 --library-path lib/glibc:lib[:$LD_LIBRARY_PATH] libexec/NAME
+  lib/glibc/ld-linux-x86-64.so.2 --library-path lib/glibc:lib[:$LD_LIBRARY_PATH]:HOST_DIRS libexec/NAME
 R2SP_CARRIED_GLIBC=auto (default) | always | never overrides the choice. The old-base test
 (tests/tools/pylib/cluster/old_glibc_test.py) runs the wrappers in a bullseye (glibc 2.31) root
 file system, which is the floor the bundle promises (PROMISED_FLOOR, MANIFEST.json glibc_min).
@@ -29,6 +29,9 @@ PROMISED_FLOOR = "2.31"
 CARRIED = re.compile(
     r"^(ld-linux-x86-64\.so\.2|lib(c|m|mvec|pthread|dl|rt|resolv|util|anl|BrokenLocale|"
     r"thread_db|c_malloc_debug|nss_(files|dns|compat|hesiod))\.so\.\d+|libgcc_s\.so\.1)$")
+# Searched last: where the RHEL family (Amazon Linux) keeps its libraries, which Debian's loader
+# finds only through the host's /etc/ld.so.cache (Debian's own directories it searches anyway).
+HOST_DIRS = "/lib64:/usr/lib64"
 REQUIRED = ("ld-linux-x86-64.so.2", "libc.so.6", "libgcc_s.so.1")
 
 WRAPPER = """#!/bin/sh
@@ -56,7 +59,7 @@ case "${{R2SP_CARRIED_GLIBC:-auto}}" in
      exit 2 ;;
 esac
 exec "$bundle/lib/glibc/{loader}" \\
-  --library-path "$bundle/lib/glibc:$bundle/lib${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}" \\
+  --library-path "$bundle/lib/glibc:$bundle/lib${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}:{host_dirs}" \\
   --argv0 "$program" "$program" "$@"
 """
 
@@ -64,7 +67,8 @@ exec "$bundle/lib/glibc/{loader}" \\
 def wrapper(name, native):
     """The text of bin/NAME for libexec/NAME, whose native need is glibc `native` ('x.y')."""
     major, minor = glibc_needs.version_key(native)
-    return WRAPPER.format(name=name, native=native, major=major, minor=minor, loader=LOADER)
+    return WRAPPER.format(name=name, native=native, major=major, minor=minor, loader=LOADER,
+                          host_dirs=HOST_DIRS)
 
 
 def write_wrapper(bin_dir, name, native):

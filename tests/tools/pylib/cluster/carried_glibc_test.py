@@ -46,7 +46,8 @@ class WrapperTest(unittest.TestCase):
     def carried(self, library_path=""):
         lib = os.path.join(self.bundle, "lib")
         program = os.path.join(self.bundle, "libexec", "worker")
-        return (f"carried --library-path {lib}/glibc:{lib}{library_path} --argv0 {program} "
+        return (f"carried --library-path {lib}/glibc:{lib}{library_path}:/lib64:/usr/lib64 "
+                f"--argv0 {program} "
                 f"{program} --x a b\n")
 
     def test_the_host_version_chooses(self):
