@@ -39,7 +39,7 @@ WRAPPER = """#!/bin/sh
 # or newer, else through the bundle's own glibc (lib/glibc/, docs/DEPLOY.md).
 # R2SP_CARRIED_GLIBC=auto (default: by the host's version) | always | never.
 self="$(readlink -f "$0")" || exit 127
-bundle="$(dirname "$(dirname "$self")")"
+bundle="${{self%/*/*}}"
 program="$bundle/libexec/{name}"
 case "${{R2SP_CARRIED_GLIBC:-auto}}" in
   never) exec "$program" "$@" ;;
