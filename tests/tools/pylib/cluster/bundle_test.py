@@ -5,7 +5,10 @@ under its own name with owners and times of nobody; a missing binary is refused 
 Python client: the r2sp package under python/ with the extension inside as r2sp/_core.so, the
 user's --worker_files under worker_files/, and tools/package refusing --worker_files without
 the extension; the built extension imports from a moved bundle, its libraries from the bundle's
-lib/ (skipped where it is not built)."""
+lib/ (skipped where it is not built). The C library: the ELF programs in libexec/ behind bin/
+wrappers, this machine's glibc in lib/glibc/ (off every RPATH), MANIFEST.json's glibc fields, and
+a file that needs a newer glibc than the carried one refused (old_glibc_test.py runs it on an
+older base)."""
 
 import hashlib
 import json
