@@ -1,7 +1,8 @@
 """tools/deploy/python_worker, which starts every Python worker (tools/launch --worker_cmd, run_role
 --worker_cmd): the environment it gives the command (its pure functions, and the process it
 becomes), and each bad argument refused with its message and status 2; a command that cannot
-run, status 127."""
+run, status 127; on a host older than the bundle's programs (or R2SP_CARRIED_GLIBC=always), the
+command's program run through the bundle's carried loader (a stand-in that prints its argv)."""
 
 import importlib.machinery
 import importlib.util
@@ -98,6 +99,78 @@ class ProcessTest(unittest.TestCase):
         self.assertEqual((r.returncode, r.stderr), (127, "python_worker: error: cannot run "
                                                          "'/no/such/python': No such file or "
                                                          "directory\n"))
+
+
+class CarriedGlibcTest(unittest.TestCase):
+    """A bundle whose MANIFEST.json says its programs need glibc 2.36 and that carries a C
+    library, lib/glibc/, whose loader is a script printing its arguments."""
+
+    def setUp(self):
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        self.bundle = tmp.name
+        self.glibc = os.path.join(self.bundle, "lib", "glibc")
+        os.makedirs(self.glibc)
+        self.manifest({"glibc_native": "2.36", "glibc_carried": "2.36"})
+        loader = os.path.join(self.glibc, python_worker.LOADER)
+        with open(loader, "w") as f:
+            f.write('#!/bin/sh\necho "carried $*"\n')
+        os.chmod(loader, 0o755)
+
+    def manifest(self, fields):
+        with open(os.path.join(self.bundle, "MANIFEST.json"), "w") as f:
+            json.dump(fields, f)
+
+    def test_older(self):
+        for host, need, expected in (("2.31", "2.36", True), ("2.35", "2.36", True),
+                                     ("2.36", "2.36", False), ("2.40", "2.36", False),
+                                     ("3.1", "2.36", False), ("", "2.36", True),
+                                     ("2.31", "", False)):
+            with self.subTest(host=host, need=need):
+                self.assertEqual(python_worker.older(host, need), expected)
+
+    def test_when_the_carried_library_is_used(self):
+        for choice, host, expected in (("auto", "2.31", self.glibc), ("auto", "2.36", None),
+                                       ("always", "2.40", self.glibc), ("never", "2.17", None)):
+            with self.subTest(choice=choice, host=host):
+                self.assertEqual(python_worker.carried_glibc(self.bundle, choice, host), expected)
+        with self.assertRaises(ValueError) as e:
+            python_worker.carried_glibc(self.bundle, "on", "2.31")
+        self.assertEqual(str(e.exception),
+                         "R2SP_CARRIED_GLIBC must be auto, always or never, not 'on'")
+        self.manifest({"glibc_native": "2.36", "glibc_carried": ""})  # carries none
+        self.assertIsNone(python_worker.carried_glibc(self.bundle, "always", "2.31"))
+        os.remove(os.path.join(self.bundle, "MANIFEST.json"))  # not a bundle
+        self.assertIsNone(python_worker.carried_glibc(self.bundle, "always", "2.31"))
+
+    def test_through_the_loader(self):
+        python = os.path.realpath(sys.executable)
+        self.assertEqual(python_worker.through_loader(
+            [sys.executable, "t.py"], self.glibc, {"LD_LIBRARY_PATH": "/cuda"}),
+            [os.path.join(self.glibc, python_worker.LOADER), "--library-path",
+             self.glibc + ":/cuda:/lib64:/usr/lib64", "--argv0", sys.executable, python, "t.py"])
+        self.assertEqual(python_worker.through_loader(["nosuch", "x"], self.glibc, {"PATH": "/"}),
+                         ["nosuch", "x"])
+        script = os.path.join(self.glibc, python_worker.LOADER)
+        with self.assertRaises(ValueError) as e:
+            python_worker.through_loader([script, "t.py"], self.glibc, {})
+        self.assertEqual(str(e.exception), f"{script} is not an ELF program: on this host (glibc "
+                         f"{python_worker.host_glibc()}) the worker command must start the Python "
+                         "interpreter itself (e.g. python3 train.py), which runs through the "
+                         "bundle's C library")
+
+    def test_the_process(self):
+        command = shlex.join([sys.executable, "-c", "pass"])
+        for choice, expected in (("always", f"carried --library-path {self.glibc}:/lib64:/usr/lib64 "
+                                            "--argv0 "
+                                            f"{sys.executable} {os.path.realpath(sys.executable)} "
+                                            "-c pass\n"), ("never", "")):
+            with self.subTest(choice=choice):
+                r = subprocess.run([PYTHON_WORKER, "--command=" + command, *RANKS,
+                                    "--bundle=" + self.bundle, "--", "--scheduler=tcp://h:1"],
+                                   capture_output=True, text=True, timeout=30,
+                                   env={"PATH": os.environ["PATH"], "R2SP_CARRIED_GLIBC": choice})
+                self.assertEqual((r.returncode, r.stdout, r.stderr), (0, expected, ""))
 
 
 if __name__ == "__main__":

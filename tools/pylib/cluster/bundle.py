@@ -1,9 +1,14 @@
 """The release bundle every launcher backend ships: a relocatable directory (or tarball)
 r2sp-VERSION-VARIANT/ holding
 
-  bin/       scheduler, server, worker (and any extra programs), their RPATH set to ../lib
+  bin/       scheduler, server, worker (and any extra programs): POSIX sh wrappers that run
+             libexec/NAME, natively or through lib/glibc/ on a host whose C library is older
+             than the programs need (carried_glibc.py); scripts as they are
+  libexec/   the ELF programs, their RPATH set to ../lib
   lib/       every shared library they load except the C runtime and, for the cuda variant,
              NVIDIA's own libraries (the target's driver and CUDA toolkit provide those)
+  lib/glibc/ the build machine's C library (glibc and libgcc_s), for older hosts only: on no
+             RPATH, loaded only when a wrapper runs a program through its loader
   share/r2sp/deploy/   the scripts a remote host runs (role runner, Python worker starter, pod
              entrypoint, user-data)
   python/r2sp/   optional: the r2sp package (worker/python/r2sp/) with its extension inside as
@@ -11,8 +16,9 @@ r2sp-VERSION-VARIANT/ holding
   worker_files/  optional: the user's files (tools/package --worker_files), where Python
              workers run (run_role --worker_cmd)
   env.sh     optional: puts bin/ on PATH and finds CUDA's libraries (toolkit or pip wheels)
-  MANIFEST.json   version, variant, commit, the newest glibc symbol version the files need,
-             and the sha256 of every file
+  MANIFEST.json   version, variant, commit, the glibc the bundle promises to run on
+             (glibc_min), the one its files need natively (glibc_native), the carried one's
+             version (glibc_carried), and the sha256 of every file
 
 Made by tools/package (which builds the binaries first) and tools/bundle_gpu. Unpacked anywhere,
 bin/worker runs without LD_LIBRARY_PATH. Needs patchelf (Debian package patchelf)."""
@@ -26,14 +32,16 @@ import shutil
 import subprocess
 import tarfile
 
+from . import carried_glibc, glibc_needs
+
 ROLES = ("scheduler", "server", "worker")
-# The C runtime stays the target's own: bundling it would not load. NVIDIA's libraries come
-# from the target's driver and CUDA installation, which must match its GPU.
+# The C runtime is not in lib/: the host's serves the programs natively (a glibc on their RPATH
+# would meet the host's loader, and fail); older hosts get the one in lib/glibc/. NVIDIA's
+# libraries come from the target's driver and CUDA installation, which must match its GPU.
 SYSTEM_LIB = re.compile(
     r"^(libc|libm|libdl|librt|libpthread|libresolv|ld-linux[^.]*|libgcc_s|libcuda|libcudart|"
     r"libcudnn[a-z_]*|libcublas(Lt)?|libnvidia[a-z-]*|libnvrtc|libnvJitLink|libcufft|libcurand)"
     r"([.-]|$)")
-GLIBC_VERSION = re.compile(rb"GLIBC_(\d+)\.(\d+)")
 
 
 class BundleError(Exception):
@@ -45,6 +53,17 @@ def _run(argv):
     if r.returncode != 0:
         raise BundleError(f"{' '.join(argv)}: {(r.stderr or r.stdout).strip()}")
     return r.stdout
+
+
+def _ldd(path):
+    """{soname: resolved path} of every library `path` loads here, the C runtime's too."""
+    libs = {}
+    for line in _run(["ldd", path]).splitlines():
+        name, arrow, rest = line.strip().partition(" => ")
+        target = rest.split(" (")[0].strip()
+        if arrow and target and not rest.startswith("not found"):
+            libs[name.strip()] = target
+    return libs
 
 
 def shared_libraries(path):
@@ -64,17 +83,6 @@ def shared_libraries(path):
         if target:
             libs[name] = target
     return libs
-
-
-def newest_glibc(paths):
-    """The newest GLIBC_x.y symbol version any of `paths` asks for, as 'x.y' ('' if none): the
-    oldest C library the bundle runs on."""
-    newest = (0, 0)
-    for path in paths:
-        with open(path, "rb") as f:
-            for major, minor in GLIBC_VERSION.findall(f.read()):
-                newest = max(newest, (int(major), int(minor)))
-    return f"{newest[0]}.{newest[1]}" if newest != (0, 0) else ""
 
 
 def sha256(path):
@@ -114,7 +122,7 @@ def _copy_python_package(out_dir, package_dir, core):
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "_core*.so"))
     shutil.copyfile(core, os.path.join(target, "_core.so"))
     os.chmod(os.path.join(target, "_core.so"), 0o755)
-    if not _is_elf(os.path.join(target, "_core.so")):
+    if not glibc_needs.is_elf(os.path.join(target, "_core.so")):
         return {}
     _set_rpath(os.path.join(target, "_core.so"), "$ORIGIN/../../lib")
     return shared_libraries(core)
@@ -131,13 +139,69 @@ def _copy_worker_files(out_dir, paths):
             shutil.copy(path, name)  # its mode too: a script stays executable
 
 
+def _copy_programs(out_dir, binaries, carry_glibc):
+    """Copies `binaries` into the bundle: ELF programs into libexec/ when a C library is carried
+    (bin/ gets their wrappers later), else into bin/, their RPATH ../lib; other files into bin/
+    as they are. Returns (ELF program names, {soname: path} of the libraries to bundle,
+    {soname: path} of everything they load)."""
+    programs, libs, loaded = [], {}, {}
+    for name, source in sorted(binaries.items()):
+        elf = glibc_needs.is_elf(source)
+        directory = carried_glibc.PROGRAM_DIR if elf and carry_glibc else "bin"
+        target = os.path.join(out_dir, directory, name)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        shutil.copyfile(source, target)
+        os.chmod(target, 0o755)
+        if elf:
+            programs.append(name)
+            loaded.update(_ldd(source))
+            libs.update(shared_libraries(source))
+            _set_rpath(target, "$ORIGIN/../lib")
+    return programs, libs, loaded
+
+
+def _copy_libraries(lib_dir, libs):
+    """Copies each library not yet in lib_dir (the real file under its soname), RPATH $ORIGIN."""
+    for name, source in sorted(libs.items()):
+        target = os.path.join(lib_dir, name)
+        if os.path.exists(target):
+            continue
+        shutil.copyfile(source, target)  # follows the symlink: the real file under the soname
+        os.chmod(target, 0o755)
+        _set_rpath(target, "$ORIGIN")
+
+
+def _glibc_fields(out_dir, programs, loaded, carry_glibc):
+    """Carries the C library (when asked and there are ELF programs) and writes the programs'
+    wrappers; checks the floor the bundle promises (carried_glibc.check_floor). Returns the
+    manifest's glibc fields; BundleError when the files break the promise."""
+    native = glibc_needs.newest(
+        [os.path.join(out_dir, rel) for rel in glibc_needs.needs(out_dir)])
+    carried = ""
+    if carry_glibc and programs:
+        try:
+            carried = carried_glibc.carry(os.path.join(out_dir, carried_glibc.CARRIED_DIR),
+                                          carried_glibc.c_library_dir(loaded))
+        except ValueError as e:
+            raise BundleError(str(e)) from None
+        for name in programs:
+            carried_glibc.write_wrapper(os.path.join(out_dir, "bin"), name, native)
+    promise = carried_glibc.PROMISED_FLOOR if carried else native
+    problems = carried_glibc.check_floor(out_dir, promise, carried)
+    if problems:
+        raise BundleError(f"the bundle would not run on glibc {promise}, which MANIFEST.json "
+                          "would promise: " + "; ".join(problems))
+    return {"glibc_min": promise, "glibc_native": native, "glibc_carried": carried}
+
+
 def make(out_dir, binaries, version, variant, commit, deploy_dir=None, env_sh=None,
-         python_package=None, worker_files=()):
+         python_package=None, worker_files=(), carry_glibc=True):
     """Builds the bundle directory `out_dir` (replaced if it exists) from `binaries`
     ({name in bin/: source path}; ELF files get their RPATH set and their libraries copied,
     others are copied as they are). python_package: (the r2sp package's directory, its
-    _core.so) for python/r2sp/; worker_files: paths (files or directories) for worker_files/.
-    Returns the manifest."""
+    _core.so) for python/r2sp/; worker_files: paths (files or directories) for worker_files/;
+    carry_glibc: carry this machine's C library for older hosts (carried_glibc.py), the ELF
+    programs in libexec/ behind wrappers in bin/. Returns the manifest."""
     if shutil.which("patchelf") is None:
         raise BundleError("patchelf not found (Debian package patchelf; tools/install_deps installs it)")
     sources = list(binaries.values()) + ([python_package[1]] if python_package else [])
@@ -149,53 +213,28 @@ def make(out_dir, binaries, version, variant, commit, deploy_dir=None, env_sh=No
     check_worker_files(worker_files)
     if os.path.exists(out_dir):
         shutil.rmtree(out_dir)
-    bin_dir, lib_dir = os.path.join(out_dir, "bin"), os.path.join(out_dir, "lib")
-    os.makedirs(bin_dir)
+    lib_dir = os.path.join(out_dir, "lib")
+    os.makedirs(os.path.join(out_dir, "bin"))
     os.makedirs(lib_dir)
-    libs = {}
-    for name, source in sorted(binaries.items()):
-        target = os.path.join(bin_dir, name)
-        shutil.copyfile(source, target)
-        os.chmod(target, 0o755)
-        if _is_elf(target):
-            libs.update(shared_libraries(source))
-            _set_rpath(target, "$ORIGIN/../lib")
-    for name, source in sorted(libs.items()):
-        target = os.path.join(lib_dir, name)
-        shutil.copyfile(source, target)  # follows the symlink: the real file under the soname
-        os.chmod(target, 0o755)
-        _set_rpath(target, "$ORIGIN")
+    programs, libs, loaded = _copy_programs(out_dir, binaries, carry_glibc)
+    _copy_libraries(lib_dir, libs)
     if python_package:
-        for name, source in sorted(_copy_python_package(out_dir, *python_package).items()):
-            if not os.path.exists(os.path.join(lib_dir, name)):
-                shutil.copyfile(source, os.path.join(lib_dir, name))
-                os.chmod(os.path.join(lib_dir, name), 0o755)
-                _set_rpath(os.path.join(lib_dir, name), "$ORIGIN")
+        _copy_libraries(lib_dir, _copy_python_package(out_dir, *python_package))
     if worker_files:
         _copy_worker_files(out_dir, worker_files)
     if deploy_dir:
         shutil.copytree(deploy_dir, os.path.join(out_dir, "share", "r2sp", "deploy"))
     if env_sh:
         shutil.copyfile(env_sh, os.path.join(out_dir, "env.sh"))
-    manifest = {
-        "version": version,
-        "variant": variant,
-        "commit": commit,
-        "glibc_min": newest_glibc(
-            [os.path.join(d, n) for d in (bin_dir, lib_dir) for n in os.listdir(d)
-             if _is_elf(os.path.join(d, n))]),
-        "files": {os.path.relpath(os.path.join(root, n), out_dir): sha256(os.path.join(root, n))
-                  for root, _, names in os.walk(out_dir) for n in sorted(names)},
-    }
+    manifest = {"version": version, "variant": variant, "commit": commit}
+    manifest.update(_glibc_fields(out_dir, programs, loaded, carry_glibc))
+    manifest["files"] = {
+        os.path.relpath(os.path.join(root, n), out_dir): sha256(os.path.join(root, n))
+        for root, _, names in os.walk(out_dir) for n in sorted(names)}
     with open(os.path.join(out_dir, "MANIFEST.json"), "w") as f:
         json.dump(manifest, f, indent=1, sort_keys=True)
         f.write("\n")
     return manifest
-
-
-def _is_elf(path):
-    with open(path, "rb") as f:
-        return f.read(4) == b"\x7fELF"
 
 
 def tarball_manifest(tarball):

@@ -5,7 +5,10 @@ under its own name with owners and times of nobody; a missing binary is refused 
 Python client: the r2sp package under python/ with the extension inside as r2sp/_core.so, the
 user's --worker_files under worker_files/, and tools/package refusing --worker_files without
 the extension; the built extension imports from a moved bundle, its libraries from the bundle's
-lib/ (skipped where it is not built)."""
+lib/ (skipped where it is not built). The C library: the ELF programs in libexec/ behind bin/
+wrappers, this machine's glibc in lib/glibc/ (off every RPATH), MANIFEST.json's glibc fields, and
+a file that needs a newer glibc than the carried one refused (old_glibc_test.py runs it on an
+older base)."""
 
 import hashlib
 import json
@@ -86,7 +89,7 @@ class BuiltBinariesTest(unittest.TestCase):
         self.assertEqual(r.stdout.strip(), f"worker version {VERSION} (cpu)", r.stderr)
 
     def test_libraries_load_from_the_moved_bundle(self):
-        out = subprocess.run(["ldd", os.path.join(self.bundle, "bin", "worker")],
+        out = subprocess.run(["ldd", os.path.join(self.bundle, "libexec", "worker")],
                              env={"PATH": "/usr/bin:/bin"}, capture_output=True, text=True,
                              check=True).stdout
         loaded = {name: os.path.normpath(path) for name, path in
@@ -96,9 +99,23 @@ class BuiltBinariesTest(unittest.TestCase):
             found = [n for n in loaded if n.startswith(name)]
             self.assertTrue(found, out)
             self.assertEqual(os.path.dirname(loaded[found[0]]), lib, out)
-        self.assertNotEqual(os.path.dirname(loaded["libc.so.6"]), lib)
+        self.assertNotIn(os.path.dirname(loaded["libc.so.6"]), (lib, os.path.join(lib, "glibc")))
 
-    def test_the_c_runtime_is_never_bundled(self):
+    def test_files_newer_than_the_carried_c_library_are_refused(self):
+        library = os.path.join(self._tmp.name, "new.so")  # built on a newer system
+        with open(library, "wb") as f:
+            f.write(b"\x7fELF\0GLIBC_2.2.5\0GLIBC_2.99\0")
+        out = os.path.join(self._tmp.name, "refused")
+        with self.assertRaises(release_bundle.BundleError) as e:
+            release_bundle.make(out, {"worker": self.binaries["worker"]}, VERSION, "cpu", "x",
+                                worker_files=[library])
+        carried = os.confstr("CS_GNU_LIBC_VERSION").split()[1]
+        self.assertEqual(str(e.exception), "the bundle would not run on glibc 2.31, which "
+                         "MANIFEST.json would promise: worker_files/new.so needs glibc 2.99, newer "
+                         f"than the carried C library's {carried}")
+        self.assertFalse(os.path.exists(os.path.join(out, "MANIFEST.json")))
+
+    def test_the_c_runtime_is_never_on_the_rpath(self):
         libs = release_bundle.shared_libraries(self.binaries["worker"])
         self.assertIn("libzmq.so.5", libs)
         self.assertTrue(os.path.isfile(libs["libzmq.so.5"]))
@@ -112,11 +129,15 @@ class BuiltBinariesTest(unittest.TestCase):
         self.assertEqual(manifest, self.manifest)
         self.assertEqual((manifest["version"], manifest["variant"], manifest["commit"]),
                          (VERSION, "cpu", "abc1234"))
-        self.assertRegex(manifest["glibc_min"], r"^2\.\d+$")
+        # This machine's glibc is carried (lib/glibc/) for older hosts, down to the tested 2.31.
+        self.assertEqual((manifest["glibc_min"], manifest["glibc_carried"]),
+                         ("2.31", os.confstr("CS_GNU_LIBC_VERSION").split()[1]))
+        self.assertRegex(manifest["glibc_native"], r"^2\.\d+$")
         on_disk = {os.path.relpath(os.path.join(d, n), self.bundle)
                    for d, _, names in os.walk(self.bundle) for n in names} - {"MANIFEST.json"}
         self.assertEqual(set(manifest["files"]), on_disk)
-        self.assertLessEqual({"bin/worker", "lib/libzmq.so.5", "env.sh",
+        self.assertLessEqual({"bin/worker", "libexec/worker", "lib/libzmq.so.5", "env.sh",
+                              "lib/glibc/libc.so.6", "lib/glibc/ld-linux-x86-64.so.2",
                               "share/r2sp/deploy/run_role"}, on_disk)
         for rel, digest in manifest["files"].items():
             with open(os.path.join(self.bundle, rel), "rb") as f:
@@ -225,15 +246,13 @@ class StandInBundleTest(unittest.TestCase):
         with self.assertRaisesRegex(release_bundle.BundleError, re.escape(missing) + " not found"):
             release_bundle.make(os.path.join(self.dir, "b"), {"worker": missing}, "1", "cpu", "x")
 
-    def test_newest_glibc_compares_numbers(self):
-        a, b, empty = (os.path.join(self.dir, n) for n in ("a", "b", "empty"))
-        for path, data in ((a, b"\0GLIBC_2.3\0GLIBC_2.34\0GLIBC_PRIVATE\0"),
-                           (b, b"x GLIBC_2.4 GLIBC_2.17\0"), (empty, b"")):
-            with open(path, "wb") as f:
-                f.write(data)
-        self.assertEqual(release_bundle.newest_glibc([a, b]), "2.34")
-        self.assertEqual(release_bundle.newest_glibc([b]), "2.17")
-        self.assertEqual(release_bundle.newest_glibc([empty]), "")
+    def test_stand_ins_carry_no_c_library(self):
+        with open(os.path.join(self.bundle, "MANIFEST.json")) as f:
+            manifest = json.load(f)
+        self.assertEqual((manifest["glibc_min"], manifest["glibc_native"], manifest["glibc_carried"]),
+                         ("", "", ""))
+        self.assertEqual(sorted(os.listdir(self.bundle)),
+                         ["MANIFEST.json", "bin", "env.sh", "lib", "share"])
 
     def test_tar_is_under_the_bundle_name_and_owned_by_nobody_in_particular(self):
         tarball = os.path.join(self.dir, "small.tar.gz")
