@@ -1,0 +1,93 @@
+"""The docs check: every --flag README.md and docs/*.md give for one of our programs is in that
+program's --help (an unattributed one in some program's), and every repository path they name
+exists. How a flag is attributed: markdown_refs.py; how --help is read and paths are matched:
+checks.py; the exceptions: docs_allowlist.py. Each failure names the document and line.
+
+Under Bazel the scheduler, server, worker and C++ benchmark binaries come from the runfiles
+(data deps); the tools run from the source tree (the runfiles' README.md links to it), whose
+paths are checked too; the test is tagged external, so it runs every time, not from a cache
+that would miss a tool's or a file's change. By hand: tests/docs/docs_check_test.py
+[--bin_dir=bazel-bin] from anywhere."""
+
+import glob
+import os
+import sys
+import unittest
+
+import docs_allowlist
+import checks
+import junit_main
+import markdown_refs
+from command_flags import BENCH_BINARIES, BINARIES, EXAMPLES
+
+HERE = os.path.dirname(os.path.realpath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+BIN_DIR = ""  # --bin_dir when run by hand
+
+
+def runfiles_root():
+    """The workspace's runfiles directory under Bazel, or None."""
+    base = os.environ.get("TEST_SRCDIR")
+    return os.path.join(base, os.environ.get("TEST_WORKSPACE", "r2sp")) if base else None
+
+
+def documents(root):
+    return [os.path.join(root, "README.md")] + sorted(glob.glob(os.path.join(root, "docs", "*.md")))
+
+
+def programs(root, bin_dir):
+    """{program: executable} of every program whose flags the docs may give."""
+    found = {}
+    for folder in ("tools", "tools/bench", "tools/deploy"):
+        for path in sorted(glob.glob(os.path.join(root, folder, "*"))):
+            if os.path.isfile(path) and os.access(path, os.X_OK):
+                found[os.path.relpath(path, root)] = path
+    for name in BINARIES:
+        found[name] = os.path.join(bin_dir, name, name)
+    for name in BENCH_BINARIES:
+        found["tools/bench/" + name] = os.path.join(bin_dir, "tools", "bench", name)
+    return found
+
+
+def report(errors, what):
+    return (f"{len(errors)} problems; fix each document (or the program's --help), or, where the "
+            f"document is right (another program's {what}, history), add it to "
+            f"tests/docs/docs_allowlist.py with the reason:\n" + "\n".join(errors))
+
+
+class DocsCheckTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        runfiles = runfiles_root()
+        cls.root = (os.path.dirname(os.path.realpath(os.path.join(runfiles, "README.md")))
+                    if runfiles else ROOT)
+        cls.bin_dir = runfiles or BIN_DIR or os.path.join(ROOT, "bazel-bin")
+        cls.docs = {os.path.relpath(p, cls.root): open(p).read() for p in documents(cls.root)}
+
+    def test_every_flag_is_in_its_programs_help(self):
+        helps, errors = {}, []
+        for program, path in programs(self.root, self.bin_dir).items():
+            try:
+                helps[program] = checks.parse_help(checks.run_help(path))
+            except RuntimeError as e:
+                errors.append(str(e))
+        helps[EXAMPLES] = checks.source_help(
+            glob.glob(os.path.join(self.root, EXAMPLES, "**", "*.py"), recursive=True))
+        refs = [r for name, text in self.docs.items() for r in markdown_refs.flag_refs(text, name)]
+        errors += checks.flag_problems(refs, helps, docs_allowlist.FLAGS)
+        if errors:
+            self.fail(report(errors, "flag"))
+
+    def test_every_path_is_in_the_repository(self):
+        refs = [r for name, text in self.docs.items() for r in markdown_refs.path_refs(text, name)]
+        errors = checks.path_problems(refs, self.root, docs_allowlist.PATHS)
+        if errors:
+            self.fail(report(errors, "path"))
+
+
+if __name__ == "__main__":
+    for arg in list(sys.argv[1:]):
+        if arg.startswith("--bin_dir="):
+            BIN_DIR = os.path.abspath(arg.split("=", 1)[1])
+            sys.argv.remove(arg)
+    junit_main.main()
