@@ -84,6 +84,13 @@ class DocsCheckTest(unittest.TestCase):
         if errors:
             self.fail(report(errors, "path"))
 
+    def test_readme_lists_every_document(self):
+        readme = self.docs["README.md"]
+        listed = readme[readme.index("## Documentation"):]
+        missing = [name for name in self.docs if name.startswith("docs/")
+                   and f"\n- {name} " not in listed]
+        self.assertEqual(missing, [], "add each to README.md's Documentation list")
+
 
 if __name__ == "__main__":
     for arg in list(sys.argv[1:]):
