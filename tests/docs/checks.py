@@ -23,10 +23,17 @@ PLACEHOLDER = re.compile(r"^[A-Z][A-Z0-9_]*$")
 
 @dataclasses.dataclass
 class Help:
-    """What a program's --help says: its flags, and whether it is a gflags binary (whose
-    booleans also take --noNAME)."""
+    """What a program's --help says: its flags, whether it is a gflags binary (whose booleans
+    also take --noNAME), and its own options: all its flags but, for a gflags binary, those
+    gflags and glog declare (--v, --logtostderr, --flagfile, ...), which the docs need not
+    repeat."""
     flags: frozenset
     gflags: bool = False
+    own: frozenset = None
+
+    def __post_init__(self):
+        if self.own is None:
+            self.own = self.flags
 
     def has(self, flag):
         return flag in self.flags or (self.gflags and flag.startswith("no")
@@ -37,10 +44,32 @@ def parse_help(text):
     """A Help from --help's output, by its style (gflags, argparse, or a shell header)."""
     gflags = GFLAGS_OPTION.findall(text)
     if gflags:
-        return Help(frozenset(gflags), gflags=True)
+        own = set()
+        for section in re.split(r"^  Flags from ", text, flags=re.M)[1:]:
+            if not section.startswith(("/", "./src/")):  # ours, not the libraries'
+                own.update(GFLAGS_OPTION.findall(section))
+        return Help(frozenset(gflags), gflags=True, own=frozenset(own))
     if text.startswith("usage:") and ARGPARSE_OPTION.search(text):
         return Help(frozenset(ARGPARSE_OPTION.findall(text)))
     return Help(frozenset(ANY_FLAG.findall(text)))
+
+
+SHELL_CASE_ARM = re.compile(r"^\s*((?:--[\w-]+(?:=\*)?\|?)+)\).*;;", re.M)
+SHELL_TEST = re.compile(r'=\s*"?--([\w-]+)"?\s*\]')
+
+
+def shell_options(path):
+    """The options a shell script takes, from its source: the flags of its `case` arms
+    (--name) or --name=*)) and of tests like [ "$1" = --name ]; None if it is not a shell
+    script."""
+    with open(path, errors="replace") as f:
+        text = f.read()
+    if not re.match(r"#!.*\b(ba)?sh\b", text):
+        return None
+    flags = set(SHELL_TEST.findall(text))
+    for arm in SHELL_CASE_ARM.findall(text):
+        flags.update(re.findall(r"--([\w-]+)", arm))
+    return frozenset(flags - {"help"})
 
 
 def run_help(path, timeout=60):
@@ -89,6 +118,30 @@ def flag_problems(refs, helps, allowed):
     return problems
 
 
+def unlisted(helps):
+    """'PROGRAM takes --flag, ... which its --help does not list' for every program whose own
+    options (for a shell script, those of its source) are not all in its --help."""
+    return [f"{program} takes " + ", ".join("--" + f for f in sorted(h.own - h.flags))
+            + ", which its --help does not list"
+            for program, h in sorted(helps.items()) if h.own - h.flags]
+
+
+def undocumented(helps, refs, allowed, documented_as=None):
+    """'PROGRAM: --flag, ...' for every program whose own options (Help.own, less --help) the
+    FlagRefs `refs` never give for it (nor for documented_as[program]); `allowed`: {(program,
+    flag): reason}."""
+    given = {(r.program, r.flag) for r in refs}
+    documented_as = documented_as or {}
+    problems = []
+    for program, h in sorted(helps.items()):
+        names = [n for n in (program, documented_as.get(program)) if n is not None]
+        missing = sorted(f for f in h.own - {"help"} if (program, f) not in allowed
+                         and not any((name, f) in given for name in names))
+        if missing:
+            problems.append(f"{program}: " + ", ".join("--" + f for f in missing))
+    return problems
+
+
 def is_bazel_target(root, package, name):
     """Whether ROOT/package/BUILD declares a target `name`: as name = "NAME", or, for a test
     made in a list comprehension (name = "%s_test" % name), NAME less _test as a string."""
@@ -108,7 +161,7 @@ def path_exists(root, path):
         package = package.rstrip("/.")
         if not os.path.isdir(os.path.join(root, package)):
             return False
-        return not name or is_bazel_target(root, package, name)
+        return not name or bool(PLACEHOLDER.match(name)) or is_bazel_target(root, package, name)
     parts = path.split("/")
     for i, part in enumerate(parts):
         if PLACEHOLDER.match(part) and not os.path.exists(os.path.join(root, *parts[:i + 1])):

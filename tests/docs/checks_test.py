@@ -23,6 +23,12 @@ options:
 """
 GFLAGS = """worker: the R2SP worker.
 
+  Flags from /build/gflags/src/gflags.cc:
+    -flagfile (load flags from file) type: string default: ""
+
+  Flags from ./src/logging.cc:
+    -v (verbosity) type: int32 default: 0
+
   Flags from worker/main.cc:
     -epochs (passes over the shard) type: int32 default: 1
     -overlap_pulls (pull while computing) type: bool default: true
@@ -38,13 +44,42 @@ class ParseHelpTest(unittest.TestCase):
 
     def test_gflags_and_negated_booleans(self):
         h = checks.parse_help(GFLAGS)
-        self.assertEqual(h, Help(frozenset({"epochs", "overlap_pulls"}), gflags=True))
+        self.assertEqual(h, Help(frozenset({"flagfile", "v", "epochs", "overlap_pulls"}),
+                                 gflags=True, own=frozenset({"epochs", "overlap_pulls"})))
         self.assertEqual((h.has("nooverlap_pulls"), h.has("noepochs"), h.has("pulls")),
                          (True, True, False))
         self.assertFalse(Help(frozenset({"keep"})).has("nokeep"))
 
     def test_a_shell_header_names_its_flags_anywhere(self):
         self.assertEqual(checks.parse_help(HEADER), Help(frozenset({"keep", "jobs"})))
+
+
+class ShellOptionsTest(unittest.TestCase):
+    def test_case_arms_and_tests(self):
+        fd, path = tempfile.mkstemp()
+        self.addCleanup(os.remove, path)
+        with os.fdopen(fd, "w") as f:
+            f.write('#!/usr/bin/env bash\nif [ "${1:-}" = "--test" ]; then :; fi\n'
+                    'case "$a" in\n  --keep) k=1 ;;\n  --jobs=*|--j=*) j="${a#*=}" ;;\n'
+                    '  --help) ;;\nesac\nx=$(run --not_an_arm)\n')
+        self.assertEqual(checks.shell_options(path), frozenset({"test", "keep", "jobs", "j"}))
+        self.assertIsNone(checks.shell_options(__file__))
+
+
+class DocumentedTest(unittest.TestCase):
+    HELPS = {"tools/a": Help(frozenset({"help", "x", "y"}), own=frozenset({"help", "x", "y", "z"})),
+             "tools/b": Help(frozenset({"x", "y"}))}
+
+    def test_unlisted(self):
+        self.assertEqual(checks.unlisted(self.HELPS),
+                         ["tools/a takes --z, which its --help does not list"])
+
+    def test_undocumented(self):
+        refs = [FlagRef("tools/a", "x", "R.md", 1), FlagRef(None, "y", "R.md", 2)]
+        self.assertEqual(checks.undocumented(self.HELPS, refs, {("tools/a", "z"): "why"}),
+                         ["tools/a: --y", "tools/b: --x, --y"])
+        self.assertEqual(checks.undocumented(self.HELPS, refs, {}, {"tools/b": "tools/a"}),
+                         ["tools/a: --y, --z", "tools/b: --y"])
 
 
 class FlagProblemsTest(unittest.TestCase):
@@ -82,7 +117,8 @@ class PathProblemsTest(unittest.TestCase):
             "docs/MODES.md", "docs/MADE_UP.md", "docs/made_up.md", "docs/*.md", "docs/*.txt",
             "tests/tools/netcluster_test", "tests/tools:soak_run_test", "tests/tools/x_test",
             "//tests/tools:netcluster_test", "//tests/tools:x", "//tests/", "//made/up",
-            "tests/tools/TARGET/x", "tests/made/TARGET", "worker/gone"], 1)]
+            "tests/tools/TARGET/x", "tests/made/TARGET", "worker/gone", "//tests/tools:NAME",
+            "//tests/made:NAME"], 1)]
         self.assertEqual(checks.path_problems(refs, self.root, {"worker/gone": "history"}), [
             "R.md:2: docs/MADE_UP.md is not in the repository",
             "R.md:3: docs/made_up.md is not in the repository",
@@ -90,7 +126,8 @@ class PathProblemsTest(unittest.TestCase):
             "R.md:8: tests/tools/x_test is not in the repository",
             "R.md:10: //tests/tools:x is not in the repository",
             "R.md:12: //made/up is not in the repository",
-            "R.md:14: tests/made/TARGET is not in the repository"])
+            "R.md:14: tests/made/TARGET is not in the repository",
+            "R.md:17: //tests/made:NAME is not in the repository"])
 
 
 class RunHelpTest(unittest.TestCase):

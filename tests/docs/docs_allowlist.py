@@ -15,3 +15,12 @@ FLAGS = {
 PATHS = {
     "worker/lookahead": "history: removed in df0239a (docs/RESULTS.md says so)",
 }
+
+# Options no document needs to give for their program (test_every_option_is_documented).
+UNDOCUMENTED = {
+}
+
+# Programs whose options are documented as another's: {program: the other}.
+DOCUMENTED_AS = {
+    "tools/netcluster": "tools/launch",  # README: it takes tools/launch's options, bar five
+}

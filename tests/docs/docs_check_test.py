@@ -1,6 +1,8 @@
 """The docs check: every --flag README.md and docs/*.md give for one of our programs is in that
-program's --help (an unattributed one in some program's), and every repository path they name
-exists. How a flag is attributed: markdown_refs.py; how --help is read and paths are matched:
+program's --help (an unattributed one in some program's); every option a program takes is in its
+--help (a shell script's, from its source) and, but for the internal programs (INTERNAL), given
+for it somewhere in README.md or docs/ (its table row, or a command of it); every repository
+path they name exists; README's Documentation list names every docs/*.md. How a flag is attributed: markdown_refs.py; how --help is read and paths are matched:
 checks.py; the exceptions: docs_allowlist.py. Each failure names the document and line.
 
 Under Bazel the scheduler, server, worker and C++ benchmark binaries come from the runfiles
@@ -23,6 +25,8 @@ from command_flags import BENCH_BINARIES, BINARIES, EXAMPLES
 HERE = os.path.dirname(os.path.realpath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 BIN_DIR = ""  # --bin_dir when run by hand
+# What a remote host or a benchmark runs, not users: their options need no documentation.
+INTERNAL = ("tools/deploy/", "tools/bench/torch_train.py", EXAMPLES)
 
 
 def runfiles_root():
@@ -49,6 +53,24 @@ def programs(root, bin_dir):
     return found
 
 
+def read_helps(root, bin_dir):
+    """({program: Help}, [errors]) of every program (a shell script's own options from its
+    source), and of the PyTorch examples (from theirs)."""
+    helps, errors = {}, []
+    for program, path in programs(root, bin_dir).items():
+        try:
+            helps[program] = checks.parse_help(checks.run_help(path))
+        except RuntimeError as e:
+            errors.append(str(e))
+            continue
+        own = checks.shell_options(path)
+        if own is not None:
+            helps[program].own = own
+    helps[EXAMPLES] = checks.source_help(
+        glob.glob(os.path.join(root, EXAMPLES, "**", "*.py"), recursive=True))
+    return helps, errors
+
+
 def report(errors, what):
     return (f"{len(errors)} problems; fix each document (or the program's --help), or, where the "
             f"document is right (another program's {what}, history), add it to "
@@ -63,20 +85,28 @@ class DocsCheckTest(unittest.TestCase):
                     if runfiles else ROOT)
         cls.bin_dir = runfiles or BIN_DIR or os.path.join(ROOT, "bazel-bin")
         cls.docs = {os.path.relpath(p, cls.root): open(p).read() for p in documents(cls.root)}
+        cls.refs = [r for name, text in cls.docs.items()
+                    for r in markdown_refs.flag_refs(text, name)]
+        cls.helps, cls.help_errors = read_helps(cls.root, cls.bin_dir)
 
     def test_every_flag_is_in_its_programs_help(self):
-        helps, errors = {}, []
-        for program, path in programs(self.root, self.bin_dir).items():
-            try:
-                helps[program] = checks.parse_help(checks.run_help(path))
-            except RuntimeError as e:
-                errors.append(str(e))
-        helps[EXAMPLES] = checks.source_help(
-            glob.glob(os.path.join(self.root, EXAMPLES, "**", "*.py"), recursive=True))
-        refs = [r for name, text in self.docs.items() for r in markdown_refs.flag_refs(text, name)]
-        errors += checks.flag_problems(refs, helps, docs_allowlist.FLAGS)
+        errors = self.help_errors + checks.flag_problems(self.refs, self.helps,
+                                                         docs_allowlist.FLAGS)
         if errors:
             self.fail(report(errors, "flag"))
+
+    def test_every_option_is_in_its_programs_help(self):
+        errors = self.help_errors + checks.unlisted(self.helps)
+        self.assertEqual(errors, [], "\n" + "\n".join(errors))
+
+    def test_every_option_is_documented(self):
+        documented = {p: h for p, h in self.helps.items() if not p.startswith(INTERNAL)}
+        errors = checks.undocumented(documented, self.refs, docs_allowlist.UNDOCUMENTED,
+                                     docs_allowlist.DOCUMENTED_AS)
+        self.assertEqual(errors, [], "\nthese options are given for their program nowhere in "
+                         "README.md or docs/ (its table row, or a command of it in the doc it "
+                         "belongs to), or belong in tests/docs/docs_allowlist.py with the "
+                         "reason:\n" + "\n".join(errors))
 
     def test_every_path_is_in_the_repository(self):
         refs = [r for name, text in self.docs.items() for r in markdown_refs.path_refs(text, name)]
