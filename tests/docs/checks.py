@@ -73,8 +73,14 @@ def shell_options(path):
 
 
 def run_help(path, timeout=60):
-    """`path --help`'s output (stdout and stderr); RuntimeError if it prints no flag, hangs or
-    cannot start."""
+    """`path --help`'s output (stdout and stderr); RuntimeError if it fails, hangs or cannot
+    start, or, not run, if it is a shell script whose source never names --help (such a script
+    would take --help for an argument and do its work: build, install, run the tests)."""
+    if shell_options(path) is not None:
+        with open(path, errors="replace") as f:
+            if "--help" not in f.read():
+                raise RuntimeError(f"{path} does not answer --help (not run): a shell tool must "
+                                   f"print its header and exit on --help (see tools/fuzz)")
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
     try:
         r = subprocess.run([path, "--help"], capture_output=True, text=True, timeout=timeout,

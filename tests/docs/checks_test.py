@@ -140,11 +140,18 @@ class RunHelpTest(unittest.TestCase):
         return path
 
     def test_output_and_failures(self):
-        self.assertEqual(checks.run_help(self.script("echo '  --x'; exit 1\n")), "  --x\n")
+        self.assertEqual(checks.run_help(self.script("# --help\necho '  --x'; exit 1\n")),
+                         "  --x\n")
         with self.assertRaisesRegex(RuntimeError, r"--help failed \(status 3\):\nboom"):
-            checks.run_help(self.script("echo boom; exit 3\n"))
+            checks.run_help(self.script("# --help\necho boom; exit 3\n"))
         with self.assertRaisesRegex(RuntimeError, "timed out"):
-            checks.run_help(self.script("sleep 5\n"), timeout=0.5)
+            checks.run_help(self.script("# --help\nsleep 5\n"), timeout=0.5)
+
+    def test_a_shell_tool_that_never_names_help_is_not_run(self):
+        marker = tempfile.mktemp()
+        with self.assertRaisesRegex(RuntimeError, "does not answer --help \\(not run\\)"):
+            checks.run_help(self.script(f"touch {marker}\n"))
+        self.assertFalse(os.path.exists(marker))
 
 
 if __name__ == "__main__":
