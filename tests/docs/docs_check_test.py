@@ -2,14 +2,16 @@
 program's --help (an unattributed one in some program's); every option a program takes is in its
 --help (a shell script's, from its source) and, but for the internal programs (INTERNAL), given
 for it somewhere in README.md or docs/ (its table row, or a command of it); every repository
-path they name exists; README's Documentation list names every docs/*.md. How a flag is attributed: markdown_refs.py; how --help is read and paths are matched:
-checks.py; the exceptions: docs_allowlist.py. Each failure names the document and line.
+path they name exists; README's Documentation list names every docs/*.md. How a flag is
+attributed: markdown_refs.py; how --help is read and paths are matched: checks.py; the
+exceptions: docs_allowlist.py. Each failure names the document and line.
 
 Under Bazel the scheduler, server, worker and C++ benchmark binaries come from the runfiles
 (data deps); the tools run from the source tree (the runfiles' README.md links to it), whose
 paths are checked too; the test is tagged external, so it runs every time, not from a cache
-that would miss a tool's or a file's change. By hand: tests/docs/docs_check_test.py
-[--bin_dir=bazel-bin] from anywhere."""
+that would miss a tool's or a file's change. By hand, once those binaries are built:
+  PYTHONPATH=tests/tools/pylib:tests/docs python3 tests/docs/docs_check_test.py [--bin_dir=DIR]
+"""
 
 import glob
 import os
@@ -36,7 +38,13 @@ def runfiles_root():
 
 
 def documents(root):
-    return [os.path.join(root, "README.md")] + sorted(glob.glob(os.path.join(root, "docs", "*.md")))
+    """{path relative to root: text} of README.md and docs/*.md."""
+    docs = {}
+    for path in [os.path.join(root, "README.md")] + sorted(glob.glob(os.path.join(root, "docs",
+                                                                                "*.md"))):
+        with open(path) as f:
+            docs[os.path.relpath(path, root)] = f.read()
+    return docs
 
 
 def programs(root, bin_dir):
@@ -84,7 +92,7 @@ class DocsCheckTest(unittest.TestCase):
         cls.root = (os.path.dirname(os.path.realpath(os.path.join(runfiles, "README.md")))
                     if runfiles else ROOT)
         cls.bin_dir = runfiles or BIN_DIR or os.path.join(ROOT, "bazel-bin")
-        cls.docs = {os.path.relpath(p, cls.root): open(p).read() for p in documents(cls.root)}
+        cls.docs = documents(cls.root)
         cls.refs = [r for name, text in cls.docs.items()
                     for r in markdown_refs.flag_refs(text, name)]
         cls.helps, cls.help_errors = read_helps(cls.root, cls.bin_dir)
