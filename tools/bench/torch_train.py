@@ -13,10 +13,31 @@ On a GPU, --mode picks what surrounds backward (compare_pytorch_gpu runs all fou
   copies_fp16  the same, the gradients rounded to fp16 on the GPU before the copy, as a worker
             pushing fp16 (train_benchmark --device=cuda --nohost_sgd --fp16_grads)."""
 import argparse
+import sys
 import time
 
-import torch
-import torch.nn as nn
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default="cnn", help="mlp, cnn or resnet20")
+    p.add_argument("--batch", type=int, default=64, help="batch size")
+    p.add_argument("--threads", type=int, default=1, help="PyTorch intra-op threads")
+    p.add_argument("--window_seconds", type=float, default=1.5, help="length of a timing window")
+    p.add_argument("--windows", type=int, default=3, help="timing windows (the median is printed)")
+    p.add_argument("--device", default="cpu", help="cpu or cuda")
+    p.add_argument("--lr", type=float, default=0.001, help="as train_benchmark's --lr")
+    p.add_argument("--mode", default="gpu", choices=["gpu", "host_sgd", "copies", "copies_fp16"],
+                   help="what surrounds backward on a GPU (above)")
+    p.add_argument("--host_threads", type=int, default=4, help="host SGD threads (host_sgd)")
+    return p.parse_args(argv)
+
+
+if __name__ == "__main__":
+    ARGS = parse_args(sys.argv[1:])  # before importing torch: --help needs no torch
+
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
 
 
 class Block(nn.Module):
@@ -109,18 +130,7 @@ def host_update(model, a):
     return update
 
 
-def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--model", default="cnn")
-    p.add_argument("--batch", type=int, default=64)
-    p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--window_seconds", type=float, default=1.5)
-    p.add_argument("--windows", type=int, default=3)
-    p.add_argument("--device", default="cpu", help="cpu or cuda")
-    p.add_argument("--lr", type=float, default=0.001, help="as train_benchmark's --lr")
-    p.add_argument("--mode", default="gpu", choices=["gpu", "host_sgd", "copies", "copies_fp16"])
-    p.add_argument("--host_threads", type=int, default=4, help="host SGD threads (host_sgd)")
-    a = p.parse_args()
+def main(a):
     torch.set_num_threads(a.threads)
     torch.manual_seed(1)
     if a.mode != "gpu" and a.device != "cuda":
@@ -163,4 +173,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    main(ARGS)

@@ -100,16 +100,23 @@ def add_recovery_options(p):
                         "may be given with it")
 
 
-def parse_args(argv, description, parser=None):
+def parse_args(argv, description, parser=None, refused=None):
     """The launch options (see tools/launch), added to `parser` if given. With --resume only
     the options resume.RESUME_OVERRIDES may be given too, and those not given are None (the
-    saved ones stand: resume.prepare)."""
+    saved ones stand: resume.prepare). refused: {option's dest: why} of the options the calling
+    tool does not take (tools/netcluster's): their help says why, and one given with a value
+    other than its default is an error naming it, before any other check."""
     p = parser or argparse.ArgumentParser(description=description,
                                           formatter_class=argparse.RawDescriptionHelpFormatter)
     for add in (add_job_options, add_cluster_options, add_auth_options, add_recovery_options):
         add(p)
+    refused = refused or {}
+    for action in p._actions:  # argparse has no public way to reword an added option's help
+        if action.dest in refused:
+            action.help = "refused here: " + refused[action.dest]
     args = p.parse_args(argv)
     try:
+        check_refused(p, args, refused)
         check_job(args)
         check_auth(args)
         check_recovery(args)
@@ -118,6 +125,14 @@ def parse_args(argv, description, parser=None):
     if args.resume:
         check_resume(p, argv, args)
     return args
+
+
+def check_refused(parser, args, refused):
+    """ValueError naming the first option of `refused` that `args` gives a value other than its
+    default, and why the tool refuses it."""
+    for name, why in refused.items():
+        if getattr(args, name) != parser.get_default(name):
+            raise ValueError(f"--{name} is not taken here: {why}")
 
 
 def check_job(args):
