@@ -82,7 +82,8 @@ _TABLES = {"job": ("name", "mode", "workdir", "auth", "worker_cmd"), "ports": RO
 # ec2_backend) and in docs/DEPLOY.md.
 BACKEND_TABLES = {
     "slurm": {"partition": str, "account": str, "time": str, "sbatch_options": list},
-    "k8s": {"image": str, "namespace": str, "gpu_resource": str, "image_pull_secret": str},
+    "k8s": {"image": str, "namespace": str, "gpu_resource": str, "image_pull_secret": str,
+            "data_volume": str},
     "ec2": {"region": str, "instance_type": str, "ami": str, "key_name": str, "subnet": str,
             "spot": bool, "bundle_url": str, "results_url": str, "instance_profile": str,
             "root_volume_gb": int, "ssh_cidr": str, "placement": str},
