@@ -6,8 +6,10 @@ cache before the workers start (tools/deploy/stage_data), and the --data_dir the
   source = "file:///shared/datasets/fashion-mnist"   # required: where the files are, one of
                               #   file:///ABS/DIR (a file system every host mounts),
                               #   s3://BUCKET/PREFIX (the aws CLI on the host), https://HOST/PATH
-                              #   (or http://), or "bundle": the release bundle's
-                              #   worker_files/NAME/ (tools/package --worker_files=DIR/NAME)
+                              #   (or http://), or "bundle": shipped with the job (small sets)
+  path = "/usr/share/datasets/fashion-mnist"   # source = "bundle" only, and then required: the
+                              # local directory tools/launch packs into the bundle it ships, as
+                              # worker_files/NAME/ (relative to the cluster file's directory)
   manifest = "fashion-mnist.sha256"   # default "NAME.sha256"; relative to the cluster file's
                               # directory: `sha256sum` lines ("HEX  PATH") of every file, written
                               # by tools/launch --write_data_manifest=DIR
@@ -26,7 +28,7 @@ import importlib.util
 import os
 import re
 
-KEYS = ("name", "source", "manifest", "cache")
+KEYS = ("name", "source", "path", "manifest", "cache")
 DEFAULT_CACHE = "~/r2sp-data"
 BUNDLE = "bundle"
 _NAME = re.compile(r"[A-Za-z0-9_.-]+")
@@ -53,6 +55,7 @@ class DataSet:
     manifest_path: str    # as resolved (relative to the cluster file's directory)
     files: tuple          # (path, sha256) of every file, the manifest's order
     cache: str            # the default cache directory (unexpanded: may start with ~)
+    path: str = ""        # source "bundle": the local directory shipped with the job
 
     @property
     def manifest_text(self):
@@ -100,6 +103,15 @@ def check(checker, values, cluster_path):
                                       "(file:///DIR)")
     if source.startswith("s3://") and not source[len("s3://"):].split("/")[0]:
         checker.fail(where, "source", f"data: source {source!r} names no bucket")
+    local = checker.value(where, values, "path", "data", str)
+    if source == BUNDLE and local is None:
+        checker.fail(where, "source", 'data: source = "bundle" needs path (the local directory '
+                                      "shipped with the job)")
+    if source != BUNDLE and local is not None:
+        checker.fail(where, "path", 'data: path is for source = "bundle" only (the local '
+                                    "directory shipped with the job)")
+    if local is not None:
+        local = os.path.join(os.path.dirname(cluster_path), os.path.expanduser(local))
     manifest = checker.value(where, values, "manifest", "data", str, default=name + ".sha256")
     cache = checker.value(where, values, "cache", "data", str, default=DEFAULT_CACHE)
     path = os.path.join(os.path.dirname(cluster_path), os.path.expanduser(manifest))
@@ -114,7 +126,7 @@ def check(checker, values, cluster_path):
         checker.fail(where, line, f"data: the manifest {path} is not UTF-8 text")
     except stage_data.ManifestError as e:
         checker.fail(where, line, f"data: the manifest {path}: {e}")
-    return DataSet(name, source, path, tuple(files), cache)
+    return DataSet(name, source, path, tuple(files), cache, local or "")
 
 
 def write_manifest(directory):

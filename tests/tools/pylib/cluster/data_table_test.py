@@ -56,12 +56,15 @@ class DataTableTest(unittest.TestCase):
     def test_manifest_and_cache_given_and_bundle_source(self):
         self.write("other.sha256", f"{B}  x\n")
         data = self.parse('name = "set"', 'source = "bundle"', 'manifest = "other.sha256"',
-                          'cache = "/data/"').data
-        self.assertEqual((data.files, data.cache), ((("x", B),), "/data/"))
+                          'cache = "/data/"', 'path = "sets/set"').data
+        self.assertEqual((data.files, data.cache, data.path),
+                         ((("x", B),), "/data/", os.path.join(self.dir, "sets/set")))
+        self.assertEqual(self.parse('name = "set"', 'source = "bundle"', 'path = "/abs"').data.path,
+                         "/abs")
         self.assertEqual(data.source_on("~/w/r2sp-1-cpu/"), "file://~/w/r2sp-1-cpu/worker_files/set")
         self.assertEqual(data.host_dir(self.parse('name = "set"', 'source = "bundle"',
-                                                  'manifest = "other.sha256"', 'cache = "/data/"')
-                                       .hosts[0]), "/data/" + data.dir_name)
+                                                  'manifest = "other.sha256"', 'cache = "/data/"',
+                                                  'path = "d"').hosts[0]), "/data/" + data.dir_name)
 
     def test_a_changed_manifest_stages_elsewhere(self):
         first = self.parse('name = "set"', 'source = "https://h/p"').data.dir_name
@@ -78,8 +81,12 @@ class DataTableTest(unittest.TestCase):
                    'https://HOST/PATH or "bundle")', 'name = "set"')
 
     def test_bad_values(self):
-        self.fails("13: data: unknown key 'path' (known: name, source, manifest, cache)",
-                   'path = "x"')
+        self.fails("13: data: unknown key 'url' (known: name, source, path, manifest, cache)",
+                   'url = "x"')
+        self.fails("15: data: path is for source = \"bundle\" only (the local directory shipped "
+                   "with the job)", 'name = "set"', 'source = "s3://b/p"', 'path = "d"')
+        self.fails("14: data: source = \"bundle\" needs path (the local directory shipped with "
+                   "the job)", 'name = "set"', 'source = "bundle"')
         self.fails("13: data: name must be a non-empty string, not integer 3", "name = 3")
         self.fails("13: data: name 'a b' must be letters, digits, '_', '.' and '-' (and not only "
                    "dots)", 'name = "a b"', 'source = "s3://b/p"')

@@ -105,7 +105,7 @@ class K8sDataTest(unittest.TestCase):
 
     def test_a_bundle_source_reads_the_images_worker_files(self):
         with open(os.path.join(self.dir, "b.toml"), "w") as f:
-            f.write('[job]\nmode = "bsp"\n[data]\nname = "set"\nsource = "bundle"\n[[host]]\n'
+            f.write('[job]\nmode = "bsp"\n[data]\nname = "set"\nsource = "bundle"\npath = "d"\n[[host]]\n'
                     'name = "a"\nscheduler = true\nservers = 1\nworkers = 1\n')
         spec = pod_spec(k8s_backend.render(cluster_file.load(os.path.join(self.dir, "b.toml")),
                                            JOB, "img", None)["30-worker-job.yaml"])

@@ -64,7 +64,7 @@ class StagingCommandsTest(unittest.TestCase):
         self.assertEqual(staging.remote_command(self.cluster.data, h0, "~/w/r2sp-1-cpu"), (
             'exec "$HOME"/w/r2sp-1-cpu/share/r2sp/deploy/stage_data --source=s3://b/p '
             f'--manifest=- --target="$HOME"/r2sp-data/{self.digest} --host=h0'))
-        bundled = parse(self._tmp.name, 'name = "set"\nsource = "bundle"\n')
+        bundled = parse(self._tmp.name, 'name = "set"\nsource = "bundle"\npath = "d"\n')
         self.assertEqual(staging.stage_args(bundled.data, bundled.hosts[0], "~/w/b", "-")[1],
                          "--source=file://~/w/b/worker_files/set")
 
@@ -137,7 +137,8 @@ class SshStagingTest(unittest.TestCase):
         for host in HOSTS:
             netcluster.kill_processes(self.cluster.ns(host), keep=("sshd",))
 
-    def cluster_file(self, worker, manifest="fashion-mnist.sha256"):
+    def cluster_file(self, worker, manifest="fashion-mnist.sha256", source=None, hosts="hosts",
+                     cache="cache"):
         """node0: the scheduler, a server and a worker; node1: a worker; each its own cache."""
         a = self.cluster.addresses
         path = os.path.join(self.dir, "cluster.toml")
@@ -154,19 +155,19 @@ identity = "{self.dir}/id_ed25519"
 options = ["StrictHostKeyChecking=yes", "UserKnownHostsFile={self.dir}/known_hosts"]
 [data]
 name = "fashion-mnist"
-source = "file://{self.source}"
+source = {source or f'"file://{self.source}"'}
 manifest = "{manifest}"
 [[host]]
 name = "{a['node0']}"
-workdir = "{self.dir}/hosts/node0"
-data_cache = "{self.dir}/cache/node0"
+workdir = "{self.dir}/{hosts}/node0"
+data_cache = "{self.dir}/{cache}/node0"
 scheduler = true
 servers = 1
 workers = 1
 [[host]]
 name = "{a['node1']}"
-workdir = "{self.dir}/hosts/node1"
-data_cache = "{self.dir}/cache/node1"
+workdir = "{self.dir}/{hosts}/node1"
+data_cache = "{self.dir}/{cache}/node1"
 workers = 1
 """)
         return path
@@ -177,8 +178,8 @@ workers = 1
             "--backend=ssh", "--bundle=" + self.bundle, "--run_dir=" + os.path.join(self.dir, run),
             "--timeout=90"], capture_output=True, text=True, timeout=150)
 
-    def staged(self, host, data):
-        return os.path.join(self.dir, "cache", host, data.dir_name)
+    def staged(self, host, data, cache="cache"):
+        return os.path.join(self.dir, cache, host, data.dir_name)
 
     def inodes(self, data):
         return {(h, n): os.stat(os.path.join(self.staged(h, data), n)).st_ino
@@ -219,6 +220,25 @@ workers = 1
                       "fetched 1)", r.stdout)
         self.assertIn(f"{a['node0']}: {self.staged('node0', data)}: 4 files verified (reused 4, "
                       "fetched 0)", r.stdout)
+
+    def test_a_data_set_shipped_in_the_bundle(self):
+        path = self.cluster_file("--model=synthetic --iterations=2", hosts="bundled",
+                                 source=f'"bundle"\npath = "{self.source}"', cache="cache_b")
+        data = cluster_file.load(path).data
+        a = self.cluster.addresses
+        for run, copied, counts in (("run_b1", 2, "reused 0, fetched 4"),
+                                    ("run_b2", 0, "reused 4, fetched 0")):
+            r = self.launch(path, run)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertIn(f"(copied to {copied}", r.stdout)  # the same bundle the second time
+            for host in HOSTS[1:]:
+                self.assertIn(f"launch: stage_data: {a[host]}: {self.staged(host, data, 'cache_b')}: "
+                              f"4 files verified ({counts})", r.stdout)
+        bundle = os.path.join(self.dir, "bundled", "node1",
+                              os.path.basename(self.bundle).removesuffix(".tar.gz"))
+        self.assertEqual(subprocess.run(["sha256sum", "-c", "--quiet", data.manifest_path],
+                                        cwd=os.path.join(bundle, "worker_files", "fashion-mnist")
+                                        ).returncode, 0)
 
     def test_a_wrong_sha256_fails_the_launch_before_any_process_starts(self):
         with open(os.path.join(self.dir, "fashion-mnist.sha256")) as f:
