@@ -60,8 +60,10 @@ def with_data(tarball, data, out_dir):
     body = (json.dumps(extended, indent=1, sort_keys=True) + "\n").encode()
     os.makedirs(out_dir, exist_ok=True)
     target = os.path.join(out_dir, top + ".tar.gz")
+    # Level 1: the data set's files are mostly compressed already; this runs on every launch.
     with open(target + ".tmp", "wb") as raw, \
-            gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz, \
+            gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0,
+                          compresslevel=1) as gz, \
             tarfile.open(fileobj=gz, mode="w") as out, tarfile.open(tarball) as original:
         for member in original:
             if member.name == f"{top}/MANIFEST.json":
@@ -81,8 +83,12 @@ def with_data(tarball, data, out_dir):
 
 def prepare(tarball, cluster, out_dir):
     """The tarball to ship: `tarball` itself, or with a "bundle" data source its copy with the
-    data set (with_data) in `out_dir`."""
+    data set (with_data) in `out_dir` (None: the files are only checked, the copy's path is
+    None)."""
     data = cluster.data
     if not tarball or data is None or data.source != data_table.BUNDLE:
         return tarball
+    if out_dir is None:
+        files_of(data)
+        return None
     return with_data(tarball, data, out_dir)

@@ -144,6 +144,20 @@ class DataTableTest(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "is not a directory"):
             data_table.write_manifest(os.path.join(tree, "z.bin"))
 
+    def test_every_example_stages_fashion_mnist(self):
+        examples = os.path.join(ROOT, "examples", "cluster")
+        manifest = os.path.join(examples, "fashion-mnist.sha256")
+        for name in sorted(n for n in os.listdir(examples) if n.endswith(".toml")):
+            with self.subTest(example=name):
+                data = cluster_file.load(os.path.join(examples, name)).data
+                self.assertEqual((data.name, data.manifest_path, len(data.files)),
+                                 ("fashion-mnist", manifest, 4))
+                self.assertIn(data.source, ("bundle", "s3://my-bucket/datasets/fashion-mnist"))
+        debian = "/usr/share/datasets/fashion-mnist"
+        if os.path.isdir(debian):  # the manifest is that of Debian's package
+            with open(manifest) as f:
+                self.assertEqual(data_table.write_manifest(debian), f.read())
+
     def test_has_data_dir(self):
         self.assertTrue(data_table.has_data_dir(["--x", "--data_dir=/d"]))
         self.assertTrue(data_table.has_data_dir(["--data_dir", "/d"]))
