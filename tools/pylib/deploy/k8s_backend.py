@@ -100,6 +100,18 @@ def worker_command(cluster):
     return given.pop()
 
 
+def role_flags(cluster, extra):
+    """{role: flags} of the pods: the file's, then `extra` (the launcher's); the workers' with
+    their hosts' worker_flags and, with a [data] table, --data_dir first (unless they give one)."""
+    flags = {role: cluster.flags.get(role, []) + extra.get(role, [])
+             for role in ("scheduler", "server")}
+    flags["worker"] = cluster.flags.get("worker", []) + worker_host_flags(cluster) + extra.get("worker", [])
+    if cluster.data and not any(f == "--data_dir" or f.startswith("--data_dir=")
+                                for f in flags["worker"]):
+        flags["worker"] = ["--data_dir=" + k8s_data.data_dir(cluster.data)] + flags["worker"]
+    return flags
+
+
 def _env(**values):
     return [{"name": k, "value": str(v)} for k, v in values.items()]
 
@@ -123,6 +135,16 @@ def _meta(name, labels, namespace):
     return meta
 
 
+def _secret_files(keys, job_name, labels, namespace):
+    """{file name: Secret} of the job's keys, one per role ({} without keys), named to come
+    before the pods that mount them (kubectl apply -f DIR takes the files in name order)."""
+    if not keys:
+        return {}
+    return {f"0{i + 1}-{role}-keys-secret.yaml":
+            key_secret(role, keys, _meta(secret_name(job_name, role), labels(role), namespace))
+            for i, role in enumerate(job_keys.ROLES)}
+
+
 def render(cluster, job_name, image, namespace=None, extra_flags=None,
            gpu_resource="nvidia.com/gpu", image_pull_secret=None, deadline_s=None, keys=None,
            data_volume=None):
@@ -131,13 +153,7 @@ def render(cluster, job_name, image, namespace=None, extra_flags=None,
     activeDeadlineSeconds; keys: --auth=curve's {file name: key text} (read_keys), which
     become one Secret per role, each pod mounting its own role's. data_volume: the claim that
     holds the [data] cache (k8s_data)."""
-    extra = extra_flags or {}
-    flags = {role: cluster.flags.get(role, []) + extra.get(role, [])
-             for role in ("scheduler", "server")}
-    flags["worker"] = cluster.flags.get("worker", []) + worker_host_flags(cluster) + extra.get("worker", [])
-    data = cluster.data
-    if data and not any(f == "--data_dir" or f.startswith("--data_dir=") for f in flags["worker"]):
-        flags["worker"] = ["--data_dir=" + k8s_data.data_dir(data)] + flags["worker"]
+    flags = role_flags(cluster, extra_flags or {})
     ports = cluster.ports
     scheduler = f"tcp://{job_name}-scheduler:{ports['scheduler']}"
     base = {"app.kubernetes.io/name": "r2sp", "app.kubernetes.io/instance": job_name}
@@ -179,18 +195,11 @@ def render(cluster, job_name, image, namespace=None, extra_flags=None,
     if deadline_s:
         job_spec["activeDeadlineSeconds"] = int(deadline_s)
     job_spec["template"] = pod("worker", worker_env(cluster, scheduler), "Never", gpus)
-    if data:
-        k8s_data.add_to_worker_pod(data, job_spec["template"], job_name, image, INSTALL_DIR,
-                                   data_volume)
-    # Before the pods that mount them (kubectl apply -f DIR takes the files in name order).
-    secrets = {f"0{i + 1}-{role}-keys-secret.yaml":
-               key_secret(role, keys, _meta(secret_name(job_name, role), labels(role), namespace))
-               for i, role in enumerate(job_keys.ROLES)} if keys else {}
-    if data:
-        secrets[k8s_data.FILE_NAME] = k8s_data.configmap(data, job_name,
-                                                         _meta("", labels("worker"), namespace))
+    data_files = k8s_data.stage_in(cluster.data, job_spec["template"], image, INSTALL_DIR,
+                                   data_volume, _meta(job_name, labels("worker"), namespace))
     return {
-        **secrets,
+        **_secret_files(keys, job_name, labels, namespace),
+        **data_files,
         "10-scheduler-service.yaml": service("scheduler", type="ClusterIP"),
         "11-scheduler-deployment.yaml": {
             "apiVersion": "apps/v1", "kind": "Deployment",

@@ -54,10 +54,14 @@ class _Pod:
     data_cache = DATA_MOUNT
 
 
-def add_to_worker_pod(data, pod, job_name, image, install_dir, volume=None):
-    """Adds the staging to the worker pod template `pod` (in place): the init container, the
-    worker's read-only data mount, the data volume (`volume`: a claim's name, else emptyDir)
-    and the manifest's."""
+def stage_in(data, pod, image, install_dir, volume, meta):
+    """Adds the staging of `data` (None: nothing) to the worker pod template `pod` (in place):
+    the init container, the worker's read-only data mount, the data volume (`volume`: a claim's
+    name, else emptyDir) and the manifest's. Returns {file name: the manifest's ConfigMap}
+    ({} without data); `meta`: the job's metadata (its name is the job's)."""
+    if data is None:
+        return {}
+    job_name = meta["name"]
     spec = pod["spec"]
     spec["initContainers"] = [init_container(data, image, install_dir)]
     container = spec["containers"][0]
@@ -67,3 +71,4 @@ def add_to_worker_pod(data, pod, job_name, image, install_dir, volume=None):
     spec.setdefault("volumes", []).extend([
         {"name": "data", **source},
         {"name": "data-manifest", "configMap": {"name": configmap_name(job_name)}}])
+    return {FILE_NAME: configmap(data, job_name, meta)}
