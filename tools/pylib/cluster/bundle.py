@@ -5,7 +5,7 @@ r2sp-VERSION-VARIANT/ holding
   lib/       every shared library they load except the C runtime and, for the cuda variant,
              NVIDIA's own libraries (the target's driver and CUDA toolkit provide those)
   share/r2sp/deploy/   the scripts a remote host runs (role runner, Python worker starter, pod
-             entrypoint, user-data)
+             entrypoint, user-data, the [data] set's stager)
   python/r2sp/   optional: the r2sp package (worker/python/r2sp/) with its extension inside as
              r2sp/_core.so, its RPATH set to ../../lib; Python workers get PYTHONPATH=python/
   worker_files/  optional: the user's files (tools/package --worker_files), where Python

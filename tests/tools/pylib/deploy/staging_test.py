@@ -92,7 +92,7 @@ class StagingCommandsTest(unittest.TestCase):
 
 
 @unittest.skipIf(cannot_run() or not os.path.isdir(FASHION_MNIST),
-                 cannot_run() or f"needs {FASHION_MNIST} (Debian package fashion-mnist)")
+                 cannot_run() or f"needs {FASHION_MNIST} (Debian package dataset-fashion-mnist)")
 class SshStagingTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
