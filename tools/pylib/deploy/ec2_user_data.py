@@ -99,6 +99,7 @@ def render(settings, host_name, processes, template=None):
     text = template.replace("# @SETTINGS@", "\n".join(lines), 1)
     size = len(text.encode())
     if size > MAX_BYTES:
+        fewer = "; or a [data] manifest of fewer files" if settings.data_manifest else ""
         raise ValueError(f"the user-data of {host_name} is {size} bytes; EC2 takes at most "
-                         f"{MAX_BYTES} (fewer or shorter flags)")
+                         f"{MAX_BYTES} (fewer or shorter flags{fewer})")
     return text

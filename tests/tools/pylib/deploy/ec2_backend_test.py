@@ -24,6 +24,7 @@
   a failed one and Ctrl-C."""
 
 import base64
+import dataclasses
 import hashlib
 import io
 import json
@@ -199,6 +200,22 @@ class PlanTest(unittest.TestCase):
                                  "--world_size=3", "--local_rank=1", "worker"] + [
             f.replace("@R2SP_OUT@", "/o").replace("@R2SP_ADVERTISE@", "10.1.1.1")
              .replace("@R2SP_KEYS@", "/k") for f in flags])
+
+    def test_the_data_settings_and_a_manifest_too_big_for_the_user_data(self):
+        settings = ec2_user_data.Settings("ec2-test", "run9", "s3://b/x.tar.gz", "r2sp-0-cpu",
+                                          "abc", "s3://bucket/results", 60, data_name="set",
+                                          data_source="s3://b/set", data_target="~/c/set-1",
+                                          data_manifest="a" * 64 + "  x.gz\n")
+        text = ec2_user_data.render(settings, "c", [("worker0", ["worker", "--data_dir=@R2SP_DATA@"])])
+        for line in ("data_name=set", "data_source=s3://b/set", "data_target='~/c/set-1'",
+                     f"data_manifest='{'a' * 64}  x.gz\n'",
+                     '  start worker0 worker --data_dir="$data_dir"'):
+            self.assertIn(line + "\n", text)
+        big = dataclasses.replace(settings, data_manifest=("a" * 64 + "  x.gz\n") * 300)
+        with self.assertRaisesRegex(ValueError, r"the user-data of c is \d+ bytes; EC2 takes at "
+                                                r"most 16384 \(fewer or shorter flags; or a "
+                                                r"\[data\] manifest of fewer files\)"):
+            ec2_user_data.render(big, "c", [])
 
     def test_stand_ins_become_variables_and_the_rest_is_quoted(self):
         word = ec2_user_data.shell_word(f"--x=$(rm -rf /)'{ec2_user_data.OUT}/m")
