@@ -162,10 +162,11 @@ def run(args):
         tarball = args.bundle or (None if image_given else default_bundle(cluster))
         if tarball and commands:
             check_python_package(tarball)
+        if data_bundle.prepare(tarball, cluster, None) == tarball:  # no data set to ship
+            return backend.run(args, cluster, tarball)
         if args.dry_run:
-            if data_bundle.prepare(tarball, cluster, None) != tarball:
-                print(f"# data: {tarball} is shipped as a copy that also carries "
-                      f"{cluster.data.path} (as worker_files/{cluster.data.name}/)")
+            print(f"# data: {tarball} is shipped as a copy that also carries "
+                  f"{cluster.data.path} (as worker_files/{cluster.data.name}/)")
             return backend.run(args, cluster, tarball)
         scratch = tempfile.mkdtemp(prefix="r2sp-launch.")
         try:  # a "bundle" data source: the bundle's copy that carries the data set
