@@ -13,6 +13,9 @@
 # With --auth=curve, keys_url and key_files name this host's key files (the public keys and
 # the secret keys of its roles, never in this text): fetched into $prefix/keys-JOB-RUN (0700,
 # files 0600) before any process starts, never printed.
+# With a [data] table (data_source set: hosts with workers) the bundle's stage_data fetches the
+# data set into data_target (a leading ~: this user's home) and verifies it against
+# data_manifest before any process starts; a failure is reported as HOST.failed, naming the URL.
 # For tests: R2SP_PREFIX replaces /opt/r2sp, R2SP_ADVERTISE_HOST replaces the metadata
 # service, R2SP_NO_SHUTDOWN=1 leaves the machine on.
 set -uo pipefail
@@ -65,7 +68,8 @@ report() {  # report done|failed TEXT: uploads the run directory, then the marke
 
 fail() { report failed "$*"; }
 
-if [[ "$bundle_url" == s3://* || "$results" == s3://* ]] && ! command -v aws >/dev/null; then
+if [[ "$bundle_url" == s3://* || "$results" == s3://* || "$data_source" == s3://* ]] &&
+    ! command -v aws >/dev/null; then
   # Debian's images have no AWS CLI; the Deep Learning AMIs do.
   { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q awscli; } ||
     echo "user-data: cannot install the AWS CLI"
@@ -90,6 +94,18 @@ echo "$bundle_sha256  $tarball" | sha256sum -c --quiet - ||
 rm -rf "${prefix:?}/$bundle_name"
 tar xzf "$tarball" -C "$prefix" || fail "cannot unpack $tarball"
 run_role="$prefix/$bundle_name/share/r2sp/deploy/run_role"
+
+data_dir=""
+if [ -n "$data_source" ]; then
+  [ "$data_source" = bundle ] && data_source="file://$prefix/$bundle_name/worker_files/$data_name"
+  home="${HOME:-$(getent passwd "$(id -un)" | cut -d: -f6)}"
+  data_dir="$data_target"
+  case "$data_dir" in "~") data_dir="$home" ;; "~/"*) data_dir="$home/${data_dir#"~/"}" ;; esac
+  printf '%s' "$data_manifest" | "$prefix/$bundle_name/share/r2sp/deploy/stage_data" \
+    --source="$data_source" --manifest=- --target="$data_dir" --host="$host" \
+    >"$out/stage_data.log" 2>&1 || fail "$(cat "$out/stage_data.log")"
+  echo "user-data: $(cat "$out/stage_data.log")"
+fi
 
 keys=""
 if [ -n "$keys_url" ]; then

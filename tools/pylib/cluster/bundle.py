@@ -10,7 +10,7 @@ r2sp-VERSION-VARIANT/ holding
   lib/glibc/ the build machine's C library (glibc and libgcc_s), for older hosts only: on no
              RPATH, loaded only when a wrapper runs a program through its loader
   share/r2sp/deploy/   the scripts a remote host runs (role runner, Python worker starter, pod
-             entrypoint, user-data)
+             entrypoint, user-data, the [data] set's stager)
   python/r2sp/   optional: the r2sp package (worker/python/r2sp/) with its extension inside as
              r2sp/_core.so, its RPATH set to ../../lib; Python workers get PYTHONPATH=python/
   worker_files/  optional: the user's files (tools/package --worker_files), where Python

@@ -33,6 +33,9 @@ servers and the one scheduler of a parameter-server job (dmlc-tracker, BytePS). 
   [slurm] [k8s] [ec2]       # optional: each backend's own settings (BACKEND_TABLES below;
                             # their meaning: docs/DEPLOY.md)
 
+  [data]                    # optional: the data set the hosts stage before the workers start
+                            # (name, source, manifest, cache: data_table.py)
+
   [[host]]                  # one per machine, at least one
   name = "gpu1"             # required, unique: how the launcher reaches it (DNS, IP, ssh alias)
   address = "10.0.0.11"     # the address the other hosts reach it at (default: name), or
@@ -47,6 +50,7 @@ servers and the one scheduler of a parameter-server job (dmlc-tracker, BytePS). 
   worker_cmd = "python3 train.py"   # this host's workers run it (overrides job.worker_cmd)
   workdir = "/scratch/r2sp"      # overrides job.workdir on this host
   ssh_port = 2222                # overrides ssh.port for this host
+  data_cache = "/scratch/data"   # overrides data.cache on this host
 
 Over all hosts there must be at least one server and one worker. Processes are numbered in file
 order, host by host: server0..server{S-1}, worker0..worker{W-1}; the scheduler is "scheduler".
@@ -61,6 +65,7 @@ import shlex
 import tomllib
 
 from ..job.keys import AUTH_MODES
+from . import data_table
 from .toml_lines import TomlLines
 
 MODES = ("bsp", "ssp", "asp", "r2sp")
@@ -69,13 +74,16 @@ DEFAULT_PORTS = {"scheduler": 9000, "server": 9100, "worker": 9200}
 _TABLES = {"job": ("name", "mode", "workdir", "auth", "worker_cmd"), "ports": ROLES, "flags": ROLES,
            "ssh": ("user", "port", "identity", "options"),
            "host": ("name", "address", "interface", "scheduler", "servers", "workers", "gpus",
-                    "gpu_count", "worker_flags", "workdir", "ssh_port", "worker_cmd")}
+                    "gpu_count", "worker_flags", "workdir", "ssh_port", "worker_cmd",
+                    "data_cache"),
+           "data": data_table.KEYS}
 # Tables a backend reads (cluster.backend_options[NAME]): each key's type, checked here like
 # the others; what they mean is documented by the backend (slurm_backend, k8s_backend,
 # ec2_backend) and in docs/DEPLOY.md.
 BACKEND_TABLES = {
     "slurm": {"partition": str, "account": str, "time": str, "sbatch_options": list},
-    "k8s": {"image": str, "namespace": str, "gpu_resource": str, "image_pull_secret": str},
+    "k8s": {"image": str, "namespace": str, "gpu_resource": str, "image_pull_secret": str,
+            "data_volume": str},
     "ec2": {"region": str, "instance_type": str, "ami": str, "key_name": str, "subnet": str,
             "spot": bool, "bundle_url": str, "results_url": str, "instance_profile": str,
             "root_volume_gb": int, "ssh_cidr": str, "placement": str},
@@ -110,6 +118,7 @@ class Host:
     ssh_port: int | None  # the host's own, else ssh.port, else None (ssh's default)
     worker_flags: str  # this host's extra worker flags as written (shlex.split checked), or ""
     processes: tuple  # its Processes: the scheduler if any, servers, workers
+    data_cache: str | None = None  # its own cache for the [data] set, else data.cache
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,6 +141,7 @@ class Cluster:
     hosts: tuple
     backend_options: dict  # backend name -> {key: value} of its table (BACKEND_TABLES)
     auth: str = "none"  # one of AUTH_MODES ([job] auth)
+    data: data_table.DataSet | None = None  # the [data] table, if any
 
     def processes(self):
         """Every process: the scheduler, then the servers in order, then the workers."""
@@ -294,8 +304,10 @@ class _Checker:
         for role in ("server", "worker"):
             if counts[role] == 0:
                 self.fail((), None, f"no host runs a {role} (set {role}s = N on a host)")
+        data = self.table(document, "data") if "data" in document else None
         return Cluster(self.path, name, mode, workdir, ports, flags, ssh, tuple(built),
-                       {b: self.backend(document, b) for b in BACKEND_TABLES}, auth)
+                       {b: self.backend(document, b) for b in BACKEND_TABLES}, auth,
+                       data_table.check(self, data, self.path))
 
     def backend(self, document, name):
         values = self.table(document, name)
@@ -359,7 +371,8 @@ class _Checker:
         return Host(name, advertised, interface,
                     self.value(where, values, "workdir", label, str, default=job_workdir),
                     self.value(where, values, "ssh_port", label, int, ssh.port, 1, 65535),
-                    self.flags(where, values, "worker_flags", label)[0], tuple(processes))
+                    self.flags(where, values, "worker_flags", label)[0], tuple(processes),
+                    self.value(where, values, "data_cache", label, str))
 
     def gpus(self, where, values, label, workers, gpu_count):
         gpus = self.value(where, values, "gpus", label, list)

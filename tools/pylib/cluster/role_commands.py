@@ -47,11 +47,13 @@ def job_dir(cluster, run_dir):
     return f"{cluster.job_name}-{os.path.basename(os.path.normpath(run_dir)) if run_dir else 'TIMESTAMP'}"
 
 
-def run_role_args(cluster, host, process, out_dir, extra_flags=None, keys=None):
+def run_role_args(cluster, host, process, out_dir, extra_flags=None, keys=None, data_dir=None):
     """run_role's arguments for `process` on `host`, writing its files under `out_dir` (a path
     on the host, already expanded or relative to the bundle; the caller quotes). extra_flags:
     {role: [flags]} appended after the cluster file's (the launcher's command-line flags).
-    keys: the directory of the job's keys on the host (as `out_dir`), for --auth=curve."""
+    keys: the directory of the job's keys on the host (as `out_dir`), for --auth=curve.
+    data_dir: where the host staged the [data] set (as `out_dir`): a worker's --data_dir,
+    unless its own flags give one."""
     args = []
     if host.interface:
         args.append("--advertise_interface=" + host.interface)
@@ -74,11 +76,13 @@ def run_role_args(cluster, host, process, out_dir, extra_flags=None, keys=None):
                  f"--model_dir={out_dir}/model"]
         if process.gpu is not None:
             args.append(f"--gpu={process.gpu}")
-    args += cluster.flags.get(process.role, [])
-    if process.role == "worker":
-        args += shlex.split(host.worker_flags or "")
-    args += (extra_flags or {}).get(process.role, [])
-    return args
+    own = cluster.flags.get(process.role, []) + (
+        shlex.split(host.worker_flags or "") if process.role == "worker" else [])
+    own += (extra_flags or {}).get(process.role, [])
+    if process.role == "worker" and data_dir and not any(
+            f == "--data_dir" or f.startswith("--data_dir=") for f in own):
+        args.append("--data_dir=" + data_dir)
+    return args + own
 
 
 def worker_rank(process):

@@ -203,7 +203,8 @@ class Plan:
             results_url=self.options.results_url,
             lifetime_minutes=math.ceil(self.timeout / 60) + BOOT_MINUTES,
             keys_url=f"{self.keys_url}/{host.name}" if self.keys else "",
-            key_files=" ".join(self.key_files(host)) if self.keys else "")
+            key_files=" ".join(self.key_files(host)) if self.keys else "",
+            **ec2_user_data.Settings.data_of(self.cluster, host))
         processes = ec2_user_data.host_processes(self.cluster, host, scheduler_ip, self.extra_flags,
                                                  bool(self.keys))
         try:

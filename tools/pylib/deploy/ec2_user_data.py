@@ -6,7 +6,9 @@ Each host advertises its own private address, known only on the instance: the ar
 as "$advertise" (and the run directory as "$out", the keys' directory as "$keys"), which the
 script sets before it starts them. With --auth=curve the user-data holds only where the host's
 key files are (keys_url) and their names, never a key: the script fetches them as it fetches
-the bundle, into a directory only root may enter."""
+the bundle, into a directory only root may enter. With a [data] table a host with workers
+stages the data set (the bundle's stage_data, the manifest in the user-data) after unpacking
+the bundle and before any process starts; its workers' --data_dir is "$data_dir"."""
 
 import dataclasses
 import os
@@ -24,7 +26,8 @@ MAX_BYTES = 16384
 OUT = "@R2SP_OUT@"
 ADVERTISE = "@R2SP_ADVERTISE@"
 KEYS = "@R2SP_KEYS@"
-_VARIABLES = {OUT: '"$out"', ADVERTISE: '"$advertise"', KEYS: '"$keys"'}
+DATA = "@R2SP_DATA@"
+_VARIABLES = {OUT: '"$out"', ADVERTISE: '"$advertise"', KEYS: '"$keys"', DATA: '"$data_dir"'}
 _STAND_IN = re.compile("|".join(re.escape(s) for s in _VARIABLES))
 
 
@@ -39,6 +42,19 @@ class Settings:
     lifetime_minutes: int  # the instance powers itself off after this long, whatever happens
     keys_url: str = ""  # --auth=curve: where this host's key files are (s3:// or file://)
     key_files: str = ""  # their names, space-separated: the public keys, its roles' secret keys
+    data_name: str = ""  # [data] (hosts with workers): the data set's name,
+    data_source: str = ""  # its source URL (or "bundle"),
+    data_manifest: str = ""  # its manifest's text,
+    data_target: str = ""  # and where this host stages it (a leading ~: root's home)
+
+    @staticmethod
+    def data_of(cluster, host):
+        """The data_* settings of `host` ({} when it stages nothing)."""
+        if cluster.data is None or not any(p.role == "worker" for p in host.processes):
+            return {}
+        data = cluster.data
+        return {"data_name": data.name, "data_source": data.source,
+                "data_manifest": data.manifest_text, "data_target": data.host_dir(host)}
 
 
 def shell_word(arg):
@@ -57,8 +73,9 @@ def host_processes(cluster, host, scheduler_ip, extra_flags, keys=False):
                   if h.name == scheduler_host.name else h for h in cluster.hosts)
     seen_from_host = dataclasses.replace(cluster, hosts=hosts)
     advertised = dataclasses.replace(host, address=None if host.interface else ADVERTISE)
+    data_dir = DATA if cluster.data else None
     return [(p.name, role_commands.run_role_args(seen_from_host, advertised, p, OUT, extra_flags,
-                                                 KEYS if keys else None))
+                                                 KEYS if keys else None, data_dir))
             for _, h, p in role_commands.scheduler_first(cluster) if h.name == host.name]
 
 
@@ -82,6 +99,7 @@ def render(settings, host_name, processes, template=None):
     text = template.replace("# @SETTINGS@", "\n".join(lines), 1)
     size = len(text.encode())
     if size > MAX_BYTES:
+        fewer = "; or a [data] manifest of fewer files" if settings.data_manifest else ""
         raise ValueError(f"the user-data of {host_name} is {size} bytes; EC2 takes at most "
-                         f"{MAX_BYTES} (fewer or shorter flags)")
+                         f"{MAX_BYTES} (fewer or shorter flags{fewer})")
     return text

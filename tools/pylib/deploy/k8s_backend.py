@@ -19,7 +19,10 @@ then hold a Python with the client's dependencies, e.g. torch).
 
 The [k8s] table: image (default r2sp:VERSION-VARIANT of the bundle: build it with
 tools/deploy/Dockerfile and push it where the cluster can pull it), namespace (default: the
-kubectl context's), gpu_resource, image_pull_secret (a Secret the pods pull the image with).
+kubectl context's), gpu_resource, image_pull_secret (a Secret the pods pull the image with),
+data_volume (a PersistentVolumeClaim that caches the [data] set between jobs; default: each
+worker pod's own emptyDir). With a [data] table every worker pod stages the data set in an init
+container before it starts (k8s_data.py) and reads it at --data_dir.
 Needs Kubernetes >= 1.24 (Indexed Jobs) and kubectl.
 
 With --auth=curve (or [job] auth = "curve") the job's keys (RUN_DIR/keys, made by keygen, or
@@ -52,6 +55,7 @@ from ..cluster import role_commands
 from ..job import keys as job_keys
 from ..job.errors import JobError
 from . import driver
+from . import k8s_data
 from . import k8s_yaml
 from .k8s_keys import key_secret, read_keys, redacted, secret_name
 from .k8s_kubectl import Follower, Kubectl, job_state
@@ -96,6 +100,18 @@ def worker_command(cluster):
     return given.pop()
 
 
+def role_flags(cluster, extra):
+    """{role: flags} of the pods: the file's, then `extra` (the launcher's); the workers' with
+    their hosts' worker_flags and, with a [data] table, --data_dir first (unless they give one)."""
+    flags = {role: cluster.flags.get(role, []) + extra.get(role, [])
+             for role in ("scheduler", "server")}
+    flags["worker"] = cluster.flags.get("worker", []) + worker_host_flags(cluster) + extra.get("worker", [])
+    if cluster.data and not any(f == "--data_dir" or f.startswith("--data_dir=")
+                                for f in flags["worker"]):
+        flags["worker"] = ["--data_dir=" + k8s_data.data_dir(cluster.data)] + flags["worker"]
+    return flags
+
+
 def _env(**values):
     return [{"name": k, "value": str(v)} for k, v in values.items()]
 
@@ -119,16 +135,25 @@ def _meta(name, labels, namespace):
     return meta
 
 
+def _secret_files(keys, job_name, labels, namespace):
+    """{file name: Secret} of the job's keys, one per role ({} without keys), named to come
+    before the pods that mount them (kubectl apply -f DIR takes the files in name order)."""
+    if not keys:
+        return {}
+    return {f"0{i + 1}-{role}-keys-secret.yaml":
+            key_secret(role, keys, _meta(secret_name(job_name, role), labels(role), namespace))
+            for i, role in enumerate(job_keys.ROLES)}
+
+
 def render(cluster, job_name, image, namespace=None, extra_flags=None,
-           gpu_resource="nvidia.com/gpu", image_pull_secret=None, deadline_s=None, keys=None):
+           gpu_resource="nvidia.com/gpu", image_pull_secret=None, deadline_s=None, keys=None,
+           data_volume=None):
     """{file name: manifest dict} of the job; `job_name` must be a dns_label(). extra_flags:
     {role: [flags]} after the file's (the launcher's); deadline_s: the workers'
     activeDeadlineSeconds; keys: --auth=curve's {file name: key text} (read_keys), which
-    become one Secret per role, each pod mounting its own role's."""
-    extra = extra_flags or {}
-    flags = {role: cluster.flags.get(role, []) + extra.get(role, [])
-             for role in ("scheduler", "server")}
-    flags["worker"] = cluster.flags.get("worker", []) + worker_host_flags(cluster) + extra.get("worker", [])
+    become one Secret per role, each pod mounting its own role's. data_volume: the claim that
+    holds the [data] cache (k8s_data)."""
+    flags = role_flags(cluster, extra_flags or {})
     ports = cluster.ports
     scheduler = f"tcp://{job_name}-scheduler:{ports['scheduler']}"
     base = {"app.kubernetes.io/name": "r2sp", "app.kubernetes.io/instance": job_name}
@@ -170,12 +195,11 @@ def render(cluster, job_name, image, namespace=None, extra_flags=None,
     if deadline_s:
         job_spec["activeDeadlineSeconds"] = int(deadline_s)
     job_spec["template"] = pod("worker", worker_env(cluster, scheduler), "Never", gpus)
-    # Before the pods that mount them (kubectl apply -f DIR takes the files in name order).
-    secrets = {f"0{i + 1}-{role}-keys-secret.yaml":
-               key_secret(role, keys, _meta(secret_name(job_name, role), labels(role), namespace))
-               for i, role in enumerate(job_keys.ROLES)} if keys else {}
+    data_files = k8s_data.stage_in(cluster.data, job_spec["template"], image, INSTALL_DIR,
+                                   data_volume, _meta(job_name, labels("worker"), namespace))
     return {
-        **secrets,
+        **_secret_files(keys, job_name, labels, namespace),
+        **data_files,
         "10-scheduler-service.yaml": service("scheduler", type="ClusterIP"),
         "11-scheduler-deployment.yaml": {
             "apiVersion": "apps/v1", "kind": "Deployment",
@@ -270,7 +294,8 @@ class K8sBackend(driver.Backend):
         self.manifests = render(cluster, self.job_name, image_for(cluster, run.tarball),
                                 options.get("namespace"), run.extra_flags,
                                 options.get("gpu_resource") or "nvidia.com/gpu",
-                                options.get("image_pull_secret"), deadline_s=args.timeout, keys=keys)
+                                options.get("image_pull_secret"), deadline_s=args.timeout, keys=keys,
+                                data_volume=options.get("data_volume"))
         self.directory = os.path.join(run.run_dir, "k8s")
         self.follower = None
 
@@ -295,7 +320,9 @@ class K8sBackend(driver.Backend):
         self.follower.poll([i for i in items if i.get("kind") == "Pod"])
         state = next((job_state(i) for i in items if i.get("kind") == "Job"), None)
         if state == "failed":
-            raise JobError(f"the worker Job failed; see the worker logs in {self.run.run_dir}")
+            staged = (" (and, for the data set, `kubectl logs POD -c stage-data`: a worker pod's "
+                      "staging)") if self.run.cluster.data else ""
+            raise JobError(f"the worker Job failed; see the worker logs in {self.run.run_dir}{staged}")
         return state == "complete"
 
     def finish(self):

@@ -12,13 +12,18 @@ The file's [job] auth is the default of --auth; with curve every backend gives e
 --auth=curve and the job's keys (job/keys.py), each host or pod only what its roles need.
 Python workers: the file's worker_cmd ([job], [[host]]), then the launcher's --worker_cmd and
 --worker_cmd_for; remotely they run from the bundle, which must then carry the r2sp package.
-Every backend leaves the same run directory: logs, stats.json, metrics, timelines, summary.json."""
+Every backend leaves the same run directory: logs, stats.json, metrics, timelines, summary.json.
+A [data] table (cluster/data_table.py) is staged on the remote hosts before the workers start
+(staging.py); a "bundle" source travels in a copy of the bundle (data_bundle.py). The local
+backend stages nothing: its workers read their flags' --data_dir or the data set's default."""
 
 import dataclasses
 import importlib
 import json
 import os
 import shlex
+import shutil
+import tempfile
 
 from ..cluster import cluster_file
 from ..job import launcher
@@ -26,6 +31,7 @@ from ..cluster import bundle as release_bundle
 from ..cluster import role_commands
 from ..job import python_workers
 from ..job.errors import JobError
+from . import data_bundle
 
 # The remote backends: each module's run(args, cluster, tarball) runs the job (or with
 # --dry_run prints what it would run) and returns the summary, raising JobError.
@@ -156,6 +162,16 @@ def run(args):
         tarball = args.bundle or (None if image_given else default_bundle(cluster))
         if tarball and commands:
             check_python_package(tarball)
-        return backend.run(args, cluster, tarball)
+        if data_bundle.prepare(tarball, cluster, None) == tarball:  # no data set to ship
+            return backend.run(args, cluster, tarball)
+        if args.dry_run:
+            print(f"# data: {tarball} is shipped as a copy that also carries "
+                  f"{cluster.data.path} (as worker_files/{cluster.data.name}/)")
+            return backend.run(args, cluster, tarball)
+        scratch = tempfile.mkdtemp(prefix="r2sp-launch.")
+        try:  # a "bundle" data source: the bundle's copy that carries the data set
+            return backend.run(args, cluster, data_bundle.prepare(tarball, cluster, scratch))
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
     except release_bundle.BundleError as e:
         raise JobError(str(e))

@@ -24,6 +24,12 @@ it deletes them once the job has ended. Every step runs as the submitting user, 
 files cannot keep one role's secret key from another role's process: the keys keep out other
 users and other machines (docs/SECURITY.md).
 
+With a [data] table the script first stages the data set on every node with workers, one step
+per node (the bundle's stage_data, the manifest copied to WORKDIR/runs/JOB-RUN/data.sha256),
+into the host's cache on the node's own disk (a `~` there is the node's $HOME); a node that
+fails ends the job before any process starts, and the launcher's error names the host and the
+URL. Workers get --data_dir=CACHE/NAME-DIGEST.
+
 The run's skeleton (run directory, keys, timeout, cleanup, summary) is deploy.driver's;
 SlurmBackend supplies its hooks."""
 
@@ -41,9 +47,13 @@ from ..job.errors import JobError
 from . import archive
 from . import driver
 from . import shell
+from . import staging
 
-# Shell words the script leaves for bash to expand: a node of the allocation, and the run dir.
-_EXPANDED = re.compile(r"\$\{nodes\[\d+\]\}|\$R2SP_OUT")
+# Shell words the script leaves for bash to expand: a node of the allocation, the run dir, and
+# the $HOME a data cache's ~ stands for (staging.home_path).
+_EXPANDED = re.compile(r"\$\{nodes\[\d+\]\}|\$R2SP_OUT(?![A-Za-z0-9_])|\$HOME(?![A-Za-z0-9_])")
+MANIFEST = "data.sha256"  # in OUT_DIR: the manifest the staging steps read
+STAGING_FAILED = "staging.failed"  # in OUT_DIR: why the staging failed, if it did
 
 
 def shell_word(arg):
@@ -87,10 +97,13 @@ def batch_script(cluster, bundle, out_dir, extra_flags, auth=False):
         "  steps[$name]=$!",
         "}",
     ]
+    lines += staging_lines(cluster, bundle)
     view = slurm_cluster(cluster)
     keys = f"$R2SP_OUT/{job_keys.KEYS}" if auth else None
     for index, host, process in role_commands.scheduler_first(view):
-        args = role_commands.run_role_args(view, host, process, "$R2SP_OUT", extra_flags, keys)
+        data_dir = staging.home_path(cluster.data.host_dir(host)) if cluster.data else None
+        args = role_commands.run_role_args(view, host, process, "$R2SP_OUT", extra_flags, keys,
+                                           data_dir)
         lines.append(f"step {process.name} {index} " + " ".join(shell_word(a) for a in args))
     lines += [
         "# The job ends when every step has; the first that fails stops the others.",
@@ -111,6 +124,38 @@ def batch_script(cluster, bundle, out_dir, extra_flags, auth=False):
         'exit "$status"',
     ]
     return "\n".join(lines) + "\n"
+
+
+def staging_lines(cluster, bundle):
+    """The script's data step: stage_data on every node with workers, in parallel, one step
+    each; any failure is written to OUT_DIR/staging.failed and ends the job before the steps."""
+    if cluster.data is None:
+        return []
+    lines = [
+        f"# Stage the data set {cluster.data.name} on every node with workers, once per node.",
+        "declare -A staging",
+        "stage() {  # HOST NODE ARGS...: stage_data on the NODE-th node, output to stage_HOST.log",
+        "  local host=$1 node=$2; shift 2",
+        '  srun --nodes=1 --ntasks=1 --relative="$node" --overlap --output="$R2SP_OUT/stage_$host.log" "$@" &',
+        "  staging[$host]=$!",
+        "}",
+    ]
+    index = {h.name: i for i, h in enumerate(cluster.hosts)}
+    for host in staging.hosts(cluster):
+        args = staging.stage_args(cluster.data, host, bundle, f"$R2SP_OUT/{MANIFEST}")
+        args[3] = "--target=" + staging.home_path(cluster.data.host_dir(host))
+        args[4] = f"--host={host.name} (${{nodes[{index[host.name]}]}})"
+        lines.append(f"stage {shell_word(host.name)} {index[host.name]} " +
+                     " ".join(shell_word(a) for a in args))
+    lines += [
+        'for host in "${!staging[@]}"; do',
+        '  wait "${staging[$host]}" && continue',
+        f'  {{ echo "staging the data set {cluster.data.name} on $host failed, so no process was '
+        'started:"; cat "$R2SP_OUT/stage_$host.log"; } | tee -a "$R2SP_OUT/' + STAGING_FAILED + '" >&2',
+        "done",
+        f'[ -e "$R2SP_OUT/{STAGING_FAILED}" ] && exit 1',
+    ]
+    return lines
 
 
 def install_bundle(tarball, workdir):
@@ -187,6 +232,9 @@ class SlurmBackend(driver.Backend):
             f.write(self.script)
         install_bundle(self.run.tarball, self.workdir)
         os.makedirs(self.out_dir, exist_ok=True)
+        if self.run.cluster.data:
+            with open(os.path.join(self.out_dir, MANIFEST), "w") as f:
+                f.write(self.run.cluster.data.manifest_text)
         if self.run.keys:
             self.installed_keys = install_keys(self.run.keys, self.out_dir)
 
@@ -205,6 +253,10 @@ class SlurmBackend(driver.Backend):
         if self.sbatch.poll() is None:
             return False
         if self.sbatch.returncode != 0:
+            failed = os.path.join(self.out_dir, STAGING_FAILED)
+            if os.path.exists(failed):
+                with open(failed) as f:
+                    raise JobError(" ".join(f.read().split()))
             raise JobError(f"slurm job {self.job_id} failed (sbatch status {self.sbatch.returncode}); "
                            f"see {self.run.args.run_dir}/slurm-{self.job_id}.out and the step logs")
         return True

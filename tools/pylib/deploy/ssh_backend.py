@@ -3,6 +3,10 @@
 1. Ships the release bundle (tools/package) to every host with scp, unless the host already
    holds the same one intact (its MANIFEST.json and every file's sha256, computed there, checked
    here by bundle.check_files), and unpacks it in the host's workdir.
+   With a [data] table, every host with workers then stages the data set into its cache
+   (staging.py: the bundle's stage_data, the manifest on its stdin), all hosts in parallel; a
+   host that fails fails the launch before any process starts, naming the host and the URL.
+   Its workers get --data_dir=CACHE/NAME-DIGEST.
    With --auth=curve, sends each host the job's three public keys and the secret keys of the
    roles it runs, no others, as a tar stream through ssh's stdin (never on a command line) into
    WORKDIR/keys/JOB-RUN/ (0700, files 0600).
@@ -34,13 +38,14 @@ from ..job.errors import JobError
 from ..job.processes import Job
 from . import archive
 from . import driver
+from . import staging
 from .shell import shell_word, variables
 
 # What the check prints between the installed MANIFEST.json and the files' sha256 sums.
 _DIGESTS = "--- r2sp sha256 ---"
 # Shell variables the remote command sets to expanded paths (a ~ in the workdir becomes $HOME
 # there, not here), and the flags use.
-_REMOTE_VARIABLES = variables("R2SP_OUT", "R2SP_KEYS")
+_REMOTE_VARIABLES = variables("R2SP_OUT", "R2SP_KEYS", "R2SP_DATA")
 
 
 def _options(cluster, host, port_flag):
@@ -103,6 +108,11 @@ class Plan:
                 f"&& rm {shlex.quote(self.name)}.tar.gz"))),
         ]
 
+    def stage(self, host):
+        """The ssh command that stages the [data] set on `host` (the manifest on its stdin)."""
+        bundle = role_commands.bundle_dir(host, self.name)
+        return self.remote(host, staging.remote_command(self.cluster.data, host, bundle))
+
     def key_files(self, host):
         """The key files `host` gets: every public key, the secret keys of its roles."""
         return job_keys.files_for(role_commands.roles_of(host))
@@ -133,11 +143,15 @@ class Plan:
         bundle = role_commands.remote_path(role_commands.bundle_dir(host, self.name))
         # The flags name the run directory and the keys through $R2SP_OUT and $R2SP_KEYS, which
         # the remote shell sets to the expanded paths.
+        data = self.cluster.data
         args = role_commands.run_role_args(self.cluster, host, process, "$R2SP_OUT",
-                                           self.extra_flags, "$R2SP_KEYS" if self.keys else None)
+                                           self.extra_flags, "$R2SP_KEYS" if self.keys else None,
+                                           "$R2SP_DATA" if data else None)
         quoted = " ".join(shell_word(a, _REMOTE_VARIABLES) for a in args)
         keys = role_commands.remote_path(role_commands.keys_dir(host, self.job_dir))
         set_keys = f"R2SP_KEYS={keys} && " if self.keys else ""
+        if data and process.role == "worker":
+            set_keys += f"R2SP_DATA={role_commands.remote_path(data.host_dir(host))} && "
         command = (f"mkdir -p {out} && R2SP_OUT={out} && {set_keys}exec "
                    f"{bundle}/{role_commands.RUN_ROLE} --watch_stdin {quoted}")
         return self.remote(host, command)
@@ -155,6 +169,9 @@ class Plan:
             lines.append(f"# host {host.name}: ship the bundle unless it is there")
             for what, argv in self.ship(host):
                 lines.append(shlex.join(argv) + f"   # {what}")
+        for host in staging.hosts(self.cluster):
+            lines.append(f"# host {host.name}: stage the data set {self.cluster.data.name}")
+            lines.append(shlex.join(self.stage(host)) + " < " + self.cluster.data.manifest_path)
         if self.keys:
             lines.append(f"# --auth=curve: each host gets the public keys and its roles' secret "
                          f"keys from {self.keys}")
@@ -201,6 +218,16 @@ def ship_bundle(plan, host):
     _check(copy[1], f"copying the bundle to {host.name}")
     _check(unpack[1], f"unpacking the bundle on {host.name}")
     return True
+
+
+def stage_data(plan, host):
+    """Stages the [data] set on `host`; returns stage_data's line. JobError naming the host
+    (and stage_data's message, the URL) when it fails."""
+    r = subprocess.run(plan.stage(host), input=plan.cluster.data.manifest_text,
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        raise JobError(staging.failure(host, plan.cluster.data, r.stderr or r.stdout))
+    return r.stdout.strip()
 
 
 def send_keys(plan, host):
@@ -301,6 +328,8 @@ class SshBackend(driver.Backend):
         in_parallel(lambda h: ship_bundle(plan, h) and copied.append(h.name), cluster.hosts)
         print(f"launch: bundle {plan.name} on {len(cluster.hosts)} hosts "
               f"(copied to {len(copied)}: {', '.join(sorted(copied)) or 'none'})", flush=True)
+        in_parallel(lambda h: print("launch: " + stage_data(plan, h), flush=True),
+                    staging.hosts(cluster))
         self.job = Job(args, hold_stdin=True)
         if plan.keys:
             in_parallel(lambda h: send_keys(plan, h), cluster.hosts)

@@ -64,6 +64,9 @@ def add_cluster_options(p):
                    help="where the processes run: local (this machine), or with --cluster: ssh "
                         "(the file's hosts), slurm (an sbatch job), k8s (manifests applied with "
                         "kubectl), ec2 (instances launched with the AWS CLI); docs/DEPLOY.md")
+    p.add_argument("--write_data_manifest", default="", metavar="DIR",
+                   help="print the sha256 manifest of every file under DIR (sha256sum's format) "
+                        "for a cluster file's [data] table, and run nothing")
     p.add_argument("--bundle", default="", metavar="TARBALL",
                    help="ssh: the release bundle to ship (default dist/r2sp-VERSION-VARIANT.tar.gz "
                         "from tools/package)")

@@ -101,6 +101,19 @@ class RunRoleArgsTest(unittest.TestCase):
             "--model=cnn", "--threads=2",
             "--batch=64", "--note=x y", "--threads=8"])
 
+    def test_workers_get_the_staged_data_dir_unless_their_flags_give_one(self):
+        def args(host, name, extra=None):
+            process = next(p for p in host.processes if p.name == name)
+            return role_commands.run_role_args(self.cluster, host, process, OUT, extra,
+                                               data_dir="/cache/set-1")
+        self.assertEqual(args(self.b, "worker2")[-3:],
+                         ["--data_dir=/cache/set-1", "--model=cnn", "--threads=2"])
+        self.assertNotIn("--data_dir=/cache/set-1", args(self.a, "scheduler"))
+        self.assertNotIn("--data_dir=/cache/set-1", args(self.b, "server1"))
+        for extra in ({"worker": ["--data_dir=/mine"]}, {"worker": ["--data_dir", "/mine"]}):
+            got = args(self.b, "worker2", extra)
+            self.assertEqual([a for a in got if a.startswith("--data_dir")], [extra["worker"][0]])
+
     def test_second_worker_of_a_host(self):
         self.assertEqual(self.args(self.b, "worker2"), [
             "--advertise_interface=eth1", "worker", "--bind=tcp://0.0.0.0:9201",

@@ -9,7 +9,11 @@
   its results and a done marker in a file:// results URL; a host whose worker fails leaves
   `failed`; with --auth=curve each fetches its keys (0700 directory, 0600 files) first; a host
   whose worker has a worker_cmd runs it as a Python worker from the bundle's worker_files/ with
-  exactly the binary's flags (python_bundle.py), and the job completes. Without root: a Python
+  exactly the binary's flags (python_bundle.py), and the job completes. With a [data] table the
+  hosts with workers fetch the data set from s3:// through the real AWS CLI against a local S3
+  stand-in (a read-only HTTP server of a directory, path-style: all `aws s3 cp` downloads need)
+  and verify it before starting; a wrong sha256 leaves a failed marker naming the host and the
+  URL, and no process started. Without root: a Python
   worker's run_role arguments, and the words bash makes of its user-data line.
 - The aws command lines through the real AWS CLI (v2 at /usr/bin/aws, Debian's awscli, else any
   `aws` on PATH; skipped without one) against fake_ec2.FakeEc2, a local EC2 Query API endpoint
@@ -20,6 +24,8 @@
   a failed one and Ctrl-C."""
 
 import base64
+import dataclasses
+import hashlib
 import io
 import json
 import os
@@ -195,6 +201,22 @@ class PlanTest(unittest.TestCase):
             f.replace("@R2SP_OUT@", "/o").replace("@R2SP_ADVERTISE@", "10.1.1.1")
              .replace("@R2SP_KEYS@", "/k") for f in flags])
 
+    def test_the_data_settings_and_a_manifest_too_big_for_the_user_data(self):
+        settings = ec2_user_data.Settings("ec2-test", "run9", "s3://b/x.tar.gz", "r2sp-0-cpu",
+                                          "abc", "s3://bucket/results", 60, data_name="set",
+                                          data_source="s3://b/set", data_target="~/c/set-1",
+                                          data_manifest="a" * 64 + "  x.gz\n")
+        text = ec2_user_data.render(settings, "c", [("worker0", ["worker", "--data_dir=@R2SP_DATA@"])])
+        for line in ("data_name=set", "data_source=s3://b/set", "data_target='~/c/set-1'",
+                     f"data_manifest='{'a' * 64}  x.gz\n'",
+                     '  start worker0 worker --data_dir="$data_dir"'):
+            self.assertIn(line + "\n", text)
+        big = dataclasses.replace(settings, data_manifest=("a" * 64 + "  x.gz\n") * 300)
+        with self.assertRaisesRegex(ValueError, r"the user-data of c is \d+ bytes; EC2 takes at "
+                                                r"most 16384 \(fewer or shorter flags; or a "
+                                                r"\[data\] manifest of fewer files\)"):
+            ec2_user_data.render(big, "c", [])
+
     def test_stand_ins_become_variables_and_the_rest_is_quoted(self):
         word = ec2_user_data.shell_word(f"--x=$(rm -rf /)'{ec2_user_data.OUT}/m")
         out = subprocess.run(["bash", "-c", f'out=/r; printf %s {word}'], capture_output=True, text=True)
@@ -273,26 +295,27 @@ class UserDataTest(unittest.TestCase):
         for host in self.HOSTS:
             netcluster.kill_processes(self.cluster.ns(host))
 
-    def plan(self, run_id, worker_flags="", keys=None, node2="", bundle=None):
+    def plan(self, run_id, worker_flags="", keys=None, node2="", bundle=None, data=""):
         path = os.path.join(self.dir, f"{run_id}.toml")
         node1 = "servers = 1\nworkers = 1" + (f"\nworker_flags = {json.dumps(worker_flags)}" if worker_flags else "")
         bundle = bundle or self.bundle
         with open(path, "w") as f:
             f.write(cluster_text([("node0", "scheduler = true\nservers = 1"), ("node1", node1),
                                   ("node2", "workers = 1" + node2)], f"file://{self.dir}/results",
-                                 bundle_url=f"file://{bundle}"))
+                                 bundle_url=f"file://{bundle}") + data)
         cluster = cluster_file.load(path)
         return ec2_plan.Plan(cluster, ec2_plan.options_of(cluster), bundle, run_id,
                              {"scheduler": ["--register_timeout_s=60"]}, timeout=120, keys=keys)
 
-    def boot(self, plan, host_name):
+    def boot(self, plan, host_name, env=None):
         """Runs `host_name`'s user-data in its namespace, as root on a fresh machine."""
         host = next(h for h in plan.cluster.hosts if h.name == host_name)
         script = os.path.join(self.dir, f"{plan.run_id}_{host_name}.sh")
         with open(script, "w") as f:
             f.write(plan.user_data(host, self.cluster.addresses["node0"]))
         env = dict(os.environ, R2SP_PREFIX=os.path.join(self.dir, plan.run_id, host_name),
-                   R2SP_NO_SHUTDOWN="1", R2SP_ADVERTISE_HOST=self.cluster.addresses[host_name])
+                   R2SP_NO_SHUTDOWN="1", R2SP_ADVERTISE_HOST=self.cluster.addresses[host_name],
+                   **(env or {}))
         return subprocess.Popen(self.cluster.exec_prefix(host_name) + ["bash", script], env=env)
 
     def test_hosts_install_the_bundle_join_the_job_and_report_done(self):
@@ -368,6 +391,75 @@ class UserDataTest(unittest.TestCase):
             self.assertEqual(json.load(f), python_bundle.expected(
                 os.path.join(prefix, plan.bundle_name), node0, 9000, 1, 2, 0, flags,
                 os.environ.get("PYTHONPATH")))
+
+    def s3_stand_in(self, files):
+        """Serves `files` ({key: bytes}) as s3://bucket/KEY from node0's namespace; the
+        environment that points the AWS CLI at it."""
+        root = tempfile.mkdtemp(dir=self.dir, prefix="s3.")
+        for key, data in files.items():
+            os.makedirs(os.path.dirname(os.path.join(root, "bucket", key)), exist_ok=True)
+            with open(os.path.join(root, "bucket", key), "wb") as f:
+                f.write(data)
+        server = subprocess.Popen(self.cluster.exec_prefix("node0") + [
+            sys.executable, "-m", "http.server", "--bind", "0.0.0.0", "9900", "--directory", root],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.addCleanup(server.wait)
+        self.addCleanup(server.kill)
+        deadline = time.time() + 20
+        while subprocess.run(self.cluster.exec_prefix("node1") + [
+                "bash", "-c", f"exec 3<>/dev/tcp/{self.cluster.addresses['node0']}/9900"],
+                capture_output=True).returncode != 0:
+            self.assertLess(time.time(), deadline, "the S3 stand-in never listened")
+            time.sleep(0.2)
+        return {"AWS_ENDPOINT_URL": f"http://{self.cluster.addresses['node0']}:9900",
+                "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
+                "AWS_DEFAULT_REGION": "us-east-1"}
+
+    def data_plan(self, run_id, files, manifest_files=None):
+        """A plan whose [data] set is `files` at s3://bucket/sets, each host its own cache."""
+        manifest = "".join(f"{hashlib.sha256(d).hexdigest()}  {n}\n"
+                           for n, d in (manifest_files or files).items())
+        with open(os.path.join(self.dir, f"{run_id}.sha256"), "w") as f:
+            f.write(manifest)
+        cache = os.path.join(self.dir, f"cache_{run_id}")
+        return self.plan(run_id, node2=f'\ndata_cache = "{cache}/node2"', data=(
+            f'[data]\nname = "set"\nsource = "s3://bucket/sets"\nmanifest = "{run_id}.sha256"\n'
+            f'cache = "{cache}/node1"\n')), cache
+
+    def test_hosts_stage_the_data_from_s3_and_verify_it_first(self):
+        files = {"x.bin": b"x" * 1000, "d/y.bin": b"y"}
+        env = self.s3_stand_in({"sets/" + n: d for n, d in files.items()})
+        plan, cache = self.data_plan("data", files)
+        booted = [self.boot(plan, h, env) for h in self.HOSTS]
+        for process in booted:
+            self.assertEqual(process.wait(timeout=120), 0)
+        results = os.path.join(self.dir, "results", "ec2-test", "data")
+        staged = os.path.join("{cache}", "{host}", plan.cluster.data.dir_name)
+        for host in ("node1", "node2"):
+            self.assertTrue(os.path.exists(os.path.join(results, host + ".done")), host)
+            with open(os.path.join(results, host, "stage_data.log")) as f:
+                self.assertEqual(f.read(), f"stage_data: {host}: "
+                                           f"{staged.format(cache=cache, host=host)}: 2 files "
+                                           "verified (reused 0, fetched 2)\n")
+            for name, data in files.items():
+                with open(os.path.join(staged.format(cache=cache, host=host), name), "rb") as f:
+                    self.assertEqual(f.read(), data)
+        self.assertFalse(os.path.exists(os.path.join(results, "node0", "stage_data.log")))
+
+    def test_a_wrong_sha256_fails_the_host_before_it_starts_anything(self):
+        files = {"x.bin": b"x" * 1000}
+        env = self.s3_stand_in({"sets/x.bin": files["x.bin"]})
+        plan, _ = self.data_plan("data_bad", files, {"x.bin": b"other"})
+        self.assertEqual(self.boot(plan, "node1", env).wait(timeout=60), 0)
+        results = os.path.join(self.dir, "results", "ec2-test", "data_bad")
+        with open(os.path.join(results, "node1.failed")) as f:
+            self.assertEqual(f.read(), (
+                f"stage_data: node1: error: s3://bucket/sets/x.bin: sha256 "
+                f"{hashlib.sha256(files['x.bin']).hexdigest()} differs from the manifest's "
+                f"{hashlib.sha256(b'other').hexdigest()} (a wrong manifest or a changed source: "
+                "write it again with tools/launch --write_data_manifest)\n"))
+        self.assertFalse(os.path.exists(os.path.join(results, "node1", "worker0.log")))
+        self.assertFalse(os.path.exists(os.path.join(results, "node1", "server1.log")))
 
     def test_a_failing_worker_leaves_a_failed_marker(self):
         plan = self.plan("bad", worker_flags="--no_such_flag")

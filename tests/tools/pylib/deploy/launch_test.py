@@ -258,6 +258,26 @@ class AuthTest(LaunchTest):
         self.assert_ran_nothing()
 
 
+class WriteDataManifestTest(unittest.TestCase):
+    def test_prints_the_manifest_or_says_why_not(self):
+        with tempfile.TemporaryDirectory() as d:
+            os.makedirs(os.path.join(d, "set", "sub"))
+            for name, body in (("a.gz", b"a"), ("sub/b.gz", b"")):
+                with open(os.path.join(d, "set", name), "wb") as f:
+                    f.write(body)
+            launch = [sys.executable, os.path.join(ROOT, "tools", "launch")]
+            r = subprocess.run(launch + ["--write_data_manifest=" + os.path.join(d, "set")],
+                               capture_output=True, text=True)
+            self.assertEqual((r.returncode, r.stderr), (0, ""))
+            self.assertEqual(r.stdout, (
+                "ca978112ca1bbdcafac231b39a23dc4da786eff8147c4e72b9807785afee48bb  a.gz\n"
+                "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855  sub/b.gz\n"))
+            r = subprocess.run(launch + ["--write_data_manifest=" + os.path.join(d, "none")],
+                               capture_output=True, text=True)
+            self.assertEqual((r.returncode, r.stdout, r.stderr), (1, "", (
+                f"launch: error: --write_data_manifest: {d}/none is not a directory\n")))
+
+
 class SshDryRunTest(LaunchTest):
     def setUp(self):
         super().setUp()

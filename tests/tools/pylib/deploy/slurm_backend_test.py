@@ -7,9 +7,12 @@ SLURM_JOB_NODELIST, --auth=curve's keys directory on the shared storage) is chec
 Slurm, and so is a Python worker's step line (worker_cmd: run_role --worker_cmd, its ranks).
 With Slurm: a job with --auth=curve completes and its keys leave the shared storage, and a job
 whose workers are Python workers (--worker_cmd) runs them from the bundle's worker_files/ with
-exactly the binary's flags (python_bundle.py) and completes. The Slurm part needs root and
-Debian's slurm-wlm and munge (skipped otherwise)."""
+exactly the binary's flags (python_bundle.py) and completes. With a [data] table the script
+stages the data set once per node with workers before any step (checked without Slurm too), a
+second job reuses it, and a wrong sha256 fails the job before any process starts, naming the
+host. The Slurm part needs root and Debian's slurm-wlm and munge (skipped otherwise)."""
 
+import hashlib
 import json
 import os
 import shlex
@@ -179,6 +182,71 @@ class BatchScriptTest(unittest.TestCase):
         self.assertEqual(slurm_backend.shell_word("it's $R2SP_OUT"), "'it'\"'\"'s '\"$R2SP_OUT\"")
 
 
+DATA = """
+[data]
+name = "set"
+source = "file://{source}"
+cache = "{cache}"
+[[host]]
+name = "a"
+address = "127.0.0.1"
+scheduler = true
+workers = 1
+data_cache = "{directory}/a"
+[[host]]
+name = "b"
+address = "127.0.0.1"
+servers = 1
+workers = 1
+worker_flags = "--bind=tcp://0.0.0.0:{ports[3]}"
+"""  # b's worker binds a port of its own: both nodes are this machine
+SET = {"x.bin": b"x" * 100, "d/y.bin": b"y"}
+
+
+def data_cluster(directory, manifest, ports, cache="~/cache"):
+    """A job of two nodes with a worker each and a [data] table (SET in DIRECTORY/source)."""
+    with open(os.path.join(directory, "set.sha256"), "w") as f:
+        f.write(manifest)
+    text = CLUSTER.split("[[host]]")[0].format(workdir=os.path.join(directory, "shared"),
+                                               ports=ports, iterations=3)
+    path = os.path.join(directory, "data.toml")
+    with open(path, "w") as f:
+        f.write(text + DATA.format(source=os.path.join(directory, "source"), cache=cache,
+                                   directory=directory, ports=ports))
+    return path
+
+
+def make_set(directory):
+    """SET under DIRECTORY/source; its manifest."""
+    for name, data in SET.items():
+        os.makedirs(os.path.dirname(os.path.join(directory, "source", name)), exist_ok=True)
+        with open(os.path.join(directory, "source", name), "wb") as f:
+            f.write(data)
+    return "".join(f"{hashlib.sha256(d).hexdigest()}  {n}\n" for n, d in SET.items())
+
+
+class DataStagingScriptTest(unittest.TestCase):
+    def test_one_staging_step_per_node_with_workers_before_the_steps(self):
+        with tempfile.TemporaryDirectory() as d:
+            cluster = cluster_file.load(data_cluster(d, make_set(d), (9000, 9100, 9200, 9300)))
+            script = slurm_backend.batch_script(cluster, "/s/r2sp-1-cpu", "/s/runs/x", {})
+        digest = cluster.data.dir_name
+        lines = script.splitlines()
+        stages = [l for l in lines if l.startswith("stage ")]
+        self.assertEqual(stages, [
+            f"stage a 0 /s/r2sp-1-cpu/share/r2sp/deploy/stage_data --source=file://{d}/source "
+            f'--manifest="$R2SP_OUT"/data.sha256 --target={d}/a/{digest} '
+            """'--host=a ('"${nodes[0]}"')'""",
+            f"stage b 1 /s/r2sp-1-cpu/share/r2sp/deploy/stage_data --source=file://{d}/source "
+            f'--manifest="$R2SP_OUT"/data.sha256 --target="$HOME"/cache/{digest} '
+            """'--host=b ('"${nodes[1]}"')'"""])
+        first_step = next(i for i, l in enumerate(lines) if l.startswith("step "))
+        self.assertLess(lines.index('[ -e "$R2SP_OUT/staging.failed" ] && exit 1'), first_step)
+        workers = [l for l in lines if l.startswith("step worker")]
+        self.assertIn(f"--data_dir={d}/a/{digest} --model=synthetic", workers[0])
+        self.assertIn(f'--data_dir="$HOME"/cache/{digest} --model=synthetic', workers[1])
+
+
 class InstallBundleTest(unittest.TestCase):
     """install_bundle: unpacks through archive.safe_extract, and again only when the bundle there
     is not the same one intact."""
@@ -307,6 +375,38 @@ class SlurmBackendTest(unittest.TestCase):
         for name in ("scheduler.log", "server0.log", "worker1.log", "stats.json", "metrics_worker0.jsonl",
                      "job.sbatch"):
             self.assertTrue(os.path.exists(os.path.join(run_dir, name)), name)
+        self.assertEqual(self.leftovers(), [])
+
+    def data_job(self, run, manifest):
+        ports = free_ports() + [free_run(1)]
+        path = data_cluster(self.dir, manifest, ports, cache=os.path.join(self.dir, "cache", "b"))
+        return path, subprocess.run(
+            [sys.executable, os.path.join(ROOT, "tools", "launch"), "--cluster=" + path,
+             "--backend=slurm", "--bundle=" + self.bundle, "--run_dir=" + os.path.join(self.dir, run),
+             "--timeout=120"], env=self.env, capture_output=True, text=True, timeout=180)
+
+    def test_data_staged_once_per_node_then_reused_and_a_wrong_sha256_fails_first(self):
+        manifest = make_set(self.dir)
+        path, r = self.data_job("data1", manifest)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        digest = cluster_file.load(path).data.dir_name
+        for run, counts in (("data1", "reused 0, fetched 2"), ("data2", "reused 2, fetched 0")):
+            if run == "data2":
+                path, r = self.data_job(run, manifest)
+                self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            for host, node, cache in (("a", 1, "a"), ("b", 2, "cache/b")):
+                with open(os.path.join(self.dir, run, f"stage_{host}.log")) as f:
+                    self.assertRegex(f.read(), (
+                        rf"^stage_data: {host} \(\S+-{node}\): {self.dir}/{cache}/{digest}: 2 "
+                        rf"files verified \({counts}\)\n$"))
+        bad = manifest.replace(hashlib.sha256(SET["x.bin"]).hexdigest(), "0" * 64)
+        path, r = self.data_job("data_bad", bad)
+        self.assertEqual(r.returncode, 1)
+        self.assertRegex(r.stderr, (
+            r"launch: error: staging the data set set on [ab] failed, so no process was "
+            rf"started: stage_data: [ab] \(\S+\): error: file://{self.dir}/source/x.bin: sha256 "
+            f"{hashlib.sha256(SET['x.bin']).hexdigest()} differs from the manifest's {'0' * 64}"))
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "data_bad", "scheduler.log")))
         self.assertEqual(self.leftovers(), [])
 
     def test_python_workers_run_from_the_bundle_with_the_binarys_flags(self):
