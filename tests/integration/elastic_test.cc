@@ -184,7 +184,8 @@ TEST(ElasticCnnTest, WithinAPointOfBspAfterTheSameSteps) {
     JobSpec spec;
     spec.name = absl::StrCat("elastic_cnn_", modes[k]);
     spec.workers = 2;
-    spec.scheduler_flags = {absl::StrCat("--sync=", modes[k])};
+    // The cnn keeps both cores busy: heartbeats get more slack than LocalJob's 1 s.
+    spec.scheduler_flags = {absl::StrCat("--sync=", modes[k]), "--heartbeat_timeout_ms=5000"};
     spec.server_flags = {"--lr=0.05", "--momentum=0.9"};
     spec.worker_flags = {"--model=cnn", "--data=fashion-mnist", "--batch_size=64", "--epochs=1",
                          "--max_steps=234", "--threads=1", "--log_every=100000", "--lr=0.05",
