@@ -123,8 +123,9 @@ class Supervisor:
         elif kind not in ROLES_REPLACED:
             why = f"{kind}s are not replaced"
         elif kind == "server" and self.job.args.sync in ROUND_SYNCHRONOUS:
-            why = (f"a {self.job.args.sync} job's servers share its clocks: the job resumes "
-                   "from the checkpoints")
+            article = "an" if self.job.args.sync[0] in "ae" else "a"
+            why = (f"{article} {self.job.args.sync} job's servers share its clocks: the job "
+                   "resumes from the checkpoints")
         elif self.outcome.restarts[kind] >= self.max_restarts[kind]:
             why = f"no restarts left (--max_restarts={kind}:{self.max_restarts[kind]})"
         else:
