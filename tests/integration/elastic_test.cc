@@ -1,12 +1,13 @@
 // Elastic averaging (easgd, eawild) end to end, real processes on 127.0.0.1: with the synthetic
 // workload's known gradients the centre and every worker's own parameters after 3 rounds equal
 // a hand-computed reference bit for bit (--dump_params and its .local); 4 workers train the
-// mlp to 80% and push once per period; the cnn with 1 server and 2 workers comes within a point
+// mlp to 80% and push once per period (eawild also with fp16 both ways); the cnn with 1 server and 2 workers comes within a point
 // of bsp after the same steps; a worker killed with SIGKILL hangs neither mode; bad flag values
 // stop the scheduler with their exact error.
 #include <signal.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -146,6 +147,34 @@ TEST_P(ElasticModesTest, FourWorkersTrainTheMlpTo80PercentPushingOncePerPeriod) 
     EXPECT_EQ(CountLines(job.WorkerFile(w, ".json"), "\"name\": \"push\""), 117) << w;
     EXPECT_EQ(CountLines(job.WorkerFile(w, ".json"), "\"centre\": true"), 117) << w;
   }
+}
+
+// The number after "key": at the first place it appears in `json` from `from` on, or -1.
+double FieldAfter(const std::string& json, const std::string& from, const std::string& key) {
+  const size_t start = json.find(from);
+  const size_t at = start == std::string::npos ? start : json.find("\"" + key + "\": ", start);
+  if (at == std::string::npos) return -1;
+  return std::strtod(json.c_str() + at + key.size() + 4, nullptr);
+}
+
+// eawild+fp16 (a compare_modes configuration): the differences travel in fp16 and the centre
+// comes back in fp16; the mlp still reaches 80%, and a worker's pushes are 117 fp16 differences.
+TEST(ElasticFp16Test, EawildTrainsTheMlpTo80PercentWithFp16BothWays) {
+  JobSpec spec = MlpJob("eawild", 2);
+  spec.name = "elastic_fp16";
+  spec.trace = false;
+  spec.worker_flags.push_back("--push_codec=fp16");
+  spec.worker_flags.push_back("--pull_codec=fp16");
+  LocalJob job(spec);
+  ASSERT_TRUE(job.WaitAll(absl::Seconds(180)));
+  const std::string stats = job.Stats();
+  EXPECT_GE(testing::ReportedAccuracy(stats), 0.80) << stats;
+  EXPECT_NE(stats.find("\"push_codec\": \"fp16\", \"pull_codec\": \"fp16\""),
+            std::string::npos) << stats;
+  // 117 differences of the mlp's 235,146 values in fp16, plus rank 0's fp32 initial values.
+  const double pushed = FieldAfter(stats, "\"workers\": [", "bytes_pushed");
+  EXPECT_GE(pushed, 117 * 235146 * 2.0) << stats;
+  EXPECT_LE(pushed, 117 * 235146 * 2.0 + 4 * 235146) << stats;
 }
 
 // Waits until worker `i` has recorded `iterations` iterations in its metrics.
