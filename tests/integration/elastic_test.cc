@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -204,8 +205,9 @@ TEST_P(ElasticModesTest, KilledWorkerDoesNotHangTheJob) {
 INSTANTIATE_TEST_SUITE_P(Modes, ElasticModesTest, ::testing::Values("easgd", "eawild"));
 
 // The cnn, 1 server and 2 workers, the same 234 steps (half an epoch of their shards) in bsp and
-// in each elastic mode: elastic averaging's centre is within a point of bsp's model. Half an
-// epoch keeps the three jobs to about two minutes on 2 cores.
+// in each elastic mode: elastic averaging's centre is within a point of bsp's model (no more
+// than a point below it; above it is fine). Half an epoch keeps the three jobs to 80-90 s on
+// 2 cores; a whole epoch took 88 + 61 + 46 s.
 TEST(ElasticCnnTest, WithinAPointOfBspAfterTheSameSteps) {
   double accuracy[3] = {-1, -1, -1};
   const char* modes[3] = {"bsp", "easgd", "eawild"};
@@ -223,6 +225,8 @@ TEST(ElasticCnnTest, WithinAPointOfBspAfterTheSameSteps) {
     ASSERT_TRUE(job.WaitAll(absl::Seconds(300))) << modes[k];
     accuracy[k] = testing::ReportedAccuracy(job.Stats());
   }
+  std::printf("cnn after 234 steps: bsp %.4f, easgd %.4f, eawild %.4f\n", accuracy[0],
+              accuracy[1], accuracy[2]);
   EXPECT_GE(accuracy[0], 0.80);
   EXPECT_GE(accuracy[1], accuracy[0] - 0.01) << "easgd " << accuracy[1] << ", bsp " << accuracy[0];
   EXPECT_GE(accuracy[2], accuracy[0] - 0.01) << "eawild " << accuracy[2] << ", bsp " << accuracy[0];
