@@ -49,8 +49,10 @@ absl::StatusOr<proto::SyncMode> ParseSyncMode(const std::string& name) {
   if (lower == "bsp") return proto::BSP;
   if (lower == "ssp") return proto::SSP;
   if (lower == "r2sp") return proto::R2SP;
-  return absl::InvalidArgumentError(
-      absl::StrCat("--sync must be one of bsp, ssp, asp, r2sp; got '", name, "'"));
+  if (lower == "easgd") return proto::EASGD;
+  if (lower == "eawild") return proto::EAWILD;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--sync must be one of bsp, ssp, asp, r2sp, easgd, eawild; got '", name, "'"));
 }
 
 std::string SyncModeName(proto::SyncMode mode) {

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "common/sync_modes.h"
 #include "glog/logging.h"
 
 namespace r2sp {
@@ -20,7 +21,7 @@ JoinCoordinator::JoinCoordinator(const JoinCoordinatorOptions& options, NodeTabl
     : options_(options), nodes_(nodes) {}
 
 bool JoinCoordinator::JoinsAtAClock() const {
-  return options_.sync == proto::BSP || options_.sync == proto::SSP;
+  return RoundSynchronous(options_.sync) || options_.sync == proto::SSP;
 }
 
 absl::Status JoinCoordinator::Join(const proto::RegisterRequest& reg, Responder& responder,

@@ -24,8 +24,13 @@ DEFINE_string(endpoint_file, "", "if set, write the endpoint nodes should use to
 DEFINE_int32(num_servers, 1, "servers in the job");
 DEFINE_int32(num_workers, 1, "workers in the job");
 DEFINE_uint64(partition_bytes, 1 << 20, "largest partition of the model, in bytes");
-DEFINE_string(sync, "asp", "consistency mode: bsp, ssp, asp or r2sp (docs/MODES.md)");
+DEFINE_string(sync, "asp", "consistency mode: bsp, ssp, asp, r2sp, easgd or eawild "
+              "(docs/MODES.md)");
 DEFINE_int32(staleness, 3, "ssp: how many clocks a worker may run ahead of the slowest");
+DEFINE_int32(elastic_period, 4, "easgd, eawild: local steps between a worker's elastic "
+             "exchanges with the centre (tau, >= 1)");
+DEFINE_string(elastic_alpha, "auto", "easgd, eawild: moving rate alpha in (0, 1] of the elastic "
+              "difference alpha * (worker - centre); auto: 0.9 / workers");
 DEFINE_double(r2sp_headroom, 1.2, "r2sp: gap between slot grants = T / (headroom * workers)");
 DEFINE_string(r2sp_slot, "push", "r2sp: what a slot covers: push (released once the push is "
               "acknowledged, so the next worker's push overlaps this one's pull) or push_pull "
@@ -89,6 +94,9 @@ absl::StatusOr<r2sp::SchedulerOptions> OptionsFromFlags() {
   options.partition_bytes = FLAGS_partition_bytes;
   R2SP_ASSIGN_OR_RETURN(options.sync, r2sp::ParseSyncMode(FLAGS_sync));
   options.staleness = FLAGS_staleness;
+  options.elastic_period = FLAGS_elastic_period;
+  R2SP_ASSIGN_OR_RETURN(options.elastic_alpha,
+                        r2sp::ParseElasticAlpha(FLAGS_elastic_alpha, FLAGS_num_workers));
   r2sp::SlotCoordinatorOptions& slots = options.slots;
   slots.headroom = FLAGS_r2sp_headroom;
   R2SP_ASSIGN_OR_RETURN(slots.includes_pull, r2sp::ParseSlotIncludesPull(FLAGS_r2sp_slot));

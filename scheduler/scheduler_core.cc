@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "common/sync_modes.h"
 #include "glog/logging.h"
 #include "scheduler/job_report.h"
 
@@ -23,6 +24,10 @@ MembershipOptions MembershipOptionsFrom(const SchedulerOptions& options) {
   book.set_partition_bytes(options.partition_bytes);
   book.set_sync(options.sync);
   book.set_staleness(options.staleness);
+  if (Elastic(options.sync)) {
+    book.set_elastic_period(options.elastic_period);
+    book.set_elastic_alpha(options.elastic_alpha);
+  }
   book.set_r2sp_slot_includes_pull(options.slots.includes_pull);
   book.set_job_id(options.job_id);
   book.set_absorb_orphaned_shards(options.absorb_orphaned_shards);

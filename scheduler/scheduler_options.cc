@@ -1,9 +1,12 @@
 // See scheduler_options.h.
 #include "scheduler/scheduler_options.h"
 
+#include <algorithm>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/option_checker.h"
+#include "common/sync_modes.h"
 
 namespace r2sp {
 
@@ -16,6 +19,13 @@ absl::Status SchedulerOptions::Validate() const {
   c.Check(partition_bytes <= kMaxPartitionBytes, "--partition_bytes", "partition_bytes",
           "at most 256 MiB (the largest message frame)", partition_bytes);
   c.Check(staleness >= 0, "--staleness", "staleness", ">= 0", staleness);
+  c.Check(elastic_period >= 1, "--elastic_period", "elastic_period", ">= 1", elastic_period);
+  c.Check(elastic_alpha > 0 && elastic_alpha <= 1, "--elastic_alpha", "elastic_alpha",
+          "in (0, 1]", elastic_alpha);
+  c.Require(!(Elastic(sync) && slots.hetero_batching), "--hetero_batching",
+            "slots.hetero_batching",
+            "does not go with --sync=easgd or eawild yet (a worker's elastic difference is not "
+            "weighted by its batch)");
   c.Check(slots.headroom > 0, "--r2sp_headroom", "slots.headroom", "> 0", slots.headroom);
   c.Check(slots.width >= 0, "--r2sp_slot_width", "slots.width", ">= 0 (0: auto)", slots.width);
   const BatchTunerOptions& batching = slots.batching;
@@ -54,6 +64,14 @@ absl::Status CheckHeartbeatPeriod(int64_t period_ms, absl::Duration timeout) {
       absl::ToInt64Milliseconds(timeout),
       "): two heartbeats must fit in the timeout (heartbeat_ms * 2 <= heartbeat_timeout_ms), "
       "or the node is declared dead between two of them"));
+}
+
+absl::StatusOr<double> ParseElasticAlpha(const std::string& text, int num_workers) {
+  if (text == "auto") return 0.9 / std::max(1, num_workers);
+  double alpha = 0;
+  if (absl::SimpleAtod(text, &alpha)) return alpha;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--elastic_alpha must be auto or a number in (0, 1], got '", text, "'"));
 }
 
 absl::StatusOr<int> ParseSlotWidth(const std::string& text) {

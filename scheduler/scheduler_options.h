@@ -27,6 +27,11 @@ struct SchedulerOptions {
   uint64_t partition_bytes = 1 << 20;
   proto::SyncMode sync = proto::ASP;
   int staleness = 3;             // ssp. REQUIRES: >= 0
+  // easgd, eawild: local steps between a worker's elastic exchanges (tau; REQUIRES: >= 1) and
+  // the moving rate alpha (REQUIRES: in (0, 1]; the flag's default, ParseElasticAlpha's
+  // "auto", is 0.9 / num_workers as in the EASGD paper). REQUIRES with them: no hetero batching.
+  int elastic_period = 4;
+  double elastic_alpha = 0.9;
   // The r2sp slot (--r2sp_headroom, --r2sp_slot, --r2sp_order, --r2sp_slot_width) and hetero
   // batching (--hetero_batching, --global_batch, --min_batch, --max_batch), as the
   // SlotCoordinator takes them; REQUIRES: see SlotCoordinatorOptions.
@@ -70,6 +75,10 @@ inline constexpr uint64_t kMaxPartitionBytes = uint64_t{256} << 20;
 // while a node beating slower than the timeout would be declared dead between two beats.
 // period_ms 0 (a node that did not say) is not checked. InvalidArgument (a bad flag: the node exits 2) naming both values.
 absl::Status CheckHeartbeatPeriod(int64_t period_ms, absl::Duration timeout);
+
+// --elastic_alpha: "auto" (beta / workers with beta = 0.9, the EASGD paper's choice) or a number
+// (Validate checks its range).
+absl::StatusOr<double> ParseElasticAlpha(const std::string& text, int num_workers);
 
 // --r2sp_slot_width: "auto" (0: tuned) or a number >= 1.
 absl::StatusOr<int> ParseSlotWidth(const std::string& text);

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "common/sync_modes.h"
 #include "glog/logging.h"
 
 namespace r2sp {
@@ -14,7 +15,7 @@ ServerReplacement::ServerReplacement(const ServerReplacementOptions& options, No
     : options_(options), nodes_(nodes) {}
 
 absl::Duration ServerReplacement::timeout() const {
-  return options_.sync == proto::BSP ? absl::ZeroDuration() : options_.replace_timeout;
+  return RoundSynchronous(options_.sync) ? absl::ZeroDuration() : options_.replace_timeout;
 }
 
 absl::Status ServerReplacement::Lost(Node& server, const std::string& why, absl::Time now) {
@@ -24,7 +25,9 @@ absl::Status ServerReplacement::Lost(Node& server, const std::string& why, absl:
         absl::StrCat("server ", server.rank, " at ", server.endpoint, " was lost (", why,
                      "); the job cannot go on without its shard: resume it from the servers' "
                      "checkpoints (tools/launch --resume=RUN_DIR)",
-                     options_.sync == proto::BSP ? "; bsp jobs do not replace servers" : ""));
+                     options_.sync == proto::BSP     ? "; bsp jobs do not replace servers"
+                     : options_.sync == proto::EASGD ? "; easgd jobs do not replace servers"
+                                                     : ""));
   }
   server.replace_by = now + wait;
   LOG(WARNING) << "server " << server.rank << " lost; waiting up to " << absl::FormatDuration(wait)

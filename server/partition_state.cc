@@ -113,6 +113,16 @@ void PartitionState::Apply(const SgdOptions& options, float scale, const wire::G
   Commit(out_buffer);
 }
 
+void PartitionState::Add(const float* delta) {
+  Buffer* out = OutputBuffer();
+  const float* in = current_->values.data();
+  float* w = out->values.data();
+  ForRange([&](size_t begin, size_t end) {
+    for (size_t i = begin; i < end; ++i) w[i] = in[i] + delta[i];
+  });
+  Commit(out);
+}
+
 zmq::message_t PartitionState::PullFrame() { return FrameOver(current_); }
 
 zmq::message_t PartitionState::Fp16PullFrame() {

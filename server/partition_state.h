@@ -39,6 +39,9 @@ class PartitionState {
   // The same for a gradient of any kind: sparse ones without a dense copy (the untouched
   // weights get the zero-gradient update, see SgdApplyNoGradient).
   void Apply(const SgdOptions& options, float scale, const wire::GradientView& grad);
+  // Elastic averaging's centre update: weights += delta, no optimizer (momentum untouched);
+  // version += 1. REQUIRES: initialized().
+  void Add(const float* delta);
   // A frame over the current weights, valid even while later updates run.
   zmq::message_t PullFrame();
   // The same rounded to binary16 (fp16 pulls): encoded once per version, shared by every pull

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "common/sync_modes.h"
 #include "common/wire/pull_frames.h"
 #include "glog/logging.h"
 #include "server/shard_checkpoint.h"
@@ -39,7 +40,8 @@ void ServerHandler::Configure(int rank, const ServerPeers& peers, const ModelLay
   num_workers_ = num_workers;
   peers_ = peers;
   roster_.Reset(rank, num_workers);
-  partitions_ = PartitionTable(layout, rank, num_workers, options_.sync == proto::BSP, pool_.get());
+  partitions_ = PartitionTable(layout, rank, num_workers, RoundSynchronous(options_.sync),
+                               pool_.get());
   configured_ = true;
   LOG(INFO) << "server " << rank << " holds " << partitions_.size() << " partitions, "
             << layout.BytesOf(rank) << " bytes";
@@ -155,12 +157,13 @@ absl::Status ServerHandler::HandlePush(Message& request, Responder& responder) {
   if (!(weight >= 0.0f && weight <= 1.0f)) {
     return absl::InvalidArgumentError(absl::StrCat("push scale must be in [0, 1], got ", weight));
   }
-  if (options_.sync == proto::BSP && header.clock() < held.restored_clock && header.clock() >= 0) {
+  const bool rounds = RoundSynchronous(options_.sync);
+  if (rounds && header.clock() < held.restored_clock && header.clock() >= 0) {
     responder.ReplyStatus(absl::OkStatus());  // applied before the checkpoint
     return absl::OkStatus();
   }
   // In asynchronous modes pushed[w] is past every clock of w's applied pushes.
-  if (options_.sync != proto::BSP && header.push().retry() &&
+  if (!rounds && header.push().retry() &&
       header.clock() < held.pushed[header.sender_rank()]) {
     ++counters_.repeated_pushes;
     responder.ReplyStatus(absl::OkStatus());  // a retry of a push applied already
@@ -177,6 +180,7 @@ absl::Status ServerHandler::ApplyPush(HeldPartition& held, const proto::Header& 
                                       const wire::GradientView& grad) {
   const int w = header.sender_rank();
   const float weight = header.push().scale();
+  if (Elastic(options_.sync)) return AddElastic(held, header, grad);
   if (options_.sync == proto::BSP) {
     R2SP_RETURN_IF_ERROR(held.aggregator->Add(w, header.clock(), grad, weight));
     ++held.pushed[w];
@@ -191,12 +195,39 @@ absl::Status ServerHandler::ApplyPush(HeldPartition& held, const proto::Header& 
   return absl::OkStatus();
 }
 
+absl::Status ServerHandler::AddElastic(HeldPartition& held, const proto::Header& header,
+                                       const wire::GradientView& grad) {
+  if (grad.kind != wire::GradientView::Kind::kDense) {
+    return absl::InvalidArgumentError(
+        "easgd and eawild take dense elastic differences (push codec fp32 or fp16)");
+  }
+  const int w = header.sender_rank();
+  if (options_.sync == proto::EASGD) {
+    // The round's sum, added once every live worker's difference is in (MaybeCompleteClock).
+    R2SP_RETURN_IF_ERROR(held.aggregator->Add(w, header.clock(), grad, /*weight=*/1.0f));
+    ++held.pushed[w];
+    return absl::OkStatus();
+  }
+  // eawild: this partition's add is the unit that is atomic (under mu_); nothing spans
+  // partitions, so a pull may see one partition with a difference and another without.
+  held.state.Add(grad.dense);
+  const float weight = header.push().scale();
+  held.steps += options_.elastic_period * (weight > 0.0f ? weight : 1.0f);
+  held.pushed[w] = std::max(held.pushed[w] + 1, header.clock() + 1);
+  return absl::OkStatus();
+}
+
 void ServerHandler::MaybeCompleteClock(HeldPartition& held) {
   if (held.aggregator == nullptr) return;
   if (roster_.Holds(held.aggregator->clock())) return;  // a join
   if (held.aggregator->Complete(roster_.live(), roster_.joined_at())) {
-    held.state.Apply(SgdFor(held), held.aggregator->scale(), held.aggregator->sum());
-    held.steps += 1;
+    if (options_.sync == proto::EASGD) {
+      held.state.Add(held.aggregator->sum());  // the centre moves by the round's sum
+      held.steps += options_.elastic_period;
+    } else {
+      held.state.Apply(SgdFor(held), held.aggregator->scale(), held.aggregator->sum());
+      held.steps += 1;
+    }
     held.aggregator->Advance();
   }
 }
@@ -205,7 +236,7 @@ absl::Status ServerHandler::HandlePull(Message& request, Responder& responder) {
   R2SP_ASSIGN_OR_RETURN(HeldPartition* const found, FindPartition(request.header, responder));
   HeldPartition& held = *found;
   R2SP_ASSIGN_OR_RETURN(wire::PullRequest wanted,
-                        wire::DecodePull(request, options_.sync != proto::BSP));
+                        wire::DecodePull(request, !RoundSynchronous(options_.sync)));
   ParkedPull pull{std::move(wanted), absl::Time(), std::move(responder)};
   if (PartitionTable::Ready(held, pull.request.min_version, pull.request.min_clock,
                             roster_.live())) {
@@ -272,7 +303,7 @@ absl::Status ServerHandler::GrowWorkers(const proto::Membership& membership) {
   for (int w = num_workers_; w < num_workers; ++w) {
     peers_.worker_ids.push_back(membership.worker_ids(w));
   }
-  const bool at_clock = options_.sync == proto::SSP || options_.sync == proto::BSP;
+  const bool at_clock = options_.sync == proto::SSP || RoundSynchronous(options_.sync);
   LOG(INFO) << "server " << rank_ << ": " << num_workers - num_workers_ << " worker(s) joined, "
             << num_workers << " in all"
             << (at_clock ? absl::StrCat(", from clock ", join_clock) : "");
@@ -292,7 +323,8 @@ void ServerHandler::SetDepartedWorkers(const std::vector<int>& departed) {
 
 proto::ShardCheckpoint ServerHandler::Snapshot() const {
   absl::MutexLock lock(&mu_);
-  return SnapshotShard(partitions_, options_.sgd.momentum > 0);
+  // Elastic modes keep no momentum on the servers (the workers run the optimizer).
+  return SnapshotShard(partitions_, options_.sgd.momentum > 0 && !Elastic(options_.sync));
 }
 
 double ServerHandler::Steps() const {

@@ -104,6 +104,10 @@ class ServerHandler : public RequestHandler {
   // Answers `pull` (parked for `waited` seconds) with the current or predicted weights.
   void AnswerPull(HeldPartition& held, ParkedPull& pull, double waited)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // easgd and eawild: an elastic difference for the centre: added to its round's sum (easgd)
+  // or to the weights now (eawild), without the optimizer.
+  absl::Status AddElastic(HeldPartition& held, const proto::Header& header,
+                          const wire::GradientView& grad) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MaybeCompleteClock(HeldPartition& held) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReleaseParkedPulls(HeldPartition& held) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // After a departure or the end of a join hold: every partition's clock may complete, its

@@ -76,6 +76,7 @@ absl::Status ServerNode::Join() {
       ModelLayout::Create(model, book.partition_bytes(), book.servers_size()));
   ServerOptions server = options_.server;
   server.sync = book.sync();
+  if (book.elastic_period() > 0) server.elastic_period = book.elastic_period();
   handler_ = std::make_unique<ServerHandler>(server);
   ServerPeers peers;
   peers.scheduler_id = reg.scheduler_id();

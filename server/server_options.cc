@@ -13,6 +13,8 @@ absl::Status ServerOptions::Validate() const {
           sgd.momentum);
   c.Check(sgd.weight_decay >= 0, "--weight_decay", "sgd.weight_decay", ">= 0",
           sgd.weight_decay);
+  c.Check(elastic_period >= 1, "--elastic_period", "elastic_period", ">= 1 (the address book's)",
+          elastic_period);
   c.Check(schedule.warmup_updates >= 0, "--warmup_updates", "schedule.warmup_updates", ">= 0",
           schedule.warmup_updates);
   c.Check(schedule.gamma > 0 && schedule.gamma <= 1, "--lr_gamma", "schedule.gamma",

@@ -19,6 +19,10 @@ struct ServerOptions {
   // milestones positive and ascending.
   LrSchedule schedule;
   proto::SyncMode sync = proto::ASP;
+  // easgd, eawild: the workers' local steps between elastic exchanges (the address book's
+  // elastic_period): an easgd round, or an eawild push of fraction f (b_i / B), counts as
+  // period (times f) global-batch steps of training. REQUIRES: >= 1.
+  int elastic_period = 1;
   // Asynchronous modes (asp, ssp, r2sp): a push's scale is its fraction b_i / B of a global-batch
   // step, and the update is normalised per sample (StepForFraction), so that every mode runs the
   // same hyperparameters. false: every push is one whole SGD step on its own gradient (classic

@@ -2,6 +2,7 @@
 #include "server/worker_roster.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/sync_modes.h"
 #include "glog/logging.h"
 
 namespace r2sp {
@@ -26,7 +27,7 @@ bool WorkerRoster::Depart(const std::vector<int>& departed) {
 }
 
 absl::StatusOr<int64_t> WorkerRoster::Prepare(const PartitionTable& partitions) {
-  if (sync_ == proto::BSP) {
+  if (RoundSynchronous(sync_)) {
     if (!hold_after_.has_value()) {
       const int64_t open = partitions.OpenClock();
       hold_after_ = open;
@@ -66,7 +67,7 @@ absl::Status WorkerRoster::CheckGrow(const proto::Membership& membership) const 
 
 absl::Status WorkerRoster::CheckJoinClock(int64_t join_clock,
                                           const PartitionTable& partitions) const {
-  if (sync_ != proto::BSP) return absl::OkStatus();
+  if (!RoundSynchronous(sync_)) return absl::OkStatus();
   absl::Status status;
   partitions.ForEach([&](uint64_t key, const HeldPartition& held) {
     // A clock from join_clock on that completed without the joiner would break bsp.

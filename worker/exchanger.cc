@@ -8,6 +8,7 @@
 #include "absl/time/clock.h"
 #include "common/codec/codec_spec.h"
 #include "common/status_macros.h"
+#include "common/sync_modes.h"
 #include "glog/logging.h"
 
 namespace r2sp {
@@ -21,7 +22,11 @@ Exchanger::Exchanger(const ExchangerOptions& options, PsClient* ps, SchedulerCli
       scheduler_(scheduler),
       log_(log),
       next_batch_(std::make_shared<std::atomic<int>>(options.initial_batch)) {
-  if (options.overlap) {
+  if (Elastic(options.sync)) {
+    CHECK(!options.overlap) << "elastic averaging does not overlap (CheckJobMode refuses it)";
+    elastic_ = std::make_unique<ElasticExchange>(options.sync, options.elastic, ps,
+                                                 options.pull_codec);
+  } else if (options.overlap) {
     pusher_ = std::make_unique<BucketPusher>(ps, options.bucket_bytes);
     // r2sp: the slot gates the push; ask for it early (early_slot.h).
     if (options.sync == proto::R2SP) {
@@ -159,7 +164,31 @@ PullOptions Exchanger::PullFor(const ExchangeStep& step, const IterationMetrics&
   return pull;
 }
 
+absl::StatusOr<const float*> Exchanger::EvaluationParams(const float* params) {
+  if (elastic_ == nullptr) return params;
+  return elastic_->PullCentre();
+}
+
+absl::Status Exchanger::ExchangeElastic(const ExchangeStep& step, IterationMetrics* m) {
+  R2SP_ASSIGN_OR_RETURN(const ElasticStepTimes t,
+                        elastic_->Step(m->clock, step.grads, step.params, PushScale(m->batch)));
+  scheduler_->NoteProgress();
+  if (!t.exchanged) return absl::OkStatus();
+  const uint64_t bytes = ps_->layout().total_bytes();
+  m->push_bytes = m->pull_bytes = bytes;
+  m->parked_seconds = m->wait_seconds = t.parked_seconds;
+  m->pull_seconds = absl::ToDoubleSeconds(t.pull_done - t.pull_started);
+  m->push_seconds = absl::ToDoubleSeconds(t.push_done - t.pull_done);
+  if (log_ != nullptr) {
+    log_->Span("pull", t.pull_started, t.pull_done,
+               absl::StrCat("{\"parked_ms\": ", t.parked_seconds * 1e3, ", \"centre\": true}"));
+    log_->Span("push", t.pull_done, t.push_done, "{\"elastic\": true}");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Exchanger::Exchange(const ExchangeStep& step, IterationMetrics* m) {
+  if (elastic_ != nullptr) return ExchangeElastic(step, m);
   const bool r2sp = options_.sync == proto::R2SP;
   const bool last = step.iterations_left == 1;
   R2SP_RETURN_IF_ERROR_WITH(FinishPull(), "pull");

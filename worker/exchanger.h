@@ -8,6 +8,8 @@
 //      worker is within `staleness` clocks; r2sp with lookahead: those predicted for when the
 //      next gradient lands, docs/MODES.md)
 //   -> hetero batching outside r2sp: REPORT the iteration.
+// easgd and eawild instead take the local step and, every period, the elastic exchange
+// (elastic_exchange.h); evaluations then see the centre (EvaluationParams).
 // The Exchanger is the one owner of the batch-size channel: the first size comes from the
 // address book, later ones from r2sp slot grants or REPORT replies.
 #ifndef R2SP_WORKER_EXCHANGER_H_
@@ -23,6 +25,7 @@
 #include "common/scheduler_client.h"
 #include "worker/bucket_pusher.h"
 #include "worker/early_slot.h"
+#include "worker/elastic_exchange.h"
 #include "worker/host_gradient.h"
 #include "worker/ps_client.h"
 #include "worker/run_log.h"
@@ -65,6 +68,8 @@ struct ExchangerOptions {
   // (ParamsNeeded), and the next Exchange (or FinishPull) for the rest. Not when the next
   // compute evaluates, on the worker's last iteration, or when the slot covers the pull.
   bool overlap_pulls = false;
+  // easgd, eawild: the local step and the elastic exchange (REQUIRES there: no overlap).
+  ElasticOptions elastic;
 
   // Whether Exchange may return with the pull still running (the next compute must then call
   // Exchanger::ParamsNeeded before reading each part of the parameters).
@@ -121,6 +126,10 @@ class Exchanger {
   // the parameters whole (an evaluation, the end of the run).
   absl::Status FinishPull();
 
+  // The parameters an evaluation after this iteration sees: `params`, or in elastic modes the
+  // centre, pulled now (valid until the next call).
+  absl::StatusOr<const float*> EvaluationParams(const float* params);
+
   // The batch size for the next iteration.
   int next_batch() const { return next_batch_->load(); }
 
@@ -155,6 +164,10 @@ class Exchanger {
   // The last iteration, as the next SLOT or REPORT describes it; comm_seconds is the tuner's
   // fixed per-iteration cost.
   SlotReport previous_;
+  // easgd, eawild: the rest of Exchange.
+  absl::Status ExchangeElastic(const ExchangeStep& step, IterationMetrics* m);
+
+  std::unique_ptr<ElasticExchange> elastic_;  // easgd, eawild
   std::unique_ptr<BucketPusher> pusher_;  // with overlap
   std::unique_ptr<EarlySlot> early_slot_;  // r2sp with overlap; destroyed before pusher_
   // The pull left running into the next compute (overlap_pulls), sent at pull_sent_.

@@ -321,8 +321,11 @@ absl::Status TrainingLoop::Evaluate(int epoch, bool epoch_end, double train_loss
   // The step before an evaluation waits for its pull (ExchangeStep::evaluation_next); this is
   // for an epoch plan that ended the run sooner than the loop knew.
   R2SP_RETURN_IF_ERROR_WITH(exchanger_->FinishPull(), "pull");
+  // Elastic averaging evaluates the centre, not this worker's own parameters.
+  R2SP_ASSIGN_OR_RETURN(const float* const evaluated_params,
+                        WithContext(exchanger_->EvaluationParams(params_), "evaluation"));
   R2SP_ASSIGN_OR_RETURN(const std::optional<TestEvaluation> evaluated,
-                        workload_->EvaluateTest(params_));
+                        workload_->EvaluateTest(evaluated_params));
   if (!evaluated.has_value()) return absl::OkStatus();
   const TestEvaluation& eval = *evaluated;
   result_.test_accuracy = eval.accuracy;

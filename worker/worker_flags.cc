@@ -104,6 +104,10 @@ DEFINE_bool(early_pulls, false, "pull each partition as soon as its push is ackn
             "while the next partitions are still being pushed (not with --overlap)");
 DEFINE_uint64(bucket_bytes, 4 << 20, "--overlap: push complete partitions once this many fp32 "
               "bytes of them are waiting (0: each partition at once)");
+DEFINE_double(lr, 0.01, "easgd, eawild: the worker's local SGD learning rate (give it the "
+              "servers' --lr; the other modes' optimizer runs on the servers)");
+DEFINE_double(momentum, 0.9, "easgd, eawild: the local SGD's momentum (0 disables it)");
+DEFINE_double(weight_decay, 0, "easgd, eawild: the local SGD's weight decay");
 DEFINE_string(dump_params, "", "after training, write the final parameters (raw fp32) here");
 DEFINE_int32(eval_every, 0, "real models: also evaluate the test set every this many steps "
              "(0: after each epoch only)");
@@ -181,6 +185,8 @@ absl::StatusOr<WorkerOptions> WorkerOptionsFromFlags() {
   o.exchange.bucket_bytes = FLAGS_bucket_bytes;
   o.exchange.early_pulls = FLAGS_early_pulls;
   o.exchange.density_warmup_epochs = FLAGS_density_warmup_epochs;
+  o.exchange.elastic.sgd = {static_cast<float>(FLAGS_lr), static_cast<float>(FLAGS_momentum),
+                            static_cast<float>(FLAGS_weight_decay)};
   o.workload.model_dir = FLAGS_model_dir;
   o.workload.keep_models = FLAGS_keep_models;
   o.workload.fp16_gradients = FLAGS_encode_on_device;

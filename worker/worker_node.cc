@@ -11,6 +11,7 @@
 #include "common/durable_file.h"
 #include "common/live_shards.h"
 #include "common/status_macros.h"
+#include "common/sync_modes.h"
 #include "glog/logging.h"
 #include "models/backend.h"
 #include "models/model_file.h"
@@ -64,6 +65,7 @@ void WorkerNode::Lost(const std::string& why) {
 }
 
 absl::Status WorkerNode::TrainAndFinish() {
+  R2SP_RETURN_IF_ERROR(CheckJobMode(options_, registration_.book()));
   R2SP_RETURN_IF_ERROR(InitialiseParameters());
   if (external_) external_->workload->Joined(JoinedJobInfo());
   R2SP_ASSIGN_OR_RETURN(LoopResult result, WithContext(Train(), "training"));
@@ -171,11 +173,12 @@ absl::Status WorkerNode::InitialiseParameters() {
   }
   // A bsp or ssp joiner takes part from its join clock: in bsp it starts from the parameters
   // every clock before it made (waiting for the last of them to complete).
+  // An easgd joiner's clock is a round: it starts from the centre every round before it made.
   const proto::SyncMode sync = registration_.book().sync();
   const bool at_clock =
-      registration_.joined_running_job() && (sync == proto::BSP || sync == proto::SSP);
+      registration_.joined_running_job() && (RoundSynchronous(sync) || sync == proto::SSP);
   PullOptions initial;
-  if (at_clock && sync == proto::BSP) initial.min_version = registration_.join_clock();
+  if (at_clock && RoundSynchronous(sync)) initial.min_version = registration_.join_clock();
   const Ticket pulled = ps_->Pull(params(), initial);
   R2SP_RETURN_IF_ERROR_WITH(pulled.Wait(), "pulling initial parameters");
   // The servers restored checkpoints, or this worker joins a running job: training goes on from
@@ -183,7 +186,9 @@ absl::Status WorkerNode::InitialiseParameters() {
   // in bsp and ssp).
   double steps = pulled.min_restored_steps();
   if (at_clock) {
-    steps = static_cast<double>(registration_.join_clock());
+    const int64_t steps_per_clock =
+        sync == proto::EASGD ? registration_.book().elastic_period() : 1;
+    steps = static_cast<double>(registration_.join_clock() * steps_per_clock);
   } else if (registration_.joined_running_job()) {
     steps = synthetic() ? 0.0 : pulled.min_steps();
   }
@@ -303,8 +308,10 @@ absl::StatusOr<LoopResult> WorkerNode::TrainModel(const LoopOptions& loop_in,
   workload_options.wrapping_batches = mode.hetero_batching;
   workload_options.evaluates = [role = evaluator_.get()] { return role->Evaluates(); };
   workload_options.data = options_.data;
-  workload_options.fp16_gradients =
-      options_.workload.fp16_gradients && options_.ps.push_codec.codec == proto::FP16;
+  // Elastic modes take the local step on the fp32 gradient (they push differences, not it).
+  workload_options.fp16_gradients = options_.workload.fp16_gradients &&
+                                    options_.ps.push_codec.codec == proto::FP16 &&
+                                    !Elastic(registration_.book().sync());
   ModelWorkload workload(workload_options, net.get(), &batcher, &data_->test);
   Exchanger exchanger(mode, ps_.get(), scheduler_.get(), log);
   if (registration_.book().absorb_orphaned_shards()) {
@@ -366,15 +373,15 @@ absl::StatusOr<LoopResult> WorkerNode::TrainExternal(LoopOptions loop, Exchanger
 absl::Status WorkerNode::Finish(const LoopResult& result) {
   // Every worker's last push is applied once all have passed this barrier.
   R2SP_RETURN_IF_ERROR_WITH(scheduler_->Barrier(proto::WORKERS), "final barrier");
+  const proto::AddressBook& book = registration_.book();
   PullOptions final_pull;
-  final_pull.min_version = registration_.book().sync() == proto::BSP ? result.steps : 0;
+  if (book.sync() == proto::BSP) final_pull.min_version = result.steps;
+  if (book.sync() == proto::EASGD) final_pull.min_version = result.steps / book.elastic_period();
+  // Elastic modes: the final pull brings the centre; this worker's own parameters go to .local.
+  const std::string local = Elastic(book.sync()) ? ParamBytes(params(), layout_->total_elements()) : "";
   R2SP_RETURN_IF_ERROR_WITH(ps_->Pull(params(), final_pull).Wait(), "final pull");
-  if (!options_.dump_params_path.empty()) {
-    std::string bytes(reinterpret_cast<const char*>(params()),
-                      layout_->total_elements() * sizeof(float));
-    R2SP_RETURN_IF_ERROR_WITH(WriteFileAtomically(options_.dump_params_path, bytes),
-                              "writing --dump_params");
-  }
+  R2SP_RETURN_IF_ERROR(DumpParams(options_.dump_params_path, params(), layout_->total_elements(),
+                                  local));
   const proto::NodeCounters counters = FinishCounters(options_, result, ps_->counters(),
                                                       transport_->counters().dropped_messages);
   R2SP_RETURN_IF_ERROR_WITH(scheduler_->Finish(counters), "reporting to the scheduler");

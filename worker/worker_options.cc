@@ -1,8 +1,12 @@
 // See worker_options.h.
 #include "worker/worker_options.h"
 
+#include <string>
+
+#include "absl/strings/str_cat.h"
 #include "common/codec/codec_spec.h"
 #include "common/option_checker.h"
+#include "common/sync_modes.h"
 
 namespace r2sp {
 namespace {
@@ -69,6 +73,13 @@ void CheckExchange(const WorkerOptions& o, OptionChecker& c) {
           codec::CodecSpecName({pull}));
   c.Check(o.exchange.density_warmup_epochs >= 0, "--density_warmup_epochs",
           "exchange.density_warmup_epochs", ">= 0", o.exchange.density_warmup_epochs);
+  const SgdOptions& sgd = o.exchange.elastic.sgd;
+  c.Check(sgd.learning_rate > 0, "--lr", "exchange.elastic.sgd.learning_rate", "> 0",
+          sgd.learning_rate);
+  c.Check(sgd.momentum >= 0 && sgd.momentum < 1, "--momentum", "exchange.elastic.sgd.momentum",
+          "in [0, 1)", sgd.momentum);
+  c.Check(sgd.weight_decay >= 0, "--weight_decay", "exchange.elastic.sgd.weight_decay", ">= 0",
+          sgd.weight_decay);
   c.Require(!(o.exchange.early_pulls && o.exchange.overlap), "--early_pulls",
             "exchange.early_pulls",
             "does not go with --overlap (backward still reads the parameters while --overlap "
@@ -123,10 +134,39 @@ ExchangerOptions JobExchangerOptions(const WorkerOptions& options, const proto::
   mode.hetero_batching = false;
   mode.global_batch = 0;
   mode.initial_batch = 0;
+  if (Elastic(book.sync())) {
+    mode.elastic.period = book.elastic_period();
+    mode.elastic.alpha = static_cast<float>(book.elastic_alpha());
+  }
   const codec::CodecSpec& push = options.ps.push_codec;
   mode.push_density = push.sparse() ? push.ratio : 1.0;
   if (!push.sparse()) mode.density_warmup_epochs = 0.0;
   return mode;
+}
+
+absl::Status CheckJobMode(const WorkerOptions& options, const proto::AddressBook& book) {
+  if (!Elastic(book.sync())) return absl::OkStatus();
+  const std::string mode = book.sync() == proto::EASGD ? "easgd" : "eawild";
+  auto refuse = [&mode](const std::string& what) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " does not go with --sync=", mode, " yet (docs/MODES.md)"));
+  };
+  if (options.external_model) {
+    return refuse("the Python client (its local step would be the user's optimizer)");
+  }
+  if (options.ps.push_codec.sparse()) {
+    return refuse(absl::StrCat("--push_codec=", codec::CodecSpecName(options.ps.push_codec),
+                               " (elastic differences travel dense: fp32 or fp16)"));
+  }
+  if (options.exchange.pull_codec == proto::FP16_DELTA) return refuse("--pull_codec=fp16_delta");
+  if (options.exchange.overlap) return refuse("--overlap");
+  if (options.exchange.early_pulls) return refuse("--early_pulls");
+  if (book.elastic_period() < 1 || !(book.elastic_alpha() > 0 && book.elastic_alpha() <= 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the address book's elastic period ", book.elastic_period(), " or alpha ",
+        book.elastic_alpha(), " is out of range (a scheduler older than this worker?)"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace r2sp

@@ -86,6 +86,11 @@ struct WorkerOptions {
 // (lookahead, hetero batching, batch sizes) cleared for the worker to set.
 ExchangerOptions JobExchangerOptions(const WorkerOptions& options, const proto::AddressBook& book);
 
+// OK, or InvalidArgument saying which of the worker's options the job's mode cannot run with
+// (easgd, eawild: sparse push codecs, fp16_delta pulls, --overlap, --early_pulls, the Python
+// client). Every worker checks it once registration told it the mode.
+absl::Status CheckJobMode(const WorkerOptions& options, const proto::AddressBook& book);
+
 }  // namespace r2sp
 
 #endif  // R2SP_WORKER_WORKER_OPTIONS_H_

@@ -7,6 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/codec/codec_spec.h"
 #include "common/cli.h"
+#include "common/durable_file.h"
+#include "common/status_macros.h"
 #include "glog/logging.h"
 
 namespace r2sp {
@@ -57,6 +59,20 @@ proto::NodeCounters FinishCounters(const WorkerOptions& options, const LoopResul
   counters.set_rolled_back_steps(client.rolled_back_steps);
   counters.set_dropped_messages(dropped_messages);
   return counters;
+}
+
+std::string ParamBytes(const float* params, size_t n) {
+  return std::string(reinterpret_cast<const char*>(params), n * sizeof(float));
+}
+
+absl::Status DumpParams(const std::string& path, const float* params, size_t n,
+                        const std::string& local_bytes) {
+  if (path.empty()) return absl::OkStatus();
+  R2SP_RETURN_IF_ERROR_WITH(WriteFileAtomically(path, ParamBytes(params, n)),
+                            "writing --dump_params");
+  if (local_bytes.empty()) return absl::OkStatus();
+  return WithContext(WriteFileAtomically(path + ".local", local_bytes),
+                     "writing --dump_params's .local");
 }
 
 }  // namespace r2sp

@@ -5,7 +5,9 @@
 #define R2SP_WORKER_WORKER_REPORTS_H_
 
 #include <cstdint>
+#include <string>
 
+#include "absl/status/status.h"
 #include "common/model_layout.h"
 #include "proto/messages.pb.h"
 #include "worker/ps_client.h"
@@ -24,6 +26,13 @@ void PrintTrained(int rank, const LoopResult& result);
 // FINISH's counters: the run's, the client's, and the messages the transport dropped.
 proto::NodeCounters FinishCounters(const WorkerOptions& options, const LoopResult& result,
                                    const PsClientCounters& client, uint64_t dropped_messages);
+
+// The bytes of n fp32 parameters (raw, as --dump_params writes them).
+std::string ParamBytes(const float* params, size_t n);
+// --dump_params: the final parameters to `path` (none if empty) and, when not empty,
+// `local_bytes` (an elastic worker's own parameters) to PATH.local.
+absl::Status DumpParams(const std::string& path, const float* params, size_t n,
+                        const std::string& local_bytes);
 
 }  // namespace r2sp
 

@@ -140,6 +140,22 @@ void AddServerSeeds(Seeds* seeds) {
   r2sp.Send(kScheduler, std::move(membership)).Send(1, Push(1, 1, {1, 0, 1}));
   r2sp.Send(kScheduler, From(proto::SCHEDULER, 0, proto::SHUTDOWN));
   s["r2sp_join"] = r2sp.bytes();
+  // easgd (bit 4 on bsp): a pull of the next round parked until both differences of the round
+  // are in, a sparse difference refused, a snapshot.
+  constexpr uint8_t kElastic = 16;
+  Ops easgd = InitAll(1 | kElastic | kTwoWorkers);
+  easgd.Send(0, Pull(0, 0, proto::FP32, 1)).Send(0, Push(0, 0, {1, 1, 1}));
+  easgd.Send(1, Push(1, 0, {3, 3, 3})).Send(1, Sparse(1, 1, proto::TOPK, {0}, {1}, false));
+  easgd.Byte(7);
+  s["easgd"] = easgd.bytes();
+  // eawild (bit 4 on asp): differences added on arrival, fp32 and fp16, and a pull.
+  Ops eawild = InitAll(0 | kElastic | kTwoWorkers);
+  eawild.Send(0, Push(0, 2, {1, 2, 3}, false, 0, 0.5f)).Send(1, Pull(1, 2, proto::FP16));
+  Message half = Push(1, 2, {});
+  half.header.set_codec(proto::FP16);
+  half.payload[0] = HalfFrame({0.5f, -0.5f, 2});
+  eawild.Send(1, std::move(half)).Send(0, Pull(0, 2)).Byte(7);
+  s["eawild"] = eawild.bytes();
 }
 
 Message Register(proto::Role role, const std::string& id, int model_elements = 10) {

@@ -83,9 +83,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace r2sp;
   fuzz::FuzzInput in(data, size);
   const uint8_t config = in.Byte();
-  static constexpr proto::SyncMode kModes[] = {proto::ASP, proto::BSP, proto::SSP, proto::R2SP};
+  static constexpr proto::SyncMode kModes[] = {proto::ASP,    proto::BSP,   proto::SSP,
+                                               proto::R2SP,   proto::EAWILD, proto::EASGD};
   ServerOptions options;
-  options.sync = kModes[config & 3];
+  // Bit 4 (per-sample updates off, which elastic modes ignore) turns asp into eawild and bsp
+  // into easgd.
+  options.sync = kModes[(config & 3) + ((config & 16) != 0 && (config & 3) < 2 ? 4 : 0)];
+  options.elastic_period = 2;
   options.sgd = {0.1f, (config & 4) ? 0.9f : 0.0f, (config & 8) ? 0.01f : 0.0f};
   options.per_sample_updates = (config & 16) == 0;
   const int num_workers = 1 + (config >> 5) % 3;

@@ -37,6 +37,19 @@ TEST(SchedulerOptionsTest, EachCheckNamesItsFlagAndField) {
        "largest message frame), got 268435460"},
       {"staleness", [](SchedulerOptions& o) { o.staleness = -1; },
        "--staleness (SchedulerOptions.staleness) must be >= 0, got -1"},
+      {"elastic_period", [](SchedulerOptions& o) { o.elastic_period = 0; },
+       "--elastic_period (SchedulerOptions.elastic_period) must be >= 1, got 0"},
+      {"elastic_alpha_zero", [](SchedulerOptions& o) { o.elastic_alpha = 0; },
+       "--elastic_alpha (SchedulerOptions.elastic_alpha) must be in (0, 1], got 0"},
+      {"elastic_alpha_above_one", [](SchedulerOptions& o) { o.elastic_alpha = 1.5; },
+       "--elastic_alpha (SchedulerOptions.elastic_alpha) must be in (0, 1], got 1.5"},
+      {"elastic_hetero",
+       [](SchedulerOptions& o) {
+         o.sync = proto::EAWILD;
+         o.slots.hetero_batching = true;
+       },
+       "--hetero_batching (SchedulerOptions.slots.hetero_batching) does not go with "
+       "--sync=easgd or eawild yet (a worker's elastic difference is not weighted by its batch)"},
       {"headroom", [](SchedulerOptions& o) { o.slots.headroom = 0; },
        "--r2sp_headroom (SchedulerOptions.slots.headroom) must be > 0, got 0"},
       {"slot_width", [](SchedulerOptions& o) { o.slots.width = -1; },
@@ -116,6 +129,24 @@ TEST(CheckHeartbeatPeriodTest, TwoBeatsMustFitInTheTimeout) {
             "heartbeat timeout (--heartbeat_timeout_ms=3000): two heartbeats must fit in the "
             "timeout (heartbeat_ms * 2 <= heartbeat_timeout_ms), or the node is declared dead "
             "between two of them");
+}
+
+TEST(SchedulerOptionsTest, ElasticAlphaOfOneIsValid) {
+  SchedulerOptions options;
+  options.sync = proto::EASGD;
+  options.elastic_alpha = 1;
+  options.elastic_period = 1;
+  EXPECT_TRUE(options.Validate().ok());
+}
+
+TEST(SchedulerFlagParsersTest, ElasticAlpha) {
+  EXPECT_EQ(*ParseElasticAlpha("auto", 4), 0.9 / 4);  // beta / W, beta = 0.9
+  EXPECT_EQ(*ParseElasticAlpha("auto", 1), 0.9);
+  EXPECT_EQ(*ParseElasticAlpha("0.25", 4), 0.25);
+  EXPECT_EQ(*ParseElasticAlpha("2", 4), 2.0);  // a number: Validate checks its range
+  const absl::StatusOr<double> bad = ParseElasticAlpha("half", 4);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad.status().message(), "--elastic_alpha must be auto or a number in (0, 1], got 'half'");
 }
 
 TEST(SchedulerFlagParsersTest, SlotWidth) {

@@ -1,6 +1,8 @@
 // PartitionState with a RangePool: dense updates (with and without the kept step) and
 // predicted weights equal those of one pass bit for bit, for a partition that is not a whole
-// number of the pool's pieces; a small partition runs whole.
+// number of the pool's pieces; a small partition runs whole. Elastic averaging's Add is a plain
+// add (momentum untouched, version + 1), copy-on-write under a pull frame still being sent, and
+// the same on the pool's threads.
 #include "server/partition_state.h"
 
 #include <cstring>
@@ -58,6 +60,34 @@ TEST(PartitionStateTest, PoolGivesTheSameUpdatesAndPredictionsBitForBit) {
     }
     EXPECT_EQ(alone.version(), shared.version());
   }
+}
+
+TEST(PartitionStateTest, AddIsAPlainAddThatPullsInFlightDoNotSee) {
+  PartitionState state(3);
+  const float initial[] = {1, 2, 3};
+  ASSERT_TRUE(state.Init(initial));
+  const zmq::message_t in_flight = state.PullFrame();  // still being sent
+  const float delta[] = {0.5f, -2, 0.25f};
+  state.Add(delta);
+  EXPECT_EQ(FrameValues(in_flight), (std::vector<float>{1, 2, 3}));
+  EXPECT_EQ(FrameValues(state.PullFrame()), (std::vector<float>{1.5f, 0, 3.25f}));
+  EXPECT_EQ(state.version(), 1);
+  EXPECT_EQ(std::vector<float>(state.momentum(), state.momentum() + 3),
+            (std::vector<float>{0, 0, 0}));
+}
+
+TEST(PartitionStateTest, PoolGivesTheSameAddBitForBit) {
+  RangePool pool(3);
+  const size_t n = 3 * 32768 + 5;
+  const std::vector<float> initial = Random(n, 1), delta = Random(n, 2);
+  PartitionState alone(n), shared(n);
+  shared.set_pool(&pool);
+  ASSERT_TRUE(alone.Init(initial.data()));
+  ASSERT_TRUE(shared.Init(initial.data()));
+  alone.Add(delta.data());
+  shared.Add(delta.data());
+  ASSERT_TRUE(SameBits(alone.weights(), shared.weights(), n));
+  EXPECT_EQ(alone.weights()[n - 1], initial[n - 1] + delta[n - 1]);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "common/codec/codec_spec.h"
 #include "gtest/gtest.h"
 #include "models/backend.h"
 #include "worker/worker_node.h"
@@ -102,6 +103,12 @@ TEST(WorkerOptionsTest, EachCheckNamesItsFlagAndField) {
       {"density_warmup", [](WorkerOptions& o) { o.exchange.density_warmup_epochs = -1; },
        "--density_warmup_epochs (WorkerOptions.exchange.density_warmup_epochs) must be >= 0, got "
        "-1"},
+      {"lr", [](WorkerOptions& o) { o.exchange.elastic.sgd.learning_rate = 0; },
+       "--lr (WorkerOptions.exchange.elastic.sgd.learning_rate) must be > 0, got 0"},
+      {"momentum", [](WorkerOptions& o) { o.exchange.elastic.sgd.momentum = 1; },
+       "--momentum (WorkerOptions.exchange.elastic.sgd.momentum) must be in [0, 1), got 1"},
+      {"weight_decay", [](WorkerOptions& o) { o.exchange.elastic.sgd.weight_decay = -0.5f; },
+       "--weight_decay (WorkerOptions.exchange.elastic.sgd.weight_decay) must be >= 0, got -0.5"},
       {"early_pulls",
        [](WorkerOptions& o) {
          o.exchange.early_pulls = true;
@@ -117,6 +124,70 @@ TEST(WorkerOptionsTest, EachCheckNamesItsFlagAndField) {
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << c.name;
     EXPECT_EQ(status.message(), c.message) << c.name;
   }
+}
+
+proto::AddressBook ElasticBook(proto::SyncMode sync) {
+  proto::AddressBook book;
+  book.set_sync(sync);
+  book.set_elastic_period(3);
+  book.set_elastic_alpha(0.25);
+  return book;
+}
+
+// What elastic averaging cannot run with yet is refused once the address book names the mode.
+TEST(CheckJobModeTest, ElasticModesRefuseWhatTheyCannotRunWith) {
+  const std::vector<Case> cases = {
+      {"topk",
+       [](WorkerOptions& o) { o.ps.push_codec = *codec::ParseCodecSpec("push_codec", "topk:0.01"); },
+       "--push_codec=topk:0.01 (elastic differences travel dense: fp32 or fp16) does not go with "
+       "--sync=eawild yet (docs/MODES.md)"},
+      {"csc",
+       [](WorkerOptions& o) { o.ps.push_codec = *codec::ParseCodecSpec("push_codec", "csc:0.1"); },
+       "--push_codec=csc:0.1 (elastic differences travel dense: fp32 or fp16) does not go with "
+       "--sync=eawild yet (docs/MODES.md)"},
+      {"fp16_delta", [](WorkerOptions& o) { o.exchange.pull_codec = proto::FP16_DELTA; },
+       "--pull_codec=fp16_delta does not go with --sync=eawild yet (docs/MODES.md)"},
+      {"overlap", [](WorkerOptions& o) { o.exchange.overlap = true; },
+       "--overlap does not go with --sync=eawild yet (docs/MODES.md)"},
+      {"early_pulls", [](WorkerOptions& o) { o.exchange.early_pulls = true; },
+       "--early_pulls does not go with --sync=eawild yet (docs/MODES.md)"},
+      {"python",
+       [](WorkerOptions& o) {
+         o.external_model = true;
+         o.model = "net";
+       },
+       "the Python client (its local step would be the user's optimizer) does not go with "
+       "--sync=eawild yet (docs/MODES.md)"},
+  };
+  for (const Case& c : cases) {
+    WorkerOptions options;
+    c.change(options);
+    EXPECT_TRUE(CheckJobMode(options, ElasticBook(proto::ASP)).ok()) << c.name;
+    const absl::Status status = CheckJobMode(options, ElasticBook(proto::EAWILD));
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << c.name;
+    EXPECT_EQ(status.message(), c.message) << c.name;
+  }
+  WorkerOptions fp16;
+  fp16.ps.push_codec = *codec::ParseCodecSpec("push_codec", "fp16");
+  fp16.exchange.pull_codec = proto::FP16;
+  EXPECT_TRUE(CheckJobMode(fp16, ElasticBook(proto::EASGD)).ok());
+  proto::AddressBook no_period = ElasticBook(proto::EASGD);
+  no_period.set_elastic_period(0);  // a scheduler that did not send it
+  EXPECT_EQ(CheckJobMode(WorkerOptions(), no_period).message(),
+            "the address book's elastic period 0 or alpha 0.25 is out of range (a scheduler "
+            "older than this worker?)");
+}
+
+TEST(CheckJobModeTest, TheAddressBookGivesThePeriodAndAlphaTheFlagsTheLocalStep) {
+  WorkerOptions options;
+  options.exchange.elastic.sgd = {0.05f, 0.5f, 0.001f};
+  const ExchangerOptions mode = JobExchangerOptions(options, ElasticBook(proto::EASGD));
+  EXPECT_EQ(mode.sync, proto::EASGD);
+  EXPECT_EQ(mode.elastic.period, 3);
+  EXPECT_EQ(mode.elastic.alpha, 0.25f);
+  EXPECT_EQ(mode.elastic.sgd.learning_rate, 0.05f);
+  EXPECT_EQ(mode.elastic.sgd.momentum, 0.5f);
+  EXPECT_EQ(mode.elastic.sgd.weight_decay, 0.001f);
 }
 
 TEST(WorkerOptionsTest, CudaNeedsACudaBuild) {

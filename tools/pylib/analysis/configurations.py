@@ -15,7 +15,14 @@ MODES = {
     "r2sp_hetero": ("r2sp", "--hetero_batching --global_batch={global_batch}"),
     # The slot's width tuned from its measured throughput (--r2sp_slot_width=auto).
     "r2sp_auto": ("r2sp", "--r2sp_slot_width=auto"),
+    # Elastic averaging (docs/MODES.md): the scheduler's --elastic_period and --elastic_alpha
+    # come from --scheduler_flags (defaults 4 and 0.9 / workers); "eawild+fp16" pushes fp16.
+    "easgd": ("easgd", ""),
+    "eawild": ("eawild", ""),
 }
+
+# Modes whose workers run the optimizer themselves: they get the servers' SGD flags.
+ELASTIC = ("easgd", "eawild")
 
 # PyTorch DDP (not an R2SP mode): the same PyTorch script under DistributedDataParallel, gloo.
 DDP = "ddp"

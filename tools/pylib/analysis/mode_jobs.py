@@ -11,9 +11,11 @@ import subprocess
 import sys
 
 from . import script_flags
-from .configurations import MODES, is_ddp, result_key, split_mode, split_variant
+from .configurations import ELASTIC, MODES, is_ddp, result_key, split_mode, split_variant
 from ..job.errors import JobError
 
+# The servers' SGD flags that elastic modes' workers take for their local step.
+ELASTIC_SGD = ("lr", "momentum", "weight_decay")
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
@@ -66,6 +68,9 @@ def job_command(args, mode, run_dir):
     sched = " ".join(f for f in (args.scheduler_flags,
                                  mode_flags.format(global_batch=args.global_batch)) if f)
     worker_flags = args.worker_flags
+    if sync in ELASTIC:  # the local step runs the servers' SGD settings (worker --lr, ...)
+        worker_flags = " ".join([worker_flags] + script_flags.settings(args.server_flags,
+                                                                       ELASTIC_SGD))
     if codec:  # by default training pulls in fp16 only with fp16 pushes (sparse codecs push)
         pull = args.pull_codec if args.pull_codec != "auto" else (
             "fp16" if codec == "fp16" else "fp32")

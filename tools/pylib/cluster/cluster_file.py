@@ -68,7 +68,7 @@ from ..job.keys import AUTH_MODES
 from . import data_table
 from .toml_lines import TomlLines
 
-MODES = ("bsp", "ssp", "asp", "r2sp")
+MODES = ("bsp", "ssp", "asp", "r2sp", "easgd", "eawild")
 ROLES = ("scheduler", "server", "worker")
 DEFAULT_PORTS = {"scheduler": 9000, "server": 9100, "worker": 9200}
 _TABLES = {"job": ("name", "mode", "workdir", "auth", "worker_cmd"), "ports": ROLES, "flags": ROLES,

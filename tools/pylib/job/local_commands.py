@@ -47,11 +47,12 @@ def absorb_flags(args):
 
 
 def server_replace_flags(args):
-    """With --max_restarts=server:N the scheduler waits for a lost server's replacement (bsp:
-    the job resumes from the checkpoints instead, resume.run_resuming)."""
+    """With --max_restarts=server:N the scheduler waits for a lost server's replacement (bsp,
+    easgd: the job resumes from the checkpoints instead, resume.run_resuming)."""
     servers = supervisor.parse_max_restarts(args.max_restarts or "0")["server"]
-    return [f"--server_replace_s={SERVER_REPLACE_SECONDS:g}"] if servers and args.sync != "bsp" \
-        else []
+    if not servers or args.sync in supervisor.ROUND_SYNCHRONOUS:
+        return []
+    return [f"--server_replace_s={SERVER_REPLACE_SECONDS:g}"]
 
 
 def model_dir_flags(args):

@@ -20,7 +20,7 @@ def add_job_options(p):
     """The job itself: counts, mode, where it runs from and writes to, the processes' flags."""
     p.add_argument("--servers", type=int, default=2, help="number of servers (default 2)")
     p.add_argument("--workers", type=int, default=3, help="number of workers (default 3)")
-    p.add_argument("--sync", default="asp", choices=["bsp", "ssp", "asp", "r2sp"], help="consistency mode")
+    p.add_argument("--sync", default="asp", choices=["bsp", "ssp", "asp", "r2sp", "easgd", "eawild"], help="consistency mode")
     p.add_argument("--run_dir", default="", help="where logs and summary.json go (default runs/TIMESTAMP)")
     p.add_argument("--bin_dir", default=os.path.join(ROOT, "bazel-bin"),
                    help="directory holding scheduler/scheduler, server/server, worker/worker")

@@ -175,7 +175,7 @@ def run_resuming(run_job, args):
     none is replaced while the job runs: docs/RELIABILITY.md). Returns the summary of the
     attempt that completed; JobError as run_job."""
     limits = supervisor.parse_max_restarts(args.max_restarts or "0")
-    left = limits["server"] if args.sync == "bsp" else 0
+    left = limits["server"] if args.sync in supervisor.ROUND_SYNCHRONOUS else 0
     while True:
         try:
             return run_job(args)

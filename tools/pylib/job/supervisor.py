@@ -15,6 +15,9 @@ from ..analysis.summary import Event, Outcome
 # few seconds of its SHUTDOWN, or of losing it).
 GRACE_SECONDS = 30.0
 ROLES_REPLACED = ("worker", "server")
+# Modes whose servers complete rounds together (docs/MODES.md): a lost server is not replaced
+# while the job runs; the job resumes from the checkpoints instead.
+ROUND_SYNCHRONOUS = ("bsp", "easgd")
 
 
 def parse_max_restarts(text):
@@ -119,8 +122,10 @@ class Supervisor:
             why = "after the scheduler exited"
         elif kind not in ROLES_REPLACED:
             why = f"{kind}s are not replaced"
-        elif kind == "server" and self.job.args.sync == "bsp":
-            why = "a bsp job's servers share its clocks: the job resumes from the checkpoints"
+        elif kind == "server" and self.job.args.sync in ROUND_SYNCHRONOUS:
+            article = "an" if self.job.args.sync[0] in "ae" else "a"
+            why = (f"{article} {self.job.args.sync} job's servers share its clocks: the job "
+                   "resumes from the checkpoints")
         elif self.outcome.restarts[kind] >= self.max_restarts[kind]:
             why = f"no restarts left (--max_restarts={kind}:{self.max_restarts[kind]})"
         else:

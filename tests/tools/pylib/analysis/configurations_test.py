@@ -94,6 +94,13 @@ class ModeListsTest(unittest.TestCase):
                          ["r2sp+csc:0.05,chunk=4096", "bsp+fp16"])
         self.assertEqual(cfg.split_modes("bsp", fake_parse), ["bsp"])
 
+    def test_elastic_modes(self):
+        self.assertEqual(cfg.split_modes("easgd,eawild,eawild+FP16", fake_parse),
+                         ["easgd", "eawild", "eawild+fp16"])
+        self.assertEqual(cfg.MODES["easgd"], ("easgd", ""))
+        self.assertEqual(cfg.MODES["eawild"], ("eawild", ""))
+        self.assertEqual(cfg.ELASTIC, ("easgd", "eawild"))
+
     def test_semicolons_separate_modes(self):
         self.assertEqual(cfg.split_modes("bsp;r2sp+topk:0.01,fp16", fake_parse), ["bsp", "r2sp+topk:0.01,fp16"])
 

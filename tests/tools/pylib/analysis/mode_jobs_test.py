@@ -60,6 +60,19 @@ class JobCommandTest(unittest.TestCase):
         self.assertIn("--sync=r2sp", cmd)
         self.assertIn("--scheduler_flags=--r2sp_slot_width=auto", cmd)
 
+    def test_elastic_modes_give_the_workers_the_servers_sgd_flags(self):
+        cmd = self.command("easgd", server_flags="--lr=0.05 --momentum 0.5 --weight_decay=1e-4 "
+                                                 "--apply_threads=2")
+        self.assertIn("--sync=easgd", cmd)
+        self.assertIn("--worker_flags=--model=mlp --lr=0.05 --momentum=0.5 --weight_decay=1e-4",
+                      cmd)
+        self.assertFalse([a for a in cmd if a.startswith("--scheduler_flags")])
+        cmd = self.command("eawild+fp16")
+        self.assertIn("--sync=eawild", cmd)
+        self.assertIn("--worker_flags=--model=mlp --lr=0.01 --push_codec=fp16 --pull_codec=fp16",
+                      cmd)
+        self.assertIn("--worker_flags=--model=mlp", self.command("asp"))  # not elastic
+
     def test_codec_suffix_adds_the_worker_codec_flags(self):
         cmd = self.command("r2sp+fp16")
         self.assertIn("--sync=r2sp", cmd)

@@ -194,7 +194,7 @@ class MalformedFileTest(unittest.TestCase):
 
     def test_mode(self):
         self.assertRefused(['[job]', 'mode = "r2p"', *HOST1], 2,
-                           "job: mode must be one of bsp, ssp, asp, r2sp, not string 'r2p'")
+                           "job: mode must be one of bsp, ssp, asp, r2sp, easgd, eawild, not string 'r2p'")
         self.assertRefused(['[job]', 'name = "x"', *HOST1], 1, "job: mode must be one of",
                            "required")
         self.assertRefused(HOST1, 1, "job: mode must be one of", "required")

@@ -127,6 +127,12 @@ class LaunchFaultsTest(unittest.TestCase):
     def test_killed_r2sp_worker_not_replaced_leaves_its_data_to_the_survivors(self):
         self.absorb_a_killed_worker("r2sp")
 
+    def test_killed_eawild_worker_not_replaced_leaves_its_data_to_the_survivors(self):
+        self.absorb_a_killed_worker("eawild")
+
+    def test_killed_easgd_worker_not_replaced_leaves_its_data_to_the_survivors(self):
+        self.absorb_a_killed_worker("easgd")
+
     def absorb_a_killed_worker(self, sync):
         """Kills worker 1 of 3 early in epoch 1 (compute stretched 4 times, so that an epoch
         outlasts the death's detection); the job completes, the survivors train its data in

@@ -252,6 +252,14 @@ class RunJobTest(JobTest):
         self.assertIn("a bsp job's servers share its clocks: the job resumes from the checkpoints",
                       self.out)
 
+    def test_a_dead_server_of_an_easgd_job_is_not_replaced_live(self):
+        summary = self.run_job(sync="easgd", server_flags="--exit=3", max_restarts="server:2",
+                               scheduler_flags=SCHEDULER_WAITS)
+        self.assertEqual(self.events(summary), [("server0", "died", 3)])
+        self.assertEqual(summary["restarts"], {"worker": 0, "server": 0})
+        self.assertIn("an easgd job's servers share its clocks: the job resumes from the "
+                      "checkpoints", self.out)
+
     def test_a_dead_worker_is_replaced(self):
         summary = self.run_job(max_restarts="1", scheduler_flags=SCHEDULER_WAITS,
                                worker_flags_for=["1:--fail_times=1 --sleep=0"])

@@ -1,0 +1,188 @@
+// Elastic averaging on the worker against the real scheduler and server logic, in-process
+// (2 workers, 2 servers): after N rounds of local SGD steps and elastic exchanges, the centre
+// and each worker's own parameters equal a hand-computed reference bit for bit, in easgd (rounds
+// against the same centre) and eawild (each difference added as it arrives, in a fixed order
+// here); only the steps that end a period communicate; evaluations see the centre.
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/status_macros.h"
+#include "gtest/gtest.h"
+#include "tests/testing/status_assert.h"
+#include "tests/worker/in_process_job.h"
+#include "worker/exchanger.h"
+
+namespace r2sp {
+namespace {
+
+constexpr int kElements = 1000;
+constexpr int kPeriod = 2;
+constexpr int kSteps = 6;  // 3 rounds
+constexpr float kAlpha = 0.5f, kLr = 0.25f, kMomentum = 0.5f;
+
+std::vector<proto::TensorSpec> Model() {
+  proto::TensorSpec t;
+  t.set_name("w");
+  t.set_num_elements(kElements);
+  return {t};
+}
+
+SchedulerOptions Job(proto::SyncMode sync) {
+  SchedulerOptions options;
+  options.num_servers = 2;
+  options.num_workers = 2;
+  options.partition_bytes = 1024;  // 256 floats: 4 partitions over 2 servers
+  options.sync = sync;
+  options.elastic_period = kPeriod;
+  options.elastic_alpha = kAlpha;
+  options.heartbeat_timeout = absl::Minutes(5);  // no heartbeats here
+  return options;
+}
+
+ServerOptions Servers() {
+  ServerOptions options;
+  options.elastic_period = kPeriod;
+  return options;
+}
+
+std::vector<float> Initial() {
+  std::vector<float> x(kElements);
+  for (int i = 0; i < kElements; ++i) x[i] = 0.5f * (i % 3);
+  return x;
+}
+
+// Worker r's gradient at step s: small integers, so that every value below stays a short
+// binary fraction and fp32 arithmetic is exact in any order (with or without fused
+// multiply-adds): the reference can then be compared bit for bit.
+std::vector<float> Gradient(int rank, int step) {
+  std::vector<float> g(kElements);
+  for (int i = 0; i < kElements; ++i) g[i] = static_cast<float>(rank + 1 + step + i % 4);
+  return g;
+}
+
+ExchangerOptions ModeOf(const testing::JobWorker& w) {
+  const proto::AddressBook& book = w.registration.book();
+  ExchangerOptions mode;
+  mode.sync = book.sync();
+  mode.workers = book.workers_size();
+  mode.elastic.sgd = {kLr, kMomentum, 0.0f};
+  mode.elastic.period = book.elastic_period();
+  mode.elastic.alpha = static_cast<float>(book.elastic_alpha());
+  return mode;
+}
+
+// The reference: both workers' parameters and the centre, by the rules of docs/MODES.md.
+// `order` gives the exchanges of a round in the order the servers see them: in easgd every
+// difference is against the round's centre; in eawild each worker pulls the centre as the
+// previous differences left it.
+struct Reference {
+  std::vector<float> x[2], m[2], centre;
+  Reference() : centre(Initial()) {
+    for (int r = 0; r < 2; ++r) {
+      x[r] = Initial();
+      m[r].assign(kElements, 0.0f);
+    }
+  }
+  void Run(bool wild) {
+    for (int s = 0; s < kSteps; ++s) {
+      for (int r = 0; r < 2; ++r) {
+        const std::vector<float> g = Gradient(r, s);
+        for (int i = 0; i < kElements; ++i) {
+          m[r][i] = kMomentum * m[r][i] + g[i];
+          x[r][i] = x[r][i] - kLr * m[r][i];
+        }
+      }
+      if ((s + 1) % kPeriod != 0) continue;
+      std::vector<float> sum(kElements, 0.0f);
+      for (int r = 0; r < 2; ++r) {
+        for (int i = 0; i < kElements; ++i) {
+          const float d = kAlpha * (x[r][i] - centre[i]);
+          x[r][i] -= d;
+          if (wild) centre[i] += d;
+          sum[i] += d;
+        }
+      }
+      if (!wild) {
+        for (int i = 0; i < kElements; ++i) centre[i] += sum[i];
+      }
+    }
+  }
+};
+
+absl::Status ExpectEqual(const std::vector<float>& got, const std::vector<float>& want,
+                         const std::string& what) {
+  for (int i = 0; i < kElements; ++i) {
+    if (std::memcmp(&got[i], &want[i], sizeof(float)) != 0) {
+      return absl::InternalError(
+          absl::StrCat(what, "[", i, "] = ", got[i], ", want ", want[i], " (bit for bit)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// One step of worker `w` at `step`: checks that only a period's last step communicates.
+absl::Status RunStep(Exchanger& exchanger, testing::JobWorker& w, int step) {
+  const std::vector<float> grad = Gradient(w.rank(), step);
+  ExchangeStep s;
+  s.grads = grad.data();
+  s.params = w.params.data();
+  s.computed = absl::Now();
+  s.iterations_left = kSteps - step;
+  IterationMetrics m;
+  m.clock = step;
+  R2SP_RETURN_IF_ERROR(exchanger.Exchange(s, &m));
+  const bool exchanges = (step + 1) % kPeriod == 0;
+  const uint64_t want_bytes = exchanges ? kElements * sizeof(float) : 0;
+  if (m.push_bytes != want_bytes || m.pull_bytes != want_bytes ||
+      (exchanges && (m.push_seconds <= 0 || m.pull_seconds <= 0))) {
+    return absl::InternalError(absl::StrCat("step ", step, ": metrics ", m.push_bytes, " ",
+                                            m.pull_bytes, " ", m.push_seconds));
+  }
+  return absl::OkStatus();
+}
+
+TEST(ElasticExchangeTest, EasgdRoundsGiveTheReferenceCentreAndWorkersBitForBit) {
+  testing::InProcessJob job(Job(proto::EASGD), Servers(), Model());
+  ASSERT_OK(job.Start(Initial()));
+  Reference want;
+  want.Run(/*wild=*/false);
+  ASSERT_OK(job.OnEveryWorker([&want](testing::JobWorker& w) -> absl::Status {
+    Exchanger exchanger(ModeOf(w), w.ps.get(), w.scheduler.get(), nullptr);
+    for (int s = 0; s < kSteps; ++s) R2SP_RETURN_IF_ERROR(RunStep(exchanger, w, s));
+    R2SP_RETURN_IF_ERROR(ExpectEqual(w.params, want.x[w.rank()], "worker copy"));
+    // The evaluation's centre waits for the last round (the other worker's difference).
+    R2SP_ASSIGN_OR_RETURN(const float* centre, exchanger.EvaluationParams(w.params.data()));
+    if (centre == w.params.data()) return absl::InternalError("evaluated the worker's copy");
+    return ExpectEqual(std::vector<float>(centre, centre + kElements), want.centre, "centre");
+  }));
+}
+
+TEST(ElasticExchangeTest, EawildAddsEachDifferenceAsItArrivesBitForBit) {
+  testing::InProcessJob job(Job(proto::EAWILD), Servers(), Model());
+  ASSERT_OK(job.Start(Initial()));
+  Reference want;
+  want.Run(/*wild=*/true);
+  std::vector<testing::JobWorker>& workers = job.workers();
+  Exchanger e0(ModeOf(workers[0]), workers[0].ps.get(), workers[0].scheduler.get(), nullptr);
+  Exchanger e1(ModeOf(workers[1]), workers[1].ps.get(), workers[1].scheduler.get(), nullptr);
+  // One thread, worker 0 before worker 1 at every step: eawild never waits, so this order is
+  // the order the servers see the differences in.
+  for (int s = 0; s < kSteps; ++s) {
+    ASSERT_OK(RunStep(e0, workers[0], s));
+    ASSERT_OK(RunStep(e1, workers[1], s));
+  }
+  ASSERT_OK(ExpectEqual(workers[0].params, want.x[0], "worker 0"));
+  ASSERT_OK(ExpectEqual(workers[1].params, want.x[1], "worker 1"));
+  absl::StatusOr<const float*> centre = e0.EvaluationParams(workers[0].params.data());
+  ASSERT_OK(centre.status());
+  ASSERT_OK(ExpectEqual(std::vector<float>(*centre, *centre + kElements), want.centre, "centre"));
+  // The reference's two modes differ here: eawild's second difference saw the first.
+  Reference rounds;
+  rounds.Run(/*wild=*/false);
+  EXPECT_FALSE(ExpectEqual(want.centre, rounds.centre, "").ok());
+}
+
+}  // namespace
+}  // namespace r2sp
