@@ -85,15 +85,20 @@ def run_role_args(cluster, host, process, out_dir, extra_flags=None, keys=None, 
     return args + own
 
 
+def slot(name):
+    """The cluster file's process a (replacement) name stands for: "worker1.r2" -> "worker1"."""
+    return name.partition(".")[0]
+
+
 def worker_rank(process):
-    """The rank of a worker process: worker3 -> 3."""
-    return int(process.name[len("worker"):])
+    """The rank of a worker process: worker3 -> 3 (its replacement worker3.r1 too)."""
+    return int(slot(process.name)[len("worker"):])
 
 
 def python_worker_args(cluster, host, process):
     """run_role's options that make `process` (a worker of `host` with a worker_cmd) a Python
     worker: its command, rank, the job's workers and its index among the host's workers."""
-    local = [p.name for p in host.processes if p.role == "worker"].index(process.name)
+    local = [p.name for p in host.processes if p.role == "worker"].index(slot(process.name))
     return ["--worker_cmd=" + process.worker_cmd, f"--rank={worker_rank(process)}",
             f"--world_size={cluster.num_workers}", f"--local_rank={local}"]
 

@@ -14,7 +14,8 @@ its hooks (Backend). The driver owns:
               on failure, then clean_up (keys removed, cloud objects deleted), then collect
               (results into RUN_DIR, best effort); a failing cleanup is an error of its own
               unless the job had already failed, whose error then wins
-  summary     RUN_DIR/summary.json from what collect brought back (launcher.finish_job)
+  summary     RUN_DIR/summary.json from what collect brought back (launcher.finish_job), with
+              the backend's outcome (deaths, restarts, events) where it supervises its processes
 
 Hooks run on the launcher's main thread, one at a time."""
 
@@ -62,6 +63,7 @@ class Backend:
     write nothing). Only describe, launch and poll are required."""
 
     poll_seconds = 1.0  # between polls
+    outcome = None  # analysis.summary.Outcome of a backend that supervises (else a clean run's)
     ships_bundle = True  # the tarball goes to the hosts (checked first: archive.check_tarball)
 
     def __init__(self, run):
@@ -144,4 +146,4 @@ def run(args, cluster, tarball, backend_class):
             raise JobError(message)
     if failure:
         raise failure
-    return launcher.finish_job(args, wall, {}, stats_file)
+    return launcher.finish_job(args, wall, {}, stats_file, backend.outcome)

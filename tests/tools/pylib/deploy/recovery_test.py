@@ -1,0 +1,73 @@
+"""tools/pylib/deploy/recovery.py: the recovery flags of a supervised remote job (as the local
+launcher's) and where a replacement runs."""
+
+import unittest
+
+import junit_main
+from pylib.cluster import cluster_file, role_commands
+from pylib.deploy import recovery
+from pylib.job import options
+
+HOSTS = ('[[host]]\nname = "a"\nscheduler = true\nservers = 1\n'
+         '[[host]]\nname = "b"\nservers = 1\nworkers = 2\nworker_cmd = "python3 t.py"\n')
+
+
+def parse(mode="asp", flags=""):
+    return cluster_file.parse(f'[job]\nmode = "{mode}"\n{flags}' + HOSTS)
+
+
+def args(*argv):
+    return options.parse_args(["--cluster=c", "--backend=ssh", *argv], "")
+
+
+class RoleFlagsTest(unittest.TestCase):
+    def test_without_restarts_the_survivors_take_over_and_servers_checkpoint_on_their_host(self):
+        self.assertEqual(recovery.role_flags(args(), parse(), "$OUT"), {
+            "scheduler": ["--absorb_orphaned_shards", "--epoch_plans=$OUT/epoch_plans.pb"],
+            "server": ["--checkpoint_dir=$OUT/checkpoints"], "worker": []})
+
+    def test_replaced_workers_and_servers(self):
+        got = recovery.role_flags(args("--max_restarts=worker:1,server:2",
+                                       "--checkpoint_every=100steps"), parse(), "/o")
+        self.assertEqual(got, {"scheduler": ["--server_replace_s=60"],
+                               "server": ["--checkpoint_dir=/o/checkpoints",
+                                          "--checkpoint_every=100steps"], "worker": []})
+
+    def test_a_bsp_job_never_waits_for_a_lost_servers_replacement(self):
+        got = recovery.role_flags(args("--max_restarts=server:1", "--checkpoint_every=5s"),
+                                  parse("bsp"), "/o")
+        self.assertEqual(got["scheduler"], ["--absorb_orphaned_shards",
+                                            "--epoch_plans=/o/epoch_plans.pb"])
+
+    def test_a_checkpoint_dir_in_the_file_or_the_launchers_flags_stands(self):
+        in_file = parse(flags='[flags]\nserver = "--checkpoint_dir=/shared/c"\n')
+        self.assertEqual(recovery.role_flags(args(), in_file, "/o")["server"], [])
+        given = args("--server_flags=--lr=1 --checkpoint_dir /mine")
+        self.assertEqual(recovery.role_flags(given, parse(), "/o")["server"], [])
+
+    def test_with_recovery_puts_the_launchers_flags_last(self):
+        self.assertEqual(recovery.with_recovery({"server": ["--a"], "worker": ["--w"]},
+                                                {"server": ["--c"], "scheduler": ["--s"]}),
+                         {"scheduler": ["--s"], "server": ["--c", "--a"], "worker": ["--w"]})
+
+
+class PlacementTest(unittest.TestCase):
+    def test_a_replacement_runs_on_its_hosts_as_its_process_under_its_own_name(self):
+        cluster = parse()
+        host, process = recovery.placement(cluster, "worker1.r2")
+        self.assertEqual((host.name, process.name, process.role, process.port),
+                         ("b", "worker1.r2", "worker", cluster.hosts[1].processes[2].port))
+        # A Python worker keeps its rank and local rank; its files are its own.
+        got = role_commands.run_role_args(cluster, host, process, "/o")
+        self.assertEqual(got[:5], ["--worker_cmd=python3 t.py", "--rank=1", "--world_size=2",
+                                   "--local_rank=1", "worker"])
+        self.assertIn("--metrics=/o/metrics_worker1.r2.jsonl", got)
+        self.assertEqual(recovery.placement(cluster, "server0")[0].name, "a")
+
+    def test_an_unknown_process(self):
+        with self.assertRaisesRegex(KeyError, "no process worker7 in the cluster file"):
+            recovery.placement(parse(), "worker7.r1")
+
+
+if __name__ == "__main__":
+    junit_main.main()
