@@ -47,12 +47,12 @@ def with_recovery(extra_flags, recovery):
 
 
 def placement(cluster, name):
-    """(host, process) of the cluster file's process `name`, or of the process a replacement
-    (worker1.r2) stands in for: the replacement runs on the same host, as the same process
-    under its own name (its log, metrics and timeline files are its own)."""
+    """(host index, host, process) of the cluster file's process `name`, or of the process a
+    replacement (worker1.r2) stands in for: the replacement runs on the same host, as the same
+    process under its own name (its log, metrics and timeline files are its own)."""
     slot = supervisor.slot(name)
-    for host in cluster.hosts:
+    for index, host in enumerate(cluster.hosts):
         for process in host.processes:
             if process.name == slot:
-                return host, dataclasses.replace(process, name=name)
+                return index, host, dataclasses.replace(process, name=name)
     raise KeyError(f"no process {slot} in the cluster file")

@@ -352,7 +352,7 @@ class SshBackend(driver.Backend):
 
     def restart(self, dead, new):
         """Starts `new`, the replacement of the process `dead`, over a new ssh to its host."""
-        host, process = recovery.placement(self.run.cluster, new)
+        _, host, process = recovery.placement(self.run.cluster, new)
         _, echo = self.job.command(dead)
         self.job.start(new, self.plan.start(host, process), echo)
 

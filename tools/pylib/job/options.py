@@ -15,7 +15,7 @@ from . import supervisor
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 BACKENDS = ("local", "ssh", "slurm", "k8s", "ec2")
 # The backends that supervise their processes as the local launcher does (deploy/recovery.py).
-SUPERVISED = ("local", "ssh")
+SUPERVISED = ("local", "ssh", "slurm")
 
 
 def add_job_options(p):
@@ -94,12 +94,12 @@ def add_recovery_options(p):
                         "--checkpoint_every): in asp, ssp and r2sp the replacement restores the "
                         "lost shard from its newest checkpoint while the job goes on; a bsp job "
                         "fails and is resumed from the checkpoints, as with --resume (locally; "
-                        "over ssh it fails). --backend=ssh starts a replacement on the dead "
-                        "process's host")
+                        "over ssh or Slurm it fails). --backend=ssh and slurm start a "
+                        "replacement on the dead process's host (a new ssh, a new step)")
     p.add_argument("--checkpoint_every", default="", metavar="SPEC",
                    help="servers checkpoint their shards every SPEC: 30s (seconds) or 200steps "
                         "(default: only on SIGTERM, on losing the scheduler and at the end); into "
-                        "RUN_DIR/checkpoints (over ssh: WORKDIR/runs/JOB-RUN/checkpoints on each "
+                        "RUN_DIR/checkpoints (ssh, slurm: WORKDIR/runs/JOB-RUN/checkpoints on each "
                         "server's host) unless the server flags name a --checkpoint_dir")
     p.add_argument("--resume", default="", metavar="RUN_DIR",
                    help="run the job of RUN_DIR (tools/launch's, its launch.json) again there, "
@@ -177,7 +177,8 @@ def check_recovery(args):
     if args.backend not in SUPERVISED and (restarts["worker"] or restarts["server"]
                                            or args.checkpoint_every):
         raise ValueError("--max_restarts and --checkpoint_every need --backend="
-                         + " or ".join(SUPERVISED) + " (the backends that replace processes)")
+                         + ", ".join(SUPERVISED[:-1]) + " or " + SUPERVISED[-1]
+                         + " (the backends that replace processes)")
     if restarts["server"] and not args.resume:
         if not args.checkpoint_every and "--checkpoint_dir" not in args.server_flags:
             raise ValueError("--max_restarts=server:N: a replacement server restores its shard "

@@ -54,15 +54,15 @@ class RoleFlagsTest(unittest.TestCase):
 class PlacementTest(unittest.TestCase):
     def test_a_replacement_runs_on_its_hosts_as_its_process_under_its_own_name(self):
         cluster = parse()
-        host, process = recovery.placement(cluster, "worker1.r2")
-        self.assertEqual((host.name, process.name, process.role, process.port),
-                         ("b", "worker1.r2", "worker", cluster.hosts[1].processes[2].port))
+        index, host, process = recovery.placement(cluster, "worker1.r2")
+        self.assertEqual((index, host.name, process.name, process.role, process.port),
+                         (1, "b", "worker1.r2", "worker", cluster.hosts[1].processes[2].port))
         # A Python worker keeps its rank and local rank; its files are its own.
         got = role_commands.run_role_args(cluster, host, process, "/o")
         self.assertEqual(got[:5], ["--worker_cmd=python3 t.py", "--rank=1", "--world_size=2",
                                    "--local_rank=1", "worker"])
         self.assertIn("--metrics=/o/metrics_worker1.r2.jsonl", got)
-        self.assertEqual(recovery.placement(cluster, "server0")[0].name, "a")
+        self.assertEqual(recovery.placement(cluster, "server0")[1].name, "a")
 
     def test_an_unknown_process(self):
         with self.assertRaisesRegex(KeyError, "no process worker7 in the cluster file"):
