@@ -47,16 +47,20 @@ def job_dir(cluster, run_dir):
     return f"{cluster.job_name}-{os.path.basename(os.path.normpath(run_dir)) if run_dir else 'TIMESTAMP'}"
 
 
-def run_role_args(cluster, host, process, out_dir, extra_flags=None, keys=None, data_dir=None):
+def run_role_args(cluster, host, process, out_dir, extra_flags=None, keys=None, data_dir=None,
+                  checkpoint_url=None):
     """run_role's arguments for `process` on `host`, writing its files under `out_dir` (a path
     on the host, already expanded or relative to the bundle; the caller quotes). extra_flags:
     {role: [flags]} appended after the cluster file's (the launcher's command-line flags).
     keys: the directory of the job's keys on the host (as `out_dir`), for --auth=curve.
     data_dir: where the host staged the [data] set (as `out_dir`): a worker's --data_dir,
-    unless its own flags give one."""
+    unless its own flags give one. checkpoint_url: a server's run_role --checkpoint_url (its
+    checkpoints copied there; the run's URL, deploy/recovery.checkpoint_url)."""
     args = []
     if host.interface:
         args.append("--advertise_interface=" + host.interface)
+    if process.role == "server" and checkpoint_url:
+        args.append("--checkpoint_url=" + checkpoint_url)
     if process.role == "worker" and process.worker_cmd:
         args += python_worker_args(cluster, host, process)
     args.append(process.role)

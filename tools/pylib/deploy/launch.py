@@ -32,6 +32,7 @@ from ..cluster import role_commands
 from ..job import python_workers
 from ..job.errors import JobError
 from . import data_bundle
+from . import recovery
 
 # The remote backends: each module's run(args, cluster, tarball) runs the job (or with
 # --dry_run prints what it would run) and returns the summary, raising JobError.
@@ -138,6 +139,7 @@ def default_bundle(cluster):
 def run(args):
     """Runs (or with --dry_run prints) the cluster-file job `args` names; returns its summary."""
     cluster = load(args.cluster)
+    recovery.check_backend(cluster, args.backend)
     adopt(args, cluster)
     commands = worker_commands(args, cluster)
     if args.backend == "local":

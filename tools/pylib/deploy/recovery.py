@@ -11,12 +11,16 @@ dead process's replacement under the name the local launcher gives it (worker1.r
              name one, and --checkpoint_every when given: a replacement started on the same
              host restores the lost shard from there
 
-OUT is the host's run directory (WORKDIR/runs/JOB-RUN), as the backend's commands name it."""
+OUT is the host's run directory (WORKDIR/runs/JOB-RUN), as the backend's commands name it.
+With the cluster file's checkpoint_url, servers copy their checkpoints to URL/JOB-RUN
+(run_role --checkpoint_url), and a dead server's replacement runs on another host that runs
+servers (elsewhere), restoring from there."""
 
 import dataclasses
 import shlex
 
 from ..job import local_commands
+from ..job.errors import JobError
 from ..job import resume
 from ..job import supervisor
 
@@ -40,6 +44,20 @@ def role_flags(args, cluster, out_dir):
     return {"scheduler": scheduler, "server": server, "worker": []}
 
 
+def checkpoint_url(cluster, job_dir):
+    """The run's checkpoint URL: the cluster file's checkpoint_url/JOB-RUN (each run its own, so
+    a server never comes across another run's checkpoints there), or None."""
+    return f"{cluster.checkpoint_url.rstrip('/')}/{job_dir}" if cluster.checkpoint_url else None
+
+
+def check_backend(cluster, backend):
+    """JobError for a checkpoint_url the backend would not honour (Kubernetes, EC2); the local
+    backend's servers keep theirs in RUN_DIR, on this machine, and need none."""
+    if cluster.checkpoint_url and backend not in ("local", "ssh", "slurm"):
+        raise JobError(f"the cluster file's checkpoint_url is for the ssh and slurm backends, not "
+                       f"{backend}: remove it, or run the job with one of those")
+
+
 def with_recovery(extra_flags, recovery):
     """The launcher's {role: [flags]} with the recovery flags before them (theirs win)."""
     return {role: recovery.get(role, []) + extra_flags.get(role, [])
@@ -56,3 +74,23 @@ def placement(cluster, name):
             if process.name == slot:
                 return index, host, dataclasses.replace(process, name=name)
     raise KeyError(f"no process {slot} in the cluster file")
+
+
+def elsewhere(cluster, index, process, moved):
+    """(host index, host, process) of a server's replacement `process` with a checkpoint_url:
+    the next host after the index-th (in file order, wrapping) that runs servers, so that a
+    host that lost a server is not trusted with its replacement; the same host when it is the
+    only one. Elsewhere it listens on the first server port past that host's own servers and
+    the replacements moved there before (`moved`: {host index: count}, updated)."""
+    count = len(cluster.hosts)
+    for step in range(1, count + 1):
+        target = (index + step) % count
+        host = cluster.hosts[target]
+        if any(p.role == "server" for p in host.processes):
+            break
+    if target == index:
+        return index, host, process
+    servers = sum(p.role == "server" for p in host.processes)
+    port = cluster.ports["server"] + servers + moved.get(target, 0)
+    moved[target] = moved.get(target, 0) + 1
+    return target, host, dataclasses.replace(process, port=port)

@@ -110,22 +110,24 @@ def batch_script(cluster, bundle, out_dir):
     return "\n".join(lines + staging_lines(cluster, bundle) + slurm_steps.hold_lines()) + "\n"
 
 
-def step_commands(cluster, bundle, out_dir, extra_flags, auth=False):
+def step_commands(cluster, bundle, out_dir, extra_flags, auth=False, checkpoint_url=None):
     """{process name: (node index, the step's bash command)} of every process of the job, the
     scheduler first (slurm_steps.step_command). `bundle` and `out_dir` are absolute paths on the
-    shared storage; with `auth` every step uses the keys in OUT_DIR/keys."""
+    shared storage; with `auth` every step uses the keys in OUT_DIR/keys; servers copy their
+    checkpoints to `checkpoint_url` (recovery.checkpoint_url) if given."""
     return {process.name: (index, step_command(cluster, bundle, out_dir, extra_flags, auth,
-                                               index, host, process))
+                                               index, host, process, checkpoint_url))
             for index, host, process in role_commands.scheduler_first(cluster)}
 
 
-def step_command(cluster, bundle, out_dir, extra_flags, auth, index, host, process):
+def step_command(cluster, bundle, out_dir, extra_flags, auth, index, host, process,
+                 checkpoint_url=None):
     """The bash command of the step that runs `process` (of the index-th host)."""
     view = slurm_cluster(cluster)
     keys = f"$R2SP_OUT/{job_keys.KEYS}" if auth else None
     data_dir = staging.home_path(cluster.data.host_dir(host)) if cluster.data else None
     args = role_commands.run_role_args(view, view.hosts[index], process, "$R2SP_OUT",
-                                       extra_flags, keys, data_dir)
+                                       extra_flags, keys, data_dir, checkpoint_url)
     return slurm_steps.step_command(f"{bundle}/{role_commands.RUN_ROLE}", out_dir, args,
                                     shell_word)
 
@@ -221,10 +223,13 @@ class SlurmBackend(driver.Backend):
         self.script = batch_script(cluster, self.bundle, self.out_dir)
         self.flags = recovery.with_recovery(run.extra_flags, recovery.role_flags(
             run.args, cluster, "$R2SP_OUT"))
+        self.checkpoint_url = recovery.checkpoint_url(cluster, run.job_dir)
         self.installed_keys = None
         self.sbatch = None
         self.job_id = None
         self.job = None
+        self.nodes = {}  # replacement name -> the index of the node it runs on
+        self.moved = {}  # node index -> servers' replacements moved there (recovery.elsewhere)
 
     def describe(self):
         lines = [f"# unpack {self.run.tarball} into {self.workdir} (unless the same bundle is there)"]
@@ -239,7 +244,7 @@ class SlurmBackend(driver.Backend):
 
     def commands(self):
         return step_commands(self.run.cluster, self.bundle, self.out_dir, self.flags,
-                             self.run.keys is not None)
+                             self.run.keys is not None, self.checkpoint_url)
 
     def prepare(self):
         self.script_path = os.path.join(self.run.args.run_dir, "job.sbatch")
@@ -297,9 +302,15 @@ class SlurmBackend(driver.Backend):
 
     def restart(self, dead, new):
         """Starts `new`, the replacement of the process `dead`, as a new step on its node."""
-        index, host, process = recovery.placement(self.run.cluster, new)
-        command = step_command(self.run.cluster, self.bundle, self.out_dir, self.flags,
-                               self.run.keys is not None, index, host, process)
+        cluster = self.run.cluster
+        index, host, process = recovery.placement(cluster, new)
+        if process.role == "server" and self.checkpoint_url:
+            index, host, process = recovery.elsewhere(cluster, self.nodes.get(dead, index),
+                                                      process, self.moved)
+        self.nodes[new] = index
+        command = step_command(cluster, self.bundle, self.out_dir, self.flags,
+                               self.run.keys is not None, index, host, process,
+                               self.checkpoint_url)
         self.start_step(new, index, command, echo=self.job.command(dead)[1])
 
     def start_step(self, name, node, command, echo):

@@ -157,7 +157,8 @@ class Plan:
         data = self.cluster.data
         args = role_commands.run_role_args(self.cluster, host, process, "$R2SP_OUT",
                                            self.extra_flags, "$R2SP_KEYS" if self.keys else None,
-                                           "$R2SP_DATA" if data else None)
+                                           "$R2SP_DATA" if data else None,
+                                           recovery.checkpoint_url(self.cluster, self.job_dir))
         quoted = " ".join(shell_word(a, _REMOTE_VARIABLES) for a in args)
         keys = role_commands.remote_path(role_commands.keys_dir(host, self.job_dir))
         set_keys = f"R2SP_KEYS={keys} && " if self.keys else ""
@@ -316,6 +317,8 @@ class SshBackend(driver.Backend):
             run.args, run.cluster, "$R2SP_OUT"))
         self.plan = Plan(run.cluster, run.tarball, run.job_dir, flags, run.keys)
         self.job = None
+        self.hosts = {}  # replacement name -> the index of the host it runs on
+        self.moved = {}  # host index -> servers' replacements moved there (recovery.elsewhere)
 
     def describe(self):
         return self.plan.describe()
@@ -352,7 +355,14 @@ class SshBackend(driver.Backend):
 
     def restart(self, dead, new):
         """Starts `new`, the replacement of the process `dead`, over a new ssh to its host."""
-        _, host, process = recovery.placement(self.run.cluster, new)
+        cluster = self.run.cluster
+        index, host, process = recovery.placement(cluster, new)
+        if process.role == "server" and cluster.checkpoint_url:
+            index, host, process = recovery.elsewhere(cluster, self.hosts.get(dead, index),
+                                                      process, self.moved)
+            print(f"launch: {new} runs on {host.name}, restoring from {cluster.checkpoint_url}",
+                  flush=True)
+        self.hosts[new] = index
         _, echo = self.job.command(dead)
         self.job.start(new, self.plan.start(host, process), echo)
 

@@ -7,6 +7,7 @@ import junit_main
 from pylib.cluster import cluster_file, role_commands
 from pylib.deploy import recovery
 from pylib.job import options
+from pylib.job.errors import JobError
 
 HOSTS = ('[[host]]\nname = "a"\nscheduler = true\nservers = 1\n'
          '[[host]]\nname = "b"\nservers = 1\nworkers = 2\nworker_cmd = "python3 t.py"\n')
@@ -49,6 +50,47 @@ class RoleFlagsTest(unittest.TestCase):
         self.assertEqual(recovery.with_recovery({"server": ["--a"], "worker": ["--w"]},
                                                 {"server": ["--c"], "scheduler": ["--s"]}),
                          {"scheduler": ["--s"], "server": ["--c", "--a"], "worker": ["--w"]})
+
+
+class CheckpointUrlTest(unittest.TestCase):
+    def test_each_run_has_its_own_and_only_servers_get_it(self):
+        cluster = cluster_file.parse('[job]\nmode = "asp"\ncheckpoint_url = "file:///nfs/c/"\n' + HOSTS)
+        url = recovery.checkpoint_url(cluster, "j-run1")
+        self.assertEqual(url, "file:///nfs/c/j-run1")
+        self.assertIsNone(recovery.checkpoint_url(parse(), "j-run1"))
+        a, b = cluster.hosts
+        self.assertEqual(role_commands.run_role_args(cluster, a, a.processes[1], "/o",
+                                                     checkpoint_url=url)[:2],
+                         ["--checkpoint_url=file:///nfs/c/j-run1", "server"])
+        self.assertNotIn("--checkpoint_url=file:///nfs/c/j-run1", role_commands.run_role_args(
+            cluster, b, b.processes[1], "/o", checkpoint_url=url))  # a worker
+
+    def test_only_the_backends_that_copy_checkpoints_take_a_url(self):
+        cluster = cluster_file.parse('[job]\nmode = "asp"\ncheckpoint_url = "file:///c"\n' + HOSTS)
+        for backend in ("local", "ssh", "slurm"):
+            recovery.check_backend(cluster, backend)
+        with self.assertRaisesRegex(JobError, r"^the cluster file's checkpoint_url is for the ssh "
+                                              r"and slurm backends, not k8s: remove it, or run "
+                                              r"the job with one of those$"):
+            recovery.check_backend(cluster, "k8s")
+        recovery.check_backend(parse(), "ec2")  # no URL
+
+    def test_a_servers_replacement_goes_to_the_next_host_with_servers_on_a_port_of_its_own(self):
+        cluster = cluster_file.parse('[job]\nmode = "asp"\n' + HOSTS +
+                                     '[[host]]\nname = "c"\nworkers = 1\n'
+                                     '[[host]]\nname = "d"\nservers = 2\n')
+        moved = {}
+        _, _, dead = recovery.placement(cluster, "server1.r1")  # server1 runs on b (index 1)
+        got = [recovery.elsewhere(cluster, 1, dead, moved) for _ in range(2)]
+        self.assertEqual([(i, h.name, p.name, p.port) for i, h, p in got],
+                         [(3, "d", "server1.r1", 9102), (3, "d", "server1.r1", 9103)])
+        self.assertEqual(moved, {3: 2})
+        index, host, process = recovery.elsewhere(cluster, 3, dead, moved)  # d: wraps to a
+        self.assertEqual((index, host.name, process.port), (0, "a", 9101))
+        alone = cluster_file.parse('[job]\nmode = "asp"\n[[host]]\nname = "a"\nscheduler = true\n'
+                                   'servers = 1\n[[host]]\nname = "b"\nworkers = 1\n')
+        _, _, only = recovery.placement(alone, "server0.r1")  # the only host with servers
+        self.assertEqual(recovery.elsewhere(alone, 0, only, {}), (0, alone.hosts[0], only))
 
 
 class PlacementTest(unittest.TestCase):

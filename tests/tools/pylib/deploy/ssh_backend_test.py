@@ -241,11 +241,11 @@ class SshHosts(unittest.TestCase):
         return left
 
     def cluster_file(self, worker_flags="", known_hosts="known_hosts", iterations=5, workdirs="hosts",
-                     node2="", mode="bsp", flags=None):
+                     node2="", mode="bsp", flags=None, job=""):
         """A 3-host job: node0 runs the scheduler and a server, node1 a server and a worker,
         node2 a worker; each host unpacks into its own directory under DIR/WORKDIRS (the hosts
         share this machine's files). `flags`: the file's [flags] lines (default: the synthetic
-        model's worker flags, ITERATIONS iterations)."""
+        model's worker flags, ITERATIONS iterations); `job`: more [job] lines."""
         a = self.cluster.addresses
         hosts = "".join(f"""
 [[host]]
@@ -262,6 +262,7 @@ workdir = "{self.dir}/{workdirs}/{h}"
         text = f"""[job]
 name = "ssh-test"
 mode = "{mode}"
+{job}
 
 [flags]
 {flags}

@@ -40,12 +40,12 @@ def why_not():
 @unittest.skipIf(why_not(), why_not() or "")
 class SshFaultsTest(SshHosts):
 
-    def start(self, name, flags):
-        """Starts the asp mlp job in DIR/NAME with tools/launch `flags`; (Popen, run dir, the
-        host run directories' parent: WORKDIRS/NODE/runs/JOB-RUN under it)."""
+    def start(self, name, flags, mode="asp", job=""):
+        """Starts the mlp job (asp unless `mode`; `job`: more [job] lines) in DIR/NAME with
+        tools/launch `flags`; (Popen, run dir)."""
         run_dir = os.path.join(self.dir, name)
-        argv = self.launch_argv(self.cluster_file(mode="asp", flags=FLAGS, workdirs="faults"),
-                                run_dir, flags)
+        argv = self.launch_argv(self.cluster_file(mode=mode, flags=FLAGS, workdirs="faults",
+                                                  job=job), run_dir, flags)
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         return proc, run_dir
 
@@ -129,6 +129,35 @@ class SshFaultsTest(SshHosts):
         self.assertIn("replaced by", self.log(run_dir, "scheduler"))
         checkpoints = os.path.join(self.host_run_dir("node1", run_dir), "checkpoints")
         self.assertEqual(len(os.listdir(checkpoints)), 1)  # the shard of node1's server
+
+    def test_a_killed_server_is_restored_on_another_host_from_the_checkpoint_url(self):
+        """r2sp (steadier than asp): the killed server's replacement runs on node0, restores
+        from the checkpoints node1 copied to the shared checkpoint_url, and the job ends within
+        1 point of the same job undisturbed."""
+        url = os.path.join(self.dir, "shared_checkpoints")
+        flags = ["--checkpoint_every=100steps", "--worker_flags=--max_steps=700"]
+        proc, run_dir = self.start("url", flags + ["--max_restarts=server:1"], "r2sp",
+                                   f'checkpoint_url = "file://{url}"')
+        self.wait_for_steps(proc, "node1", run_dir, 0, 250)
+        self.kill_remote("node1", "server")
+        s = self.finish(proc, run_dir)
+        self.assertEqual(self.events(s, "server"), [("server1", "died", 137),
+                                                    ("server1.r1", "restarted", 137)], s)
+        self.assertIn("resumed from", self.log(run_dir, "server1.r1"))
+        # It ran on node0, whose checkpoint directory took both shards from the URL.
+        self.assertEqual(sorted(os.listdir(os.path.join(self.host_run_dir("node0", run_dir),
+                                                        "checkpoints"))), ["server0", "server1"])
+        there = os.path.join(url, "ssh-test-url")
+        self.assertEqual(sorted(os.listdir(there)), ["server0", "server1"])
+        for shard in os.listdir(there):  # whole checkpoints only, the newest 3
+            names = os.listdir(os.path.join(there, shard))
+            self.assertTrue(names and len(names) <= 3 and all(n.startswith("ckpt-") for n in names),
+                            names)
+        proc, undisturbed_dir = self.start("url_undisturbed", flags, "r2sp",
+                                           f'checkpoint_url = "file://{url}"')
+        undisturbed = self.finish(proc, undisturbed_dir)
+        self.assertLess(abs(s["final_test_accuracy"] - undisturbed["final_test_accuracy"]), 0.01,
+                        (s["final_test_accuracy"], undisturbed["final_test_accuracy"]))
 
 
 if __name__ == "__main__":
