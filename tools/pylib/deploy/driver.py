@@ -27,6 +27,7 @@ import time
 from ..cluster import role_commands
 from ..job import keys as job_keys
 from ..job import launcher
+from ..job import resume
 from ..job.deadline import Deadline
 from ..job.errors import JobError
 from . import archive
@@ -64,6 +65,7 @@ class Backend:
 
     poll_seconds = 1.0  # between polls
     outcome = None  # analysis.summary.Outcome of a backend that supervises (else a clean run's)
+    resumable = False  # RUN_DIR/launch.json saved: tools/launch --resume (its checkpoint_url)
     ships_bundle = True  # the tarball goes to the hosts (checked first: archive.check_tarball)
 
     def __init__(self, run):
@@ -122,6 +124,8 @@ def run(args, cluster, tarball, backend_class):
         except archive.UnsafeArchive as e:
             raise JobError(f"{tarball}: not shipped: {e}")
     _, stats_file = launcher.prepare_run_dir(args)
+    if backend_class.resumable:  # tools/launch --resume=RUN_DIR runs it again
+        resume.save_options(args)
     backend = backend_class(Run(args, cluster, tarball, job_keys.prepare(args)))
     failure, start = None, time.time()
     try:

@@ -136,6 +136,17 @@ def default_bundle(cluster):
     return path
 
 
+def check_resume(args):
+    """For tools/launch --resume (job.resume.prepare): False for a job of this machine; True
+    for a remote one (ssh, slurm) that can resume from its cluster file's checkpoint_url,
+    JobError for one that cannot."""
+    if not getattr(args, "cluster", "") or args.backend == "local":
+        return False
+    cluster = load(args.cluster)
+    recovery.check_resume(cluster, args, role_commands.job_dir(cluster, args.run_dir))
+    return True
+
+
 def run(args):
     """Runs (or with --dry_run prints) the cluster-file job `args` names; returns its summary."""
     cluster = load(args.cluster)

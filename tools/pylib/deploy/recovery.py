@@ -9,7 +9,8 @@ dead process's replacement under the name the local launcher gives it (worker1.r
              scheduler waits for a lost server's replacement; bsp: the job fails, as locally)
   server     --checkpoint_dir=OUT/checkpoints unless the file's or the launcher's server flags
              name one, and --checkpoint_every when given: a replacement started on the same
-             host restores the lost shard from there
+             host restores the lost shard from there; --resume with tools/launch --resume
+  scheduler  also --job_id=r2sp-JOB-RUN (the servers' checkpoints name it)
 
 OUT is the host's run directory (WORKDIR/runs/JOB-RUN), as the backend's commands name it.
 With the cluster file's checkpoint_url, servers copy their checkpoints to URL/JOB-RUN
@@ -17,6 +18,7 @@ With the cluster file's checkpoint_url, servers copy their checkpoints to URL/JO
 servers (elsewhere), restoring from there."""
 
 import dataclasses
+import os
 import shlex
 
 from ..job import local_commands
@@ -25,12 +27,14 @@ from ..job import resume
 from ..job import supervisor
 
 
-def role_flags(args, cluster, out_dir):
+def role_flags(args, cluster, out_dir, job_dir):
     """{role: [flags]} of recovery for the job `args` (tools/launch's options, the cluster's
     adopted) runs on `cluster`, its hosts writing under `out_dir` (a path or shell variable the
-    backend's commands expand)."""
+    backend's commands expand); job_dir: JOB-RUN, which names the job in its checkpoints."""
     limits = supervisor.parse_max_restarts(args.max_restarts or "0")
-    scheduler = []
+    # As locally: the job id follows the run, so that a resumed run's servers accept the
+    # checkpoints of the attempt before (the file's or the launcher's --job_id, after, wins).
+    scheduler = ["--job_id=r2sp-" + job_dir]
     if not limits["worker"]:
         scheduler += ["--absorb_orphaned_shards", f"--epoch_plans={out_dir}/{resume.EPOCH_PLANS}"]
     if limits["server"] and cluster.mode != "bsp":
@@ -41,6 +45,8 @@ def role_flags(args, cluster, out_dir):
         server.append(f"--checkpoint_dir={out_dir}/{resume.CHECKPOINTS}")
     if args.checkpoint_every:
         server.append("--checkpoint_every=" + args.checkpoint_every)
+    if getattr(args, "resume", ""):
+        server.append("--resume")
     return {"scheduler": scheduler, "server": server, "worker": []}
 
 
@@ -48,6 +54,18 @@ def checkpoint_url(cluster, job_dir):
     """The run's checkpoint URL: the cluster file's checkpoint_url/JOB-RUN (each run its own, so
     a server never comes across another run's checkpoints there), or None."""
     return f"{cluster.checkpoint_url.rstrip('/')}/{job_dir}" if cluster.checkpoint_url else None
+
+
+def check_resume(cluster, args, job_dir):
+    """JobError unless the remote run `args` (tools/launch --resume) can be resumed: its
+    checkpoints are at the cluster file's checkpoint_url (file://), some server's there."""
+    url = checkpoint_url(cluster, job_dir)
+    if not url:
+        raise JobError(f"cannot resume {args.run_dir} on --backend={args.backend}: a remote job "
+                       "resumes from its checkpoint_url, and the cluster file gives none")
+    there = url.removeprefix("file://")
+    if not (os.path.isdir(there) and any(n.startswith("server") for n in os.listdir(there))):
+        raise JobError(f"cannot resume {args.run_dir}: no server's checkpoints at {url}")
 
 
 def check_backend(cluster, backend):

@@ -213,6 +213,7 @@ class SlurmBackend(driver.Backend):
     removed in clean_up; the steps' files copied in collect."""
 
     poll_seconds = 0.1
+    resumable = True
 
     def __init__(self, run):
         super().__init__(run)
@@ -222,7 +223,7 @@ class SlurmBackend(driver.Backend):
         self.out_dir = os.path.join(self.workdir, "runs", run.job_dir)
         self.script = batch_script(cluster, self.bundle, self.out_dir)
         self.flags = recovery.with_recovery(run.extra_flags, recovery.role_flags(
-            run.args, cluster, "$R2SP_OUT"))
+            run.args, cluster, "$R2SP_OUT", run.job_dir))
         self.checkpoint_url = recovery.checkpoint_url(cluster, run.job_dir)
         self.installed_keys = None
         self.sbatch = None

@@ -310,11 +310,12 @@ class SshBackend(driver.Backend):
     keys removed in clean_up."""
 
     poll_seconds = 0.1
+    resumable = True
 
     def __init__(self, run):
         super().__init__(run)
         flags = recovery.with_recovery(run.extra_flags, recovery.role_flags(
-            run.args, run.cluster, "$R2SP_OUT"))
+            run.args, run.cluster, "$R2SP_OUT", run.job_dir))
         self.plan = Plan(run.cluster, run.tarball, run.job_dir, flags, run.keys)
         self.job = None
         self.hosts = {}  # replacement name -> the index of the host it runs on

@@ -1,6 +1,8 @@
 """tools/pylib/deploy/recovery.py: the recovery flags of a supervised remote job (as the local
 launcher's) and where a replacement runs."""
 
+import os
+import tempfile
 import unittest
 
 import junit_main
@@ -23,28 +25,35 @@ def args(*argv):
 
 class RoleFlagsTest(unittest.TestCase):
     def test_without_restarts_the_survivors_take_over_and_servers_checkpoint_on_their_host(self):
-        self.assertEqual(recovery.role_flags(args(), parse(), "$OUT"), {
-            "scheduler": ["--absorb_orphaned_shards", "--epoch_plans=$OUT/epoch_plans.pb"],
+        self.assertEqual(recovery.role_flags(args(), parse(), "$OUT", "j-r"), {
+            "scheduler": ["--job_id=r2sp-j-r", "--absorb_orphaned_shards",
+                          "--epoch_plans=$OUT/epoch_plans.pb"],
             "server": ["--checkpoint_dir=$OUT/checkpoints"], "worker": []})
 
     def test_replaced_workers_and_servers(self):
         got = recovery.role_flags(args("--max_restarts=worker:1,server:2",
-                                       "--checkpoint_every=100steps"), parse(), "/o")
-        self.assertEqual(got, {"scheduler": ["--server_replace_s=60"],
+                                       "--checkpoint_every=100steps"), parse(), "/o", "j-r")
+        self.assertEqual(got, {"scheduler": ["--job_id=r2sp-j-r", "--server_replace_s=60"],
                                "server": ["--checkpoint_dir=/o/checkpoints",
                                           "--checkpoint_every=100steps"], "worker": []})
 
     def test_a_bsp_job_never_waits_for_a_lost_servers_replacement(self):
         got = recovery.role_flags(args("--max_restarts=server:1", "--checkpoint_every=5s"),
-                                  parse("bsp"), "/o")
-        self.assertEqual(got["scheduler"], ["--absorb_orphaned_shards",
+                                  parse("bsp"), "/o", "j-r")
+        self.assertEqual(got["scheduler"], ["--job_id=r2sp-j-r", "--absorb_orphaned_shards",
                                             "--epoch_plans=/o/epoch_plans.pb"])
 
     def test_a_checkpoint_dir_in_the_file_or_the_launchers_flags_stands(self):
         in_file = parse(flags='[flags]\nserver = "--checkpoint_dir=/shared/c"\n')
-        self.assertEqual(recovery.role_flags(args(), in_file, "/o")["server"], [])
+        self.assertEqual(recovery.role_flags(args(), in_file, "/o", "j-r")["server"], [])
         given = args("--server_flags=--lr=1 --checkpoint_dir /mine")
-        self.assertEqual(recovery.role_flags(given, parse(), "/o")["server"], [])
+        self.assertEqual(recovery.role_flags(given, parse(), "/o", "j-r")["server"], [])
+
+    def test_a_resumed_runs_servers_resume(self):
+        resumed = args()
+        resumed.resume = "/runs/r"
+        self.assertEqual(recovery.role_flags(resumed, parse(), "/o", "j-r")["server"],
+                         ["--checkpoint_dir=/o/checkpoints", "--resume"])
 
     def test_with_recovery_puts_the_launchers_flags_last(self):
         self.assertEqual(recovery.with_recovery({"server": ["--a"], "worker": ["--w"]},
@@ -64,6 +73,21 @@ class CheckpointUrlTest(unittest.TestCase):
                          ["--checkpoint_url=file:///nfs/c/j-run1", "server"])
         self.assertNotIn("--checkpoint_url=file:///nfs/c/j-run1", role_commands.run_role_args(
             cluster, b, b.processes[1], "/o", checkpoint_url=url))  # a worker
+
+    def test_a_remote_run_resumes_from_its_checkpoint_url(self):
+        with tempfile.TemporaryDirectory() as d:
+            cluster = cluster_file.parse(f'[job]\nmode = "asp"\ncheckpoint_url = "file://{d}"\n'
+                                         + HOSTS)
+            resumed = args("--run_dir=/runs/r")
+            with self.assertRaisesRegex(JobError, rf"^cannot resume /runs/r: no server's "
+                                                  rf"checkpoints at file://{d}/j-r$"):
+                recovery.check_resume(cluster, resumed, "j-r")
+            os.makedirs(os.path.join(d, "j-r", "server1"))
+            recovery.check_resume(cluster, resumed, "j-r")
+        with self.assertRaisesRegex(JobError, r"^cannot resume /runs/r on --backend=ssh: a "
+                                              r"remote job resumes from its checkpoint_url, and "
+                                              r"the cluster file gives none$"):
+            recovery.check_resume(parse(), resumed, "j-r")
 
     def test_only_the_backends_that_copy_checkpoints_take_a_url(self):
         cluster = cluster_file.parse('[job]\nmode = "asp"\ncheckpoint_url = "file:///c"\n' + HOSTS)

@@ -17,6 +17,7 @@ ssh that runs the remote command here, and the start commands' --keys_dir."""
 import io
 import json
 import os
+import shutil
 import signal
 import stat
 import subprocess
@@ -221,6 +222,7 @@ class SshHosts(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         cls.cluster.down()
+        shutil.rmtree(cls.dir, ignore_errors=True)  # bundles unpacked per host: 100s of MB
 
     def tearDown(self):
         # One failing test must not leave processes (and their ports) to the next one.

@@ -9,8 +9,10 @@ restores its shard from that host's checkpoints. Needs root and Fashion-MNIST; s
 
 import json
 import os
+import shutil
 import signal
 import subprocess
+import sys
 import time
 import unittest
 
@@ -158,6 +160,40 @@ class SshFaultsTest(SshHosts):
         undisturbed = self.finish(proc, undisturbed_dir)
         self.assertLess(abs(s["final_test_accuracy"] - undisturbed["final_test_accuracy"]), 0.01,
                         (s["final_test_accuracy"], undisturbed["final_test_accuracy"]))
+
+    def test_a_stopped_job_resumes_from_its_checkpoint_url(self):
+        """SIGTERM to the launcher (bsp): every server checkpoints and its run_role copies the
+        checkpoint to the URL; with the hosts' own checkpoints gone, tools/launch
+        --resume=RUN_DIR runs the job again, every server taking up its shard from the URL's
+        copies, and it completes."""
+        url = os.path.join(self.dir, "shared_checkpoints")
+        proc, run_dir = self.start("resumed", ["--checkpoint_every=100steps",
+                                               "--worker_flags=--max_steps=400"], "bsp",
+                                   f'checkpoint_url = "file://{url}"')
+        self.wait_for_steps(proc, "node1", run_dir, 0, 150)
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=60)
+        self.assertEqual(proc.returncode, 130, out)
+        there = os.path.join(url, "ssh-test-resumed")
+        deadline = time.time() + 30  # the hosts copy the SIGTERM checkpoints as they stop
+        while time.time() < deadline and not (os.path.isdir(there) and len(os.listdir(there)) == 2):
+            time.sleep(0.2)
+        self.assertEqual(sorted(os.listdir(there)), ["server0", "server1"])
+        self.assertEqual(self.leftovers(), [])
+        for host in ("node0", "node1"):  # as on fresh hosts: the URL's copies are all there is
+            shutil.rmtree(os.path.join(self.host_run_dir(host, run_dir), "checkpoints"))
+        r = subprocess.run(self.cluster.exec_prefix("launcher") + [
+            sys.executable, os.path.join(ssh_backend_test.ROOT, "tools", "launch"),
+            "--resume=" + run_dir, "--quiet", "--timeout=120"],
+            capture_output=True, text=True, timeout=180)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        with open(os.path.join(run_dir, "summary.json")) as f:
+            s = json.load(f)
+        self.assertEqual((s["completed"], s["resumed"], s["attempt"]), (True, True, 2), s)
+        self.assertGreaterEqual(s["final_test_accuracy"], 0.80, s)
+        for server in ("server0", "server1"):
+            self.assertIn("resumed from", self.log(run_dir, server))
+        self.assertTrue(os.path.exists(os.path.join(run_dir, "attempt-1", "worker0.log")))
 
 
 if __name__ == "__main__":
