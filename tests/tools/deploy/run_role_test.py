@@ -38,8 +38,9 @@ class RunRoleTest(unittest.TestCase):
         os.makedirs(os.path.join(self.dir, "share", "r2sp", "deploy"))
         self.run_role = os.path.join(self.dir, "share", "r2sp", "deploy", "run_role")
         shutil.copy(os.path.join(ROOT, "tools", "deploy", "run_role"), self.run_role)
-        shutil.copy(os.path.join(ROOT, "tools", "deploy", "python_worker"),
-                    os.path.join(self.dir, "share", "r2sp", "deploy", "python_worker"))
+        for script in ("python_worker", "checkpoint_sync"):
+            shutil.copy(os.path.join(ROOT, "tools", "deploy", script),
+                        os.path.join(self.dir, "share", "r2sp", "deploy", script))
         for role in ("scheduler", "server", "worker"):
             path = os.path.join(self.dir, "bin", role)
             with open(path, "w") as f:
@@ -90,6 +91,31 @@ class RunRoleTest(unittest.TestCase):
         proc.stdin.close()
         self.assertNotEqual(proc.wait(timeout=30), 0)
         self.assertEqual(self.leftovers(), [])
+
+    def test_a_server_with_a_checkpoint_url_takes_its_checkpoints_and_copies_its_own(self):
+        url, local = os.path.join(self.dir, "url"), os.path.join(self.dir, "local")
+        for where, rank, data in ((url, 1, b"from elsewhere"), (local, 0, b"its own")):
+            path = os.path.join(where, f"server{rank}", "ckpt-00000001")
+            os.makedirs(path)
+            with open(os.path.join(path, "shard.bin"), "wb") as f:
+                f.write(data)
+            with open(os.path.join(path, "MANIFEST"), "w") as f:
+                f.write(f'files {{\n  name: "shard.bin"\n  bytes: {len(data)}\n}}\n')
+        r = subprocess.run([self.run_role, "--checkpoint_url=file://" + url, "server", "--exit=0",
+                            "--checkpoint_dir=" + local],
+                           capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for where in (url, local):  # down before the server starts, up after it ends
+            self.assertEqual(sorted(os.listdir(where)), ["server0", "server1"], where)
+        with open(os.path.join(local, "server1", "ckpt-00000001", "shard.bin"), "rb") as f:
+            self.assertEqual(f.read(), b"from elsewhere")
+
+    def test_a_checkpoint_url_is_for_a_server_with_a_checkpoint_dir(self):
+        for argv in (["worker", "--checkpoint_dir=/c"], ["server"]):
+            r = subprocess.run([self.run_role, "--checkpoint_url=file:///u", *argv],
+                               capture_output=True, text=True, timeout=30)
+            self.assertEqual((r.returncode, r.stderr), (2, "run_role: error: --checkpoint_url is "
+                                                           "for a server with --checkpoint_dir=DIR\n"))
 
     def test_a_bad_role_is_refused(self):
         r = subprocess.run([self.run_role, "ps"], capture_output=True, text=True, timeout=30)

@@ -13,6 +13,8 @@ servers and the one scheduler of a parameter-server job (dmlc-tracker, BytePS). 
                             # with the job's keys (tools/launch --auth; docs/SECURITY.md)
   worker_cmd = "python3 train.py --lr=0.1"   # default none: every worker runs this command (a
                             # Python worker, tools/launch --worker_cmd) in place of the binary
+  checkpoint_url = "file:///shared/ckpt"   # default none: servers' checkpoints copied there
+                            # (file:// on storage every server host shares; docs/DEPLOY.md)
 
   [ports]                   # optional; the defaults:
   scheduler = 9000          # the scheduler's port
@@ -71,7 +73,7 @@ from .toml_lines import TomlLines
 MODES = ("bsp", "ssp", "asp", "r2sp", "easgd", "eawild")
 ROLES = ("scheduler", "server", "worker")
 DEFAULT_PORTS = {"scheduler": 9000, "server": 9100, "worker": 9200}
-_TABLES = {"job": ("name", "mode", "workdir", "auth", "worker_cmd"), "ports": ROLES, "flags": ROLES,
+_TABLES = {"job": ("name", "mode", "workdir", "auth", "worker_cmd", "checkpoint_url"), "ports": ROLES, "flags": ROLES,
            "ssh": ("user", "port", "identity", "options"),
            "host": ("name", "address", "interface", "scheduler", "servers", "workers", "gpus",
                     "gpu_count", "worker_flags", "workdir", "ssh_port", "worker_cmd",
@@ -142,6 +144,7 @@ class Cluster:
     backend_options: dict  # backend name -> {key: value} of its table (BACKEND_TABLES)
     auth: str = "none"  # one of AUTH_MODES ([job] auth)
     data: data_table.DataSet | None = None  # the [data] table, if any
+    checkpoint_url: str = ""  # [job] checkpoint_url: file:///PATH, or "" (none)
 
     def processes(self):
         """Every process: the scheduler, then the servers in order, then the workers."""
@@ -277,6 +280,10 @@ class _Checker:
             self.fail(("job",), "auth", f"job: auth must be one of {', '.join(AUTH_MODES)}, "
                                         f"not {_describe(auth)}")
         worker_cmd = self.command(("job",), job, "worker_cmd", "job")
+        checkpoint_url = self.value(("job",), job, "checkpoint_url", "job", str, default="")
+        if checkpoint_url and not re.fullmatch(r"file:///\S*", checkpoint_url):
+            self.fail(("job",), "checkpoint_url", f"job: checkpoint_url {checkpoint_url!r} must be "
+                      "file:///PATH on storage every server host shares (s3:// is not supported yet)")
         ports_table = self.table(document, "ports")
         ports = {role: self.value(("ports",), ports_table, role, "ports", int,
                                   DEFAULT_PORTS[role], 1, 65535) for role in ROLES}
@@ -307,7 +314,7 @@ class _Checker:
         data = self.table(document, "data") if "data" in document else None
         return Cluster(self.path, name, mode, workdir, ports, flags, ssh, tuple(built),
                        {b: self.backend(document, b) for b in BACKEND_TABLES}, auth,
-                       data_table.check(self, data, self.path))
+                       data_table.check(self, data, self.path), checkpoint_url)
 
     def backend(self, document, name):
         values = self.table(document, name)

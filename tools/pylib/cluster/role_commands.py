@@ -47,16 +47,20 @@ def job_dir(cluster, run_dir):
     return f"{cluster.job_name}-{os.path.basename(os.path.normpath(run_dir)) if run_dir else 'TIMESTAMP'}"
 
 
-def run_role_args(cluster, host, process, out_dir, extra_flags=None, keys=None, data_dir=None):
+def run_role_args(cluster, host, process, out_dir, extra_flags=None, keys=None, data_dir=None,
+                  checkpoint_url=None):
     """run_role's arguments for `process` on `host`, writing its files under `out_dir` (a path
     on the host, already expanded or relative to the bundle; the caller quotes). extra_flags:
     {role: [flags]} appended after the cluster file's (the launcher's command-line flags).
     keys: the directory of the job's keys on the host (as `out_dir`), for --auth=curve.
     data_dir: where the host staged the [data] set (as `out_dir`): a worker's --data_dir,
-    unless its own flags give one."""
+    unless its own flags give one. checkpoint_url: a server's run_role --checkpoint_url (its
+    checkpoints copied there; the run's URL, deploy/recovery.checkpoint_url)."""
     args = []
     if host.interface:
         args.append("--advertise_interface=" + host.interface)
+    if process.role == "server" and checkpoint_url:
+        args.append("--checkpoint_url=" + checkpoint_url)
     if process.role == "worker" and process.worker_cmd:
         args += python_worker_args(cluster, host, process)
     args.append(process.role)
@@ -85,15 +89,20 @@ def run_role_args(cluster, host, process, out_dir, extra_flags=None, keys=None, 
     return args + own
 
 
+def slot(name):
+    """The cluster file's process a (replacement) name stands for: "worker1.r2" -> "worker1"."""
+    return name.partition(".")[0]
+
+
 def worker_rank(process):
-    """The rank of a worker process: worker3 -> 3."""
-    return int(process.name[len("worker"):])
+    """The rank of a worker process: worker3 -> 3 (its replacement worker3.r1 too)."""
+    return int(slot(process.name)[len("worker"):])
 
 
 def python_worker_args(cluster, host, process):
     """run_role's options that make `process` (a worker of `host` with a worker_cmd) a Python
     worker: its command, rank, the job's workers and its index among the host's workers."""
-    local = [p.name for p in host.processes if p.role == "worker"].index(process.name)
+    local = [p.name for p in host.processes if p.role == "worker"].index(slot(process.name))
     return ["--worker_cmd=" + process.worker_cmd, f"--rank={worker_rank(process)}",
             f"--world_size={cluster.num_workers}", f"--local_rank={local}"]
 

@@ -14,7 +14,8 @@ its hooks (Backend). The driver owns:
               on failure, then clean_up (keys removed, cloud objects deleted), then collect
               (results into RUN_DIR, best effort); a failing cleanup is an error of its own
               unless the job had already failed, whose error then wins
-  summary     RUN_DIR/summary.json from what collect brought back (launcher.finish_job)
+  summary     RUN_DIR/summary.json from what collect brought back (launcher.finish_job), with
+              the backend's outcome (deaths, restarts, events) where it supervises its processes
 
 Hooks run on the launcher's main thread, one at a time."""
 
@@ -26,6 +27,7 @@ import time
 from ..cluster import role_commands
 from ..job import keys as job_keys
 from ..job import launcher
+from ..job import resume
 from ..job.deadline import Deadline
 from ..job.errors import JobError
 from . import archive
@@ -62,6 +64,8 @@ class Backend:
     write nothing). Only describe, launch and poll are required."""
 
     poll_seconds = 1.0  # between polls
+    outcome = None  # analysis.summary.Outcome of a backend that supervises (else a clean run's)
+    resumable = False  # RUN_DIR/launch.json saved: tools/launch --resume (its checkpoint_url)
     ships_bundle = True  # the tarball goes to the hosts (checked first: archive.check_tarball)
 
     def __init__(self, run):
@@ -120,6 +124,8 @@ def run(args, cluster, tarball, backend_class):
         except archive.UnsafeArchive as e:
             raise JobError(f"{tarball}: not shipped: {e}")
     _, stats_file = launcher.prepare_run_dir(args)
+    if backend_class.resumable:  # tools/launch --resume=RUN_DIR runs it again
+        resume.save_options(args)
     backend = backend_class(Run(args, cluster, tarball, job_keys.prepare(args)))
     failure, start = None, time.time()
     try:
@@ -144,4 +150,4 @@ def run(args, cluster, tarball, backend_class):
             raise JobError(message)
     if failure:
         raise failure
-    return launcher.finish_job(args, wall, {}, stats_file)
+    return launcher.finish_job(args, wall, {}, stats_file, backend.outcome)

@@ -32,6 +32,7 @@ from ..cluster import role_commands
 from ..job import python_workers
 from ..job.errors import JobError
 from . import data_bundle
+from . import recovery
 
 # The remote backends: each module's run(args, cluster, tarball) runs the job (or with
 # --dry_run prints what it would run) and returns the summary, raising JobError.
@@ -135,9 +136,21 @@ def default_bundle(cluster):
     return path
 
 
+def check_resume(args):
+    """For tools/launch --resume (job.resume.prepare): False for a job of this machine; True
+    for a remote one (ssh, slurm) that can resume from its cluster file's checkpoint_url,
+    JobError for one that cannot."""
+    if not getattr(args, "cluster", "") or args.backend == "local":
+        return False
+    cluster = load(args.cluster)
+    recovery.check_resume(cluster, args, role_commands.job_dir(cluster, args.run_dir))
+    return True
+
+
 def run(args):
     """Runs (or with --dry_run prints) the cluster-file job `args` names; returns its summary."""
     cluster = load(args.cluster)
+    recovery.check_backend(cluster, args.backend)
     adopt(args, cluster)
     commands = worker_commands(args, cluster)
     if args.backend == "local":

@@ -15,7 +15,15 @@
    is echoed). The launcher holds each ssh's stdin open: when the launcher stops a process, fails,
    is interrupted or is killed, the ssh ends, run_role sees end of file and stops its process,
    so nothing is left running on any host.
-3. Once every process has exited with status 0 (or any failed), fetches each host's run
+3. Supervises them as the local launcher does (job.supervisor): the scheduler decides the
+   job's outcome; a worker or server whose ssh exits non-zero has died (its process exited
+   non-zero or by a signal, or the connection to its host dropped: ssh's status 255, and
+   ServerAliveInterval notices a silent host within 15 s) and is recorded, the survivors taking
+   over a dead worker's data; while --max_restarts allows, its replacement (worker1.r1) starts
+   over a new ssh on the same host, a server restoring its shard from the checkpoints in that
+   host's run directory (recovery.py). A host that is gone for good fails its replacements in
+   turn, each a death, until the restarts run out.
+4. Once the scheduler has exited and the others have (or were stopped), fetches each host's run
    directory (stats, metrics, timelines) into RUN_DIR with tar over ssh, removes the keys from
    every host (also after a failure or Ctrl-C; a launcher killed outright leaves them), and
    summarises the run as tools/launch does.
@@ -29,15 +37,18 @@ import shlex
 import subprocess
 import tarfile
 import threading
+import time
 
 from ..analysis.cpu_meter import CpuMeter
 from ..cluster import bundle as release_bundle
 from ..cluster import role_commands
 from ..job import keys as job_keys
 from ..job.errors import JobError
+from ..job import supervisor
 from ..job.processes import Job
 from . import archive
 from . import driver
+from . import recovery
 from . import staging
 from .shell import shell_word, variables
 
@@ -146,7 +157,8 @@ class Plan:
         data = self.cluster.data
         args = role_commands.run_role_args(self.cluster, host, process, "$R2SP_OUT",
                                            self.extra_flags, "$R2SP_KEYS" if self.keys else None,
-                                           "$R2SP_DATA" if data else None)
+                                           "$R2SP_DATA" if data else None,
+                                           recovery.checkpoint_url(self.cluster, self.job_dir))
         quoted = " ".join(shell_word(a, _REMOTE_VARIABLES) for a in args)
         keys = role_commands.remote_path(role_commands.keys_dir(host, self.job_dir))
         set_keys = f"R2SP_KEYS={keys} && " if self.keys else ""
@@ -292,32 +304,22 @@ def fetch_results(plan, host, run_dir):
         ssh.wait()
 
 
-def supervise(job, cpu):
-    """One look at the processes (the ssh backend's strict supervision): True once every one
-    exited with status 0; JobError when one failed. Samples their CPU use meanwhile."""
-    failed = None
-    for name, proc in job.procs():  # the last failed one is named
-        code = proc.poll()
-        if code not in (None, 0):
-            failed = f"{name} exited with status {code}; see {job.args.run_dir}/{name}.log"
-    if failed:
-        raise JobError(failed)
-    if job.finished():
-        return True
-    cpu.sample(job.procs())
-    return False
-
-
 class SshBackend(driver.Backend):
-    """deploy.driver's hooks over ssh: ship and start in launch, strict supervision in poll,
-    fetch in collect, the keys removed in clean_up."""
+    """deploy.driver's hooks over ssh: ship and start in launch, the local launcher's
+    supervision (job.supervisor, replacements started over ssh) in poll, fetch in collect, the
+    keys removed in clean_up."""
 
     poll_seconds = 0.1
+    resumable = True
 
     def __init__(self, run):
         super().__init__(run)
-        self.plan = Plan(run.cluster, run.tarball, run.job_dir, run.extra_flags, run.keys)
+        flags = recovery.with_recovery(run.extra_flags, recovery.role_flags(
+            run.args, run.cluster, "$R2SP_OUT", run.job_dir))
+        self.plan = Plan(run.cluster, run.tarball, run.job_dir, flags, run.keys)
         self.job = None
+        self.hosts = {}  # replacement name -> the index of the host it runs on
+        self.moved = {}  # host index -> servers' replacements moved there (recovery.elsewhere)
 
     def describe(self):
         return self.plan.describe()
@@ -338,9 +340,32 @@ class SshBackend(driver.Backend):
         print(f"launch: {cluster.num_servers} servers, {cluster.num_workers} workers, sync={cluster.mode} "
               f"on {len(cluster.hosts)} hosts over ssh; logs in {args.run_dir}", flush=True)
         self.cpu = CpuMeter()
+        self.started = time.time()
 
     def poll(self):
-        return supervise(self.job, self.cpu)
+        """Supervises the job until the scheduler has exited (job.supervisor.Supervisor: a dead
+        worker or server is recorded, and replaced on its host while --max_restarts allows);
+        True once it completed, JobError when the scheduler failed."""
+        limits = supervisor.parse_max_restarts(self.run.args.max_restarts or "0")
+        self.outcome = supervisor.Supervisor(self.job, self.started, limits, self.cpu,
+                                             restart=self.restart).run()
+        if not self.outcome.completed:
+            raise JobError(f"the scheduler exited with status {self.outcome.scheduler_status}: "
+                           f"the job did not complete; see {self.run.args.run_dir}/scheduler.log")
+        return True
+
+    def restart(self, dead, new):
+        """Starts `new`, the replacement of the process `dead`, over a new ssh to its host."""
+        cluster = self.run.cluster
+        index, host, process = recovery.placement(cluster, new)
+        if process.role == "server" and cluster.checkpoint_url:
+            index, host, process = recovery.elsewhere(cluster, self.hosts.get(dead, index),
+                                                      process, self.moved)
+            print(f"launch: {new} runs on {host.name}, restoring from {cluster.checkpoint_url}",
+                  flush=True)
+        self.hosts[new] = index
+        _, echo = self.job.command(dead)
+        self.job.start(new, self.plan.start(host, process), echo)
 
     def stop(self):
         if self.job:

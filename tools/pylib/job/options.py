@@ -14,6 +14,8 @@ from . import supervisor
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 BACKENDS = ("local", "ssh", "slurm", "k8s", "ec2")
+# The backends that supervise their processes as the local launcher does (deploy/recovery.py).
+SUPERVISED = ("local", "ssh", "slurm")
 
 
 def add_job_options(p):
@@ -91,15 +93,19 @@ def add_recovery_options(p):
                         "job completes); server:M also replaces up to M dead servers (needs "
                         "--checkpoint_every): in asp, ssp and r2sp the replacement restores the "
                         "lost shard from its newest checkpoint while the job goes on; a bsp job "
-                        "fails and is resumed from the checkpoints, as with --resume")
+                        "fails and is resumed from the checkpoints, as with --resume (locally; "
+                        "over ssh or Slurm it fails). --backend=ssh and slurm start a "
+                        "replacement on the dead process's host (a new ssh, a new step)")
     p.add_argument("--checkpoint_every", default="", metavar="SPEC",
                    help="servers checkpoint their shards every SPEC: 30s (seconds) or 200steps "
                         "(default: only on SIGTERM, on losing the scheduler and at the end); into "
-                        "RUN_DIR/checkpoints unless --server_flags name a --checkpoint_dir")
+                        "RUN_DIR/checkpoints (ssh, slurm: WORKDIR/runs/JOB-RUN/checkpoints on each "
+                        "server's host) unless the server flags name a --checkpoint_dir")
     p.add_argument("--resume", default="", metavar="RUN_DIR",
                    help="run the job of RUN_DIR (tools/launch's, its launch.json) again there, "
                         "its servers from their newest checkpoints; the previous attempt's files "
-                        "move to RUN_DIR/attempt-K/. Only --timeout, --quiet and --max_restarts "
+                        "move to RUN_DIR/attempt-K/ (an ssh or Slurm job: from its cluster "
+                        "file's checkpoint_url). Only --timeout, --quiet and --max_restarts "
                         "may be given with it")
 
 
@@ -169,9 +175,11 @@ def check_recovery(args):
     replaced server cannot honour."""
     restarts = supervisor.parse_max_restarts(args.max_restarts)
     resume.check_checkpoint_every(args.checkpoint_every)
-    if args.backend != "local" and (restarts["worker"] or restarts["server"]
-                                    or args.checkpoint_every):
-        raise ValueError("--max_restarts and --checkpoint_every need --backend=local")
+    if args.backend not in SUPERVISED and (restarts["worker"] or restarts["server"]
+                                           or args.checkpoint_every):
+        raise ValueError("--max_restarts and --checkpoint_every need --backend="
+                         + ", ".join(SUPERVISED[:-1]) + " or " + SUPERVISED[-1]
+                         + " (the backends that replace processes)")
     if restarts["server"] and not args.resume:
         if not args.checkpoint_every and "--checkpoint_dir" not in args.server_flags:
             raise ValueError("--max_restarts=server:N: a replacement server restores its shard "

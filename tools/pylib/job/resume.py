@@ -126,12 +126,12 @@ def archive_attempt(run_dir, keep):
     return k
 
 
-def prepare(args):
+def prepare(args, remote=None):
     """The options to run the resumed job with, from tools/launch's `args` (--resume=RUN_DIR,
     and the RESUME_OVERRIDES given, the others None: launcher.parse_args): the saved options,
     the overrides, --resume for the servers, and `attempt`. Checks that some server has
-    checkpoints, then archives the previous attempt. JobError if RUN_DIR cannot be resumed
-    (nothing is moved then)."""
+    checkpoints (a remote job's: `remote`), then archives the previous attempt. JobError if
+    RUN_DIR cannot be resumed (nothing is moved then)."""
     run_dir = os.path.normpath(args.resume)
     saved = load_options(run_dir)
     unknown = set(saved) - set(vars(args)) - set(RUN_STATE)
@@ -143,7 +143,9 @@ def prepare(args):
     options.update(run_dir=run_dir, resume=run_dir, dry_run=False)
     resumed = argparse.Namespace(**options)
     checkpoints = checkpoint_dir(resumed)
-    missing = missing_shards(checkpoints, resumed.servers)
+    # A remote job's checkpoints are at its cluster file's checkpoint_url: remote(resumed)
+    # checks them (JobError) and returns True; False for a job of this machine.
+    missing = [] if remote and remote(resumed) else missing_shards(checkpoints, resumed.servers)
     if len(missing) == resumed.servers:
         raise JobError(f"cannot resume {run_dir}: no checkpoints of any server in {checkpoints} "
                        "(server<R>/ directories written by the previous attempt's servers)")

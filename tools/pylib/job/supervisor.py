@@ -1,5 +1,6 @@
-"""Supervising a local job's processes (launcher.run_job) until the scheduler, the authority on
-the job's outcome, exits. A server or worker that exits non-zero or by a signal is recorded as
+"""Supervising a job's processes (the local launcher's, launcher.run_job; the ssh backend's ssh
+commands, deploy/ssh_backend.py, which starts replacements through the restart hook) until the
+scheduler, the authority on the job's outcome, exits. A server or worker that exits non-zero or by a signal is recorded as
 a death, not a failure of the job; a dead worker or server is replaced while --max_restarts
 allows (a server's replacement restores its shard from the checkpoints). Once
 the scheduler has exited 0 (the job completed) the others get GRACE_SECONDS to exit; whatever
@@ -59,10 +60,13 @@ def replacement_argv(argv, run_dir, name):
 
 class Supervisor:
     """Watches a started Job (processes.Job) every 0.1 s; not thread-safe (the launcher's main
-    thread runs it)."""
+    thread runs it). restart(dead, new) starts the replacement `new` (worker1.r1) of the process
+    `dead` (worker1): by default the dead one's command (replacement_argv) on this machine; a
+    remote backend passes its own (the ssh backend: a new ssh to the dead process's host)."""
 
-    def __init__(self, job, start, max_restarts, cpu, during=None):
+    def __init__(self, job, start, max_restarts, cpu, during=None, restart=None):
         self.job = job
+        self.restart = restart or self._restart_here
         self.start = start  # time.time() when the job started
         self.deadline = Deadline(start, job.args.timeout)
         self.max_restarts = max_restarts  # parse_max_restarts()
@@ -132,13 +136,16 @@ class Supervisor:
             k = self._replaced.get(slot(name), 0) + 1
             new = f"{slot(name)}.r{k}"
             print(f"launch: {name} died (status {status}); starting replacement {new}", flush=True)
-            argv, echo = self.job.command(name)
-            self.job.start(new, replacement_argv(argv, self.job.args.run_dir, new), echo)
+            self.restart(name, new)
             self._replaced[slot(name)] = k
             self.outcome.restarts[kind] += 1
             self._event(new, "restarted", status)
             return
         print(f"launch: {name} died (status {status}); {why}", flush=True)
+
+    def _restart_here(self, dead, new):
+        argv, echo = self.job.command(dead)
+        self.job.start(new, replacement_argv(argv, self.job.args.run_dir, new), echo)
 
     def _event(self, name, event, status):
         self.outcome.events.append(Event(round(time.time() - self.start, 3), name, event, status))

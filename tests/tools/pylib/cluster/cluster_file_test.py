@@ -207,6 +207,16 @@ class MalformedFileTest(unittest.TestCase):
         self.assertRefused(['[job]', 'mode = "r2sp"', 'auth = true', *HOST1], 3,
                            "job: auth must be one of none, curve, not boolean True")
 
+    def test_checkpoint_url(self):
+        self.assertEqual(parse('[job]', 'mode = "r2sp"', *HOST1).checkpoint_url, "")
+        self.assertEqual(parse('[job]', 'mode = "r2sp"', 'checkpoint_url = "file:///nfs/c"',
+                               *HOST1).checkpoint_url, "file:///nfs/c")
+        self.assertRefused(['[job]', 'mode = "r2sp"', 'checkpoint_url = "s3://b/c"', *HOST1], 3,
+                           "job: checkpoint_url 's3://b/c' must be file:///PATH on storage every "
+                           "server host shares (s3:// is not supported yet)")
+        self.assertRefused(['[job]', 'mode = "r2sp"', 'checkpoint_url = "file://c"', *HOST1], 3,
+                           "job: checkpoint_url 'file://c' must be file:///PATH")
+
     def test_job_name(self):
         for name in ("my job", "..", "a/b", ""):
             with self.subTest(name=name):

@@ -151,7 +151,7 @@ class HooksTest(unittest.TestCase):
         Scripted.calls, Scripted.fail, Scripted.polls, Scripted.problems = [], {}, 2, []
         self.cluster = cluster_file.parse(CLUSTER.format(workdir=self.dir))
         summary = mock.patch.object(driver.launcher, "finish_job",
-                                    side_effect=lambda args, wall, cpu, stats: {"wall": wall})
+                                    side_effect=lambda args, wall, cpu, stats, outcome: {"wall": wall})
         summary.start()
         self.addCleanup(summary.stop)
 

@@ -1,7 +1,9 @@
 """tools/launch --backend=slurm against a real Slurm: munged, slurmctld and two slurmd (two
 nodes, both on this machine) started by tests/tools/slurm_fixture.sh. A job completes as one
 batch job with a step per process and leaves the same run directory as a local one; a failing
-worker fails the job and stops every step; Ctrl-C cancels it; nothing is left running. The
+scheduler fails the job and stops every step; a killed worker's step is recorded and the job
+completes, and with --max_restarts=1 its replacement is a new step on the node that joins the
+running job; Ctrl-C cancels it; nothing is left running. The
 script's rendering (the #SBATCH lines, one step per process, the scheduler found through
 SLURM_JOB_NODELIST, --auth=curve's keys directory on the shared storage) is checked without
 Slurm, and so is a Python worker's step line (worker_cmd: run_role --worker_cmd, its ranks).
@@ -28,7 +30,7 @@ import unittest
 
 from pylib.cluster import cluster_file, role_commands
 import junit_main
-from pylib.deploy import slurm_backend
+from pylib.deploy import slurm_backend, slurm_steps
 import python_bundle
 from pylib.job import errors
 
@@ -95,17 +97,32 @@ def cluster_text(workdir, iterations=5, worker_flags="", address=True):
 
 
 class BatchScriptTest(unittest.TestCase):
-    def script(self, auth=False, **kwargs):
+    def script(self, **kwargs):
         cluster = cluster_file.parse(cluster_text("/shared/r2sp", **kwargs))
-        return slurm_backend.batch_script(cluster, "/shared/r2sp/r2sp-1-cpu", "/shared/r2sp/runs/x",
-                                          {"worker": ["--seed=7"]}, auth)
+        return slurm_backend.batch_script(cluster, "/shared/r2sp/r2sp-1-cpu", "/shared/r2sp/runs/x")
+
+    def steps(self, auth=False, **kwargs):
+        """{name: (node, command)} of the steps."""
+        cluster = cluster_file.parse(cluster_text("/shared/r2sp", **kwargs))
+        return slurm_backend.step_commands(cluster, "/shared/r2sp/r2sp-1-cpu", "/shared/r2sp/runs/x",
+                                           {"worker": ["--seed=7"]}, auth)
 
     def test_curve_points_every_step_at_the_shared_keys(self):
-        steps = [l for l in self.script(auth=True).splitlines() if l.startswith("step ")]
+        steps = self.steps(auth=True)
         self.assertEqual(len(steps), 4)
-        for step in steps:
-            self.assertIn('--auth=curve --keys_dir="$R2SP_OUT"/keys', step)
-        self.assertNotIn("--auth", self.script())
+        for _, command in steps.values():
+            self.assertIn('--auth=curve --keys_dir="$R2SP_OUT"/keys', command)
+        self.assertNotIn("--auth", str(self.steps()))
+
+    def test_the_script_publishes_the_nodes_and_holds_the_allocation_for_the_steps(self):
+        lines = self.script().splitlines()
+        self.assertEqual(lines[-2:], [
+            'printf "%s\\n" "${nodes[@]}" > "$R2SP_OUT/nodes.tmp" && mv "$R2SP_OUT/nodes.tmp" '
+            '"$R2SP_OUT/nodes"', 'while [ ! -e "$R2SP_OUT/release" ]; do sleep 1; done'])
+        self.assertFalse([l for l in lines if l.lstrip().startswith("srun")])  # no [data] table
+        self.assertEqual(slurm_steps.step_argv("42", 1, "exec x"), [
+            "srun", "--jobid=42", "--nodes=1", "--ntasks=1", "--relative=1", "--overlap",
+            "--input=none", "bash", "-c", "exec x"])
 
     def test_keys_are_copied_for_the_steps_and_removed_after(self):
         d = tempfile.mkdtemp(prefix="slurm_keys_test.")
@@ -145,33 +162,32 @@ class BatchScriptTest(unittest.TestCase):
             self.assertIn(line, text)
 
     def test_one_step_per_process_scheduler_first(self):
-        steps = [l for l in self.script().splitlines() if l.startswith("step ")]
-        self.assertEqual([s.split()[1:3] for s in steps],
-                         [["scheduler", "0"], ["server0", "0"], ["worker0", "1"], ["worker1", "1"]])
-        self.assertTrue(steps[2].endswith(' --seed=7'), steps[2])
+        steps = self.steps()
+        self.assertEqual([(name, node) for name, (node, _) in steps.items()],
+                         [("scheduler", 0), ("server0", 0), ("worker0", 1), ("worker1", 1)])
+        self.assertTrue(steps["worker0"][1].endswith(' --seed=7'), steps["worker0"])
 
     def test_python_workers_run_their_command_through_run_role(self):
         text = CLUSTER.format(workdir="/shared/r2sp", ports=(9000, 9100, 9200), iterations=5,
                               address="", worker_flags='worker_flags = "--host=b"\n').replace(
             'workers = 2', 'workers = 2\nworker_cmd = "python3 train.py --lr=0.1"')
-        script = slurm_backend.batch_script(cluster_file.parse(text), "/shared/r2sp/r2sp-1-cpu",
+        steps = slurm_backend.step_commands(cluster_file.parse(text), "/shared/r2sp/r2sp-1-cpu",
                                             "/shared/r2sp/runs/x", {"worker": ["--seed=7"]}, False)
-        steps = [l for l in script.splitlines() if l.startswith("step ")]
-        self.assertEqual(steps[3], (
-            "step worker1 1 '--worker_cmd=python3 train.py --lr=0.1' --rank=1 --world_size=2 "
+        self.assertEqual(steps["worker1"], (1, 
+            "mapfile -t nodes < /shared/r2sp/runs/x/nodes && R2SP_OUT=/shared/r2sp/runs/x && exec "
+            "/shared/r2sp/r2sp-1-cpu/share/r2sp/deploy/run_role "
+            "'--worker_cmd=python3 train.py --lr=0.1' --rank=1 --world_size=2 "
             '--local_rank=1 worker --bind=tcp://0.0.0.0:9201 --advertise_host="${nodes[1]}" '
             '--scheduler=tcp://"${nodes[0]}":9000 --metrics="$R2SP_OUT"/metrics_worker1.jsonl '
             '--timeline="$R2SP_OUT"/timeline_worker1.json --model_dir="$R2SP_OUT"/model '
             "--model=synthetic --model_mb=1 --layers=4 --iterations=5 --compute_ms=20 --host=b "
             "--seed=7"))
-        self.assertEqual([shlex.split(s)[1:4] for s in steps[:3]],
-                         [["scheduler", "0", "scheduler"], ["server0", "0", "server"],
-                          ["worker0", "1", "--worker_cmd=python3 train.py --lr=0.1"]])
+        self.assertEqual([shlex.split(command)[10] for _, command in steps.values()][:3],
+                         ["scheduler", "server", "--worker_cmd=python3 train.py --lr=0.1"])
 
     def test_without_addresses_the_nodes_come_from_slurm(self):
-        text = self.script(address=False)
-        self.assertIn('scontrol show hostnames "$SLURM_JOB_NODELIST"', text)
-        worker = next(l for l in text.splitlines() if l.startswith("step worker0"))
+        self.assertIn('scontrol show hostnames "$SLURM_JOB_NODELIST"', self.script(address=False))
+        worker = self.steps(address=False)["worker0"][1]
         self.assertIn('--scheduler=tcp://"${nodes[0]}":', worker)
         self.assertIn('--advertise_host="${nodes[1]}"', worker)
 
@@ -229,7 +245,8 @@ class DataStagingScriptTest(unittest.TestCase):
     def test_one_staging_step_per_node_with_workers_before_the_steps(self):
         with tempfile.TemporaryDirectory() as d:
             cluster = cluster_file.load(data_cluster(d, make_set(d), (9000, 9100, 9200, 9300)))
-            script = slurm_backend.batch_script(cluster, "/s/r2sp-1-cpu", "/s/runs/x", {})
+            script = slurm_backend.batch_script(cluster, "/s/r2sp-1-cpu", "/s/runs/x")
+            steps = slurm_backend.step_commands(cluster, "/s/r2sp-1-cpu", "/s/runs/x", {})
         digest = cluster.data.dir_name
         lines = script.splitlines()
         stages = [l for l in lines if l.startswith("stage ")]
@@ -240,11 +257,10 @@ class DataStagingScriptTest(unittest.TestCase):
             f"stage b 1 /s/r2sp-1-cpu/share/r2sp/deploy/stage_data --source=file://{d}/source "
             f'--manifest="$R2SP_OUT"/data.sha256 --target="$HOME"/cache/{digest} '
             """'--host=b ('"${nodes[1]}"')'"""])
-        first_step = next(i for i, l in enumerate(lines) if l.startswith("step "))
-        self.assertLess(lines.index('[ -e "$R2SP_OUT/staging.failed" ] && exit 1'), first_step)
-        workers = [l for l in lines if l.startswith("step worker")]
-        self.assertIn(f"--data_dir={d}/a/{digest} --model=synthetic", workers[0])
-        self.assertIn(f'--data_dir="$HOME"/cache/{digest} --model=synthetic', workers[1])
+        # The nodes are published for the steps only once the staging succeeded.
+        self.assertEqual(lines[-5], '[ -e "$R2SP_OUT/staging.failed" ] && exit 1')
+        self.assertIn(f"--data_dir={d}/a/{digest} --model=synthetic", steps["worker0"][1])
+        self.assertIn(f'--data_dir="$HOME"/cache/{digest} --model=synthetic', steps["worker1"][1])
 
 
 class InstallBundleTest(unittest.TestCase):
@@ -355,14 +371,63 @@ class SlurmBackendTest(unittest.TestCase):
                 return jobs + procs
             time.sleep(0.3)
 
-    def worker_started(self, run):
-        """Whether worker0 of the run `run` has logged an iteration (in the shared run dir)."""
-        runs = os.path.join(self.dir, "shared", "runs")
-        for name in os.listdir(runs) if os.path.isdir(runs) else []:
-            log = os.path.join(runs, name, "worker0.log")
-            if name.endswith("-" + run) and os.path.exists(log) and "iteration" in open(log).read():
-                return True
-        return False
+    def worker_started(self, run, worker=0, iteration=10):
+        """Whether worker `worker` of the run `run` has logged iteration `iteration` (a multiple
+        of 10: it logs every 10th; its step's output streams into RUN_DIR/workerN.log)."""
+        log = os.path.join(self.dir, run, f"worker{worker}.log")
+        return os.path.exists(log) and f"iteration {iteration}/" in open(log).read()
+
+    def kill_worker(self, run, worker):
+        """SIGKILL to the worker process (not its step's srun) of the run `run`."""
+        metrics = os.path.join(self.dir, "shared", "runs", f"slurm-test-{run}",
+                               f"metrics_worker{worker}.jsonl")
+        pids = [pid for pid in filter(str.isdigit, os.listdir("/proc"))
+                if self.cmdline(pid).startswith(b"/") and metrics.encode() in self.cmdline(pid)
+                and os.path.basename(self.cmdline(pid).split(b"\0")[0]) == b"worker"]
+        self.assertEqual(len(pids), 1, pids)
+        os.kill(int(pids[0]), signal.SIGKILL)
+
+    @staticmethod
+    def cmdline(pid):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                return f.read()
+        except OSError:
+            return b""
+
+    def kill_a_worker(self, run, flags=()):
+        """Runs a job of 300 bsp iterations, kills worker1's process at its iteration 20; the
+        launcher's result and the summary."""
+        proc = subprocess.Popen(self.launch_argv(run, flags, iterations=300), env=self.env,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            deadline = time.time() + 60
+            while time.time() < deadline and not self.worker_started(run, 1, 20):
+                time.sleep(0.1)
+            self.assertLess(time.time(), deadline, "worker1 never reached iteration 20")
+            self.kill_worker(run, 1)
+            out, _ = proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        self.assertEqual(proc.returncode, 0, out)
+        with open(os.path.join(self.dir, run, "summary.json")) as f:
+            summary = json.load(f)
+        self.assertTrue(summary["completed"], summary)
+        self.assertEqual(self.leftovers(), [])
+        return [(e["process"], e["event"], e["status"]) for e in summary["events"]], summary
+
+    def test_a_killed_workers_step_is_recorded_and_the_job_completes(self):
+        events, summary = self.kill_a_worker("killed")
+        self.assertEqual(events, [("worker1", "died", 137)])
+        self.assertEqual(summary["deaths"], {"worker": 1, "server": 0})
+
+    def test_a_killed_workers_replacement_is_a_new_step_that_joins(self):
+        events, summary = self.kill_a_worker("replaced", ["--max_restarts=1"])
+        self.assertEqual(events, [("worker1", "died", 137), ("worker1.r1", "restarted", 137)])
+        self.assertEqual(summary["restarts"], {"worker": 1, "server": 0})
+        with open(os.path.join(self.dir, "replaced", "worker1.r1.log")) as f:
+            self.assertIn("joined the running job", f.read())
 
     def test_job_completes(self):
         r = subprocess.run(self.launch_argv("ok"), env=self.env, capture_output=True, text=True, timeout=180)
@@ -373,7 +438,7 @@ class SlurmBackendTest(unittest.TestCase):
         self.assertEqual((summary["mode"], summary["servers"], summary["workers"], summary["iterations"]),
                          ("bsp", 1, 2, 5))
         for name in ("scheduler.log", "server0.log", "worker1.log", "stats.json", "metrics_worker0.jsonl",
-                     "job.sbatch"):
+                     "job.sbatch", "job.steps"):
             self.assertTrue(os.path.exists(os.path.join(run_dir, name)), name)
         self.assertEqual(self.leftovers(), [])
 
@@ -443,16 +508,20 @@ class SlurmBackendTest(unittest.TestCase):
         with open(os.path.join(run_dir, "summary.json")) as f:
             summary = json.load(f)
         self.assertEqual((summary["auth"], summary["iterations"]), ("curve", 5))
-        with open(os.path.join(run_dir, "job.sbatch")) as f:
-            self.assertIn('--keys_dir="$R2SP_OUT"/keys', f.read())
+        with open(os.path.join(run_dir, "job.steps")) as f:
+            steps = f.read().splitlines()
+        self.assertEqual(len(steps), 4)
+        for step in steps:
+            self.assertIn('--keys_dir="$R2SP_OUT"/keys', step)
         self.assertFalse(os.path.exists(os.path.join(self.dir, "shared", "runs", "slurm-test-curve", "keys")))
         self.assertEqual(self.leftovers(), [])
 
-    def test_failing_worker_fails_the_job_and_stops_every_step(self):
-        r = subprocess.run(self.launch_argv("fail", worker_flags="--no_such_flag"), env=self.env,
-                           capture_output=True, text=True, timeout=180)
+    def test_failing_scheduler_fails_the_job_and_stops_every_step(self):
+        r = subprocess.run(self.launch_argv("fail", ["--scheduler_flags=--no_such_flag"]),
+                           env=self.env, capture_output=True, text=True, timeout=180)
         self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
-        self.assertIn("failed", r.stderr)
+        self.assertIn("launch: error: the scheduler exited with status 1: the job did not "
+                      f"complete; see {self.dir}/fail/scheduler.log", r.stderr)
         self.assertEqual(self.leftovers(), [])
 
     def test_ctrl_c_cancels_the_job(self):

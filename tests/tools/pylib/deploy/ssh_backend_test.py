@@ -3,8 +3,8 @@ per host, on a bridge) where every host runs its own sshd on a non-default port 
 made here, and the launcher runs in a namespace of its own. The bundle comes from tools/package
 on the built binaries. Checks that a job completes with the same run directory as a local one,
 that a second run does not copy the bundle again, that an unknown host key stops the launch
-before anything starts, and that a failing process, Ctrl-C and a killed launcher all leave
-nothing running on any host; with --auth=curve, that a job completes, that each host holds the
+before anything starts, and that a failing scheduler, Ctrl-C and a killed launcher all leave
+nothing running on any host (a dead worker or server: ssh_faults_test); with --auth=curve, that a job completes, that each host holds the
 public keys and only its own roles' secret keys (0700 directory, 0600 files) while the job runs,
 and none once it has ended or was stopped. A Python worker (worker_cmd) runs from the bundle's
 worker_files/ with the environment of docs/DEPLOY.md, its flags exactly the binary's: the script
@@ -17,6 +17,7 @@ ssh that runs the remote command here, and the start commands' --keys_dir."""
 import io
 import json
 import os
+import shutil
 import signal
 import stat
 import subprocess
@@ -188,7 +189,10 @@ class PythonWorkerPlanTest(unittest.TestCase):
                 "--seed=1"])
 
 
-class SshBackendTest(unittest.TestCase):
+class SshHosts(unittest.TestCase):
+    """The hosts (sshd in network namespaces), the bundle, and helpers to write a cluster file
+    and launch it; ssh_faults_test shares them."""
+
     @classmethod
     def setUpClass(cls):
         cls.dir = tempfile.mkdtemp(prefix="ssh_backend_test.")
@@ -218,6 +222,7 @@ class SshBackendTest(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         cls.cluster.down()
+        shutil.rmtree(cls.dir, ignore_errors=True)  # bundles unpacked per host: 100s of MB
 
     def tearDown(self):
         # One failing test must not leave processes (and their ports) to the next one.
@@ -238,10 +243,11 @@ class SshBackendTest(unittest.TestCase):
         return left
 
     def cluster_file(self, worker_flags="", known_hosts="known_hosts", iterations=5, workdirs="hosts",
-                     node2=""):
+                     node2="", mode="bsp", flags=None, job=""):
         """A 3-host job: node0 runs the scheduler and a server, node1 a server and a worker,
         node2 a worker; each host unpacks into its own directory under DIR/WORKDIRS (the hosts
-        share this machine's files)."""
+        share this machine's files). `flags`: the file's [flags] lines (default: the synthetic
+        model's worker flags, ITERATIONS iterations); `job`: more [job] lines."""
         a = self.cluster.addresses
         hosts = "".join(f"""
 [[host]]
@@ -252,12 +258,16 @@ workdir = "{self.dir}/{workdirs}/{h}"
                      ("node1", "servers = 1\nworkers = 1" + (
                          f"\nworker_flags = {json.dumps(worker_flags)}" if worker_flags else "")),
                      ("node2", "workers = 1" + node2)))
+        if flags is None:
+            flags = (f'worker = "--model=synthetic --model_mb=1 --layers=4 --iterations={iterations} '
+                     '--compute_ms=20 --log_every=1"')
         text = f"""[job]
 name = "ssh-test"
-mode = "bsp"
+mode = "{mode}"
+{job}
 
 [flags]
-worker = "--model=synthetic --model_mb=1 --layers=4 --iterations={iterations} --compute_ms=20 --log_every=1"
+{flags}
 
 [ssh]
 user = "root"
@@ -290,6 +300,8 @@ options = ["StrictHostKeyChecking=yes", "UserKnownHostsFile={self.dir}/{known_ho
                 return left
             time.sleep(0.2)
 
+
+class SshBackendTest(SshHosts):
     def test_job_completes_and_a_second_run_reuses_the_bundle(self):
         cluster = self.cluster_file(workdirs="fresh")  # hosts that have no bundle yet
         run_dir = os.path.join(self.dir, "run1")
@@ -343,10 +355,13 @@ options = ["StrictHostKeyChecking=yes", "UserKnownHostsFile={self.dir}/{known_ho
         self.assertIn("Host key verification failed", r.stderr)
         self.assertEqual(self.leftovers(), [])
 
-    def test_failing_worker_stops_every_host(self):
-        r = self.launch(self.cluster_file(worker_flags="--no_such_flag"), os.path.join(self.dir, "run4"))
+    def test_failing_scheduler_stops_every_host(self):
+        # The scheduler decides the job's outcome (a dead worker is recorded: ssh_faults_test).
+        run_dir = os.path.join(self.dir, "run4")
+        r = self.launch(self.cluster_file(), run_dir, flags=["--scheduler_flags=--no_such_flag"])
         self.assertEqual(r.returncode, 1)
-        self.assertIn("worker0 exited with status", r.stderr)
+        self.assertIn("launch: error: the scheduler exited with status 1: the job did not "
+                      f"complete; see {run_dir}/scheduler.log", r.stderr)
         self.assertEqual(self.leftovers(), [])
 
     def interrupt_running_job(self, signum, flags=(), while_running=None, name=None):

@@ -42,10 +42,11 @@ class ParseArgsTest(unittest.TestCase):
                                               "restores its shard from the checkpoints, so it "
                                               "needs --checkpoint_every"),
                 (["--backend=ssh"], "--backend=ssh needs --cluster"),
-                (["--cluster=c.toml", "--backend=ssh", "--max_restarts=1"],
-                 "--max_restarts and --checkpoint_every need --backend=local"),
-                (["--cluster=c.toml", "--backend=ssh", "--checkpoint_every=30s"],
-                 "--max_restarts and --checkpoint_every need --backend=local")):
+                (["--cluster=c.toml", "--backend=k8s", "--max_restarts=1"],
+                 "--max_restarts and --checkpoint_every need --backend=local, ssh or slurm "
+                 "(the backends that replace processes)"),
+                (["--cluster=c.toml", "--backend=ec2", "--checkpoint_every=30s"],
+                 "--max_restarts and --checkpoint_every need --backend=local, ssh or slurm")):
             with self.subTest(argv=argv):
                 self.assertTrue(self.refused(argv).startswith(message), self.refused(argv))
 
@@ -62,6 +63,12 @@ class ParseArgsTest(unittest.TestCase):
     def test_a_server_restart_with_a_checkpoint_dir_needs_no_checkpoint_every(self):
         args = self.parse(["--max_restarts=server:1", "--server_flags=--checkpoint_dir=/c"])
         self.assertEqual(args.max_restarts, "server:1")
+
+    def test_the_ssh_and_slurm_backends_replace_processes_too(self):
+        for backend in ("ssh", "slurm"):
+            args = self.parse(["--cluster=c.toml", "--backend=" + backend,
+                               "--max_restarts=worker:1,server:2", "--checkpoint_every=30s"])
+            self.assertEqual((args.max_restarts, args.checkpoint_every), ("worker:1,server:2", "30s"))
 
     def test_checkpoint_every(self):
         for good in ("", "30s", "0.5s", "200steps"):

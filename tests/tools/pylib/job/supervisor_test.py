@@ -128,11 +128,11 @@ class SupervisorTest(unittest.TestCase):
         return {n: Proc(self.clock, None if e is None else self.clock.now + e[0],
                         0 if e is None else e[1]) for n, e in exits.items()}
 
-    def supervise(self, job, restarts="0"):
+    def supervise(self, job, restarts="0", restart=None):
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
             outcome = supervisor.Supervisor(job, self.clock.now, supervisor.parse_max_restarts(restarts),
-                                            self.cpu).run()
+                                            self.cpu, restart=restart).run()
         return outcome, out.getvalue()
 
     def events(self, outcome):
@@ -163,6 +163,22 @@ class SupervisorTest(unittest.TestCase):
                               "launch: worker0.r1 died (status 137); no restarts left "
                               "(--max_restarts=worker:1)\n")
         self.assertTrue(outcome.completed)
+
+    def test_a_backends_restart_hook_starts_the_replacement(self):
+        # The ssh backend's: a new ssh to the dead process's host (deploy/ssh_backend.py).
+        job = ScriptedJob(self.clock, self.procs(scheduler=(1.0, 0), server1=(0.2, 255)),
+                          replacements={"server1.r1": (0.3, 0)})
+        asked = []
+
+        def restart(dead, new):
+            asked.append((dead, new))
+            job.start(new, ["ssh", "h", "server"], False)
+
+        outcome, _ = self.supervise(job, restarts="server:1", restart=restart)
+        self.assertEqual(asked, [("server1", "server1.r1")])
+        self.assertEqual(job.started, [("server1.r1", ["ssh", "h", "server"], False)])
+        self.assertEqual(self.events(outcome), [(0.2, "server1", "died", 255),
+                                                (0.2, "server1.r1", "restarted", 255)])
 
     def test_a_bsp_server_is_not_replaced_live(self):
         job = ScriptedJob(self.clock, self.procs(scheduler=(1.0, 1), server0=(0.2, -9)), sync="bsp")
