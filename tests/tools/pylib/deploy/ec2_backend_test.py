@@ -117,6 +117,7 @@ def fake_bundle(path):
 class PlanTest(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="ec2_plan_test.")
+        self.addCleanup(shutil.rmtree, self.dir, ignore_errors=True)
         self.hosts = [("a", "scheduler = true\nservers = 1"), ("b", "servers = 2\nworkers = 1"),
                       ("c", "workers = 3")]
         self.path = os.path.join(self.dir, "cluster.toml")
@@ -288,6 +289,7 @@ class UserDataTest(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         cls.cluster.down()
+        shutil.rmtree(cls.dir, ignore_errors=True)  # the bundles and hosts' files: about 1 GB
 
     def tearDown(self):
         # Whatever a test leaves in the hosts' namespaces (and the ports it holds) must not
@@ -492,6 +494,10 @@ class AwsCliTest(unittest.TestCase):
         os.symlink(aws_cli(), os.path.join(cls.bin, "aws"))
         with open(os.path.join(cls.dir, "aws_config"), "w") as f:
             f.write("[default]\n")
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.dir, ignore_errors=True)  # the bundle and the runs: about 0.9 GB
 
     def setUp(self):
         self.fake = FakeEc2(tempfile.mkdtemp(dir=self.dir))

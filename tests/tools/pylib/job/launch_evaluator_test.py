@@ -8,6 +8,7 @@ model file, evaluated again by worker --eval_only, is the model of the job's fin
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -83,6 +84,7 @@ class EvaluatingWorkerDiesTest(unittest.TestCase):
 
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="launch_evaluator_")
+        self.addCleanup(shutil.rmtree, self.dir, ignore_errors=True)
 
     def test_bsp(self):
         self.evaluation_moves("bsp")
