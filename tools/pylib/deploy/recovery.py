@@ -112,3 +112,15 @@ def elsewhere(cluster, index, process, moved):
     port = cluster.ports["server"] + servers + moved.get(target, 0)
     moved[target] = moved.get(target, 0) + 1
     return target, host, dataclasses.replace(process, port=port)
+
+
+def supervise(args, job, started, cpu, restart):
+    """Supervises `job` until the scheduler has exited (job.supervisor.Supervisor: a dead worker
+    or server is recorded, and `restart(dead, new)` starts its replacement while --max_restarts
+    allows); the Outcome once the job completed, JobError when the scheduler failed."""
+    limits = supervisor.parse_max_restarts(args.max_restarts or "0")
+    outcome = supervisor.Supervisor(job, started, limits, cpu, restart=restart).run()
+    if not outcome.completed:
+        raise JobError(f"the scheduler exited with status {outcome.scheduler_status}: "
+                       f"the job did not complete; see {args.run_dir}/scheduler.log")
+    return outcome

@@ -55,7 +55,6 @@ from ..analysis.cpu_meter import CpuMeter
 from ..cluster import bundle as release_bundle
 from ..cluster import role_commands
 from ..job import keys as job_keys
-from ..job import supervisor
 from ..job.deadline import Deadline
 from ..job.errors import JobError
 from ..job.processes import Job
@@ -293,12 +292,8 @@ class SlurmBackend(driver.Backend):
     def poll(self):
         """Supervises the steps until the scheduler's has exited (job.supervisor.Supervisor);
         True once the job completed, JobError when the scheduler failed."""
-        limits = supervisor.parse_max_restarts(self.run.args.max_restarts or "0")
-        self.outcome = supervisor.Supervisor(self.job, self.started, limits, CpuMeter(),
-                                             restart=self.restart).run()
-        if not self.outcome.completed:
-            raise JobError(f"the scheduler exited with status {self.outcome.scheduler_status}: "
-                           f"the job did not complete; see {self.run.args.run_dir}/scheduler.log")
+        self.outcome = recovery.supervise(self.run.args, self.job, self.started, CpuMeter(),
+                                          self.restart)
         return True
 
     def restart(self, dead, new):

@@ -44,7 +44,6 @@ from ..cluster import bundle as release_bundle
 from ..cluster import role_commands
 from ..job import keys as job_keys
 from ..job.errors import JobError
-from ..job import supervisor
 from ..job.processes import Job
 from . import archive
 from . import driver
@@ -346,12 +345,8 @@ class SshBackend(driver.Backend):
         """Supervises the job until the scheduler has exited (job.supervisor.Supervisor: a dead
         worker or server is recorded, and replaced on its host while --max_restarts allows);
         True once it completed, JobError when the scheduler failed."""
-        limits = supervisor.parse_max_restarts(self.run.args.max_restarts or "0")
-        self.outcome = supervisor.Supervisor(self.job, self.started, limits, self.cpu,
-                                             restart=self.restart).run()
-        if not self.outcome.completed:
-            raise JobError(f"the scheduler exited with status {self.outcome.scheduler_status}: "
-                           f"the job did not complete; see {self.run.args.run_dir}/scheduler.log")
+        self.outcome = recovery.supervise(self.run.args, self.job, self.started, self.cpu,
+                                          self.restart)
         return True
 
     def restart(self, dead, new):
