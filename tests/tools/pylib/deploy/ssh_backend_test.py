@@ -191,7 +191,7 @@ class PythonWorkerPlanTest(unittest.TestCase):
 
 class SshHosts(unittest.TestCase):
     """The hosts (sshd in network namespaces), the bundle, and helpers to write a cluster file
-    and launch it; ssh_faults_test shares them."""
+    and launch it; ssh_faults_test and staging_test share them."""
 
     @classmethod
     def setUpClass(cls):
@@ -202,7 +202,6 @@ class SshHosts(unittest.TestCase):
         keygen(os.path.join(cls.dir, "id_ed25519"))
         os.rename(os.path.join(cls.dir, "id_ed25519.pub"), os.path.join(cls.dir, "authorized_keys"))
         known = []
-        cls.sshd_pids = {}
         for host in HOSTS[1:]:
             keygen(os.path.join(cls.dir, f"host_key_{host}"))
             address = cls.cluster.addresses[host]

@@ -16,12 +16,16 @@ import unittest
 
 from pylib.cluster import cluster_file
 from pylib.deploy import ssh_backend, staging
-from pylib.emulation import netcluster
 import junit_main
-from ssh_backend_test import SSH_PORT, SSHD_CONFIG, cannot_run, keygen
+import ssh_backend_test
+from ssh_backend_test import SSH_PORT, SshHosts, cannot_run
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 BIN_DIR = os.environ.get("R2SP_BIN_DIR", ROOT)  # the runfiles under Bazel
+# Under Bazel the import above resolves to the source tree: the hosts' bundle comes from this
+# test's runfiles instead.
+ssh_backend_test.ROOT = ROOT
+ssh_backend_test.BIN_DIR = BIN_DIR
 
 HOSTS = ("launcher", "node0", "node1")
 FASHION_MNIST = "/usr/share/datasets/fashion-mnist"
@@ -93,32 +97,12 @@ class StagingCommandsTest(unittest.TestCase):
 
 @unittest.skipIf(cannot_run() or not os.path.isdir(FASHION_MNIST),
                  cannot_run() or f"needs {FASHION_MNIST} (Debian package dataset-fashion-mnist)")
-class SshStagingTest(unittest.TestCase):
+class SshStagingTest(SshHosts):
+    """SshHosts' hosts and bundle, and a shared file system holding the data set."""
+
     @classmethod
     def setUpClass(cls):
-        cls.dir = tempfile.mkdtemp(prefix="staging_test.")
-        os.makedirs("/run/sshd", exist_ok=True)
-        cls.cluster = netcluster.Cluster(HOSTS, {})
-        cls.cluster.up()
-        keygen(os.path.join(cls.dir, "id_ed25519"))
-        os.rename(os.path.join(cls.dir, "id_ed25519.pub"), os.path.join(cls.dir, "authorized_keys"))
-        known = []
-        for host in HOSTS[1:]:
-            keygen(os.path.join(cls.dir, f"host_key_{host}"))
-            address = cls.cluster.addresses[host]
-            with open(os.path.join(cls.dir, f"host_key_{host}.pub")) as f:
-                known.append(f"[{address}]:{SSH_PORT} {f.read().strip()}")
-            config = os.path.join(cls.dir, f"sshd_{host}.conf")
-            with open(config, "w") as f:
-                f.write(SSHD_CONFIG.format(port=SSH_PORT, address=address, dir=cls.dir, host=host))
-            subprocess.run(cls.cluster.exec_prefix(host) + ["/usr/sbin/sshd", "-f", config],
-                           check=True)
-        with open(os.path.join(cls.dir, "known_hosts"), "w") as f:
-            f.write("\n".join(known) + "\n")
-        out = subprocess.run([os.path.join(ROOT, "tools", "package"), "--bin_dir=" + BIN_DIR,
-                              "--out=" + cls.dir], capture_output=True, text=True)
-        assert out.returncode == 0, out.stderr
-        cls.bundle = out.stdout.split()[1]
+        super().setUpClass()
         # The shared file system the data set comes from (a copy: the test corrupts nothing of
         # Debian's).
         cls.source = os.path.join(cls.dir, "shared", "fashion-mnist")
@@ -127,15 +111,6 @@ class SshStagingTest(unittest.TestCase):
             f.write(subprocess.run([sys.executable, os.path.join(ROOT, "tools", "launch"),
                                     "--write_data_manifest=" + cls.source], check=True,
                                    capture_output=True, text=True).stdout)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.cluster.down()
-        shutil.rmtree(cls.dir, ignore_errors=True)
-
-    def tearDown(self):
-        for host in HOSTS:
-            netcluster.kill_processes(self.cluster.ns(host), keep=("sshd",))
 
     def cluster_file(self, worker, manifest="fashion-mnist.sha256", source=None, hosts="hosts",
                      cache="cache"):
