@@ -19,6 +19,7 @@ bool PartitionState::Init(const float* values) {
   std::memcpy(current_->values.data(), values, bytes());
   initialized_ = true;
   half_version_ = -1;
+  foreseen_ = Foreseen();
   return true;
 }
 
@@ -35,6 +36,7 @@ void PartitionState::Restore(const float* weights, const float* momentum, int64_
   initialized_ = true;
   version_ = version;
   half_version_ = -1;
+  foreseen_ = Foreseen();
 }
 
 PartitionState::Buffer* PartitionState::OutputBuffer() {
@@ -80,6 +82,24 @@ void PartitionState::Apply(const SgdOptions& options, float scale, const float* 
     ApplyDense(options, scale, grad + begin, begin, end - begin, out);
   });
   Commit(out);
+}
+
+void PartitionState::ApplyForeseeing(const SgdOptions& options, float scale, const float* grad,
+                                     const Prediction& foresee) {
+  if (step_.empty()) {
+    Apply(options, scale, grad);
+    return;
+  }
+  Buffer* out = OutputBuffer();
+  std::shared_ptr<Buffer> predicted = FreePredictedBuffer();
+  const float* in = current_->values.data();
+  ForRange([&](size_t begin, size_t end) {
+    SgdApplyPredicting(options, scale, foresee, grad + begin, in + begin,
+                       out->values.data() + begin, momentum_.data() + begin,
+                       step_.data() + begin, predicted->values.data() + begin, end - begin);
+  });
+  Commit(out);
+  foreseen_ = Foreseen{std::move(predicted), version_, foresee};
 }
 
 void PartitionState::Apply(const SgdOptions& options, float scale, const wire::GradientView& grad) {
@@ -136,19 +156,24 @@ zmq::message_t PartitionState::Fp16PullFrame() {
   return FrameOver(half_);
 }
 
-zmq::message_t PartitionState::PredictedPullFrame(const Prediction& p) {
-  if (step_.empty()) step_.assign(num_elements_, 0.0f);
-  std::shared_ptr<Buffer> out;
+std::shared_ptr<PartitionState::Buffer> PartitionState::FreePredictedBuffer() {
   for (const std::shared_ptr<Buffer>& b : predicted_) {
-    if (b->in_flight.load(std::memory_order_acquire) == 0) {
-      out = b;
-      break;
+    if (b->in_flight.load(std::memory_order_acquire) == 0 &&
+        (b != foreseen_.weights || foreseen_.version != version_)) {
+      return b;
     }
   }
-  if (out == nullptr) {
-    out = std::make_shared<Buffer>(num_elements_);
-    predicted_.push_back(out);
+  predicted_.push_back(std::make_shared<Buffer>(num_elements_));
+  return predicted_.back();
+}
+
+zmq::message_t PartitionState::PredictedPullFrame(const Prediction& p) {
+  if (foreseen_.version == version_ && foreseen_.prediction.momentum_coeff == p.momentum_coeff &&
+      foreseen_.prediction.step_coeff == p.step_coeff) {
+    return FrameOver(foreseen_.weights);
   }
+  if (step_.empty()) step_.assign(num_elements_, 0.0f);
+  std::shared_ptr<Buffer> out = FreePredictedBuffer();
   ForRange([&](size_t begin, size_t end) {
     PredictWeights(p, current_->values.data() + begin, momentum_.data() + begin,
                    step_.data() + begin, out->values.data() + begin, end - begin);

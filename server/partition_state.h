@@ -36,6 +36,12 @@ class PartitionState {
   // Applies one update with `grad` (scaled by `scale`); version += 1.
   // REQUIRES: initialized().
   void Apply(const SgdOptions& options, float scale, const float* grad);
+  // Apply that also computes, in the same pass, the weights `foresee` predicts from the state
+  // it leaves (what the pushing worker's next pull asks for, r2sp) and keeps them, so that a
+  // PredictedPullFrame with the same prediction before the next update sends them without a
+  // pass of its own. Plain Apply until a pull asked for predicted weights (no step term yet).
+  void ApplyForeseeing(const SgdOptions& options, float scale, const float* grad,
+                       const Prediction& foresee);
   // The same for a gradient of any kind: sparse ones without a dense copy (the untouched
   // weights get the zero-gradient update, see SgdApplyNoGradient).
   void Apply(const SgdOptions& options, float scale, const wire::GradientView& grad);
@@ -48,9 +54,10 @@ class PartitionState {
   // of that version.
   zmq::message_t Fp16PullFrame();
   // A frame of the weights predicted by `p` (server/sgd.h PredictWeights) from the current
-  // weights, momentum and the latest update's gradient term. The first call starts keeping
-  // that term (until then it counts as zero): one more buffer and pass per update, only for
-  // jobs that use prediction.
+  // weights, momentum and the latest update's gradient term: the ones ApplyForeseeing kept
+  // when it foresaw `p` for this version, else computed now. The first call starts keeping
+  // that term (until then it counts as zero): one more buffer per update, only for jobs that
+  // use prediction.
   zmq::message_t PredictedPullFrame(const Prediction& p);
   // The current weights (for tests and checkpoints).
   const float* weights() const { return current_->values.data(); }
@@ -76,6 +83,8 @@ class PartitionState {
   // The ordinary update of [begin, begin + length) with `grad` (that range's values) into `out`.
   void ApplyDense(const SgdOptions& options, float scale, const float* grad, size_t begin,
                   size_t length, Buffer* out);
+  // A buffer of predicted weights no frame holds and no foreseen prediction uses.
+  std::shared_ptr<Buffer> FreePredictedBuffer();
   template <typename T>
   static void ReleaseFrame(void* data, void* hint);
   template <typename T>
@@ -91,6 +100,12 @@ class PartitionState {
   std::vector<float> momentum_;
   std::vector<float> step_;  // the latest update's gradient term; empty until a prediction
   std::vector<std::shared_ptr<Buffer>> predicted_;  // frames of predicted weights, reused
+  // The weights ApplyForeseeing predicted (one of predicted_), valid while version_ is theirs.
+  struct Foreseen {
+    std::shared_ptr<Buffer> weights;
+    int64_t version = -1;
+    Prediction prediction;
+  } foreseen_;
   std::shared_ptr<HalfBuffer> half_;  // the binary16 weights of version half_version_
   int64_t half_version_ = -1;
   bool initialized_ = false;

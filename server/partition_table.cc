@@ -86,6 +86,7 @@ void PartitionTable::ReleaseReady(HeldPartition& held, const std::vector<bool>& 
 void PartitionTable::AddWorkers(int num_workers, int64_t first_pushed) {
   for (auto& [key, held] : partitions_) {
     held->pushed.resize(num_workers, first_pushed);
+    held->asked.resize(num_workers);
     if (held->aggregator != nullptr) held->aggregator->AddWorkers(num_workers);
   }
 }

@@ -34,7 +34,12 @@ struct ParkedPull {
 
 // One partition this server holds, with what its mode keeps about it.
 struct HeldPartition {
-  HeldPartition(size_t n, int workers) : state(n), pushed(workers, 0) {}
+  // The prediction a worker's latest predicted pull asked for (updates 0: none).
+  struct PredictAsk {
+    float fraction = 0.0f;
+    int updates = 0;
+  };
+  HeldPartition(size_t n, int workers) : state(n), pushed(workers, 0), asked(workers) {}
   PartitionState state;
   std::unique_ptr<ClockAggregator> aggregator;  // BSP only
   // Per worker: the pushes it made (SSP bounds; in asynchronous modes a worker's clock counts
@@ -43,6 +48,9 @@ struct HeldPartition {
   // applied already (the worker lost the reply when its connection was reset), so it is
   // acknowledged and not applied again.
   std::vector<int64_t> pushed;
+  // Per worker: what its latest predicted pull asked for, which its next asynchronous push
+  // computes in the update's pass (PartitionState::ApplyForeseeing) for the pull after it.
+  std::vector<PredictAsk> asked;
   std::vector<ParkedPull> parked_pulls;
   std::unique_ptr<PullShadows> shadows;  // once a worker pulls FP16_DELTA
   double steps = 0;  // global-batch steps applied (fractions in asynchronous modes)

@@ -11,6 +11,12 @@ namespace r2sp {
 PullReplier::PullReplier(const SgdOptions& sgd, const LrSchedule& schedule, bool per_sample_updates)
     : sgd_(sgd), schedule_(schedule), per_sample_updates_(per_sample_updates) {}
 
+Prediction PullReplier::PredictionFor(double steps, float fraction, int updates) const {
+  // The updates to come carry the fraction between them (or are whole steps each).
+  const float each = per_sample_updates_ ? fraction / static_cast<float>(updates) : 1.0f;
+  return r2sp::PredictionFor(ScheduledSgd(sgd_, schedule_, steps), each, updates);
+}
+
 Message PullReplier::Build(HeldPartition& held, const wire::PullRequest& pull, double waited,
                            int num_workers) const {
   wire::PullReplyFields fields;
@@ -21,12 +27,8 @@ Message PullReplier::Build(HeldPartition& held, const wire::PullRequest& pull, d
   zmq::message_t frame;
   proto::Codec codec = proto::FP32;
   if (pull.predict_updates > 0) {
-    // The updates to come carry the fraction between them (or are whole steps each).
-    const float each = per_sample_updates_
-                           ? pull.predict_fraction / static_cast<float>(pull.predict_updates)
-                           : 1.0f;
     frame = held.state.PredictedPullFrame(
-        PredictionFor(ScheduledSgd(sgd_, schedule_, held.steps), each, pull.predict_updates));
+        PredictionFor(held.steps, pull.predict_fraction, pull.predict_updates));
   } else if (pull.codec == proto::FP16) {
     frame = held.state.Fp16PullFrame();  // encoded once per version
     codec = proto::FP16;

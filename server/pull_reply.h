@@ -28,6 +28,9 @@ class PullReplier {
   // REQUIRES: pull was decoded by wire::DecodePull; held.state is initialised.
   Message Build(HeldPartition& held, const wire::PullRequest& pull, double waited,
                 int num_workers) const;
+  // The prediction a pull asking for `updates` more pushes carrying `fraction` between them
+  // gets from a partition that has applied `steps` steps.
+  Prediction PredictionFor(double steps, float fraction, int updates) const;
 
  private:
   const SgdOptions sgd_;

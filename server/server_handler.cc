@@ -189,7 +189,17 @@ absl::Status ServerHandler::ApplyPush(HeldPartition& held, const proto::Header& 
   // A push is its fraction b_i / B of a step, or a whole one (unweighted, or classic ASP).
   const float fraction = options_.per_sample_updates && weight > 0.0f ? weight : 1.0f;
   const FractionalStep step = StepForFraction(SgdFor(held), fraction);
-  held.state.Apply(step.options, step.grad_scale, grad);
+  const HeldPartition::PredictAsk ask =
+      w < static_cast<int>(held.asked.size()) ? held.asked[w] : HeldPartition::PredictAsk();
+  if (ask.updates > 0 && grad.kind == wire::GradientView::Kind::kDense) {
+    // The pusher's pull comes next (r2sp: it holds the slot): its predicted weights are
+    // computed in the update's own pass.
+    held.state.ApplyForeseeing(
+        step.options, step.grad_scale, grad.dense,
+        replier_.PredictionFor(held.steps + fraction, ask.fraction, ask.updates));
+  } else {
+    held.state.Apply(step.options, step.grad_scale, grad);
+  }
   held.steps += fraction;
   held.pushed[w] = std::max(held.pushed[w] + 1, header.clock() + 1);
   return absl::OkStatus();
@@ -237,6 +247,10 @@ absl::Status ServerHandler::HandlePull(Message& request, Responder& responder) {
   HeldPartition& held = *found;
   R2SP_ASSIGN_OR_RETURN(wire::PullRequest wanted,
                         wire::DecodePull(request, !RoundSynchronous(options_.sync)));
+  if (wanted.predict_updates > 0 && wanted.rank >= 0 &&
+      wanted.rank < static_cast<int>(held.asked.size())) {
+    held.asked[wanted.rank] = {wanted.predict_fraction, wanted.predict_updates};
+  }
   ParkedPull pull{std::move(wanted), absl::Time(), std::move(responder)};
   if (PartitionTable::Ready(held, pull.request.min_version, pull.request.min_clock,
                             roster_.live())) {

@@ -60,6 +60,27 @@ void MomentumKeepingStep(float lr, float mu, float wd, float scale, float inv_sc
   }
 }
 
+// MomentumKeepingStep and Predict over its results in one pass: the same expressions on the
+// same values (the stored floats), so the same results bit for bit.
+R2SP_TARGET_CLONES
+void MomentumKeepingStepPredicting(float lr, float mu, float wd, float scale, float inv_scale,
+                                   float a, float c, const float* __restrict g,
+                                   const float* weight_in, float* weight_out,
+                                   float* __restrict m, float* __restrict step,
+                                   float* __restrict predicted, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    const float w = weight_in[i];
+    const float d = scale * g[i] + wd * w;
+    const float v = mu * m[i] + d;
+    const float u = d * inv_scale;
+    const float next = w - lr * v;
+    step[i] = u;
+    m[i] = v;
+    weight_out[i] = next;
+    predicted[i] = next - a * v - c * u;
+  }
+}
+
 R2SP_TARGET_CLONES
 void Predict(float a, float c, const float* __restrict w, const float* __restrict m,
              const float* __restrict u, float* __restrict out, size_t n) {
@@ -134,6 +155,15 @@ void SgdApplyKeepingStep(const SgdOptions& options, float scale, const float* gr
                          float* step_out, size_t n) {
   MomentumKeepingStep(options.learning_rate, options.momentum, options.weight_decay, scale,
                       1.0f / scale, grad, weight_in, weight_out, momentum_buffer, step_out, n);
+}
+
+void SgdApplyPredicting(const SgdOptions& options, float scale, const Prediction& p,
+                        const float* grad, const float* weight_in, float* weight_out,
+                        float* momentum_buffer, float* step_out, float* predicted_out, size_t n) {
+  MomentumKeepingStepPredicting(options.learning_rate, options.momentum, options.weight_decay,
+                                scale, 1.0f / scale, p.momentum_coeff, p.step_coeff, grad,
+                                weight_in, weight_out, momentum_buffer, step_out, predicted_out,
+                                n);
 }
 
 FractionalStep StepForFraction(const SgdOptions& options, float fraction) {

@@ -62,6 +62,14 @@ void SgdApplyKeepingStep(const SgdOptions& options, float scale, const float* gr
                          const float* weight_in, float* weight_out, float* momentum_buffer,
                          float* step_out, size_t n);
 
+// SgdApplyKeepingStep that also writes, in `predicted_out`, the weights `p` predicts from the
+// state it leaves (PredictWeights over the new weights, momentum and step): one pass where the
+// update and a later PredictWeights take two, with the same values bit for bit.
+// REQUIRES: as SgdApplyKeepingStep; predicted_out overlaps nothing else.
+void SgdApplyPredicting(const SgdOptions& options, float scale, const Prediction& p,
+                        const float* grad, const float* weight_in, float* weight_out,
+                        float* momentum_buffer, float* step_out, float* predicted_out, size_t n);
+
 // Sparse gradients (top-k and csc pushes) as two steps that together equal SgdApply on the
 // dense gradient (up to float rounding order): first the update with a zero gradient, where
 // momentum decays and weight decay applies to every weight; then each sent value's term,

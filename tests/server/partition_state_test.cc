@@ -62,6 +62,49 @@ TEST(PartitionStateTest, PoolGivesTheSameUpdatesAndPredictionsBitForBit) {
   }
 }
 
+// ApplyForeseeing leaves the state Apply leaves, and the pull of the prediction it foresaw gets
+// the weights a separate pass would compute, bit for bit, without one: every such pull of that
+// version shares one buffer. A pull asking for another prediction gets its own, and does not
+// overwrite the foreseen one; the next update, or a restore, retires it.
+TEST(PartitionStateTest, ForeseenPredictionIsServedAsComputedAndKept) {
+  const size_t n = 1000;
+  PartitionState plain(n), fused(n);
+  const std::vector<float> init = Random(n, 1);
+  ASSERT_TRUE(plain.Init(init.data()));
+  ASSERT_TRUE(fused.Init(init.data()));
+  const SgdOptions options{0.05f, 0.9f, 1e-4f};
+  const Prediction p = PredictionFor(options, 0.25f, 3);
+  const Prediction other = PredictionFor(options, 0.5f, 1);
+  // Neither keeps the step term before the first prediction: ApplyForeseeing is Apply then.
+  const std::vector<float> g0 = Random(n, 2);
+  plain.Apply(options, 0.25f, g0.data());
+  fused.ApplyForeseeing(options, 0.25f, g0.data(), p);
+  ASSERT_TRUE(SameBits(plain.weights(), fused.weights(), n));
+  ASSERT_TRUE(SameBits(FrameValues(plain.PredictedPullFrame(p)).data(),
+                       FrameValues(fused.PredictedPullFrame(p)).data(), n));
+  for (int step = 0; step < 3; ++step) {
+    const std::vector<float> g = Random(n, 10 + step);
+    plain.Apply(options, 0.25f, g.data());
+    fused.ApplyForeseeing(options, 0.25f, g.data(), p);
+    ASSERT_TRUE(SameBits(plain.weights(), fused.weights(), n)) << step;
+    ASSERT_TRUE(SameBits(plain.momentum(), fused.momentum(), n)) << step;
+    const zmq::message_t other_frame = fused.PredictedPullFrame(other);  // computed
+    const zmq::message_t first = fused.PredictedPullFrame(p);            // foreseen
+    const zmq::message_t second = fused.PredictedPullFrame(p);
+    EXPECT_EQ(first.data(), second.data()) << step;
+    EXPECT_NE(first.data(), other_frame.data()) << step;
+    EXPECT_TRUE(SameBits(FrameValues(plain.PredictedPullFrame(p)).data(),
+                         FrameValues(first).data(), n)) << step;
+    EXPECT_TRUE(SameBits(FrameValues(plain.PredictedPullFrame(other)).data(),
+                         FrameValues(other_frame).data(), n)) << step;
+  }
+  // Restored to another state at the foreseen version: the foreseen weights are not served.
+  const std::vector<float> zeros(n, 0.0f);
+  const int64_t version = fused.version();
+  fused.Restore(zeros.data(), zeros.data(), version);
+  EXPECT_EQ(FrameValues(fused.PredictedPullFrame(p)), zeros);
+}
+
 TEST(PartitionStateTest, AddIsAPlainAddThatPullsInFlightDoNotSee) {
   PartitionState state(3);
   const float initial[] = {1, 2, 3};

@@ -301,6 +301,43 @@ TEST_F(ServerHandlerTest, PredictedPullAnswersWithWhereTheWeightsWillBe) {
   EXPECT_EQ(*handler_->Weights(0), Values(replies[4].second));  // the weights did not move
 }
 
+// An asynchronous push from a worker whose last pull asked for predicted weights computes them
+// in its update's pass (PartitionState::ApplyForeseeing): its next pull, and every other pull
+// of that version asking the same, is sent that one buffer; a worker asking for another
+// prediction gets its own. The values are those computed on demand (reference: a partition
+// updated with Apply and asked afterwards).
+TEST_F(ServerHandlerTest, PushComputesThePushersNextPredictedPull) {
+  const SgdOptions sgd{0.5f, 0.9f, 0.0f};
+  SetUpHandler(proto::R2SP, 4, 0.9f);
+  const std::vector<float> g = {1, 2, 3, 4};
+  Push(0, 0, {0, 0, 0, 0}, 0, true);
+  PredictedPull(0, 0, 0.75f, 3);
+  PredictedPull(1, 0, 0.5f, 2);
+  Push(0, 0, g, 0, false, 0.25f);
+  PredictedPull(0, 0, 0.75f, 3);
+  PredictedPull(2, 0, 0.75f, 3);
+  PredictedPull(1, 0, 0.5f, 2);
+  std::vector<std::pair<std::string, Message>> replies = sink_.Take();
+  ASSERT_EQ(replies.size(), 7u);
+  const Message& foreseen = replies[4].second;
+  EXPECT_EQ(foreseen.payload.at(0).data(), replies[5].second.payload.at(0).data());
+  EXPECT_NE(foreseen.payload.at(0).data(), replies[6].second.payload.at(0).data());
+
+  PartitionState reference(4);
+  const std::vector<float> zeros(4, 0.0f);
+  ASSERT_TRUE(reference.Init(zeros.data()));
+  ASSERT_EQ(reference.PredictedPullFrame(PredictionFor(sgd, 0.25f, 3)).size(), 16u);
+  const FractionalStep step = StepForFraction(sgd, 0.25f);
+  reference.Apply(step.options, step.grad_scale, g.data());
+  const auto values = [](const zmq::message_t& frame) {
+    const float* p = static_cast<const float*>(frame.data());
+    return std::vector<float>(p, p + 4);
+  };
+  EXPECT_EQ(Values(foreseen), values(reference.PredictedPullFrame(PredictionFor(sgd, 0.25f, 3))));
+  EXPECT_EQ(Values(replies[6].second),
+            values(reference.PredictedPullFrame(PredictionFor(sgd, 0.25f, 2))));
+}
+
 TEST_F(ServerHandlerTest, RejectsBadPredictedPulls) {
   SetUpHandler(proto::R2SP, 2);
   Push(0, 0, {0, 0, 0, 0}, 0, true);

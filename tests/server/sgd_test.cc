@@ -2,6 +2,7 @@
 #include "server/sgd.h"
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <limits>
 #include <vector>
@@ -135,6 +136,44 @@ TEST(SgdApplyKeepingStepTest, SameUpdateAndKeepsTheUnitStep) {
   EXPECT_EQ(w, w2);
   EXPECT_EQ(m, m2);
   for (int i = 0; i < 3; ++i) EXPECT_NEAR(u[i], g[i] + 0.01f * before[i], 1e-6) << i;
+}
+
+// SgdApplyPredicting is SgdApplyKeepingStep followed by PredictWeights over what it left, bit
+// for bit, in place and out of place, at lengths that end inside a vector and at every
+// momentum (the kernels are separate loops the compiler vectorises on its own).
+TEST(SgdApplyPredictingTest, SameBitsAsTheUpdateThenThePrediction) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal;
+  for (size_t n : {size_t{1}, size_t{7}, size_t{33}, size_t{1000}}) {
+    for (float mu : {0.0f, 0.9f}) {
+      const SgdOptions options{0.05f, mu, 1e-4f};
+      const FractionalStep step = StepForFraction(options, 0.25f);
+      const Prediction p = PredictionFor(options, 0.25f, 3);
+      std::vector<float> g(n), w(n), m(n), u(n);
+      for (size_t i = 0; i < n; ++i) {
+        g[i] = normal(rng);
+        w[i] = normal(rng);
+        m[i] = normal(rng);
+      }
+      std::vector<float> w_ref = w, m_ref = m, u_ref(n), predicted_ref(n);
+      SgdApplyKeepingStep(step.options, step.grad_scale, g.data(), w_ref.data(), w_ref.data(),
+                          m_ref.data(), u_ref.data(), n);
+      PredictWeights(p, w_ref.data(), m_ref.data(), u_ref.data(), predicted_ref.data(), n);
+      for (bool in_place : {true, false}) {
+        std::vector<float> w_in = w, w_out(n), m2 = m, predicted(n);
+        float* out = in_place ? w_in.data() : w_out.data();
+        SgdApplyPredicting(step.options, step.grad_scale, p, g.data(), w_in.data(), out,
+                           m2.data(), u.data(), predicted.data(), n);
+        const auto same = [n](const std::vector<float>& a, const float* b) {
+          return std::memcmp(a.data(), b, n * sizeof(float)) == 0;
+        };
+        EXPECT_TRUE(same(w_ref, out)) << n << " mu " << mu << " in place " << in_place;
+        EXPECT_TRUE(same(m_ref, m2.data())) << n << " mu " << mu;
+        EXPECT_TRUE(same(u_ref, u.data())) << n << " mu " << mu;
+        EXPECT_TRUE(same(predicted_ref, predicted.data())) << n << " mu " << mu;
+      }
+    }
+  }
 }
 
 // The prediction is exactly where `updates` fractional updates with the same gradient take the
