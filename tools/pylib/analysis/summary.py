@@ -9,6 +9,7 @@ import os
 import re
 from typing import List, Optional
 
+from .recovery_times import metrics_by_process, recoveries
 from .run_files import worker_metrics
 
 
@@ -38,6 +39,7 @@ class Outcome:
     events: List[Event] = dataclasses.field(default_factory=list)
     restarts: dict = dataclasses.field(default_factory=_per_role)  # role -> replacements started
     deaths: dict = dataclasses.field(default_factory=_per_role)  # role -> "died" events
+    started_at: Optional[float] = None  # Unix time the events' t counts from (a supervisor's)
 
     def summary_keys(self):
         return {"completed": self.completed, "scheduler_status": self.scheduler_status,
@@ -146,7 +148,12 @@ def write_summary(args, wall, cpu_use, stats_file, outcome=None):
                         servers=args.servers, run_dir=args.run_dir, wall=wall,
                         iterations=iteration_summary(worker_metrics(args.run_dir)),
                         cpu_use=cpu_use)
-    summary.update((outcome or Outcome()).summary_keys())
+    outcome = outcome or Outcome()
+    summary.update(outcome.summary_keys())
+    if outcome.started_at is not None:
+        # Per death: how long until the job trained at full strength again.
+        summary["recovery"]["after_deaths"] = recoveries(
+            outcome.events, outcome.started_at, metrics_by_process(args.run_dir))
     # tools/launch --resume sets both (resume.prepare); other tools' options have neither.
     summary["resumed"] = bool(getattr(args, "resume", ""))
     summary["attempt"] = getattr(args, "attempt", 1)

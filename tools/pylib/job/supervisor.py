@@ -72,7 +72,7 @@ class Supervisor:
         self.max_restarts = max_restarts  # parse_max_restarts()
         self.cpu = cpu
         self.during = during
-        self.outcome = Outcome()
+        self.outcome = Outcome(started_at=start)
         self._seen = set()  # processes whose end is recorded
         self._replaced = {}  # slot -> number of its latest replacement
 
