@@ -7,7 +7,7 @@ import re
 
 from pylib.simulation import report, validation
 from pylib.simulation.engine import Simulation
-from pylib.simulation.scenario import MODES, Scenario
+from pylib.simulation.scenario import MODES, Calibration, Scenario
 
 TOLERANCE = 0.10  # the validation's: |simulated / measured - 1| for entries expected to match
 
@@ -51,6 +51,15 @@ def parser():
     a("--iterations", type=int, default=10, help="per worker")
     a("--skip", type=int, default=2, help="each worker's first iterations left out of the rates")
     a("--seed", type=int, default=1)
+    cal = Calibration()
+    a("--link_efficiency", type=float, default=cal.link_efficiency,
+      help="calibration: goodput of a shaped link that meets a faster one")
+    a("--op_overhead_ms", type=float, default=cal.op_overhead_s * 1000,
+      help="calibration: fixed cost of each push and pull")
+    a("--control_ms", type=float, default=cal.control_s * 1000,
+      help="calibration: one scheduler message, one way")
+    a("--server_cpu_ns_per_byte", type=float, default=cal.server_cpu_s_per_byte * 1e9,
+      help="calibration: a server's pass over a byte of parameters")
     a("--json", default="", help="also write the results here (JSON)")
     a("--validate", action="store_true",
       help="simulate the validation data set (tools/simulate_data) against its measurements")
@@ -73,7 +82,11 @@ def scenarios(args):
         pull_codec=args.pull_codec, staleness=args.staleness, r2sp_order=args.r2sp_order,
         slot_width=args.r2sp_slot_width, headroom=args.r2sp_headroom,
         slot_covers_pull=args.r2sp_slot == "push_pull", elastic_period=args.elastic_period,
-        overlap=args.overlap, iterations=args.iterations, skip=args.skip, seed=args.seed)
+        overlap=args.overlap, iterations=args.iterations, skip=args.skip, seed=args.seed,
+        calibration=Calibration(
+            link_efficiency=args.link_efficiency, op_overhead_s=args.op_overhead_ms / 1000.0,
+            control_s=args.control_ms / 1000.0,
+            server_cpu_s_per_byte=args.server_cpu_ns_per_byte * 1e-9))
     out = [Scenario(mode=m.strip(), **common) for m in args.modes.split(",") if m.strip()]
     for sc in out:
         sc.validate()
