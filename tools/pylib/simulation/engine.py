@@ -37,16 +37,16 @@ class Simulation:
         return hetero_batches(speeds, comm, sc.batch * sc.workers)
 
     def comm_estimate(self):
-        """A lone worker's push + pull time on idle links (hetero batching's c_i)."""
-        sc, eff = self.sc, self.sc.calibration.link_efficiency
-        rates = [r * eff for r in (sc.server_link_bps, sc.worker_link_bps) if r]
+        """A lone worker's push + pull time on idle links (hetero batching's c_i): the slower
+        of its own link and the busiest server's, each way, plus the fixed costs."""
+        sc, eff = self.sc, self.net.efficiency()
         share = max(s.share for s in self.servers)
         total = 0.0
         for ratio in (self.net.push_ratio, self.net.pull_ratio):
-            on_worker = 8 * sc.model_bytes * ratio / sc.worker_link_bps if sc.worker_link_bps \
-                else 0.0
-            on_server = 8 * sc.model_bytes * share * ratio / min(rates) if rates else 0.0
-            total += max(on_worker / eff, on_server) + sc.calibration.op_overhead_s
+            bits = 8.0 * sc.model_bytes * ratio
+            on_worker = bits / (sc.worker_link_bps * eff) if sc.worker_link_bps else 0.0
+            on_server = bits * share / (sc.server_link_bps * eff) if sc.server_link_bps else 0.0
+            total += max(on_worker, on_server) + sc.calibration.op_overhead_s
         return total
 
     def run(self, max_events=20_000_000):

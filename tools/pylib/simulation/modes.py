@@ -16,7 +16,9 @@ class Policy:
         pass
 
     def on_compute_done(self, w):
-        self.sim.push(w, self.loop.now, self.on_push_done)
+        # With overlap the push may begin during backward (engine.push takes it from there).
+        allowed = w.compute_start if self.sim.sc.overlap else self.loop.now
+        self.sim.push(w, allowed, self.on_push_done)
 
     def on_push_done(self, w):
         self.sim.pull(w, self.loop.now)
@@ -72,8 +74,7 @@ class Ssp(Policy):
         self._release()
 
     def _release(self):
-        live = [x.pushed_clocks if hasattr(x, "pushed_clocks") else 0
-                for x in self.sim.workers if not x.finished]
+        live = [x.pushed_clocks for x in self.sim.workers if not x.finished]
         slowest = min(live) if live else float("inf")
         keep = []
         for w in self.parked:

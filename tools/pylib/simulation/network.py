@@ -16,7 +16,7 @@ class Network:
         self.push_ratio = codecs.byte_ratio(scenario.push_codec)
         self.pull_ratio = codecs.byte_ratio(scenario.pull_codec)
 
-    def _efficiency(self):
+    def efficiency(self):
         """Goodput as a fraction of the shaped rate. Fitted, empirical: where a shaped link
         meets a faster one (studies 1 and 7: unshaped workers, one shaped server), TCP gets
         link_efficiency of the rate in both directions; where both ends are shaped alike
@@ -42,7 +42,7 @@ class Network:
         """Issues worker's push at `now`; returns when every server has applied and acked it
         (no earlier than `not_before`: with overlap, the last gradient's slice)."""
         cal = self.cal
-        eff = self._efficiency()
+        eff = self.efficiency()
         shares, total = self._shares(worker, self.push_ratio)
         w_start, _ = reserve(worker.up, now, total, eff)
         done = now
@@ -59,7 +59,7 @@ class Network:
         clock, easgd's round); r2sp's predicted weights cost a pass on the server's CPU.
         Returns when every share has arrived."""
         cal = self.cal
-        eff = self._efficiency()
+        eff = self.efficiency()
         shares, total = self._shares(worker, self.pull_ratio)
         cpu = cal.server_cpu_s_per_byte if predict else 0.0
         first = now

@@ -44,6 +44,11 @@ class Worker:
         self.last_compute_s = 0.0
         self.last_push_s = 0.0
         self.finished = False
+        self.compute_start = self.compute_end = 0.0   # the iteration's compute
+        self.granted = False      # r2sp: this iteration's slot was granted
+        self.granted_at = 0.0
+        self.pushed_clocks = 0    # ssp: clocks pushed
+        self.round = 0            # easgd/eawild: the exchange in progress
 
     def sample_compute(self):
         """One iteration's compute time: the mean, spread normally by cv (at least 10% of it)."""

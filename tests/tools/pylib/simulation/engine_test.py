@@ -49,6 +49,24 @@ class HandComputedTest(unittest.TestCase):
                                 pull_codec="fp16")).run()
         self.assertAlmostEqual(r.mean_iteration_s, 0.2)
 
+    def test_overlap_pushes_in_backward_and_pulls_into_forward(self):
+        # One worker, 0.3 s compute: the first push starts with backward (at 0.1) and is acked
+        # at 0.3, when compute ends; the pull (0.3-0.4) runs into the next forward, whose compute
+        # ends no sooner than 0.4 + backward (0.2) + forward's last slice (0.1 / 16) = 0.60625;
+        # its push's last slice (a sixteenth of the previous push's 0.2 s) lands at 0.61875.
+        sim = Simulation(scenario(mode="asp", workers=1, compute_s=0.3, overlap=True))
+        sim.run()
+        w = sim.workers[0]
+        self.assertAlmostEqual(w.ends[0], 0.3)
+        self.assertAlmostEqual(w.ends[1], 0.61875)
+        no_overlap = Simulation(scenario(mode="asp", workers=1, compute_s=0.3)).run()
+        self.assertAlmostEqual(no_overlap.mean_iteration_s, 0.5)
+
+    def test_hetero_batching_sizes_by_speed(self):
+        r = Simulation(scenario(mode="r2sp", workers=4, slowdown=[1, 1, 1, 2], hetero=True,
+                                ms_per_sample=1.0, compute_s=0.0, batch=64)).run()
+        self.assertEqual(r.batches, [73, 73, 73, 37])
+
     def test_eawild_exchanges_every_period(self):
         # One worker, period 4: three steps of 0.1 s, then one of 0.1 + pull 0.1 + push 0.1.
         sim = Simulation(scenario(mode="eawild", workers=1, iterations=8, skip=0))
