@@ -63,8 +63,9 @@ def summarise(sim):
         events=sim.loop.events)
 
 
-def table(results):
-    """A text table, one line per Result."""
+def table(results, per_worker_up_to=16):
+    """A text table, one line per Result, then each job's workers where it has no more than
+    per_worker_up_to (the JSON has them all)."""
     lines = [f"{'mode':8} {'workers':>7} {'servers':>7} {'it/s':>9} {'samples/s':>10} "
              f"{'iter (s)':>9} {'wait (s)':>9} {'server in':>9} {'server out':>10}"]
     for r in results:
@@ -72,6 +73,11 @@ def table(results):
             f"{r.mode:8} {r.workers:7d} {r.servers:7d} {r.iterations_per_s:9.3f} "
             f"{r.samples_per_s:10.1f} {r.mean_iteration_s:9.4f} {r.mean_wait_s:9.4f} "
             f"{max(r.server_in_utilisation):9.0%} {max(r.server_out_utilisation):10.0%}")
+    for r in results:
+        if r.workers <= per_worker_up_to:
+            lines.append(f"{r.mode} per worker (it/s, samples/s, batch): " + ", ".join(
+                f"{i}: {it:.3f} {sps:.1f} {b}" for i, (it, sps, b) in enumerate(
+                    zip(r.worker_iterations_per_s, r.worker_samples_per_s, r.batches))))
     return "\n".join(lines)
 
 

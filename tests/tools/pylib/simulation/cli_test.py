@@ -33,7 +33,9 @@ class RunTest(unittest.TestCase):
             with redirect_stdout(out):
                 self.assertEqual(cli.run(args), 0)
             lines = out.getvalue().splitlines()
-            self.assertEqual([l.split()[0] for l in lines[1:]], ["bsp", "r2sp"])
+            self.assertEqual([l.split()[0] for l in lines[1:3]], ["bsp", "r2sp"])
+            self.assertEqual(len(lines), 5)   # and each job's two workers
+            self.assertTrue(lines[3].startswith("bsp per worker (it/s, samples/s, batch): 0: "))
             with open(path) as f:
                 runs = json.load(f)
             self.assertEqual([r["result"]["mode"] for r in runs], ["bsp", "r2sp"])
