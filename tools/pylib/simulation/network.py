@@ -1,0 +1,80 @@
+"""A worker's push and pull over its link and the servers' (links.py): a message is the
+worker's whole push on its own link and each server's share on that server's link, then the
+server's CPU (apply, or r2sp's predicted weights)."""
+
+from pylib.simulation import codecs
+from pylib.simulation.links import reserve
+
+
+class Network:
+    """Pushes and pulls of a scenario's workers to its servers."""
+
+    def __init__(self, scenario, servers):
+        self.sc = scenario
+        self.cal = scenario.calibration
+        self.servers = [s for s in servers if s.share > 0]
+        self.push_ratio = codecs.byte_ratio(scenario.push_codec)
+        self.pull_ratio = codecs.byte_ratio(scenario.pull_codec)
+
+    def efficiency(self):
+        """Goodput as a fraction of the shaped rate. Fitted, empirical: where a shaped link
+        meets a faster one (studies 1 and 7: unshaped workers, one shaped server), TCP gets
+        link_efficiency of the rate in both directions; where both ends are shaped alike
+        (RESULTS section 1, setting B), the full rate (docs/RESULTS.md, section 8)."""
+        w, s = self.sc.worker_link_bps, self.sc.server_link_bps
+        return 1.0 if w == s else self.cal.link_efficiency
+
+    def _order(self, worker):
+        # Workers start at different servers, as their partitions' sends interleave.
+        k = worker.rank % len(self.servers)
+        return self.servers[k:] + self.servers[:k]
+
+    def _shares(self, worker, ratio):
+        """(server, bytes, bytes before it on the worker's link), in the worker's send order."""
+        before, out = 0.0, []
+        for server in self._order(worker):
+            nbytes = server.share * self.sc.model_bytes * ratio
+            out.append((server, nbytes, before))
+            before += nbytes
+        return out, before
+
+    def push(self, worker, now, not_before=0.0):
+        """Issues worker's push at `now`; returns when every server has applied and acked it
+        (no earlier than `not_before`: with overlap, the last gradient's slice)."""
+        cal = self.cal
+        eff = self.efficiency()
+        shares, total = self._shares(worker, self.push_ratio)
+        w_start, _ = reserve(worker.up, now, total, eff)
+        done = now
+        for server, nbytes, before in shares:
+            _, end = reserve(server.ingress, now, nbytes, eff)
+            sent = w_start + worker.up.seconds_for(before + nbytes, eff)
+            arrive = max(end, sent) + worker.up.latency_s + server.ingress.latency_s
+            applied = server.work(arrive, nbytes / self.push_ratio * cal.server_cpu_s_per_byte)
+            done = max(done, applied + server.ingress.latency_s)
+        return max(done, not_before) + cal.op_overhead_s
+
+    def pull(self, worker, now, ready=0.0, predict=False):
+        """Issues worker's pull at `now`, served by each server no earlier than `ready` (bsp's
+        clock, easgd's round); r2sp's predicted weights cost a pass on the server's CPU.
+        Returns when every share has arrived."""
+        cal = self.cal
+        eff = self.efficiency()
+        shares, total = self._shares(worker, self.pull_ratio)
+        cpu = cal.server_cpu_s_per_byte if predict else 0.0
+        first = now
+        ends = []
+        for server, nbytes, _ in shares:
+            asked = max(now + server.egress.latency_s, ready)
+            served = server.work(asked, nbytes / self.pull_ratio * cpu)
+            start, end = reserve(server.egress, served, nbytes, eff)
+            first = min(first, start) if ends else start
+            ends.append(end + server.egress.latency_s + worker.down.latency_s)
+        _, w_end = reserve(worker.down, first, total, eff)
+        return max(ends + [w_end]) + cal.op_overhead_s
+
+    def apply_clock(self, now):
+        """bsp and easgd: each server's update once a clock's (round's) pushes are in; returns
+        when the last server is done."""
+        cost = self.sc.model_bytes * self.cal.server_cpu_s_per_byte
+        return max(s.work(now, s.share * cost) for s in self.servers)
