@@ -89,7 +89,7 @@ BACKEND_TABLES = {
             "data_volume": str},
     "ec2": {"region": str, "instance_type": str, "ami": str, "key_name": str, "subnet": str,
             "spot": bool, "bundle_url": str, "results_url": str, "instance_profile": str,
-            "root_volume_gb": int, "ssh_cidr": str, "placement": str},
+            "root_volume_gb": int, "ssh_cidr": str, "placement": str, "on_demand_fallback": bool},
 }
 _TABLES.update({name: tuple(keys) for name, keys in BACKEND_TABLES.items()})
 _JOB_NAME = re.compile(r"[A-Za-z0-9_.-]+")
