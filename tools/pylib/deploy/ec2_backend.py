@@ -50,6 +50,9 @@ from .ec2_plan import POLL_SECONDS, Plan, options_of
 # How long the hosts may take to upload their results after the job (their processes have
 # exited by then).
 RESULTS_SECONDS = 120
+# How long the scheduler waits for a lost server's replacement (--server_replace_s): a new
+# instance boots, installs and fetches the bundle and the checkpoints first (locally: 60 s).
+SERVER_REPLACE_SECONDS = 600
 NO_SPOT_CAPACITY = "InsufficientInstanceCapacity"
 
 
@@ -199,8 +202,10 @@ class Ec2Backend(driver.Backend):
     def __init__(self, run):
         super().__init__(run)
         args, cluster = run.args, run.cluster
-        extra = recovery.with_recovery(run.extra_flags, recovery.role_flags(
-            args, cluster, ec2_user_data.OUT, run.job_dir))
+        flags = recovery.role_flags(args, cluster, ec2_user_data.OUT, run.job_dir)
+        flags["scheduler"] = [f"--server_replace_s={SERVER_REPLACE_SECONDS}"
+                              if f.startswith("--server_replace_s=") else f for f in flags["scheduler"]]
+        extra = recovery.with_recovery(run.extra_flags, flags)
         if not any(f.startswith("--register_timeout_s") for f in cluster.flags["scheduler"] + extra["scheduler"]):
             # Hosts boot and install at different speeds: give the slowest time to register.
             extra["scheduler"] = ["--register_timeout_s=900"] + extra["scheduler"]

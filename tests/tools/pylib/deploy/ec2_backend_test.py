@@ -463,14 +463,21 @@ class UserDataTest(unittest.TestCase):
         self.assertFalse(os.path.exists(os.path.join(results, "node1", "worker0.log")))
         self.assertFalse(os.path.exists(os.path.join(results, "node1", "server1.log")))
 
-    def test_a_failing_worker_leaves_a_failed_marker(self):
+    def test_a_failing_worker_is_said_at_once_and_the_host_goes_on(self):
+        """The launcher records the death (NAME.exit-STATUS); the host's server runs on."""
         plan = self.plan("bad", worker_flags="--no_such_flag")
-        self.assertEqual(self.boot(plan, "node1").wait(timeout=60), 0)
+        boot = self.boot(plan, "node1")
         results = os.path.join(self.dir, "results", "ec2-test", "bad")
-        self.assertFalse(os.path.exists(os.path.join(results, "node1.done")))
-        with open(os.path.join(results, "node1.failed")) as f:
-            self.assertIn("worker0 exited with status 1", f.read())
-        self.assertTrue(os.path.exists(os.path.join(results, "node1", "worker0.log")))
+        deadline = time.time() + 60
+        while not os.path.exists(os.path.join(results, "worker0.exit-1")):
+            self.assertLess(time.time(), deadline, "no exit record for worker0")
+            self.assertIsNone(boot.poll())
+            time.sleep(0.2)
+        time.sleep(1)
+        self.assertIsNone(boot.poll())  # server1 still runs
+        self.assertEqual(sorted(os.listdir(results)), ["worker0.exit-1"])
+        boot.kill()
+        boot.wait()
 
 
 def cannot_run_cli():
@@ -622,9 +629,15 @@ class AwsCliTest(unittest.TestCase):
         self.assert_cleaned_up()
 
     def test_a_failed_job_terminates_everything(self):
-        r = self.launch("run2", worker_flags="--no_such_flag")
+        """Both workers die at once (recorded, the job goes on without them), so the scheduler
+        fails when they never register."""
+        r = self.launch("run2", worker_flags="--no_such_flag",
+                        flags=["--scheduler_flags=--register_timeout_s=20"])
         self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
-        self.assertRegex(r.stderr, r"b failed: .*worker\d exited with status 1")
+        for worker in ("worker0", "worker1"):
+            self.assertIn(f"launch: {worker} died (status 1); no restarts left", r.stdout)
+        self.assertRegex(r.stderr, r"the scheduler exited with status \d+: the job did not "
+                                   r"complete")
         self.assert_cleaned_up()
 
     def test_ctrl_c_terminates_everything(self):
