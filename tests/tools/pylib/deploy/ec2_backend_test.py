@@ -38,6 +38,7 @@ import sys
 import tarfile
 import tempfile
 import time
+import types
 import unittest
 
 import junit_main
@@ -47,6 +48,7 @@ import python_bundle
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 from pylib.cluster import cluster_file
+from pylib.deploy import ec2_backend
 from pylib.deploy import ec2_plan
 from pylib.deploy import ec2_user_data
 
@@ -217,6 +219,52 @@ class PlanTest(unittest.TestCase):
                                                 r"most 16384 \(fewer or shorter flags; or a "
                                                 r"\[data\] manifest of fewer files\)"):
             ec2_user_data.render(big, "c", [])
+
+    def test_a_replacement_instance_runs_only_the_lost_processes_under_new_names(self):
+        with open(self.path, "w") as f:
+            f.write(cluster_text(self.hosts, "s3://bucket/results").replace(
+                "[job]\n", '[job]\ncheckpoint_url = "s3://bucket/ckpt"\n'))
+        cluster = cluster_file.load(self.path)
+        plan = ec2_plan.Plan(cluster, ec2_plan.options_of(cluster), self.bundle, "run9",
+                             {"server": ["--checkpoint_dir=@R2SP_OUT@/checkpoints"]}, 60,
+                             checkpoint_url="s3://bucket/ckpt/ec2-test-run9")
+        b = cluster.hosts[1]
+        text = plan.user_data(b, "10.0.0.9", "b.r1", {"server2": "server2.r1", "worker0": "worker0.r1"},
+                              spot=False)
+        self.assertIn("\nhost=b.r1\n", text)
+        self.assertIn("\ncheckpoint_url=s3://bucket/ckpt/ec2-test-run9\nspot=false\n", text)
+        starts = [l for l in text.splitlines() if l.startswith("  start ")]
+        self.assertEqual([l.split()[1] for l in starts], ["server2.r1", "worker0.r1"])
+        self.assertTrue(starts[0].startswith("  start server2.r1 --checkpoint_url=s3://bucket/ckpt/"
+                                             "ec2-test-run9 server --bind=tcp://0.0.0.0:9101 "),
+                        starts[0])
+        self.assertIn('--checkpoint_dir="$out"/checkpoints', starts[0])
+        self.assertIn('--metrics="$out"/metrics_worker0.r1.jsonl', starts[1])
+        self.assertNotIn("--checkpoint_url", starts[1])
+        self.assertIn("\nspot=true\n", plan.user_data(b, "10.0.0.9"))  # the file's
+        argv = plan.run_instance(b, "sg-1", "/u.sh", "/dev/sda1", "b.r1", spot=False)
+        self.assertNotIn("--instance-market-options", argv)
+        self.assertIn('"Value": "ec2-test-b.r1"', argv[argv.index("--tag-specifications") + 1])
+        self.assertIn("--instance-market-options", plan.run_instance(b, "sg-1", "/u.sh", "/dev/sda1"))
+
+    def test_on_demand_fallback_and_the_server_restarts_that_need_a_checkpoint_url(self):
+        self.assertFalse(self.plan().options.on_demand_fallback)
+        self.assertTrue(self.plan("on_demand_fallback = true\n").options.on_demand_fallback)
+        r = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "launch"), "--cluster=" + self.path,
+                            "--backend=ec2", "--bundle=" + self.bundle, "--dry_run",
+                            "--max_restarts=server:1", "--checkpoint_every=100steps"],
+                           capture_output=True, text=True)
+        self.assertEqual((r.returncode, r.stderr.strip().splitlines()[-1]), (1, (
+            "launch: error: --max_restarts=server:N on EC2 needs the cluster file's "
+            "checkpoint_url ([job]): a server's replacement runs on a new instance and restores "
+            "its shard from there")))
+
+    def test_a_resumed_runs_attempts_have_results_of_their_own(self):
+        run = lambda **kw: types.SimpleNamespace(run_dir="/runs/r7/", **kw)
+        self.assertEqual([ec2_backend.run_id(run()), ec2_backend.run_id(run(attempt=1)),
+                          ec2_backend.run_id(run(attempt=3)),
+                          ec2_backend.run_id(types.SimpleNamespace(run_dir=""))],
+                         ["r7", "r7", "r7-a3", "TIMESTAMP"])
 
     def test_stand_ins_become_variables_and_the_rest_is_quoted(self):
         word = ec2_user_data.shell_word(f"--x=$(rm -rf /)'{ec2_user_data.OUT}/m")
