@@ -84,9 +84,11 @@ s3_down() {
     [ -d "$target" ] && continue
     mkdir -p "$dir/$server" || return 0
     tmp="$dir/$server/.tmp-$name-$(hostname)-$$"
+    # Another server's run_role on this host may take the same one at once: theirs is as good.
     if aws s3 cp --only-show-errors --recursive "$url/$entry/" "$tmp/" &&
-        local_sizes_match "$tmp" && mv -T "$tmp" "$target"; then
+        local_sizes_match "$tmp" && { mv -T "$tmp" "$target" 2>/dev/null || [ -d "$target" ]; }; then
       echo "checkpoint_sync: $url/$entry -> $target"
+      rm -rf "$tmp"
     else
       echo "checkpoint_sync: copying $url/$entry to $dir/$server/ failed; left out" >&2
       rm -rf "$tmp"

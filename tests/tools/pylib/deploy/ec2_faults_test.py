@@ -9,12 +9,15 @@ does: its servers checkpoint on SIGTERM and those checkpoints reach the S3 stand
 launcher records both servers dead (status 143), starts the replacement instance b.r1 (on
 demand: the stand-in has no spot capacity left, and on_demand_fallback allows it) running only
 server0.r1 and server1.r1, which restore from the checkpoint_url and join the running job, and
-the job completes with an accuracy.
+the job completes with an accuracy. A job stopped with Ctrl-C once both servers' checkpoints are
+in the S3 stand-in, its instances terminated, resumes with tools/launch --resume on new
+instances (attempt 2, tagged RUN-a2), every server taking its shard from the S3 copies.
 Needs the AWS CLI, the built binaries, patchelf and Fashion-MNIST; skipped otherwise."""
 
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -75,10 +78,17 @@ servers = 2
 
 @unittest.skipIf(why_not(), why_not() or "")
 class Ec2SpotReclaimTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.top = tempfile.mkdtemp(prefix="ec2_faults_test.")
+        cls.bundle = package(cls.top)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.top, ignore_errors=True)  # the bundle and the hosts: about 1 GB
+
     def setUp(self):
-        self.dir = tempfile.mkdtemp(prefix="ec2_faults_test.")
-        self.addCleanup(shutil.rmtree, self.dir, ignore_errors=True)  # bundle, hosts: ~1 GB
-        self.bundle = package(self.dir)
+        self.dir = tempfile.mkdtemp(dir=self.top)
         self.s3 = os.path.join(self.dir, "s3")
         bin_dir = os.path.join(self.dir, "bin")
         os.makedirs(self.s3)
@@ -100,7 +110,7 @@ class Ec2SpotReclaimTest(unittest.TestCase):
         self.addCleanup(self.fake.close)
         self.fake.spot_capacity = 2  # a and b; b's replacement finds none
 
-    def launch(self, run_id):
+    def launch(self, run_id, flags=("--max_restarts=server:2", "--worker_flags=--max_steps=600")):
         base = 20000 + os.getpid() % 20000
         path = os.path.join(self.dir, run_id + ".toml")
         with open(path, "w") as f:
@@ -108,10 +118,12 @@ class Ec2SpotReclaimTest(unittest.TestCase):
         argv = [sys.executable, os.path.join(ROOT, "tools", "launch"), "--cluster=" + path,
                 "--backend=ec2", "--bundle=" + self.bundle, "--bin_dir=" + BIN_DIR,
                 "--run_dir=" + os.path.join(self.dir, run_id), "--timeout=170", "--quiet",
-                "--max_restarts=server:2", "--checkpoint_every=100steps",
-                "--worker_flags=--max_steps=600"]
-        return subprocess.Popen(argv, env=dict(os.environ, R2SP_AWS_ENDPOINT_URL=self.fake.url),
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                "--checkpoint_every=100steps", *flags]
+        return subprocess.Popen(argv, env=self.launch_env(), stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+
+    def launch_env(self):
+        return dict(os.environ, R2SP_AWS_ENDPOINT_URL=self.fake.url)
 
     def instance_of(self, name):
         return next(i for i, v in self.fake.instances.items() if v["tags"].get("Name") == name)
@@ -166,6 +178,34 @@ class Ec2SpotReclaimTest(unittest.TestCase):
                   if l.startswith("  start ")]
         self.assertEqual(starts, ["server0.r1", "server1.r1"])
         self.assertIn(f"launch: b ({b}) was reclaimed (spot): server0, server1 counted dead", out)
+
+    def test_a_stopped_job_resumes_from_its_s3_checkpoint_url(self):
+        proc = self.launch("resumed", ["--worker_flags=--max_steps=1000"])
+        self.addCleanup(lambda: proc.poll() is None and proc.kill())
+        there = os.path.join(self.s3, "bucket", "ckpt", "ec2-test-resumed")
+        whole = lambda server: [n for n in os.listdir(os.path.join(there, server))
+                                if os.path.exists(os.path.join(there, server, n, "MANIFEST"))]
+        self.wait_until(proc, "copied both servers' checkpoints to S3", lambda: all(
+            os.path.isdir(os.path.join(there, s)) and whole(s) for s in ("server0", "server1")))
+        # Well before the end (step 1000, some 15 s on): the resumed run has steps to train.
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=120)
+        self.assertEqual(proc.returncode, 130, out)
+        self.assertEqual({i["state"] for i in self.fake.instances.values()}, {"terminated"})
+        r = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "launch"),
+                            "--resume=" + os.path.join(self.dir, "resumed"), "--quiet",
+                            "--timeout=170"], env=self.launch_env(), capture_output=True,
+                           text=True, timeout=240)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        with open(os.path.join(self.dir, "resumed", "summary.json")) as f:
+            s = json.load(f)
+        self.assertEqual((s["completed"], s["resumed"], s["attempt"]), (True, True, 2), s)
+        self.assertGreaterEqual(s["final_test_accuracy"], 0.75, s)
+        for server in ("server0", "server1"):
+            with open(os.path.join(self.dir, "resumed", server + ".log")) as f:
+                self.assertIn("resumed from", f.read())
+        runs = [i["tags"]["r2sp-run"] for i in self.fake.instances.values()]
+        self.assertEqual(runs, ["resumed", "resumed", "resumed-a2", "resumed-a2"])
 
 
 if __name__ == "__main__":
