@@ -680,7 +680,7 @@ class AwsCliTest(unittest.TestCase):
         """Both workers die at once (recorded, the job goes on without them), so the scheduler
         fails when they never register."""
         r = self.launch("run2", worker_flags="--no_such_flag",
-                        flags=["--scheduler_flags=--register_timeout_s=20"])
+                        flags=["--scheduler_flags=--register_timeout_s=5"])
         self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
         for worker in ("worker0", "worker1"):
             self.assertIn(f"launch: {worker} died (status 1); no restarts left", r.stdout)
