@@ -296,10 +296,12 @@ class Plan:
             user_data.append(f"# ----- {path} -----\n{self.user_data(host, SCHEDULER_IP)}")
         ids = [f"ID_{h.name}" for h in self.ordered_hosts()]
         lines.append(shlex.join(self.wait("running", ids)))
-        lines.append(f"# every {POLL_SECONDS} s until every host is done, one failed or died, or "
-                     f"--timeout={self.timeout:g}s: list {self.results}/ for HOST.done and "
-                     "HOST.failed, and")
+        lines.append(f"# every {POLL_SECONDS} s until the scheduler has exited, or "
+                     f"--timeout={self.timeout:g}s: list {self.results}/ for NAME.exit-STATUS, "
+                     "HOST.done, HOST.reclaimed and HOST.failed, and")
         lines.append(shlex.join(self.describe_instances()))
+        lines.append("# a dead process's replacement (--max_restarts): run-instances of a new "
+                     "instance HOST.rK of its host, its user-data starting only the lost processes")
         lines.append("# always, also on failure and Ctrl-C (with the ids describe-instances finds):")
         lines.append(shlex.join(self.terminate(ids)))
         lines.append(shlex.join(self.wait("terminated", ids)))

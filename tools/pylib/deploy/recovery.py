@@ -1,5 +1,5 @@
 """What makes a remote job recover as a local one does (the backends that supervise their
-processes with job.supervisor: ssh, and Slurm): the flags the local launcher gives its scheduler
+processes with job.supervisor: ssh, Slurm and EC2): the flags the local launcher gives its scheduler
 and servers (job.local_commands, job.resume), here with paths on the hosts, and the start of a
 dead process's replacement under the name the local launcher gives it (worker1.r1).
 
@@ -14,8 +14,8 @@ dead process's replacement under the name the local launcher gives it (worker1.r
 
 OUT is the host's run directory (WORKDIR/runs/JOB-RUN), as the backend's commands name it.
 With the cluster file's checkpoint_url, servers copy their checkpoints to URL/JOB-RUN
-(run_role --checkpoint_url), and a dead server's replacement runs on another host that runs
-servers (elsewhere), restoring from there."""
+(run_role --checkpoint_url; file:// or s3://), and a dead server's replacement runs on another
+host that runs servers (elsewhere; on EC2 a new instance), restoring from there."""
 
 import dataclasses
 import os
