@@ -3,8 +3,18 @@
 # below and tools/launch --backend=ec2 passes the result to run-instances. As a fresh instance
 # it fetches and unpacks the release bundle, starts the host's processes with run_role, waits for
 # them, uploads its run directory to RESULTS/JOB/RUN/HOST/ and then RESULTS/JOB/RUN/HOST.done
-# (or HOST.failed, holding why), and powers off, which terminates the instance (the launcher
-# starts it with --instance-initiated-shutdown-behavior terminate).
+# (or HOST.failed when it could not start them, holding why), and powers off, which terminates
+# the instance (the launcher starts it with --instance-initiated-shutdown-behavior terminate).
+# As each process ends, whatever its status, RESULTS/JOB/RUN/NAME.exit-STATUS says so at once:
+# a death is the launcher's to record (and to replace, with a new instance); the host's other
+# processes go on. A replacement instance (HOST.r1) runs only the lost processes, under their
+# replacements' names (worker1.r1), and joins the running job.
+# Spot (spot=true): every R2SP_SPOT_POLL_S seconds (default 5) it reads the metadata's
+# spot/instance-action; on an interruption notice (two minutes before AWS takes the instance) it
+# sends SIGTERM to its servers (each checkpoints, and its run_role exits once that checkpoint
+# is uploaded to the checkpoint_url), waits for them, then stops its workers and scheduler, and
+# reports HOST.reclaimed instead of HOST.done, leaving no exit records for those it stopped:
+# the launcher counts them dead and starts a replacement instance.
 #
 # URLs: s3://... (aws s3 cp with the instance profile's credentials), https://... (curl; the
 # bundle only) or file:///path (tests). The advertised address is the instance's private IPv4
@@ -17,7 +27,8 @@
 # data set into data_target (a leading ~: this user's home) and verifies it against
 # data_manifest before any process starts; a failure is reported as HOST.failed, naming the URL.
 # For tests: R2SP_PREFIX replaces /opt/r2sp, R2SP_ADVERTISE_HOST replaces the metadata
-# service, R2SP_NO_SHUTDOWN=1 leaves the machine on.
+# service's address lookup, R2SP_IMDS_URL its URL (http://169.254.169.254), R2SP_NO_SHUTDOWN=1
+# leaves the machine on.
 set -uo pipefail
 
 # @SETTINGS@
@@ -57,7 +68,16 @@ put() {  # put DIR_OR_FILE URL (a directory's contents go under URL/)
   esac
 }
 
-report() {  # report done|failed TEXT: uploads the run directory, then the marker; never returns
+imds="${R2SP_IMDS_URL:-http://169.254.169.254}"
+imds_get() {  # imds_get PATH: prints the instance metadata at PATH (IMDSv2); fails without it
+  local token
+  token="$(curl -sf -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 300' "$imds/latest/api/token")" &&
+    curl -sf -H "X-aws-ec2-metadata-token: $token" "$imds/latest/meta-data/$1"
+}
+
+watcher=""  # the spot interruption watcher's pid
+report() {  # report done|failed|reclaimed TEXT: uploads the run directory, then the marker; never returns
+  [ -n "$watcher" ] && kill "$watcher" 2>/dev/null
   echo "user-data: $1: $2"
   put "$out" "$results/$host" || echo "user-data: uploading $out failed"
   printf '%s\n' "$2" >"$prefix/$host.$1"
@@ -68,7 +88,8 @@ report() {  # report done|failed TEXT: uploads the run directory, then the marke
 
 fail() { report failed "$*"; }
 
-if [[ "$bundle_url" == s3://* || "$results" == s3://* || "$data_source" == s3://* ]] &&
+if [[ "$bundle_url" == s3://* || "$results" == s3://* || "$data_source" == s3://* ||
+      "$checkpoint_url" == s3://* ]] &&
     ! command -v aws >/dev/null; then
   # Debian's images have no AWS CLI; the Deep Learning AMIs do.
   { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q awscli; } ||
@@ -78,10 +99,7 @@ fi
 advertise="${R2SP_ADVERTISE_HOST:-}"
 if [ -z "$advertise" ]; then
   for _ in $(seq 30); do
-    token="$(curl -sf -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 300' \
-      http://169.254.169.254/latest/api/token)" &&
-      advertise="$(curl -sf -H "X-aws-ec2-metadata-token: $token" \
-        http://169.254.169.254/latest/meta-data/local-ipv4)" && break
+    advertise="$(imds_get local-ipv4)" && break
     sleep 2
   done
 fi
@@ -131,19 +149,49 @@ start() {  # start NAME RUN_ROLE_ARGS...
 }
 start_processes
 
-# Waits for every process; the first failure stops the others (run_role passes SIGTERM on).
-statuses="" failed=0
+said_exit() {  # said_exit NAME STATUS: RESULTS/NAME.exit-STATUS, at once
+  { : >"$prefix/$1.exit-$2" && put "$prefix/$1.exit-$2" "$results/$1.exit-$2"; } ||
+    echo "user-data: uploading the exit record of $1 failed"
+}
+
+stop_for_reclaim() {  # stop_for_reclaim NOTICE: servers, then workers, then the scheduler
+  local role pid pids
+  echo "user-data: spot interruption notice ($1): stopping the servers, then the others"
+  : >"$prefix/reclaiming"
+  for role in server worker scheduler; do
+    pids=()
+    for pid in "${!names[@]}"; do [[ "${names[$pid]}" == "$role"* ]] && pids+=("$pid"); done
+    [ ${#pids[@]} -gt 0 ] || continue
+    kill -TERM "${pids[@]}" 2>/dev/null
+    # A server's run_role exits once its SIGTERM checkpoint is uploaded: at most 90 s of the
+    # notice's 120 for them.
+    for _ in $(seq 900); do kill -0 "${pids[@]}" 2>/dev/null || break; sleep 0.1; done
+  done
+}
+
+watch_interruption() {
+  local notice
+  while sleep "${R2SP_SPOT_POLL_S:-5}"; do
+    notice="$(imds_get spot/instance-action)" && { stop_for_reclaim "$notice"; return; }
+  done
+}
+if [ "$spot" = true ]; then
+  watch_interruption &
+  watcher=$!
+fi
+
+# Waits for every process, saying each one's end (none after an interruption notice).
+statuses=""
 while [ "${#names[@]}" -gt 0 ]; do
   pid=""
   wait -n -p pid
   status=$?
   [ -n "$pid" ] || break
-  statuses+="${names[$pid]} exited with status $status; "
+  [ "$pid" = "$watcher" ] && continue
+  name="${names[$pid]}"
   unset "names[$pid]"
-  if [ "$status" -ne 0 ] && [ "$failed" = 0 ]; then
-    failed=1
-    for other in "${!names[@]}"; do kill -TERM "$other" 2>/dev/null; done
-  fi
+  statuses+="$name exited with status $status; "
+  [ -e "$prefix/reclaiming" ] || said_exit "$name" "$status"
 done
-if [ "$failed" = 1 ]; then report failed "$statuses"; fi
+if [ -e "$prefix/reclaiming" ]; then report reclaimed "$statuses"; fi
 report done "$statuses"

@@ -20,14 +20,8 @@ import junit_main
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 STAGE_DATA = os.path.join(ROOT, "tools", "deploy", "stage_data")
 FILES = {"train.gz": b"training set " * 1000, "sub/labels.gz": b"labels"}
-# Stands in for the aws CLI: `aws s3 cp --only-show-errors s3://BUCKET/KEY TARGET` copies
-# $S3_ROOT/BUCKET/KEY, and records its arguments.
-AWS = """#!/bin/bash
-echo "$*" >> "$S3_ROOT/calls"
-src="$S3_ROOT/${4#s3://}"
-[ -f "$src" ] || { echo "fatal error: An error occurred (404) when calling the HeadObject operation" >&2; exit 1; }
-cp "$src" "$5"
-"""
+# Stands in for the aws CLI (`aws s3 cp`, recording its arguments in $S3_ROOT/calls).
+FAKE_AWS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fake_aws")
 
 
 def sha(data):
@@ -174,7 +168,8 @@ class StageDataTest(unittest.TestCase):
         for name, data in FILES.items():
             self.put(os.path.join(s3, "bucket", "sets", name), data)
         bin_dir = os.path.join(self.dir, "bin")
-        os.chmod(self.put(os.path.join(bin_dir, "aws"), AWS.encode()), 0o755)
+        os.makedirs(bin_dir)
+        os.symlink(FAKE_AWS, os.path.join(bin_dir, "aws"))
         env = dict(os.environ, PATH=bin_dir + os.pathsep + os.environ["PATH"], S3_ROOT=s3)
         self.ok(self.stage(source="s3://bucket/sets", env=env), 0, 2)
         with open(os.path.join(s3, "calls")) as f:

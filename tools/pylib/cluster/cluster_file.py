@@ -14,7 +14,8 @@ servers and the one scheduler of a parameter-server job (dmlc-tracker, BytePS). 
   worker_cmd = "python3 train.py --lr=0.1"   # default none: every worker runs this command (a
                             # Python worker, tools/launch --worker_cmd) in place of the binary
   checkpoint_url = "file:///shared/ckpt"   # default none: servers' checkpoints copied there
-                            # (file:// on storage every server host shares; docs/DEPLOY.md)
+                            # (file:// on storage every server host shares, or s3://BUCKET/
+                            # PREFIX through the hosts' aws CLI; docs/DEPLOY.md)
 
   [ports]                   # optional; the defaults:
   scheduler = 9000          # the scheduler's port
@@ -88,7 +89,7 @@ BACKEND_TABLES = {
             "data_volume": str},
     "ec2": {"region": str, "instance_type": str, "ami": str, "key_name": str, "subnet": str,
             "spot": bool, "bundle_url": str, "results_url": str, "instance_profile": str,
-            "root_volume_gb": int, "ssh_cidr": str, "placement": str},
+            "root_volume_gb": int, "ssh_cidr": str, "placement": str, "on_demand_fallback": bool},
 }
 _TABLES.update({name: tuple(keys) for name, keys in BACKEND_TABLES.items()})
 _JOB_NAME = re.compile(r"[A-Za-z0-9_.-]+")
@@ -144,7 +145,7 @@ class Cluster:
     backend_options: dict  # backend name -> {key: value} of its table (BACKEND_TABLES)
     auth: str = "none"  # one of AUTH_MODES ([job] auth)
     data: data_table.DataSet | None = None  # the [data] table, if any
-    checkpoint_url: str = ""  # [job] checkpoint_url: file:///PATH, or "" (none)
+    checkpoint_url: str = ""  # [job] checkpoint_url: file:///PATH, s3://BUCKET/PREFIX or ""
 
     def processes(self):
         """Every process: the scheduler, then the servers in order, then the workers."""
@@ -281,9 +282,9 @@ class _Checker:
                                         f"not {_describe(auth)}")
         worker_cmd = self.command(("job",), job, "worker_cmd", "job")
         checkpoint_url = self.value(("job",), job, "checkpoint_url", "job", str, default="")
-        if checkpoint_url and not re.fullmatch(r"file:///\S*", checkpoint_url):
+        if checkpoint_url and not re.fullmatch(r"file:///\S*|s3://[^/\s]+/\S+", checkpoint_url):
             self.fail(("job",), "checkpoint_url", f"job: checkpoint_url {checkpoint_url!r} must be "
-                      "file:///PATH on storage every server host shares (s3:// is not supported yet)")
+                      "file:///PATH on storage every server host shares, or s3://BUCKET/PREFIX")
         ports_table = self.table(document, "ports")
         ports = {role: self.value(("ports",), ports_table, role, "ports", int,
                                   DEFAULT_PORTS[role], 1, 65535) for role in ROLES}

@@ -10,8 +10,13 @@ AWS CLI (`aws`, v1 or v2, with the caller's credentials and region).
    (ec2_user_data.py): the scheduler's private address, in run-instances' answer, is where the
    other hosts find it. Instances are tagged r2sp-job=JOB, r2sp-run=RUN, Name=JOB-HOST, and
    power off into termination when their user-data ends.
-3. Follows the job through the markers the hosts leave in results_url (HOST.done, HOST.failed)
-   and the instances' states, until every host is done, one failed or died, or --timeout.
+3. Supervises the job as the local launcher does (job.supervisor through ec2_supervision: the
+   hosts' exit records and markers in results_url and the instances' states, every 5 s): a
+   process that dies, or goes with its reclaimed or lost instance, is recorded and the job goes
+   on; while --max_restarts allows, a replacement instance of its host entry starts the lost
+   processes, which join the running job (a server restores from the checkpoint_url, which a
+   server's replacement needs). Once the scheduler has exited, waits for every live host's
+   results (its done marker). HOST.failed (a host that could not start) fails the job.
 4. Always, also on failure and Ctrl-C: terminates every instance it started (and any other
    tagged with this run), waits until they are gone, deletes the security group, the
    placement group, the bundle it uploaded for the run (not a bundle_url the cluster file
@@ -19,6 +24,7 @@ AWS CLI (`aws`, v1 or v2, with the caller's credentials and region).
    fetched at boot.
    Then copies each host's results into RUN_DIR and summarises the run as tools/launch does.
 
+With spot (and on_demand_fallback), a host whose spot request finds no capacity starts on demand.
 The [ec2] table's keys: ec2_plan.py. The environment's R2SP_AWS_ENDPOINT_URL, if set, is passed
 to every aws command as --endpoint-url (tests). Failures are raised as JobError. The run's
 skeleton (run directory, keys, timeout, cleanup, summary) is deploy.driver's; Ec2Backend supplies
@@ -31,10 +37,23 @@ import subprocess
 import sys
 import time
 
+from ..analysis.cpu_meter import CpuMeter
 from ..cluster import results as result_store
 from ..job.errors import JobError
+from ..job import supervisor
 from . import driver
+from . import ec2_supervision
+from . import ec2_user_data
+from . import recovery
 from .ec2_plan import POLL_SECONDS, Plan, options_of
+
+# How long the hosts may take to upload their results after the job (their processes have
+# exited by then).
+RESULTS_SECONDS = 120
+# How long the scheduler waits for a lost server's replacement (--server_replace_s): a new
+# instance boots, installs and fetches the bundle and the checkpoints first (locally: 60 s).
+SERVER_REPLACE_SECONDS = 600
+NO_SPOT_CAPACITY = "InsufficientInstanceCapacity"
 
 
 class Aws:
@@ -65,7 +84,9 @@ class Started:
     group_id: str | None = None
     placement_group: str | None = None
     bundle_uploaded: bool = False
-    instances: dict = dataclasses.field(default_factory=dict)  # host name -> instance id
+    instances: dict = dataclasses.field(default_factory=dict)  # host (or b.r1) -> instance id
+    scheduler_ip: str | None = None
+    root_device: str | None = None
 
 
 def launch(plan, aws, started, work_dir):
@@ -84,43 +105,39 @@ def launch(plan, aws, started, work_dir):
     for host in plan.ordered_hosts():
         for argv in plan.upload_keys(host):
             aws.command(argv, f"uploading {host.name}'s keys to {plan.keys_url}/{host.name}/")
-    root_device = None
     if plan.options.root_volume_gb:
-        root_device = aws.json(plan.describe_image(), "describe-images")["Images"][0]["RootDeviceName"]
-    scheduler_ip = None
+        started.root_device = aws.json(plan.describe_image(), "describe-images")["Images"][0]["RootDeviceName"]
     for host in plan.ordered_hosts():
-        path = os.path.join(work_dir, f"user_data_{host.name}.sh")
-        with open(path, "w") as f:
-            f.write(plan.user_data(host, scheduler_ip))
-        instance = aws.json(plan.run_instance(host, started.group_id, path, root_device),
-                            f"run-instances for {host.name}")["Instances"][0]
-        started.instances[host.name] = instance["InstanceId"]
-        scheduler_ip = scheduler_ip or instance["PrivateIpAddress"]
-        print(f"launch: {host.name} is {instance['InstanceId']} ({instance.get('PrivateIpAddress')})",
-              flush=True)
+        start_instance(plan, aws, started, work_dir, host)
     aws.command(plan.wait("running", list(started.instances.values())), "waiting for the instances")
 
 
-def poll(plan, aws, store, started, reported):
-    """One look at the job: True once every host left a done marker; JobError when one failed
-    or an instance went away without a marker. `reported`: the hosts whose end was said."""
-    reservations = aws.json(plan.describe_instances(), "describe-instances")["Reservations"]
-    states = {i["InstanceId"]: i["State"]["Name"] for r in reservations for i in r["Instances"]}
-    markers = store.markers()  # after the states: a host writes its marker before it stops
-    for host, kind in markers.items():
-        if kind == "failed":
-            raise JobError(f"{host} failed: {store.marker_text(host, 'failed')}")
-        if host not in reported:
-            reported.add(host)
-            print(f"launch: {host} done: {store.marker_text(host, 'done')}", flush=True)
-    if all(markers.get(h.name) == "done" for h in plan.cluster.hosts):
-        return True
-    for host, instance_id in started.instances.items():
-        if host not in markers and states.get(instance_id, "terminated") not in ("pending", "running"):
-            raise JobError(f"{host} ({instance_id}) is {states.get(instance_id, 'terminated')} "
-                           "and left no results (a spot interruption, or its user-data "
-                           "failed: see its console output)")
-    return False
+def start_instance(plan, aws, started, work_dir, host, key=None, replacing=None):
+    """Starts the instance of `host` (a replacement's: `key`, b.r1, running only `replacing`,
+    {process: replacement name}); spot as the [ec2] table says, on demand when spot capacity is
+    short and on_demand_fallback allows. Returns its id; JobError when run-instances fails."""
+    key = key or host.name
+
+    def run(spot):
+        path = os.path.join(work_dir, f"user_data_{key}.sh")
+        with open(path, "w") as f:
+            f.write(plan.user_data(host, started.scheduler_ip, key, replacing, spot))
+        return aws.json(plan.run_instance(host, started.group_id, path, started.root_device, key,
+                                          spot), f"run-instances for {key}")["Instances"][0]
+
+    try:
+        instance = run(plan.options.spot)
+    except JobError as e:
+        if not (plan.options.spot and plan.options.on_demand_fallback and NO_SPOT_CAPACITY in str(e)):
+            raise
+        print(f"launch: no spot capacity for {key}; starting it on demand (on_demand_fallback)",
+              flush=True)
+        instance = run(False)
+    started.instances[key] = instance["InstanceId"]
+    started.scheduler_ip = started.scheduler_ip or instance["PrivateIpAddress"]
+    print(f"launch: {key} is {instance['InstanceId']} ({instance.get('PrivateIpAddress')})",
+          flush=True)
+    return instance["InstanceId"]
 
 
 def clean_up(plan, aws, started):
@@ -175,25 +192,33 @@ def retrying(aws, argv, what, advice, problems, attempts=12):
 
 
 class Ec2Backend(driver.Backend):
-    """deploy.driver's hooks for EC2: the instances launched in launch, the hosts' markers in
-    poll, every instance terminated and the run's objects deleted in clean_up, the hosts'
-    results copied in collect."""
+    """deploy.driver's hooks for EC2: the instances launched in launch, the job supervised
+    (ec2_supervision) in poll, the hosts' results awaited in finish, every instance terminated
+    and the run's objects deleted in clean_up, the hosts' results copied in collect."""
 
     poll_seconds = POLL_SECONDS
+    resumable = True
 
     def __init__(self, run):
         super().__init__(run)
         args, cluster = run.args, run.cluster
-        # A dry run names the run TIMESTAMP.
-        run_id = os.path.basename(os.path.normpath(args.run_dir)) if args.run_dir else "TIMESTAMP"
-        extra = run.extra_flags
+        flags = recovery.role_flags(args, cluster, ec2_user_data.OUT, run.job_dir)
+        flags["scheduler"] = [f"--server_replace_s={SERVER_REPLACE_SECONDS}"
+                              if f.startswith("--server_replace_s=") else f for f in flags["scheduler"]]
+        extra = recovery.with_recovery(run.extra_flags, flags)
         if not any(f.startswith("--register_timeout_s") for f in cluster.flags["scheduler"] + extra["scheduler"]):
             # Hosts boot and install at different speeds: give the slowest time to register.
             extra["scheduler"] = ["--register_timeout_s=900"] + extra["scheduler"]
-        self.plan = Plan(cluster, options_of(cluster), run.tarball, run_id, extra, args.timeout,
-                         os.environ.get("R2SP_AWS_ENDPOINT_URL"), run.keys)
-        self.aws, self.started, self.reported = Aws(), Started(), set()
-        self.store = None  # made by prepare: a dry run needs none
+        self.plan = Plan(cluster, options_of(cluster), run.tarball, run_id(args), extra,
+                         args.timeout, os.environ.get("R2SP_AWS_ENDPOINT_URL"), run.keys,
+                         recovery.checkpoint_url(cluster, run.job_dir))
+        self.aws, self.started = Aws(), Started()
+        self.store = self.processes = None  # made by prepare and launch: a dry run needs none
+        if supervisor.parse_max_restarts(args.max_restarts or "0")["server"] and \
+                not cluster.checkpoint_url:
+            raise JobError("--max_restarts=server:N on EC2 needs the cluster file's "
+                           "checkpoint_url ([job]): a server's replacement runs on a new "
+                           "instance and restores its shard from there")
 
     def describe(self):
         return self.plan.describe()
@@ -205,23 +230,48 @@ class Ec2Backend(driver.Backend):
 
     def launch(self):
         cluster = self.run.cluster
+        self.processes = ec2_supervision.Ec2Processes(
+            self.run.args, self.plan, self.aws, self.store, self.started,
+            lambda key, host, replacing: start_instance(self.plan, self.aws, self.started,
+                                                        self.work_dir, host, key, replacing))
         launch(self.plan, self.aws, self.started, self.work_dir)
         print(f"launch: {cluster.num_servers} servers, {cluster.num_workers} workers, "
               f"sync={cluster.mode} on {len(cluster.hosts)} EC2 instances; results in "
               f"{self.plan.results}", flush=True)
+        self.launched = time.time()
 
     def poll(self):
-        return poll(self.plan, self.aws, self.store, self.started, self.reported)
+        """Supervises the job until the scheduler has exited (ec2_supervision); True once it
+        completed, JobError when the scheduler failed or a host could not start."""
+        self.outcome = recovery.supervise(self.run.args, self.processes, self.launched,
+                                          CpuMeter(), self.processes.restart)
+        return True
+
+    def finish(self):
+        missing = ec2_supervision.wait_for_results(self.store, self.started,
+                                                   self.processes.gone, RESULTS_SECONDS)
+        if missing:
+            print(f"launch: no results from {', '.join(missing)} after {RESULTS_SECONDS} s",
+                  flush=True)
 
     def clean_up(self):
         return clean_up(self.plan, self.aws, self.started)
 
     def collect(self):
-        for host in self.run.cluster.hosts if self.store else ():
+        for host in self.started.instances if self.store else ():
             try:
-                self.store.collect(host.name, self.run.run_dir)
+                self.store.collect(host, self.run.run_dir)
             except (OSError, result_store.StoreError) as e:
-                print(f"launch: no results from {host.name}: {e}", file=sys.stderr)
+                print(f"launch: no results from {host}: {e}", file=sys.stderr)
+
+
+def run_id(args):
+    """The run's id (its results' and tags' name): the run directory's name (TIMESTAMP in a
+    dry run), with -aK for attempt K of a resumed run (the attempts' results apart; their
+    checkpoint_url is the run's)."""
+    name = os.path.basename(os.path.normpath(args.run_dir)) if args.run_dir else "TIMESTAMP"
+    attempt = getattr(args, "attempt", 1) or 1
+    return name if attempt == 1 else f"{name}-a{attempt}"
 
 
 def run(args, cluster, tarball):

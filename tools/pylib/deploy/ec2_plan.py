@@ -9,7 +9,9 @@ on-demand), root_volume_gb, placement ("cluster", "spread" or "partition": a pla
 r2sp-JOB-RUN of that strategy, made for the run and deleted after it; "cluster" packs the
 instances close together for the lowest latency and the most bandwidth between them, what p4d
 and p5 jobs want), bundle_url (default RESULTS_URL/JOB/RUN/BUNDLE.tar.gz, uploaded for the run
-and deleted after it; a URL ending in / gets the tarball's name, and a bundle_url given is kept).
+and deleted after it; a URL ending in / gets the tarball's name, and a bundle_url given is kept),
+on_demand_fallback (default false; with spot: when run-instances finds no spot capacity,
+InsufficientInstanceCapacity, the host, or its replacement, starts on demand instead).
 URLs are s3://, file:// (tests) or, for an already uploaded bundle, https://.
 
 With --auth=curve each host's key files (the public keys, the secret keys of its roles) go to
@@ -52,6 +54,7 @@ class Ec2Options:
     bundle_url: str | None = None
     placement: str | None = None  # a placement group's strategy (PLACEMENT_STRATEGIES)
     ssh_cidr: str | None = None  # opens port 22 to this CIDR
+    on_demand_fallback: bool = False  # no spot capacity: start on demand instead
 
 
 def options_of(cluster):
@@ -90,7 +93,7 @@ class Plan:
     placeholders above for --dry_run); describe() prints them all."""
 
     def __init__(self, cluster, options, tarball, run_id, extra_flags, timeout, endpoint_url=None,
-                 keys=None):
+                 keys=None, checkpoint_url=None):
         self.cluster, self.options, self.tarball = cluster, options, tarball
         self.keys = keys  # --auth=curve: the local directory of the job's keys; else None
         self.bundle_name, _ = release_bundle.tarball_manifest(tarball)
@@ -109,6 +112,9 @@ class Plan:
         self.group_name = f"r2sp-{cluster.job_name}-{run_id}"
         self.placement_group = self.group_name if options.placement else None
         self.tags = {"r2sp-job": cluster.job_name, "r2sp-run": run_id}
+        # The run's checkpoint_url (recovery.checkpoint_url: servers copy their checkpoints
+        # there, a replacement or a resumed run's servers restore from it), or None.
+        self.checkpoint_url = checkpoint_url
 
     def aws(self, *argv):
         common = ["--output", "json"]
@@ -195,7 +201,10 @@ class Plan:
     def describe_image(self):
         return self.aws("ec2", "describe-images", "--image-ids", self.options.ami)
 
-    def user_data(self, host, scheduler_ip):
+    def user_data(self, host, scheduler_ip, name=None, replacing=None, spot=None):
+        """The user-data of `host`'s instance; of a replacement instance `name` (HOST.r1) that
+        runs only the processes `replacing` ({process: replacement name}). spot: whether the
+        instance is spot (default: the [ec2] table's)."""
         settings = ec2_user_data.Settings(
             job=self.cluster.job_name, run=self.run_id, bundle_url=self.bundle_url,
             bundle_name=self.bundle_name,
@@ -204,27 +213,31 @@ class Plan:
             lifetime_minutes=math.ceil(self.timeout / 60) + BOOT_MINUTES,
             keys_url=f"{self.keys_url}/{host.name}" if self.keys else "",
             key_files=" ".join(self.key_files(host)) if self.keys else "",
+            checkpoint_url=self.checkpoint_url or "",
+            spot=self.options.spot if spot is None else spot,
             **ec2_user_data.Settings.data_of(self.cluster, host))
         processes = ec2_user_data.host_processes(self.cluster, host, scheduler_ip, self.extra_flags,
-                                                 bool(self.keys))
+                                                 bool(self.keys), self.checkpoint_url, replacing)
         try:
-            return ec2_user_data.render(settings, host.name, processes)
+            return ec2_user_data.render(settings, name or host.name, processes)
         except ValueError as e:
             raise JobError(str(e))
 
-    def run_instance(self, host, group_id, user_data_file, root_device):
+    def run_instance(self, host, group_id, user_data_file, root_device, name=None, spot=None):
+        """run-instances of `host`'s instance (a replacement's: `name`, HOST.r1); spot: whether
+        it is a spot instance (default: the [ec2] table's)."""
         o = self.options
         argv = ["ec2", "run-instances", "--image-id", o.ami, "--instance-type", o.instance_type,
                 "--count", "1", "--subnet-id", o.subnet, "--security-group-ids", group_id,
                 "--instance-initiated-shutdown-behavior", "terminate",
                 "--tag-specifications", self.tag_specification(
-                    ["instance", "volume"], f"{self.cluster.job_name}-{host.name}"),
+                    ["instance", "volume"], f"{self.cluster.job_name}-{name or host.name}"),
                 "--user-data", "file://" + user_data_file]
         if o.key_name:
             argv += ["--key-name", o.key_name]
         if o.instance_profile:
             argv += ["--iam-instance-profile", "Name=" + o.instance_profile]
-        if o.spot:
+        if o.spot if spot is None else spot:
             argv += ["--instance-market-options", json.dumps(
                 {"MarketType": "spot", "SpotOptions": {"SpotInstanceType": "one-time",
                                                        "InstanceInterruptionBehavior": "terminate"}})]
@@ -283,10 +296,12 @@ class Plan:
             user_data.append(f"# ----- {path} -----\n{self.user_data(host, SCHEDULER_IP)}")
         ids = [f"ID_{h.name}" for h in self.ordered_hosts()]
         lines.append(shlex.join(self.wait("running", ids)))
-        lines.append(f"# every {POLL_SECONDS} s until every host is done, one failed or died, or "
-                     f"--timeout={self.timeout:g}s: list {self.results}/ for HOST.done and "
-                     "HOST.failed, and")
+        lines.append(f"# every {POLL_SECONDS} s until the scheduler has exited, or "
+                     f"--timeout={self.timeout:g}s: list {self.results}/ for NAME.exit-STATUS, "
+                     "HOST.done, HOST.reclaimed and HOST.failed, and")
         lines.append(shlex.join(self.describe_instances()))
+        lines.append("# a dead process's replacement (--max_restarts): run-instances of a new "
+                     "instance HOST.rK of its host, its user-data starting only the lost processes")
         lines.append("# always, also on failure and Ctrl-C (with the ids describe-instances finds):")
         lines.append(shlex.join(self.terminate(ids)))
         lines.append(shlex.join(self.wait("terminated", ids)))

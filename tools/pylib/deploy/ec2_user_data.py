@@ -8,7 +8,9 @@ script sets before it starts them. With --auth=curve the user-data holds only wh
 key files are (keys_url) and their names, never a key: the script fetches them as it fetches
 the bundle, into a directory only root may enter. With a [data] table a host with workers
 stages the data set (the bundle's stage_data, the manifest in the user-data) after unpacking
-the bundle and before any process starts; its workers' --data_dir is "$data_dir"."""
+the bundle and before any process starts; its workers' --data_dir is "$data_dir". A
+replacement instance (HOST.r1, ec2_supervision) gets the user-data of its host entry with only
+the lost processes, each under its replacement's name (worker1.r1)."""
 
 import dataclasses
 import os
@@ -46,6 +48,8 @@ class Settings:
     data_source: str = ""  # its source URL (or "bundle"),
     data_manifest: str = ""  # its manifest's text,
     data_target: str = ""  # and where this host stages it (a leading ~: root's home)
+    checkpoint_url: str = ""  # the run's checkpoint_url (s3://: the AWS CLI is installed)
+    spot: bool = False  # a spot instance: it watches for an interruption notice
 
     @staticmethod
     def data_of(cluster, host):
@@ -62,11 +66,14 @@ def shell_word(arg):
     return shell.shell_word(arg, _STAND_IN, lambda found: _VARIABLES[found.group()])
 
 
-def host_processes(cluster, host, scheduler_ip, extra_flags, keys=False):
+def host_processes(cluster, host, scheduler_ip, extra_flags, keys=False, checkpoint_url=None,
+                   replacing=None):
     """[(process name, run_role arguments)] of `host`, the scheduler first. Every host advertises
     its private address (or, when the cluster file names an interface, that interface's); the
     scheduler's own host reaches it at its own address, the others at `scheduler_ip`. With
-    `keys` (--auth=curve) each uses the keys the script fetched."""
+    `keys` (--auth=curve) each uses the keys the script fetched; servers copy their checkpoints
+    to `checkpoint_url` (the run's) and restore from it. `replacing` ({process: replacement
+    name}, for a replacement instance): only those processes, each under its new name."""
     scheduler_host = cluster.scheduler_host()
     own = ADVERTISE if host.name == scheduler_host.name else scheduler_ip
     hosts = tuple(dataclasses.replace(h, address=own, interface=None)
@@ -74,9 +81,13 @@ def host_processes(cluster, host, scheduler_ip, extra_flags, keys=False):
     seen_from_host = dataclasses.replace(cluster, hosts=hosts)
     advertised = dataclasses.replace(host, address=None if host.interface else ADVERTISE)
     data_dir = DATA if cluster.data else None
+    processes = [p for _, h, p in role_commands.scheduler_first(cluster) if h.name == host.name]
+    if replacing is not None:
+        processes = [dataclasses.replace(p, name=replacing[p.name]) for p in processes
+                     if p.name in replacing]
     return [(p.name, role_commands.run_role_args(seen_from_host, advertised, p, OUT, extra_flags,
-                                                 KEYS if keys else None, data_dir))
-            for _, h, p in role_commands.scheduler_first(cluster) if h.name == host.name]
+                                                 KEYS if keys else None, data_dir, checkpoint_url))
+            for p in processes]
 
 
 def render(settings, host_name, processes, template=None):
@@ -89,7 +100,8 @@ def render(settings, host_name, processes, template=None):
     values["results"] = f"{settings.results_url.rstrip('/')}/{settings.job}/{settings.run}"
     del values["results_url"]
     values["host"] = host_name
-    lines = [f"{key}={shlex.quote(str(value))}" for key, value in values.items()]
+    lines = [f"{key}={shlex.quote(str(value).lower() if isinstance(value, bool) else str(value))}"
+             for key, value in values.items()]
     lines.append("start_processes() {")
     lines += [f"  start {shlex.quote(name)} " + " ".join(shell_word(a) for a in args)
               for name, args in processes]

@@ -1,5 +1,5 @@
 """What makes a remote job recover as a local one does (the backends that supervise their
-processes with job.supervisor: ssh, and Slurm): the flags the local launcher gives its scheduler
+processes with job.supervisor: ssh, Slurm and EC2): the flags the local launcher gives its scheduler
 and servers (job.local_commands, job.resume), here with paths on the hosts, and the start of a
 dead process's replacement under the name the local launcher gives it (worker1.r1).
 
@@ -14,12 +14,13 @@ dead process's replacement under the name the local launcher gives it (worker1.r
 
 OUT is the host's run directory (WORKDIR/runs/JOB-RUN), as the backend's commands name it.
 With the cluster file's checkpoint_url, servers copy their checkpoints to URL/JOB-RUN
-(run_role --checkpoint_url), and a dead server's replacement runs on another host that runs
-servers (elsewhere), restoring from there."""
+(run_role --checkpoint_url; file:// or s3://), and a dead server's replacement runs on another
+host that runs servers (elsewhere; on EC2 a new instance), restoring from there."""
 
 import dataclasses
 import os
 import shlex
+import subprocess
 
 from ..job import local_commands
 from ..job.errors import JobError
@@ -58,22 +59,36 @@ def checkpoint_url(cluster, job_dir):
 
 def check_resume(cluster, args, job_dir):
     """JobError unless the remote run `args` (tools/launch --resume) can be resumed: its
-    checkpoints are at the cluster file's checkpoint_url (file://), some server's there."""
+    checkpoints are at the cluster file's checkpoint_url (file:// or s3://), some server's
+    there."""
     url = checkpoint_url(cluster, job_dir)
     if not url:
         raise JobError(f"cannot resume {args.run_dir} on --backend={args.backend}: a remote job "
                        "resumes from its checkpoint_url, and the cluster file gives none")
-    there = url.removeprefix("file://")
-    if not (os.path.isdir(there) and any(n.startswith("server") for n in os.listdir(there))):
+    if not any(n.startswith("server") for n in names_at(url)):
         raise JobError(f"cannot resume {args.run_dir}: no server's checkpoints at {url}")
 
 
+def names_at(url):
+    """The names directly under `url` (file:///PATH, or s3://BUCKET/PREFIX through the aws
+    CLI); [] where there is nothing. JobError when S3 cannot be listed."""
+    if url.startswith("file://"):
+        there = url.removeprefix("file://")
+        return os.listdir(there) if os.path.isdir(there) else []
+    # `aws s3 ls` exits 1 when nothing matches; its lines end in the name ("PRE server0/").
+    r = subprocess.run(["aws", "s3", "ls", url.rstrip("/") + "/"], capture_output=True,
+                       text=True, stdin=subprocess.DEVNULL)
+    if r.returncode not in (0, 1):
+        raise JobError(f"cannot list {url}: {(r.stderr or r.stdout).strip()}")
+    return [line.split()[-1].rstrip("/") for line in r.stdout.splitlines() if line.split()]
+
+
 def check_backend(cluster, backend):
-    """JobError for a checkpoint_url the backend would not honour (Kubernetes, EC2); the local
+    """JobError for a checkpoint_url the backend would not honour (Kubernetes); the local
     backend's servers keep theirs in RUN_DIR, on this machine, and need none."""
-    if cluster.checkpoint_url and backend not in ("local", "ssh", "slurm"):
-        raise JobError(f"the cluster file's checkpoint_url is for the ssh and slurm backends, not "
-                       f"{backend}: remove it, or run the job with one of those")
+    if cluster.checkpoint_url and backend not in ("local", "ssh", "slurm", "ec2"):
+        raise JobError(f"the cluster file's checkpoint_url is for the ssh, slurm and ec2 "
+                       f"backends, not {backend}: remove it, or run the job with one of those")
 
 
 def with_recovery(extra_flags, recovery):

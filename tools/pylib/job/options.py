@@ -15,7 +15,7 @@ from . import supervisor
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 BACKENDS = ("local", "ssh", "slurm", "k8s", "ec2")
 # The backends that supervise their processes as the local launcher does (deploy/recovery.py).
-SUPERVISED = ("local", "ssh", "slurm")
+SUPERVISED = ("local", "ssh", "slurm", "ec2")
 
 
 def add_job_options(p):
@@ -94,8 +94,9 @@ def add_recovery_options(p):
                         "--checkpoint_every): in asp, ssp and r2sp the replacement restores the "
                         "lost shard from its newest checkpoint while the job goes on; a bsp job "
                         "fails and is resumed from the checkpoints, as with --resume (locally; "
-                        "over ssh or Slurm it fails). --backend=ssh and slurm start a "
-                        "replacement on the dead process's host (a new ssh, a new step)")
+                        "over ssh, Slurm or EC2 it fails). --backend=ssh and slurm start a "
+                        "replacement on the dead process's host (a new ssh, a new step), ec2 on "
+                        "a new instance of its host entry")
     p.add_argument("--checkpoint_every", default="", metavar="SPEC",
                    help="servers checkpoint their shards every SPEC: 30s (seconds) or 200steps "
                         "(default: only on SIGTERM, on losing the scheduler and at the end); into "
@@ -104,7 +105,7 @@ def add_recovery_options(p):
     p.add_argument("--resume", default="", metavar="RUN_DIR",
                    help="run the job of RUN_DIR (tools/launch's, its launch.json) again there, "
                         "its servers from their newest checkpoints; the previous attempt's files "
-                        "move to RUN_DIR/attempt-K/ (an ssh or Slurm job: from its cluster "
+                        "move to RUN_DIR/attempt-K/ (an ssh, Slurm or EC2 job: from its cluster "
                         "file's checkpoint_url). Only --timeout, --quiet and --max_restarts "
                         "may be given with it")
 

@@ -1,5 +1,6 @@
 """Supervising a job's processes (the local launcher's, launcher.run_job; the ssh backend's ssh
-commands, deploy/ssh_backend.py, which starts replacements through the restart hook) until the
+commands, deploy/ssh_backend.py, which starts replacements through the restart hook; the EC2
+backend's processes on instances, deploy/ec2_supervision.py) until the
 scheduler, the authority on the job's outcome, exits. A server or worker that exits non-zero or by a signal is recorded as
 a death, not a failure of the job; a dead worker or server is replaced while --max_restarts
 allows (a server's replacement restores its shard from the checkpoints). Once

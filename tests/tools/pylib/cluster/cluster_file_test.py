@@ -211,9 +211,11 @@ class MalformedFileTest(unittest.TestCase):
         self.assertEqual(parse('[job]', 'mode = "r2sp"', *HOST1).checkpoint_url, "")
         self.assertEqual(parse('[job]', 'mode = "r2sp"', 'checkpoint_url = "file:///nfs/c"',
                                *HOST1).checkpoint_url, "file:///nfs/c")
-        self.assertRefused(['[job]', 'mode = "r2sp"', 'checkpoint_url = "s3://b/c"', *HOST1], 3,
-                           "job: checkpoint_url 's3://b/c' must be file:///PATH on storage every "
-                           "server host shares (s3:// is not supported yet)")
+        self.assertEqual(parse('[job]', 'mode = "r2sp"', 'checkpoint_url = "s3://b/c"',
+                               *HOST1).checkpoint_url, "s3://b/c")
+        self.assertRefused(['[job]', 'mode = "r2sp"', 'checkpoint_url = "s3://b"', *HOST1], 3,
+                           "job: checkpoint_url 's3://b' must be file:///PATH on storage every "
+                           "server host shares, or s3://BUCKET/PREFIX")
         self.assertRefused(['[job]', 'mode = "r2sp"', 'checkpoint_url = "file://c"', *HOST1], 3,
                            "job: checkpoint_url 'file://c' must be file:///PATH")
 

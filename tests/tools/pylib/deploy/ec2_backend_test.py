@@ -38,6 +38,7 @@ import sys
 import tarfile
 import tempfile
 import time
+import types
 import unittest
 
 import junit_main
@@ -47,6 +48,7 @@ import python_bundle
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 from pylib.cluster import cluster_file
+from pylib.deploy import ec2_backend
 from pylib.deploy import ec2_plan
 from pylib.deploy import ec2_user_data
 
@@ -217,6 +219,52 @@ class PlanTest(unittest.TestCase):
                                                 r"most 16384 \(fewer or shorter flags; or a "
                                                 r"\[data\] manifest of fewer files\)"):
             ec2_user_data.render(big, "c", [])
+
+    def test_a_replacement_instance_runs_only_the_lost_processes_under_new_names(self):
+        with open(self.path, "w") as f:
+            f.write(cluster_text(self.hosts, "s3://bucket/results").replace(
+                "[job]\n", '[job]\ncheckpoint_url = "s3://bucket/ckpt"\n'))
+        cluster = cluster_file.load(self.path)
+        plan = ec2_plan.Plan(cluster, ec2_plan.options_of(cluster), self.bundle, "run9",
+                             {"server": ["--checkpoint_dir=@R2SP_OUT@/checkpoints"]}, 60,
+                             checkpoint_url="s3://bucket/ckpt/ec2-test-run9")
+        b = cluster.hosts[1]
+        text = plan.user_data(b, "10.0.0.9", "b.r1", {"server2": "server2.r1", "worker0": "worker0.r1"},
+                              spot=False)
+        self.assertIn("\nhost=b.r1\n", text)
+        self.assertIn("\ncheckpoint_url=s3://bucket/ckpt/ec2-test-run9\nspot=false\n", text)
+        starts = [l for l in text.splitlines() if l.startswith("  start ")]
+        self.assertEqual([l.split()[1] for l in starts], ["server2.r1", "worker0.r1"])
+        self.assertTrue(starts[0].startswith("  start server2.r1 --checkpoint_url=s3://bucket/ckpt/"
+                                             "ec2-test-run9 server --bind=tcp://0.0.0.0:9101 "),
+                        starts[0])
+        self.assertIn('--checkpoint_dir="$out"/checkpoints', starts[0])
+        self.assertIn('--metrics="$out"/metrics_worker0.r1.jsonl', starts[1])
+        self.assertNotIn("--checkpoint_url", starts[1])
+        self.assertIn("\nspot=true\n", plan.user_data(b, "10.0.0.9"))  # the file's
+        argv = plan.run_instance(b, "sg-1", "/u.sh", "/dev/sda1", "b.r1", spot=False)
+        self.assertNotIn("--instance-market-options", argv)
+        self.assertIn('"Value": "ec2-test-b.r1"', argv[argv.index("--tag-specifications") + 1])
+        self.assertIn("--instance-market-options", plan.run_instance(b, "sg-1", "/u.sh", "/dev/sda1"))
+
+    def test_on_demand_fallback_and_the_server_restarts_that_need_a_checkpoint_url(self):
+        self.assertFalse(self.plan().options.on_demand_fallback)
+        self.assertTrue(self.plan("on_demand_fallback = true\n").options.on_demand_fallback)
+        r = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "launch"), "--cluster=" + self.path,
+                            "--backend=ec2", "--bundle=" + self.bundle, "--dry_run",
+                            "--max_restarts=server:1", "--checkpoint_every=100steps"],
+                           capture_output=True, text=True)
+        self.assertEqual((r.returncode, r.stderr.strip().splitlines()[-1]), (1, (
+            "launch: error: --max_restarts=server:N on EC2 needs the cluster file's "
+            "checkpoint_url ([job]): a server's replacement runs on a new instance and restores "
+            "its shard from there")))
+
+    def test_a_resumed_runs_attempts_have_results_of_their_own(self):
+        run = lambda **kw: types.SimpleNamespace(run_dir="/runs/r7/", **kw)
+        self.assertEqual([ec2_backend.run_id(run()), ec2_backend.run_id(run(attempt=1)),
+                          ec2_backend.run_id(run(attempt=3)),
+                          ec2_backend.run_id(types.SimpleNamespace(run_dir=""))],
+                         ["r7", "r7", "r7-a3", "TIMESTAMP"])
 
     def test_stand_ins_become_variables_and_the_rest_is_quoted(self):
         word = ec2_user_data.shell_word(f"--x=$(rm -rf /)'{ec2_user_data.OUT}/m")
@@ -463,14 +511,21 @@ class UserDataTest(unittest.TestCase):
         self.assertFalse(os.path.exists(os.path.join(results, "node1", "worker0.log")))
         self.assertFalse(os.path.exists(os.path.join(results, "node1", "server1.log")))
 
-    def test_a_failing_worker_leaves_a_failed_marker(self):
+    def test_a_failing_worker_is_said_at_once_and_the_host_goes_on(self):
+        """The launcher records the death (NAME.exit-STATUS); the host's server runs on."""
         plan = self.plan("bad", worker_flags="--no_such_flag")
-        self.assertEqual(self.boot(plan, "node1").wait(timeout=60), 0)
+        boot = self.boot(plan, "node1")
         results = os.path.join(self.dir, "results", "ec2-test", "bad")
-        self.assertFalse(os.path.exists(os.path.join(results, "node1.done")))
-        with open(os.path.join(results, "node1.failed")) as f:
-            self.assertIn("worker0 exited with status 1", f.read())
-        self.assertTrue(os.path.exists(os.path.join(results, "node1", "worker0.log")))
+        deadline = time.time() + 60
+        while not os.path.exists(os.path.join(results, "worker0.exit-1")):
+            self.assertLess(time.time(), deadline, "no exit record for worker0")
+            self.assertIsNone(boot.poll())
+            time.sleep(0.2)
+        time.sleep(1)
+        self.assertIsNone(boot.poll())  # server1 still runs
+        self.assertEqual(sorted(os.listdir(results)), ["worker0.exit-1"])
+        boot.kill()
+        boot.wait()
 
 
 def cannot_run_cli():
@@ -622,9 +677,15 @@ class AwsCliTest(unittest.TestCase):
         self.assert_cleaned_up()
 
     def test_a_failed_job_terminates_everything(self):
-        r = self.launch("run2", worker_flags="--no_such_flag")
+        """Both workers die at once (recorded, the job goes on without them), so the scheduler
+        fails when they never register."""
+        r = self.launch("run2", worker_flags="--no_such_flag",
+                        flags=["--scheduler_flags=--register_timeout_s=5"])
         self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
-        self.assertRegex(r.stderr, r"b failed: .*worker\d exited with status 1")
+        for worker in ("worker0", "worker1"):
+            self.assertIn(f"launch: {worker} died (status 1); no restarts left", r.stdout)
+        self.assertRegex(r.stderr, r"the scheduler exited with status \d+: the job did not "
+                                   r"complete")
         self.assert_cleaned_up()
 
     def test_ctrl_c_terminates_everything(self):

@@ -3,7 +3,11 @@
 minimal valid XML. RunInstances "boots" an instance by running its decoded user-data as a local
 bash process (its own process group, R2SP_PREFIX a directory per instance, R2SP_NO_SHUTDOWN=1,
 R2SP_ADVERTISE_HOST=127.0.0.1); TerminateInstances kills that process group. The instances'
-private address is 127.0.0.1, so hosts of a test cluster must not share ports."""
+private address is 127.0.0.1, so hosts of a test cluster must not share ports. With a FakeImds
+each instance's R2SP_IMDS_URL is its own path there (and R2SP_SPOT_POLL_S=1); spot_capacity (a
+count, None: unlimited) is how many spot instances it grants before it answers
+InsufficientInstanceCapacity, as AWS does when a pool is short; reclaim() terminates an instance
+as AWS takes a spot instance."""
 
 import base64
 import http.server
@@ -17,8 +21,10 @@ NS = "http://ec2.amazonaws.com/doc/2016-11-15/"
 
 
 class FakeEc2:
-    def __init__(self, work_dir):
+    def __init__(self, work_dir, imds=None):
         self.work_dir = work_dir
+        self.imds = imds
+        self.spot_capacity = None
         self.requests = []  # [{"Action": ..., "Param.1": ...}] in arrival order
         self.instances = {}  # id -> {"state", "tags", "process", "user_data"}
         self.lock = threading.Lock()
@@ -72,9 +78,25 @@ class FakeEc2:
         action = p["Action"]
         body = getattr(self, "on_" + action, None)
         if body is None:
-            return 400, (f"<Response><Errors><Error><Code>InvalidAction</Code><Message>{action} "
-                         "is not faked</Message></Error></Errors><RequestID>x</RequestID></Response>")
+            return self.error("InvalidAction", f"{action} is not faked")
+        if action == "RunInstances" and p.get("InstanceMarketOptions.MarketType") == "spot":
+            if self.spot_capacity is not None:
+                if self.spot_capacity <= 0:
+                    return self.error("InsufficientInstanceCapacity", "There is no Spot capacity "
+                                      "available that matches your request.")
+                self.spot_capacity -= 1
         return 200, f'<{action}Response xmlns="{NS}"><requestId>r</requestId>{body(p)}</{action}Response>'
+
+    @staticmethod
+    def error(code, message):
+        return 400, (f"<Response><Errors><Error><Code>{code}</Code><Message>{message}</Message>"
+                     "</Error></Errors><RequestID>x</RequestID></Response>")
+
+    def reclaim(self, instance_id):
+        """Terminates the instance as AWS takes a spot instance (its processes killed)."""
+        with self.lock:
+            self.stop(self.instances[instance_id])
+            self.instances[instance_id]["state"] = "terminated"
 
     def on_DescribeSubnets(self, p):
         return (f"<subnetSet><item><subnetId>{p['SubnetId.1']}</subnetId><vpcId>vpc-fake1</vpcId>"
@@ -113,10 +135,13 @@ class FakeEc2:
         with open(script, "w") as f:
             f.write(user_data)
         env = dict(os.environ, R2SP_PREFIX=prefix, R2SP_NO_SHUTDOWN="1", R2SP_ADVERTISE_HOST="127.0.0.1")
+        if self.imds:
+            env.update(R2SP_IMDS_URL=f"{self.imds.url}/{instance_id}", R2SP_SPOT_POLL_S="1")
         process = subprocess.Popen(["bash", script], env=env, start_new_session=True,
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.instances[instance_id] = {"state": "running", "tags": tags, "process": process,
-                                       "user_data": user_data}
+                                       "user_data": user_data,
+                                       "spot": p.get("InstanceMarketOptions.MarketType") == "spot"}
         return (f"<reservationId>r-{instance_id}</reservationId><ownerId>1</ownerId><instancesSet>"
                 f"{self.instance_xml(instance_id)}</instancesSet>")
 

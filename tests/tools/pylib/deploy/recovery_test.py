@@ -4,6 +4,7 @@ launcher's) and where a replacement runs."""
 import os
 import tempfile
 import unittest
+from unittest import mock
 
 import junit_main
 from pylib.cluster import cluster_file, role_commands
@@ -11,6 +12,9 @@ from pylib.deploy import recovery
 from pylib.job import options
 from pylib.job.errors import JobError
 
+# The `aws s3` stand-in (a directory as the bucket).
+FAKE_AWS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                        "deploy", "fake_aws")
 HOSTS = ('[[host]]\nname = "a"\nscheduler = true\nservers = 1\n'
          '[[host]]\nname = "b"\nservers = 1\nworkers = 2\nworker_cmd = "python3 t.py"\n')
 
@@ -89,15 +93,35 @@ class CheckpointUrlTest(unittest.TestCase):
                                               r"the cluster file gives none$"):
             recovery.check_resume(parse(), resumed, "j-r")
 
+    def test_a_run_resumes_from_an_s3_checkpoint_url(self):
+        """Listed through the aws CLI (tests/tools/deploy/fake_aws, a directory as the bucket)."""
+        with tempfile.TemporaryDirectory() as d:
+            os.makedirs(os.path.join(d, "bin"))
+            os.symlink(FAKE_AWS, os.path.join(d, "bin", "aws"))
+            cluster = cluster_file.parse('[job]\nmode = "asp"\ncheckpoint_url = "s3://b/c"\n' + HOSTS)
+            resumed = args("--run_dir=/runs/r")
+            with mock.patch.dict(os.environ, PATH=os.path.join(d, "bin") + os.pathsep +
+                                 os.environ["PATH"], S3_ROOT=d):
+                with self.assertRaisesRegex(JobError, r"^cannot resume /runs/r: no server's "
+                                                      r"checkpoints at s3://b/c/j-r$"):
+                    recovery.check_resume(cluster, resumed, "j-r")
+                os.makedirs(os.path.join(d, "b", "c", "j-r", "server1", "ckpt-00000001"))
+                with open(os.path.join(d, "b", "c", "j-r", "server1", "ckpt-00000001",
+                                       "MANIFEST"), "w") as f:
+                    f.write("step: 1\n")
+                recovery.check_resume(cluster, resumed, "j-r")
+                with open(os.path.join(d, "calls")) as f:
+                    self.assertEqual(f.read().splitlines(), ["s3 ls s3://b/c/j-r/"] * 2)
+
     def test_only_the_backends_that_copy_checkpoints_take_a_url(self):
         cluster = cluster_file.parse('[job]\nmode = "asp"\ncheckpoint_url = "file:///c"\n' + HOSTS)
-        for backend in ("local", "ssh", "slurm"):
+        for backend in ("local", "ssh", "slurm", "ec2"):
             recovery.check_backend(cluster, backend)
-        with self.assertRaisesRegex(JobError, r"^the cluster file's checkpoint_url is for the ssh "
-                                              r"and slurm backends, not k8s: remove it, or run "
+        with self.assertRaisesRegex(JobError, r"^the cluster file's checkpoint_url is for the ssh, "
+                                              r"slurm and ec2 backends, not k8s: remove it, or run "
                                               r"the job with one of those$"):
             recovery.check_backend(cluster, "k8s")
-        recovery.check_backend(parse(), "ec2")  # no URL
+        recovery.check_backend(parse(), "k8s")  # no URL
 
     def test_a_servers_replacement_goes_to_the_next_host_with_servers_on_a_port_of_its_own(self):
         cluster = cluster_file.parse('[job]\nmode = "asp"\n' + HOSTS +
