@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/leave_request.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 
@@ -90,6 +91,14 @@ absl::Status SchedulerClient::Finish(const proto::NodeCounters& counters) {
   Message request;
   request.header = NewHeader(proto::FINISH);
   *request.header.mutable_counters() = counters;
+  return CallScheduler(std::move(request), options_.request_timeout).status();
+}
+
+absl::Status SchedulerClient::Leave(const std::string& why,
+                                    const proto::NodeCounters& counters) {
+  Message request;
+  request.header = NewHeader(proto::LEAVE);
+  *request.header.mutable_leave() = MakeLeaveRequest(why, counters);
   return CallScheduler(std::move(request), options_.request_timeout).status();
 }
 

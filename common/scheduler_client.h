@@ -51,6 +51,9 @@ class SchedulerClient {
   absl::StatusOr<std::vector<int>> EpochPlan(int epoch, bool starting);
   // Workers: reports the final counters.
   absl::Status Finish(const proto::NodeCounters& counters);
+  // Workers: this one stops now, before the end of training (`why`: a signal, preemption),
+  // with its counters so far; the scheduler counts it dead at once (proto LEAVE).
+  absl::Status Leave(const std::string& why, const proto::NodeCounters& counters);
 
   // R2SP: asks for this worker's communication slot after an iteration's compute (reported
   // for the gap and, with hetero batching, the tuner) and waits for the grant.

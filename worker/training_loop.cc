@@ -225,6 +225,10 @@ absl::StatusOr<bool> TrainingLoop::RunEpoch(Epoch* e) {
   }
   for (int64_t s = e->first; s < e->steps && result_.steps < e->last; ++s) {
     R2SP_RETURN_IF_ERROR(RunStep(e, s));
+    if (options_.leave_requested && options_.leave_requested()) {
+      result_.left = true;
+      return false;
+    }
   }
   if (e->done == 0) return false;
   result_.epochs = e->number + 1;

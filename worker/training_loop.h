@@ -50,6 +50,9 @@ struct LoopOptions {
   // workload's data up for the epoch and returns the epoch's steps, which then stand in for
   // steps_per_epoch. Empty: every epoch has steps_per_epoch steps.
   std::function<absl::StatusOr<int64_t>(int epoch, bool starting)> plan_epoch;
+  // Asked after every step: true ends the run there (the worker leaves the job: SIGTERM,
+  // preemption), with LoopResult::left set. Empty: never.
+  std::function<bool()> leave_requested;
 };
 
 struct LoopResult {
@@ -66,6 +69,7 @@ struct LoopResult {
   int final_batch = 0;
   int64_t early_partitions = 0;  // --overlap: partition pushes begun during backward, in all
   int64_t overlapped_pulls = 0;  // --overlap: pulls left running into the next forward
+  bool left = false;             // ended early: leave_requested (no evaluation after it)
 };
 
 // One run of the loop over a workload, an exchanger and the parameters they share.

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -14,10 +13,10 @@
 #include "common/sync_modes.h"
 #include "glog/logging.h"
 #include "models/backend.h"
-#include "models/model_file.h"
 #include "models/data/batcher.h"
 #include "models/data/epoch_samples.h"
 #include "worker/epoch_planner.h"
+#include "worker/eval_only.h"
 #include "worker/exchanger.h"
 #include "worker/model_workload.h"
 #include "worker/synthetic_workload.h"
@@ -69,6 +68,7 @@ absl::Status WorkerNode::TrainAndFinish() {
   R2SP_RETURN_IF_ERROR(InitialiseParameters());
   if (external_) external_->workload->Joined(JoinedJobInfo());
   R2SP_ASSIGN_OR_RETURN(LoopResult result, WithContext(Train(), "training"));
+  if (result.left) return Leave(result);
   R2SP_RETURN_IF_ERROR(Finish(result));
   std::printf("worker %d: done\n", scheduler_->rank());
   return absl::OkStatus();
@@ -133,17 +133,6 @@ absl::Status WorkerNode::Join() {
   return absl::OkStatus();
 }
 
-absl::Status WorkerNode::LoadInitialModel() {
-  R2SP_ASSIGN_OR_RETURN(models::LoadedModel loaded,
-                        models::LoadModelFile(options_.init_model_path));
-  for (const std::string& why : loaded.skipped) LOG(WARNING) << "passed over " << why;
-  R2SP_RETURN_IF_ERROR(models::CheckModelFits(loaded.model, *graph_, loaded.path));
-  std::memcpy(params(), loaded.model.parameters().data(), params_.size() * sizeof(float));
-  std::printf("worker 0: starting from %s (step %lld, accuracy %.4f)\n", loaded.path.c_str(),
-              static_cast<long long>(loaded.model.step()), loaded.model.test_accuracy());
-  return absl::OkStatus();
-}
-
 absl::Status WorkerNode::InitialiseParameters() {
   if (!external_) params_.assign(layout_->total_elements(), 0.0f);
   const int rank = registration_.rank();
@@ -159,7 +148,8 @@ absl::Status WorkerNode::InitialiseParameters() {
       if (external_) {
         // The caller's parameters start the job.
       } else if (!options_.init_model_path.empty()) {
-        R2SP_RETURN_IF_ERROR(LoadInitialModel());
+        R2SP_RETURN_IF_ERROR(
+            LoadInitialModel(options_.init_model_path, *graph_, params(), params_.size()));
       } else if (options_.random_init && synthetic()) {
         FillInitialParams(options_.seed, params_.data(), params_.size());
       } else if (options_.random_init) {
@@ -206,6 +196,7 @@ absl::StatusOr<LoopResult> WorkerNode::Train() {
   LoopOptions loop = options_.loop;
   loop.rank = registration_.rank();
   loop.first_step = first_step_;
+  loop.leave_requested = [this] { return leave_.requested(); };
   R2SP_ASSIGN_OR_RETURN(std::unique_ptr<RunLog> log,
                         WithContext(RunLog::Open(options_.metrics_path, options_.timeline_path,
                                                  registration_.rank()),
@@ -368,6 +359,19 @@ absl::StatusOr<LoopResult> WorkerNode::TrainExternal(LoopOptions loop, Exchanger
   PrintTrained(registration_.rank(), r);
   workload->Finish(r);
   return r;
+}
+
+absl::Status WorkerNode::Leave(const LoopResult& result) {
+  const proto::NodeCounters counters = FinishCounters(options_, result, ps_->counters(),
+                                                      transport_->counters().dropped_messages);
+  const std::string why = leave_.why();
+  R2SP_RETURN_IF_ERROR_WITH(scheduler_->Leave(why, counters), "leaving the job");
+  leave_.SetLeft();
+  scheduler_->StopHeartbeats();
+  transport_->Stop();
+  std::printf("worker %d: left the job (%s) after step %lld\n", scheduler_->rank(), why.c_str(),
+              static_cast<long long>(result.steps));
+  return absl::OkStatus();
 }
 
 absl::Status WorkerNode::Finish(const LoopResult& result) {

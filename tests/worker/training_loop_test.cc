@@ -269,6 +269,33 @@ TEST(TrainingLoopTest, ResumedLoopStartsMidEpochAtItsStep) {
   EXPECT_EQ(seen.skipped, 2 * 8);
 }
 
+// A leave asked for during step 6 of 4-step epochs ends the run after that step: no more
+// steps, no evaluation of the unfinished epoch, and the result says it left.
+TEST(TrainingLoopTest, LeaveRequestedEndsTheRunAfterTheCurrentStep) {
+  LoopOptions loop;
+  loop.epochs = 3;
+  loop.steps_per_epoch = 4;
+  loop.log_every = 0;
+  int asked = 0;
+  loop.leave_requested = [&asked] { return ++asked == 6; };
+  CountingWorkload seen(0);
+  absl::StatusOr<LoopResult> r =
+      RunCounting(loop, 0.5f, ::testing::TempDir() + "/loop_left.jsonl", &seen);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->left);
+  EXPECT_EQ(asked, 6);
+  EXPECT_EQ(r->steps, 6);
+  EXPECT_EQ(r->samples, 6 * 8);
+  EXPECT_EQ(r->epochs, 1);  // the second epoch was not completed
+  EXPECT_EQ(seen.started, (std::vector<int>{0, 1}));
+  // Never asked to leave: every step runs.
+  loop.leave_requested = [] { return false; };
+  r = RunCounting(loop, 0.5f, ::testing::TempDir() + "/loop_stayed.jsonl");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->left);
+  EXPECT_EQ(r->steps, 12);
+}
+
 // Three epochs planned 4, 6 and 6 steps long (survivors taking over dead workers' data make
 // epochs differ in length), starting at `first_step`; `asked` records the plans asked for.
 LoopOptions PlannedLoop(int64_t first_step, std::vector<std::pair<int, bool>>* asked) {
