@@ -85,6 +85,11 @@ class SchedulerClient {
                        std::function<void(const std::string&)> on_fatal = nullptr);
   void StopHeartbeats();
 
+  // One heartbeat now, waited for: the scheduler's news as of after everything this node saw
+  // from it before the call (a worker past the final barrier learns every death the barrier
+  // waited for). Aborted if the scheduler declared this node dead or the job failed.
+  absl::StatusOr<proto::HeartbeatReply> HeartbeatNow();
+
   // How long since the scheduler last answered a heartbeat (zero before heartbeats start).
   absl::Duration SilentFor() const;
   // After an error that may come from the job falling apart (a server stopped serving because

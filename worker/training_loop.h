@@ -53,6 +53,12 @@ struct LoopOptions {
   // Asked after every step: true ends the run there (the worker leaves the job: SIGTERM,
   // preemption), with LoopResult::left set. Empty: never.
   std::function<bool()> leave_requested;
+  // Called once when the run's steps are done (not when it left), with the steps in all, before
+  // the run's final evaluation, which then follows it instead of ending the last epoch: the
+  // worker passes the final barrier there and pulls the final parameters into `params` (so the
+  // evaluation is of the final model, by whichever worker evaluates once the membership
+  // settled: final_sync.h). Empty: the final evaluation ends the last epoch.
+  std::function<absl::Status(int64_t steps)> settle;
 };
 
 struct LoopResult {
@@ -134,6 +140,8 @@ class TrainingLoop {
   std::unique_ptr<Progress> progress_;
   std::unique_ptr<ReadyRelay> relay_;  // with exchanger_->overlaps_backward()
   bool forward_waits_ = false;         // the workload says which parameters forward needs
+  // The final epoch's evaluation, left for after options_.settle: that epoch (0-based), or -1.
+  int final_evaluation_epoch_ = -1;
 };
 
 // TrainingLoop(options, workload, exchanger, params, log).Run().

@@ -121,6 +121,7 @@ absl::Status WorkerNode::Join() {
   ps_ = std::make_unique<PsClient>(transport_.get(), &*layout_, servers, ps_options);
   server_follower_ = std::make_unique<ServerFollower>(transport_.get(), ps_.get(), book);
   evaluator_ = std::make_unique<EvaluatorRole>(registration_.rank());
+  final_sync_ = std::make_unique<FinalSync>(scheduler_.get(), ps_.get(), evaluator_.get(), book);
   // Lost the scheduler, declared dead, the job failed: nothing this worker does counts any more.
   scheduler_->StartHeartbeats(
       [follower = server_follower_.get(),
@@ -197,6 +198,10 @@ absl::StatusOr<LoopResult> WorkerNode::Train() {
   loop.rank = registration_.rank();
   loop.first_step = first_step_;
   loop.leave_requested = [this] { return leave_.requested(); };
+  // Models that evaluate do it after the final barrier (final_sync.h).
+  if (!synthetic()) {
+    loop.settle = [this](int64_t steps) { return final_sync_->Settle(params(), steps); };
+  }
   R2SP_ASSIGN_OR_RETURN(std::unique_ptr<RunLog> log,
                         WithContext(RunLog::Open(options_.metrics_path, options_.timeline_path,
                                                  registration_.rank()),
@@ -375,15 +380,11 @@ absl::Status WorkerNode::Leave(const LoopResult& result) {
 }
 
 absl::Status WorkerNode::Finish(const LoopResult& result) {
-  // Every worker's last push is applied once all have passed this barrier.
-  R2SP_RETURN_IF_ERROR_WITH(scheduler_->Barrier(proto::WORKERS), "final barrier");
-  const proto::AddressBook& book = registration_.book();
-  PullOptions final_pull;
-  if (book.sync() == proto::BSP) final_pull.min_version = result.steps;
-  if (book.sync() == proto::EASGD) final_pull.min_version = result.steps / book.elastic_period();
+  R2SP_RETURN_IF_ERROR(final_sync_->PassBarrier());  // passed already if the loop settled
   // Elastic modes: the final pull brings the centre; this worker's own parameters go to .local.
-  const std::string local = Elastic(book.sync()) ? ParamBytes(params(), layout_->total_elements()) : "";
-  R2SP_RETURN_IF_ERROR_WITH(ps_->Pull(params(), final_pull).Wait(), "final pull");
+  const bool elastic = Elastic(registration_.book().sync());
+  const std::string local = elastic ? ParamBytes(params(), layout_->total_elements()) : "";
+  R2SP_RETURN_IF_ERROR(final_sync_->PullFinal(params(), result.steps));
   R2SP_RETURN_IF_ERROR(DumpParams(options_.dump_params_path, params(), layout_->total_elements(),
                                   local));
   const proto::NodeCounters counters = FinishCounters(options_, result, ps_->counters(),

@@ -32,6 +32,7 @@
 #include "worker/epoch_planner.h"
 #include "worker/evaluator_role.h"
 #include "worker/exchanger.h"
+#include "worker/final_sync.h"
 #include "worker/handoff_workload.h"
 #include "worker/leave_flag.h"
 #include "worker/server_follower.h"
@@ -128,6 +129,7 @@ class WorkerNode {
   std::unique_ptr<PsClient> ps_;
   std::unique_ptr<ServerFollower> server_follower_;  // heartbeat news of lost servers
   std::unique_ptr<EvaluatorRole> evaluator_;  // heartbeat news of dead workers
+  std::unique_ptr<FinalSync> final_sync_;      // the final barrier and pull
   models::HostArray params_;  // page-aligned: pinned for GPU copies
   int64_t first_step_ = 0;  // > 0: the job resumed from the servers' checkpoints
   LeaveFlag leave_;
