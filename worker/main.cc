@@ -57,13 +57,20 @@ absl::Status EvaluateOnly() {
 
 // SIGTERM, SIGINT (a pod's or a Slurm job's preemption, a spot warning): the worker leaves the
 // job after its current step (WorkerNode::RequestLeave), and exits with 128 + the signal. One
-// that does not get there within kLeaveWait (it waits at a barrier, say), or a second signal,
-// ends it at once: the scheduler then notices the death by its heartbeat timeout.
+// that does not get there within kLeaveWait (it waits at a barrier, say), or a signal again
+// later than kRepeatWindow after the first, ends it at once: the scheduler then notices the
+// death by its heartbeat timeout. (One stop often arrives twice at once: a process group's
+// signal, and the same passed on by a wrapper such as run_role.)
 constexpr absl::Duration kLeaveWait = absl::Seconds(20);
+constexpr absl::Duration kRepeatWindow = absl::Seconds(1);
 
 void HandleLeaveSignals(r2sp::WorkerNode* node, std::atomic<int>* signalled) {
-  r2sp::HandleTerminationSignals([node, signalled](int signo) {
-    if (signalled->exchange(signo) != 0) r2sp::ExitNow(128 + signo);
+  r2sp::HandleTerminationSignals([node, signalled, first = absl::InfinitePast()](int signo) mutable {
+    if (signalled->exchange(signo) != 0) {
+      if (absl::Now() - first > kRepeatWindow) r2sp::ExitNow(128 + signo);
+      return;
+    }
+    first = absl::Now();
     std::fprintf(stderr, "worker: signal %d: leaving the job after this step\n", signo);
     node->RequestLeave(absl::StrCat("signal ", signo));
     std::thread([signo] {

@@ -4,8 +4,8 @@
                  others reach it as tcp://JOB-scheduler:PORT
   JOB-server     a StatefulSet (S replicas, started in parallel) and its headless Service:
                  server k is the pod JOB-server-k and advertises JOB-server-k.JOB-server
-  JOB-worker     an Indexed Job (W completions, all in parallel, no retries): worker k is the
-                 pod of completion index k; with GPUs (a host lists gpus, or --device=cuda in
+  JOB-worker     an Indexed Job (W completions, all in parallel, --max_restarts=worker:N
+                 retries: k8s_recovery.py): worker k is the pod of completion index k; with GPUs (a host lists gpus, or --device=cuda in
                  the worker flags) each asks for one `nvidia.com/gpu` (or [k8s] gpu_resource)
                  and uses the card it is given (the file's GPU indices name cards of its hosts)
 
@@ -23,7 +23,8 @@ kubectl context's), gpu_resource, image_pull_secret (a Secret the pods pull the 
 data_volume (a PersistentVolumeClaim that caches the [data] set between jobs; default: each
 worker pod's own emptyDir). With a [data] table every worker pod stages the data set in an init
 container before it starts (k8s_data.py) and reads it at --data_dir.
-Needs Kubernetes >= 1.24 (Indexed Jobs) and kubectl.
+Needs Kubernetes >= 1.24 (Indexed Jobs) and kubectl. What replaces a dead pod, the servers'
+checkpoint volume, the recovery flags and the pods' SIGTERM grace period: k8s_recovery.py.
 
 With --auth=curve (or [job] auth = "curve") the job's keys (RUN_DIR/keys, made by keygen, or
 --keys_dir) become one Secret per role, JOB-keys-ROLE, holding the three public keys and that
@@ -56,6 +57,8 @@ from ..job import keys as job_keys
 from ..job.errors import JobError
 from . import driver
 from . import k8s_data
+from . import k8s_recovery
+from . import recovery
 from . import k8s_yaml
 from .k8s_keys import key_secret, read_keys, redacted, secret_name
 from .k8s_kubectl import Follower, Kubectl, job_state
@@ -291,11 +294,15 @@ class K8sBackend(driver.Backend):
         if run.keys:
             keys = (dict.fromkeys(job_keys.files_for(job_keys.ROLES), "") if run.dry_run
                     else read_keys(run.keys))
-        self.manifests = render(cluster, self.job_name, image_for(cluster, run.tarball),
-                                options.get("namespace"), run.extra_flags,
-                                options.get("gpu_resource") or "nvidia.com/gpu",
-                                options.get("image_pull_secret"), deadline_s=args.timeout, keys=keys,
-                                data_volume=options.get("data_volume"))
+        flags = recovery.with_recovery(run.extra_flags, k8s_recovery.role_flags(
+            args, cluster, OUT_DIR, run.job_dir))
+        self.manifests = k8s_recovery.apply(
+            render(cluster, self.job_name, image_for(cluster, run.tarball),
+                   options.get("namespace"), flags,
+                   options.get("gpu_resource") or "nvidia.com/gpu",
+                   options.get("image_pull_secret"), deadline_s=args.timeout, keys=keys,
+                   data_volume=options.get("data_volume")),
+            k8s_recovery.limits(args), OUT_DIR)
         self.directory = os.path.join(run.run_dir, "k8s")
         self.follower = None
 

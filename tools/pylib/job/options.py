@@ -14,8 +14,9 @@ from . import supervisor
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 BACKENDS = ("local", "ssh", "slurm", "k8s", "ec2")
-# The backends that supervise their processes as the local launcher does (deploy/recovery.py).
-SUPERVISED = ("local", "ssh", "slurm")
+# The backends that replace dead processes: as the local launcher does (deploy/recovery.py), or
+# through Kubernetes's controllers (deploy/k8s_recovery.py).
+SUPERVISED = ("local", "ssh", "slurm", "k8s")
 
 
 def add_job_options(p):
@@ -95,7 +96,9 @@ def add_recovery_options(p):
                         "lost shard from its newest checkpoint while the job goes on; a bsp job "
                         "fails and is resumed from the checkpoints, as with --resume (locally; "
                         "over ssh or Slurm it fails). --backend=ssh and slurm start a "
-                        "replacement on the dead process's host (a new ssh, a new step)")
+                        "replacement on the dead process's host (a new ssh, a new step); k8s: the "
+                        "worker Job's controller starts a new pod (backoffLimit N), the kubelet "
+                        "restarts a server's container")
     p.add_argument("--checkpoint_every", default="", metavar="SPEC",
                    help="servers checkpoint their shards every SPEC: 30s (seconds) or 200steps "
                         "(default: only on SIGTERM, on losing the scheduler and at the end); into "

@@ -42,11 +42,11 @@ class ParseArgsTest(unittest.TestCase):
                                               "restores its shard from the checkpoints, so it "
                                               "needs --checkpoint_every"),
                 (["--backend=ssh"], "--backend=ssh needs --cluster"),
-                (["--cluster=c.toml", "--backend=k8s", "--max_restarts=1"],
-                 "--max_restarts and --checkpoint_every need --backend=local, ssh or slurm "
+                (["--cluster=c.toml", "--backend=ec2", "--max_restarts=1"],
+                 "--max_restarts and --checkpoint_every need --backend=local, ssh, slurm or k8s "
                  "(the backends that replace processes)"),
                 (["--cluster=c.toml", "--backend=ec2", "--checkpoint_every=30s"],
-                 "--max_restarts and --checkpoint_every need --backend=local, ssh or slurm")):
+                 "--max_restarts and --checkpoint_every need --backend=local, ssh, slurm or k8s")):
             with self.subTest(argv=argv):
                 self.assertTrue(self.refused(argv).startswith(message), self.refused(argv))
 
