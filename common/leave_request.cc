@@ -22,9 +22,8 @@ absl::StatusOr<proto::LeaveRequest> DecodeLeaveRequest(const proto::Header& head
   if (!header.has_leave()) return absl::InvalidArgumentError("LEAVE without its leave body");
   const std::string& reason = header.leave().reason();
   if (reason.empty() || reason.size() > kMaxLeaveReasonBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("LEAVE needs a reason of 1 to ",
-                                                   kMaxLeaveReasonBytes, " bytes, not ",
-                                                   reason.size()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "LEAVE needs a reason of 1 to ", kMaxLeaveReasonBytes, " bytes, not ", reason.size()));
   }
   return header.leave();
 }

@@ -249,8 +249,8 @@ absl::Status SchedulerCore::HandleEpochPlan(const Message& request, Node& node,
   return absl::OkStatus();
 }
 
-absl::Status SchedulerCore::HandleLeave(const Message& request, Node& node,
-                                        Responder& responder, absl::Time now) {
+absl::Status SchedulerCore::HandleLeave(const Message& request, Node& node, Responder& responder,
+                                        absl::Time now) {
   if (node.role != proto::WORKER) return absl::InvalidArgumentError("only workers send LEAVE");
   R2SP_ASSIGN_OR_RETURN(const proto::LeaveRequest leave, DecodeLeaveRequest(request.header));
   responder.ReplyStatus(absl::OkStatus());

@@ -36,7 +36,8 @@ absl::Status FinalSync::PullFinal(float* params, int64_t steps) {
   if (params == pulled_into_ && steps == pulled_steps_) return absl::OkStatus();
   PullOptions final_pull;
   if (sync_ == proto::BSP) final_pull.min_version = steps;
-  if (sync_ == proto::EASGD && elastic_period_ > 0) final_pull.min_version = steps / elastic_period_;
+  if (sync_ == proto::EASGD && elastic_period_ > 0)
+    final_pull.min_version = steps / elastic_period_;
   R2SP_RETURN_IF_ERROR_WITH(ps_->Pull(params, final_pull).Wait(), "final pull");
   pulled_into_ = params;
   pulled_steps_ = steps;

@@ -65,7 +65,7 @@ constexpr absl::Duration kLeaveWait = absl::Seconds(20);
 constexpr absl::Duration kRepeatWindow = absl::Seconds(1);
 
 void HandleLeaveSignals(r2sp::WorkerNode* node, std::atomic<int>* signalled) {
-  r2sp::HandleTerminationSignals([node, signalled, first = absl::InfinitePast()](int signo) mutable {
+  auto on_signal = [node, signalled, first = absl::InfinitePast()](int signo) mutable {
     if (signalled->exchange(signo) != 0) {
       if (absl::Now() - first > kRepeatWindow) r2sp::ExitNow(128 + signo);
       return;
@@ -79,7 +79,8 @@ void HandleLeaveSignals(r2sp::WorkerNode* node, std::atomic<int>* signalled) {
                    absl::FormatDuration(kLeaveWait).c_str());
       r2sp::ExitNow(128 + signo);
     }).detach();
-  });
+  };
+  r2sp::HandleTerminationSignals(on_signal);
 }
 
 }  // namespace

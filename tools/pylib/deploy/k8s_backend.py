@@ -5,9 +5,10 @@
   JOB-server     a StatefulSet (S replicas, started in parallel) and its headless Service:
                  server k is the pod JOB-server-k and advertises JOB-server-k.JOB-server
   JOB-worker     an Indexed Job (W completions, all in parallel, --max_restarts=worker:N
-                 retries: k8s_recovery.py): worker k is the pod of completion index k; with GPUs (a host lists gpus, or --device=cuda in
-                 the worker flags) each asks for one `nvidia.com/gpu` (or [k8s] gpu_resource)
-                 and uses the card it is given (the file's GPU indices name cards of its hosts)
+                 retries: k8s_recovery.py): worker k is the pod of completion index k; with
+                 GPUs (a host lists gpus, or --device=cuda in the worker flags) each asks for
+                 one `nvidia.com/gpu` (or [k8s] gpu_resource) and uses the card it is given
+                 (the file's GPU indices name cards of its hosts)
 
 Every pod runs the image's share/r2sp/deploy/k8s_entrypoint, which turns the pod's environment
 (the downward API's POD_IP and POD_NAME, Kubernetes's JOB_COMPLETION_INDEX, the R2SP_*
