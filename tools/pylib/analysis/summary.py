@@ -31,8 +31,8 @@ def _per_role():
 @dataclasses.dataclass
 class Outcome:
     """How the job ended. The defaults are those of a job that completed with no process lost
-    (what the Kubernetes and EC2 backends report: they fail the job on any death; local, ssh
-    and Slurm jobs report their supervisor's)."""
+    (what the EC2 backend reports: it fails the job on any death; local, ssh and Slurm jobs
+    report their supervisor's, Kubernetes jobs their pods', deploy/k8s_events.py)."""
     completed: bool = True
     scheduler_status: Optional[int] = None  # None where the launcher cannot see it
     events: List[Event] = dataclasses.field(default_factory=list)

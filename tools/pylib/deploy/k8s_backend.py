@@ -51,7 +51,10 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
+import tempfile
+import time
 
 from ..cluster import role_commands
 from ..job import keys as job_keys
@@ -61,6 +64,7 @@ from . import k8s_data
 from . import k8s_recovery
 from . import recovery
 from . import k8s_yaml
+from .k8s_events import PodEvents
 from .k8s_keys import key_secret, read_keys, redacted, secret_name
 from .k8s_kubectl import Follower, Kubectl, job_state
 from .k8s_results import extract_results
@@ -317,6 +321,8 @@ class K8sBackend(driver.Backend):
     def launch(self):
         cluster = self.run.cluster
         self.follower = Follower(self.kubectl, self.run.run_dir)
+        self.events = PodEvents(time.time())
+        self.outcome = self.events.outcome  # the pods' deaths and restarts, for summary.json
         self.kubectl.check("apply", "-f", self.directory)
         print(f"launch: {cluster.num_servers} servers, {cluster.num_workers} workers, "
               f"sync={cluster.mode} as Kubernetes job {self.job_name}; logs in {self.run.run_dir}",
@@ -325,7 +331,8 @@ class K8sBackend(driver.Backend):
     def poll(self):
         items = json.loads(self.kubectl.check(
             "get", "pods,jobs", "-l", f"app.kubernetes.io/instance={self.job_name}", "-o", "json"))["items"]
-        self.follower.poll([i for i in items if i.get("kind") == "Pod"])
+        pods = [i for i in items if i.get("kind") == "Pod"]
+        self.follower.poll(pods, self.events.update(pods))
         state = next((job_state(i) for i in items if i.get("kind") == "Job"), None)
         if state == "failed":
             staged = (" (and, for the data set, `kubectl logs POD -c stage-data`: a worker pod's "
@@ -349,9 +356,26 @@ class K8sBackend(driver.Backend):
     def collect(self):
         for name in self.follower.procs if self.follower else ():
             try:
-                extract_results(os.path.join(self.run.run_dir, name + ".log"), self.run.run_dir)
+                collect_results(os.path.join(self.run.run_dir, name + ".log"), self.run.run_dir,
+                                name)
             except JobError as e:  # the job's own outcome matters more
                 print(f"launch: {name}.log: {e}", flush=True)
+
+
+def collect_results(log_path, run_dir, name):
+    """extract_results of process `name`'s log into `run_dir`; a replacement's files (its pod
+    names them after its completion index: metrics_worker1.jsonl) take its own name
+    (metrics_worker1.r1.jsonl), as the local launcher names them, beside the dead pod's."""
+    slot = name.partition(".")[0]
+    if slot == name:
+        return extract_results(log_path, run_dir)
+    written = []
+    with tempfile.TemporaryDirectory(prefix="k8s_results.") as unpacked:
+        for file in extract_results(log_path, unpacked):
+            renamed = file.replace(slot, name, 1)
+            shutil.move(os.path.join(unpacked, file), os.path.join(run_dir, renamed))
+            written.append(renamed)
+    return written
 
 
 def run(args, cluster, tarball):
