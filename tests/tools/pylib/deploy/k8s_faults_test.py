@@ -41,6 +41,10 @@ NODE = "--heartbeat_ms=200"
 WORKER = f"--model=synthetic --model_mb=1 --layers=4 --iterations=800 --compute_ms=20 --log_every=10 {NODE}"
 
 
+def tearDownModule():
+    kb.remove_bundle()
+
+
 def cluster():
     return cluster_file.parse(f"""[job]
 name = "{JOB}"
