@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/leave_request.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 
@@ -91,6 +92,28 @@ absl::Status SchedulerClient::Finish(const proto::NodeCounters& counters) {
   request.header = NewHeader(proto::FINISH);
   *request.header.mutable_counters() = counters;
   return CallScheduler(std::move(request), options_.request_timeout).status();
+}
+
+absl::Status SchedulerClient::Leave(const std::string& why,
+                                    const proto::NodeCounters& counters) {
+  Message request;
+  request.header = NewHeader(proto::LEAVE);
+  *request.header.mutable_leave() = MakeLeaveRequest(why, counters);
+  return CallScheduler(std::move(request), options_.request_timeout).status();
+}
+
+absl::StatusOr<proto::HeartbeatReply> SchedulerClient::HeartbeatNow() {
+  Message request;
+  request.header = NewHeader(proto::HEARTBEAT);
+  request.header.mutable_heartbeat()->set_progress(progress_.load(std::memory_order_relaxed));
+  R2SP_ASSIGN_OR_RETURN(Message reply,
+                        CallScheduler(std::move(request), options_.request_timeout));
+  const proto::HeartbeatReply& beat = reply.header.heartbeat_reply();
+  if (beat.declared_dead()) return absl::AbortedError("the scheduler declared this node dead");
+  if (!beat.job_failed().empty()) {
+    return absl::AbortedError(absl::StrCat("the job failed: ", beat.job_failed()));
+  }
+  return beat;
 }
 
 absl::StatusOr<std::vector<int>> SchedulerClient::EpochPlan(int epoch, bool starting) {

@@ -51,6 +51,9 @@ class SchedulerClient {
   absl::StatusOr<std::vector<int>> EpochPlan(int epoch, bool starting);
   // Workers: reports the final counters.
   absl::Status Finish(const proto::NodeCounters& counters);
+  // Workers: this one stops now, before the end of training (`why`: a signal, preemption),
+  // with its counters so far; the scheduler counts it dead at once (proto LEAVE).
+  absl::Status Leave(const std::string& why, const proto::NodeCounters& counters);
 
   // R2SP: asks for this worker's communication slot after an iteration's compute (reported
   // for the gap and, with hetero batching, the tuner) and waits for the grant.
@@ -81,6 +84,11 @@ class SchedulerClient {
   void StartHeartbeats(std::function<void(const proto::HeartbeatReply&)> on_reply,
                        std::function<void(const std::string&)> on_fatal = nullptr);
   void StopHeartbeats();
+
+  // One heartbeat now, waited for: the scheduler's news as of after everything this node saw
+  // from it before the call (a worker past the final barrier learns every death the barrier
+  // waited for). Aborted if the scheduler declared this node dead or the job failed.
+  absl::StatusOr<proto::HeartbeatReply> HeartbeatNow();
 
   // How long since the scheduler last answered a heartbeat (zero before heartbeats start).
   absl::Duration SilentFor() const;

@@ -31,7 +31,8 @@ std::string NodesJson(const std::deque<Node>& nodes) {
                                                           : "dead";
     items.push_back(absl::StrCat(
         "{\"rank\": ", n.rank, ", \"endpoint\": ", JsonString(n.endpoint), ", \"state\": \"", state,
-        "\", \"bytes_pushed\": ", c.bytes_pushed(), ", \"bytes_pulled\": ", c.bytes_pulled(),
+        "\", \"left\": ", n.left ? "true" : "false", ", \"bytes_pushed\": ", c.bytes_pushed(),
+        ", \"bytes_pulled\": ", c.bytes_pulled(),
         ", \"pushes\": ", c.pushes(), ", \"pulls\": ", c.pulls(),
         ", \"iterations\": ", c.iterations(), ", \"dropped_messages\": ", c.dropped_messages(),
         ", \"seconds\": ", c.seconds(), ", \"model\": ", JsonString(c.model()), ", \"samples\": ",

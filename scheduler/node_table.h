@@ -34,6 +34,7 @@ struct Node {
   std::string routing_id;  // the connection it registered over; its requests must use it
   absl::Time last_seen;
   NodeState state = NodeState::kAlive;
+  bool left = false;  // dead because it said so (LEAVE), not declared dead
   proto::NodeCounters counters;
   int data_shard = -1;       // workers: the data shard they train on (proto RegisterReply)
   int64_t progress = -1;     // workers: the count their latest heartbeat carried

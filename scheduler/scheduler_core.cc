@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/leave_request.h"
 #include "common/status_macros.h"
 #include "common/sync_modes.h"
 #include "glog/logging.h"
@@ -147,6 +148,8 @@ SchedulerCore::NodeHandler SchedulerCore::HandlerFor(proto::MsgType type) {
       return &SchedulerCore::HandleEpochPlan;
     case proto::REPORT:
       return &SchedulerCore::HandleReport;
+    case proto::LEAVE:
+      return &SchedulerCore::HandleLeave;
     default:
       return nullptr;
   }
@@ -246,8 +249,32 @@ absl::Status SchedulerCore::HandleEpochPlan(const Message& request, Node& node,
   return absl::OkStatus();
 }
 
+absl::Status SchedulerCore::HandleLeave(const Message& request, Node& node, Responder& responder,
+                                        absl::Time now) {
+  if (node.role != proto::WORKER) return absl::InvalidArgumentError("only workers send LEAVE");
+  R2SP_ASSIGN_OR_RETURN(const proto::LeaveRequest leave, DecodeLeaveRequest(request.header));
+  responder.ReplyStatus(absl::OkStatus());
+  if (node.state != NodeState::kAlive) return absl::OkStatus();  // it finished already
+  node.counters = leave.counters();
+  node.state = NodeState::kDead;
+  node.left = true;
+  LOG(WARNING) << "worker " << node.rank << " at " << node.endpoint << " left the job ("
+               << leave.reason() << ") after " << node.counters.iterations() << " iterations";
+  WorkerDied(node, now);
+  // The others may have been waiting for it: their progress clocks start again.
+  FailureDetector::RestartProgressClocks(nodes_, now);
+  ReleaseBarriers();
+  MaybeEndJob();
+  return absl::OkStatus();
+}
+
 void SchedulerCore::WorkerLeft(const Node& node, absl::Time now) {
   slots_.WorkerLeft(node.rank, now);
+}
+
+void SchedulerCore::WorkerDied(const Node& node, absl::Time now) {
+  WorkerLeft(node, now);
+  if (node.data_shard >= 0) membership_.joins().ShardOrphaned(node.data_shard);
 }
 
 void SchedulerCore::ReleaseBarriers() { barriers_.Release(nodes_.Live()); }
@@ -259,8 +286,7 @@ bool SchedulerCore::DetectFailures(absl::Time now) {
   for (const FailureDetector::Death& death : deaths) {
     Node& n = *death.node;
     if (n.role == proto::WORKER) {
-      WorkerLeft(n, now);
-      if (n.data_shard >= 0) membership_.joins().ShardOrphaned(n.data_shard);
+      WorkerDied(n, now);
     } else if (!shutting_down_) {
       const absl::Status lost = membership_.replacement().Lost(n, death.why, now);
       if (!lost.ok()) {

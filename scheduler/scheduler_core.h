@@ -88,11 +88,17 @@ class SchedulerCore : public RequestHandler {
                                absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status HandleReport(const Message& request, Node& node, Responder& responder,
                             absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // LEAVE: a worker stopping (SIGTERM, preemption) is dead from now on, as if its heartbeats
+  // had stopped a heartbeat timeout ago.
+  absl::Status HandleLeave(const Message& request, Node& node, Responder& responder,
+                           absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Declares nodes dead (FailureDetector) and acts on it; whether any was.
   bool DetectFailures(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A worker died or finished: out of the ring and the tuner.
   void WorkerLeft(const Node& node, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A worker died (declared dead, or it left): WorkerLeft, and its data shard is orphaned.
+  void WorkerDied(const Node& node, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReleaseBarriers() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MaybeEndJob() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sends the requests queued under mu_ for the servers: MEMBERSHIP (a worker joins) and

@@ -1,10 +1,12 @@
 // See eval_only.h.
 #include "worker/eval_only.h"
 
+#include <cstdio>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "glog/logging.h"
 #include "models/model_file.h"
 #include "worker/model_workload.h"
 
@@ -43,6 +45,17 @@ absl::StatusOr<EvalOnlyResult> EvaluateModelFile(const EvalOnlyOptions& options)
   result.loss = r.loss_sum / data.test.size();
   result.reported_accuracy = file.test_accuracy();
   return result;
+}
+
+absl::Status LoadInitialModel(const std::string& path, const models::Graph& graph, float* params,
+                              size_t n) {
+  R2SP_ASSIGN_OR_RETURN(models::LoadedModel loaded, models::LoadModelFile(path));
+  for (const std::string& why : loaded.skipped) LOG(WARNING) << "passed over " << why;
+  R2SP_RETURN_IF_ERROR(models::CheckModelFits(loaded.model, graph, loaded.path));
+  std::memcpy(params, loaded.model.parameters().data(), n * sizeof(float));
+  std::printf("worker 0: starting from %s (step %lld, accuracy %.4f)\n", loaded.path.c_str(),
+              static_cast<long long>(loaded.model.step()), loaded.model.test_accuracy());
+  return absl::OkStatus();
 }
 
 }  // namespace r2sp

@@ -1,4 +1,5 @@
-// worker --eval_only --init=checkpoint:PATH: evaluates a model file (models/model_file.h) on
+// Model files outside training. worker --eval_only --init=checkpoint:PATH: evaluates a model
+// file (models/model_file.h) on
 // its data set's test split with no job running. On the same data and backend this reproduces
 // the accuracy training reported for the file; PATH may be a directory of model files, whose
 // newest good one is used (a corrupt newest falls back to the one before, with a warning).
@@ -11,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "models/backend.h"
+#include "models/graph.h"
 
 namespace r2sp {
 
@@ -34,6 +36,11 @@ struct EvalOnlyResult {
 // Errors name the file: unreadable, corrupt, or not fitting the data set (its shape or classes)
 // or the model its name builds.
 absl::StatusOr<EvalOnlyResult> EvaluateModelFile(const EvalOnlyOptions& options);
+
+// --init=checkpoint:PATH: the model file (or the newest good one in the directory) at `path`
+// into `params` (`n` floats), which must fit `graph`; worker 0 starts the job from it.
+absl::Status LoadInitialModel(const std::string& path, const models::Graph& graph, float* params,
+                              size_t n);
 
 }  // namespace r2sp
 

@@ -1,11 +1,17 @@
 // The `worker` binary: turns flags (worker_flags.h) into WorkerOptions and runs the worker's life in the job
 // (worker_node.h): register, initialise the servers (rank 0), train through the parameter
 // servers — a real model on a real data set, or the synthetic workload for transport tests
-// and benchmarks — and report to the scheduler. Or, with --eval_only, evaluate a model file.
+// and benchmarks — and report to the scheduler; SIGTERM makes it leave the job cleanly. Or,
+// with --eval_only, evaluate a model file.
+#include <atomic>
 #include <cstdio>
 #include <string>
+#include <thread>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/cli.h"
 #include "common/status_macros.h"
 #include "common/termination_signals.h"
@@ -49,6 +55,34 @@ absl::Status EvaluateOnly() {
   return absl::OkStatus();
 }
 
+// SIGTERM, SIGINT (a pod's or a Slurm job's preemption, a spot warning): the worker leaves the
+// job after its current step (WorkerNode::RequestLeave), and exits with 128 + the signal. One
+// that does not get there within kLeaveWait (it waits at a barrier, say), or a signal again
+// later than kRepeatWindow after the first, ends it at once: the scheduler then notices the
+// death by its heartbeat timeout. (One stop often arrives twice at once: a process group's
+// signal, and the same passed on by a wrapper such as run_role.)
+constexpr absl::Duration kLeaveWait = absl::Seconds(20);
+constexpr absl::Duration kRepeatWindow = absl::Seconds(1);
+
+void HandleLeaveSignals(r2sp::WorkerNode* node, std::atomic<int>* signalled) {
+  auto on_signal = [node, signalled, first = absl::InfinitePast()](int signo) mutable {
+    if (signalled->exchange(signo) != 0) {
+      if (absl::Now() - first > kRepeatWindow) r2sp::ExitNow(128 + signo);
+      return;
+    }
+    first = absl::Now();
+    std::fprintf(stderr, "worker: signal %d: leaving the job after this step\n", signo);
+    node->RequestLeave(absl::StrCat("signal ", signo));
+    std::thread([signo] {
+      absl::SleepFor(kLeaveWait);
+      std::fprintf(stderr, "worker: did not leave within %s: exiting\n",
+                   absl::FormatDuration(kLeaveWait).c_str());
+      r2sp::ExitNow(128 + signo);
+    }).detach();
+  };
+  r2sp::HandleTerminationSignals(on_signal);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -69,7 +103,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "worker: error: %s\n", std::string(lost.message()).c_str());
     r2sp::ExitNow(3);
   });
+  std::atomic<int> signalled{0};
+  HandleLeaveSignals(&node, &signalled);
   const absl::Status status = node.Run();
   if (!status.ok()) r2sp::ExitWithError(status);
+  // Left on a signal: the status of a process that signal ended, so supervisors see a death.
+  if (node.left()) r2sp::ExitNow(128 + signalled.load());
   return 0;
 }

@@ -181,6 +181,12 @@ absl::StatusOr<LoopResult> TrainingLoop::Run() {
   }
   // The run ends with the parameters whole, whatever an epoch plan did to its last step.
   R2SP_RETURN_IF_ERROR_WITH(exchanger_->FinishPull(), "pull");
+  if (!result_.left && options_.settle) {
+    R2SP_RETURN_IF_ERROR(options_.settle(result_.steps));
+    if (final_evaluation_epoch_ >= 0) {
+      R2SP_RETURN_IF_ERROR(Evaluate(final_evaluation_epoch_, true, result_.last_epoch_loss));
+    }
+  }
   result_.seconds = absl::ToDoubleSeconds(absl::Now() - start_);
   return result_;
 }
@@ -225,13 +231,22 @@ absl::StatusOr<bool> TrainingLoop::RunEpoch(Epoch* e) {
   }
   for (int64_t s = e->first; s < e->steps && result_.steps < e->last; ++s) {
     R2SP_RETURN_IF_ERROR(RunStep(e, s));
+    if (options_.leave_requested && options_.leave_requested()) {
+      result_.left = true;
+      return false;
+    }
   }
   if (e->done == 0) return false;
   result_.epochs = e->number + 1;
   result_.last_epoch_loss = e->loss / e->done;
-  if (workload_->EvaluatesAfterEpoch()) {
-    R2SP_RETURN_IF_ERROR(Evaluate(e->number, true, result_.last_epoch_loss));
+  if (!workload_->EvaluatesAfterEpoch()) return true;
+  const bool run_over = e->number + 1 == options_.epochs ||
+                        (options_.max_steps > 0 && result_.steps >= options_.max_steps);
+  if (run_over && options_.settle) {
+    final_evaluation_epoch_ = e->number;  // after the settle (Run)
+    return true;
   }
+  R2SP_RETURN_IF_ERROR(Evaluate(e->number, true, result_.last_epoch_loss));
   return true;
 }
 

@@ -50,6 +50,15 @@ struct LoopOptions {
   // workload's data up for the epoch and returns the epoch's steps, which then stand in for
   // steps_per_epoch. Empty: every epoch has steps_per_epoch steps.
   std::function<absl::StatusOr<int64_t>(int epoch, bool starting)> plan_epoch;
+  // Asked after every step: true ends the run there (the worker leaves the job: SIGTERM,
+  // preemption), with LoopResult::left set. Empty: never.
+  std::function<bool()> leave_requested;
+  // Called once when the run's steps are done (not when it left), with the steps in all, before
+  // the run's final evaluation, which then follows it instead of ending the last epoch: the
+  // worker passes the final barrier there and pulls the final parameters into `params` (so the
+  // evaluation is of the final model, by whichever worker evaluates once the membership
+  // settled: final_sync.h). Empty: the final evaluation ends the last epoch.
+  std::function<absl::Status(int64_t steps)> settle;
 };
 
 struct LoopResult {
@@ -66,6 +75,7 @@ struct LoopResult {
   int final_batch = 0;
   int64_t early_partitions = 0;  // --overlap: partition pushes begun during backward, in all
   int64_t overlapped_pulls = 0;  // --overlap: pulls left running into the next forward
+  bool left = false;             // ended early: leave_requested (no evaluation after it)
 };
 
 // One run of the loop over a workload, an exchanger and the parameters they share.
@@ -130,6 +140,8 @@ class TrainingLoop {
   std::unique_ptr<Progress> progress_;
   std::unique_ptr<ReadyRelay> relay_;  // with exchanger_->overlaps_backward()
   bool forward_waits_ = false;         // the workload says which parameters forward needs
+  // The final epoch's evaluation, left for after options_.settle: that epoch (0-based), or -1.
+  int final_evaluation_epoch_ = -1;
 };
 
 // TrainingLoop(options, workload, exchanger, params, log).Run().

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -14,10 +13,10 @@
 #include "common/sync_modes.h"
 #include "glog/logging.h"
 #include "models/backend.h"
-#include "models/model_file.h"
 #include "models/data/batcher.h"
 #include "models/data/epoch_samples.h"
 #include "worker/epoch_planner.h"
+#include "worker/eval_only.h"
 #include "worker/exchanger.h"
 #include "worker/model_workload.h"
 #include "worker/synthetic_workload.h"
@@ -69,6 +68,7 @@ absl::Status WorkerNode::TrainAndFinish() {
   R2SP_RETURN_IF_ERROR(InitialiseParameters());
   if (external_) external_->workload->Joined(JoinedJobInfo());
   R2SP_ASSIGN_OR_RETURN(LoopResult result, WithContext(Train(), "training"));
+  if (result.left) return Leave(result);
   R2SP_RETURN_IF_ERROR(Finish(result));
   std::printf("worker %d: done\n", scheduler_->rank());
   return absl::OkStatus();
@@ -121,6 +121,7 @@ absl::Status WorkerNode::Join() {
   ps_ = std::make_unique<PsClient>(transport_.get(), &*layout_, servers, ps_options);
   server_follower_ = std::make_unique<ServerFollower>(transport_.get(), ps_.get(), book);
   evaluator_ = std::make_unique<EvaluatorRole>(registration_.rank());
+  final_sync_ = std::make_unique<FinalSync>(scheduler_.get(), ps_.get(), evaluator_.get(), book);
   // Lost the scheduler, declared dead, the job failed: nothing this worker does counts any more.
   scheduler_->StartHeartbeats(
       [follower = server_follower_.get(),
@@ -130,17 +131,6 @@ absl::Status WorkerNode::Join() {
       },
       [this](const std::string& why) { Lost(why); });
   LogJoined(options_, registration_, *layout_);
-  return absl::OkStatus();
-}
-
-absl::Status WorkerNode::LoadInitialModel() {
-  R2SP_ASSIGN_OR_RETURN(models::LoadedModel loaded,
-                        models::LoadModelFile(options_.init_model_path));
-  for (const std::string& why : loaded.skipped) LOG(WARNING) << "passed over " << why;
-  R2SP_RETURN_IF_ERROR(models::CheckModelFits(loaded.model, *graph_, loaded.path));
-  std::memcpy(params(), loaded.model.parameters().data(), params_.size() * sizeof(float));
-  std::printf("worker 0: starting from %s (step %lld, accuracy %.4f)\n", loaded.path.c_str(),
-              static_cast<long long>(loaded.model.step()), loaded.model.test_accuracy());
   return absl::OkStatus();
 }
 
@@ -159,7 +149,8 @@ absl::Status WorkerNode::InitialiseParameters() {
       if (external_) {
         // The caller's parameters start the job.
       } else if (!options_.init_model_path.empty()) {
-        R2SP_RETURN_IF_ERROR(LoadInitialModel());
+        R2SP_RETURN_IF_ERROR(
+            LoadInitialModel(options_.init_model_path, *graph_, params(), params_.size()));
       } else if (options_.random_init && synthetic()) {
         FillInitialParams(options_.seed, params_.data(), params_.size());
       } else if (options_.random_init) {
@@ -206,6 +197,11 @@ absl::StatusOr<LoopResult> WorkerNode::Train() {
   LoopOptions loop = options_.loop;
   loop.rank = registration_.rank();
   loop.first_step = first_step_;
+  loop.leave_requested = [this] { return leave_.requested(); };
+  // Models that evaluate do it after the final barrier (final_sync.h).
+  if (!synthetic()) {
+    loop.settle = [this](int64_t steps) { return final_sync_->Settle(params(), steps); };
+  }
   R2SP_ASSIGN_OR_RETURN(std::unique_ptr<RunLog> log,
                         WithContext(RunLog::Open(options_.metrics_path, options_.timeline_path,
                                                  registration_.rank()),
@@ -370,16 +366,25 @@ absl::StatusOr<LoopResult> WorkerNode::TrainExternal(LoopOptions loop, Exchanger
   return r;
 }
 
+absl::Status WorkerNode::Leave(const LoopResult& result) {
+  const proto::NodeCounters counters = FinishCounters(options_, result, ps_->counters(),
+                                                      transport_->counters().dropped_messages);
+  const std::string why = leave_.why();
+  R2SP_RETURN_IF_ERROR_WITH(scheduler_->Leave(why, counters), "leaving the job");
+  leave_.SetLeft();
+  scheduler_->StopHeartbeats();
+  transport_->Stop();
+  std::printf("worker %d: left the job (%s) after step %lld\n", scheduler_->rank(), why.c_str(),
+              static_cast<long long>(result.steps));
+  return absl::OkStatus();
+}
+
 absl::Status WorkerNode::Finish(const LoopResult& result) {
-  // Every worker's last push is applied once all have passed this barrier.
-  R2SP_RETURN_IF_ERROR_WITH(scheduler_->Barrier(proto::WORKERS), "final barrier");
-  const proto::AddressBook& book = registration_.book();
-  PullOptions final_pull;
-  if (book.sync() == proto::BSP) final_pull.min_version = result.steps;
-  if (book.sync() == proto::EASGD) final_pull.min_version = result.steps / book.elastic_period();
+  R2SP_RETURN_IF_ERROR(final_sync_->PassBarrier());  // passed already if the loop settled
   // Elastic modes: the final pull brings the centre; this worker's own parameters go to .local.
-  const std::string local = Elastic(book.sync()) ? ParamBytes(params(), layout_->total_elements()) : "";
-  R2SP_RETURN_IF_ERROR_WITH(ps_->Pull(params(), final_pull).Wait(), "final pull");
+  const bool elastic = Elastic(registration_.book().sync());
+  const std::string local = elastic ? ParamBytes(params(), layout_->total_elements()) : "";
+  R2SP_RETURN_IF_ERROR(final_sync_->PullFinal(params(), result.steps));
   R2SP_RETURN_IF_ERROR(DumpParams(options_.dump_params_path, params(), layout_->total_elements(),
                                   local));
   const proto::NodeCounters counters = FinishCounters(options_, result, ps_->counters(),

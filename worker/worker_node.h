@@ -32,7 +32,9 @@
 #include "worker/epoch_planner.h"
 #include "worker/evaluator_role.h"
 #include "worker/exchanger.h"
+#include "worker/final_sync.h"
 #include "worker/handoff_workload.h"
+#include "worker/leave_flag.h"
 #include "worker/server_follower.h"
 #include "worker/training_loop.h"
 #include "worker/worker_options.h"
@@ -72,6 +74,13 @@ class WorkerNode {
   // waits for fails at once, and Run returns an error. Idempotent.
   void Cancel() ABSL_LOCKS_EXCLUDED(cancel_mu_);
 
+  // Asks the node, from any thread (a SIGTERM's), to leave the job after its current training
+  // step: it tells the scheduler (LEAVE, with `why`), which counts it dead at once, and Run
+  // returns OK with left() true. Before training starts or once it is over, nothing changes.
+  void RequestLeave(const std::string& why) { leave_.Request(why); }
+  // Whether Run ended with the node leaving the job (RequestLeave).
+  bool left() const { return leave_.left(); }
+
  private:
   bool synthetic() const { return options_.is_synthetic(); }
   void Lost(const std::string& why) ABSL_LOCKS_EXCLUDED(lost_mu_);
@@ -80,8 +89,6 @@ class WorkerNode {
   // Everything after Join.
   absl::Status TrainAndFinish();
   absl::Status InitialiseParameters();
-  // --init=checkpoint:PATH into params_ (worker 0, before it initialises the servers).
-  absl::Status LoadInitialModel();
   absl::StatusOr<LoopResult> Train();
   // The parameters: the external model's buffer, or params_.
   float* params() { return external_ ? external_->params : params_.data(); }
@@ -104,6 +111,8 @@ class WorkerNode {
   absl::StatusOr<LoopResult> TrainModel(const LoopOptions& loop, ExchangerOptions mode,
                                         RunLog* log);
   absl::Status Finish(const LoopResult& result);
+  // Training ended early (RequestLeave): LEAVE with the counters so far, and stop.
+  absl::Status Leave(const LoopResult& result);
 
   const WorkerOptions options_;
   const LostHandler on_lost_;
@@ -120,8 +129,10 @@ class WorkerNode {
   std::unique_ptr<PsClient> ps_;
   std::unique_ptr<ServerFollower> server_follower_;  // heartbeat news of lost servers
   std::unique_ptr<EvaluatorRole> evaluator_;  // heartbeat news of dead workers
+  std::unique_ptr<FinalSync> final_sync_;      // the final barrier and pull
   models::HostArray params_;  // page-aligned: pinned for GPU copies
   int64_t first_step_ = 0;  // > 0: the job resumed from the servers' checkpoints
+  LeaveFlag leave_;
   mutable absl::Mutex lost_mu_;
   absl::Status lost_ ABSL_GUARDED_BY(lost_mu_);  // Aborted(why) once lost to the job
 };

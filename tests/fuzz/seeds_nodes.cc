@@ -247,6 +247,20 @@ void AddSchedulerSeeds(Seeds* seeds) {
   plans.Send(kW0, From(proto::WORKER, 0, proto::HEARTBEAT)).Byte(6).U16(10);
   plans.Send(kW0, EpochPlan(0, 1, false)).Send(kW0, EpochPlan(0, 7, false));
   s["asp_epoch_plans"] = plans.bytes();
+  // asp, two workers: worker 1 leaves (SIGTERM) and is dead at once; a LEAVE without a reason
+  // and one from a server are refused; worker 0 finishes.
+  Ops leave(1 << 1);
+  leave.Send(kS0, Register(proto::SERVER, "s0")).Send(kW0, Register(proto::WORKER, "w0"));
+  leave.Send(kW1, Register(proto::WORKER, "w1"));
+  Message left = From(proto::WORKER, 1, proto::LEAVE);
+  left.header.mutable_leave()->set_reason("signal 15");
+  left.header.mutable_leave()->mutable_counters()->set_iterations(12);
+  leave.Send(kW1, std::move(left));
+  Message no_reason = From(proto::WORKER, 0, proto::LEAVE);
+  no_reason.header.mutable_leave();
+  leave.Send(kW0, std::move(no_reason)).Send(kS0, From(proto::SERVER, 0, proto::LEAVE));
+  leave.Send(kW0, From(proto::WORKER, 0, proto::FINISH));
+  s["asp_leave"] = leave.bytes();
 }
 
 void AddHeaderSeeds(Seeds* seeds) {

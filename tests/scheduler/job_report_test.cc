@@ -25,12 +25,12 @@ TEST(JobReportTest, ReportsEveryNodeAndTheJob) {
       JobReportJson(JobReport{proto::SSP, "it \\ broke", 3}, nodes, slots),
       "{\"sync\": \"SSP\", \"slot_grants\": 0, \"slot_width\": {\"width\": 1}, "
       "\"batching\": null, \"failure\": \"it \\\\ broke\", \"denied_requests\": 3, "
-      "\"servers\": [{\"rank\": 0, \"endpoint\": \"tcp://s\\\"0\", \"state\": \"alive\", " +
+      "\"servers\": [{\"rank\": 0, \"endpoint\": \"tcp://s\\\"0\", \"state\": \"alive\", \"left\": false, " +
           node_zeros + "\"iterations\": 0, " + tail +
           "\"model\": \"\", \"samples\": 0, \"epochs\": 0, \"test_accuracy\": 0, "
           "\"final_loss\": 0, \"push_codec\": \"\", \"pull_codec\": \"\", "
           "\"retried_requests\": 0, \"repeated_pushes\": 0, \"rolled_back_steps\": 0}], "
-          "\"workers\": [{\"rank\": 0, \"endpoint\": \"tcp://w0\", \"state\": \"finished\", " +
+          "\"workers\": [{\"rank\": 0, \"endpoint\": \"tcp://w0\", \"state\": \"finished\", \"left\": false, " +
           node_zeros + "\"iterations\": 40, " + tail +
           "\"model\": \"mlp\", \"samples\": 0, \"epochs\": 0, \"test_accuracy\": 0, "
           "\"final_loss\": 0, \"push_codec\": \"\", \"pull_codec\": \"\", "

@@ -208,6 +208,69 @@ TEST_F(SchedulerCoreTest, DeadWorkerIsDetectedAndReleasesTheBarrier) {
   EXPECT_EQ(sink_.Take()[0].second.header.code(), proto::FAILED_PRECONDITION);
 }
 
+// A worker that leaves (SIGTERM) is dead at once, long before its heartbeat timeout: the
+// barrier it held up is released, the heartbeats name it dead (the evaluating role moves), its
+// counters are kept and the report says it left; malformed LEAVEs change nothing.
+TEST_F(SchedulerCoreTest, LeavingWorkerIsDeadAtOnce) {
+  options_.absorb_orphaned_shards = true;
+  core_ = std::make_unique<SchedulerCore>(options_, &requester_, [this] { return now_; });
+  RegisterAll();
+  Barrier(proto::WORKER, 1, proto::WORKERS, 0);
+  EXPECT_TRUE(sink_.Take().empty());
+  auto leave = [this](proto::Role role, int rank, const std::string& reason, bool body) {
+    Message m = From(role, rank, proto::LEAVE);
+    if (body) m.header.mutable_leave()->set_reason(reason);
+    m.header.mutable_leave()->mutable_counters()->set_iterations(body ? 17 : 0);
+    if (!body) m.header.clear_leave();
+    Send(std::move(m), (role == proto::SERVER ? "s" : "w") + std::to_string(rank));
+    auto r = sink_.Take();
+    EXPECT_GE(r.size(), 1u);
+    return r.empty() ? proto::INTERNAL : r[0].second.header.code();
+  };
+  now_ = start_ + absl::Milliseconds(100);
+  EXPECT_EQ(leave(proto::WORKER, 0, "signal 15", false), proto::INVALID_ARGUMENT);
+  EXPECT_EQ(leave(proto::WORKER, 0, "", true), proto::INVALID_ARGUMENT);
+  EXPECT_EQ(leave(proto::WORKER, 0, std::string(201, 'x'), true), proto::INVALID_ARGUMENT);
+  EXPECT_EQ(leave(proto::SERVER, 0, "signal 15", true), proto::INVALID_ARGUMENT);
+  // Worker 0 still alive: worker 1 still waits at the barrier.
+  Send(From(proto::WORKER, 1, proto::HEARTBEAT), "w1");
+  EXPECT_EQ(sink_.Take()[0].second.header.heartbeat_reply().dead_workers_size(), 0);
+
+  Message m = From(proto::WORKER, 0, proto::LEAVE);
+  m.header.mutable_leave()->set_reason("signal 15");
+  m.header.mutable_leave()->mutable_counters()->set_iterations(17);
+  Send(std::move(m), "w0");
+  auto replies = sink_.Take();
+  ASSERT_EQ(replies.size(), 2u);  // the LEAVE's reply, then the barrier it held up
+  EXPECT_EQ(replies[0].first, "w0");
+  EXPECT_EQ(replies[0].second.header.code(), proto::OK);
+  EXPECT_EQ(replies[1].first, "w1");
+  EXPECT_EQ(replies[1].second.header.type(), proto::BARRIER);
+  Send(From(proto::WORKER, 1, proto::HEARTBEAT), "w1");
+  const proto::HeartbeatReply beat = sink_.Take()[0].second.header.heartbeat_reply();
+  ASSERT_EQ(beat.dead_workers_size(), 1);
+  EXPECT_EQ(beat.dead_workers(0), 0);
+  // Its data shard is free for a joiner, or dealt out from the next epoch.
+  Message plan = From(proto::WORKER, 1, proto::EPOCH_PLAN);
+  plan.header.mutable_epoch_plan_request()->set_epoch(0);
+  Send(std::move(plan), "w1");
+  EXPECT_EQ(sink_.Take()[0].second.header.epoch_plan().live_shards_size(), 1);
+  // It is dead: anything but a heartbeat from it is refused, and it is not declared dead again.
+  Send(From(proto::WORKER, 0, proto::FINISH), "w0");
+  EXPECT_EQ(sink_.Take()[0].second.header.code(), proto::FAILED_PRECONDITION);
+  const absl::StatusOr<testing::Json> report = testing::ParseJson(core_->ReportJson());
+  ASSERT_TRUE(report.ok()) << report.status();
+  const testing::Json& left = (*report)["workers"][size_t{0}];
+  EXPECT_EQ(left["state"].string, "dead");
+  EXPECT_TRUE(left["left"].boolean);
+  EXPECT_EQ(left["iterations"].number, 17);
+  EXPECT_FALSE((*report)["workers"][size_t{1}]["left"].boolean);
+  // The job ends with worker 1 alone.
+  Send(From(proto::WORKER, 1, proto::FINISH), "w1");
+  EXPECT_EQ(requester_.sent.size(), 1u);  // SHUTDOWN to the server
+  EXPECT_TRUE(core_->failure().empty());
+}
+
 TEST_F(SchedulerCoreTest, WorkerWhoseProgressStandsStillIsDeclaredDead) {
   options_.progress_timeout = absl::Seconds(5);
   core_ = std::make_unique<SchedulerCore>(options_, &requester_, [this] { return now_; });

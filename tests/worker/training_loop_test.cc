@@ -269,6 +269,88 @@ TEST(TrainingLoopTest, ResumedLoopStartsMidEpochAtItsStep) {
   EXPECT_EQ(seen.skipped, 2 * 8);
 }
 
+// A leave asked for during step 6 of 4-step epochs ends the run after that step: no more
+// steps, no evaluation of the unfinished epoch, and the result says it left.
+TEST(TrainingLoopTest, LeaveRequestedEndsTheRunAfterTheCurrentStep) {
+  LoopOptions loop;
+  loop.epochs = 3;
+  loop.steps_per_epoch = 4;
+  loop.log_every = 0;
+  int asked = 0;
+  loop.leave_requested = [&asked] { return ++asked == 6; };
+  CountingWorkload seen(0);
+  absl::StatusOr<LoopResult> r =
+      RunCounting(loop, 0.5f, ::testing::TempDir() + "/loop_left.jsonl", &seen);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->left);
+  EXPECT_EQ(asked, 6);
+  EXPECT_EQ(r->steps, 6);
+  EXPECT_EQ(r->samples, 6 * 8);
+  EXPECT_EQ(r->epochs, 1);  // the second epoch was not completed
+  EXPECT_EQ(seen.started, (std::vector<int>{0, 1}));
+  // Never asked to leave: every step runs.
+  loop.leave_requested = [] { return false; };
+  r = RunCounting(loop, 0.5f, ::testing::TempDir() + "/loop_stayed.jsonl");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->left);
+  EXPECT_EQ(r->steps, 12);
+}
+
+// The final-evaluation race: the evaluating role moves to this worker while it waits at the
+// final barrier (its evaluator died within a heartbeat timeout of the end). The run's final
+// evaluation follows the settle, so it happens, of the parameters the settle pulled; the
+// earlier epochs, when this worker was not the evaluator, were not evaluated.
+class RoleMovingWorkload : public CountingWorkload {
+ public:
+  using CountingWorkload::CountingWorkload;
+  absl::StatusOr<std::optional<TestEvaluation>> EvaluateTest(const float* params) override {
+    if (!evaluates) return std::nullopt;
+    ++evaluations;
+    return CountingWorkload::EvaluateTest(params);
+  }
+  bool evaluates = false;
+  int evaluations = 0;
+};
+
+TEST(TrainingLoopTest, FinalEvaluationFollowsTheSettle) {
+  const std::vector<proto::TensorSpec> model = SyntheticModel(1000, 1);
+  testing::InProcessJob job(Job(proto::ASP, 1), PlainSgd(), model);
+  ASSERT_OK(job.Start(std::vector<float>(1000, 0.5f)));
+  testing::JobWorker& w = job.workers()[0];
+  RoleMovingWorkload workload(w.params.size());
+  ExchangerOptions mode;
+  mode.sync = proto::ASP;
+  mode.global_batch = 8;
+  mode.initial_batch = 8;
+  Exchanger exchanger(mode, w.ps.get(), w.scheduler.get(), nullptr);
+  LoopOptions loop;
+  loop.epochs = 2;
+  loop.steps_per_epoch = 3;
+  loop.log_every = 0;
+  int64_t settled_at = -1;
+  loop.settle = [&](int64_t steps) {
+    settled_at = steps;
+    workload.evaluates = true;  // the role moved during the final barrier
+    w.params[0] = 0.75f;        // the final pull
+    return absl::OkStatus();
+  };
+  absl::StatusOr<LoopResult> r =
+      RunTrainingLoop(loop, &workload, &exchanger, w.params.data(), nullptr);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(settled_at, 6);
+  EXPECT_EQ(workload.evaluations, 1);
+  EXPECT_FLOAT_EQ(r->test_accuracy, 0.75);
+  EXPECT_EQ(r->epochs, 2);
+  // A run that leaves settles nothing.
+  settled_at = -1;
+  loop.leave_requested = [] { return true; };
+  r = RunTrainingLoop(loop, &workload, &exchanger, w.params.data(), nullptr);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->left);
+  EXPECT_EQ(settled_at, -1);
+  EXPECT_EQ(workload.evaluations, 1);
+}
+
 // Three epochs planned 4, 6 and 6 steps long (survivors taking over dead workers' data make
 // epochs differ in length), starting at `first_step`; `asked` records the plans asked for.
 LoopOptions PlannedLoop(int64_t first_step, std::vector<std::pair<int, bool>>* asked) {

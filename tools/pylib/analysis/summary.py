@@ -31,9 +31,9 @@ def _per_role():
 
 @dataclasses.dataclass
 class Outcome:
-    """How the job ended. The defaults are those of a job that completed with no process lost
-    (what the Kubernetes and EC2 backends report: they fail the job on any death; local, ssh
-    and Slurm jobs report their supervisor's)."""
+    """How the job ended. The defaults are those of a job that completed with no process lost;
+    local, ssh, Slurm and EC2 jobs report their supervisor's (job.supervisor, with started_at),
+    Kubernetes jobs their pods' (deploy/k8s_events.py)."""
     completed: bool = True
     scheduler_status: Optional[int] = None  # None where the launcher cannot see it
     events: List[Event] = dataclasses.field(default_factory=list)

@@ -84,7 +84,8 @@ _TABLES = {"job": ("name", "mode", "workdir", "auth", "worker_cmd", "checkpoint_
 # the others; what they mean is documented by the backend (slurm_backend, k8s_backend,
 # ec2_backend) and in docs/DEPLOY.md.
 BACKEND_TABLES = {
-    "slurm": {"partition": str, "account": str, "time": str, "sbatch_options": list},
+    "slurm": {"partition": str, "account": str, "time": str, "sbatch_options": list,
+              "signal_seconds": int},
     "k8s": {"image": str, "namespace": str, "gpu_resource": str, "image_pull_secret": str,
             "data_volume": str},
     "ec2": {"region": str, "instance_type": str, "ami": str, "key_name": str, "subnet": str,

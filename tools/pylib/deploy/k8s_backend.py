@@ -4,10 +4,11 @@
                  others reach it as tcp://JOB-scheduler:PORT
   JOB-server     a StatefulSet (S replicas, started in parallel) and its headless Service:
                  server k is the pod JOB-server-k and advertises JOB-server-k.JOB-server
-  JOB-worker     an Indexed Job (W completions, all in parallel, no retries): worker k is the
-                 pod of completion index k; with GPUs (a host lists gpus, or --device=cuda in
-                 the worker flags) each asks for one `nvidia.com/gpu` (or [k8s] gpu_resource)
-                 and uses the card it is given (the file's GPU indices name cards of its hosts)
+  JOB-worker     an Indexed Job (W completions, all in parallel, --max_restarts=worker:N
+                 retries: k8s_recovery.py): worker k is the pod of completion index k; with
+                 GPUs (a host lists gpus, or --device=cuda in the worker flags) each asks for
+                 one `nvidia.com/gpu` (or [k8s] gpu_resource) and uses the card it is given
+                 (the file's GPU indices name cards of its hosts)
 
 Every pod runs the image's share/r2sp/deploy/k8s_entrypoint, which turns the pod's environment
 (the downward API's POD_IP and POD_NAME, Kubernetes's JOB_COMPLETION_INDEX, the R2SP_*
@@ -23,7 +24,8 @@ kubectl context's), gpu_resource, image_pull_secret (a Secret the pods pull the 
 data_volume (a PersistentVolumeClaim that caches the [data] set between jobs; default: each
 worker pod's own emptyDir). With a [data] table every worker pod stages the data set in an init
 container before it starts (k8s_data.py) and reads it at --data_dir.
-Needs Kubernetes >= 1.24 (Indexed Jobs) and kubectl.
+Needs Kubernetes >= 1.24 (Indexed Jobs) and kubectl. What replaces a dead pod, the servers'
+checkpoint volume, the recovery flags and the pods' SIGTERM grace period: k8s_recovery.py.
 
 With --auth=curve (or [job] auth = "curve") the job's keys (RUN_DIR/keys, made by keygen, or
 --keys_dir) become one Secret per role, JOB-keys-ROLE, holding the three public keys and that
@@ -49,14 +51,20 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
+import tempfile
+import time
 
 from ..cluster import role_commands
 from ..job import keys as job_keys
 from ..job.errors import JobError
 from . import driver
 from . import k8s_data
+from . import k8s_recovery
+from . import recovery
 from . import k8s_yaml
+from .k8s_events import PodEvents
 from .k8s_keys import key_secret, read_keys, redacted, secret_name
 from .k8s_kubectl import Follower, Kubectl, job_state
 from .k8s_results import extract_results
@@ -291,11 +299,15 @@ class K8sBackend(driver.Backend):
         if run.keys:
             keys = (dict.fromkeys(job_keys.files_for(job_keys.ROLES), "") if run.dry_run
                     else read_keys(run.keys))
-        self.manifests = render(cluster, self.job_name, image_for(cluster, run.tarball),
-                                options.get("namespace"), run.extra_flags,
-                                options.get("gpu_resource") or "nvidia.com/gpu",
-                                options.get("image_pull_secret"), deadline_s=args.timeout, keys=keys,
-                                data_volume=options.get("data_volume"))
+        flags = recovery.with_recovery(run.extra_flags, k8s_recovery.role_flags(
+            args, cluster, OUT_DIR, run.job_dir))
+        self.manifests = k8s_recovery.apply(
+            render(cluster, self.job_name, image_for(cluster, run.tarball),
+                   options.get("namespace"), flags,
+                   options.get("gpu_resource") or "nvidia.com/gpu",
+                   options.get("image_pull_secret"), deadline_s=args.timeout, keys=keys,
+                   data_volume=options.get("data_volume")),
+            k8s_recovery.limits(args), OUT_DIR)
         self.directory = os.path.join(run.run_dir, "k8s")
         self.follower = None
 
@@ -309,6 +321,8 @@ class K8sBackend(driver.Backend):
     def launch(self):
         cluster = self.run.cluster
         self.follower = Follower(self.kubectl, self.run.run_dir)
+        self.events = PodEvents(time.time())
+        self.outcome = self.events.outcome  # the pods' deaths and restarts, for summary.json
         self.kubectl.check("apply", "-f", self.directory)
         print(f"launch: {cluster.num_servers} servers, {cluster.num_workers} workers, "
               f"sync={cluster.mode} as Kubernetes job {self.job_name}; logs in {self.run.run_dir}",
@@ -317,7 +331,8 @@ class K8sBackend(driver.Backend):
     def poll(self):
         items = json.loads(self.kubectl.check(
             "get", "pods,jobs", "-l", f"app.kubernetes.io/instance={self.job_name}", "-o", "json"))["items"]
-        self.follower.poll([i for i in items if i.get("kind") == "Pod"])
+        pods = [i for i in items if i.get("kind") == "Pod"]
+        self.follower.poll(pods, self.events.update(pods))
         state = next((job_state(i) for i in items if i.get("kind") == "Job"), None)
         if state == "failed":
             staged = (" (and, for the data set, `kubectl logs POD -c stage-data`: a worker pod's "
@@ -341,9 +356,26 @@ class K8sBackend(driver.Backend):
     def collect(self):
         for name in self.follower.procs if self.follower else ():
             try:
-                extract_results(os.path.join(self.run.run_dir, name + ".log"), self.run.run_dir)
+                collect_results(os.path.join(self.run.run_dir, name + ".log"), self.run.run_dir,
+                                name)
             except JobError as e:  # the job's own outcome matters more
                 print(f"launch: {name}.log: {e}", flush=True)
+
+
+def collect_results(log_path, run_dir, name):
+    """extract_results of process `name`'s log into `run_dir`; a replacement's files (its pod
+    names them after its completion index: metrics_worker1.jsonl) take its own name
+    (metrics_worker1.r1.jsonl), as the local launcher names them, beside the dead pod's."""
+    slot = name.partition(".")[0]
+    if slot == name:
+        return extract_results(log_path, run_dir)
+    written = []
+    with tempfile.TemporaryDirectory(prefix="k8s_results.") as unpacked:
+        for file in extract_results(log_path, unpacked):
+            renamed = file.replace(slot, name, 1)
+            shutil.move(os.path.join(unpacked, file), os.path.join(run_dir, renamed))
+            written.append(renamed)
+    return written
 
 
 def run(args, cluster, tarball):

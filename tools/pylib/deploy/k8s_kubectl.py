@@ -53,8 +53,10 @@ class Follower:
         self.kubectl, self.run_dir = kubectl, run_dir
         self.procs = {}  # log name -> the kubectl logs process
 
-    def poll(self, pods):
-        """Starts following the pods that have started; JobError for one that cannot start."""
+    def poll(self, pods, names=None):
+        """Starts following the pods that have started, each into the log of its process
+        (`names`: {pod name: process name}, k8s_events.process_names; else pod_log_name);
+        JobError for one that cannot start."""
         for pod in pods:
             for status in pod.get("status", {}).get("containerStatuses", []):
                 waiting = status.get("state", {}).get("waiting", {})
@@ -62,7 +64,7 @@ class Follower:
                     raise JobError(
                         f"pod {pod['metadata']['name']}: {waiting['reason']}: "
                         f"{waiting.get('message', '')} (build and push the image: tools/deploy/Dockerfile)")
-            name = pod_log_name(pod)
+            name = (names or {}).get(pod["metadata"]["name"]) or pod_log_name(pod)
             if name in self.procs or pod.get("status", {}).get("phase") not in ("Running", "Succeeded", "Failed"):
                 continue
             with open(os.path.join(self.run_dir, name + ".log"), "ab") as log:

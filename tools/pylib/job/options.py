@@ -14,8 +14,6 @@ from . import supervisor
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 BACKENDS = ("local", "ssh", "slurm", "k8s", "ec2")
-# The backends that supervise their processes as the local launcher does (deploy/recovery.py).
-SUPERVISED = ("local", "ssh", "slurm", "ec2")
 
 
 def add_job_options(p):
@@ -96,7 +94,9 @@ def add_recovery_options(p):
                         "fails and is resumed from the checkpoints, as with --resume (locally; "
                         "over ssh, Slurm or EC2 it fails). --backend=ssh and slurm start a "
                         "replacement on the dead process's host (a new ssh, a new step), ec2 on "
-                        "a new instance of its host entry")
+                        "a new instance of its host entry; k8s: the worker Job's controller "
+                        "starts a new pod (backoffLimit N), the kubelet restarts a server's "
+                        "container")
     p.add_argument("--checkpoint_every", default="", metavar="SPEC",
                    help="servers checkpoint their shards every SPEC: 30s (seconds) or 200steps "
                         "(default: only on SIGTERM, on losing the scheduler and at the end); into "
@@ -176,11 +176,6 @@ def check_recovery(args):
     replaced server cannot honour."""
     restarts = supervisor.parse_max_restarts(args.max_restarts)
     resume.check_checkpoint_every(args.checkpoint_every)
-    if args.backend not in SUPERVISED and (restarts["worker"] or restarts["server"]
-                                           or args.checkpoint_every):
-        raise ValueError("--max_restarts and --checkpoint_every need --backend="
-                         + ", ".join(SUPERVISED[:-1]) + " or " + SUPERVISED[-1]
-                         + " (the backends that replace processes)")
     if restarts["server"] and not args.resume:
         if not args.checkpoint_every and "--checkpoint_dir" not in args.server_flags:
             raise ValueError("--max_restarts=server:N: a replacement server restores its shard "

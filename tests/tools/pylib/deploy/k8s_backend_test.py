@@ -259,6 +259,7 @@ class KeysTest(unittest.TestCase):
 
     def test_secret_files_are_the_users_only(self):
         d = tempfile.mkdtemp(prefix="k8s_keys_test.")
+        self.addCleanup(shutil.rmtree, d, True)
         paths = k8s_backend.write_manifests(self.m, os.path.join(d, "k8s"))
         for path in paths:
             kind = self.m[os.path.basename(path)]["kind"]
@@ -266,6 +267,7 @@ class KeysTest(unittest.TestCase):
 
     def test_describe_prints_placeholders_not_keys(self):
         d = tempfile.mkdtemp(prefix="k8s_keys_test.")
+        self.addCleanup(shutil.rmtree, d, True)
         paths = k8s_backend.write_manifests(self.m, os.path.join(d, "k8s"))
         text = k8s_backend.describe(paths, k8s_kubectl.Kubectl("ml"), JOB, self.m, "/run/keys")
         for key in KEYS.values():
@@ -338,6 +340,7 @@ class KubectlOfflineTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.dir = tempfile.mkdtemp(prefix="k8s_kubectl_test.")
+        cls.addClassCleanup(shutil.rmtree, cls.dir, True)
         cls.kubeconfig = os.path.join(cls.dir, "kubeconfig")  # empty: no cluster to reach
         open(cls.kubeconfig, "w").close()
         r = cls.kubectl("version", "--client", "-o", "json")
@@ -411,6 +414,7 @@ class ExtractResultsTest(unittest.TestCase):
 
     def test_blocks_become_files_and_leave_the_log(self):
         d = tempfile.mkdtemp(prefix="k8s_extract_test.")
+        self.addCleanup(shutil.rmtree, d, True)
         log = os.path.join(d, "worker0.log")
         with open(log, "w") as f:
             f.write("iteration 1\n" + self.block("worker0", {"./metrics_worker0.jsonl": b'{"i": 1}\n',
@@ -425,6 +429,7 @@ class ExtractResultsTest(unittest.TestCase):
 
     def test_a_corrupt_block_is_an_error(self):
         d = tempfile.mkdtemp(prefix="k8s_extract_test.")
+        self.addCleanup(shutil.rmtree, d, True)
         log = os.path.join(d, "scheduler.log")
         with open(log, "w") as f:
             f.write("R2SP-RESULTS-BEGIN scheduler\nnot base64!\nR2SP-RESULTS-END\n")
@@ -445,6 +450,16 @@ def bundle_dir():
         subprocess.run(["tar", "xzf", r.stdout.split()[1], "-C", d], check=True)
         BUNDLE["dir"] = next(os.path.join(d, n) for n in os.listdir(d) if os.path.isdir(os.path.join(d, n)))
     return BUNDLE["dir"]
+
+
+def remove_bundle():
+    """Removes bundle_dir's bundle (tearDownModule of every test module that made one)."""
+    if BUNDLE:
+        shutil.rmtree(os.path.dirname(BUNDLE.pop("dir")), ignore_errors=True)
+
+
+def tearDownModule():
+    remove_bundle()
 
 
 def container_env(container, fields):
@@ -478,6 +493,7 @@ class PodsInNamespacesTest(unittest.TestCase):
 
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="k8s_pods_test.")
+        self.addCleanup(shutil.rmtree, self.dir, True)
         self.bundle = bundle_dir()
         self.cluster = netcluster.Cluster(list(self.PODS), {})
         self.addCleanup(self.cluster.down)
@@ -597,6 +613,7 @@ class EntrypointTest(unittest.TestCase):
 
     def run_pod(self, env):
         out = tempfile.mkdtemp(prefix="k8s_entrypoint_test.")
+        self.addCleanup(shutil.rmtree, out, True)
         entrypoint = os.path.join(bundle_dir(), "share", "r2sp", "deploy", "k8s_entrypoint")
         return subprocess.run([entrypoint, "worker"], capture_output=True, text=True, timeout=60,
                               env={"PATH": os.environ["PATH"], "R2SP_OUT": out, **env})
@@ -651,6 +668,7 @@ elif "logs" in args:
 class RunWithStandInKubectlTest(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="k8s_run_test.")
+        self.addCleanup(shutil.rmtree, self.dir, True)
         bin_dir, logs = os.path.join(self.dir, "bin"), os.path.join(self.dir, "logs")
         os.makedirs(bin_dir)
         os.makedirs(logs)

@@ -158,8 +158,19 @@ class BatchScriptTest(unittest.TestCase):
     def test_one_node_per_host_and_the_table_options(self):
         text = self.script()
         for line in ("#SBATCH --nodes=2", "#SBATCH --ntasks-per-node=2", "#SBATCH --time=00:10:00",
-                     "#SBATCH --exclusive", "#SBATCH --job-name=slurm-test"):
+                     "#SBATCH --exclusive", "#SBATCH --job-name=slurm-test",
+                     "#SBATCH --signal=TERM@120"):
             self.assertIn(line, text)
+
+    def test_the_steps_signal_before_the_end_is_the_tables(self):
+        def script(table_line):
+            text = cluster_text("/shared/r2sp").replace('[slurm]\n', '[slurm]\n' + table_line)
+            return slurm_backend.batch_script(cluster_file.parse(text), "/shared/r2sp/b",
+                                              "/shared/r2sp/runs/x")
+        self.assertIn("#SBATCH --signal=TERM@300\n", script("signal_seconds = 300\n"))
+        with self.assertRaisesRegex(cluster_file.ClusterFileError,
+                                    "signal_seconds must be an integer >= 1, not integer 0"):
+            script("signal_seconds = 0\n")
 
     def test_one_step_per_process_scheduler_first(self):
         steps = self.steps()
@@ -377,15 +388,19 @@ class SlurmBackendTest(unittest.TestCase):
         log = os.path.join(self.dir, run, f"worker{worker}.log")
         return os.path.exists(log) and f"iteration {iteration}/" in open(log).read()
 
-    def kill_worker(self, run, worker):
-        """SIGKILL to the worker process (not its step's srun) of the run `run`."""
+    def worker_pid(self, run, worker):
+        """The worker process (not its step's srun) of the run `run`."""
         metrics = os.path.join(self.dir, "shared", "runs", f"slurm-test-{run}",
                                f"metrics_worker{worker}.jsonl")
         pids = [pid for pid in filter(str.isdigit, os.listdir("/proc"))
                 if self.cmdline(pid).startswith(b"/") and metrics.encode() in self.cmdline(pid)
                 and os.path.basename(self.cmdline(pid).split(b"\0")[0]) == b"worker"]
         self.assertEqual(len(pids), 1, pids)
-        os.kill(int(pids[0]), signal.SIGKILL)
+        return int(pids[0])
+
+    def kill_worker(self, run, worker):
+        """SIGKILL to the worker process (not its step's srun) of the run `run`."""
+        os.kill(self.worker_pid(run, worker), signal.SIGKILL)
 
     @staticmethod
     def cmdline(pid):
@@ -421,6 +436,47 @@ class SlurmBackendTest(unittest.TestCase):
         events, summary = self.kill_a_worker("killed")
         self.assertEqual(events, [("worker1", "died", 137)])
         self.assertEqual(summary["deaths"], {"worker": 1, "server": 0})
+
+    def test_a_workers_step_signalled_by_slurm_leaves_cleanly(self):
+        """scancel --signal=TERM of worker1's step, as Slurm's --signal or a preemption sends it:
+        the worker leaves (LEAVE), its step exits 143, and the job completes."""
+        run = "preempted"
+        proc = subprocess.Popen(self.launch_argv(run, iterations=300), env=self.env,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            deadline = time.time() + 60
+            while time.time() < deadline and not self.worker_started(run, 1, 20):
+                time.sleep(0.1)
+            self.assertLess(time.time(), deadline, "worker1 never reached iteration 20")
+            step = self.step_of(self.worker_pid(run, 1))
+            # The fixture's scancel delivers the signal and still exits 225 ("Kill job error on
+            # job step id 1: Invalid job id specified": its two slurmd share this machine), so
+            # what counts is what the step did with it, below.
+            subprocess.run(["scancel", "--signal=TERM", step], env=self.env, capture_output=True)
+            out, _ = proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        self.assertEqual(proc.returncode, 0, out)
+        with open(os.path.join(self.dir, run, "summary.json")) as f:
+            summary = json.load(f)
+        self.assertTrue(summary["completed"], summary)
+        self.assertEqual([(e["process"], e["event"], e["status"]) for e in summary["events"]],
+                         [("worker1", "died", 143)])
+        with open(os.path.join(self.dir, run, "scheduler.log")) as f:
+            log = f.read()
+        self.assertRegex(log, r"worker \d+ at \S+ left the job \(signal 15\)")
+        self.assertNotIn("declared dead", log)
+        with open(os.path.join(self.dir, run, "stats.json")) as f:
+            self.assertEqual(sorted((w["state"], w["left"]) for w in json.load(f)["workers"]),
+                             [("dead", True), ("finished", False)])
+        self.assertEqual(self.leftovers(), [])
+
+    def step_of(self, pid):
+        """JOB.STEP of the step the process `pid` runs in (Slurm's variables in its environment)."""
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            env = dict(v.split(b"=", 1) for v in f.read().split(b"\0") if b"=" in v)
+        return f"{env[b'SLURM_JOB_ID'].decode()}.{env[b'SLURM_STEP_ID'].decode()}"
 
     def test_a_killed_workers_replacement_is_a_new_step_that_joins(self):
         events, summary = self.kill_a_worker("replaced", ["--max_restarts=1"])

@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -75,6 +76,7 @@ class LaunchFaultsTest(unittest.TestCase):
 
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="launch_faults_")
+        self.addCleanup(shutil.rmtree, self.dir, True)
 
     def test_killed_worker_is_replaced_and_the_job_completes(self):
         self.replace_a_killed_worker("asp")

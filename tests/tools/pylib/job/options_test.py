@@ -41,12 +41,7 @@ class ParseArgsTest(unittest.TestCase):
                 (["--max_restarts=server:1"], "--max_restarts=server:N: a replacement server "
                                               "restores its shard from the checkpoints, so it "
                                               "needs --checkpoint_every"),
-                (["--backend=ssh"], "--backend=ssh needs --cluster"),
-                (["--cluster=c.toml", "--backend=k8s", "--max_restarts=1"],
-                 "--max_restarts and --checkpoint_every need --backend=local, ssh, slurm or ec2 "
-                 "(the backends that replace processes)"),
-                (["--cluster=c.toml", "--backend=k8s", "--checkpoint_every=30s"],
-                 "--max_restarts and --checkpoint_every need --backend=local, ssh, slurm or ec2")):
+                (["--backend=ssh"], "--backend=ssh needs --cluster")):
             with self.subTest(argv=argv):
                 self.assertTrue(self.refused(argv).startswith(message), self.refused(argv))
 
