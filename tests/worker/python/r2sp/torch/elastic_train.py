@@ -3,8 +3,8 @@ $ELASTIC_OUT ("{rank}" in it stands for $RANK) as JSON. Two uses (argv[1]):
 
 known: one tensor "w" of 8 floats (rank 0's initial values 0.5 * (i % 3) start the job), each
   step's gradient the small integers rank + 1 + step + i % 4 (the loss sum(w * g)), the local
-  step torch.optim.SGD(lr=0.25, momentum=0.5) (Adam with $ELASTIC_LOCAL=adam), so every value stays a short binary fraction and
-  the test's reference is exact. Writes the step count, this worker's copy after its last step
+  step torch.optim.SGD(lr=0.25, momentum=0.5) (Adam with $ELASTIC_LOCAL=adam), so every value
+  stays a short binary fraction and the test's reference is exact. Writes the step count, this worker's copy after its last step
   ("local"), the centre pulled then ("centre", centre_state_dict()) and the parameters after
   finish() ("final", the final pull's centre); a join refused (r2sp.R2SPError) or an
   optimizer the mode does not take (TypeError): {"error": [type, code, message]}, status 3.
