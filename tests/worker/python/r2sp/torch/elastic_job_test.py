@@ -205,13 +205,13 @@ class ElasticJobTest(unittest.TestCase):
         evaluator = next(r for r in results if r["evals"])
         accuracies = [a for a, reported in evaluator["evals"]]
         self.assertEqual([reported for _, reported in evaluator["evals"]], [True] * 3)
-        self.assertEqual(summary["final_test_accuracy"], accuracies[-1])
+        self.assertEqual(summary["final_test_accuracy"], round(accuracies[-1], 6))
         self.assertGreaterEqual(accuracies[-1], want_accuracy, accuracies)
         return accuracies
 
     def test_eawild_with_adam_trains_through_tools_launch(self):
-        # Measured 0.92 (0.78, 0.91, 0.92 after each epoch; eawild's order varies run to run).
-        print("eawild adam accuracies", self.check_training("eawild", "adam", 0.88))
+        # Measured 0.94 to 0.98 after the third epoch in 4 runs (eawild's order varies).
+        print("eawild adam accuracies", self.check_training("eawild", "adam", 0.9))
 
     def test_easgd_with_sgd_trains_through_tools_launch(self):
         # Measured 0.97 (0.91, 0.96, 0.97 after each epoch).

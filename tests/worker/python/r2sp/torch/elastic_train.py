@@ -10,7 +10,7 @@ known: one tensor "w" of 8 floats (rank 0's initial values 0.5 * (i % 3) start t
   optimizer the mode does not take (TypeError): {"error": [type, code, message]}, status 3.
 train OPTIMIZER EPOCHS: a 2-layer classifier of a synthetic data set (512 training and 256 test
   points of 8 features, the label whether their sum is positive), the local step
-  torch.optim.OPTIMIZER (adam: Adam(lr=0.01); sgd: SGD(lr=0.1, momentum=0.9)); after each epoch
+  torch.optim.OPTIMIZER (adam: Adam(lr=0.03); sgd: SGD(lr=0.1, momentum=0.9)); after each epoch
   the evaluating worker evaluates the centre (optimizer.centre()) and reports it. Writes its
   evaluations and finish()'s totals."""
 
@@ -66,7 +66,7 @@ def train(name, epochs):
     r2t.init()
     torch.manual_seed(1)
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2))
-    local = (torch.optim.Adam(model.parameters(), lr=0.01) if name == "adam"
+    local = (torch.optim.Adam(model.parameters(), lr=0.03) if name == "adam"
              else torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9))
     optimizer = r2t.DistributedOptimizer(local, model.named_parameters())
     train_set, test_set = data(512, 7), data(256, 8)
