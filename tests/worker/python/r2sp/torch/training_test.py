@@ -222,7 +222,9 @@ class TrainingTest(unittest.TestCase):
             time.sleep(0.05)
 
     def test_through_tools_launch_the_reported_accuracy_reaches_the_summary(self):
-        run_dir = os.path.join(tempfile.mkdtemp(prefix="r2sp_torch_launch_"), "run")
+        tmp = tempfile.TemporaryDirectory(prefix="r2sp_torch_launch_")
+        self.addCleanup(tmp.cleanup)  # the launcher's run directory and the workers' outputs
+        run_dir = os.path.join(tmp.name, "run")
         out = os.path.join(os.path.dirname(run_dir), "worker{rank}.json")
         launch = subprocess.run(
             [sys.executable, os.path.join(r2sp_testing.ROOT, "tools", "launch"),
