@@ -13,15 +13,37 @@ ElasticExchange::ElasticExchange(proto::SyncMode sync, const ElasticOptions& opt
       options_(options),
       ps_(ps),
       pull_codec_(pull_codec),
-      momentum_(ps->layout().total_elements(), 0.0f),
+      momentum_(options.local_step ? ps->layout().total_elements() : 0, 0.0f),
       centre_(ps->layout().total_elements(), 0.0f),
       difference_(ps->layout().total_elements(), 0.0f) {}
 
-absl::Status ElasticExchange::PullCentreFor(int64_t round, proto::Codec codec, double* parked) {
+Ticket StartCentrePull(PsClient* ps, proto::SyncMode sync, int64_t rounds, proto::Codec codec,
+                       float* out) {
   PullOptions pull;
   pull.codec = codec;
-  if (sync_ == proto::EASGD) pull.min_version = round;
-  Ticket ticket = ps_->Pull(centre_.data(), pull);
+  if (sync == proto::EASGD) pull.min_version = rounds;
+  return ps->Pull(out, pull);
+}
+
+absl::Status PullCentre(PsClient* ps, proto::SyncMode sync, int64_t rounds, float* out,
+                        const std::function<bool()>& interrupted) {
+  const Ticket ticket = StartCentrePull(ps, sync, rounds, proto::FP32, out);
+  while (!ticket.WaitFor(absl::Milliseconds(100))) {
+    if (interrupted && interrupted()) return absl::CancelledError("interrupted");
+  }
+  R2SP_RETURN_IF_ERROR_WITH(ticket.Wait(), "pulling the centre");
+  return absl::OkStatus();
+}
+
+std::function<absl::Status(float* out, int64_t rounds, const std::function<bool()>& interrupted)>
+CentrePuller(PsClient* ps, proto::SyncMode sync) {
+  return [ps, sync](float* out, int64_t rounds, const std::function<bool()>& interrupted) {
+    return PullCentre(ps, sync, rounds, out, interrupted);
+  };
+}
+
+absl::Status ElasticExchange::PullCentreFor(int64_t round, proto::Codec codec, double* parked) {
+  Ticket ticket = StartCentrePull(ps_, sync_, round, codec, centre_.data());
   R2SP_RETURN_IF_ERROR_WITH(ticket.Wait(), "pulling the centre");
   *parked = ticket.waited_seconds();
   return absl::OkStatus();
@@ -29,11 +51,13 @@ absl::Status ElasticExchange::PullCentreFor(int64_t round, proto::Codec codec, d
 
 absl::StatusOr<ElasticStepTimes> ElasticExchange::Step(int64_t clock, HostGradient grads,
                                                        float* params, float push_scale) {
-  if (grads.fp32 == nullptr) {
-    return absl::InternalError("elastic averaging needs the gradient in fp32");
-  }
   const size_t n = centre_.size();
-  SgdApply(options_.sgd, /*scale=*/1.0f, grads.fp32, params, params, momentum_.data(), n);
+  if (options_.local_step) {
+    if (grads.fp32 == nullptr) {
+      return absl::InternalError("elastic averaging needs the gradient in fp32");
+    }
+    SgdApply(options_.sgd, /*scale=*/1.0f, grads.fp32, params, params, momentum_.data(), n);
+  }
   const int64_t period = options_.period;
   rounds_ = (clock + 1) / period;  // rounds up to this step (a resumed run starts mid-job)
   ElasticStepTimes t;

@@ -1,6 +1,8 @@
 // Elastic averaging on the worker (easgd, eawild; docs/MODES.md). The worker keeps its own
 // parameters x and runs the optimizer itself: after every gradient, the local SGD-with-momentum
-// step (server/sgd.h, the code the servers run in the other modes). Every `period` steps it
+// step (server/sgd.h, the code the servers run in the other modes), or, for the Python client,
+// the script's own optimizer before it hands the step over (local_step false). Every `period`
+// steps it
 // exchanges with the centre c that the servers hold:
 //   pull c (easgd: once every live worker's previous round is in the centre),
 //   d = alpha * (x - c);  x <- x - d;  push d (through the push codec; the servers add it).
@@ -11,6 +13,7 @@
 #define R2SP_WORKER_ELASTIC_EXCHANGE_H_
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -29,7 +32,25 @@ struct ElasticOptions {
   SgdOptions sgd;
   int period = 1;      // tau, from the address book. REQUIRES: >= 1
   float alpha = 0.5f;  // from the address book. REQUIRES: in (0, 1]
+  // Step takes the local step. False: the caller took it already (the Python client's torch
+  // optimizer), and Step only exchanges; `sgd` and the gradient are then unused.
+  bool local_step = true;
 };
+
+// Starts the pull of the centre into `out` (the model's size) for a worker that has pushed
+// `rounds` rounds: in easgd it waits on the servers until rounds [0, rounds) are added, in
+// eawild it returns the centre as it is. ElasticExchange's pulls, and the Python client's
+// pulls of the centre for evaluation (worker_node.cc). REQUIRES: `out` outlives the ticket.
+Ticket StartCentrePull(PsClient* ps, proto::SyncMode sync, int64_t rounds, proto::Codec codec,
+                       float* out);
+// StartCentrePull in fp32, waited for in slices of 100 ms: Cancelled as soon as `interrupted`
+// (may be empty) says so, and the pull's error with "pulling the centre". Any thread.
+absl::Status PullCentre(PsClient* ps, proto::SyncMode sync, int64_t rounds, float* out,
+                        const std::function<bool()>& interrupted);
+// PullCentre bound to `ps` (borrowed: it must outlive the function) and `sync`, as
+// JoinedJob::pull_centre (handoff_workload.h) takes it.
+std::function<absl::Status(float* out, int64_t rounds, const std::function<bool()>& interrupted)>
+CentrePuller(PsClient* ps, proto::SyncMode sync);
 
 // What one step did, for the iteration's metrics and the timeline.
 struct ElasticStepTimes {
@@ -45,8 +66,9 @@ class ElasticExchange {
   ElasticExchange(proto::SyncMode sync, const ElasticOptions& options, PsClient* ps,
                   proto::Codec pull_codec);
 
-  // Global step `clock`'s local step on `params` (the model's size) with `grads` (fp32), then,
-  // if it ends a period, the exchange (the push carrying `push_scale`, b_i / B).
+  // Global step `clock`'s local step on `params` (the model's size) with `grads` (fp32; unused
+  // without options.local_step), then, if it ends a period, the exchange (the push carrying
+  // `push_scale`, b_i / B).
   absl::StatusOr<ElasticStepTimes> Step(int64_t clock, HostGradient grads, float* params,
                                         float push_scale);
 

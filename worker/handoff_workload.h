@@ -51,7 +51,7 @@ namespace r2sp {
 struct JoinedJob {
   int rank = 0;
   int workers = 0;
-  std::string mode;  // bsp, ssp, asp or r2sp
+  std::string mode;  // bsp, ssp, asp, r2sp, easgd or eawild
   bool hetero_batching = false;
   int data_world = 0;  // the data set's shards
   int data_shard = 0;  // this worker's
@@ -64,6 +64,13 @@ struct JoinedJob {
   // --overlap_pulls, the slot not covering the pull: Exchanger::overlaps_pulls()); it does
   // when the script enabled forward waits (HandoffWorkload::EnableForwardWaits).
   bool overlaps_pulls = false;
+  // easgd, eawild: the elastic period (0 in other modes), and a pull of the centre into `out`
+  // (the model's size, fp32) for a worker that pushed `rounds` rounds (easgd: waits until they
+  // are added), from any thread while the node runs; Cancelled once `interrupted` says so, and
+  // once the node stopped (PullCentre, elastic_exchange.h).
+  int elastic_period = 0;
+  std::function<absl::Status(float* out, int64_t rounds, const std::function<bool()>& interrupted)>
+      pull_centre;
 };
 
 // The step the loop waits for.

@@ -27,6 +27,16 @@ bool Ticket::Done() const {
   return state_->outstanding == 0;
 }
 
+bool Ticket::WaitFor(absl::Duration timeout) const {
+  if (state_ == nullptr) return true;
+  absl::MutexLock lock(&state_->mu);
+  return state_->mu.AwaitWithTimeout(
+      absl::Condition(
+          +[](State* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu) { return s->outstanding == 0; },
+          state_.get()),
+      timeout);
+}
+
 absl::Status Ticket::WaitKeys(uint64_t first, uint64_t last) const {
   if (state_ == nullptr) return absl::OkStatus();
   struct Range {

@@ -31,6 +31,8 @@ class Ticket {
   // Blocks until every request of the group is answered; the first error, if any.
   absl::Status Wait() const;
   bool Done() const;
+  // Blocks up to `timeout` for the whole group: whether it is done (then Wait() returns at once).
+  bool WaitFor(absl::Duration timeout) const;
   // A whole-model pull (Pull, PushThenPull's): blocks until the partitions with keys
   // [first, last] are answered, or any request of the group failed; the first error, if any.
   // Other tickets: as Wait.

@@ -15,6 +15,7 @@
 #include "models/backend.h"
 #include "models/data/batcher.h"
 #include "models/data/epoch_samples.h"
+#include "worker/elastic_exchange.h"
 #include "worker/epoch_planner.h"
 #include "worker/eval_only.h"
 #include "worker/exchanger.h"
@@ -338,6 +339,10 @@ JoinedJob WorkerNode::JoinedJobInfo() const {
   job.overlaps_backward = options_.exchange.overlap;
   job.overlaps_pulls = JobExchangerOptions(options_, book).overlaps_pulls();
   job.evaluates = [role = evaluator_.get()] { return role->Evaluates(); };
+  if (Elastic(book.sync())) {  // the Python client's evaluations of the centre
+    job.elastic_period = book.elastic_period();
+    job.pull_centre = CentrePuller(ps_.get(), book.sync());
+  }
   return job;
 }
 

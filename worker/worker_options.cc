@@ -137,6 +137,8 @@ ExchangerOptions JobExchangerOptions(const WorkerOptions& options, const proto::
   if (Elastic(book.sync())) {
     mode.elastic.period = book.elastic_period();
     mode.elastic.alpha = static_cast<float>(book.elastic_alpha());
+    // The Python client's script takes the local step with its own optimizer.
+    mode.elastic.local_step = !options.external_model;
   }
   const codec::CodecSpec& push = options.ps.push_codec;
   mode.push_density = push.sparse() ? push.ratio : 1.0;
@@ -151,9 +153,6 @@ absl::Status CheckJobMode(const WorkerOptions& options, const proto::AddressBook
     return absl::InvalidArgumentError(
         absl::StrCat(what, " does not go with --sync=", mode, " yet (docs/MODES.md)"));
   };
-  if (options.external_model) {
-    return refuse("the Python client (its local step would be the user's optimizer)");
-  }
   if (options.ps.push_codec.sparse()) {
     return refuse(absl::StrCat("--push_codec=", codec::CodecSpecName(options.ps.push_codec),
                                " (elastic differences travel dense: fp32 or fp16)"));

@@ -87,8 +87,8 @@ struct WorkerOptions {
 ExchangerOptions JobExchangerOptions(const WorkerOptions& options, const proto::AddressBook& book);
 
 // OK, or InvalidArgument saying which of the worker's options the job's mode cannot run with
-// (easgd, eawild: sparse push codecs, fp16_delta pulls, --overlap, --early_pulls, the Python
-// client). Every worker checks it once registration told it the mode.
+// (easgd, eawild: sparse push codecs, fp16_delta pulls, --overlap, --early_pulls). Every worker
+// checks it once registration told it the mode.
 absl::Status CheckJobMode(const WorkerOptions& options, const proto::AddressBook& book);
 
 }  // namespace r2sp

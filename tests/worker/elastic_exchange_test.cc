@@ -2,7 +2,9 @@
 // (2 workers, 2 servers): after N rounds of local SGD steps and elastic exchanges, the centre
 // and each worker's own parameters equal a hand-computed reference bit for bit, in easgd (rounds
 // against the same centre) and eawild (each difference added as it arrives, in a fixed order
-// here); only the steps that end a period communicate; evaluations see the centre.
+// here); only the steps that end a period communicate; evaluations see the centre. Without the
+// local step (the Python client's: its script's optimizer takes it) the exchange alone gives the
+// same results, and the centre's pull for evaluations waits for the rounds and can be interrupted.
 #include <cstring>
 #include <vector>
 
@@ -12,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "tests/testing/status_assert.h"
 #include "tests/worker/in_process_job.h"
+#include "worker/elastic_exchange.h"
 #include "worker/exchanger.h"
 
 namespace r2sp {
@@ -182,6 +185,60 @@ TEST(ElasticExchangeTest, EawildAddsEachDifferenceAsItArrivesBitForBit) {
   Reference rounds;
   rounds.Run(/*wild=*/false);
   EXPECT_FALSE(ExpectEqual(want.centre, rounds.centre, "").ok());
+}
+
+// The Python client's way: the caller takes the local step (here by hand, with the reference's
+// arithmetic) and hands no gradient over; the exchange alone must give the reference.
+TEST(ElasticExchangeTest, WithoutTheLocalStepTheExchangeAloneGivesTheReference) {
+  testing::InProcessJob job(Job(proto::EASGD), Servers(), Model());
+  ASSERT_OK(job.Start(Initial()));
+  Reference want;
+  want.Run(/*wild=*/false);
+  ASSERT_OK(job.OnEveryWorker([&want](testing::JobWorker& w) -> absl::Status {
+    ExchangerOptions mode = ModeOf(w);
+    mode.elastic.local_step = false;
+    mode.elastic.sgd = {1e6f, 0.0f, 0.0f};  // would ruin the copy, were it applied
+    Exchanger exchanger(mode, w.ps.get(), w.scheduler.get(), nullptr);
+    std::vector<float> momentum(kElements, 0.0f);
+    for (int s = 0; s < kSteps; ++s) {
+      const std::vector<float> g = Gradient(w.rank(), s);
+      for (int i = 0; i < kElements; ++i) {
+        momentum[i] = kMomentum * momentum[i] + g[i];
+        w.params[i] = w.params[i] - kLr * momentum[i];
+      }
+      ExchangeStep step;  // no gradient
+      step.params = w.params.data();
+      step.computed = absl::Now();
+      step.iterations_left = kSteps - s;
+      IterationMetrics m;
+      m.clock = s;
+      R2SP_RETURN_IF_ERROR(exchanger.Exchange(step, &m));
+    }
+    R2SP_RETURN_IF_ERROR(ExpectEqual(w.params, want.x[w.rank()], "worker copy"));
+    // As the Python client pulls it for an evaluation: after the rounds this worker pushed.
+    std::vector<float> centre(kElements, -1.0f);
+    R2SP_RETURN_IF_ERROR(
+        PullCentre(w.ps.get(), proto::EASGD, kSteps / kPeriod, centre.data(), nullptr));
+    return ExpectEqual(centre, want.centre, "centre");
+  }));
+}
+
+// An easgd pull of the centre waits for rounds nobody pushed; the interrupt ends the wait.
+TEST(ElasticExchangeTest, TheCentresPullWaitsForTheRoundsAndCanBeInterrupted) {
+  testing::InProcessJob job(Job(proto::EASGD), Servers(), Model());
+  ASSERT_OK(job.Start(Initial()));
+  testing::JobWorker& w = job.workers()[0];
+  std::vector<float> centre(kElements, -1.0f);
+  int asked = 0;
+  const absl::Time start = absl::Now();
+  const absl::Status waited =
+      PullCentre(w.ps.get(), proto::EASGD, 1, centre.data(), [&asked] { return ++asked == 3; });
+  EXPECT_EQ(waited.code(), absl::StatusCode::kCancelled) << waited;
+  EXPECT_EQ(asked, 3);
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(290));
+  // Round 0 needs nothing: the initial centre at once.
+  ASSERT_OK(PullCentre(w.ps.get(), proto::EASGD, 0, centre.data(), nullptr));
+  ASSERT_OK(ExpectEqual(centre, Initial(), "initial centre"));
 }
 
 }  // namespace

@@ -151,13 +151,6 @@ TEST(CheckJobModeTest, ElasticModesRefuseWhatTheyCannotRunWith) {
        "--overlap does not go with --sync=eawild yet (docs/MODES.md)"},
       {"early_pulls", [](WorkerOptions& o) { o.exchange.early_pulls = true; },
        "--early_pulls does not go with --sync=eawild yet (docs/MODES.md)"},
-      {"python",
-       [](WorkerOptions& o) {
-         o.external_model = true;
-         o.model = "net";
-       },
-       "the Python client (its local step would be the user's optimizer) does not go with "
-       "--sync=eawild yet (docs/MODES.md)"},
   };
   for (const Case& c : cases) {
     WorkerOptions options;
@@ -188,6 +181,20 @@ TEST(CheckJobModeTest, TheAddressBookGivesThePeriodAndAlphaTheFlagsTheLocalStep)
   EXPECT_EQ(mode.elastic.sgd.learning_rate, 0.05f);
   EXPECT_EQ(mode.elastic.sgd.momentum, 0.5f);
   EXPECT_EQ(mode.elastic.sgd.weight_decay, 0.001f);
+  EXPECT_TRUE(mode.elastic.local_step);
+}
+
+// The Python client runs elastic modes, its script's optimizer taking the local step.
+TEST(CheckJobModeTest, ThePythonClientTakesItsOwnLocalStep) {
+  WorkerOptions options;
+  options.external_model = true;
+  options.model = "net";
+  EXPECT_TRUE(CheckJobMode(options, ElasticBook(proto::EAWILD)).ok());
+  EXPECT_TRUE(CheckJobMode(options, ElasticBook(proto::EASGD)).ok());
+  EXPECT_FALSE(JobExchangerOptions(options, ElasticBook(proto::EASGD)).elastic.local_step);
+  options.exchange.overlap = true;
+  EXPECT_EQ(CheckJobMode(options, ElasticBook(proto::EASGD)).message(),
+            "--overlap does not go with --sync=easgd yet (docs/MODES.md)");
 }
 
 TEST(WorkerOptionsTest, CudaNeedsACudaBuild) {

@@ -137,8 +137,40 @@ absl::Status ClientSession::Submit(int samples, double loss, bool fp16,
     return absl::FailedPreconditionError("the job waits for an evaluation, not a step "
                                          "(take the next step with next_step first)");
   }
+  const int64_t clock = handoff_.step().clock;
   R2SP_RETURN_IF_ERROR(handoff_.Submit(samples, loss, fp16));
-  return AwaitChange(interrupt).status();
+  R2SP_RETURN_IF_ERROR(AwaitChange(interrupt).status());
+  submitted_clock_ = clock;
+  return absl::OkStatus();
+}
+
+absl::Status ClientSession::PullCentre(const Interrupt& interrupt) {
+  if (node_ == nullptr) return absl::FailedPreconditionError("the worker has not joined the job");
+  if (aborted_) return absl::FailedPreconditionError("the worker left the job (aborted)");
+  const JoinedJob job = handoff_.joined();
+  if (!job.pull_centre || job.elastic_period < 1) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the job's mode is ", job.mode, ": only easgd and eawild have a centre (in the other "
+        "modes the model's parameters are the servers' already)"));
+  }
+  centre_.resize(model_.size);
+  const int64_t steps = submitted_clock_ >= 0 ? submitted_clock_ + 1 : job.first_step;
+  bool interrupted = false;
+  const absl::Status status =
+      job.pull_centre(centre_.data(), steps / job.elastic_period,
+                      [&] { return interrupted = interrupt && interrupt(); });
+  if (status.ok()) return status;
+  if (interrupted) {
+    Abort("interrupted");
+    return absl::CancelledError("interrupted");
+  }
+  const absl::StatusOr<HandoffWorkload::State> state = handoff_.Wait(absl::ZeroDuration());
+  if (state.ok() && *state == HandoffWorkload::State::kOver) {
+    return absl::FailedPreconditionError(
+        "training is over and the worker has left the job: its final pull brought the centre "
+        "into the model's parameters (r2sp.torch.finish() waits for it)");
+  }
+  return status;
 }
 
 absl::Status ClientSession::ParamsNeeded(int64_t offset, int64_t count,

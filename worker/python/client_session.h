@@ -101,6 +101,15 @@ class ClientSession {
   // Hands the step over and waits for the exchange: the pulled parameters are in params() when
   // it returns.
   absl::Status Submit(int samples, double loss, bool fp16, const Interrupt& interrupt);
+  // easgd, eawild: pulls the centre (fp32) into centre() for an evaluation, as of this
+  // worker's last submitted step (easgd: waits until the rounds it pushed are added).
+  // FailedPrecondition in other modes, before joining, after leaving the job, and once the node
+  // stopped (training over: Finish pulls the centre into params()); on an interrupt the session
+  // aborts and Cancelled is returned.
+  absl::Status PullCentre(const Interrupt& interrupt);
+  // The last PullCentre's values (the model's size; empty before the first).
+  const float* centre() const { return centre_.data(); }
+  int64_t centre_size() const { return static_cast<int64_t>(centre_.size()); }
   bool EvaluationDue();
   bool ReportEvaluation(double accuracy, double loss) {
     return handoff_.ReportEvaluation(TestEvaluation{accuracy, loss});
@@ -124,6 +133,8 @@ class ClientSession {
   models::HostArray params_;  // page-aligned: CUDA can pin it
   models::HostArray grads_;
   std::vector<uint16_t, models::PageAlignedAllocator<uint16_t>> grads16_;
+  std::vector<float> centre_;  // elastic modes, from the first PullCentre
+  int64_t submitted_clock_ = -1;  // the last step Submit handed over (its exchange done)
   HandoffWorkload handoff_;
   std::unique_ptr<WorkerNode> node_;
   std::thread thread_;

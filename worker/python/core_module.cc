@@ -253,6 +253,8 @@ void BindJobProperties(py::class_<Worker>& w) {
       .def_property_readonly("data_shard", [](const Worker& x) { return x.job().data_shard; })
       .def_property_readonly("first_step", [](const Worker& x) { return x.job().first_step; })
       .def_property_readonly("batch_size", [](const Worker& x) { return x.job().batch_size; })
+      .def_property_readonly("elastic_period",
+                             [](const Worker& x) { return x.job().elastic_period; })
       .def_property_readonly("overlaps_backward",
                              [](const Worker& x) { return x.job().overlaps_backward; })
       .def_property_readonly("overlaps_pulls", [](Worker& x) {
@@ -298,6 +300,13 @@ void BindWorker(py::module_& m) {
       .def("submit", [](Worker& x, int samples, double loss, bool fp16) {
         ReleasedStatus([&] { return x.session().Submit(samples, loss, fp16, Interrupted); });
       }, py::arg("samples"), py::arg("loss"), py::arg("fp16") = false)
+      .def("pull_centre", [](Worker& x) {
+        ReleasedStatus([&x] { return x.session().PullCentre(Interrupted); });
+      })
+      .def_property_readonly("centre", [](py::object self) {
+        ClientSession& s = self.cast<Worker&>().session();
+        return Buffer(self, const_cast<float*>(s.centre()), s.centre_size(), false);
+      })
       .def("evaluation_due", [](Worker& x) { return x.session().EvaluationDue(); })
       .def("report_eval", [](Worker& x, double accuracy, double loss) {
         return x.session().ReportEvaluation(accuracy, loss);

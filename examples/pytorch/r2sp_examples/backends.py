@@ -4,6 +4,7 @@ servers, with r2sp.torch), ddp (torch.distributed over gloo, DistributedDataPara
 takes each step, and says who evaluates; the training loop (training.py) is the same for all
 three. The R2SP class holds every line an R2SP user writes."""
 
+import contextlib
 import itertools
 import os
 
@@ -63,6 +64,10 @@ class Single:
 
     def step(self, optimizer, loss, samples):
         optimizer.step()
+
+    def evaluating(self):
+        """A context within which the model holds the parameters an evaluation should see."""
+        return contextlib.nullcontext()
 
     def report_eval(self, accuracy, loss):
         pass
@@ -146,13 +151,22 @@ class R2SP(Single):
         return self.r2sp.evaluates()
 
     def wrap(self, model, optimizer):
-        # Joins the job: worker 0's parameters become everyone's; the servers apply SGD. With
+        # Joins the job: worker 0's parameters become everyone's; the servers apply SGD (in
+        # easgd and eawild the optimizer takes each worker's step on its own copy). With
         # the model, --overlap also overlaps each pull with the next forward (the job's
         # --nooverlap_pulls turns that off for A/B runs).
         optimizer = self.r2sp.DistributedOptimizer(optimizer, model.named_parameters(),
                                                    module=model)
         self.rank, self.world = self.r2sp.rank(), self.r2sp.size()
+        self.optimizer = optimizer
         return model, optimizer
+
+    def evaluating(self):
+        # easgd, eawild: each worker trains its own copy (the optimizer's own step); the model
+        # the job trains is the servers' centre, swapped in for the evaluation.
+        if self.r2sp.mode() in ("easgd", "eawild"):
+            return self.optimizer.centre()
+        return contextlib.nullcontext()
 
     def batches(self, train_set):
         # The scheduler's epoch plans; batches of r2sp.torch.batch_size() (hetero batching).

@@ -217,7 +217,8 @@ def train(backend, model, optimizer, train_set, test_set, args):
         if steps == 0:
             break
         if backend.evaluates():
-            accuracy, test_loss = evaluate(evaluated, test_set)
+            with backend.evaluating():  # the centre in easgd and eawild
+                accuracy, test_loss = evaluate(evaluated, test_set)
             stats.test_accuracy = accuracy
             backend.report_eval(accuracy, test_loss)
             log.evaluation(epoch + 1, stats.steps, accuracy, test_loss, train_loss)

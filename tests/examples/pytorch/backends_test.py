@@ -73,15 +73,16 @@ class FakeR2spTorch:
     """Records the calls the backend makes; its sampler gives two epochs of two steps (the
     job's) then nothing, as r2sp.torch.DistributedSampler does when training is over."""
 
-    def __init__(self):
+    def __init__(self, sync="bsp"):
         self.calls = []
         self.epochs_planned = 2
+        self.sync = sync
 
     def module(self):
         m = types.ModuleType("r2sp.torch")
         m.R2SPError = type("R2SPError", (RuntimeError,), {})
         for name in ("init", "DistributedOptimizer", "DistributedSampler", "rank", "size",
-                     "evaluates", "report_eval", "finish"):
+                     "mode", "evaluates", "report_eval", "finish"):
             setattr(m, name, getattr(self, name))
         return m
 
@@ -99,6 +100,12 @@ class FakeR2spTorch:
 
             def step(self, loss=None, samples=None):
                 fake.calls.append(("step", round(loss, 4), samples))
+
+            @contextlib.contextmanager
+            def centre(self):
+                fake.calls.append(("centre", "in"))
+                yield
+                fake.calls.append(("centre", "out"))
         return Wrapped()
 
     def DistributedSampler(self, dataset, seed=None):
@@ -122,6 +129,9 @@ class FakeR2spTorch:
 
     def size(self):
         return 2
+
+    def mode(self):
+        return self.sync
 
     def evaluates(self):
         return True
@@ -152,7 +162,12 @@ class R2spBackendTest(unittest.TestCase):
                          "r2sp.torch.init: no scheduler address: set R2SP_SCHEDULER")
 
     def test_the_loop_drives_r2sp_torch_as_api_md_says(self):
-        fake = FakeR2spTorch()
+        for sync in ("bsp", "eawild"):
+            with self.subTest(sync=sync):
+                self.check_loop(sync)
+
+    def check_loop(self, sync):
+        fake = FakeR2spTorch(sync)
         package = types.ModuleType("r2sp")
         package.torch = fake.module()
         args = parse("--batch_size=2", "--seed=7")
@@ -172,12 +187,14 @@ class R2spBackendTest(unittest.TestCase):
             torch.tensor([[0.0, 1.0]]), torch.tensor([0])).item(), 4)
         mean = round((2 * loss + loss0) / 3, 4)  # the servers own the update: params unchanged
         step = [("step", loss, 2), ("step", loss0, 1)]
+        # Elastic modes evaluate the centre (swapped into the model), the others the model.
+        centre = [("centre", "in"), ("centre", "out")] if sync == "eawild" else []
         self.assertEqual(fake.calls, [
             ("init", {"batch_size": 2, "seed": 7}),
             ("optimizer", "SGD", ["weight", "bias"], "Linear"),  # module=: overlapped pulls
             ("sampler", 3, 7),
-            *step, ("report_eval", 2 / 3, mean),
-            *step, ("report_eval", 2 / 3, mean),
+            *step, *centre, ("report_eval", 2 / 3, mean),
+            *step, *centre, ("report_eval", 2 / 3, mean),
             ("finish",)])
         self.assertEqual((stats.steps, stats.samples, backend.rank, backend.world), (4, 6, 1, 2))
         self.assertEqual(backend.errors, (package.torch.R2SPError,))

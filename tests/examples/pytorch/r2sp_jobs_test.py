@@ -2,7 +2,7 @@
 scheduler, server and worker binaries, the r2sp package and its extension, and
 fashion_mnist_cnn.py as --worker_cmd. Two Python workers train the cnn in bsp on tiny idx files
 (R2SP_DATA_DIR from the job's --data_dir) for the job's epochs, the evaluating worker's test
-accuracy reaching summary.json; a mixed job, a C++ worker training the built-in cnn beside a
+accuracy reaching summary.json (and in eawild, evaluating the centre); mixed jobs (r2sp, easgd), a C++ worker training the built-in cnn beside a
 Python worker training the PyTorch one, completes (their tensors match); and two Python workers
 train torchvision's ResNet-18 in r2sp on CIFAR-10-format files (make_cifar_like.py) with
 --overlap: the example passes the model, so each pull but the last runs on into the next
@@ -112,6 +112,34 @@ class R2spJobsTest(unittest.TestCase):
             cpp_steps = [r for r in map(json.loads, f) if "event" not in r]
         self.assertEqual(len(cpp_steps), 2)  # the binary's two steps of 8
 
+    def test_a_cpp_worker_and_a_python_worker_train_the_cnn_in_easgd(self):
+        # Each its own local step (the binary's SGD, the script's torch.optim.SGD), one centre.
+        run_dir, summary = self.launch(
+            "mixed_easgd", "easgd", f"--model=cnn --data=fashion-mnist --data_dir={self.data} "
+            "--batch_size=8 --epochs=1 --threads=1", "--scheduler_flags=--elastic_period=1",
+            f"--worker_cmd_for=1:{self.command}")
+        self.assertEqual((summary["completed"], summary["dead_workers"], summary["mode"]),
+                         (True, 0, "easgd"))
+        line = self.result(run_dir, 1)
+        self.assertEqual((line["backend"], line["world"], line["steps"], line["samples"]),
+                         ("r2sp", 2, 2, 16))
+        with open(os.path.join(run_dir, "metrics_worker0.jsonl")) as f:
+            cpp_steps = [r for r in map(json.loads, f) if "event" not in r]
+        self.assertEqual(len(cpp_steps), 2)
+        self.assertEqual([r["push_bytes"] > 0 for r in cpp_steps], [True, True])  # 2 rounds
+
+    def test_two_python_workers_train_the_cnn_in_eawild_evaluating_the_centre(self):
+        run_dir, summary = self.launch(
+            "eawild", "eawild", f"--batch_size=8 --epochs=2 --seed=3 --data_dir={self.data}",
+            "--scheduler_flags=--elastic_period=1", f"--worker_cmd={self.command}")
+        lines = sorted((self.result(run_dir, i) for i in (0, 1)), key=lambda l: l["rank"])
+        self.assertEqual([(l["rank"], l["steps"], l["samples"]) for l in lines],
+                         [(0, 4, 32), (1, 4, 32)])
+        accuracy = lines[0]["test_accuracy"]  # of the centre (backends.R2SP.evaluating)
+        self.assertEqual(len(self.evaluations(run_dir)), 2)
+        self.assertEqual((summary["completed"], summary["mode"], summary["iterations"],
+                          round(summary["final_test_accuracy"], 4)),
+                         (True, "eawild", 4, round(accuracy, 4)))
 
     def test_two_python_workers_train_torchvisions_resnet18_in_r2sp(self):
         command = shlex.join([example_paths.TORCH_PYTHON, RESNET, "--threads=1"])

@@ -1,8 +1,10 @@
 """A job on 127.0.0.1 for the Python client's tests: the real scheduler and server binaries
 (from the test's runfiles, or $R2SP_BIN_DIR), C++ workers and Python workers as processes, each
-logging to a file of the job's directory. close() kills what still runs."""
+logging to a file of the job's directory. close() kills what still runs and removes the
+directory."""
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -86,3 +88,4 @@ class Job:
             if p.poll() is None:
                 p.kill()
             p.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)

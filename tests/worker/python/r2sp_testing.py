@@ -61,11 +61,12 @@ def steps_of(epochs, batch=4, live_shards=(0,)):
 class FakeWorker:
     """Records the calls a _core.Worker gets. join() replaces params with `initial` (worker
     0's parameters) when given; submit() "pulls" params - lr * grads; gradient_ready records the
-    range's values as they were when reported."""
+    range's values as they were when reported; pull_centre() "pulls" `centre` (elastic modes)."""
 
     def __init__(self, flags, tensors, model_name="pytorch", *, steps=(), initial=None, lr=0.5,
                  rank=0, workers=2, mode="bsp", push_codec="fp32", data_world=1, data_shard=0,
-                 batch_size=4, evaluates=True, hetero_batching=False, pulls_overlap=False):
+                 batch_size=4, evaluates=True, hetero_batching=False, pulls_overlap=False,
+                 elastic_period=0, centre=None):
         self.flags, self.model_name = list(flags), model_name
         self.tensors, offset = [], 0
         for name, shape in tensors:
@@ -86,6 +87,8 @@ class FakeWorker:
         self.evaluates, self.hetero_batching = evaluates, hetero_batching
         self.pulls_overlap = pulls_overlap  # joined with --overlap (and --overlap_pulls)
         self.forward_waits = False
+        self.elastic_period, self.centre_values = elastic_period, centre
+        self.centre = memoryview(array.array("f"))
         self.calls = []
         self.staged = None  # params as join() found them
 
@@ -122,6 +125,10 @@ class FakeWorker:
         self.calls.append(("submit", samples, loss, fp16))
         for i in range(self.size):
             self._params[i] -= self.lr * self._grads[i]
+
+    def pull_centre(self):
+        self.calls.append(("pull_centre",))
+        self.centre = memoryview(array.array("f", self.centre_values))
 
     def report_eval(self, accuracy, loss):
         self.calls.append(("report_eval", accuracy, loss))

@@ -50,7 +50,8 @@ def local_rank():
 
 
 def mode():
-    """The job's consistency mode: 'bsp', 'ssp', 'asp' or 'r2sp' (docs/MODES.md)."""
+    """The job's consistency mode: 'bsp', 'ssp', 'asp', 'r2sp', 'easgd' or 'eawild'
+    (docs/MODES.md)."""
     return STATE.require_worker("mode()").mode
 
 

@@ -1,13 +1,15 @@
-"""r2sp.torch.DistributedOptimizer: a torch.optim.SGD whose steps are R2SP exchanges. It joins
+"""r2sp.torch.DistributedOptimizer: a torch optimizer whose steps are R2SP exchanges. It joins
 the job with the model's named parameters, hooks their gradients (each reported to the worker
 as autograd completes it) and makes step() push the gradient and pull the servers' parameters
-into the model in place."""
+into the model in place; in the elastic modes (easgd, eawild) step() takes the wrapped
+optimizer's own step and, every elastic period, the exchange with the centre (elastic.py)."""
 
 import numbers
 
 import torch
 
 from . import device
+from . import elastic
 from . import forward_waits
 from . import gradients
 from . import job
@@ -19,13 +21,19 @@ from .state import STATE
 class DistributedOptimizer(torch.optim.Optimizer):
     """Trains `optimizer`'s parameters through the R2SP job (r2sp.torch.init() settings).
 
-    optimizer: a torch.optim.SGD over the model's parameters. The servers apply the update:
+    optimizer: in easgd and eawild any torch optimizer (SGD, Adam, ...; not LBFGS) over the
+      model's parameters: it takes the local step on this worker's copy after every backward,
+      with its own settings and schedulers, and every elastic period the worker pulls the
+      servers' centre c, computes d = alpha (x - c), sets x <- x - d and pushes d
+      (docs/MODES.md; centre_state_dict() and centre() give the centre for evaluations). In the
+      other modes a torch.optim.SGD, whose update the servers apply:
       SGD with momentum (PyTorch's formulation, no dampening), weight decay and the
       learning-rate schedule given by the servers' flags (--lr, --momentum, --weight_decay,
       --warmup_updates, --lr_milestones, --lr_gamma). SGD's own lr, momentum and weight_decay
       are not used (a warning says so once); nesterov=True, maximize=True and dampening != 0
       are refused (ValueError), as is any other optimizer (TypeError): Adam, RMSprop, ... have
-      no R2SP equivalent.
+      no R2SP equivalent there. The mode is known once joined: a refused optimizer leaves the
+      job then (the worker aborts) and raises.
     named_parameters: model.named_parameters() (or a dict name -> tensor): every parameter of
       the optimizer named, names unique; float32 (TypeError), contiguous (ValueError), all on
       one CPU or CUDA device. They are registered with the job in this order; buffers (batch
@@ -53,13 +61,13 @@ class DistributedOptimizer(torch.optim.Optimizer):
 
     A torch.optim.Optimizer whose param_groups, state and defaults are the wrapped SGD's, so
     code that takes an optimizer accepts it; learning-rate schedulers on it run but have no
-    effect (the servers' schedule rules).
+    effect (the servers' schedule rules) except in the elastic modes.
 
     Not thread-safe: call it from the training thread."""
 
     # Not calling torch.optim.Optimizer.__init__: the wrapped SGD holds the parameter groups.
     def __init__(self, optimizer, named_parameters, train_samples=None, module=None):
-        validation.check_optimizer(optimizer)
+        validation.check_optimizer_object(optimizer)
         named = validation.named_entries(optimizer, named_parameters)
         validation.check_tensors(named)
         if module is not None:
@@ -81,6 +89,8 @@ class DistributedOptimizer(torch.optim.Optimizer):
             worker.join()
         STATE.worker = worker
         self._worker = worker
+        self._elastic = elastic.is_elastic(worker.mode)
+        self._check_for_mode(optimizer)
         self._buffers.adopt()
         self._waits = None  # forward_waits.ForwardWaits while pulls overlap
         if worker.overlaps_pulls:
@@ -92,6 +102,17 @@ class DistributedOptimizer(torch.optim.Optimizer):
             before_push=self._before_push)
         if train_samples is not None:
             STATE.begin(train_samples, "DistributedOptimizer")
+
+    def _check_for_mode(self, optimizer):
+        """The joined job's mode decides which optimizers it takes: a refusal leaves the job."""
+        try:
+            if self._elastic:
+                elastic.check_supported(self._worker, self._entries, optimizer)
+            else:
+                validation.check_optimizer(optimizer, self._worker.mode)
+        except (TypeError, ValueError, NotImplementedError) as e:
+            STATE.abort(f"{type(e).__name__}: {e}")
+            raise
 
     @property
     def overlaps_pulls(self):
@@ -165,6 +186,8 @@ class DistributedOptimizer(torch.optim.Optimizer):
         count = step.batch if samples is None else _samples_value(samples)
         self._before_push()  # also when no gradient was reported during backward
         self._reporter.complete()
+        if self._elastic:
+            self.optimizer.step()  # the local step, on views of the worker's parameter buffer
         with STATE.blocking():
             self._worker.submit(count, value, fp16=self._buffers.fp16)
         STATE.submitted()
@@ -175,9 +198,38 @@ class DistributedOptimizer(torch.optim.Optimizer):
             self._buffers.after_submit()
         return loss
 
+    def centre_state_dict(self, module=None):
+        """easgd, eawild: the servers' centre, pulled now (fp32; in easgd once the rounds this
+        worker pushed are added), for evaluating or saving the model the job trains. Without
+        `module`: {name: tensor} of the registered parameters; with it (the model):
+        module.state_dict() with those parameters' values replaced by the centre's and its
+        buffers (batch-norm running statistics) this worker's own, as the C++ worker evaluates.
+        After finish() the model's parameters hold the centre already (the final pull), and
+        they are returned. RuntimeError in other modes (the parameters are the servers'
+        already) and after this worker left the job."""
+        return self._centre("centre_state_dict").state_dict(module)
+
+    def centre(self):
+        """easgd, eawild: a context manager within which the model's registered parameters
+        hold the centre (pulled as centre_state_dict() pulls it) and after which they hold this
+        worker's own values again: `with optimizer.centre(): accuracy = test(model)`. Buffers
+        (batch-norm statistics) stay this worker's."""
+        return self._centre("centre").swapped_in()
+
+    def _centre(self, what):
+        if not self._elastic:
+            raise RuntimeError(f"r2sp.torch.DistributedOptimizer.{what}: the job's mode is "
+                               f"{self._worker.mode}; only easgd and eawild have a centre (in "
+                               "the other modes the model's parameters are the servers')")
+        if STATE.aborted:
+            raise RuntimeError(f"r2sp.torch.DistributedOptimizer.{what}: this worker left "
+                               "the job")
+        return elastic.Centre(self._worker, self._entries,
+                              finished=lambda: STATE.result is not None)
+
     def state_dict(self):
-        """The wrapped SGD's state_dict (its momentum buffers are unused: the servers keep
-        the momentum)."""
+        """The wrapped optimizer's state_dict (outside the elastic modes its momentum buffers
+        are unused: the servers keep the momentum)."""
         return self.optimizer.state_dict()
 
     def load_state_dict(self, state_dict):

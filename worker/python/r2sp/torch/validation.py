@@ -1,6 +1,7 @@
 """DistributedOptimizer's checks of what it is given, each failing with a message that says
-what to change: the optimizer (torch.optim.SGD as the servers apply it) and the named
-parameters (every optimized parameter named once, float32, contiguous, one device)."""
+what to change: the optimizer (a torch optimizer; outside the elastic modes a torch.optim.SGD
+as the servers apply it) and the named parameters (every optimized parameter named once,
+float32, contiguous, one device)."""
 
 import warnings
 
@@ -13,15 +14,26 @@ SERVERS_APPLY = ("the servers apply SGD with momentum, weight decay and the lear
 _warned = False
 
 
-def check_optimizer(optimizer):
-    """TypeError unless `optimizer` is a torch.optim.SGD; ValueError for SGD settings the
-    servers do not have (nesterov, maximize, dampening). Warns once that SGD's own lr,
-    momentum and weight decay are not used."""
+def check_optimizer_object(optimizer):
+    """TypeError unless `optimizer` is a torch.optim.Optimizer (before joining: the mode, which
+    decides which optimizers a job takes, is known only after)."""
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        raise TypeError("r2sp.torch.DistributedOptimizer wraps a torch optimizer "
+                        "(torch.optim.SGD(model.parameters(), lr=...)), not "
+                        f"{type(optimizer).__name__}")
+
+
+def check_optimizer(optimizer, mode):
+    """For the job's `mode` (bsp, ssp, asp, r2sp; elastic modes take any optimizer and are
+    not checked here): TypeError unless `optimizer` is a torch.optim.SGD; ValueError for SGD
+    settings the servers do not have (nesterov, maximize, dampening). Warns once that SGD's
+    own lr, momentum and weight decay are not used."""
     if not isinstance(optimizer, torch.optim.SGD):
-        raise TypeError(f"r2sp.torch.DistributedOptimizer wraps torch.optim.SGD only, not "
-                        f"{type(optimizer).__name__}: {SERVERS_APPLY}. Pass "
+        raise TypeError(f"r2sp.torch.DistributedOptimizer wraps torch.optim.SGD only in "
+                        f"--sync={mode}, not {type(optimizer).__name__}: {SERVERS_APPLY}. Pass "
                         "torch.optim.SGD(model.parameters(), lr=...) and set the rates on the "
-                        "servers")
+                        "servers, or run the job in easgd or eawild, whose local step is "
+                        "your optimizer")
     for i, group in enumerate(optimizer.param_groups):
         for key, fine, what in (("nesterov", False, "Nesterov momentum"),
                                 ("maximize", False, "maximisation"),

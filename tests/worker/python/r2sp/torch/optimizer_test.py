@@ -79,12 +79,25 @@ class RefusalTest(OptimizerTestBase):
                "--warmup_updates, --lr_milestones, --lr_gamma)")
 
     def test_non_sgd_optimizer(self):
+        # Known once joined (the mode decides): the worker then leaves the job.
+        model = tiny_model()
+        message = ("r2sp.torch.DistributedOptimizer wraps torch.optim.SGD only in --sync=bsp, "
+                   "not Adam: " + self.SERVERS + ". Pass torch.optim.SGD(model.parameters(), "
+                   "lr=...) and set the rates on the servers, or run the job in easgd or "
+                   "eawild, whose local step is your optimizer")
+        self.assertRaisesExactly(
+            TypeError, message,
+            self.make, torch.optim.Adam(model.parameters()), model.named_parameters())
+        self.assertEqual(self.workers[0].names(), ["join", "abort"])
+        self.assertEqual(self.workers[0].calls[-1], ("abort", "TypeError: " + message))
+        self.assertTrue(state.STATE.aborted)
+
+    def test_not_an_optimizer(self):
         model = tiny_model()
         self.assertRaisesExactly(
-            TypeError, "r2sp.torch.DistributedOptimizer wraps torch.optim.SGD only, not Adam: "
-            + self.SERVERS + ". Pass torch.optim.SGD(model.parameters(), lr=...) and set the "
-            "rates on the servers",
-            self.make, torch.optim.Adam(model.parameters()), model.named_parameters())
+            TypeError, "r2sp.torch.DistributedOptimizer wraps a torch optimizer "
+            "(torch.optim.SGD(model.parameters(), lr=...)), not list",
+            self.make, list(model.parameters()), model.named_parameters())
         self.assertEqual(self.workers, [])
 
     def test_sgd_settings_the_servers_do_not_have(self):
@@ -95,6 +108,8 @@ class RefusalTest(OptimizerTestBase):
                 model = tiny_model()
                 extra = {"momentum": 0.9} if key == "nesterov" else {}
                 sgd = torch.optim.SGD(model.parameters(), lr=0.1, **extra, **{key: value})
+                state.STATE.__init__()
+                state.STATE.settings = r2t.settings.resolve({"R2SP_SCHEDULER": "tcp://h:1"}, [])
                 self.assertRaisesExactly(
                     ValueError, f"r2sp.torch.DistributedOptimizer: SGD {key}={value} (param "
                     f"group 0): the servers do not apply {what}; {self.SERVERS}. Use SGD(..., "
