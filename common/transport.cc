@@ -47,6 +47,10 @@ absl::StatusOr<std::unique_ptr<Transport>> Transport::Create(const TransportOpti
         " connections per peer; got ", options.zmq_io_threads, " and ",
         options.connections_per_peer));
   }
+  if (options.context != nullptr && options.curve != nullptr) {
+    return absl::InvalidArgumentError(
+        "a transport with CURVE keys needs a ZeroMQ context of its own (for its ZAP handler)");
+  }
   std::unique_ptr<Transport> transport(new Transport(options));
   R2SP_RETURN_IF_ERROR(transport->Bind());
   return transport;
@@ -55,10 +59,12 @@ absl::StatusOr<std::unique_ptr<Transport>> Transport::Create(const TransportOpti
 Transport::Transport(const TransportOptions& options)
     : options_(options),
       routing_id_(NewRoutingId()),
-      context_(options.zmq_io_threads),
-      router_(context_, zmq::socket_type::router),
+      context_(options.context != nullptr
+                   ? options.context
+                   : std::make_shared<zmq::context_t>(options.zmq_io_threads)),
+      router_(*context_, zmq::socket_type::router),
       inbound_(options.max_outstanding_per_peer),
-      peers_(context_, PeerConnectionsOptions{routing_id_, options.connections_per_peer,
+      peers_(*context_, PeerConnectionsOptions{routing_id_, options.connections_per_peer,
                                               options.zmq_io_threads, options.queue_messages,
                                               options.max_frame_bytes, kLingerMs,
                                               options.curve}) {}
@@ -68,7 +74,7 @@ absl::Status Transport::Bind() {
   if (wake_fd_ < 0) return absl::InternalError(absl::StrCat("eventfd: ", strerror(errno)));
   if (options_.curve != nullptr) {
     // Before the ROUTER binds: a CURVE server with no ZAP handler accepts any client key.
-    R2SP_ASSIGN_OR_RETURN(zap_, ZapHandler::Start(context_, *options_.curve));
+    R2SP_ASSIGN_OR_RETURN(zap_, ZapHandler::Start(*context_, *options_.curve));
   }
   RouterSocketOptions router;
   router.bind_endpoint = options_.bind_endpoint;

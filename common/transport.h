@@ -66,6 +66,11 @@ struct TransportOptions {
   // open one at a time, each once the one before has answered (until then its keys use the
   // newest open one). REQUIRES: in [1, kMaxConnectionsPerPeer].
   int connections_per_peer = 1;
+  // The ZeroMQ context its sockets live in, shared with other transports of this process (one
+  // context per process, as ZeroMQ advises: threads of synthetic workers share its I/O threads,
+  // which zmq_io_threads must then count). Null: a context of its own. REQUIRES: null with
+  // curve (a context has one ZAP handler, and each transport keeps its own).
+  std::shared_ptr<zmq::context_t> context;
 };
 
 struct TransportCounters {
@@ -151,7 +156,7 @@ class Transport : public ReplySink, public Requester {
 
   const TransportOptions options_;
   const std::string routing_id_;  // random; every DEALER's
-  zmq::context_t context_;
+  std::shared_ptr<zmq::context_t> context_;  // outlives the sockets below
   std::unique_ptr<ZapHandler> zap_;  // with CURVE; closed before the context
   zmq::socket_t router_;
   std::string endpoint_;

@@ -1,9 +1,11 @@
 // The `worker` binary: turns flags (worker_flags.h) into WorkerOptions and runs the worker's life in the job
 // (worker_node.h): register, initialise the servers (rank 0), train through the parameter
 // servers — a real model on a real data set, or the synthetic workload for transport tests
-// and benchmarks — and report to the scheduler. Or, with --eval_only, evaluate a model file.
+// and benchmarks, or several synthetic workers as threads (--workers_per_process) — and report to
+// the scheduler. Or, with --eval_only, evaluate a model file.
 #include <cstdio>
 #include <string>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "common/cli.h"
@@ -14,6 +16,7 @@
 #include "worker/eval_only.h"
 #include "worker/worker_flags.h"
 #include "worker/worker_node.h"
+#include "worker/worker_threads.h"
 
 namespace {
 
@@ -65,11 +68,18 @@ int main(int argc, char** argv) {
   }
   // Lost to the job (the scheduler lost, declared dead, the job failed): nothing this worker
   // does counts any more, so it stops at once with status 3.
-  r2sp::WorkerNode node(r2sp::ValueOrExit(r2sp::WorkerOptionsFromFlags()), [](const absl::Status& lost) {
+  const r2sp::WorkerNode::LostHandler on_lost = [](const absl::Status& lost) {
     std::fprintf(stderr, "worker: error: %s\n", std::string(lost.message()).c_str());
     r2sp::ExitNow(3);
-  });
-  const absl::Status status = node.Run();
+  };
+  r2sp::WorkerOptions options = r2sp::ValueOrExit(r2sp::WorkerOptionsFromFlags());
+  absl::Status status;
+  if (options.workers_per_process > 1) {
+    status = r2sp::RunWorkerThreads(options, on_lost);
+  } else {
+    r2sp::WorkerNode node(std::move(options), on_lost);
+    status = node.Run();
+  }
   if (!status.ok()) r2sp::ExitWithError(status);
   return 0;
 }
