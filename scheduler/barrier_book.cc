@@ -40,7 +40,8 @@ absl::Status BarrierBook::Arrive(const proto::Header& request, NodeId node, Resp
   return absl::OkStatus();
 }
 
-void BarrierBook::Release(const std::vector<NodeId>& live) {
+int BarrierBook::Release(const std::vector<NodeId>& live) {
+  int answered = 0;
   for (auto& [group, barrier] : barriers_) {
     if (barrier.waiting.empty()) continue;
     bool complete = true;
@@ -51,10 +52,12 @@ void BarrierBook::Release(const std::vector<NodeId>& live) {
     }
     if (!complete) continue;
     for (Responder& r : barrier.waiting) r.ReplyStatus(absl::OkStatus());
+    answered += static_cast<int>(barrier.waiting.size());
     barrier.waiting.clear();
     barrier.arrived.clear();
     ++barrier.id;
   }
+  return answered;
 }
 
 bool BarrierBook::IsWaiting(NodeId node) const {

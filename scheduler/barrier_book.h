@@ -24,8 +24,9 @@ class BarrierBook {
   // (INVALID_ARGUMENT: not a member, or not the group's current barrier; ALREADY_EXISTS:
   // waiting at it already): `responder` has not been answered.
   absl::Status Arrive(const proto::Header& request, NodeId node, Responder& responder);
-  // Completes, and answers OK, each barrier that every node in `live` of its group has reached.
-  void Release(const std::vector<NodeId>& live);
+  // Completes, and answers OK, each barrier that every node in `live` of its group has reached;
+  // returns how many waiters it answered.
+  int Release(const std::vector<NodeId>& live);
 
   // Whether `node` waits at a barrier (it cannot make progress meanwhile).
   bool IsWaiting(NodeId node) const;

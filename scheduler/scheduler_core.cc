@@ -69,7 +69,9 @@ std::string SchedulerCore::failure() const {
 
 std::string SchedulerCore::ReportJson() const {
   absl::MutexLock lock(&mu_);
-  return JobReportJson(JobReport{options_.sync, failure_, refusals_.count()}, nodes_, slots_);
+  return JobReportJson(
+      JobReport{options_.sync, failure_, refusals_.count(), metrics_.Json(slots_.stats())}, nodes_,
+      slots_);
 }
 
 absl::Time SchedulerCore::NextWakeup() {
@@ -91,6 +93,9 @@ void SchedulerCore::HandleRequest(Message request, Responder responder) {
         request.header.type() == proto::REGISTER
             ? membership_.Register(request.header, responder, now, shutting_down_, failure_)
             : HandleFromNode(request, responder, now);
+    if (request.header.type() == proto::REGISTER) {
+      metrics_.Registered(now, membership_.rendezvous_done());
+    }
     if (absl::IsPermissionDenied(status)) {
       refusals_.Refuse(responder, status, now);
     } else if (!status.ok()) {
@@ -160,6 +165,7 @@ absl::Status SchedulerCore::HandleHeartbeat(const Message& request, Node& node,
     hb->set_declared_dead(true);
   } else {
     FailureDetector::Heard(node, request.header.heartbeat().progress(), now);
+    metrics_.Heartbeat(now);
     nodes_.AddWorkerNews(*hb);
     membership_.replacement().AddNews(*hb);
     hb->set_shutting_down(shutting_down_);
@@ -170,9 +176,9 @@ absl::Status SchedulerCore::HandleHeartbeat(const Message& request, Node& node,
 }
 
 absl::Status SchedulerCore::HandleBarrier(const Message& request, Node& node, Responder& responder,
-                                          absl::Time /*now*/) {
+                                          absl::Time now) {
   R2SP_RETURN_IF_ERROR(barriers_.Arrive(request.header, node.id(), responder));
-  ReleaseBarriers();
+  ReleaseBarriers(now);
   return absl::OkStatus();
 }
 
@@ -187,7 +193,7 @@ absl::Status SchedulerCore::HandleFinish(const Message& request, Node& node, Res
   LOG(INFO) << "worker " << node.rank << " finished after " << node.counters.iterations()
             << " iterations";
   responder.ReplyStatus(absl::OkStatus());
-  ReleaseBarriers();
+  ReleaseBarriers(now);
   MaybeEndJob();
   return absl::OkStatus();
 }
@@ -250,7 +256,10 @@ void SchedulerCore::WorkerLeft(const Node& node, absl::Time now) {
   slots_.WorkerLeft(node.rank, now);
 }
 
-void SchedulerCore::ReleaseBarriers() { barriers_.Release(nodes_.Live()); }
+void SchedulerCore::ReleaseBarriers(absl::Time started) {
+  const int answered = barriers_.Release(nodes_.Live());
+  if (answered > 0) metrics_.BarrierReleased(started, clock_(), answered);
+}
 
 bool SchedulerCore::DetectFailures(absl::Time now) {
   const std::vector<FailureDetector::Death> deaths = failure_detector_.Detect(
@@ -260,6 +269,7 @@ bool SchedulerCore::DetectFailures(absl::Time now) {
     Node& n = *death.node;
     if (n.role == proto::WORKER) {
       WorkerLeft(n, now);
+      metrics_.WorkerRemoved(n.rank, n.last_seen, now);
       if (n.data_shard >= 0) membership_.joins().ShardOrphaned(n.data_shard);
     } else if (!shutting_down_) {
       const absl::Status lost = membership_.replacement().Lost(n, death.why, now);
@@ -360,7 +370,7 @@ void SchedulerCore::OnTick(absl::Time now) {
       return;
     }
     if (DetectFailures(now)) {
-      ReleaseBarriers();
+      ReleaseBarriers(now);
       MaybeEndJob();
     }
     membership_.AdmitWaiting(now, shutting_down_, failure_);
