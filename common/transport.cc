@@ -1,8 +1,7 @@
-// ZeroMQ transport; see transport.h. The I/O thread polls an eventfd (outbox wake-ups), the
-// ROUTER (incoming requests) and every DEALER (incoming replies).
+// ZeroMQ transport; see transport.h. The I/O thread polls an eventfd (outbox wake-ups), a
+// timerfd (ticks), the ROUTER (incoming requests) and every DEALER (incoming replies).
 #include "common/transport.h"
 
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -70,8 +69,7 @@ Transport::Transport(const TransportOptions& options)
                                               options.curve}) {}
 
 absl::Status Transport::Bind() {
-  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (wake_fd_ < 0) return absl::InternalError(absl::StrCat("eventfd: ", strerror(errno)));
+  R2SP_ASSIGN_OR_RETURN(wakeups_, LoopWakeups::Create());
   if (options_.curve != nullptr) {
     // Before the ROUTER binds: a CURVE server with no ZAP handler accepts any client key.
     R2SP_ASSIGN_OR_RETURN(zap_, ZapHandler::Start(*context_, *options_.curve));
@@ -93,7 +91,6 @@ absl::Status Transport::Bind() {
 
 Transport::~Transport() {
   Stop();
-  if (wake_fd_ >= 0) close(wake_fd_);
 }
 
 void Transport::Start(RequestHandler* handler) {
@@ -110,8 +107,7 @@ void Transport::Stop() {
 }
 
 void Transport::Wake() {
-  const uint64_t one = 1;
-  (void)!write(wake_fd_, &one, sizeof(one));
+  if (wakeups_ != nullptr) wakeups_->Wake();  // null only if Bind failed
 }
 
 void Transport::Enqueue(Outgoing item) {
@@ -160,9 +156,11 @@ TransportCounters Transport::counters() const {
 void Transport::Loop() {
   std::vector<zmq_pollitem_t> items;
   absl::Time next_tick = absl::Now();
+  constexpr size_t kFirstDealer = 3;  // after the eventfd, the timerfd and the ROUTER
   while (true) {
     items.clear();
-    items.push_back({nullptr, wake_fd_, ZMQ_POLLIN, 0});
+    items.push_back({nullptr, wakeups_->event_fd(), ZMQ_POLLIN, 0});
+    items.push_back({nullptr, wakeups_->timer_fd(), ZMQ_POLLIN, 0});
     items.push_back({router_.handle(), 0, ZMQ_POLLIN, 0});
     const std::vector<zmq::socket_t*>& dealers = peers_.sockets();
     for (zmq::socket_t* dealer : dealers) {
@@ -171,23 +169,20 @@ void Transport::Loop() {
     RequestHandler* waker = handler_.load();
     const absl::Time wake = std::min(next_tick, waker != nullptr ? waker->NextWakeup()
                                                                  : absl::InfiniteFuture());
-    // zmq_poll counts milliseconds; round up so we never spin before the wake-up time.
-    const long timeout_ms =
-        std::max<long>(0, absl::ToInt64Microseconds(wake - absl::Now()) / 1000 + 1);
-    const int ready = zmq_poll(items.data(), static_cast<int>(items.size()), timeout_ms);
+    // The timerfd, not zmq_poll's millisecond timeout, ends the wait (loop_wakeups.h).
+    wakeups_->ArmTimer(wake - absl::Now());
+    const int ready = zmq_poll(items.data(), static_cast<int>(items.size()), -1);
     if (ready < 0 && zmq_errno() != EINTR) {
       LOG(ERROR) << "zmq_poll: " << zmq_strerror(zmq_errno());
     }
     const bool woken = (items[0].revents & ZMQ_POLLIN) != 0;
-    if (woken) {
-      uint64_t value;
-      (void)!read(wake_fd_, &value, sizeof(value));
-    }
+    if (woken) wakeups_->ClearEvent();
+    if (items[1].revents & ZMQ_POLLIN) wakeups_->ClearTimer();
     DrainOutbox();
-    if (items[1].revents & ZMQ_POLLIN) ReceiveFromRouter();
+    if (items[2].revents & ZMQ_POLLIN) ReceiveFromRouter();
     // The sockets may have grown in DrainOutbox; only the polled ones have revents.
-    for (size_t i = 2; i < items.size(); ++i) {
-      if (items[i].revents & ZMQ_POLLIN) ReceiveFromDealer(*dealers[i - 2]);
+    for (size_t i = kFirstDealer; i < items.size(); ++i) {
+      if (items[i].revents & ZMQ_POLLIN) ReceiveFromDealer(*dealers[i - kFirstDealer]);
     }
     if (woken) ApplyResets();  // ResetPeer wakes the thread
     const absl::Time now = absl::Now();

@@ -30,6 +30,7 @@
 #include "common/handler.h"
 #include "common/inbound_limit.h"
 #include "common/log_limiter.h"
+#include "common/loop_wakeups.h"
 #include "common/message.h"
 #include "common/peer_connections.h"
 #include "common/request_tracker.h"
@@ -160,7 +161,7 @@ class Transport : public ReplySink, public Requester {
   std::unique_ptr<ZapHandler> zap_;  // with CURVE; closed before the context
   zmq::socket_t router_;
   std::string endpoint_;
-  int wake_fd_ = -1;  // eventfd: other threads wake the I/O thread through it
+  std::unique_ptr<LoopWakeups> wakeups_;  // eventfd (Wake) and timerfd (ticks); set by Bind
   std::thread thread_;
   std::atomic<RequestHandler*> handler_{nullptr};
   std::atomic<bool> stopping_{false};

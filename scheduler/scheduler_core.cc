@@ -360,6 +360,11 @@ void SchedulerCore::ServerAcknowledged(int rank, absl::StatusOr<Message> reply) 
 void SchedulerCore::OnTick(absl::Time now) {
   {
     absl::MutexLock lock(&mu_);
+    // Ticks come every 50 ms or sooner; a longer pause is the scheduler's, not the nodes'.
+    if (last_tick_ != absl::InfinitePast() && now - last_tick_ > options_.stall_forgiven_after) {
+      FailureDetector::Forgive(nodes_, now - last_tick_);
+    }
+    last_tick_ = now;
     if (!membership_.rendezvous_done()) {
       if (now - started_ > options_.register_timeout && !done_.HasBeenNotified()) {
         const std::string why = absl::StrCat("not every node registered within ",

@@ -116,6 +116,7 @@ class SchedulerCore : public RequestHandler {
 
   mutable absl::Mutex mu_;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time last_tick_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   int shutdown_acks_outstanding_ ABSL_GUARDED_BY(mu_) = 0;
   // SHUTDOWN requests queued for SendQueuedRequests: the server's rank and endpoint.
   std::vector<std::pair<int, std::string>> shutdowns_to_send_ ABSL_GUARDED_BY(mu_);

@@ -50,6 +50,7 @@ class ScaleRun:
 
 
 def scheduler_argv(c, binary, run_dir):
+    """The scheduler's command line for the job `c`."""
     argv = [binary, "--bind=tcp://127.0.0.1:*", f"--endpoint_file={run_dir}/endpoint",
             f"--stats_json={run_dir}/stats.json", f"--num_servers={c.servers}",
             f"--num_workers={c.workers}", f"--sync={c.mode}", "--partition_bytes=65536",
@@ -62,6 +63,7 @@ def scheduler_argv(c, binary, run_dir):
 
 
 def worker_argv(c, binary, endpoint, threads, metrics):
+    """A worker process's command line: `threads` workers of the job `c`."""
     return [binary, f"--scheduler={endpoint}", "--bind=tcp://127.0.0.1:*",
             f"--workers_per_process={threads}", f"--model_mb={c.model_mb}", "--layers=4",
             f"--iterations={c.iterations}", f"--compute_ms={c.compute_ms}",
@@ -70,12 +72,14 @@ def worker_argv(c, binary, endpoint, threads, metrics):
 
 
 def _start(argv, log):
+    """Starts `argv` in a session of its own, its output into `log`."""
     with open(log, "w") as out:
         return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True)
 
 
 def _wait_for(predicate, timeout, what, proc):
+    """Waits until predicate(); RuntimeError naming `what` if `proc` exits or time runs out."""
     deadline = time.time() + timeout
     while not predicate():
         if proc.poll() is not None:
@@ -86,6 +90,7 @@ def _wait_for(predicate, timeout, what, proc):
 
 
 def _rows(path):
+    """Lines in `path` so far (0 if it does not exist yet)."""
     if not os.path.exists(path):
         return 0
     with open(path) as f:
