@@ -152,7 +152,9 @@ class Transport : public ReplySink, public Requester {
   // Carries out the ResetPeer calls queued (between polls: the polled sockets may shrink).
   void ApplyResets();
   // Wakes the I/O thread from its poll.
-  void Wake();
+  void Wake() {
+    if (wakeups_ != nullptr) wakeups_->Wake();  // null only if Bind failed
+  }
   void Drop(const std::string& why);
 
   const TransportOptions options_;
@@ -163,6 +165,7 @@ class Transport : public ReplySink, public Requester {
   std::string endpoint_;
   std::unique_ptr<LoopWakeups> wakeups_;  // eventfd (Wake) and timerfd (ticks); set by Bind
   std::thread thread_;
+  std::atomic<std::thread::id> io_thread_{};  // thread_'s id, once it runs
   std::atomic<RequestHandler*> handler_{nullptr};
   std::atomic<bool> stopping_{false};
   bool started_ = false;
