@@ -24,7 +24,11 @@ struct Message {
 
 // Limits applied when decoding a received message.
 struct DecodeLimits {
-  size_t max_header_bytes = 64 * 1024;
+  // The REGISTER reply carries the address book, about 65 bytes a node in the servers' copy
+  // (with the workers' routing ids): 64 KiB stopped a job at about 1,000 workers (the servers
+  // dropped their reply and were declared dead); 1 MiB holds some 16,000 nodes, and a header is
+  // still parsed once and far below the 256 MiB frame limit (TransportOptions).
+  size_t max_header_bytes = 1024 * 1024;
   size_t max_payload_frames = 16;
 };
 

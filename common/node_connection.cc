@@ -22,6 +22,8 @@ absl::Status NodeConnectionOptions::Validate() const {
   c.Check(connections_per_peer >= 0 && connections_per_peer <= kMaxConnectionsPerPeer,
           "--connections_per_peer", "connections_per_peer",
           absl::StrCat("in [0, ", kMaxConnectionsPerPeer, "]"), connections_per_peer);
+  c.Require(zmq_context == nullptr || curve == nullptr, "--auth=curve", "zmq_context",
+            "needs a ZeroMQ context per node (each has its own ZAP handler)");
   return c.status();
 }
 
@@ -33,6 +35,7 @@ absl::StatusOr<NodeConnection> ConnectNode(const NodeConnectionOptions& options)
   transport_options.bind_endpoint = options.bind;
   transport_options.advertise_host = options.advertise_host;
   transport_options.curve = options.curve;
+  transport_options.context = options.zmq_context;
   transport_options.zmq_io_threads = io_threads;
   transport_options.connections_per_peer = options.connections_per_peer > 0
                                                ? options.connections_per_peer

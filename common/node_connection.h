@@ -33,6 +33,9 @@ struct NodeConnectionOptions {
   // --connections_per_peer: see TransportOptions; 0: 1, or io_threads with curve. REQUIRES:
   // in [0, kMaxConnectionsPerPeer].
   int connections_per_peer = 0;
+  // TransportOptions::context: a ZeroMQ context shared with the process's other nodes (threads
+  // of synthetic workers); null: the transport's own. REQUIRES: null with curve.
+  std::shared_ptr<zmq::context_t> zmq_context;
 
   // OK, or InvalidArgument naming the first field (and its flag) that breaks a REQUIRES.
   absl::Status Validate() const;

@@ -1,8 +1,7 @@
-// ZeroMQ transport; see transport.h. The I/O thread polls an eventfd (outbox wake-ups), the
-// ROUTER (incoming requests) and every DEALER (incoming replies).
+// ZeroMQ transport; see transport.h. The I/O thread polls an eventfd (outbox wake-ups), a
+// timerfd (ticks), the ROUTER (incoming requests) and every DEALER (incoming replies).
 #include "common/transport.h"
 
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -47,6 +46,10 @@ absl::StatusOr<std::unique_ptr<Transport>> Transport::Create(const TransportOpti
         " connections per peer; got ", options.zmq_io_threads, " and ",
         options.connections_per_peer));
   }
+  if (options.context != nullptr && options.curve != nullptr) {
+    return absl::InvalidArgumentError(
+        "a transport with CURVE keys needs a ZeroMQ context of its own (for its ZAP handler)");
+  }
   std::unique_ptr<Transport> transport(new Transport(options));
   R2SP_RETURN_IF_ERROR(transport->Bind());
   return transport;
@@ -55,20 +58,21 @@ absl::StatusOr<std::unique_ptr<Transport>> Transport::Create(const TransportOpti
 Transport::Transport(const TransportOptions& options)
     : options_(options),
       routing_id_(NewRoutingId()),
-      context_(options.zmq_io_threads),
-      router_(context_, zmq::socket_type::router),
+      context_(options.context != nullptr
+                   ? options.context
+                   : std::make_shared<zmq::context_t>(options.zmq_io_threads)),
+      router_(*context_, zmq::socket_type::router),
       inbound_(options.max_outstanding_per_peer),
-      peers_(context_, PeerConnectionsOptions{routing_id_, options.connections_per_peer,
+      peers_(*context_, PeerConnectionsOptions{routing_id_, options.connections_per_peer,
                                               options.zmq_io_threads, options.queue_messages,
                                               options.max_frame_bytes, kLingerMs,
                                               options.curve}) {}
 
 absl::Status Transport::Bind() {
-  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (wake_fd_ < 0) return absl::InternalError(absl::StrCat("eventfd: ", strerror(errno)));
+  R2SP_ASSIGN_OR_RETURN(wakeups_, LoopWakeups::Create());
   if (options_.curve != nullptr) {
     // Before the ROUTER binds: a CURVE server with no ZAP handler accepts any client key.
-    R2SP_ASSIGN_OR_RETURN(zap_, ZapHandler::Start(context_, *options_.curve));
+    R2SP_ASSIGN_OR_RETURN(zap_, ZapHandler::Start(*context_, *options_.curve));
   }
   RouterSocketOptions router;
   router.bind_endpoint = options_.bind_endpoint;
@@ -87,7 +91,6 @@ absl::Status Transport::Bind() {
 
 Transport::~Transport() {
   Stop();
-  if (wake_fd_ >= 0) close(wake_fd_);
 }
 
 void Transport::Start(RequestHandler* handler) {
@@ -103,11 +106,6 @@ void Transport::Stop() {
   thread_.join();
 }
 
-void Transport::Wake() {
-  const uint64_t one = 1;
-  (void)!write(wake_fd_, &one, sizeof(one));
-}
-
 void Transport::Enqueue(Outgoing item) {
   {
     absl::MutexLock lock(&mu_);
@@ -120,7 +118,9 @@ void Transport::Enqueue(Outgoing item) {
     item.callback(absl::CancelledError("transport stopped"));
     return;
   }
-  Wake();
+  // The I/O thread sends what it queued itself before it polls again (Loop): a wake-up would
+  // be a wasted syscall per reply (1,024 for a barrier of 1,024 workers).
+  if (std::this_thread::get_id() != io_thread_.load()) Wake();
 }
 
 void Transport::Request(const std::string& peer_endpoint, Message request,
@@ -152,11 +152,14 @@ TransportCounters Transport::counters() const {
 }
 
 void Transport::Loop() {
+  io_thread_.store(std::this_thread::get_id());
   std::vector<zmq_pollitem_t> items;
   absl::Time next_tick = absl::Now();
+  constexpr size_t kFirstDealer = 3;  // after the eventfd, the timerfd and the ROUTER
   while (true) {
     items.clear();
-    items.push_back({nullptr, wake_fd_, ZMQ_POLLIN, 0});
+    items.push_back({nullptr, wakeups_->event_fd(), ZMQ_POLLIN, 0});
+    items.push_back({nullptr, wakeups_->timer_fd(), ZMQ_POLLIN, 0});
     items.push_back({router_.handle(), 0, ZMQ_POLLIN, 0});
     const std::vector<zmq::socket_t*>& dealers = peers_.sockets();
     for (zmq::socket_t* dealer : dealers) {
@@ -165,23 +168,22 @@ void Transport::Loop() {
     RequestHandler* waker = handler_.load();
     const absl::Time wake = std::min(next_tick, waker != nullptr ? waker->NextWakeup()
                                                                  : absl::InfiniteFuture());
-    // zmq_poll counts milliseconds; round up so we never spin before the wake-up time.
-    const long timeout_ms =
-        std::max<long>(0, absl::ToInt64Microseconds(wake - absl::Now()) / 1000 + 1);
-    const int ready = zmq_poll(items.data(), static_cast<int>(items.size()), timeout_ms);
+    // The timerfd, not zmq_poll's millisecond timeout, ends the wait (loop_wakeups.h); at once
+    // if this thread queued more (a send's callback did: Enqueue does not wake it).
+    const bool queued = [this] { absl::MutexLock lock(&mu_); return !outbox_.empty(); }();
+    wakeups_->ArmTimer(queued ? absl::ZeroDuration() : wake - absl::Now());
+    const int ready = zmq_poll(items.data(), static_cast<int>(items.size()), -1);
     if (ready < 0 && zmq_errno() != EINTR) {
       LOG(ERROR) << "zmq_poll: " << zmq_strerror(zmq_errno());
     }
     const bool woken = (items[0].revents & ZMQ_POLLIN) != 0;
-    if (woken) {
-      uint64_t value;
-      (void)!read(wake_fd_, &value, sizeof(value));
-    }
+    if (woken) wakeups_->ClearEvent();
+    if (items[1].revents & ZMQ_POLLIN) wakeups_->ClearTimer();
     DrainOutbox();
-    if (items[1].revents & ZMQ_POLLIN) ReceiveFromRouter();
+    if (items[2].revents & ZMQ_POLLIN) ReceiveFromRouter();
     // The sockets may have grown in DrainOutbox; only the polled ones have revents.
-    for (size_t i = 2; i < items.size(); ++i) {
-      if (items[i].revents & ZMQ_POLLIN) ReceiveFromDealer(*dealers[i - 2]);
+    for (size_t i = kFirstDealer; i < items.size(); ++i) {
+      if (items[i].revents & ZMQ_POLLIN) ReceiveFromDealer(*dealers[i - kFirstDealer]);
     }
     if (woken) ApplyResets();  // ResetPeer wakes the thread
     const absl::Time now = absl::Now();
@@ -193,6 +195,7 @@ void Transport::Loop() {
       RequestHandler* handler = handler_.load();
       if (handler != nullptr && !stopping_.load()) handler->OnTick(now);
     }
+    DrainOutbox();  // what the handlers and callbacks above queued (Enqueue did not wake us)
     if (stopping_.load()) {
       absl::MutexLock lock(&mu_);
       if (outbox_.empty()) break;

@@ -30,6 +30,7 @@
 #include "common/handler.h"
 #include "common/inbound_limit.h"
 #include "common/log_limiter.h"
+#include "common/loop_wakeups.h"
 #include "common/message.h"
 #include "common/peer_connections.h"
 #include "common/request_tracker.h"
@@ -66,6 +67,11 @@ struct TransportOptions {
   // open one at a time, each once the one before has answered (until then its keys use the
   // newest open one). REQUIRES: in [1, kMaxConnectionsPerPeer].
   int connections_per_peer = 1;
+  // The ZeroMQ context its sockets live in, shared with other transports of this process (one
+  // context per process, as ZeroMQ advises: threads of synthetic workers share its I/O threads,
+  // which zmq_io_threads must then count). Null: a context of its own. REQUIRES: null with
+  // curve (a context has one ZAP handler, and each transport keeps its own).
+  std::shared_ptr<zmq::context_t> context;
 };
 
 struct TransportCounters {
@@ -146,17 +152,20 @@ class Transport : public ReplySink, public Requester {
   // Carries out the ResetPeer calls queued (between polls: the polled sockets may shrink).
   void ApplyResets();
   // Wakes the I/O thread from its poll.
-  void Wake();
+  void Wake() {
+    if (wakeups_ != nullptr) wakeups_->Wake();  // null only if Bind failed
+  }
   void Drop(const std::string& why);
 
   const TransportOptions options_;
   const std::string routing_id_;  // random; every DEALER's
-  zmq::context_t context_;
+  std::shared_ptr<zmq::context_t> context_;  // outlives the sockets below
   std::unique_ptr<ZapHandler> zap_;  // with CURVE; closed before the context
   zmq::socket_t router_;
   std::string endpoint_;
-  int wake_fd_ = -1;  // eventfd: other threads wake the I/O thread through it
+  std::unique_ptr<LoopWakeups> wakeups_;  // eventfd (Wake) and timerfd (ticks); set by Bind
   std::thread thread_;
+  std::atomic<std::thread::id> io_thread_{};  // thread_'s id, once it runs
   std::atomic<RequestHandler*> handler_{nullptr};
   std::atomic<bool> stopping_{false};
   bool started_ = false;

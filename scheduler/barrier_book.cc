@@ -32,36 +32,38 @@ absl::Status BarrierBook::Arrive(const proto::Header& request, NodeId node, Resp
                                                    proto::Group_Name(req.group()),
                                                    " but the group is at barrier ", barrier.id));
   }
-  if (std::find(barrier.arrived.begin(), barrier.arrived.end(), node) != barrier.arrived.end()) {
+  if (!barrier.arrived.insert(Key(node)).second) {
     return absl::AlreadyExistsError("already waiting at this barrier");
   }
-  barrier.arrived.push_back(node);
   barrier.waiting.push_back(std::move(responder));
   return absl::OkStatus();
 }
 
-void BarrierBook::Release(const std::vector<NodeId>& live) {
+int BarrierBook::Release(const std::vector<NodeId>& live) {
+  int answered = 0;
   for (auto& [group, barrier] : barriers_) {
     if (barrier.waiting.empty()) continue;
     bool complete = true;
     for (const NodeId& n : live) {
       if (!InGroup(n.role, static_cast<proto::Group>(group))) continue;
-      complete &=
-          std::find(barrier.arrived.begin(), barrier.arrived.end(), n) != barrier.arrived.end();
+      if (!barrier.arrived.contains(Key(n))) {
+        complete = false;
+        break;
+      }
     }
     if (!complete) continue;
     for (Responder& r : barrier.waiting) r.ReplyStatus(absl::OkStatus());
+    answered += static_cast<int>(barrier.waiting.size());
     barrier.waiting.clear();
     barrier.arrived.clear();
     ++barrier.id;
   }
+  return answered;
 }
 
 bool BarrierBook::IsWaiting(NodeId node) const {
   for (const auto& [group, barrier] : barriers_) {
-    if (std::find(barrier.arrived.begin(), barrier.arrived.end(), node) != barrier.arrived.end()) {
-      return true;
-    }
+    if (barrier.arrived.contains(Key(node))) return true;
   }
   return false;
 }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "common/handler.h"
 #include "scheduler/node_table.h"
@@ -24,8 +25,9 @@ class BarrierBook {
   // (INVALID_ARGUMENT: not a member, or not the group's current barrier; ALREADY_EXISTS:
   // waiting at it already): `responder` has not been answered.
   absl::Status Arrive(const proto::Header& request, NodeId node, Responder& responder);
-  // Completes, and answers OK, each barrier that every node in `live` of its group has reached.
-  void Release(const std::vector<NodeId>& live);
+  // Completes, and answers OK, each barrier that every node in `live` of its group has reached;
+  // returns how many waiters it answered.
+  int Release(const std::vector<NodeId>& live);
 
   // Whether `node` waits at a barrier (it cannot make progress meanwhile).
   bool IsWaiting(NodeId node) const;
@@ -33,9 +35,16 @@ class BarrierBook {
   uint64_t current(proto::Group group) const;
 
  private:
+  // A node as a set key (role, rank).
+  static uint64_t Key(NodeId node) {
+    return (static_cast<uint64_t>(node.role) << 32) | static_cast<uint32_t>(node.rank);
+  }
+  // Arrivals in a hash set: with a thousand workers, Release after each arrival and the failure
+  // detector's IsWaiting for every worker each tick were quadratic (cubic per barrier) in
+  // linear scans of a vector (docs/BENCHMARKS.md, "Many workers").
   struct Barrier {
     uint64_t id = 0;
-    std::vector<NodeId> arrived;
+    absl::flat_hash_set<uint64_t> arrived;
     std::vector<Responder> waiting;
   };
   absl::flat_hash_map<int, Barrier> barriers_;  // by proto::Group

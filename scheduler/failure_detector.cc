@@ -51,6 +51,16 @@ std::vector<FailureDetector::Death> FailureDetector::Detect(
   return deaths;
 }
 
+void FailureDetector::Forgive(NodeTable& nodes, absl::Duration stalled) {
+  for (std::deque<Node>* list : {&nodes.servers(), &nodes.workers()}) {
+    for (Node& n : *list) {
+      if (n.state != NodeState::kAlive) continue;
+      n.last_seen += stalled;
+      if (n.last_progress != absl::Time()) n.last_progress += stalled;
+    }
+  }
+}
+
 void FailureDetector::RestartProgressClocks(NodeTable& nodes, absl::Time now) {
   for (Node& w : nodes.workers()) {
     if (w.state == NodeState::kAlive) w.last_progress = now;

@@ -87,6 +87,7 @@ std::string JobReportJson(const JobReport& report, const NodeTable& nodes,
                       ", \"batching\": ", BatchingJson(slots, nodes.workers().size()), ", ",
                       "\"failure\": ", JsonString(report.failure),
                       ", \"denied_requests\": ", report.denied_requests,
+                      ", \"scale\": ", report.scale,
                       ", \"servers\": ", NodesJson(nodes.servers()),
                       ", \"workers\": ", NodesJson(nodes.workers()), "}\n");
 }

@@ -1,6 +1,6 @@
 // The scheduler's end-of-job report (its --stats_json): every node's counters and state, the
-// slot grants and width, the batch tuner's state, the failure and the refused requests, as
-// JSON. Pure: formats what it is given.
+// slot grants and width, the batch tuner's state, the failure and the refused requests, the
+// scheduler's own measurements ("scale": scheduler_metrics.h), as JSON. Pure: formats what it is given.
 #ifndef R2SP_SCHEDULER_JOB_REPORT_H_
 #define R2SP_SCHEDULER_JOB_REPORT_H_
 
@@ -16,6 +16,7 @@ struct JobReport {
   proto::SyncMode sync = proto::ASP;
   std::string failure;           // why the job failed, or empty
   uint64_t denied_requests = 0;  // refused for a sender that was not who it claimed
+  std::string scale = "null";    // SchedulerMetrics::Json, the "scale" object
 };
 
 // The report as one line of JSON (with a trailing newline).

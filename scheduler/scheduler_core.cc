@@ -70,7 +70,9 @@ std::string SchedulerCore::failure() const {
 
 std::string SchedulerCore::ReportJson() const {
   absl::MutexLock lock(&mu_);
-  return JobReportJson(JobReport{options_.sync, failure_, refusals_.count()}, nodes_, slots_);
+  return JobReportJson(
+      JobReport{options_.sync, failure_, refusals_.count(), metrics_.Json(slots_.stats())}, nodes_,
+      slots_);
 }
 
 absl::Time SchedulerCore::NextWakeup() {
@@ -92,6 +94,9 @@ void SchedulerCore::HandleRequest(Message request, Responder responder) {
         request.header.type() == proto::REGISTER
             ? membership_.Register(request.header, responder, now, shutting_down_, failure_)
             : HandleFromNode(request, responder, now);
+    if (request.header.type() == proto::REGISTER) {
+      metrics_.Registered(now, membership_.rendezvous_done());
+    }
     if (absl::IsPermissionDenied(status)) {
       refusals_.Refuse(responder, status, now);
     } else if (!status.ok()) {
@@ -163,6 +168,7 @@ absl::Status SchedulerCore::HandleHeartbeat(const Message& request, Node& node,
     hb->set_declared_dead(true);
   } else {
     FailureDetector::Heard(node, request.header.heartbeat().progress(), now);
+    metrics_.Heartbeat(now);
     nodes_.AddWorkerNews(*hb);
     membership_.replacement().AddNews(*hb);
     hb->set_shutting_down(shutting_down_);
@@ -173,9 +179,9 @@ absl::Status SchedulerCore::HandleHeartbeat(const Message& request, Node& node,
 }
 
 absl::Status SchedulerCore::HandleBarrier(const Message& request, Node& node, Responder& responder,
-                                          absl::Time /*now*/) {
+                                          absl::Time now) {
   R2SP_RETURN_IF_ERROR(barriers_.Arrive(request.header, node.id(), responder));
-  ReleaseBarriers();
+  ReleaseBarriers(now);
   return absl::OkStatus();
 }
 
@@ -190,7 +196,7 @@ absl::Status SchedulerCore::HandleFinish(const Message& request, Node& node, Res
   LOG(INFO) << "worker " << node.rank << " finished after " << node.counters.iterations()
             << " iterations";
   responder.ReplyStatus(absl::OkStatus());
-  ReleaseBarriers();
+  ReleaseBarriers(now);
   MaybeEndJob();
   return absl::OkStatus();
 }
@@ -260,10 +266,10 @@ absl::Status SchedulerCore::HandleLeave(const Message& request, Node& node, Resp
   node.left = true;
   LOG(WARNING) << "worker " << node.rank << " at " << node.endpoint << " left the job ("
                << leave.reason() << ") after " << node.counters.iterations() << " iterations";
-  WorkerDied(node, now);
+  WorkerDied(node, now, now);  // removed as its LEAVE arrived
   // The others may have been waiting for it: their progress clocks start again.
   FailureDetector::RestartProgressClocks(nodes_, now);
-  ReleaseBarriers();
+  ReleaseBarriers(now);
   MaybeEndJob();
   return absl::OkStatus();
 }
@@ -272,12 +278,16 @@ void SchedulerCore::WorkerLeft(const Node& node, absl::Time now) {
   slots_.WorkerLeft(node.rank, now);
 }
 
-void SchedulerCore::WorkerDied(const Node& node, absl::Time now) {
+void SchedulerCore::WorkerDied(const Node& node, absl::Time last_seen, absl::Time now) {
   WorkerLeft(node, now);
+  metrics_.WorkerRemoved(node.rank, last_seen, now);
   if (node.data_shard >= 0) membership_.joins().ShardOrphaned(node.data_shard);
 }
 
-void SchedulerCore::ReleaseBarriers() { barriers_.Release(nodes_.Live()); }
+void SchedulerCore::ReleaseBarriers(absl::Time started) {
+  const int answered = barriers_.Release(nodes_.Live());
+  if (answered > 0) metrics_.BarrierReleased(started, clock_(), answered);
+}
 
 bool SchedulerCore::DetectFailures(absl::Time now) {
   const std::vector<FailureDetector::Death> deaths = failure_detector_.Detect(
@@ -286,7 +296,7 @@ bool SchedulerCore::DetectFailures(absl::Time now) {
   for (const FailureDetector::Death& death : deaths) {
     Node& n = *death.node;
     if (n.role == proto::WORKER) {
-      WorkerDied(n, now);
+      WorkerDied(n, n.last_seen, now);
     } else if (!shutting_down_) {
       const absl::Status lost = membership_.replacement().Lost(n, death.why, now);
       if (!lost.ok()) {
@@ -376,6 +386,11 @@ void SchedulerCore::ServerAcknowledged(int rank, absl::StatusOr<Message> reply) 
 void SchedulerCore::OnTick(absl::Time now) {
   {
     absl::MutexLock lock(&mu_);
+    // Ticks come every 50 ms or sooner; a longer pause is the scheduler's, not the nodes'.
+    if (last_tick_ != absl::InfinitePast() && now - last_tick_ > options_.stall_forgiven_after) {
+      FailureDetector::Forgive(nodes_, now - last_tick_);
+    }
+    last_tick_ = now;
     if (!membership_.rendezvous_done()) {
       if (now - started_ > options_.register_timeout && !done_.HasBeenNotified()) {
         const std::string why = absl::StrCat("not every node registered within ",
@@ -386,7 +401,7 @@ void SchedulerCore::OnTick(absl::Time now) {
       return;
     }
     if (DetectFailures(now)) {
-      ReleaseBarriers();
+      ReleaseBarriers(now);
       MaybeEndJob();
     }
     membership_.AdmitWaiting(now, shutting_down_, failure_);

@@ -9,6 +9,7 @@
 //   BarrierBook         barriers by group
 //   SlotCoordinator     r2sp slots and the batch tuner
 //   EpochPlanBook       epoch plans (--absorb_orphaned_shards)
+//   SchedulerMetrics    its own measurements (registration, heartbeats, barriers, removals)
 //   JobReportJson       the stats JSON (ReportJson)
 // SchedulerCore itself keeps the end of the job (every worker finished or dead -> SHUTDOWN to
 // every live server) and sends what the others queue for the servers.
@@ -33,6 +34,7 @@
 #include "scheduler/failure_detector.h"
 #include "scheduler/membership.h"
 #include "scheduler/node_table.h"
+#include "scheduler/scheduler_metrics.h"
 #include "scheduler/scheduler_options.h"
 #include "scheduler/slot_coordinator.h"
 #include "scheduler/slot_planner.h"
@@ -97,9 +99,13 @@ class SchedulerCore : public RequestHandler {
   bool DetectFailures(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A worker died or finished: out of the ring and the tuner.
   void WorkerLeft(const Node& node, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A worker died (declared dead, or it left): WorkerLeft, and its data shard is orphaned.
-  void WorkerDied(const Node& node, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ReleaseBarriers() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A worker died (declared dead, or it left): WorkerLeft, its removal timed (SchedulerMetrics;
+  // `last_seen`: its last message), and its data shard orphaned.
+  void WorkerDied(const Node& node, absl::Time last_seen, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Releases the barriers complete now; `started`: when handling the event that may have
+  // completed them began (for SchedulerMetrics).
+  void ReleaseBarriers(absl::Time started) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MaybeEndJob() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sends the requests queued under mu_ for the servers: MEMBERSHIP (a worker joins) and
   // SHUTDOWN (MaybeEndJob). Called without mu_ held, so a requester that answers synchronously
@@ -118,6 +124,7 @@ class SchedulerCore : public RequestHandler {
 
   mutable absl::Mutex mu_;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time last_tick_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   int shutdown_acks_outstanding_ ABSL_GUARDED_BY(mu_) = 0;
   // SHUTDOWN requests queued for SendQueuedRequests: the server's rank and endpoint.
   std::vector<std::pair<int, std::string>> shutdowns_to_send_ ABSL_GUARDED_BY(mu_);
@@ -128,6 +135,7 @@ class SchedulerCore : public RequestHandler {
   BarrierBook barriers_ ABSL_GUARDED_BY(mu_);
   SlotCoordinator slots_ ABSL_GUARDED_BY(mu_);
   EpochPlanBook epoch_plans_ ABSL_GUARDED_BY(mu_);
+  SchedulerMetrics metrics_ ABSL_GUARDED_BY(mu_);
   // Borrows nodes_, slots_ and barriers_ (declared before it, so they outlive it).
   Membership membership_ ABSL_GUARDED_BY(mu_);
 };

@@ -49,6 +49,9 @@ struct SchedulerOptions {
   absl::Duration register_timeout = absl::Seconds(120);
   // How long servers get to acknowledge SHUTDOWN.
   absl::Duration shutdown_timeout = absl::Seconds(10);
+  // A pause between two ticks (normally 50 ms apart) longer than this was the scheduler's own
+  // (FailureDetector::Forgive): the nodes' silence clocks skip it. InfiniteDuration: never.
+  absl::Duration stall_forgiven_after = absl::Seconds(1);
   // A lost server (asp, ssp, r2sp) is awaited this long: a server registering meanwhile takes
   // its rank and restores its shard from its checkpoints, while workers hold their requests to
   // it. Zero (and always in bsp): the loss of a server fails the job. REQUIRES: >= 0.

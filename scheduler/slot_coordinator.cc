@@ -1,6 +1,7 @@
 // See slot_coordinator.h.
 #include "scheduler/slot_coordinator.h"
 
+#include <algorithm>
 #include <optional>
 #include <utility>
 
@@ -42,6 +43,7 @@ void SlotCoordinator::WorkerJoined(int rank) {
 void SlotCoordinator::WorkerLeft(int rank, absl::Time now) {
   planner_.Remove(rank);
   RingChanged();
+  stats_.Released(rank);
   waiting_.erase(rank);
   if (tuner_ != nullptr) tuner_->Remove(rank);
   GrantDue(now);
@@ -69,6 +71,7 @@ void SlotCoordinator::RequestSlot(int rank, const proto::IterationReport& report
 
 absl::Status SlotCoordinator::Release(int rank, bool leaving, absl::Time now) {
   absl::StatusOr<int> granted_width = planner_.Release(rank, now);
+  if (granted_width.ok()) stats_.Released(rank);
   if (granted_width.ok() && width_tuner_ != nullptr) {
     const int chosen = width_tuner_->chosen();
     width_tuner_->Observe(*granted_width, now);
@@ -106,8 +109,23 @@ proto::BatchAssignment SlotCoordinator::Assignment(int worker) const {
   return a;
 }
 
+void SlotCoordinator::NoteCandidate(absl::Time now) {
+  const std::optional<int> candidate = planner_.Candidate();
+  if (candidate == candidate_) return;
+  candidate_ = candidate;
+  candidate_since_ = now;
+}
+
 void SlotCoordinator::GrantDue(absl::Time now) {
-  while (std::optional<int> w = planner_.Poll(now)) {
+  while (true) {
+    NoteCandidate(now);
+    const absl::Time previous = planner_.last_grant();
+    const absl::Duration gap = planner_.gap();
+    const std::optional<int> w = planner_.Poll(now);
+    if (!w.has_value()) break;
+    // Due once it was the candidate and the gap had passed.
+    stats_.Granted(*w, std::max(candidate_since_, previous + gap), previous, gap,
+                   planner_.width(), now);
     auto it = waiting_.find(*w);
     if (it == waiting_.end()) continue;  // cannot happen: Poll grants requesters only
     Message reply;

@@ -7,6 +7,7 @@
 #define R2SP_SCHEDULER_SLOT_COORDINATOR_H_
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -14,6 +15,7 @@
 #include "common/handler.h"
 #include "scheduler/batch_tuner.h"
 #include "scheduler/slot_planner.h"
+#include "scheduler/slot_stats.h"
 #include "scheduler/slot_width_tuner.h"
 
 namespace r2sp {
@@ -68,11 +70,15 @@ class SlotCoordinator {
   const BatchTuner* tuner() const { return tuner_.get(); }
   const SlotWidthTuner* width_tuner() const { return width_tuner_.get(); }
   const SlotPlanner& planner() const { return planner_; }
+  const SlotStats& stats() const { return stats_; }
 
  private:
   proto::BatchAssignment Assignment(int worker) const;
   // The ring changed size: the tuned width stays within it.
   void RingChanged();
+  // The planner's candidate at `now`: if it changed, the new one is candidate since `now` (for
+  // when its grant is due: SlotStats).
+  void NoteCandidate(absl::Time now);
 
   const SlotCoordinatorOptions options_;
   const bool r2sp_;
@@ -80,6 +86,9 @@ class SlotCoordinator {
   absl::flat_hash_map<int, Responder> waiting_;  // by worker rank
   std::unique_ptr<BatchTuner> tuner_;
   std::unique_ptr<SlotWidthTuner> width_tuner_;
+  SlotStats stats_;
+  std::optional<int> candidate_;
+  absl::Time candidate_since_ = absl::InfinitePast();
 };
 
 }  // namespace r2sp

@@ -62,14 +62,16 @@ class SlotPlanner {
   int holders() const { return static_cast<int>(holds_.size()); }
   bool Holds(int rank) const;
   int64_t grants() const { return grants_; }
+  // When the last grant was made (InfinitePast before the first).
+  absl::Time last_grant() const { return last_grant_; }
+  // The rank Poll would grant once the gap has passed, if any (ring: the turn, if it has asked;
+  // first come: the earliest to ask), while the slot has room.
+  std::optional<int> Candidate() const;
   // Grants made at each width: [w] counts those made while the width was w.
   const std::vector<int64_t>& grants_by_width() const { return grants_by_width_; }
   const std::vector<int>& ring() const { return ring_; }
 
  private:
-  // The rank to grant next, if it has asked (ring: the turn; first come: the earliest).
-  std::optional<int> Candidate() const;
-
   const double headroom_;
   const double smoothing_;
   const SlotOrder order_;

@@ -1,12 +1,14 @@
 // The `worker` binary: turns flags (worker_flags.h) into WorkerOptions and runs the worker's life in the job
 // (worker_node.h): register, initialise the servers (rank 0), train through the parameter
 // servers — a real model on a real data set, or the synthetic workload for transport tests
-// and benchmarks — and report to the scheduler; SIGTERM makes it leave the job cleanly. Or,
-// with --eval_only, evaluate a model file.
+// and benchmarks, or several synthetic workers as threads (--workers_per_process) — and report to
+// the scheduler; SIGTERM makes a worker leave the job cleanly. Or, with --eval_only, evaluate a
+// model file.
 #include <atomic>
 #include <cstdio>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -20,6 +22,7 @@
 #include "worker/eval_only.h"
 #include "worker/worker_flags.h"
 #include "worker/worker_node.h"
+#include "worker/worker_threads.h"
 
 namespace {
 
@@ -99,10 +102,18 @@ int main(int argc, char** argv) {
   }
   // Lost to the job (the scheduler lost, declared dead, the job failed): nothing this worker
   // does counts any more, so it stops at once with status 3.
-  r2sp::WorkerNode node(r2sp::ValueOrExit(r2sp::WorkerOptionsFromFlags()), [](const absl::Status& lost) {
+  const r2sp::WorkerNode::LostHandler on_lost = [](const absl::Status& lost) {
     std::fprintf(stderr, "worker: error: %s\n", std::string(lost.message()).c_str());
     r2sp::ExitNow(3);
-  });
+  };
+  r2sp::WorkerOptions options = r2sp::ValueOrExit(r2sp::WorkerOptionsFromFlags());
+  if (options.workers_per_process > 1) {
+    // Synthetic workers as threads (scale tests and benchmarks): a signal ends them all.
+    const absl::Status status = r2sp::RunWorkerThreads(options, on_lost);
+    if (!status.ok()) r2sp::ExitWithError(status);
+    return 0;
+  }
+  r2sp::WorkerNode node(std::move(options), on_lost);
   std::atomic<int> signalled{0};
   HandleLeaveSignals(&node, &signalled);
   const absl::Status status = node.Run();

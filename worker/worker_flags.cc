@@ -61,6 +61,10 @@ DEFINE_string(timeline, "", "write a Chrome-trace timeline of compute/wait/push/
 DEFINE_double(model_mb, 16, "synthetic model size in MB of fp32 parameters");
 DEFINE_int32(layers, 8, "synthetic model: number of layers (weight + bias tensors each)");
 DEFINE_int32(iterations, 100, "synthetic: iterations");
+DEFINE_int32(workers_per_process, 1, "synthetic: run this many workers as threads of this "
+             "process, each with its own connections, registration, rank and heartbeats (their "
+             "--metrics, --timeline and --dump_params files get _tK before the extension); the "
+             "process exits 3 if any of them is lost to the job");
 DEFINE_string(grad, "random", "synthetic gradients: random or known (exactly checkable)");
 DEFINE_int32(compute_ms, 0, "synthetic compute time per iteration, milliseconds");
 DEFINE_string(init, "random", "initial parameters: random (from --seed), zero, or "
@@ -158,6 +162,7 @@ absl::StatusOr<WorkerOptions> WorkerOptionsFromFlags() {
   o.model_mb = FLAGS_model_mb;
   o.layers = FLAGS_layers;
   o.iterations = FLAGS_iterations;
+  o.workers_per_process = FLAGS_workers_per_process;
   o.seed = FLAGS_seed;
   o.dump_params_path = FLAGS_dump_params;
   o.metrics_path = FLAGS_metrics;

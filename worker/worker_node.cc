@@ -395,8 +395,8 @@ absl::Status WorkerNode::Finish(const LoopResult& result) {
   const proto::NodeCounters counters = FinishCounters(options_, result, ps_->counters(),
                                                       transport_->counters().dropped_messages);
   R2SP_RETURN_IF_ERROR_WITH(scheduler_->Finish(counters), "reporting to the scheduler");
-  scheduler_->StopHeartbeats();
-  transport_->Stop();
+  // Under cancel_mu_: another thread's Cancel (worker_threads.h) may stop them at the same time.
+  Cancel();
   return absl::OkStatus();
 }
 

@@ -34,6 +34,12 @@ void CheckModel(const WorkerOptions& o, OptionChecker& c) {
             o.model_mb);
   }
   c.Check(o.iterations >= 0, "--iterations", "iterations", ">= 0", o.iterations);
+  c.Check(o.workers_per_process >= 1, "--workers_per_process", "workers_per_process", ">= 1",
+          o.workers_per_process);
+  c.Require(o.workers_per_process <= 1 || (o.is_synthetic() && !o.external_model),
+            "--workers_per_process", "workers_per_process",
+            "above 1 is for the synthetic model only (--model=synthetic): real models load "
+            "their data and network once per process");
   c.Check(o.log_every >= 0, "--log_every", "log_every", ">= 0", o.log_every);
   c.Check(o.synthetic.compute_ms >= 0, "--compute_ms", "synthetic.compute_ms", ">= 0",
           o.synthetic.compute_ms);

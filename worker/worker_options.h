@@ -47,6 +47,10 @@ struct WorkerOptions {
   double model_mb = 16;
   int layers = 8;
   int iterations = 100;
+  // Synthetic workers as threads of this process, each a whole worker of its own (connections,
+  // registration, rank, heartbeats, FINISH); their metrics, timeline and dump files get "_tK"
+  // before the extension (thread K). REQUIRES: >= 1; > 1 only with the synthetic model.
+  int workers_per_process = 1;
 
   bool random_init = true;  // false: zeros (ignored with init_model_path)
   // Initial parameters, shuffling (batcher.seed), dropout (backend.seed = seed + rank) and the

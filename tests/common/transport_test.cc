@@ -59,6 +59,38 @@ TEST(TransportTest, RequestReplyWithPayload) {
   EXPECT_EQ(client->counters().payload_bytes_received, data.size() * sizeof(float));
 }
 
+// Threads of synthetic workers share one ZeroMQ context (TransportOptions::context): two
+// transports in it still talk as two peers, and the context outlives whichever stops first.
+TEST(TransportTest, TransportsSharingAContextTalkToEachOther) {
+  EchoHandler echo;
+  TransportOptions options;
+  options.context = std::make_shared<zmq::context_t>(1);
+  auto server = Transport::Create(options);
+  auto client = Transport::Create(options);
+  ASSERT_TRUE(server.ok() && client.ok());
+  options.context.reset();  // the transports hold it
+  (*server)->Start(&echo);
+  (*client)->Start(nullptr);
+  Message request;
+  request.header.set_type(proto::PULL);
+  request.header.set_key(6);
+  absl::StatusOr<Message> reply =
+      (*client)->Call((*server)->endpoint(), std::move(request), absl::Seconds(10));
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_EQ(reply->header.key(), 7u);
+  server->reset();  // stops and closes its sockets; the client's context lives on
+  EXPECT_EQ((*client)->counters().replies_received, 1u);
+}
+
+TEST(TransportTest, CurveKeysNeedAContextOfTheirOwn) {
+  TransportOptions options;
+  options.context = std::make_shared<zmq::context_t>(1);
+  options.curve = std::make_shared<JobKeys>();
+  EXPECT_EQ(Transport::Create(options).status(),
+            absl::InvalidArgumentError("a transport with CURVE keys needs a ZeroMQ context of "
+                                       "its own (for its ZAP handler)"));
+}
+
 TEST(TransportTest, ManyConcurrentRequestsAllComplete) {
   EchoHandler echo;
   auto server = Make();

@@ -99,3 +99,28 @@ TEST(FailureDetectorNoProgressTimeoutTest, ZeroNeverDeclaresAStall) {
 
 }  // namespace
 }  // namespace r2sp
+
+namespace r2sp {
+namespace {
+
+// The scheduler's own pause (Forgive) is not the nodes' silence: a node last heard 2 s before a
+// 5 s stall is not dead right after it, but is 3 s after its forgiven time with nothing heard.
+TEST(FailureDetectorForgiveTest, AStallMovesTheSilenceClocksOfLiveNodesOnly) {
+  NodeTable nodes;
+  nodes.Add(proto::WORKER, "tcp://w0", "w0", "w0", kT0);
+  nodes.Add(proto::WORKER, "tcp://w1", "w1", "w1", kT0);
+  nodes.workers()[1].state = NodeState::kFinished;
+  FailureDetector detector(absl::Seconds(3), absl::ZeroDuration());
+  auto detect = [&](absl::Time now) {
+    return detector.Detect(
+        nodes, now, [](const Node&) { return false; }, [](const Node&) { return false; });
+  };
+  FailureDetector::Forgive(nodes, absl::Seconds(5));
+  EXPECT_EQ(nodes.workers()[0].last_seen, kT0 + absl::Seconds(5));
+  EXPECT_EQ(nodes.workers()[1].last_seen, kT0);  // not alive: untouched
+  EXPECT_TRUE(detect(kT0 + absl::Seconds(7)).empty());
+  ASSERT_EQ(detect(kT0 + absl::Seconds(8) + absl::Milliseconds(1)).size(), 1u);
+}
+
+}  // namespace
+}  // namespace r2sp

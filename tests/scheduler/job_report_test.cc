@@ -22,9 +22,10 @@ TEST(JobReportTest, ReportsEveryNodeAndTheJob) {
       "\"bytes_pushed\": 0, \"bytes_pulled\": 0, \"pushes\": 0, \"pulls\": 0, ";
   const std::string tail = "\"dropped_messages\": 0, \"seconds\": 0, ";
   EXPECT_EQ(
-      JobReportJson(JobReport{proto::SSP, "it \\ broke", 3}, nodes, slots),
+      JobReportJson(JobReport{proto::SSP, "it \\ broke", 3, "{\"heartbeats\": 2}"}, nodes, slots),
       "{\"sync\": \"SSP\", \"slot_grants\": 0, \"slot_width\": {\"width\": 1}, "
       "\"batching\": null, \"failure\": \"it \\\\ broke\", \"denied_requests\": 3, "
+          "\"scale\": {\"heartbeats\": 2}, "
       "\"servers\": [{\"rank\": 0, \"endpoint\": \"tcp://s\\\"0\", \"state\": \"alive\", \"left\": false, " +
           node_zeros + "\"iterations\": 0, " + tail +
           "\"model\": \"\", \"samples\": 0, \"epochs\": 0, \"test_accuracy\": 0, "

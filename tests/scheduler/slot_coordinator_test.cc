@@ -158,3 +158,36 @@ TEST(SlotCoordinatorTest, AWorkerThatLeavesIsNotGranted) {
 
 }  // namespace
 }  // namespace r2sp
+
+namespace r2sp {
+namespace {
+
+// SlotStats through the coordinator: a grant is due once its worker is the candidate (asked,
+// the slot free) and the gap has passed; a late tick shows as latency.
+TEST(SlotCoordinatorStatsTest, GrantsAreDueAtTheLaterOfCandidacyAndTheGap) {
+  SlotCoordinator slots(SlotCoordinatorOptions(), /*r2sp=*/true);
+  slots.SetMembers(2);
+  RecordingSink sink;
+  const absl::Time t0 = absl::UnixEpoch();
+  auto at = [t0](int ms) { return t0 + absl::Milliseconds(ms); };
+  // T = 120 ms, 2 workers, headroom 1.2: gap 50 ms.
+  slots.RequestSlot(0, Iteration(1, 0.12), ResponderFor(&sink, 0), at(0));
+  slots.RequestSlot(1, Iteration(1, 0.12), ResponderFor(&sink, 1), at(10));  // 0 holds it
+  ASSERT_TRUE(slots.Release(0, false, at(20)).ok());  // 1 is the candidate, gap not passed
+  EXPECT_EQ(sink.Take().size(), 1u);  // only 0's grant so far
+  slots.GrantDue(at(53));  // the tick comes 3 ms after the gap passed
+  EXPECT_EQ(sink.Take().size(), 1u);
+  ASSERT_TRUE(slots.Release(1, false, at(60)).ok());
+  slots.RequestSlot(0, Iteration(1, 0.12), ResponderFor(&sink, 0), at(200));  // asks late
+  EXPECT_EQ(sink.Take().size(), 1u);
+  const SlotStats& stats = slots.stats();
+  EXPECT_EQ(stats.grant_latency().count(), 3);
+  EXPECT_NEAR(stats.grant_latency().max(), 0.003, 1e-9);
+  EXPECT_NEAR(stats.grant_latency().mean(), 0.001, 1e-9);
+  ASSERT_EQ(stats.gap_bound_ratio().count(), 1);  // the late ask's grant was not gap-bound
+  EXPECT_NEAR(stats.gap_bound_ratio().max(), 53.0 / 50, 1e-9);
+  EXPECT_EQ(stats.max_holders(), 1);
+}
+
+}  // namespace
+}  // namespace r2sp

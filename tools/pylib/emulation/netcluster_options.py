@@ -46,6 +46,8 @@ REFUSED = {
                "tools/launch --dry_run with the same job options prints the job's commands",
     "resume": "the emulated cluster is not saved with the job (launch.json keeps no links, "
               "quotas or placement), so its run directory cannot be resumed",
+    "workers_per_process": "each worker is a machine of its own (a namespace with its link and "
+                           "CPU quota); threads of one process would share them",
     "write_data_manifest": "it writes a cluster file's [data] manifest and starts no job: "
                            "run tools/launch --write_data_manifest=DIR",
 }

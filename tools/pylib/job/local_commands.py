@@ -10,6 +10,7 @@ from . import keys as job_keys
 from . import python_workers
 from . import resume
 from . import supervisor
+from . import worker_processes
 
 # With --max_restarts=server:N: how long the scheduler waits for a lost server's replacement.
 SERVER_REPLACE_SECONDS = 60
@@ -71,6 +72,9 @@ def node_commands(args, binaries, bind_flags, endpoint):
     server_flags = resume.server_flags(args) + shlex.split(args.server_flags)
     commands = [(f"server{i}", [binaries["server"]] + common(f"server{i}") + server_flags, False)
                 for i in range(args.servers)]
+    per_process = getattr(args, "workers_per_process", 1)
+    if per_process > 1:
+        return commands + threaded_worker_commands(args, binaries, common, per_process)
     extra = per_worker_flags(args.worker_flags_for)
     python = python_workers.from_args(args)
     for i in range(args.workers):
@@ -82,6 +86,18 @@ def node_commands(args, binaries, bind_flags, endpoint):
         commands.append((f"worker{i}", program + common(f"worker{i}") + trace
                          + shlex.split(args.worker_flags) + extra.get(i, []), True))
     return commands
+
+
+def threaded_worker_commands(args, binaries, common, per_process):
+    """[(name, argv, echo)] of the worker processes of a job of threaded workers
+    (worker_processes): process P runs its workers with --workers_per_process, their metrics
+    and timelines in RUN_DIR/metrics_workerP_tK.jsonl and timeline_workerP_tK.json (thread K;
+    every row names its worker's rank)."""
+    return [(f"worker{p.index}", [binaries["worker"]] + common(f"worker{p.index}") + [
+        f"--metrics={args.run_dir}/metrics_worker{p.index}.jsonl",
+        f"--timeline={args.run_dir}/timeline_worker{p.index}.json",
+        f"--workers_per_process={p.count}"] + shlex.split(args.worker_flags), True)
+        for p in worker_processes.plan(args.workers, per_process)]
 
 
 def roles_run(args):

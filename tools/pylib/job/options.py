@@ -11,6 +11,7 @@ from . import keys as job_keys
 from . import python_workers
 from . import resume
 from . import supervisor
+from . import worker_processes
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 BACKENDS = ("local", "ssh", "slurm", "k8s", "ec2")
@@ -29,6 +30,11 @@ def add_job_options(p):
     p.add_argument("--server_flags", default="", help="extra flags for every server (one string)")
     p.add_argument("--worker_flags", default="", help="extra flags for every worker (one string)")
     p.add_argument("--quiet", action="store_true", help="do not echo worker progress")
+    p.add_argument("--workers_per_process", type=int, default=1, metavar="N",
+                   help="synthetic workers: run them as threads, N to a worker process (the "
+                        "worker binary's --workers_per_process; --workers=1024 "
+                        "--workers_per_process=64 starts 16 processes), each thread a whole "
+                        "worker with its own connections, registration and rank")
     p.add_argument("--worker_flags_for", action="append", default=[], metavar="RANK:FLAGS",
                    help="extra flags for the RANK-th worker started (0-based), e.g. "
                         "'3:--compute_slowdown=2'; repeatable")
@@ -157,6 +163,7 @@ def check_job(args):
         ddp_job.check_options(args)
     if not args.cluster:  # with one: once its worker count is known (deploy.launch)
         python_workers.from_args(args)
+    worker_processes.check(args)
 
 
 def check_auth(args):

@@ -43,6 +43,7 @@ REFUSED_SAMPLES = {
     "bundle": ["--bundle=dist/r2sp.tar.gz"],
     "dry_run": ["--dry_run"],
     "resume": ["--resume=runs/x"],
+    "workers_per_process": ["--workers_per_process=4"],
     "write_data_manifest": ["--write_data_manifest=/data/fashion-mnist"],
 }
 
@@ -73,7 +74,7 @@ class NetclusterOptionsTest(unittest.TestCase):
         self.assertEqual(accepted & refused, set())
         self.assertEqual(accepted | refused, launch_option_names())
         self.assertEqual(sorted(refused), ["backend", "bundle", "cluster", "dry_run", "resume",
-                                          "write_data_manifest"])
+                                          "workers_per_process", "write_data_manifest"])
 
     def test_each_accepted_option_parses_as_tools_launch_parses_it(self):
         self.assertEqual(set(ACCEPTED_SAMPLES), set(netcluster_options.ACCEPTED))
