@@ -7,35 +7,12 @@
 #include "absl/strings/str_join.h"
 #include "common/leave_request.h"
 #include "common/status_macros.h"
-#include "common/sync_modes.h"
 #include "glog/logging.h"
 #include "scheduler/job_report.h"
+#include "scheduler/membership_settings.h"
 
 namespace r2sp {
 namespace {
-
-MembershipOptions MembershipOptionsFrom(const SchedulerOptions& options) {
-  MembershipOptions m;
-  m.num_servers = options.num_servers;
-  m.num_workers = options.num_workers;
-  m.sync = options.sync;
-  m.heartbeat_timeout = options.heartbeat_timeout;
-  m.server_replace_timeout = options.server_replace_timeout;
-  proto::AddressBook& book = m.book_settings;
-  book.set_partition_bytes(options.partition_bytes);
-  book.set_sync(options.sync);
-  book.set_staleness(options.staleness);
-  if (Elastic(options.sync)) {
-    book.set_elastic_period(options.elastic_period);
-    book.set_elastic_alpha(options.elastic_alpha);
-  }
-  book.set_r2sp_slot_includes_pull(options.slots.includes_pull);
-  book.set_job_id(options.job_id);
-  book.set_absorb_orphaned_shards(options.absorb_orphaned_shards);
-  book.set_heartbeat_timeout_ms(absl::ToInt64Milliseconds(options.heartbeat_timeout));
-  if (options.slots.hetero_batching) book.set_global_batch(options.slots.batching.global_batch);
-  return m;
-}
 
 // A request to a server from the scheduler.
 Message ToServer(proto::MsgType type) {
@@ -55,7 +32,7 @@ SchedulerCore::SchedulerCore(const SchedulerOptions& options, Requester* request
       failure_detector_(options.heartbeat_timeout, options.progress_timeout),
       slots_(options.slots, options.sync == proto::R2SP),
       epoch_plans_(options.num_workers),
-      membership_(MembershipOptionsFrom(options), &nodes_, &slots_, &barriers_, requester) {
+      membership_(MembershipOptionsFor(options), &nodes_, &slots_, &barriers_, requester) {
   const absl::Status valid = options.Validate();  // REQUIRES: valid options
   CHECK(valid.ok()) << valid;
   if (options.restored_epoch_plans.plans_size() > 0) {

@@ -7,7 +7,7 @@ servers and the one scheduler of a parameter-server job (dmlc-tracker, BytePS). 
 
   [job]                     # required
   name = "cnn-r2sp"         # default "r2sp"; letters, digits, '_', '.', '-' (run dirs, tags)
-  mode = "r2sp"             # required: bsp | ssp | asp | r2sp (the scheduler's --sync)
+  mode = "r2sp"             # required: the scheduler's --sync (bsp, ssp, asp, r2sp, easgd, eawild)
   workdir = "~/r2sp"        # default "~/r2sp": where the release bundle unpacks on each host
   auth = "curve"            # default "none": curve encrypts and authenticates every connection
                             # with the job's keys (tools/launch --auth; docs/SECURITY.md)
@@ -33,8 +33,7 @@ servers and the one scheduler of a parameter-server job (dmlc-tracker, BytePS). 
   identity = "~/.ssh/id_ed25519"
   options = ["StrictHostKeyChecking=accept-new"]   # each passed as -o OPTION
 
-  [slurm] [k8s] [ec2]       # optional: each backend's own settings (BACKEND_TABLES below;
-                            # their meaning: docs/DEPLOY.md)
+  [slurm] [k8s] [ec2]       # optional: each backend's own settings (BACKEND_TABLES; DEPLOY.md)
 
   [data]                    # optional: the data set the hosts stage before the workers start
                             # (name, source, manifest, cache: data_table.py)
