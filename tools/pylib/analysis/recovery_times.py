@@ -10,9 +10,9 @@ and restore. An iteration's start is its metrics line's end time `t` less its co
 pull (and, in r2sp, its slot wait), as iteration_summary counts them; on remote backends the
 hosts' clocks are compared with the launcher's, so they should be synchronised (NTP)."""
 
-import json
-import os
 import re
+
+from .run_files import metrics_records
 
 METRICS = re.compile(r"metrics_(worker\d+(?:\.r\d+)?)\.jsonl")
 
@@ -21,21 +21,11 @@ def metrics_by_process(run_dir):
     """{process name ("worker1", "worker1.r1"): [(start, end) of each iteration, in order]} from
     RUN_DIR/metrics_*.jsonl; torn lines and evaluation records are skipped."""
     spans = {}
-    for name in sorted(os.listdir(run_dir)) if os.path.isdir(run_dir) else []:
+    for name, row in metrics_records(run_dir):
         m = METRICS.fullmatch(name)
-        if not m:
-            continue
-        rows = []
-        with open(os.path.join(run_dir, name)) as f:
-            for line in f:
-                try:
-                    row = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(row, dict) and "event" not in row and "t" in row:
-                    rows.append(_span(row))
-        spans[m.group(1)] = sorted(rows, key=lambda s: s[1])
-    return spans
+        if m and "event" not in row and "t" in row:
+            spans.setdefault(m.group(1), []).append(_span(row))
+    return {process: sorted(s, key=lambda span: span[1]) for process, s in spans.items()}
 
 
 def _span(row):

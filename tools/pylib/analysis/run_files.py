@@ -6,9 +6,10 @@ import json
 import os
 
 
-def _records(run_dir):
-    """Every JSON object in RUN_DIR/metrics_workerN.jsonl, file by file. A torn line (a worker
-    killed while writing it) is skipped; a missing directory gives nothing."""
+def metrics_records(run_dir):
+    """(file name, JSON object) for every object in RUN_DIR/metrics_worker*.jsonl (a worker's
+    or a replacement's, metrics_worker1.r1.jsonl), file by file. A torn line (a worker killed
+    while writing it) is skipped; a missing directory gives nothing."""
     names = sorted(os.listdir(run_dir)) if os.path.isdir(run_dir) else []
     for name in names:
         if not (name.startswith("metrics_worker") and name.endswith(".jsonl")):
@@ -20,7 +21,12 @@ def _records(run_dir):
                 except ValueError:
                     continue
                 if isinstance(row, dict):
-                    yield row
+                    yield name, row
+
+
+def _records(run_dir):
+    """Every JSON object in RUN_DIR/metrics_workerN.jsonl (metrics_records without names)."""
+    return (row for _, row in metrics_records(run_dir))
 
 
 def worker_metrics(run_dir):
