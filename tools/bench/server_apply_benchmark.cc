@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <functional>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
@@ -105,7 +106,7 @@ void CompareModes(const std::vector<float>& init, const std::vector<float>& grad
   const char* names[] = {"bsp", "r2sp_2pass", "r2sp"};
   std::vector<Server> servers;
   std::vector<std::function<void()>> bodies;
-  for (Mode m : modes) servers.push_back(MakeServer(threads, init));
+  for (size_t k = 0; k < std::size(modes); ++k) servers.push_back(MakeServer(threads, init));
   for (size_t k = 0; k < servers.size(); ++k) bodies.push_back(RoundOf(modes[k], servers[k], grad));
   const auto times = InterleavedSeconds(/*warmup=*/3, FLAGS_reps, bodies);
   std::printf("per worker iteration (%d workers, %d thread(s)), median of %d interleaved rounds:\n",
