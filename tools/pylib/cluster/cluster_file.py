@@ -86,7 +86,7 @@ BACKEND_TABLES = {
     "slurm": {"partition": str, "account": str, "time": str, "sbatch_options": list,
               "signal_seconds": int},
     "k8s": {"image": str, "namespace": str, "gpu_resource": str, "image_pull_secret": str,
-            "data_volume": str},
+            "data_volume": str, "checkpoint_volume": str, "retries_per_index": bool},
     "ec2": {"region": str, "instance_type": str, "ami": str, "key_name": str, "subnet": str,
             "spot": bool, "bundle_url": str, "results_url": str, "instance_profile": str,
             "root_volume_gb": int, "ssh_cidr": str, "placement": str, "on_demand_fallback": bool},

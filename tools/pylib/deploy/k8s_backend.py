@@ -22,7 +22,8 @@ The [k8s] table: image (default r2sp:VERSION-VARIANT of the bundle: build it wit
 tools/deploy/Dockerfile and push it where the cluster can pull it), namespace (default: the
 kubectl context's), gpu_resource, image_pull_secret (a Secret the pods pull the image with),
 data_volume (a PersistentVolumeClaim that caches the [data] set between jobs; default: each
-worker pod's own emptyDir). With a [data] table every worker pod stages the data set in an init
+worker pod's own emptyDir), checkpoint_volume (the claim of a file:// checkpoint_url:
+k8s_checkpoints.py), retries_per_index (k8s_recovery.py). With a [data] table every worker pod stages the data set in an init
 container before it starts (k8s_data.py) and reads it at --data_dir.
 Needs Kubernetes >= 1.24 (Indexed Jobs) and kubectl. What replaces a dead pod, the servers'
 checkpoint volume, the recovery flags and the pods' SIGTERM grace period: k8s_recovery.py.
@@ -60,13 +61,15 @@ from ..cluster import role_commands
 from ..job import keys as job_keys
 from ..job.errors import JobError
 from . import driver
+from . import k8s_checkpoints
 from . import k8s_data
+from . import k8s_outcome
 from . import k8s_recovery
 from . import recovery
 from . import k8s_yaml
 from .k8s_events import PodEvents
 from .k8s_keys import key_secret, read_keys, redacted, secret_name
-from .k8s_kubectl import Follower, Kubectl, job_state
+from .k8s_kubectl import Follower, Kubectl
 from .k8s_results import extract_results
 
 INSTALL_DIR = "/opt/r2sp"  # where tools/deploy/Dockerfile unpacks the bundle
@@ -287,6 +290,7 @@ class K8sBackend(driver.Backend):
     deleted in clean_up, the results taken out of the logs in collect."""
 
     ships_bundle = False  # the pods run an image (tools/deploy/Dockerfile), not the tarball
+    resumable = True  # from the cluster file's checkpoint_url (k8s_checkpoints)
 
     def __init__(self, run):
         super().__init__(run)
@@ -307,7 +311,10 @@ class K8sBackend(driver.Backend):
                    options.get("gpu_resource") or "nvidia.com/gpu",
                    options.get("image_pull_secret"), deadline_s=args.timeout, keys=keys,
                    data_volume=options.get("data_volume")),
-            k8s_recovery.limits(args), OUT_DIR)
+            k8s_recovery.limits(args), OUT_DIR, options.get("retries_per_index", True))
+        k8s_checkpoints.apply(self.manifests, cluster.checkpoint_url,
+                              recovery.checkpoint_url(cluster, run.job_dir),
+                              options.get("checkpoint_volume"))
         self.directory = os.path.join(run.run_dir, "k8s")
         self.follower = None
 
@@ -333,12 +340,12 @@ class K8sBackend(driver.Backend):
             "get", "pods,jobs", "-l", f"app.kubernetes.io/instance={self.job_name}", "-o", "json"))["items"]
         pods = [i for i in items if i.get("kind") == "Pod"]
         self.follower.poll(pods, self.events.update(pods))
-        state = next((job_state(i) for i in items if i.get("kind") == "Job"), None)
-        if state == "failed":
+        verdict = k8s_outcome.judge(items)
+        if verdict.state == "failed":
             staged = (" (and, for the data set, `kubectl logs POD -c stage-data`: a worker pod's "
                       "staging)") if self.run.cluster.data else ""
-            raise JobError(f"the worker Job failed; see the worker logs in {self.run.run_dir}{staged}")
-        return state == "complete"
+            raise JobError(f"{verdict.reason}; see the logs in {self.run.run_dir}{staged}")
+        return verdict.state == "complete"
 
     def finish(self):
         # The scheduler prints its results once every worker has left.

@@ -138,7 +138,7 @@ def default_bundle(cluster):
 
 def check_resume(args):
     """For tools/launch --resume (job.resume.prepare): False for a job of this machine; True
-    for a remote one (ssh, slurm) that can resume from its cluster file's checkpoint_url,
+    for a remote one (ssh, slurm, ec2, k8s) that can resume from its cluster file's checkpoint_url,
     JobError for one that cannot."""
     if not getattr(args, "cluster", "") or args.backend == "local":
         return False

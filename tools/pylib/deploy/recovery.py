@@ -65,6 +65,12 @@ def check_resume(cluster, args, job_dir):
     if not url:
         raise JobError(f"cannot resume {args.run_dir} on --backend={args.backend}: a remote job "
                        "resumes from its checkpoint_url, and the cluster file gives none")
+    there = url.removeprefix("file://")
+    if args.backend == "k8s" and url.startswith("file://") and not os.path.isdir(there):
+        # The claim ([k8s] checkpoint_volume) is mounted in the server pods, not here.
+        print(f"launch: {there} is not mounted here: the server pods restore from their "
+              "claim what the previous attempt's servers copied there", flush=True)
+        return
     if not any(n.startswith("server") for n in names_at(url)):
         raise JobError(f"cannot resume {args.run_dir}: no server's checkpoints at {url}")
 
@@ -84,10 +90,10 @@ def names_at(url):
 
 
 def check_backend(cluster, backend):
-    """JobError for a checkpoint_url the backend would not honour (Kubernetes); the local
-    backend's servers keep theirs in RUN_DIR, on this machine, and need none."""
-    if cluster.checkpoint_url and backend not in ("local", "ssh", "slurm", "ec2"):
-        raise JobError(f"the cluster file's checkpoint_url is for the ssh, slurm and ec2 "
+    """JobError for a checkpoint_url the backend would not honour; the local backend's servers
+    keep theirs in RUN_DIR, on this machine, and need none."""
+    if cluster.checkpoint_url and backend not in ("local", "ssh", "slurm", "ec2", "k8s"):
+        raise JobError(f"the cluster file's checkpoint_url is for the ssh, slurm, ec2 and k8s "
                        f"backends, not {backend}: remove it, or run the job with one of those")
 
 

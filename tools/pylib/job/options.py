@@ -111,7 +111,7 @@ def add_recovery_options(p):
     p.add_argument("--resume", default="", metavar="RUN_DIR",
                    help="run the job of RUN_DIR (tools/launch's, its launch.json) again there, "
                         "its servers from their newest checkpoints; the previous attempt's files "
-                        "move to RUN_DIR/attempt-K/ (an ssh, Slurm or EC2 job: from its cluster "
+                        "move to RUN_DIR/attempt-K/ (an ssh, Slurm, EC2 or Kubernetes job: from its cluster "
                         "file's checkpoint_url). Only --timeout, --quiet and --max_restarts "
                         "may be given with it")
 

@@ -3,9 +3,9 @@ cluster: k8s_recovery's changes to the manifests, kubectl's offline decoding of 
 pods' commands run as Kubernetes would run them after a failure (borrowing k8s_backend_test's
 namespaces, environment and bundle helpers), each pod in its own network namespace:
 
-- worker1's container killed with SIGKILL mid-job: the Indexed Job's controller (backoffLimit =
-  --max_restarts' worker count, restartPolicy Never) starts a new pod of index 1 with the same
-  command, which joins the running job;
+- worker1's container killed with SIGKILL mid-job: the Indexed Job's controller
+  (backoffLimitPerIndex = --max_restarts' worker count, restartPolicy Never) starts a new pod of
+  index 1 with the same command, which joins the running job;
 - server1's container killed with SIGKILL: the kubelet restarts it in its pod (restartPolicy
   Always) with the pod's out volume (emptyDir) still there: it takes the lost rank and restores
   its shard from the checkpoint on that volume;
@@ -13,7 +13,12 @@ namespaces, environment and bundle helpers), each pod in its own network namespa
   period: the worker leaves cleanly (the scheduler's log says so; no heartbeat timeout), its
   container exits 143, and its replacement pod joins too.
 The asp job completes: every pod still running exits 0, and the scheduler's stats show the three
-replacements' workers finished beside the two dead ones (one of them `left`)."""
+replacements' workers finished beside the two dead ones (one of them `left`).
+Without --max_restarts (backoffLimitPerIndex 0) a worker pod killed with SIGKILL is not replaced:
+the survivor takes over its data and the scheduler exits 0, which completes the job
+(k8s_outcome), with the worker dead in the scheduler's stats. With a file:// checkpoint_url (the
+claim's mount: a directory here) server1's pod is rescheduled with an empty out volume: the
+replacement copies the checkpoints from the URL and restores its shard from them."""
 
 import json
 import os
@@ -27,7 +32,7 @@ import unittest
 
 from pylib.cluster import cluster_file
 import junit_main
-from pylib.deploy import driver, k8s_backend, k8s_recovery
+from pylib.deploy import driver, k8s_backend, k8s_outcome, k8s_recovery
 from pylib.emulation import netcluster
 from pylib.job import options
 import k8s_backend_test as kb
@@ -45,11 +50,11 @@ def tearDownModule():
     kb.remove_bundle()
 
 
-def cluster():
-    return cluster_file.parse(f"""[job]
+def cluster(k8s="", job=""):
+    return cluster_file.parse(f"""{k8s}[job]
 name = "{JOB}"
 mode = "asp"
-[flags]
+{job}[flags]
 scheduler = "--heartbeat_timeout_ms=1000 --partition_bytes=65536"
 server = "{NODE}"
 worker = "{WORKER}"
@@ -61,9 +66,10 @@ workers = 2
 """)
 
 
-def manifests(run_dir, max_restarts):
-    """K8sBackend's manifests for the job under `max_restarts` (what tools/launch applies)."""
-    c = cluster()
+def manifests(run_dir, max_restarts, k8s="", job=""):
+    """K8sBackend's manifests for the job under `max_restarts` (what tools/launch applies);
+    `k8s`: a [k8s] table for the cluster file, `job`: more [job] keys."""
+    c = cluster(k8s, job)
     args = options.parse_args(["--cluster=x", "--backend=k8s", "--timeout=120",
                                "--max_restarts=" + max_restarts, "--checkpoint_every=1s",
                                "--run_dir=" + run_dir], "")
@@ -85,7 +91,8 @@ class RecoveryManifestTest(unittest.TestCase):
     def test_restarts_grace_and_the_servers_volume(self):
         m = manifests(os.path.join(self.dir, "run"), "worker:2,server:1")
         job = m["30-worker-job.yaml"]["spec"]
-        self.assertEqual((job["backoffLimit"], job["template"]["spec"]["restartPolicy"]), (2, "Never"))
+        self.assertEqual((job.get("backoffLimit"), job["backoffLimitPerIndex"],
+                          job["template"]["spec"]["restartPolicy"]), (None, 2, "Never"))
         for name in ("11-scheduler-deployment.yaml", "21-server-statefulset.yaml", "30-worker-job.yaml"):
             self.assertEqual(kb.pod_spec(m[name])["terminationGracePeriodSeconds"], 60, name)
         server = kb.pod_spec(m["21-server-statefulset.yaml"])
@@ -100,12 +107,22 @@ class RecoveryManifestTest(unittest.TestCase):
         self.assertIn("--server_replace_s=60", scheduler)
         self.assertNotIn("--absorb_orphaned_shards", scheduler)  # replaced workers take them
 
-    def test_without_restarts_a_failed_worker_fails_the_job(self):
+    def test_without_restarts_a_failed_worker_index_fails_alone(self):
         m = manifests(os.path.join(self.dir, "run"), "0")
-        self.assertEqual(m["30-worker-job.yaml"]["spec"]["backoffLimit"], 0)
+        job = m["30-worker-job.yaml"]["spec"]
+        self.assertEqual({k: job.get(k) for k in ("backoffLimit", "backoffLimitPerIndex",
+                                                  "completionMode", "maxFailedIndexes")},
+                         {"backoffLimit": None, "backoffLimitPerIndex": 0,
+                          "completionMode": "Indexed", "maxFailedIndexes": None})
         scheduler = flags_of(m["11-scheduler-deployment.yaml"])
         self.assertNotIn("--server_replace_s=60", scheduler)
-        self.assertIn("--absorb_orphaned_shards", scheduler)
+        self.assertIn("--absorb_orphaned_shards", scheduler)  # the survivors take the data
+
+    def test_older_clusters_get_backoff_limit_in_all(self):
+        m = manifests(os.path.join(self.dir, "run"), "worker:2",
+                      "[k8s]\nretries_per_index = false\n")
+        job = m["30-worker-job.yaml"]["spec"]
+        self.assertEqual((job["backoffLimit"], job.get("backoffLimitPerIndex")), (2, None))
 
 
 class RecoveryKubectlTest(kb.KubectlOfflineTest):
@@ -115,6 +132,13 @@ class RecoveryKubectlTest(kb.KubectlOfflineTest):
         with tempfile.TemporaryDirectory(prefix="k8s_faults_kubectl.") as d:
             for name, manifest in manifests(os.path.join(d, "run"), "worker:1,server:1").items():
                 self.assertEqual(self.problems(manifest), [], name)
+
+    def test_the_checkpoint_claim_and_url_survive_kubectls_decoding(self):
+        with tempfile.TemporaryDirectory(prefix="k8s_faults_kubectl.") as d:
+            m = manifests(os.path.join(d, "run"), "0", '[k8s]\ncheckpoint_volume = "c"\n',
+                          'checkpoint_url = "file:///shared/c"\n')
+            self.assertEqual(self.problems(m["21-server-statefulset.yaml"]), [])
+            self.assertEqual(self.problems(m["30-worker-job.yaml"]), [])
 
     def test_the_check_can_fail(self):
         with tempfile.TemporaryDirectory(prefix="k8s_faults_kubectl.") as d:
@@ -238,6 +262,52 @@ class PodsReplacedInNamespacesTest(unittest.TestCase):
                          [("dead", False), ("dead", True), ("finished", False), ("finished", False)],
                          logs)
         self.assertFalse(os.path.exists(k8s_backend.OUT_DIR))  # nothing outside the pods' dirs
+
+    def test_without_restarts_a_killed_worker_is_recorded_and_the_job_completes(self):
+        self.m = manifests(os.path.join(self.dir, "run"), "0")
+        for host in self.PODS:
+            self.start(host, host, self.out(host))
+        self.wait_for("worker1", r"iteration [5-9]0/")
+        self.assertEqual(self.kill("worker1", signal.SIGKILL), -signal.SIGKILL)
+        # backoffLimitPerIndex 0: no pod replaces it; the others run on.
+        codes = {name: proc.wait(timeout=120) for name, proc in self.procs.items()
+                 if name != "worker1"}
+        logs = "\n".join(f"--- {n}\n{self.log(n)[-2000:]}" for n in codes)
+        self.assertEqual(codes, dict.fromkeys(codes, 0), logs)
+        results = os.path.join(self.dir, "results")
+        os.makedirs(results)
+        k8s_backend.extract_results(os.path.join(self.dir, "scheduler.log"), results)
+        with open(os.path.join(results, "stats.json")) as f:
+            stats = json.load(f)
+        self.assertEqual(sorted(w["state"] for w in stats["workers"]), ["dead", "finished"], logs)
+        # What kubectl then shows: index 1 failed, the scheduler's exit status as it was.
+        scheduler = {"kind": "Pod", "metadata": {
+            "name": self.PODS["scheduler"][1], "labels": {"app.kubernetes.io/component": "scheduler"}},
+            "status": {"containerStatuses": [{"state": {"terminated": {"exitCode": codes["scheduler"]}}}]}}
+        job = {"kind": "Job", "status": {"failedIndexes": "1", "conditions": [
+            {"type": "Failed", "status": "True", "reason": "FailedIndexes"}]}}
+        self.assertEqual(k8s_outcome.judge([scheduler, job]).state, "complete")
+
+    def test_a_rescheduled_server_restores_from_the_checkpoint_url(self):
+        url = os.path.join(self.dir, "ckpt")
+        self.m = manifests(os.path.join(self.dir, "run"), "server:1",
+                           '[k8s]\ncheckpoint_volume = "ckpt"\n', f'checkpoint_url = "file://{url}"\n')
+        for host in self.PODS:
+            self.start(host, host, self.out(host))
+        there = os.path.join(url, JOB + "-run", "server1")  # the run's: checkpoint_url/JOB-RUN
+        deadline = time.time() + 60
+        while not any(n == "MANIFEST" for _, _, files in os.walk(there) for n in files):
+            self.assertLess(time.time(), deadline, self.log("server1")[-2000:])
+            time.sleep(0.1)
+        self.kill("server1", signal.SIGKILL)
+        # Rescheduled: a new pod of the same name, its out volume new and empty.
+        self.start("server1", "server1.r1", self.out("server1.r1"))
+        self.wait_for("server1.r1", r"restored \d+ partitions")
+        codes = {name: proc.wait(timeout=120) for name, proc in self.procs.items()
+                 if name != "server1"}
+        logs = "\n".join(f"--- {n}\n{self.log(n)[-2000:]}" for n in codes)
+        self.assertEqual(codes, dict.fromkeys(codes, 0), logs)
+        self.assertIn(f"--checkpoint_url=file://{url}/{JOB}-run server", self.log("server1.r1"))
 
 
 if __name__ == "__main__":

@@ -115,13 +115,21 @@ class CheckpointUrlTest(unittest.TestCase):
 
     def test_only_the_backends_that_copy_checkpoints_take_a_url(self):
         cluster = cluster_file.parse('[job]\nmode = "asp"\ncheckpoint_url = "file:///c"\n' + HOSTS)
-        for backend in ("local", "ssh", "slurm", "ec2"):
+        for backend in ("local", "ssh", "slurm", "ec2", "k8s"):
             recovery.check_backend(cluster, backend)
         with self.assertRaisesRegex(JobError, r"^the cluster file's checkpoint_url is for the ssh, "
-                                              r"slurm and ec2 backends, not k8s: remove it, or run "
-                                              r"the job with one of those$"):
-            recovery.check_backend(cluster, "k8s")
-        recovery.check_backend(parse(), "k8s")  # no URL
+                                              r"slurm, ec2 and k8s backends, not nomad: remove it, "
+                                              r"or run the job with one of those$"):
+            recovery.check_backend(cluster, "nomad")
+        recovery.check_backend(parse(), "nomad")  # no URL
+
+    def test_k8s_resumes_from_a_claim_not_mounted_here(self):
+        cluster = cluster_file.parse('[job]\nmode = "asp"\ncheckpoint_url = '
+                                     '"file:///nonexistent/r2sp-claim"\n' + HOSTS)
+        recovery.check_resume(cluster, args("--run_dir=/runs/r", "--backend=k8s"), "j-r")
+        with self.assertRaisesRegex(JobError, r"^cannot resume /runs/r: no server's checkpoints "
+                                              r"at file:///nonexistent/r2sp-claim/j-r$"):
+            recovery.check_resume(cluster, args("--run_dir=/runs/r"), "j-r")  # ssh
 
     def test_a_servers_replacement_goes_to_the_next_host_with_servers_on_a_port_of_its_own(self):
         cluster = cluster_file.parse('[job]\nmode = "asp"\n' + HOSTS +
