@@ -645,7 +645,8 @@ class EntrypointTest(unittest.TestCase):
 
 
 # A stand-in kubectl: records its calls; `get` shows the pods finished and the Job in the state
-# $FAKE_JOB_STATE; `logs -f POD` prints POD's log from $FAKE_LOGS/POD.
+# $FAKE_JOB_STATE (with $FAKE_SCHEDULER_EXIT set: the worker's index failed, killed, and the
+# scheduler exited with that status); `logs -f POD` prints POD's log from $FAKE_LOGS/POD.
 FAKE_KUBECTL = """#!/usr/bin/env python3
 import json, os, sys
 args = sys.argv[1:]
@@ -658,6 +659,12 @@ if "get" in args:
             for n, c, i in (("j-scheduler-1-2", "scheduler", None), ("j-server-0", "server", None),
                             ("j-worker-0-x", "worker", "0"))]
     job = {"kind": "Job", "status": {"conditions": [{"type": os.environ["FAKE_JOB_STATE"], "status": "True"}]}}
+    if "FAKE_SCHEDULER_EXIT" in os.environ:
+        exited = lambda code: [{"state": {"terminated": {"exitCode": code}}}]
+        pods[0]["status"]["containerStatuses"] = exited(int(os.environ["FAKE_SCHEDULER_EXIT"]))
+        pods[2]["status"] = {"phase": "Failed", "containerStatuses": exited(137)}
+        job["status"]["failedIndexes"] = "0"
+        job["status"]["conditions"][0]["reason"] = "FailedIndexes"
     print(json.dumps({"items": pods + [job]}))
 elif "logs" in args:
     with open(os.path.join(os.environ["FAKE_LOGS"], args[-1])) as f:
@@ -712,6 +719,21 @@ class RunWithStandInKubectlTest(unittest.TestCase):
         calls = self.called()
         self.assertEqual(calls[0], f"--namespace ml apply -f {args.run_dir}/k8s")
         self.assertEqual(calls[-1], f"--namespace ml delete --ignore-not-found --wait=false -f {args.run_dir}/k8s")
+
+    def test_a_failed_index_is_a_death_and_the_scheduler_decides(self):
+        os.environ["FAKE_SCHEDULER_EXIT"] = "0"
+        args, go = self.run_job("Failed")
+        go()
+        with open(os.path.join(args.run_dir, "summary.json")) as f:
+            summary = json.load(f)
+        self.assertEqual((summary["deaths"]["worker"], summary["restarts"]["worker"]), (1, 0))
+        self.assertEqual([(e["process"], e["event"], e["status"]) for e in summary["events"]],
+                         [("worker0", "died", 137)])
+        os.environ["FAKE_SCHEDULER_EXIT"] = "1"
+        args, go = self.run_job("Failed")
+        with self.assertRaisesRegex(errors.JobError, r"^workers \[0\] failed and the scheduler "
+                                                     r"exited with status 1; see the logs in "):
+            go()
 
     def test_a_failed_job_is_an_error_and_is_deleted(self):
         args, go = self.run_job("Failed")

@@ -19,13 +19,14 @@ ENTRYPOINT = os.path.join(ROOT, "tools", "deploy", "k8s_entrypoint")
 HOSTS = '[[host]]\nname = "a"\nscheduler = true\nservers = 2\nworkers = 2\n'
 
 
-def manifests(url, k8s="", run_dir="/runs/r"):
+def manifests(url, k8s="", run_dir="/runs/r", resume=False):
     text = '[job]\nname = "j"\nmode = "asp"\n'
     text += f'checkpoint_url = "{url}"\n' if url else ""
     c = cluster_file.parse(text + HOSTS + k8s)
     args = options.parse_args(["--cluster=x", "--backend=k8s", "--run_dir=" + run_dir,
                                "--max_restarts=server:1", "--checkpoint_every=10s"], "")
     args.sync, args.servers, args.workers = c.mode, c.num_servers, c.num_workers
+    args.resume = run_dir if resume else ""  # what job.resume.prepare gives a resumed run
     return k8s_backend.K8sBackend(driver.Run(args, c, "/d/r2sp-1.0-cpu.tar.gz", None)).manifests
 
 
@@ -83,8 +84,12 @@ class ManifestTest(unittest.TestCase):
             with self.assertRaisesRegex(JobError, message, msg=url):
                 manifests(url, k8s)
 
-    def test_the_launch_can_be_resumed(self):
-        self.assertTrue(k8s_backend.K8sBackend.resumable)
+    def test_a_resumed_run_restores_every_server_from_the_same_url(self):
+        self.assertTrue(k8s_backend.K8sBackend.resumable)  # launch.json saved
+        _, container = server(manifests("s3://b/c", resume=True))
+        self.assertEqual((env(container)["R2SP_CHECKPOINT_URL"], env(container)["R2SP_FLAGS"]),
+                         ("s3://b/c/j-r", "--checkpoint_dir=/r2sp/out/checkpoints "
+                                          "--checkpoint_every=10s --resume"))
 
 
 class EntrypointTest(unittest.TestCase):
