@@ -40,7 +40,7 @@ keys (which it neither makes nor reads). Do not give the pods an fsGroup: Kubern
 the binaries refuse a secret key file that is.
 
 run() writes the manifests to RUN_DIR/k8s/, applies them, follows every pod's log into
-RUN_DIR/NAME.log, waits for the Job to complete or fail (or --timeout), takes the files the
+RUN_DIR/NAME.log, waits for the job's end (k8s_outcome.py) or --timeout, takes the files the
 scheduler and workers print at their end (R2SP-RESULTS blocks) out of the logs into RUN_DIR,
 summarises the run as tools/launch does, and always deletes the objects: on success, failure and
 Ctrl-C. A launcher killed outright leaves them: `kubectl delete -f RUN_DIR/k8s/` removes them,
