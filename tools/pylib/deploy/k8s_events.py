@@ -59,7 +59,9 @@ class PodEvents:
 
     def __init__(self, start):
         self.start = start  # time.time() when the job started
-        self.outcome = Outcome()
+        # started_at: summary.json's recovery.after_deaths, from the pods' metrics files (their
+        # deaths timed when the launcher's poll saw them).
+        self.outcome = Outcome(started_at=start)
         self._failed = set()  # worker pods whose death is recorded
         self._restarted = set()  # worker replacements recorded
         self._server_restarts = {}  # server process -> restarts recorded
