@@ -84,10 +84,10 @@ void Attack(const std::string& endpoint, int port, proto::ErrorCode stranger_cod
   r = SendRaw(endpoint, {HeaderBytes(push)});
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->header.code(), proto::BAD_MESSAGE);
-  // Oversized header.
+  // Oversized header: past DecodeLimits' max_header_bytes (1 MiB).
   proto::Header big;
   big.set_type(proto::HEARTBEAT);
-  big.set_error(std::string(200000, 'z'));
+  big.set_error(std::string(DecodeLimits().max_header_bytes + 1000, 'z'));
   r = SendRaw(endpoint, {HeaderBytes(big)});
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->header.code(), proto::BAD_MESSAGE);
