@@ -157,7 +157,8 @@ class Ec2SpotReclaimTest(unittest.TestCase):
             ("server0", "died", 143), ("server0.r1", "restarted", 143),
             ("server1", "died", 143), ("server1.r1", "restarted", 143)], out)
         self.assertEqual((s["deaths"], s["restarts"]), ({"worker": 0, "server": 2},
-                                                        {"worker": 0, "server": 2}))
+                                                        {"worker": 0, "server": 2}),
+                         (events, out[-3000:]))
         self.assertGreaterEqual(s["final_test_accuracy"], 0.75, s)
         # The servers' SIGTERM checkpoints reached the S3 stand-in; the replacements restored.
         there = os.path.join(self.s3, "bucket", "ckpt", "ec2-test-spot")
