@@ -39,7 +39,7 @@ BIN_DIR = os.environ.get("R2SP_BIN_DIR", ROOT)  # the runfiles root under Bazel
 ec2_backend_test.ROOT, ec2_backend_test.BIN_DIR = ROOT, BIN_DIR
 FAKE_AWS = os.path.join(ROOT, "tests", "tools", "deploy", "fake_aws")
 MNIST = "/usr/share/datasets/fashion-mnist"
-NODE = "--heartbeat_ms=200"
+NODE = "--heartbeat_ms=500"
 
 
 def why_not():
@@ -56,7 +56,7 @@ scheduler = {base}
 server = {base + 100}
 worker = {base + 200}
 [flags]
-scheduler = "--heartbeat_timeout_ms=1000 --partition_bytes=262144"
+scheduler = "--heartbeat_timeout_ms=3000 --partition_bytes=262144"
 server = "{NODE}"
 worker = "--model=mlp --data=fashion-mnist --data_dir={MNIST} --batch_size=64 --threads=1 --log_every=25 {NODE}"
 [ec2]
