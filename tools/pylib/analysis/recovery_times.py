@@ -12,7 +12,7 @@ hosts' clocks are compared with the launcher's, so they should be synchronised (
 
 import re
 
-from .run_files import metrics_records
+from .run_files import iteration_seconds, metrics_records
 
 METRICS = re.compile(r"metrics_(worker\d+(?:\.r\d+)?)\.jsonl")
 
@@ -29,10 +29,7 @@ def metrics_by_process(run_dir):
 
 
 def _span(row):
-    busy = row.get("compute_s", 0) + row.get("push_s", 0) + row.get("pull_s", 0)
-    if row.get("gap_s", 0) > 0:
-        busy += row.get("wait_s", 0)
-    return (row["t"] - busy, row["t"])
+    return (row["t"] - iteration_seconds(row), row["t"])
 
 
 def recoveries(events, started_at, spans):

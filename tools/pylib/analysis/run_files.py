@@ -24,6 +24,14 @@ def metrics_records(run_dir):
                     yield name, row
 
 
+def iteration_seconds(row):
+    """One iteration row's duration: compute, push and pull, plus the wait only under r2sp
+    (gap_s > 0: a slot wait before the push; otherwise the wait is a parked pull, already part
+    of pull_s)."""
+    busy = row.get("compute_s", 0) + row.get("push_s", 0) + row.get("pull_s", 0)
+    return busy + (row.get("wait_s", 0) if row.get("gap_s", 0) > 0 else 0)
+
+
 def _records(run_dir):
     """Every JSON object in RUN_DIR/metrics_workerN.jsonl (metrics_records without names)."""
     return (row for _, row in metrics_records(run_dir))

@@ -10,7 +10,7 @@ import re
 from typing import List, Optional
 
 from .recovery_times import metrics_by_process, recoveries
-from .run_files import worker_metrics
+from .run_files import iteration_seconds, worker_metrics
 
 
 @dataclasses.dataclass
@@ -87,7 +87,7 @@ def iteration_summary(by_worker):
         for m in rows:
             iterations += 1
             wait += m["wait_s"]
-            total += m["compute_s"] + m["push_s"] + m["pull_s"] + (m["wait_s"] if m["gap_s"] > 0 else 0)
+            total += iteration_seconds(m)
     if not iterations:
         return {}
     return {"mean_iteration_seconds": round(total / iterations, 5),

@@ -33,19 +33,34 @@ def start_launch(bin_dir, run_dir, options):
                             stderr=subprocess.STDOUT, start_new_session=True)
 
 
-def steps_done(run_dir, worker):
-    """The iterations metrics_worker<worker>.jsonl records (0 before it exists)."""
+def iteration_lines(path):
+    """The iteration lines of one metrics file (evaluation records left out; 0 before it
+    exists)."""
     try:
-        with open(os.path.join(run_dir, f"metrics_worker{worker}.jsonl")) as f:
+        with open(path) as f:
             return sum(1 for line in f if '"event"' not in line)
     except OSError:
         return 0
+
+
+def steps_done(run_dir, worker):
+    """The iterations metrics_worker<worker>.jsonl records (0 before it exists)."""
+    return iteration_lines(os.path.join(run_dir, f"metrics_worker{worker}.jsonl"))
 
 
 def wait_for_steps(proc, run_dir, worker, steps):
     """Returns once `worker` has done `steps` iterations, or the launcher `proc` has ended."""
     while proc.poll() is None and steps_done(run_dir, worker) < steps:
         time.sleep(0.05)
+
+
+def cmdline(pid, proc="/proc"):
+    """A process's arguments ([] once it is gone)."""
+    try:
+        with open(os.path.join(proc, str(pid), "cmdline"), "rb") as f:
+            return [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
+    except OSError:
+        return []
 
 
 def children(parent, proc="/proc"):
@@ -58,10 +73,9 @@ def children(parent, proc="/proc"):
         try:
             with open(os.path.join(proc, entry, "stat")) as f:
                 fields = f.read().rsplit(")", 1)[1].split()
-            with open(os.path.join(proc, entry, "cmdline"), "rb") as f:
-                argv = [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
         except (OSError, IndexError):
             continue  # gone meanwhile
+        argv = cmdline(entry, proc)
         if int(fields[1]) == parent:
             found.append((int(fields[19]), int(entry), argv + python_workers.flags_of(entry, proc)))
     return found

@@ -12,16 +12,8 @@ import signal
 import subprocess
 import time
 
+from . import fault_runs
 from .errors import JobError
-
-
-def cmdline(pid, proc="/proc"):
-    """A process's arguments ([] once it is gone)."""
-    try:
-        with open(os.path.join(proc, str(pid), "cmdline"), "rb") as f:
-            return [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
-    except OSError:
-        return []
 
 
 def find(binary, needle, proc="/proc"):
@@ -29,7 +21,7 @@ def find(binary, needle, proc="/proc"):
     server) with an argument containing `needle` (a path only that run uses)."""
     found = []
     for entry in filter(str.isdigit, os.listdir(proc)):
-        argv = cmdline(entry, proc)
+        argv = fault_runs.cmdline(entry, proc)
         if argv and os.path.basename(argv[0]) == binary and any(needle in a for a in argv[1:]):
             found.append(int(entry))
     return sorted(found, reverse=True)
@@ -37,14 +29,7 @@ def find(binary, needle, proc="/proc"):
 
 def iterations(pattern):
     """The iteration lines of the metrics files `pattern` (a glob) matches, together."""
-    done = 0
-    for path in glob.glob(pattern):
-        try:
-            with open(path) as f:
-                done += sum(1 for line in f if '"event"' not in line)
-        except OSError:
-            pass
-    return done
+    return sum(fault_runs.iteration_lines(path) for path in glob.glob(pattern))
 
 
 def run_and_kill(argv, env, metrics_glob, at, binary, needle, timeout=300, sig=signal.SIGKILL):
