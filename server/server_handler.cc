@@ -189,8 +189,7 @@ absl::Status ServerHandler::ApplyPush(HeldPartition& held, const proto::Header& 
   // A push is its fraction b_i / B of a step, or a whole one (unweighted, or classic ASP).
   const float fraction = options_.per_sample_updates && weight > 0.0f ? weight : 1.0f;
   const FractionalStep step = StepForFraction(SgdFor(held), fraction);
-  const HeldPartition::PredictAsk ask =
-      w < static_cast<int>(held.asked.size()) ? held.asked[w] : HeldPartition::PredictAsk();
+  const HeldPartition::PredictAsk& ask = held.asked[w];  // sized as pushed, w checked as there
   if (ask.updates > 0 && grad.kind == wire::GradientView::Kind::kDense) {
     // The pusher's pull comes next (r2sp: it holds the slot): its predicted weights are
     // computed in the update's own pass.
