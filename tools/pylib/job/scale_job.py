@@ -13,6 +13,8 @@ import signal
 import subprocess
 import time
 
+from . import fault_runs
+
 
 @dataclasses.dataclass(frozen=True)
 class ScaleConfig:
@@ -89,14 +91,6 @@ def _wait_for(predicate, timeout, what, proc):
         time.sleep(0.02)
 
 
-def _rows(path):
-    """Lines in `path` so far (0 if it does not exist yet)."""
-    if not os.path.exists(path):
-        return 0
-    with open(path) as f:
-        return sum(1 for _ in f)
-
-
 def _wait4(proc, timeout):
     """(cpu seconds, peak RSS in MB) of `proc` once it exits."""
     deadline = time.time() + timeout
@@ -141,7 +135,7 @@ def run(c, bin_dir, run_dir, timeout=900):
             procs.append(victim)
             # Killed once training (3 iterations done): it holds no slot or barrier by then
             # only by chance, as a crash would.
-            _wait_for(lambda: _rows(f"{run_dir}/victim.jsonl") >= 3, timeout,
+            _wait_for(lambda: fault_runs.iteration_lines(f"{run_dir}/victim.jsonl") >= 3, timeout,
                       "the victim's training", victim)
             victim.send_signal(signal.SIGKILL)
             killed = time.time()
