@@ -132,6 +132,10 @@ absl::Status ServerHandler::CheckSender(const proto::Header& header,
 absl::StatusOr<HeldPartition*> ServerHandler::FindPartition(const proto::Header& header,
                                                             const Responder& responder) {
   R2SP_RETURN_IF_ERROR(CheckSender(header, responder));
+  if (header.has_to_server() && header.to_server() != rank_) {
+    return absl::UnavailableError(absl::StrCat("a request for server ", header.to_server(),
+                                               " reached server ", rank_));
+  }
   return partitions_.Find(header.key());
 }
 

@@ -83,7 +83,8 @@ class ServerHandler : public RequestHandler {
   // OK if the request came over the scheduler's connection.
   absl::Status CheckScheduler(const Responder& responder, const char* what) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The partition a worker's PUSH or PULL is for, once its sender checked out.
+  // The partition a worker's PUSH or PULL is for, once its sender checked out and it was meant
+  // for this server's rank (UNAVAILABLE otherwise: the worker's routing is stale; it retries).
   absl::StatusOr<HeldPartition*> FindPartition(const proto::Header& header,
                                                const Responder& responder)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -87,13 +87,8 @@ absl::Status ServerNode::Join() {
     LOG(INFO) << "server " << rank_ << ": replacing the lost server of this rank; restoring "
               << "its shard from the newest checkpoint";
   }
-  R2SP_RETURN_IF_ERROR(PrepareCheckpoints(book, layout, options_.resume || replacing));
-  transport_->SetHandler(handler_.get());
-  {
-    absl::MutexLock lock(&stop_mu_);
-    serving_ = true;  // until now Stop() leaves stopping to its caller
-    if (!stop_reason_.empty()) stop_.Notify();  // a Stop() whose caller did not exit
-  }
+  // Heartbeats from registration on: restoring a large shard can take longer than the
+  // scheduler's heartbeat timeout, which would declare this server dead while it restores.
   // Dead and finished workers: BSP clocks and SSP bounds stop waiting for them.
   scheduler_->StartHeartbeats(
       [handler = handler_.get()](const proto::HeartbeatReply& beat) {
@@ -103,6 +98,13 @@ absl::Status ServerNode::Join() {
         if (!departed.empty()) handler->SetDepartedWorkers(departed);
       },
       [this](const std::string& why) { Stop(why, 3); });
+  R2SP_RETURN_IF_ERROR(PrepareCheckpoints(book, layout, options_.resume || replacing));
+  transport_->SetHandler(handler_.get());
+  {
+    absl::MutexLock lock(&stop_mu_);
+    serving_ = true;  // until now Stop() leaves stopping to its caller
+    if (!stop_reason_.empty()) stop_.Notify();  // a Stop() whose caller did not exit
+  }
   LOG(INFO) << "server " << rank_ << " serving at " << transport_->endpoint() << " ("
             << SyncModeName(server.sync) << ")";
   if (checkpointer_ != nullptr) checkpointer_->Start();

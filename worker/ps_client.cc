@@ -163,6 +163,7 @@ std::string PsClient::ServerEndpoint(int rank) const {
 }
 
 void PsClient::Send(int rank, Message request, ReplyCallback done) {
+  request.header.set_to_server(rank);
   SendAttempt(rank, std::move(request), absl::Now(), 0, std::move(done));
 }
 

@@ -35,13 +35,24 @@ void ServerFollower::OnHeartbeat(const proto::HeartbeatReply& beat) {
     // Requests still owed at the old endpoint are sent again: those the old server owed (its
     // loss went unnoticed here), or retries sent there while the rank was lost, which only a
     // replacement at the same endpoint would have answered.
-    if (!reset_[rank] || old != s.endpoint()) {
+    // Not when another rank's replacement now serves there (two lost together, restarted on
+    // each other's ports): its requests would fail for nothing; what was queued there for this
+    // rank reaches that server, which refuses it as meant for another (Header.to_server), and
+    // it comes here.
+    if ((!reset_[rank] || old != s.endpoint()) && !ServedByAnotherRank(old, rank)) {
       requester_->ResetPeer(old, "the scheduler replaced it");
     }
     reset_[rank] = false;
     LOG(INFO) << "server " << rank << " replaced (incarnation " << s.incarnation() << ") at "
               << s.endpoint();
   }
+}
+
+bool ServerFollower::ServedByAnotherRank(const std::string& endpoint, int rank) const {
+  for (int other = 0; other < static_cast<int>(incarnation_.size()); ++other) {
+    if (other != rank && ps_->ServerEndpoint(other) == endpoint) return true;
+  }
+  return false;
 }
 
 }  // namespace r2sp

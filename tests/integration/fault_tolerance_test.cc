@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
@@ -23,6 +24,7 @@ namespace r2sp {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::ChildProcess;
 using testing::JobSpec;
 using testing::LocalJob;
 
@@ -61,6 +63,30 @@ void ExpectCompleted(LocalJob& job, int servers, const std::vector<int>& survivo
   for (int s = 0; s < servers; ++s) {
     EXPECT_EQ(job.server(s).Wait(absl::Seconds(30)), 0) << job.server(s).Log();
   }
+}
+
+// What a server's log says once it serves: "server R serving at E (".
+struct Serving {
+  int rank = -1;  // -1: not serving (yet)
+  std::string endpoint;
+};
+
+Serving WaitServing(ChildProcess& server, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    const std::string log = server.Log();
+    const size_t at = log.find(" serving at ");
+    const size_t line = at == std::string::npos ? at : log.rfind("server ", at);
+    Serving s;
+    if (line != std::string::npos &&
+        absl::SimpleAtoi(log.substr(line + 7, at - line - 7), &s.rank)) {
+      const size_t from = at + 12;
+      s.endpoint = log.substr(from, log.find(' ', from) - from);
+      return s;
+    }
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  return {};
 }
 
 TEST(FaultToleranceTest, EveryNodeStopsWithinThreeHeartbeatTimeoutsOfTheSchedulersLoss) {
@@ -174,6 +200,46 @@ TEST(FaultToleranceTest, LostServerIsReplacedFromItsCheckpointWhileTheJobGoesOn)
     EXPECT_NE(job.server(replacement).Log().find("resumed from"), std::string::npos)
         << job.server(replacement).Log();
   }
+}
+
+// Two servers lost together whose replacements come up on each other's old ports (as the lost
+// servers of one host do on its replacement host): the first to register takes the lower rank,
+// 0, at rank 1's old endpoint, where the workers still send their held requests for rank 1
+// until they hear of rank 1's replacement. Server 0 must refuse them as meant for another
+// server (the workers send them again), never take them for requests of its own.
+TEST(FaultToleranceTest, TwoServersReplacedOnEachOthersPortsEachGetTheirOwnRequests) {
+  const std::string name = "swapped";
+  fs::remove_all(CheckpointDir(name));
+  JobSpec spec = FastFailureJob(name, "r2sp", 2, 2, 300);
+  spec.server_flags.push_back("--checkpoint_every=0.3s");
+  spec.scheduler_flags.push_back("--server_replace_s=30");
+  LocalJob job(spec);
+  std::string old_endpoint[2];
+  for (int s = 0; s < 2; ++s) {
+    const Serving serving = WaitServing(job.server(s), absl::Seconds(20));
+    ASSERT_TRUE(serving.rank == 0 || serving.rank == 1) << job.server(s).Log();
+    old_endpoint[serving.rank] = serving.endpoint;
+  }
+  absl::SleepFor(absl::Seconds(2.5));
+  job.server(0).Kill(SIGKILL);
+  job.server(1).Kill(SIGKILL);
+  absl::SleepFor(absl::Seconds(1.5));  // both losses declared (600 ms timeouts)
+  const int first = job.StartServer({"--bind=" + old_endpoint[1]});
+  ASSERT_EQ(WaitServing(job.server(first), absl::Seconds(30)).rank, 0) << job.server(first).Log();
+  absl::SleepFor(absl::Seconds(2));  // the workers' retries for rank 1 reach it meanwhile
+  const int second = job.StartServer({"--bind=" + old_endpoint[0]});
+  ASSERT_EQ(WaitServing(job.server(second), absl::Seconds(30)).rank, 1)
+      << job.server(second).Log();
+  for (int w = 0; w < 2; ++w) {
+    EXPECT_EQ(job.worker(w).Wait(absl::Seconds(90)), 0) << job.worker(w).Log();
+  }
+  EXPECT_EQ(job.scheduler().Wait(absl::Seconds(30)), 0) << job.scheduler().Log();
+  for (int s : {first, second}) {
+    EXPECT_EQ(job.server(s).Wait(absl::Seconds(30)), 0) << job.server(s).Log();
+  }
+  EXPECT_NE(job.server(first).Log().find("a request for server 1 reached server 0"),
+            std::string::npos)
+      << job.server(first).Log();
 }
 
 TEST(FaultToleranceTest, LostServerFailsTheJobWhichResumesFromCheckpoints) {

@@ -555,6 +555,36 @@ TEST_F(ServerHandlerTest, ParkedPullsPerWorkerAreBounded) {
 
 // A worker whose connection to a lost server was reset sends its pushes again, marked as
 // retries; one the server applied already (the reply was lost) is acknowledged, not applied twice.
+// A request meant for another rank (its worker's routing is stale: the endpoint passed to this
+// server from a lost one) is refused UNAVAILABLE, which the worker retries, and changes
+// nothing, even for a key this server holds; one meant for this rank is served.
+TEST_F(ServerHandlerTest, RequestsMeantForAnotherServerAreRefusedAsUnavailable) {
+  SetUpHandler(proto::ASP, 1);
+  Push(0, 0, {0, 0, 0, 0}, 0, /*init=*/true);
+  const std::vector<float> ones(4, 1.0f);
+  auto request = [this, &ones](proto::MsgType type, int to_server) {
+    Message m = WorkerRequest(type, 0, 0);
+    m.header.set_to_server(to_server);
+    if (type == proto::PUSH) m.payload.push_back(zmq::message_t(ones.data(), 4 * sizeof(float)));
+    Handle(std::move(m), "w0");
+  };
+  request(proto::PUSH, 1);
+  request(proto::PULL, 1);
+  EXPECT_EQ(*handler_->Weights(0), (std::vector<float>{0, 0, 0, 0}));
+  request(proto::PUSH, 0);
+  request(proto::PULL, 0);
+  const auto replies = sink_.Take();
+  ASSERT_EQ(replies.size(), 5u);
+  for (int i : {1, 2}) {
+    EXPECT_EQ(replies[i].second.header.code(), proto::NOT_READY);  // UNAVAILABLE
+    EXPECT_EQ(replies[i].second.header.error(), "a request for server 1 reached server 0");
+  }
+  EXPECT_EQ(replies[3].second.header.code(), proto::OK);
+  EXPECT_EQ(replies[4].second.header.code(), proto::OK);
+  EXPECT_EQ(Values(replies[4].second), (std::vector<float>{-0.5, -0.5, -0.5, -0.5}));
+  EXPECT_EQ(handler_->counters().pushes(), 2u);
+}
+
 TEST_F(ServerHandlerTest, RetriedPushAppliedAlreadyIsAcknowledgedNotAppliedAgain) {
   SetUpHandler(proto::ASP, 2);
   Push(0, 0, {0, 0, 0, 0}, 0, /*init=*/true);

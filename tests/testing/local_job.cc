@@ -27,11 +27,12 @@ LocalJob::LocalJob(const JobSpec& spec) : spec_(spec), dir_(MakeTempDir(spec.nam
   for (int i = 0; i < spec.workers; ++i) StartWorker();
 }
 
-int LocalJob::StartServer() {
+int LocalJob::StartServer(const std::vector<std::string>& extra) {
   const int i = static_cast<int>(servers_.size());
   std::vector<std::string> a = {"server/server", "--scheduler=" + endpoint_,
                                 "--bind=tcp://127.0.0.1:*", "--heartbeat_ms=200"};
   a.insert(a.end(), spec_.server_flags.begin(), spec_.server_flags.end());
+  a.insert(a.end(), extra.begin(), extra.end());
   servers_.push_back(std::make_unique<ChildProcess>(a, absl::StrCat(dir_, "/server", i, ".log")));
   return i;
 }

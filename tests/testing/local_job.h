@@ -31,8 +31,9 @@ class LocalJob {
   // Starts one more worker with the spec's flags plus `extra` (e.g. to join a running job);
   // returns its index.
   int StartWorker(const std::vector<std::string>& extra = {});
-  // Starts one more server with the spec's flags (e.g. to replace a lost one); its index.
-  int StartServer();
+  // Starts one more server with the spec's flags plus `extra` (e.g. to replace a lost one, at
+  // its old --bind); returns its index.
+  int StartServer(const std::vector<std::string>& extra = {});
 
   // Waits for every process; true if all exited with status 0 (failures are test errors
   // with the process's log).

@@ -166,5 +166,59 @@ TEST(ServerFollowerTest, AReplacementAtTheLostEndpointKeepsTheRetriesQueuedThere
   EXPECT_EQ(ps.ServerEndpoint(0), "tcp://s0:1");
 }
 
+// Two servers lost together, their replacements on each other's old ports: rank 0's comes up
+// at rank 1's old endpoint first. Rank 0's old endpoint is reset; rank 1's, now rank 0's, is
+// not when rank 1 moves away (what was queued there for rank 1 is refused by server 0 as meant
+// for another rank, and retried). Every request names the rank it is for.
+TEST(ServerFollowerTest, ReplacementsOnEachOthersPortsResetNoLiveServersConnection) {
+  testing::RecordingRequester requester;
+  proto::TensorSpec t;
+  t.set_name("w");
+  t.set_num_elements(8);
+  const ModelLayout layout = *ModelLayout::Create({t}, 16, 2);
+  PsClient ps(&requester, &layout, {"tcp://h:1", "tcp://h:2"}, PsClientOptions());
+  proto::AddressBook book;
+  for (const char* e : {"tcp://h:1", "tcp://h:2"}) book.add_servers()->set_endpoint(e);
+  ServerFollower follower(&requester, &ps, book);
+  proto::HeartbeatReply lost;
+  lost.add_replacing_servers(0);
+  lost.add_replacing_servers(1);
+  follower.OnHeartbeat(lost);
+  EXPECT_EQ(requester.resets, (std::vector<std::string>{"tcp://h:1", "tcp://h:2"}));
+
+  proto::HeartbeatReply first;
+  proto::NodeInfo* s0 = first.add_servers();
+  s0->set_rank(0);
+  s0->set_endpoint("tcp://h:2");
+  s0->set_incarnation(1);
+  first.add_servers()->set_rank(1);  // still lost: its old entry
+  first.mutable_servers(1)->set_endpoint("tcp://h:2");
+  first.add_replacing_servers(1);
+  follower.OnHeartbeat(first);
+  EXPECT_EQ(ps.ServerEndpoint(0), "tcp://h:2");
+  EXPECT_EQ(ps.ServerEndpoint(1), "tcp://h:2");
+  EXPECT_EQ(requester.resets, (std::vector<std::string>{"tcp://h:1", "tcp://h:2", "tcp://h:1"}));
+
+  proto::HeartbeatReply second = first;
+  second.clear_replacing_servers();
+  second.mutable_servers(1)->set_endpoint("tcp://h:1");
+  second.mutable_servers(1)->set_incarnation(1);
+  follower.OnHeartbeat(second);
+  EXPECT_EQ(ps.ServerEndpoint(0), "tcp://h:2");
+  EXPECT_EQ(ps.ServerEndpoint(1), "tcp://h:1");
+  EXPECT_EQ(requester.resets, (std::vector<std::string>{"tcp://h:1", "tcp://h:2", "tcp://h:1"}));
+
+  std::vector<float> params(8);
+  ps.Pull(params.data());
+  ASSERT_EQ(requester.sent.size(), 2u);
+  EXPECT_NE(requester.sent[0].peer, requester.sent[1].peer);
+  for (const auto& sent : requester.sent) {
+    const int rank = layout.partitions().at(sent.request.header.key()).server;
+    EXPECT_EQ(sent.peer, rank == 0 ? "tcp://h:2" : "tcp://h:1");
+    ASSERT_TRUE(sent.request.header.has_to_server());
+    EXPECT_EQ(sent.request.header.to_server(), rank);
+  }
+}
+
 }  // namespace
 }  // namespace r2sp
