@@ -145,7 +145,9 @@ class CoreJobTest(unittest.TestCase):
         job = self.job("ctrlc", 2)  # the scheduler waits for a second worker that never comes
         worker = self.python_worker(job, "py", 48, "--batch_size=4")
         deadline = time.time() + 30
-        while "registered" not in job.log("scheduler") and time.time() < deadline:
+        # The worker's registration, not the server's (which comes first): a SIGINT while the
+        # worker still imports its module is an ImportError, not the join's KeyboardInterrupt.
+        while "worker registered" not in job.log("scheduler") and time.time() < deadline:
             time.sleep(0.05)
         time.sleep(0.3)
         worker.send_signal(signal.SIGINT)
