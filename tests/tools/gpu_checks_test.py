@@ -17,9 +17,11 @@ def run(*args):
     with tempfile.TemporaryDirectory() as out:
         p = subprocess.run([SCRIPT, f"--out={out}", *args], capture_output=True, text=True,
                            timeout=60)
-        path = os.path.join(out, "summary.txt")
-        lines = open(path).read().splitlines() if os.path.exists(path) else []
-        return p.returncode, [l.replace(out, "OUT") for l in lines], p.stderr
+        lines = []
+        if os.path.exists(os.path.join(out, "summary.txt")):
+            with open(os.path.join(out, "summary.txt")) as f:
+                lines = [l.replace(out, "OUT") for l in f.read().splitlines()]
+        return p.returncode, lines, p.stderr
 
 
 class GpuChecksTest(unittest.TestCase):
@@ -54,6 +56,27 @@ class GpuChecksTest(unittest.TestCase):
         self.assertEqual([l.split()[:2] for l in lines[:2]], [["info", "dry"],
                                                                ["job_repeats", "skip"]])
         self.assertEqual(lines[-1], "skipped for the budget: run next with --steps=job_repeats")
+
+    def test_goal_lines_from_a_stand_in_benchmark(self):
+        # A bundle whose pushpull_benchmark prints the RESULT line of its I/O thread count.
+        with tempfile.TemporaryDirectory() as bundle:
+            os.mkdir(os.path.join(bundle, "bin"))
+            open(os.path.join(bundle, "env.sh"), "w").close()
+            fake = os.path.join(bundle, "bin", "pushpull_benchmark")
+            with open(fake, "w") as f:
+                f.write('#!/bin/sh\ncase "$*" in *threads=6*) r=0.64 ;; *) r=0.55 ;; esac\n'
+                        'echo "RESULT push_vs_zmq_16MB=0.9 curve_vs_plain_pushpull_16MB=$r"\n')
+            os.chmod(fake, 0o755)
+            status, lines, _ = run(f"--bundle={bundle}", f"--data_dir={bundle}",
+                                   "--steps=curve_io")
+        self.assertEqual(status, 0)
+        self.assertEqual([l.split()[:2] for l in lines if not l.startswith("goal")],
+                         [["curve_io6", "ok"], ["curve_io8", "ok"]])
+        self.assertEqual([l for l in lines if l.startswith("goal")], [
+            "goal: CurveZMQ / plain TCP at 16 MB, 6 I/O threads and connections = 0.64 (>= 0.6): "
+            "met",
+            "goal: CurveZMQ / plain TCP at 16 MB, 8 I/O threads and connections = 0.55 (>= 0.6): "
+            "not met"])
 
     def test_bad_options(self):
         for args, message in ((["--steps=gpu"], "unknown step gpu"),

@@ -20,7 +20,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.a
 class HostJob:
     """One job: `workers` synthetic workers in `mode` on `servers` servers, a model of
     `model_mb` MiB cut into partitions of `partition_bytes`, `compute_ms` of emulated compute
-    (a sleep) per iteration, every process pinned to `cores` (taskset's list, e.g. "1")."""
+    (a sleep) per iteration, every process pinned to `cores` (taskset's list: this machine's
+    two by default; on a larger one they keep the job to 2 cores, as here)."""
     workers: int
     mode: str
     servers: int = 4
@@ -105,6 +106,8 @@ def figures(rows, summary, stats):
 def run(job, bin_dir, run_dir, timeout_s=900):
     """Runs `job` in `run_dir` (replaced; removed afterwards) and returns its JobFigures.
     RuntimeError with the launcher's last lines if the job fails or outlasts `timeout_s`."""
+    if shutil.which("taskset") is None:
+        raise RuntimeError("taskset is missing: install util-linux (apt-get install util-linux)")
     shutil.rmtree(run_dir, ignore_errors=True)
     try:
         try:
