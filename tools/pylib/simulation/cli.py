@@ -3,9 +3,10 @@
 import argparse
 from dataclasses import asdict
 import json
+import os
 import re
 
-from pylib.simulation import report, validation
+from pylib.simulation import host_check, report, validation
 from pylib.simulation.engine import Simulation
 from pylib.simulation.scenario import MODES, Calibration, Scenario
 
@@ -60,6 +61,10 @@ def parser():
       help="calibration: one scheduler message, one way")
     a("--server_cpu_ns_per_byte", type=float, default=cal.server_cpu_s_per_byte * 1e9,
       help="calibration: a server's pass over a byte of parameters")
+    a("--host_cores", type=int, default=cal.host_cores,
+      help="calibration: the cores of the one machine the whole job shares (0: a machine each)")
+    a("--host_cpu_ns_per_byte", type=float, default=cal.host_cpu_s_per_byte * 1e9,
+      help="calibration: CPU to move a byte of a push or pull on that shared machine")
     a("--json", default="", help="also write the results here (JSON)")
     a("--validate", action="store_true",
       help="simulate the validation data set (tools/simulate_data) against its measurements")
@@ -86,7 +91,8 @@ def scenarios(args):
         calibration=Calibration(
             link_efficiency=args.link_efficiency, op_overhead_s=args.op_overhead_ms / 1000.0,
             control_s=args.control_ms / 1000.0,
-            server_cpu_s_per_byte=args.server_cpu_ns_per_byte * 1e-9))
+            server_cpu_s_per_byte=args.server_cpu_ns_per_byte * 1e-9,
+            host_cores=args.host_cores, host_cpu_s_per_byte=args.host_cpu_ns_per_byte * 1e-9))
     out = [Scenario(mode=m.strip(), **common) for m in args.modes.split(",") if m.strip()]
     for sc in out:
         sc.validate()
@@ -94,10 +100,17 @@ def scenarios(args):
 
 
 def validate_lines():
-    """The validation table; returns (lines, entries expected to match but outside)."""
+    """The validation table, then the real jobs on this machine (host_check); returns (lines,
+    entries expected to match but outside)."""
     lines = [f"{'entry':42} {'metric':17} {'measured':>9} {'simulated':>9} {'error':>7}"]
     bad = []
-    for c in validation.check_all():
+    checks = validation.check_all()
+    if os.path.exists(host_check.DATA):
+        checks += [None] + host_check.check_all()
+    for c in checks:
+        if c is None:
+            lines.append("real jobs on one host (tools/simulate_data/host_runs.json):")
+            continue
         flag = "" if c.matched else "  (not expected to match: see its note)"
         lines.append(f"{c.name:42} {c.metric:17} {c.measured:9.2f} {c.simulated:9.2f} "
                      f"{c.error:+7.1%}{flag}")

@@ -5,6 +5,7 @@ import random
 
 from pylib.simulation import modes, report
 from pylib.simulation.clock import EventLoop
+from pylib.simulation.host import HostCpu
 from pylib.simulation.network import Network
 from pylib.simulation.servers import Server, placement
 from pylib.simulation.workers import Worker, hetero_batches
@@ -18,7 +19,9 @@ class Simulation:
         self.sc = scenario
         self.loop = EventLoop()
         shares = placement(scenario.model_bytes, scenario.partition_bytes, scenario.servers)
-        self.servers = [Server(i, scenario.server_link_bps, scenario.latency_s, share)
+        cores = scenario.calibration.host_cores
+        self.host = HostCpu(cores) if cores else None   # None: a machine per server
+        self.servers = [Server(i, scenario.server_link_bps, scenario.latency_s, share, self.host)
                         for i, share in enumerate(shares)]
         self.net = Network(scenario, self.servers)
         seeds = random.Random(scenario.seed)

@@ -1,6 +1,6 @@
 """A worker's push and pull over its link and the servers' (links.py): a message is the
 worker's whole push on its own link and each server's share on that server's link, then the
-server's CPU (apply, or r2sp's predicted weights)."""
+server's CPU (apply, or r2sp's predicted weights; on a shared host also the share's copies)."""
 
 from pylib.simulation import codecs
 from pylib.simulation.links import reserve
@@ -50,7 +50,8 @@ class Network:
             _, end = reserve(server.ingress, now, nbytes, eff)
             sent = w_start + worker.up.seconds_for(before + nbytes, eff)
             arrive = max(end, sent) + worker.up.latency_s + server.ingress.latency_s
-            applied = server.work(arrive, nbytes / self.push_ratio * cal.server_cpu_s_per_byte)
+            applied = server.work(arrive, nbytes / self.push_ratio * cal.server_cpu_s_per_byte
+                                  + nbytes * cal.host_cpu_s_per_byte)
             done = max(done, applied + server.ingress.latency_s)
         return max(done, not_before) + cal.op_overhead_s
 
@@ -66,7 +67,8 @@ class Network:
         ends = []
         for server, nbytes, _ in shares:
             asked = max(now + server.egress.latency_s, ready)
-            served = server.work(asked, nbytes / self.pull_ratio * cpu)
+            served = server.work(asked, nbytes / self.pull_ratio * cpu
+                                 + nbytes * cal.host_cpu_s_per_byte)
             start, end = reserve(server.egress, served, nbytes, eff)
             first = min(first, start) if ends else start
             ends.append(end + server.egress.latency_s + worker.down.latency_s)

@@ -23,6 +23,12 @@ class Calibration:
     # weights): issue 38's 7.4 ms of r2sp server CPU per iteration of the 13.1 MB cnn (two
     # passes) on the 16-core GPU machine (docs/BENCHMARKS.md, "GPU checks").
     server_cpu_s_per_byte: float = 0.28e-9
+    # The machine's cores when the whole job shares one host (0: every server on a machine of
+    # its own, one core each; host.py), and the CPU it takes to move a byte of a push or a pull
+    # there, both ends' copies and ZeroMQ included (0: not modelled; the shaped-link studies
+    # fold it into link_efficiency and op_overhead_s). Measured per host: docs/RESULTS.md, 8.4.
+    host_cores: int = 0
+    host_cpu_s_per_byte: float = 0.0
 
 
 @dataclass
@@ -85,6 +91,8 @@ class Scenario:
             (not (self.overlap and self.mode in ("easgd", "eawild")),
              "overlap is not available in easgd and eawild"),
             (0 < self.calibration.link_efficiency <= 1, "link efficiency must be in (0, 1]"),
+            (self.calibration.host_cores >= 0, "host cores must be >= 0 (0: a machine each)"),
+            (self.calibration.host_cpu_s_per_byte >= 0, "host CPU per byte must be >= 0"),
         ]
         for ok, message in checks:
             if not ok:

@@ -128,5 +128,30 @@ class DeterminismTest(unittest.TestCase):
             Simulation(scenario(slowdown=[1.0]))
 
 
+
+class SharedHostTest(unittest.TestCase):
+    def test_shares_queue_for_the_host_cores(self):
+        # One asp worker, 2 servers of 1 MiB each, unlimited links: a push or pull costs each
+        # share 1 MiB x 1 ns of the host's CPU. On 1 core the two shares run one after the
+        # other (2.097152 ms), on 2 side by side (1.048576 ms); compute 1 s.
+        for cores, op_s in ((1, 2 * 2**20 * 1e-9), (2, 2**20 * 1e-9)):
+            cal = Calibration(link_efficiency=1.0, op_overhead_s=0.0, control_s=0.0,
+                              server_cpu_s_per_byte=0.0, host_cores=cores,
+                              host_cpu_s_per_byte=1e-9)
+            sim = Simulation(scenario(mode="asp", workers=1, servers=2, model_bytes=2 * 2**20,
+                                      partition_bytes=2**20, compute_s=1.0, server_link_bps=None,
+                                      calibration=cal))
+            sim.run()
+            ends = sim.workers[0].ends
+            with self.subTest(cores=cores):
+                self.assertAlmostEqual(ends[0], 1.0 + 2 * op_s, places=12)
+                self.assertAlmostEqual(ends[5] - ends[4], 1.0 + 2 * op_s, places=12)
+                self.assertAlmostEqual(sim.host.busy_s, 6 * 2 * 2 * 2**20 * 1e-9, places=9)
+
+    def test_without_a_host_each_server_has_its_core(self):
+        sim = Simulation(scenario(mode="asp"))
+        self.assertIsNone(sim.host)
+        self.assertIsNot(sim.servers[0].cpu, Simulation(scenario(mode="asp")).servers[0].cpu)
+
 if __name__ == "__main__":
     junit_main.main()
