@@ -225,6 +225,7 @@ void SchedulerClient::StartHeartbeats(
       Message beat;
       beat.header = NewHeader(proto::HEARTBEAT);
       beat.header.mutable_heartbeat()->set_progress(progress_.load(std::memory_order_relaxed));
+      beat.header.mutable_heartbeat()->set_news_seen(news_seen_.load());
       requester_->Request(
           options_.scheduler, std::move(beat), options_.heartbeat_period * 3,
           [this, on_reply](absl::StatusOr<Message> reply) {
@@ -245,8 +246,14 @@ void SchedulerClient::StartHeartbeats(
             last_answer_micros_ = absl::ToUnixMicros(absl::Now());  // it is alive, at least
             if (!s.ok()) {
               LOG(WARNING) << "heartbeat: " << s;
-            } else if (!beat.declared_dead() && beat.job_failed().empty() && on_reply) {
-              on_reply(beat);
+            } else if (!beat.declared_dead() && beat.job_failed().empty()) {
+              if (on_reply) on_reply(beat);
+              // Answers may overtake each other: each held the news from at most our
+              // news_seen_ on, so the newest version seen is what we have taken in.
+              int64_t seen = news_seen_.load();
+              while (beat.news_version() > seen &&
+                     !news_seen_.compare_exchange_weak(seen, beat.news_version())) {
+              }
             }
           });
     }

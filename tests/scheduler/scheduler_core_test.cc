@@ -208,6 +208,52 @@ TEST_F(SchedulerCoreTest, DeadWorkerIsDetectedAndReleasesTheBarrier) {
   EXPECT_EQ(sink_.Take()[0].second.header.code(), proto::FAILED_PRECONDITION);
 }
 
+// A heartbeat reply names the workers that died or finished after the news version its sender
+// says it has taken in (news_seen); one that says 0 hears all of them, as every reply did when
+// each was a scan of every worker.
+TEST_F(SchedulerCoreTest, HeartbeatRepliesTellOnlyTheNewsAfterTheVersionSeen) {
+  RegisterAll();
+  auto server_beat = [this](int64_t seen) {
+    Message m = From(proto::SERVER, 0, proto::HEARTBEAT);
+    m.header.mutable_heartbeat()->set_news_seen(seen);
+    Send(std::move(m), "s0");
+    std::vector<std::pair<std::string, Message>> replies = sink_.Take();
+    EXPECT_EQ(replies.size(), 1u);
+    return replies.empty() ? proto::HeartbeatReply()
+                           : replies.back().second.header.heartbeat_reply();
+  };
+  auto ranks = [](const google::protobuf::RepeatedField<int32_t>& r) {
+    return std::vector<int>(r.begin(), r.end());
+  };
+  proto::HeartbeatReply beat = server_beat(0);
+  EXPECT_EQ(beat.news_version(), 0);
+  EXPECT_EQ(beat.dead_workers_size() + beat.finished_workers_size(), 0);
+
+  Send(From(proto::WORKER, 1, proto::FINISH), "w1");
+  sink_.Take();
+  beat = server_beat(0);
+  EXPECT_EQ(ranks(beat.finished_workers()), std::vector<int>{1});
+  EXPECT_EQ(beat.news_version(), 1);
+  beat = server_beat(1);  // taken in: nothing new
+  EXPECT_EQ(beat.dead_workers_size() + beat.finished_workers_size(), 0);
+  EXPECT_EQ(beat.news_version(), 1);
+
+  for (int s = 1; s <= 4; ++s) {  // worker 0 falls silent
+    now_ = start_ + absl::Seconds(s);
+    server_beat(1);
+    core_->OnTick(now_);
+  }
+  sink_.Take();
+  beat = server_beat(1);
+  EXPECT_EQ(ranks(beat.dead_workers()), std::vector<int>{0});
+  EXPECT_EQ(beat.finished_workers_size(), 0);
+  EXPECT_EQ(beat.news_version(), 2);
+  beat = server_beat(0);  // everything, as before the versions
+  EXPECT_EQ(ranks(beat.dead_workers()), std::vector<int>{0});
+  EXPECT_EQ(ranks(beat.finished_workers()), std::vector<int>{1});
+  EXPECT_EQ(beat.news_version(), 2);
+}
+
 // A worker that leaves (SIGTERM) is dead at once, long before its heartbeat timeout: the
 // barrier it held up is released, the heartbeats name it dead (the evaluating role moves), its
 // counters are kept and the report says it left; malformed LEAVEs change nothing.
