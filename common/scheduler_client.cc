@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/book_frame.h"
 #include "common/leave_request.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
@@ -71,11 +72,9 @@ absl::StatusOr<proto::RegisterReply> SchedulerClient::Register(
     return absl::Status(reply.status().code(),
                         absl::StrCat("registration refused: ", reply.status().message()));
   }
-  if (!reply->header.has_register_reply()) {
-    return absl::InternalError("the scheduler's REGISTER reply has no register_reply");
-  }
-  rank_ = reply->header.register_reply().rank();
-  return reply->header.register_reply();
+  R2SP_ASSIGN_OR_RETURN(proto::RegisterReply registered, RegisterReplyOf(*reply));
+  rank_ = registered.rank();
+  return registered;
 }
 
 absl::Status SchedulerClient::Barrier(proto::Group group) {

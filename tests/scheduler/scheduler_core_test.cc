@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "common/book_frame.h"
 #include "gtest/gtest.h"
 #include "tests/testing/fakes.h"
 #include "tests/testing/json.h"
@@ -131,7 +132,7 @@ TEST_F(SchedulerCoreTest, RepliesToEveryoneOnceAllRegistered) {
   ASSERT_EQ(replies.size(), 3u);
   for (auto& [who, reply] : replies) {
     ASSERT_EQ(reply.header.code(), proto::OK) << reply.header.error();
-    const proto::RegisterReply& r = reply.header.register_reply();
+    const proto::RegisterReply r = RegisterReplyOf(reply).value();
     EXPECT_EQ(r.book().servers_size(), 1);
     EXPECT_EQ(r.book().workers_size(), 2);
     EXPECT_EQ(r.book().model_size(), 1);
@@ -446,7 +447,7 @@ TEST_F(SchedulerCoreTest, WorkerJoinsARunningR2spJobOnceServersKnow) {
   requester_.sent[0].callback(std::move(ack));
   auto replies = sink_.Take();
   ASSERT_EQ(replies.size(), 1u);
-  const proto::RegisterReply& r = replies[0].second.header.register_reply();
+  const proto::RegisterReply r = RegisterReplyOf(replies[0].second).value();
   EXPECT_EQ(r.rank(), 2);
   EXPECT_TRUE(r.joined_running_job());
   EXPECT_EQ(r.book().workers_size(), 3);
@@ -510,7 +511,7 @@ TEST_F(SchedulerCoreTest, DeadWorkersShardIsDealtOutFromTheNextEpoch) {
   Register(proto::WORKER, "w1");
   auto replies = sink_.Take();
   ASSERT_EQ(replies.size(), 3u);
-  EXPECT_TRUE(replies[1].second.header.register_reply().book().absorb_orphaned_shards());
+  EXPECT_TRUE(RegisterReplyOf(replies[1].second).value().book().absorb_orphaned_shards());
   auto plan = [this](int epoch, bool starting) {
     Message m = From(proto::WORKER, 0, proto::EPOCH_PLAN);
     m.header.mutable_epoch_plan_request()->set_epoch(epoch);
@@ -856,7 +857,7 @@ TEST_F(ServerReplacementTest, LostServerIsAwaitedReplacedAndTheWorkersToldWhere)
   Register(proto::SERVER, "s0b");
   auto replies = sink_.Take();
   ASSERT_EQ(replies.size(), 1u);
-  const proto::RegisterReply& r = replies[0].second.header.register_reply();
+  const proto::RegisterReply r = RegisterReplyOf(replies[0].second).value();
   EXPECT_EQ(r.rank(), 0);
   EXPECT_TRUE(r.joined_running_job());
   ASSERT_EQ(r.book().workers_size(), 2);
@@ -961,7 +962,7 @@ TEST_F(SchedulerCoreTest, TheAddressBookCarriesTheHeartbeatTimeout) {
   auto replies = sink_.Take();
   ASSERT_EQ(replies.size(), 3u);
   for (const auto& [who, reply] : replies) {
-    EXPECT_EQ(reply.header.register_reply().book().heartbeat_timeout_ms(), 3000) << who;
+    EXPECT_EQ(RegisterReplyOf(reply).value().book().heartbeat_timeout_ms(), 3000) << who;
   }
 }
 
