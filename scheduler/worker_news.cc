@@ -7,6 +7,8 @@ namespace r2sp {
 
 void WorkerNews::AddTo(int64_t seen, proto::HeartbeatReply& beat) const {
   const int64_t from = seen >= 0 && seen <= version() ? seen : 0;
+  beat.set_news_version(version());
+  if (from == version()) return;  // the common case: nothing new
   std::vector<int> dead;
   std::vector<int> finished;
   for (size_t i = static_cast<size_t>(from); i < log_.size(); ++i) {
@@ -17,7 +19,6 @@ void WorkerNews::AddTo(int64_t seen, proto::HeartbeatReply& beat) const {
   std::sort(finished.begin(), finished.end());
   for (int rank : dead) beat.add_dead_workers(rank);
   for (int rank : finished) beat.add_finished_workers(rank);
-  beat.set_news_version(version());
 }
 
 }  // namespace r2sp
