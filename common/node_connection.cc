@@ -27,10 +27,14 @@ absl::Status NodeConnectionOptions::Validate() const {
   return c.status();
 }
 
+int IoThreadsOf(const NodeConnectionOptions& options) {
+  return options.io_threads > 0 ? options.io_threads : options.curve != nullptr ? 2 : 1;
+}
+
 absl::StatusOr<NodeConnection> ConnectNode(const NodeConnectionOptions& options) {
   R2SP_RETURN_IF_ERROR(options.Validate());
   const bool curve = options.curve != nullptr;
-  const int io_threads = options.io_threads > 0 ? options.io_threads : curve ? 2 : 1;
+  const int io_threads = IoThreadsOf(options);
   TransportOptions transport_options;
   transport_options.bind_endpoint = options.bind;
   transport_options.advertise_host = options.advertise_host;

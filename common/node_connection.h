@@ -46,6 +46,9 @@ struct NodeConnection {
   std::unique_ptr<SchedulerClient> scheduler;  // uses `transport`; declared after it
 };
 
+// The ZeroMQ I/O threads a node with `options` runs: io_threads, or by default 1 (2 with curve).
+int IoThreadsOf(const NodeConnectionOptions& options);
+
 // Binds and starts the transport and makes the scheduler client (not yet registered); the
 // error of options.Validate() first.
 absl::StatusOr<NodeConnection> ConnectNode(const NodeConnectionOptions& options);

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/book_frame.h"
 #include "common/leave_request.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
@@ -71,11 +72,9 @@ absl::StatusOr<proto::RegisterReply> SchedulerClient::Register(
     return absl::Status(reply.status().code(),
                         absl::StrCat("registration refused: ", reply.status().message()));
   }
-  if (!reply->header.has_register_reply()) {
-    return absl::InternalError("the scheduler's REGISTER reply has no register_reply");
-  }
-  rank_ = reply->header.register_reply().rank();
-  return reply->header.register_reply();
+  R2SP_ASSIGN_OR_RETURN(proto::RegisterReply registered, RegisterReplyOf(*reply));
+  rank_ = registered.rank();
+  return registered;
 }
 
 absl::Status SchedulerClient::Barrier(proto::Group group) {
@@ -225,6 +224,7 @@ void SchedulerClient::StartHeartbeats(
       Message beat;
       beat.header = NewHeader(proto::HEARTBEAT);
       beat.header.mutable_heartbeat()->set_progress(progress_.load(std::memory_order_relaxed));
+      beat.header.mutable_heartbeat()->set_news_seen(news_seen_.load());
       requester_->Request(
           options_.scheduler, std::move(beat), options_.heartbeat_period * 3,
           [this, on_reply](absl::StatusOr<Message> reply) {
@@ -245,8 +245,14 @@ void SchedulerClient::StartHeartbeats(
             last_answer_micros_ = absl::ToUnixMicros(absl::Now());  // it is alive, at least
             if (!s.ok()) {
               LOG(WARNING) << "heartbeat: " << s;
-            } else if (!beat.declared_dead() && beat.job_failed().empty() && on_reply) {
-              on_reply(beat);
+            } else if (!beat.declared_dead() && beat.job_failed().empty()) {
+              if (on_reply) on_reply(beat);
+              // Answers may overtake each other: each held the news from at most our
+              // news_seen_ on, so the newest version seen is what we have taken in.
+              int64_t seen = news_seen_.load();
+              while (beat.news_version() > seen &&
+                     !news_seen_.compare_exchange_weak(seen, beat.news_version())) {
+              }
             }
           });
     }

@@ -77,7 +77,9 @@ class SchedulerClient {
               std::function<void(int)> on_batch);
 
   // Sends a heartbeat every heartbeat_period; `on_reply` (may be empty) sees each answer on
-  // the transport's I/O thread. `on_fatal` (may be empty) is called once, on the heartbeat or
+  // the transport's I/O thread. An answer's dead and finished workers are those this node has
+  // not been told of yet (proto HeartbeatRequest.news_seen: the first answer names all of
+  // them, later ones what is new), so `on_reply` keeps what it learns. `on_fatal` (may be empty) is called once, on the heartbeat or
   // the I/O thread, when this node can no longer be part of the job, with why: the scheduler
   // answered no heartbeat for scheduler_timeout (counted while this process ran: after it was
   // stopped or starved, from when it runs again), declared this node dead, or failed the job.
@@ -85,8 +87,8 @@ class SchedulerClient {
                        std::function<void(const std::string&)> on_fatal = nullptr);
   void StopHeartbeats();
 
-  // One heartbeat now, waited for: the scheduler's news as of after everything this node saw
-  // from it before the call (a worker past the final barrier learns every death the barrier
+  // One heartbeat now, waited for: the scheduler's news, every dead and finished worker, as of
+  // after everything this node saw from it before the call (a worker past the final barrier learns every death the barrier
   // waited for). Aborted if the scheduler declared this node dead or the job failed.
   absl::StatusOr<proto::HeartbeatReply> HeartbeatNow();
 
@@ -126,6 +128,8 @@ class SchedulerClient {
   absl::Notification stop_heartbeats_;
   std::thread heartbeat_thread_;
   std::atomic<int64_t> progress_{0};
+  // The news_version of the newest heartbeat answer whose news on_reply has seen.
+  std::atomic<int64_t> news_seen_{0};
   std::atomic<int64_t> last_answer_micros_{0};  // when the scheduler last answered a heartbeat
   std::atomic<bool> fatal_called_{false};
   std::function<void(const std::string&)> on_fatal_;

@@ -42,7 +42,7 @@ std::vector<FailureDetector::Death> FailureDetector::Detect(
         }
       }
       if (why.empty()) continue;
-      n.state = NodeState::kDead;
+      nodes.SetState(n, NodeState::kDead);
       LOG(WARNING) << RoleName(n.role) << " " << n.rank << " at " << n.endpoint
                    << " declared dead: " << why;
       deaths.push_back(Death{&n, std::move(why)});

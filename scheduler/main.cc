@@ -14,6 +14,7 @@
 #include "gflags/gflags.h"
 #include "glog/logging.h"
 #include "scheduler/epoch_plan_file.h"
+#include "scheduler/realtime_priority.h"
 #include "scheduler/scheduler_core.h"
 #include "scheduler/scheduler_options.h"
 
@@ -21,6 +22,8 @@ DEFINE_string(bind, "tcp://0.0.0.0:9000",
               "ZeroMQ endpoint to listen on; port * picks a free one (see --endpoint_file)");
 DEFINE_string(advertise_host, "", "host name or address other machines reach us at");
 DEFINE_string(endpoint_file, "", "if set, write the endpoint nodes should use to this file");
+DEFINE_int32(realtime_priority, 0, "run the scheduler's threads under SCHED_FIFO at this priority "
+             "(1-99; needs CAP_SYS_NICE) so that r2sp grants do not wait for a core; 0: off");
 DEFINE_int32(num_servers, 1, "servers in the job");
 DEFINE_int32(num_workers, 1, "workers in the job");
 DEFINE_uint64(partition_bytes, 1 << 20, "largest partition of the model, in bytes");
@@ -143,6 +146,8 @@ absl::StatusOr<std::unique_ptr<r2sp::Transport>> TransportFromFlags() {
 int main(int argc, char** argv) {
   r2sp::InitProcess(&argc, &argv, "R2SP scheduler: membership, barriers, job control");
   const r2sp::SchedulerOptions options = r2sp::ValueOrExit(OptionsFromFlags());
+  const absl::Status realtime = r2sp::UseRealtimePriority(FLAGS_realtime_priority);
+  if (!realtime.ok()) r2sp::ExitWithError(realtime);  // before any thread: they inherit it
   std::unique_ptr<r2sp::Transport> transport = r2sp::ValueOrExit(TransportFromFlags());
   r2sp::SchedulerCore core(options, transport.get());
   transport->Start(&core);

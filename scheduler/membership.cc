@@ -79,8 +79,9 @@ void Membership::CompleteRendezvous(absl::Time now) {
     }
   }
   slots_->SetMembers(num_workers_);
-  const proto::AddressBook book = Book(/*for_servers=*/false);
-  const proto::AddressBook server_book = Book(/*for_servers=*/true);
+  // Each book encoded once, its bytes shared by every reply (not a copy per node).
+  const BookFrame book(Book(/*for_servers=*/false));
+  const BookFrame server_book(Book(/*for_servers=*/true));
   int ranks[2] = {0, 0};  // servers, workers
   for (WaitingRegister& r : registered) {
     const bool server = r.request.role() == proto::SERVER;
@@ -109,7 +110,7 @@ absl::Status Membership::ReplaceServer(const proto::RegisterRequest& reg, Respon
                         replacement_.Replace(reg, responder, now, failure, waited));
   if (replaced == nullptr) return absl::OkStatus();  // it waits for a server to be lost
   requester_->ExpectPeer(reg.endpoint(), proto::SERVER);
-  responder.Reply(JoinedReply(*replaced, num_workers_, Book(/*for_servers=*/true),
+  responder.Reply(JoinedReply(*replaced, num_workers_, BookFrame(Book(/*for_servers=*/true)),
                               requester_->RoutingId(), *barriers_));
   return absl::OkStatus();
 }
@@ -119,7 +120,7 @@ void Membership::FinishJoins(absl::Time now) {
     Node& node = nodes_->workers()[join.rank];
     node.last_seen = now;  // the servers' round trip counted against its heartbeats
     slots_->WorkerJoined(join.rank);
-    Message reply = JoinedReply(node, num_workers_, Book(/*for_servers=*/false),
+    Message reply = JoinedReply(node, num_workers_, BookFrame(Book(/*for_servers=*/false)),
                                 requester_->RoutingId(), *barriers_);
     reply.header.mutable_register_reply()->set_join_clock(join.join_clock);
     join.responder.Reply(std::move(reply));

@@ -67,11 +67,14 @@ proto::Membership NodeTable::Grown() const {
   return membership;
 }
 
-void NodeTable::AddWorkerNews(proto::HeartbeatReply& beat) const {
-  for (const Node& w : workers_) {
-    if (w.state == NodeState::kDead) beat.add_dead_workers(w.rank);
-    if (w.state == NodeState::kFinished) beat.add_finished_workers(w.rank);
+void NodeTable::SetState(Node& node, NodeState state) {
+  if (node.role == proto::WORKER && state != node.state) {
+    CHECK(node.state == NodeState::kAlive && state != NodeState::kAlive)
+        << "worker " << node.rank << " cannot change state again";
+    if (state == NodeState::kDead) news_.Died(node.rank);
+    if (state == NodeState::kFinished) news_.Finished(node.rank);
   }
+  node.state = state;
 }
 
 bool NodeTable::AnyWorkerAlive() const {

@@ -14,6 +14,7 @@
 #include "absl/time/time.h"
 #include "common/handler.h"
 #include "proto/messages.pb.h"
+#include "scheduler/worker_news.h"
 
 namespace r2sp {
 
@@ -33,7 +34,7 @@ struct Node {
   std::string instance_id;
   std::string routing_id;  // the connection it registered over; its requests must use it
   absl::Time last_seen;
-  NodeState state = NodeState::kAlive;
+  NodeState state = NodeState::kAlive;  // changed through NodeTable::SetState only
   bool left = false;  // dead because it said so (LEAVE), not declared dead
   proto::NodeCounters counters;
   int data_shard = -1;       // workers: the data shard they train on (proto RegisterReply)
@@ -74,8 +75,12 @@ class NodeTable {
   void AddNodesTo(proto::AddressBook& book, bool for_servers) const;
   // The MEMBERSHIP naming every worker there is.
   proto::Membership Grown() const;
-  // The heartbeat's news of the workers: the dead and the finished.
-  void AddWorkerNews(proto::HeartbeatReply& beat) const;
+  // Sets `node`'s state; a worker's death or finish becomes news for the heartbeats.
+  // REQUIRES: a worker leaves kAlive once and never comes back (a server may: a replacement).
+  void SetState(Node& node, NodeState state);
+  // The heartbeat's news of the workers, the dead and the finished, that a node which took in
+  // the news up to version `seen` has not heard (WorkerNews::AddTo): O(that news).
+  void AddWorkerNews(int64_t seen, proto::HeartbeatReply& beat) const { news_.AddTo(seen, beat); }
 
   bool AnyWorkerAlive() const;
   bool AnyWorkerFinished() const;
@@ -87,6 +92,7 @@ class NodeTable {
  private:
   std::deque<Node> servers_;
   std::deque<Node> workers_;
+  WorkerNews news_;
 };
 
 }  // namespace r2sp

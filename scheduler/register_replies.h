@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "common/book_frame.h"
 #include "common/handler.h"
 #include "scheduler/barrier_book.h"
 #include "scheduler/batch_tuner.h"
@@ -22,13 +23,14 @@ proto::AddressBook MakeAddressBook(const proto::AddressBook& settings, const Nod
                                    const std::vector<proto::TensorSpec>& model,
                                    const BatchTuner* tuner, bool for_servers);
 
-// The REGISTER reply at the rendezvous: the rank, a worker's data shard (its rank), the book.
-Message RendezvousReply(proto::Role role, int rank, int data_world, proto::AddressBook book,
+// The REGISTER reply at the rendezvous: the rank, a worker's data shard (its rank), the book
+// (lent as the payload frame: one encoding for every node of the rendezvous).
+Message RendezvousReply(proto::Role role, int rank, int data_world, const BookFrame& book,
                         const std::string& scheduler_id);
 
 // The REGISTER reply of a node that joins the running job (a worker, or a server replacing a
 // lost one): its rank and data shard, the book, and where the groups' barriers stand.
-Message JoinedReply(const Node& node, int data_world, proto::AddressBook book,
+Message JoinedReply(const Node& node, int data_world, const BookFrame& book,
                     const std::string& scheduler_id, const BarrierBook& barriers);
 
 }  // namespace r2sp

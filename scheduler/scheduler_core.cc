@@ -146,7 +146,7 @@ absl::Status SchedulerCore::HandleHeartbeat(const Message& request, Node& node,
   } else {
     FailureDetector::Heard(node, request.header.heartbeat().progress(), now);
     metrics_.Heartbeat(now);
-    nodes_.AddWorkerNews(*hb);
+    nodes_.AddWorkerNews(request.header.heartbeat().news_seen(), *hb);
     membership_.replacement().AddNews(*hb);
     hb->set_shutting_down(shutting_down_);
     if (!failure_.empty()) hb->set_job_failed(failure_);
@@ -167,7 +167,7 @@ absl::Status SchedulerCore::HandleFinish(const Message& request, Node& node, Res
   if (node.role != proto::WORKER) return absl::InvalidArgumentError("only workers send FINISH");
   node.counters = request.header.counters();
   if (node.state == NodeState::kAlive) {
-    node.state = NodeState::kFinished;
+    nodes_.SetState(node, NodeState::kFinished);
     WorkerLeft(node, now);
   }
   LOG(INFO) << "worker " << node.rank << " finished after " << node.counters.iterations()
@@ -239,7 +239,7 @@ absl::Status SchedulerCore::HandleLeave(const Message& request, Node& node, Resp
   responder.ReplyStatus(absl::OkStatus());
   if (node.state != NodeState::kAlive) return absl::OkStatus();  // it finished already
   node.counters = leave.counters();
-  node.state = NodeState::kDead;
+  nodes_.SetState(node, NodeState::kDead);
   node.left = true;
   LOG(WARNING) << "worker " << node.rank << " at " << node.endpoint << " left the job ("
                << leave.reason() << ") after " << node.counters.iterations() << " iterations";
@@ -352,7 +352,7 @@ void SchedulerCore::ServerAcknowledged(int rank, absl::StatusOr<Message> reply) 
   Node& server = nodes_.servers()[rank];
   if (reply.ok() && reply->header.code() == proto::OK) {
     server.counters = reply->header.counters();
-    server.state = NodeState::kFinished;
+    nodes_.SetState(server, NodeState::kFinished);
   } else {
     LOG(WARNING) << "server " << rank << " did not acknowledge SHUTDOWN: "
                  << (reply.ok() ? reply->header.error() : reply.status().ToString());

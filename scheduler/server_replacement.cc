@@ -91,7 +91,7 @@ absl::StatusOr<Node*> ServerReplacement::Replace(const proto::RegisterRequest& r
   lost->instance_id = reg.instance_id();
   lost->routing_id = responder.routing_id();
   lost->last_seen = now;
-  lost->state = NodeState::kAlive;
+  nodes_->SetState(*lost, NodeState::kAlive);
   lost->replace_by = absl::InfinitePast();
   ++lost->incarnation;
   LOG(INFO) << "server " << lost->rank << " replaced by the one at " << reg.endpoint()

@@ -12,6 +12,7 @@
 #include "common/status_macros.h"
 #include "common/node_flags.h"
 #include "gflags/gflags.h"
+#include "server/apply_threads.h"
 #include "server/checkpointer.h"
 #include "server/lr_schedule.h"
 #include "server/server_node.h"
@@ -51,8 +52,10 @@ DEFINE_string(lr_milestones, "", "multiply the rate by --lr_gamma after these gl
 DEFINE_bool(per_sample_updates, true, "asp/ssp/r2sp: apply a push of b_i samples as b_i/B of a "
             "global-batch step (momentum decays per sample), so every mode shares one set of "
             "hyperparameters; false: every push is a whole SGD step (classic ASP)");
-DEFINE_int32(apply_threads, 1, "threads that share a large partition's update and predicted "
-             "weights (1: the request thread alone; the results are the same bit for bit)");
+DEFINE_string(apply_threads, "auto", "threads that share a large partition's update and "
+              "predicted weights (the results are the same bit for bit): 1 to 64, or auto: 2 "
+              "where a partition has 64K elements or more and a core is left beyond the I/O "
+              "threads and the request thread, else 1");
 DEFINE_double(lr_gamma, 0.1, "learning-rate decay factor at each milestone");
 DEFINE_string(checkpoint_dir, "", "write checkpoints of this server's shard to DIR/server<RANK>: "
               "every --checkpoint_every, on SIGTERM or SIGINT, when the scheduler is lost or the "
@@ -76,7 +79,8 @@ absl::StatusOr<r2sp::ServerNodeOptions> OptionsFromFlags() {
                         r2sp::ParseMilestones(FLAGS_lr_milestones));
   options.server.schedule.gamma = static_cast<float>(FLAGS_lr_gamma);
   options.server.per_sample_updates = FLAGS_per_sample_updates;
-  options.server.apply_threads = FLAGS_apply_threads;
+  R2SP_ASSIGN_OR_RETURN(options.server.apply_threads,
+                        r2sp::ParseApplyThreads(FLAGS_apply_threads));
   options.checkpoint.dir = FLAGS_checkpoint_dir;
   options.checkpoint.keep = FLAGS_checkpoint_keep;
   R2SP_RETURN_IF_ERROR(r2sp::ParseCheckpointEvery(FLAGS_checkpoint_every, &options.checkpoint));

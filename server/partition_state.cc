@@ -66,13 +66,10 @@ void PartitionState::ApplyDense(const SgdOptions& options, float scale, const fl
 }
 
 void PartitionState::ForRange(const RangePool::Body& body) {
-  // Pieces of 32K elements (128 KiB): each a pass long enough to outweigh the hand-over, and a
-  // multiple of every vector width, so each element takes the code path it takes in one pass.
-  constexpr size_t kPiece = 32768;
-  if (pool_ == nullptr || pool_->threads() == 1 || num_elements_ < 2 * kPiece) {
+  if (pool_ == nullptr || pool_->threads() == 1 || num_elements_ < 2 * kApplyPiece) {
     body(0, num_elements_);
   } else {
-    pool_->Run(num_elements_, kPiece, body);
+    pool_->Run(num_elements_, kApplyPiece, body);
   }
 }
 

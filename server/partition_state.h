@@ -24,6 +24,11 @@ namespace r2sp {
 // only release frames, which is safe concurrently.
 class PartitionState {
  public:
+  // With a pool, a partition of at least 2 pieces runs in pieces of this many elements (128
+  // KiB): each a pass long enough to outweigh the hand-over, and a multiple of every vector
+  // width, so each element takes the code path it takes in one pass.
+  static constexpr size_t kApplyPiece = 32768;
+
   explicit PartitionState(size_t num_elements);
 
   size_t num_elements() const { return num_elements_; }

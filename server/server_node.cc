@@ -1,6 +1,7 @@
 // See server_node.h.
 #include "server/server_node.h"
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -10,6 +11,7 @@
 #include "common/option_checker.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
+#include "server/apply_threads.h"
 
 namespace r2sp {
 
@@ -60,6 +62,21 @@ int ServerNode::exit_status() const {
   return exit_status_;
 }
 
+int ServerNode::ApplyThreadsFor(const ModelLayout& layout) const {
+  if (options_.server.apply_threads != kAutoApplyThreads) return options_.server.apply_threads;
+  size_t largest = 0;
+  for (const Partition& p : layout.partitions()) {
+    if (p.server == rank_) largest = std::max(largest, p.num_elements);
+  }
+  const int cores = UsableCores();
+  const int io_threads = IoThreadsOf(options_.connection);
+  const int threads = AutoApplyThreads(largest, cores, io_threads);
+  LOG(INFO) << "server " << rank_ << ": --apply_threads=auto: " << threads << " (largest "
+            << "partition " << largest << " elements, " << cores << " cores, " << io_threads
+            << " I/O threads)";
+  return threads;
+}
+
 absl::Status ServerNode::Join() {
   // The consistency mode comes from the scheduler's address book; the handler is built after
   // registration, so until then the transport answers requests with NOT_READY.
@@ -75,6 +92,7 @@ absl::Status ServerNode::Join() {
       const ModelLayout layout,
       ModelLayout::Create(model, book.partition_bytes(), book.servers_size()));
   ServerOptions server = options_.server;
+  server.apply_threads = ApplyThreadsFor(layout);
   server.sync = book.sync();
   if (book.elastic_period() > 0) server.elastic_period = book.elastic_period();
   handler_ = std::make_unique<ServerHandler>(server);

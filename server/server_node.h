@@ -66,6 +66,9 @@ class ServerNode {
  private:
   // Bind, register, configure the handler, start heartbeats, wait for every node to be ready.
   absl::Status Join();
+  // options_.server.apply_threads, or with auto the count AutoApplyThreads picks for this
+  // server's partitions of `layout`, the cores and the I/O threads (logged).
+  int ApplyThreadsFor(const ModelLayout& layout) const;
   // Sets up checkpoints and, with `restore` (resuming, or replacing a lost server), restores
   // the shard from its newest good checkpoint.
   absl::Status PrepareCheckpoints(const proto::AddressBook& book, const ModelLayout& layout,

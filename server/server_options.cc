@@ -25,8 +25,8 @@ absl::Status ServerOptions::Validate() const {
   }
   c.Check(ascending, "--lr_milestones", "schedule.milestones", "positive and ascending",
           absl::StrJoin(schedule.milestones, ","));
-  c.Check(apply_threads >= 1 && apply_threads <= 64, "--apply_threads", "apply_threads",
-          "in [1, 64]", apply_threads);
+  c.Check(apply_threads == kAutoApplyThreads || (apply_threads >= 1 && apply_threads <= 64),
+          "--apply_threads", "apply_threads", "auto (0) or in [1, 64]", apply_threads);
   return c.status();
 }
 

@@ -11,6 +11,10 @@
 
 namespace r2sp {
 
+// ServerOptions::apply_threads: "auto", resolved by ServerNode once it knows its partitions
+// (server/apply_threads.h, AutoApplyThreads).
+inline constexpr int kAutoApplyThreads = 0;
+
 struct ServerOptions {
   // sgd.learning_rate is the base rate (--lr). REQUIRES: learning_rate > 0, momentum in
   // [0, 1), weight_decay >= 0.
@@ -29,8 +33,10 @@ struct ServerOptions {
   // ASP; the scale is ignored).
   bool per_sample_updates = true;
   // Threads that share a large partition's update and predicted weights (1: the request thread
-  // alone). Results are the same bit for bit. REQUIRES: in [1, 64].
-  int apply_threads = 1;
+  // alone). Results are the same bit for bit. kAutoApplyThreads: ServerNode picks the count
+  // from the partitions and the cores (a ServerHandler given it unresolved uses 1).
+  // REQUIRES: kAutoApplyThreads or in [1, 64].
+  int apply_threads = kAutoApplyThreads;
 
   // OK, or InvalidArgument naming the first field (and its flag) that breaks a REQUIRES.
   absl::Status Validate() const;

@@ -165,7 +165,7 @@ TEST(ClusterTest, ImpossibleFlagsStopTheBinaryWithAClearMessage) {
       {{kWorker, "--model_mb=0"}, "--model_mb"},
       {{kServer, "--momentum=1.5"}, "--momentum"},
       {{kServer, "--apply_threads=0"},
-       "--apply_threads (ServerOptions.apply_threads) must be in [1, 64], got 0"},
+       "--apply_threads=0: give auto, or a thread count from 1 to 64"},
       {{kServer, "--resume"}, "--resume (ServerNodeOptions.resume) needs --checkpoint_dir"},
       {{kScheduler, "--heartbeat_timeout_ms=50"},
        "--heartbeat_timeout_ms (SchedulerOptions.heartbeat_timeout) must be >= 100ms, got 50ms"},

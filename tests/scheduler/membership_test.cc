@@ -5,6 +5,7 @@
 
 #include <utility>
 
+#include "common/book_frame.h"
 #include "gtest/gtest.h"
 #include "tests/testing/fakes.h"
 
@@ -81,14 +82,14 @@ TEST_F(MembershipTest, TheRendezvousAnswersEveryoneWithRankAndBook) {
   auto replies = sink_.Take();
   ASSERT_EQ(replies.size(), 2u);
   EXPECT_EQ(replies[0].first, "w");
-  const proto::RegisterReply& w = replies[0].second.header.register_reply();
+  const proto::RegisterReply w = RegisterReplyOf(replies[0].second).value();
   EXPECT_EQ(w.rank(), 0);
   EXPECT_EQ(w.data_shard(), 0);
   EXPECT_EQ(w.scheduler_id(), "sched");
   EXPECT_EQ(w.book().job_id(), "job");
   EXPECT_EQ(w.book().server_replace_ms(), 20000);
   EXPECT_EQ(w.book().workers(0).routing_id(), "");
-  const proto::RegisterReply& s = replies[1].second.header.register_reply();
+  const proto::RegisterReply s = RegisterReplyOf(replies[1].second).value();
   EXPECT_EQ(s.data_shard(), -1);
   EXPECT_EQ(s.book().workers(0).routing_id(), "w");  // servers learn the workers' connections
   EXPECT_EQ(slots_.planner().ring().size(), 1u);
@@ -110,7 +111,7 @@ TEST_F(MembershipTest, AJoinerIsAnsweredOnceTheServersTookIt) {
   auto replies = sink_.Take();
   ASSERT_EQ(replies.size(), 1u);
   EXPECT_EQ(replies[0].first, "j");
-  const proto::RegisterReply& j = replies[0].second.header.register_reply();
+  const proto::RegisterReply j = RegisterReplyOf(replies[0].second).value();
   EXPECT_TRUE(j.joined_running_job());
   EXPECT_EQ(j.rank(), 1);
   EXPECT_EQ(j.book().workers_size(), 2);
@@ -127,7 +128,7 @@ TEST_F(MembershipTest, AServerReplacesALostOne) {
   ASSERT_TRUE(Send(Register(proto::SERVER, "n"), "n").ok());
   auto replies = sink_.Take();
   ASSERT_EQ(replies.size(), 1u);
-  const proto::RegisterReply& r = replies[0].second.header.register_reply();
+  const proto::RegisterReply r = RegisterReplyOf(replies[0].second).value();
   EXPECT_TRUE(r.joined_running_job());
   EXPECT_EQ(r.rank(), 0);
   EXPECT_EQ(r.book().servers(0).incarnation(), 1);

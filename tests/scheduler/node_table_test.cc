@@ -104,10 +104,10 @@ TEST_F(NodeTableTest, MembershipAndNewsFollowTheWorkersStates) {
             (std::vector<std::string>{"w0", "w1"}));
   EXPECT_TRUE(table_.AnyWorkerAlive());
   EXPECT_FALSE(table_.AnyWorkerFinished());
-  table_.workers()[0].state = NodeState::kDead;
-  table_.workers()[1].state = NodeState::kFinished;
+  table_.SetState(table_.workers()[0], NodeState::kDead);
+  table_.SetState(table_.workers()[1], NodeState::kFinished);
   proto::HeartbeatReply beat;
-  table_.AddWorkerNews(beat);
+  table_.AddWorkerNews(/*seen=*/0, beat);
   EXPECT_EQ(std::vector<int>(beat.dead_workers().begin(), beat.dead_workers().end()),
             std::vector<int>{0});
   EXPECT_EQ(std::vector<int>(beat.finished_workers().begin(), beat.finished_workers().end()),
@@ -119,6 +119,29 @@ TEST_F(NodeTableTest, MembershipAndNewsFollowTheWorkersStates) {
   ASSERT_EQ(live.size(), 1u);
   EXPECT_TRUE(live[0] == (NodeId{proto::SERVER, 0}));
   EXPECT_EQ(table_.LiveShards(), std::vector<int>{1});
+}
+
+TEST_F(NodeTableTest, OnlyAWorkersDeathOrFinishIsNewsAndOnlyOnce) {
+  Node& server = table_.servers()[0];
+  table_.SetState(server, NodeState::kDead);
+  table_.SetState(server, NodeState::kAlive);  // a replacement took its rank
+  table_.SetState(table_.workers()[1], NodeState::kDead);
+  table_.SetState(table_.workers()[1], NodeState::kDead);  // the same state: no news
+  proto::HeartbeatReply beat;
+  table_.AddWorkerNews(/*seen=*/0, beat);
+  EXPECT_EQ(std::vector<int>(beat.dead_workers().begin(), beat.dead_workers().end()),
+            std::vector<int>{1});
+  EXPECT_EQ(beat.finished_workers_size(), 0);
+  EXPECT_EQ(beat.news_version(), 1);
+  EXPECT_EQ(server.state, NodeState::kAlive);
+}
+
+TEST_F(NodeTableTest, AWorkerDoesNotComeBackFromTheDeadDeathTest) {
+  table_.SetState(table_.workers()[0], NodeState::kDead);
+  EXPECT_DEATH(table_.SetState(table_.workers()[0], NodeState::kAlive),
+               "worker 0 cannot change state again");
+  EXPECT_DEATH(table_.SetState(table_.workers()[0], NodeState::kFinished),
+               "worker 0 cannot change state again");
 }
 
 }  // namespace

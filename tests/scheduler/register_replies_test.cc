@@ -45,15 +45,23 @@ TEST(RegisterRepliesTest, TheBookCarriesSettingsNodesModelAndBatch) {
 TEST(RegisterRepliesTest, RendezvousRepliesGiveWorkersTheirRankAsShard) {
   proto::AddressBook book;
   book.set_job_id("j");
-  Message worker = RendezvousReply(proto::WORKER, 3, 4, book, "sched");
-  const proto::RegisterReply& w = worker.header.register_reply();
+  const BookFrame frame(book);
+  Message worker = RendezvousReply(proto::WORKER, 3, 4, frame, "sched");
+  // The book travels as the payload frame, the bytes the frame was encoded to.
+  ASSERT_EQ(worker.payload.size(), 1u);
+  EXPECT_EQ(worker.payload[0].to_string(), book.SerializeAsString());
+  EXPECT_TRUE(worker.header.register_reply().book_in_payload());
+  EXPECT_FALSE(worker.header.register_reply().has_book());
+  const proto::RegisterReply w = RegisterReplyOf(worker).value();
   EXPECT_EQ(w.rank(), 3);
   EXPECT_EQ(w.data_shard(), 3);
   EXPECT_EQ(w.data_world(), 4);
   EXPECT_EQ(w.book().job_id(), "j");
   EXPECT_EQ(w.scheduler_id(), "sched");
   EXPECT_FALSE(w.joined_running_job());
-  Message server = RendezvousReply(proto::SERVER, 1, 4, book, "sched");
+  Message server = RendezvousReply(proto::SERVER, 1, 4, frame, "sched");
+  // The same bytes, lent, not copied.
+  EXPECT_EQ(server.payload[0].data(), worker.payload[0].data());
   EXPECT_EQ(server.header.register_reply().data_shard(), -1);
   EXPECT_EQ(server.header.register_reply().rank(), 1);
 }
@@ -69,8 +77,11 @@ TEST(RegisterRepliesTest, AJoinersReplySaysWhereTheBarriersStand) {
   NodeTable nodes;
   Node& joiner = nodes.Add(proto::WORKER, "tcp://j", "j", "j", kT0);
   joiner.data_shard = 5;
-  Message reply = JoinedReply(joiner, 2, proto::AddressBook(), "sched", barriers);
-  const proto::RegisterReply& j = reply.header.register_reply();
+  proto::AddressBook book;
+  book.set_job_id("joined");
+  Message reply = JoinedReply(joiner, 2, BookFrame(book), "sched", barriers);
+  const proto::RegisterReply j = RegisterReplyOf(reply).value();
+  EXPECT_EQ(j.book().job_id(), "joined");
   EXPECT_TRUE(j.joined_running_job());
   EXPECT_EQ(j.rank(), 0);
   EXPECT_EQ(j.data_shard(), 5);

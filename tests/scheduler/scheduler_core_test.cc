@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "common/book_frame.h"
 #include "gtest/gtest.h"
 #include "tests/testing/fakes.h"
 #include "tests/testing/json.h"
@@ -131,7 +132,7 @@ TEST_F(SchedulerCoreTest, RepliesToEveryoneOnceAllRegistered) {
   ASSERT_EQ(replies.size(), 3u);
   for (auto& [who, reply] : replies) {
     ASSERT_EQ(reply.header.code(), proto::OK) << reply.header.error();
-    const proto::RegisterReply& r = reply.header.register_reply();
+    const proto::RegisterReply r = RegisterReplyOf(reply).value();
     EXPECT_EQ(r.book().servers_size(), 1);
     EXPECT_EQ(r.book().workers_size(), 2);
     EXPECT_EQ(r.book().model_size(), 1);
@@ -206,6 +207,52 @@ TEST_F(SchedulerCoreTest, DeadWorkerIsDetectedAndReleasesTheBarrier) {
   EXPECT_TRUE(sink_.Take()[0].second.header.heartbeat_reply().declared_dead());
   Send(From(proto::WORKER, 1, proto::FINISH), "w1");
   EXPECT_EQ(sink_.Take()[0].second.header.code(), proto::FAILED_PRECONDITION);
+}
+
+// A heartbeat reply names the workers that died or finished after the news version its sender
+// says it has taken in (news_seen); one that says 0 hears all of them, as every reply did when
+// each was a scan of every worker.
+TEST_F(SchedulerCoreTest, HeartbeatRepliesTellOnlyTheNewsAfterTheVersionSeen) {
+  RegisterAll();
+  auto server_beat = [this](int64_t seen) {
+    Message m = From(proto::SERVER, 0, proto::HEARTBEAT);
+    m.header.mutable_heartbeat()->set_news_seen(seen);
+    Send(std::move(m), "s0");
+    std::vector<std::pair<std::string, Message>> replies = sink_.Take();
+    EXPECT_EQ(replies.size(), 1u);
+    return replies.empty() ? proto::HeartbeatReply()
+                           : replies.back().second.header.heartbeat_reply();
+  };
+  auto ranks = [](const google::protobuf::RepeatedField<int32_t>& r) {
+    return std::vector<int>(r.begin(), r.end());
+  };
+  proto::HeartbeatReply beat = server_beat(0);
+  EXPECT_EQ(beat.news_version(), 0);
+  EXPECT_EQ(beat.dead_workers_size() + beat.finished_workers_size(), 0);
+
+  Send(From(proto::WORKER, 1, proto::FINISH), "w1");
+  sink_.Take();
+  beat = server_beat(0);
+  EXPECT_EQ(ranks(beat.finished_workers()), std::vector<int>{1});
+  EXPECT_EQ(beat.news_version(), 1);
+  beat = server_beat(1);  // taken in: nothing new
+  EXPECT_EQ(beat.dead_workers_size() + beat.finished_workers_size(), 0);
+  EXPECT_EQ(beat.news_version(), 1);
+
+  for (int s = 1; s <= 4; ++s) {  // worker 0 falls silent
+    now_ = start_ + absl::Seconds(s);
+    server_beat(1);
+    core_->OnTick(now_);
+  }
+  sink_.Take();
+  beat = server_beat(1);
+  EXPECT_EQ(ranks(beat.dead_workers()), std::vector<int>{0});
+  EXPECT_EQ(beat.finished_workers_size(), 0);
+  EXPECT_EQ(beat.news_version(), 2);
+  beat = server_beat(0);  // everything, as before the versions
+  EXPECT_EQ(ranks(beat.dead_workers()), std::vector<int>{0});
+  EXPECT_EQ(ranks(beat.finished_workers()), std::vector<int>{1});
+  EXPECT_EQ(beat.news_version(), 2);
 }
 
 // A worker that leaves (SIGTERM) is dead at once, long before its heartbeat timeout: the
@@ -400,7 +447,7 @@ TEST_F(SchedulerCoreTest, WorkerJoinsARunningR2spJobOnceServersKnow) {
   requester_.sent[0].callback(std::move(ack));
   auto replies = sink_.Take();
   ASSERT_EQ(replies.size(), 1u);
-  const proto::RegisterReply& r = replies[0].second.header.register_reply();
+  const proto::RegisterReply r = RegisterReplyOf(replies[0].second).value();
   EXPECT_EQ(r.rank(), 2);
   EXPECT_TRUE(r.joined_running_job());
   EXPECT_EQ(r.book().workers_size(), 3);
@@ -464,7 +511,7 @@ TEST_F(SchedulerCoreTest, DeadWorkersShardIsDealtOutFromTheNextEpoch) {
   Register(proto::WORKER, "w1");
   auto replies = sink_.Take();
   ASSERT_EQ(replies.size(), 3u);
-  EXPECT_TRUE(replies[1].second.header.register_reply().book().absorb_orphaned_shards());
+  EXPECT_TRUE(RegisterReplyOf(replies[1].second).value().book().absorb_orphaned_shards());
   auto plan = [this](int epoch, bool starting) {
     Message m = From(proto::WORKER, 0, proto::EPOCH_PLAN);
     m.header.mutable_epoch_plan_request()->set_epoch(epoch);
@@ -810,7 +857,7 @@ TEST_F(ServerReplacementTest, LostServerIsAwaitedReplacedAndTheWorkersToldWhere)
   Register(proto::SERVER, "s0b");
   auto replies = sink_.Take();
   ASSERT_EQ(replies.size(), 1u);
-  const proto::RegisterReply& r = replies[0].second.header.register_reply();
+  const proto::RegisterReply r = RegisterReplyOf(replies[0].second).value();
   EXPECT_EQ(r.rank(), 0);
   EXPECT_TRUE(r.joined_running_job());
   ASSERT_EQ(r.book().workers_size(), 2);
@@ -915,7 +962,7 @@ TEST_F(SchedulerCoreTest, TheAddressBookCarriesTheHeartbeatTimeout) {
   auto replies = sink_.Take();
   ASSERT_EQ(replies.size(), 3u);
   for (const auto& [who, reply] : replies) {
-    EXPECT_EQ(reply.header.register_reply().book().heartbeat_timeout_ms(), 3000) << who;
+    EXPECT_EQ(RegisterReplyOf(reply).value().book().heartbeat_timeout_ms(), 3000) << who;
   }
 }
 

@@ -831,10 +831,11 @@ TEST(ServerHandlerApplyThreadsTest, SameWeightsAsOneThread) {
 // and names the field. Valid options (the fixture's) build one, as every test above shows.
 TEST(ServerHandlerDeathTest, InvalidOptionsAreRefusedAtConstruction) {
   ServerOptions options;
-  options.apply_threads = 0;
+  options.apply_threads = 65;
   EXPECT_DEATH(ServerHandler{options},
                "ServerHandler needs valid options: INVALID_ARGUMENT: --apply_threads "
-               "\\(ServerOptions.apply_threads\\) must be in \\[1, 64\\], got 0");
+               "\\(ServerOptions.apply_threads\\) must be auto \\(0\\) or in \\[1, 64\\], "
+               "got 65");
   ServerOptions momentum;
   momentum.sgd.momentum = 1.5f;
   EXPECT_DEATH(ServerHandler{momentum},

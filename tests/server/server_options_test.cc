@@ -46,10 +46,10 @@ TEST(ServerOptionsTest, EachCheckNamesItsFlagAndField) {
       {"milestones_zero", [](ServerOptions& o) { o.schedule.milestones = {0}; },
        "--lr_milestones (ServerOptions.schedule.milestones) must be positive and ascending, "
        "got '0'"},
-      {"apply_threads", [](ServerOptions& o) { o.apply_threads = 0; },
-       "--apply_threads (ServerOptions.apply_threads) must be in [1, 64], got 0"},
+      {"apply_threads", [](ServerOptions& o) { o.apply_threads = -1; },
+       "--apply_threads (ServerOptions.apply_threads) must be auto (0) or in [1, 64], got -1"},
       {"apply_threads_big", [](ServerOptions& o) { o.apply_threads = 65; },
-       "--apply_threads (ServerOptions.apply_threads) must be in [1, 64], got 65"},
+       "--apply_threads (ServerOptions.apply_threads) must be auto (0) or in [1, 64], got 65"},
   };
   for (const auto& c : cases) {
     ServerOptions options;
@@ -64,8 +64,8 @@ TEST(ServerNodeOptionsTest, EachCheckNamesItsFlagAndField) {
   const std::vector<Case<ServerNodeOptions>> cases = {
       {"connection", [](ServerNodeOptions& o) { o.connection.scheduler = ""; },
        "--scheduler (NodeConnectionOptions.scheduler) must be non-empty, got ''"},
-      {"server", [](ServerNodeOptions& o) { o.server.apply_threads = 0; },
-       "--apply_threads (ServerOptions.apply_threads) must be in [1, 64], got 0"},
+      {"server", [](ServerNodeOptions& o) { o.server.apply_threads = 65; },
+       "--apply_threads (ServerOptions.apply_threads) must be auto (0) or in [1, 64], got 65"},
       {"keep", [](ServerNodeOptions& o) { o.checkpoint.keep = 0; },
        "--checkpoint_keep (ServerNodeOptions.checkpoint.keep) must be >= 1, got 0"},
       {"every_time", [](ServerNodeOptions& o) { o.checkpoint.every_time = absl::Seconds(-1); },

@@ -9,6 +9,7 @@ COLUMNS = (
     ("registered_s", "reg s", "{:.2f}"),
     ("scheduler_cpu_s", "sched CPU s", "{:.2f}"),
     ("scheduler_cpu_ms_per_worker_iter", "CPU ms/w-it", "{:.3f}"),
+    ("scheduler_cpu_ms_per_worker_s", "CPU ms/w-s", "{:.3f}"),
     ("scheduler_rss_mb", "RSS MB", "{:.0f}"),
     ("heartbeats_per_s", "hb/s", "{:.0f}"),
     ("grant_p50_ms", "grant p50 ms", "{:.3f}"),
@@ -44,6 +45,8 @@ def measurements(stats, launched, killed, cpu_s, rss_mb, wall_s, workers, iterat
                          if scale["all_registered_unix_us"] else None),
         "scheduler_cpu_s": cpu_s,
         "scheduler_cpu_ms_per_worker_iter": cpu_s * 1000 / worker_iterations,
+        # Heartbeats come once a worker-second: their cost shows here.
+        "scheduler_cpu_ms_per_worker_s": cpu_s * 1000 / max(1, workers) / max(wall_s, 1e-9),
         "scheduler_rss_mb": rss_mb,
         "heartbeats_per_s": scale["heartbeats_per_s"],
         "grant_p50_ms": grants["p50_ms"] if has_slots else None,

@@ -25,6 +25,7 @@ class MeasurementsTest(unittest.TestCase):
                                      rss_mb=40.0, wall_s=12.0, workers=100, iterations=30)
         self.assertEqual(m["registered_s"], 2.5)
         self.assertEqual(m["scheduler_cpu_ms_per_worker_iter"], 1.0)
+        self.assertEqual(m["scheduler_cpu_ms_per_worker_s"], 2.5)  # 3 s / 100 workers / 12 s
         self.assertEqual((m["grant_p50_ms"], m["grant_p99_ms"]), (0.1, 0.8))
         self.assertEqual((m["gap_planned_ms"], m["gap_achieved_ms"]), (2.0, 2.5))
         self.assertEqual((m["gap_bound_ratio_p50"], m["gap_bound_ratio_p99"]), (1.01, 1.2))

@@ -1,0 +1,38 @@
+// --apply_threads=auto: how many threads a server's dense updates and predicted weights use,
+// from the partitions it holds and the cores it may run on. The rule, and the measurements it
+// comes from, are in docs/BENCHMARKS.md ("A server's r2sp work on several threads").
+#ifndef R2SP_SERVER_APPLY_THREADS_H_
+#define R2SP_SERVER_APPLY_THREADS_H_
+
+#include <cstddef>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "server/server_options.h"
+
+namespace r2sp {
+
+// The most threads "auto" picks: what has been measured (2 threads on a free second core:
+// 1.7-1.9x; docs/BENCHMARKS.md). More may pay on a many-core machine, whose memory bus one
+// pass does not fill (tools/bench/gpu_checks measures 1, 2, 4 and 8): raise it with figures.
+inline constexpr int kMaxAutoApplyThreads = 2;
+
+// The rule. A split pays only where a partition has at least two pieces
+// (PartitionState::kApplyPiece elements each; smaller partitions run on the request thread
+// whatever the pool) and where helpers get cores of their own: the request thread takes part,
+// and the ZeroMQ I/O threads move every push and pull, so helpers = cores - io_threads - 1.
+// Returns 1 + min(helpers, pieces of the largest partition - 1, kMaxAutoApplyThreads - 1),
+// at least 1. `largest_partition`: elements of this server's largest partition; `cores`: the
+// CPUs this process may run on; `io_threads`: the transport's ZeroMQ I/O threads.
+int AutoApplyThreads(size_t largest_partition, int cores, int io_threads);
+
+// The CPUs this process may run on (its affinity mask; at least 1).
+int UsableCores();
+
+// --apply_threads: "auto" (kAutoApplyThreads) or a count in [1, 64]; InvalidArgument saying
+// what to give otherwise.
+absl::StatusOr<int> ParseApplyThreads(const std::string& flag);
+
+}  // namespace r2sp
+
+#endif  // R2SP_SERVER_APPLY_THREADS_H_
