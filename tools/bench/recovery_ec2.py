@@ -70,14 +70,15 @@ servers = 1
             ports = self.free_ports()  # every instance is 127.0.0.1: no two may share a port
             with open(cluster, "w") as f:
                 f.write(self.CLUSTER.format(
-                    port=ports[0], server_port=ports[1], worker_port=ports[2], flags=job_flags(self.iterations),
-                    scheduler_flags=SCHEDULER_FLAGS, results=os.path.join(here, "results")))
+                    port=ports[0], server_port=ports[1], worker_port=ports[2],
+                    flags=job_flags(self.iterations), scheduler_flags=SCHEDULER_FLAGS,
+                    results=os.path.join(here, "results")))
             run_dir = os.path.join(self.work, name)
             argv = [sys.executable, os.path.join(ROOT, "tools", "launch"), "--cluster=" + cluster,
                     "--backend=ec2", "--bundle=" + self.bundle, "--run_dir=" + run_dir,
                     "--quiet", "--timeout=300", *flags]
             runs = f"runs/recovery-{name}"
-            needle = f"{runs}/metrics_worker1.jsonl" if binary == "worker" else f"{runs}/checkpoints"
+            needle = f"{runs}/" + ("metrics_worker1.jsonl" if binary == "worker" else "checkpoints")
             fault = (self.reclaim(aws, needle, f"{here}/results/recovery/{name}/b.reclaimed")
                      if kind == "reclaim" else recovery_runs.kill(binary, needle, sig))
             died_at = recovery_runs.run_with_fault(
