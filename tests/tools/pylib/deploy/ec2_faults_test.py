@@ -1,9 +1,9 @@
-"""tools/launch --backend=ec2 through a spot reclaim, as ec2_backend_test's AwsCliTest runs it
-(the real AWS CLI against fake_ec2.FakeEc2, each instance's user-data a local process), with a
-metadata stand-in (fake_imds.FakeImds) and an S3 stand-in (tests/tools/deploy/fake_aws, a
-directory as the bucket) for the checkpoint_url: the mlp on Fashion-MNIST (r2sp), host a the
-scheduler and both workers, host b both servers, both hosts spot (every fake instance is
-127.0.0.1, and the [ports] numbering restarts on each host: no two hosts may run the same role).
+"""tools/launch --backend=ec2 through a spot reclaim, against aws_stand_in.AwsStandIn (the real
+AWS CLI against fake_ec2.FakeEc2, each instance's user-data a local process, with a metadata
+stand-in, fake_imds.FakeImds, and an S3 stand-in, tests/tools/deploy/fake_aws, a directory as
+the bucket, for the checkpoint_url): the mlp on Fashion-MNIST (r2sp), host a the scheduler and
+both workers, host b both servers, both hosts spot (every fake instance is 127.0.0.1, and the
+[ports] numbering restarts on each host: no two hosts may run the same role).
 Host b is marked for interruption while the workers train and then taken (terminated), as AWS
 does: its servers checkpoint on SIGTERM and those checkpoints reach the S3 stand-in, the
 launcher records both servers dead (status 143), starts the replacement instance b.r1 (on
@@ -23,13 +23,11 @@ import sys
 import tempfile
 import time
 import unittest
-from unittest import mock
 
 import junit_main
 import ec2_backend_test
-from ec2_backend_test import aws_cli, cannot_run_cli, package
-from fake_ec2 import FakeEc2
-from fake_imds import FakeImds
+from aws_stand_in import AwsStandIn, cannot_run
+from ec2_backend_test import package
 from pylib.job.fault_runs import steps_done
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
@@ -37,13 +35,12 @@ BIN_DIR = os.environ.get("R2SP_BIN_DIR", ROOT)  # the runfiles root under Bazel
 # Under Bazel the import above may resolve to the source tree: the bundle and tools/launch come
 # from this test's runfiles instead.
 ec2_backend_test.ROOT, ec2_backend_test.BIN_DIR = ROOT, BIN_DIR
-FAKE_AWS = os.path.join(ROOT, "tests", "tools", "deploy", "fake_aws")
 MNIST = "/usr/share/datasets/fashion-mnist"
 NODE = "--heartbeat_ms=500"
 
 
 def why_not():
-    return cannot_run_cli() or (None if os.path.isdir(MNIST) else "Fashion-MNIST is not installed")
+    return cannot_run() or (None if os.path.isdir(MNIST) else "Fashion-MNIST is not installed")
 
 
 def cluster_text(base, results_url):
@@ -89,25 +86,9 @@ class Ec2SpotReclaimTest(unittest.TestCase):
 
     def setUp(self):
         self.dir = tempfile.mkdtemp(dir=self.top)
-        self.s3 = os.path.join(self.dir, "s3")
-        bin_dir = os.path.join(self.dir, "bin")
-        os.makedirs(self.s3)
-        os.makedirs(bin_dir)
-        os.symlink(FAKE_AWS, os.path.join(bin_dir, "aws"))  # aws s3 here, aws ec2 the real CLI's
-        with open(os.path.join(self.dir, "aws_config"), "w") as f:
-            f.write("[default]\n")
-        env = {"PATH": bin_dir + os.pathsep + os.environ["PATH"], "S3_ROOT": self.s3,
-               "R2SP_REAL_AWS": aws_cli(), "AWS_ACCESS_KEY_ID": "AKIAFAKEFAKEFAKEFAKE",
-               "AWS_SECRET_ACCESS_KEY": "fake/secret", "AWS_EC2_METADATA_DISABLED": "true",
-               "AWS_CONFIG_FILE": os.path.join(self.dir, "aws_config"),
-               "AWS_SHARED_CREDENTIALS_FILE": os.path.join(self.dir, "no_credentials")}
-        patch = mock.patch.dict(os.environ, env)  # the instances' environment (FakeEc2's)
-        patch.start()
-        self.addCleanup(patch.stop)
-        self.imds = FakeImds()
-        self.addCleanup(self.imds.close)
-        self.fake = FakeEc2(os.path.join(self.dir, "ec2"), imds=self.imds)
-        self.addCleanup(self.fake.close)
+        self.aws = AwsStandIn(self.dir)
+        self.addCleanup(self.aws.close)
+        self.s3, self.imds, self.fake = self.aws.s3, self.aws.imds, self.aws.ec2
         self.fake.spot_capacity = 2  # a and b; b's replacement finds none
 
     def launch(self, run_id, flags=("--max_restarts=server:2", "--worker_flags=--max_steps=600")):
@@ -123,10 +104,10 @@ class Ec2SpotReclaimTest(unittest.TestCase):
                                 stderr=subprocess.STDOUT, text=True)
 
     def launch_env(self):
-        return dict(os.environ, R2SP_AWS_ENDPOINT_URL=self.fake.url)
+        return self.aws.launch_env()
 
     def instance_of(self, name):
-        return next(i for i, v in self.fake.instances.items() if v["tags"].get("Name") == name)
+        return self.aws.instance_of(name)
 
     def wait_until(self, proc, what, check, seconds=120):
         deadline = time.time() + seconds

@@ -7,7 +7,7 @@ private address is 127.0.0.1, so hosts of a test cluster must not share ports. W
 each instance's R2SP_IMDS_URL is its own path there (and R2SP_SPOT_POLL_S=1); spot_capacity (a
 count, None: unlimited) is how many spot instances it grants before it answers
 InsufficientInstanceCapacity, as AWS does when a pool is short; reclaim() terminates an instance
-as AWS takes a spot instance."""
+as AWS takes a spot instance. The instances inherit `env` (default: this process's environment)."""
 
 import base64
 import http.server
@@ -21,8 +21,9 @@ NS = "http://ec2.amazonaws.com/doc/2016-11-15/"
 
 
 class FakeEc2:
-    def __init__(self, work_dir, imds=None):
+    def __init__(self, work_dir, imds=None, env=None):
         self.work_dir = work_dir
+        self.env = env  # the instances' environment (None: this process's, when each starts)
         self.imds = imds
         self.spot_capacity = None
         self.requests = []  # [{"Action": ..., "Param.1": ...}] in arrival order
@@ -134,7 +135,7 @@ class FakeEc2:
         script = os.path.join(prefix, "user_data.sh")
         with open(script, "w") as f:
             f.write(user_data)
-        env = dict(os.environ, R2SP_PREFIX=prefix, R2SP_NO_SHUTDOWN="1", R2SP_ADVERTISE_HOST="127.0.0.1")
+        env = dict(self.env or os.environ, R2SP_PREFIX=prefix, R2SP_NO_SHUTDOWN="1", R2SP_ADVERTISE_HOST="127.0.0.1")
         if self.imds:
             env.update(R2SP_IMDS_URL=f"{self.imds.url}/{instance_id}", R2SP_SPOT_POLL_S="1")
         process = subprocess.Popen(["bash", script], env=env, start_new_session=True,
