@@ -5,9 +5,10 @@ everyone's; with the known gradients, torch workers alone and beside a C++ worke
 C++ workers' parameters bit for bit; the bad inputs (a float64 or
 non-contiguous parameter, no scheduler, an unknown flag, another model than the job's) each
 raise their exact error. Also asp, r2sp with --overlap and fp16 pushes, hetero batching (the
-sampler follows the tuned batches; in eawild too), a worker killed mid-epoch (the survivor trains its samples
-from the next epoch), Ctrl-C, a server lost mid-step (JobLost), and tools/launch --worker_cmd (the reported accuracy reaches
-summary.json). Skipped where the binaries are not built."""
+sampler follows the tuned batches; in eawild too), a worker killed mid-epoch (the survivor
+trains its samples from the next epoch), Ctrl-C, a server lost mid-step (JobLost), and
+tools/launch --worker_cmd (the reported accuracy reaches summary.json). Skipped where the
+binaries are not built."""
 
 import json
 import os
