@@ -70,8 +70,8 @@ class SchedulerClient {
   // R2SP: gives the slot back; `leaving` after the worker's last iteration takes it out of the
   // ring, so the others do not wait for its turn. Asynchronous; an error is logged.
   void ReleaseSlot(bool leaving = false);
-  // Hetero batching (bsp, ssp, asp): reports an iteration (`iterations_left` as for
-  // RequestSlot); `on_batch` (on the transport's I/O thread) receives the batch size to use
+  // Hetero batching (bsp, ssp, asp, easgd, eawild): reports an iteration (`iterations_left` as
+  // for RequestSlot); `on_batch` (on the transport's I/O thread) receives the batch size to use
   // from the next iteration.
   void Report(int samples, double compute_seconds, double comm_seconds, int64_t iterations_left,
               std::function<void(int)> on_batch);

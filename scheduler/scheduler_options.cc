@@ -6,7 +6,6 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/option_checker.h"
-#include "common/sync_modes.h"
 
 namespace r2sp {
 
@@ -22,10 +21,6 @@ absl::Status SchedulerOptions::Validate() const {
   c.Check(elastic_period >= 1, "--elastic_period", "elastic_period", ">= 1", elastic_period);
   c.Check(elastic_alpha > 0 && elastic_alpha <= 1, "--elastic_alpha", "elastic_alpha",
           "in (0, 1]", elastic_alpha);
-  c.Require(!(Elastic(sync) && slots.hetero_batching), "--hetero_batching",
-            "slots.hetero_batching",
-            "does not go with --sync=easgd or eawild yet (a worker's elastic difference is not "
-            "weighted by its batch)");
   c.Check(slots.headroom > 0, "--r2sp_headroom", "slots.headroom", "> 0", slots.headroom);
   c.Check(slots.width >= 0, "--r2sp_slot_width", "slots.width", ">= 0 (0: auto)", slots.width);
   const BatchTunerOptions& batching = slots.batching;

@@ -29,7 +29,8 @@ struct SchedulerOptions {
   int staleness = 3;             // ssp. REQUIRES: >= 0
   // easgd, eawild: local steps between a worker's elastic exchanges (tau; REQUIRES: >= 1) and
   // the moving rate alpha (REQUIRES: in (0, 1]; the flag's default, ParseElasticAlpha's
-  // "auto", is 0.9 / num_workers as in the EASGD paper). REQUIRES with them: no hetero batching.
+  // "auto", is 0.9 / num_workers as in the EASGD paper). With hetero batching a worker's
+  // difference counts num_workers * b_i / B times in the centre (worker/exchanger.h).
   int elastic_period = 4;
   double elastic_alpha = 0.9;
   // The r2sp slot (--r2sp_headroom, --r2sp_slot, --r2sp_order, --r2sp_slot_width) and hetero

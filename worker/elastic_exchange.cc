@@ -50,7 +50,8 @@ absl::Status ElasticExchange::PullCentreFor(int64_t round, proto::Codec codec, d
 }
 
 absl::StatusOr<ElasticStepTimes> ElasticExchange::Step(int64_t clock, HostGradient grads,
-                                                       float* params, float push_scale) {
+                                                       float* params, float push_scale,
+                                                       float weight) {
   const size_t n = centre_.size();
   if (options_.local_step) {
     if (grads.fp32 == nullptr) {
@@ -73,6 +74,9 @@ absl::StatusOr<ElasticStepTimes> ElasticExchange::Step(int64_t clock, HostGradie
   for (size_t i = 0; i < n; ++i) {
     d[i] = alpha * (params[i] - c[i]);
     params[i] = params[i] - d[i];
+  }
+  if (weight != 1.0f) {
+    for (size_t i = 0; i < n; ++i) d[i] *= weight;
   }
   R2SP_RETURN_IF_ERROR_WITH(ps_->Push(difference_.data(), round, /*init=*/false, push_scale).Wait(),
                             absl::StrCat("pushing the elastic difference of round ", round));

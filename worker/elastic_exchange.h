@@ -2,10 +2,10 @@
 // parameters x and runs the optimizer itself: after every gradient, the local SGD-with-momentum
 // step (server/sgd.h, the code the servers run in the other modes), or, for the Python client,
 // the script's own optimizer before it hands the step over (local_step false). Every `period`
-// steps it
-// exchanges with the centre c that the servers hold:
+// steps it exchanges with the centre c that the servers hold:
 //   pull c (easgd: once every live worker's previous round is in the centre),
-//   d = alpha * (x - c);  x <- x - d;  push d (through the push codec; the servers add it).
+//   d = alpha * (x - c);  x <- x - d;  push w * d (through the push codec; the servers add it),
+// w = 1, or with hetero batching W b_i / B: a worker's pull on the centre counts its samples.
 // Exchange k is the round whose push carries clock k; it ends global step (k + 1) * period - 1,
 // so workers that run the same steps (every epoch plan gives them the same) meet in the same
 // rounds, and a job resumed at step s (a multiple of the period) goes on at round s / period.
@@ -68,9 +68,10 @@ class ElasticExchange {
 
   // Global step `clock`'s local step on `params` (the model's size) with `grads` (fp32; unused
   // without options.local_step), then, if it ends a period, the exchange (the push carrying
-  // `push_scale`, b_i / B).
+  // `push_scale`, b_i / B). The worker moves by d, the centre by `weight` * d: 1, or with hetero
+  // batching W b_i / B (the worker's batch over the mean batch; docs/MODES.md).
   absl::StatusOr<ElasticStepTimes> Step(int64_t clock, HostGradient grads, float* params,
-                                        float push_scale);
+                                        float push_scale, float weight = 1.0f);
 
   // The centre as of this worker's last exchange (easgd: with that round applied; eawild: now),
   // pulled in fp32 into a buffer of this object's; valid until the next call. For evaluations.

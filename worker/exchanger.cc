@@ -169,20 +169,35 @@ absl::StatusOr<const float*> Exchanger::EvaluationParams(const float* params) {
   return elastic_->PullCentre();
 }
 
+float Exchanger::DifferenceWeight(int batch) const {
+  if (!options_.hetero_batching || global_batch_ <= 0) return 1.0f;
+  // b_i over the mean batch B / W of the job's W workers: the centre's pulls still add up to
+  // W times alpha (EASGD's beta) whatever the tuner's split, also after a death.
+  return static_cast<float>(static_cast<double>(batch) * options_.workers / global_batch_);
+}
+
 absl::Status Exchanger::ExchangeElastic(const ExchangeStep& step, IterationMetrics* m) {
   R2SP_ASSIGN_OR_RETURN(const ElasticStepTimes t,
-                        elastic_->Step(m->clock, step.grads, step.params, PushScale(m->batch)));
+                        elastic_->Step(m->clock, step.grads, step.params, PushScale(m->batch),
+                                       DifferenceWeight(m->batch)));
   scheduler_->NoteProgress();
-  if (!t.exchanged) return absl::OkStatus();
-  const uint64_t bytes = ps_->layout().total_bytes();
-  m->push_bytes = m->pull_bytes = bytes;
-  m->parked_seconds = m->wait_seconds = t.parked_seconds;
-  m->pull_seconds = absl::ToDoubleSeconds(t.pull_done - t.pull_started);
-  m->push_seconds = absl::ToDoubleSeconds(t.push_done - t.pull_done);
-  if (log_ != nullptr) {
-    log_->Span("pull", t.pull_started, t.pull_done,
-               absl::StrCat("{\"parked_ms\": ", t.parked_seconds * 1e3, ", \"centre\": true}"));
-    log_->Span("push", t.pull_done, t.push_done, "{\"elastic\": true}");
+  if (t.exchanged) {
+    const uint64_t bytes = ps_->layout().total_bytes();
+    m->push_bytes = m->pull_bytes = bytes;
+    m->parked_seconds = m->wait_seconds = t.parked_seconds;
+    m->pull_seconds = absl::ToDoubleSeconds(t.pull_done - t.pull_started);
+    m->push_seconds = absl::ToDoubleSeconds(t.push_done - t.pull_done);
+    // The tuner's fixed cost per iteration: one exchange spread over its period.
+    previous_.comm_seconds = m->CommSeconds() / std::max(1, options_.elastic.period);
+    if (log_ != nullptr) {
+      log_->Span("pull", t.pull_started, t.pull_done,
+                 absl::StrCat("{\"parked_ms\": ", t.parked_seconds * 1e3, ", \"centre\": true}"));
+      log_->Span("push", t.pull_done, t.push_done, "{\"elastic\": true}");
+    }
+  }
+  if (options_.hetero_batching) {
+    scheduler_->Report(m->batch, m->compute_seconds, previous_.comm_seconds, step.iterations_left,
+                       [next = next_batch_](int b) { *next = b; });
   }
   return absl::OkStatus();
 }

@@ -9,7 +9,8 @@
 //      next gradient lands, docs/MODES.md)
 //   -> hetero batching outside r2sp: REPORT the iteration.
 // easgd and eawild instead take the local step and, every period, the elastic exchange
-// (elastic_exchange.h); evaluations then see the centre (EvaluationParams).
+// (elastic_exchange.h; with hetero batching the difference weighted W b_i / B, and every
+// iteration REPORTed); evaluations then see the centre (EvaluationParams).
 // The Exchanger is the one owner of the batch-size channel: the first size comes from the
 // address book, later ones from r2sp slot grants or REPORT replies.
 #ifndef R2SP_WORKER_EXCHANGER_H_
@@ -142,6 +143,9 @@ class Exchanger {
  private:
   // b_i / B, or 0 (unweighted: bsp averages, or the synthetic workload).
   float PushScale(int batch) const;
+  // easgd, eawild: the weight of this worker's elastic difference in the centre, W b_i / B with
+  // hetero batching, else 1.
+  float DifferenceWeight(int batch) const;
   PullOptions PullFor(const ExchangeStep& step, const IterationMetrics& m) const;
   // r2sp: waits for the slot (asking now, or early with overlap); *granted: when the push may
   // start (never before the compute ended).

@@ -1,9 +1,10 @@
 // Elastic averaging (easgd, eawild) end to end, real processes on 127.0.0.1: with the synthetic
 // workload's known gradients the centre and every worker's own parameters after 3 rounds equal
 // a hand-computed reference bit for bit (--dump_params and its .local); 4 workers train the
-// mlp to 80% and push once per period (eawild also with fp16 both ways); the cnn with 1 server and 2 workers comes within a point
-// of bsp after the same steps; a worker killed with SIGKILL hangs neither mode; bad flag values
-// stop the scheduler with their exact error.
+// mlp to 80% and push once per period (eawild also with fp16 both ways); eawild's hetero
+// batching gives a slower worker a smaller batch; the cnn with 1 server and 2 workers comes
+// within a point of bsp after the same steps; a worker killed with SIGKILL hangs neither mode;
+// bad flag values stop the scheduler with their exact error.
 #include <signal.h>
 
 #include <algorithm>
@@ -176,6 +177,40 @@ TEST(ElasticFp16Test, EawildTrainsTheMlpTo80PercentWithFp16BothWays) {
   const double pushed = FieldAfter(stats, "\"workers\": [", "bytes_pushed");
   EXPECT_GE(pushed, 117 * 235146 * 2.0) << stats;
   EXPECT_LE(pushed, 117 * 235146 * 2.0 + 4 * 235146) << stats;
+}
+
+// eawild with hetero batching (B = 256): worker 3 computes at half the others' speed, so the
+// tuner's final sizes are about 2/7 and 1/7 of 2B, as in asp (modes_test); every worker still
+// exchanges once per period.
+TEST(ElasticHeteroTest, EawildTunesTheBatchesAndExchangesOncePerPeriod) {
+  JobSpec spec = MlpJob("eawild", 1);
+  spec.name = "elastic_hetero";
+  spec.scheduler_flags.push_back("--hetero_batching");
+  spec.scheduler_flags.push_back("--global_batch=256");
+  for (const char* flag : {"--max_steps=80", "--emulate_ms_per_sample=1"}) {
+    spec.worker_flags.push_back(flag);
+  }
+  spec.worker_flags_for[3] = {"--compute_slowdown=2"};
+  LocalJob job(spec);
+  ASSERT_TRUE(job.WaitAll(absl::Seconds(300)));
+  int slow_rank = -1;
+  for (int w = 0; w < 4; ++w) {
+    EXPECT_EQ(CountLines(job.WorkerFile(w, ".json"), "\"centre\": true"), 20) << w;
+    if (w == 3) {
+      slow_rank = static_cast<int>(
+          FieldAfter(testing::ReadFile(job.WorkerFile(w, ".jsonl")), "", "worker"));
+    }
+  }
+  const std::string stats = job.Stats();
+  double sum = 0;
+  for (int rank = 0; rank < 4; ++rank) {
+    const double batch = FieldAfter(stats, absl::StrCat("{\"worker\": ", rank, ", \"batch\": "),
+                                    "batch");
+    const double ideal = rank == slow_rank ? 256.0 / 7 : 512.0 / 7;
+    EXPECT_NEAR(batch, ideal, 0.15 * ideal) << "rank " << rank << "\n" << stats;
+    sum += batch;
+  }
+  EXPECT_EQ(sum, 256) << stats;
 }
 
 // Waits until worker `i` has recorded `iterations` iterations in its metrics.

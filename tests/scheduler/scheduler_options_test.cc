@@ -43,13 +43,6 @@ TEST(SchedulerOptionsTest, EachCheckNamesItsFlagAndField) {
        "--elastic_alpha (SchedulerOptions.elastic_alpha) must be in (0, 1], got 0"},
       {"elastic_alpha_above_one", [](SchedulerOptions& o) { o.elastic_alpha = 1.5; },
        "--elastic_alpha (SchedulerOptions.elastic_alpha) must be in (0, 1], got 1.5"},
-      {"elastic_hetero",
-       [](SchedulerOptions& o) {
-         o.sync = proto::EAWILD;
-         o.slots.hetero_batching = true;
-       },
-       "--hetero_batching (SchedulerOptions.slots.hetero_batching) does not go with "
-       "--sync=easgd or eawild yet (a worker's elastic difference is not weighted by its batch)"},
       {"headroom", [](SchedulerOptions& o) { o.slots.headroom = 0; },
        "--r2sp_headroom (SchedulerOptions.slots.headroom) must be > 0, got 0"},
       {"slot_width", [](SchedulerOptions& o) { o.slots.width = -1; },
@@ -108,6 +101,15 @@ TEST(SchedulerOptionsTest, HeteroBatchingBoundsAreInclusive) {
   EXPECT_TRUE(options.Validate().ok()) << options.Validate();
   options.slots.batching.global_batch = 257;
   EXPECT_EQ(options.Validate().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(SchedulerOptionsTest, ElasticModesTakeHeteroBatching) {
+  for (const proto::SyncMode sync : {proto::EASGD, proto::EAWILD}) {
+    SchedulerOptions options;
+    options.sync = sync;
+    options.slots.hetero_batching = true;
+    EXPECT_TRUE(options.Validate().ok()) << options.Validate();
+  }
 }
 
 TEST(SchedulerOptionsTest, EpochPlansWithAbsorbedShardsAreValid) {

@@ -2,10 +2,12 @@
 // (2 workers, 2 servers): after N rounds of local SGD steps and elastic exchanges, the centre
 // and each worker's own parameters equal a hand-computed reference bit for bit, in easgd (rounds
 // against the same centre) and eawild (each difference added as it arrives, in a fixed order
-// here); only the steps that end a period communicate; evaluations see the centre. Without the
+// here); only the steps that end a period communicate; evaluations see the centre; with hetero
+// batching the centre takes each difference weighted by its batch. Without the
 // local step (the Python client's: its script's optimizer takes it) the exchange alone gives the
 // same results, and the centre's pull for evaluations waits for the rounds and can be interrupted.
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -82,6 +84,7 @@ ExchangerOptions ModeOf(const testing::JobWorker& w) {
 // previous differences left it.
 struct Reference {
   std::vector<float> x[2], m[2], centre;
+  float weight[2] = {1.0f, 1.0f};  // of each worker's difference in the centre
   Reference() : centre(Initial()) {
     for (int r = 0; r < 2; ++r) {
       x[r] = Initial();
@@ -103,8 +106,8 @@ struct Reference {
         for (int i = 0; i < kElements; ++i) {
           const float d = kAlpha * (x[r][i] - centre[i]);
           x[r][i] -= d;
-          if (wild) centre[i] += d;
-          sum[i] += d;
+          if (wild) centre[i] += weight[r] * d;
+          sum[i] += weight[r] * d;
         }
       }
       if (!wild) {
@@ -125,8 +128,9 @@ absl::Status ExpectEqual(const std::vector<float>& got, const std::vector<float>
   return absl::OkStatus();
 }
 
-// One step of worker `w` at `step`: checks that only a period's last step communicates.
-absl::Status RunStep(Exchanger& exchanger, testing::JobWorker& w, int step) {
+// One step of worker `w` at `step` on `batch` samples: checks that only a period's last step
+// communicates.
+absl::Status RunStep(Exchanger& exchanger, testing::JobWorker& w, int step, int batch = 0) {
   const std::vector<float> grad = Gradient(w.rank(), step);
   ExchangeStep s;
   s.grads = grad.data();
@@ -135,6 +139,8 @@ absl::Status RunStep(Exchanger& exchanger, testing::JobWorker& w, int step) {
   s.iterations_left = kSteps - step;
   IterationMetrics m;
   m.clock = step;
+  m.batch = batch;
+  m.compute_seconds = 0.001 * batch;
   R2SP_RETURN_IF_ERROR(exchanger.Exchange(s, &m));
   const bool exchanges = (step + 1) % kPeriod == 0;
   const uint64_t want_bytes = exchanges ? kElements * sizeof(float) : 0;
@@ -185,6 +191,60 @@ TEST(ElasticExchangeTest, EawildAddsEachDifferenceAsItArrivesBitForBit) {
   Reference rounds;
   rounds.Run(/*wild=*/false);
   EXPECT_FALSE(ExpectEqual(want.centre, rounds.centre, "").ok());
+}
+
+// Hetero batching (B = 64, W = 2): worker 0 computes 48 samples a step and moves the centre by
+// 1.5 times its difference, worker 1 computes 16 and moves it by half of its; each worker's own
+// copy moves by its whole difference, as without hetero batching.
+void ExpectDifferencesWeightedByBatch(proto::SyncMode sync) {
+  SchedulerOptions options = Job(sync);
+  options.slots.hetero_batching = true;
+  options.slots.batching.global_batch = 64;
+  testing::InProcessJob job(options, Servers(), Model());
+  ASSERT_OK(job.Start(Initial()));
+  const bool wild = sync == proto::EAWILD;
+  Reference want;
+  want.weight[0] = 1.5f;
+  want.weight[1] = 0.5f;
+  want.Run(wild);
+  Reference unweighted;
+  unweighted.Run(wild);
+  ASSERT_FALSE(ExpectEqual(want.centre, unweighted.centre, "").ok());
+  std::vector<testing::JobWorker>& workers = job.workers();
+  std::vector<std::unique_ptr<Exchanger>> exchangers;
+  for (testing::JobWorker& w : workers) {
+    ExchangerOptions mode = ModeOf(w);
+    mode.hetero_batching = true;
+    mode.global_batch = w.registration.book().global_batch();
+    mode.initial_batch = w.registration.book().initial_batch();
+    exchangers.push_back(std::make_unique<Exchanger>(mode, w.ps.get(), w.scheduler.get(), nullptr));
+  }
+  const int batch[2] = {48, 16};
+  auto run = [&](int r, int s) { return RunStep(*exchangers[r], workers[r], s, batch[r]); };
+  if (wild) {  // one thread, worker 0 first: the order the servers see
+    for (int s = 0; s < kSteps; ++s) {
+      ASSERT_OK(run(0, s));
+      ASSERT_OK(run(1, s));
+    }
+  } else {  // easgd's rounds wait for both workers
+    ASSERT_OK(job.OnEveryWorker([&run](testing::JobWorker& w) -> absl::Status {
+      for (int s = 0; s < kSteps; ++s) R2SP_RETURN_IF_ERROR(run(w.rank(), s));
+      return absl::OkStatus();
+    }));
+  }
+  ASSERT_OK(ExpectEqual(workers[0].params, want.x[0], "worker 0"));
+  ASSERT_OK(ExpectEqual(workers[1].params, want.x[1], "worker 1"));
+  absl::StatusOr<const float*> centre = exchangers[0]->EvaluationParams(workers[0].params.data());
+  ASSERT_OK(centre.status());
+  ASSERT_OK(ExpectEqual(std::vector<float>(*centre, *centre + kElements), want.centre, "centre"));
+}
+
+TEST(ElasticExchangeTest, EasgdWithHeteroBatchingWeightsEachDifferenceByItsBatch) {
+  ExpectDifferencesWeightedByBatch(proto::EASGD);
+}
+
+TEST(ElasticExchangeTest, EawildWithHeteroBatchingWeightsEachDifferenceByItsBatch) {
+  ExpectDifferencesWeightedByBatch(proto::EAWILD);
 }
 
 // The Python client's way: the caller takes the local step (here by hand, with the reference's

@@ -1,6 +1,7 @@
 // The Exchanger against the real scheduler and server logic, in-process: each mode's exchange
 // gives the parameters that mode promises, every metric is filled in, and the batch-size
-// channel follows the scheduler (r2sp slot grants; REPORT replies in the other modes).
+// channel follows the scheduler (r2sp slot grants; REPORT replies in the other modes, elastic
+// averaging's included).
 #include "worker/exchanger.h"
 
 #include <vector>
@@ -58,6 +59,8 @@ ExchangerOptions ModeOf(const testing::JobWorker& w) {
   mode.workers = w.registration.book().workers_size();
   mode.global_batch = w.registration.book().global_batch();
   mode.initial_batch = w.registration.book().initial_batch();
+  mode.elastic.period = w.registration.book().elastic_period();
+  mode.elastic.alpha = static_cast<float>(w.registration.book().elastic_alpha());
   return mode;
 }
 
@@ -91,7 +94,7 @@ TEST(ExchangerTest, BspExchangeGivesTheAverageStepOfEveryWorker) {
 }
 
 // Two workers whose compute rates differ 4x: the tuner gives the fast one the bigger batch,
-// through slot grants (r2sp) or REPORT replies (asp), and the batches sum to B.
+// through slot grants (r2sp) or REPORT replies (asp, eawild), and the batches sum to B.
 void ExpectBatchesFollowThroughput(proto::SyncMode sync) {
   SchedulerOptions options = Job(sync, 2);
   options.slots.hetero_batching = true;
@@ -127,6 +130,10 @@ TEST(ExchangerTest, R2spSlotGrantsCarryTheTunedBatch) {
 
 TEST(ExchangerTest, AspReportRepliesCarryTheTunedBatch) {
   ExpectBatchesFollowThroughput(proto::ASP);
+}
+
+TEST(ExchangerTest, EawildReportRepliesCarryTheTunedBatch) {
+  ExpectBatchesFollowThroughput(proto::EAWILD);
 }
 
 TEST(ExchangerTest, AspPushIsWeightedByItsShareOfTheGlobalBatch) {

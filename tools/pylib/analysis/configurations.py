@@ -19,6 +19,8 @@ MODES = {
     # come from --scheduler_flags (defaults 4 and 0.9 / workers); "eawild+fp16" pushes fp16.
     "easgd": ("easgd", ""),
     "eawild": ("eawild", ""),
+    # eawild with hetero batching: tuned batches, each difference weighted W b_i / B.
+    "eawild_hetero": ("eawild", "--hetero_batching --global_batch={global_batch}"),
 }
 
 # Modes whose workers run the optimizer themselves: they get the servers' SGD flags.

@@ -73,6 +73,12 @@ class JobCommandTest(unittest.TestCase):
                       cmd)
         self.assertIn("--worker_flags=--model=mlp", self.command("asp"))  # not elastic
 
+    def test_eawild_hetero_is_eawild_with_hetero_batching_and_the_local_sgd(self):
+        cmd = self.command("eawild_hetero", server_flags="--lr=0.05", global_batch=128)
+        self.assertIn("--sync=eawild", cmd)
+        self.assertIn("--scheduler_flags=--hetero_batching --global_batch=128", cmd)
+        self.assertIn("--worker_flags=--model=mlp --lr=0.05", cmd)
+
     def test_codec_suffix_adds_the_worker_codec_flags(self):
         cmd = self.command("r2sp+fp16")
         self.assertIn("--sync=r2sp", cmd)

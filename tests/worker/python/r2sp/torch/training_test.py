@@ -5,9 +5,10 @@ everyone's; with the known gradients, torch workers alone and beside a C++ worke
 C++ workers' parameters bit for bit; the bad inputs (a float64 or
 non-contiguous parameter, no scheduler, an unknown flag, another model than the job's) each
 raise their exact error. Also asp, r2sp with --overlap and fp16 pushes, hetero batching (the
-sampler follows the tuned batches), a worker killed mid-epoch (the survivor trains its samples
-from the next epoch), Ctrl-C, a server lost mid-step (JobLost), and tools/launch --worker_cmd (the reported accuracy reaches
-summary.json). Skipped where the binaries are not built."""
+sampler follows the tuned batches; in eawild too), a worker killed mid-epoch (the survivor
+trains its samples from the next epoch), Ctrl-C, a server lost mid-step (JobLost), and
+tools/launch --worker_cmd (the reported accuracy reaches summary.json). Skipped where the
+binaries are not built."""
 
 import json
 import os
@@ -152,6 +153,28 @@ class TrainingTest(unittest.TestCase):
                          {"steps": 12, "samples": 96, "epochs": 2})
         self.assertRegex(job.log("scheduler"),
                          f"worker {1 - r['rank']} at tcp://127.0.0.1:[0-9]+ declared dead")
+
+    def test_eawild_hetero_batching_tunes_the_python_workers_batches(self):
+        # Elastic averaging weights each difference by its batch in the C++ exchange
+        # (elastic_exchange_test); here the Python client's tuned batches reach the script.
+        job = Job(workers=2, sync="eawild", scheduler_flags=[
+            "--hetero_batching", "--global_batch=16", "--min_batch=2", "--elastic_period=2"])
+        self.addCleanup(job.close)
+        fast = job.torch_worker(0, "--epochs=3 --batch_size=8", "3", step_sleep=0.001)
+        slow = job.torch_worker(1, "--epochs=3 --batch_size=8", "3", step_sleep=0.01)
+        self.assertEqual(fast.wait(timeout=120), 0, job.log("worker0"))
+        self.assertEqual(slow.wait(timeout=120), 0, job.log("worker1"))
+        tuned = [(int(a), int(b)) for a, b in
+                 re.findall(r"batch sizes: w0=(\d+) w1=(\d+)", job.log("scheduler"))]
+        self.assertTrue(tuned, job.log("scheduler"))
+        self.assertEqual({a + b for a, b in tuned}, {16})
+        results = {r["rank"]: r for r in (job.result(0), job.result(1))}
+        for r in results.values():
+            self.assertEqual(len(r["batches"]), 12)
+            self.assertEqual(r["asked"], r["batches"])
+            self.assertEqual(r["finish"]["samples"], sum(r["batches"]))
+        slow_rank = job.result(1)["rank"]
+        self.assertLess(tuned[-1][slow_rank], tuned[-1][1 - slow_rank], tuned)
 
     def test_hetero_batching_gives_the_slower_worker_the_smaller_batch(self):
         job = Job(workers=2, scheduler_flags=["--hetero_batching", "--global_batch=16",
