@@ -20,7 +20,8 @@ absl::StatusOr<models::TrainTest> LoadWorkerData(const std::string& name,
 
 absl::StatusOr<models::EvalResult> EvaluateDataset(models::Network* net,
                                                    const models::Dataset& data,
-                                                   const float* params, int eval_batch) {
+                                                   const float* params, int eval_batch,
+                                                   const std::function<void()>& each_batch) {
   models::EvalResult total;
   std::vector<float> images(static_cast<size_t>(eval_batch) * data.shape.size());
   std::vector<int32_t> labels(eval_batch);
@@ -34,6 +35,7 @@ absl::StatusOr<models::EvalResult> EvaluateDataset(models::Network* net,
                           net->Evaluate(params, images.data(), labels.data(), n));
     total.correct += r.correct;
     total.loss_sum += r.loss_sum;
+    if (each_batch) each_batch();
   }
   return total;
 }
@@ -120,7 +122,8 @@ absl::StatusOr<ComputedStep> ModelWorkload::ComputeGradient(int64_t clock, int b
 absl::StatusOr<std::optional<TestEvaluation>> ModelWorkload::EvaluateTest(
     const float* params) {
   R2SP_ASSIGN_OR_RETURN(models::EvalResult r,
-                        EvaluateDataset(net_, *test_, params, options_.eval_batch));
+                        EvaluateDataset(net_, *test_, params, options_.eval_batch,
+                                        options_.evaluation_progress));
   TestEvaluation e;
   e.accuracy = static_cast<double>(r.correct) / test_->size();
   e.loss = r.loss_sum / test_->size();

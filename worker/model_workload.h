@@ -30,6 +30,9 @@ struct ModelWorkloadOptions {
   // this worker evaluates the test set now (evaluator_role.h). Empty: it never does.
   std::function<bool()> evaluates;
   int eval_batch = 1000;
+  // Called after each evaluation batch (the worker counts it as progress, so a long evaluation
+  // is not taken for a hang by the scheduler's --progress_timeout_s). Empty: nothing.
+  std::function<void()> evaluation_progress;
   // After each evaluation, write the model as evaluated (parameters, batch-norm
   // statistics, step, accuracy) to model_dir (models/model_file.h), keeping the newest
   // keep_models files. Empty: no model files.
@@ -46,10 +49,11 @@ struct ModelWorkloadOptions {
 absl::StatusOr<models::TrainTest> LoadWorkerData(const std::string& name, const std::string& dir);
 
 // Accuracy and summed loss of `net` at `params` on all of `data`, `eval_batch` samples at a
-// time (training's evaluation, and worker --eval_only's).
-absl::StatusOr<models::EvalResult> EvaluateDataset(models::Network* net,
-                                                   const models::Dataset& data,
-                                                   const float* params, int eval_batch);
+// time (training's evaluation, and worker --eval_only's); `each_batch`, if set, is called after
+// every batch.
+absl::StatusOr<models::EvalResult> EvaluateDataset(
+    models::Network* net, const models::Dataset& data, const float* params, int eval_batch,
+    const std::function<void()>& each_batch = nullptr);
 
 // Borrowed pointers outlive the workload; `test` may be null when nothing evaluates.
 class ModelWorkload : public Workload {

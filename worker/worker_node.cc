@@ -300,6 +300,7 @@ absl::StatusOr<LoopResult> WorkerNode::TrainModel(const LoopOptions& loop_in,
   workload_options.rank = rank;
   workload_options.wrapping_batches = mode.hetero_batching;
   workload_options.evaluates = [role = evaluator_.get()] { return role->Evaluates(); };
+  workload_options.evaluation_progress = [s = scheduler_.get()] { s->NoteProgress(); };
   workload_options.data = options_.data;
   // Elastic modes take the local step on the fp32 gradient (they push differences, not it).
   workload_options.fp16_gradients = options_.workload.fp16_gradients &&

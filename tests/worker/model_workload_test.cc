@@ -2,11 +2,12 @@
 // CPU's, also when fp16 gradients are asked for), and binary16 from one that does (a GPU's,
 // stood in for by a network that encodes the CPU backend's gradient on the host): the step and
 // every ready range hand over the fp16 array, which is the array pinned, and the network writes
-// fp32 again once the workload is gone.
+// fp32 again once the workload is gone. An evaluation reports progress batch by batch.
 #include "worker/model_workload.h"
 
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -156,6 +157,28 @@ TEST_F(ModelWorkloadTest, ABackendThatEncodesHandsOverTheFp16GradientPinned) {
     EXPECT_EQ(net.pinned_[0].second, expected.size() * sizeof(uint16_t));
   }
   EXPECT_FALSE(net.writing_fp16());  // the array it wrote to is gone
+}
+
+// An evaluation counts as progress batch by batch (the worker's heartbeats carry it), so a long
+// one is not a hang to the scheduler: 8 test samples at 3 a batch are 3 batches.
+TEST_F(ModelWorkloadTest, EvaluationReportsProgressAfterEachBatch) {
+  const std::unique_ptr<models::Network> net = CpuNetwork();
+  models::Batcher batcher(&data_, {0, 1, 1, /*shuffle=*/false, false});
+  ModelWorkloadOptions options = Options(false);
+  options.eval_batch = 3;
+  options.evaluates = [] { return true; };
+  int batches = 0;
+  options.evaluation_progress = [&batches] { ++batches; };
+  ModelWorkload workload(options, net.get(), &batcher, &data_);
+  const absl::StatusOr<std::optional<TestEvaluation>> evaluated =
+      workload.EvaluateTest(params_.data());
+  ASSERT_TRUE(evaluated.ok()) << evaluated.status();
+  ASSERT_TRUE(evaluated->has_value());
+  EXPECT_EQ(batches, 3);
+  const absl::StatusOr<models::EvalResult> whole =
+      EvaluateDataset(net.get(), data_, params_.data(), 8);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_EQ((*evaluated)->accuracy, whole->correct / 8.0);
 }
 
 }  // namespace
