@@ -140,6 +140,27 @@ void PartitionState::Add(const float* delta) {
   Commit(out);
 }
 
+void PartitionState::Add(const wire::GradientView& delta) {
+  DCHECK_EQ(delta.num_elements, num_elements_);
+  if (delta.kind == wire::GradientView::Kind::kDense) {
+    Add(delta.dense);
+    return;
+  }
+  Buffer* out = OutputBuffer();
+  float* w = out->values.data();
+  if (w != current_->values.data()) {
+    std::memcpy(w, current_->values.data(), num_elements_ * sizeof(float));
+  }
+  if (delta.kind == wire::GradientView::Kind::kSparse) {
+    for (size_t j = 0; j < delta.count; ++j) w[delta.ids[j]] += delta.values[j];
+  } else {
+    delta.ForEachChunk([w](size_t begin, size_t length, const float* values) {
+      for (size_t i = 0; i < length; ++i) w[begin + i] += values[i];
+    });
+  }
+  Commit(out);
+}
+
 zmq::message_t PartitionState::PullFrame() { return FrameOver(current_); }
 
 zmq::message_t PartitionState::Fp16PullFrame() {

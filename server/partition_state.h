@@ -53,6 +53,8 @@ class PartitionState {
   // Elastic averaging's centre update: weights += delta, no optimizer (momentum untouched);
   // version += 1. REQUIRES: initialized().
   void Add(const float* delta);
+  // The same for a sparse delta (kSparse, kChunks: the values at their ids; the rest unchanged).
+  void Add(const wire::GradientView& delta);
   // A frame over the current weights, valid even while later updates run.
   zmq::message_t PullFrame();
   // The same rounded to binary16 (fp16 pulls): encoded once per version, shared by every pull

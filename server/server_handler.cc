@@ -210,10 +210,6 @@ absl::Status ServerHandler::ApplyPush(HeldPartition& held, const proto::Header& 
 
 absl::Status ServerHandler::AddElastic(HeldPartition& held, const proto::Header& header,
                                        const wire::GradientView& grad) {
-  if (grad.kind != wire::GradientView::Kind::kDense) {
-    return absl::InvalidArgumentError(
-        "easgd and eawild take dense elastic differences (push codec fp32 or fp16)");
-  }
   const int w = header.sender_rank();
   if (options_.sync == proto::EASGD) {
     // The round's sum, added once every live worker's difference is in (MaybeCompleteClock).
@@ -223,7 +219,7 @@ absl::Status ServerHandler::AddElastic(HeldPartition& held, const proto::Header&
   }
   // eawild: this partition's add is the unit that is atomic (under mu_); nothing spans
   // partitions, so a pull may see one partition with a difference and another without.
-  held.state.Add(grad.dense);
+  held.state.Add(grad);
   const float weight = header.push().scale();
   held.steps += options_.elastic_period * (weight > 0.0f ? weight : 1.0f);
   held.pushed[w] = std::max(held.pushed[w] + 1, header.clock() + 1);

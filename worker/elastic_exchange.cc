@@ -15,7 +15,8 @@ ElasticExchange::ElasticExchange(proto::SyncMode sync, const ElasticOptions& opt
       pull_codec_(pull_codec),
       momentum_(options.local_step ? ps->layout().total_elements() : 0, 0.0f),
       centre_(ps->layout().total_elements(), 0.0f),
-      difference_(ps->layout().total_elements(), 0.0f) {}
+      difference_(ps->layout().total_elements(), 0.0f),
+      unsent_(ps->layout().total_elements(), 0.0f) {}
 
 Ticket StartCentrePull(PsClient* ps, proto::SyncMode sync, int64_t rounds, proto::Codec codec,
                        float* out) {
@@ -78,7 +79,14 @@ absl::StatusOr<ElasticStepTimes> ElasticExchange::Step(int64_t clock, HostGradie
   if (weight != 1.0f) {
     for (size_t i = 0; i < n; ++i) d[i] *= weight;
   }
-  R2SP_RETURN_IF_ERROR_WITH(ps_->Push(difference_.data(), round, /*init=*/false, push_scale).Wait(),
+  const Ticket pushed = ps_->Push(difference_.data(), round, /*init=*/false, push_scale);
+  // A sparse push codec sent part of w * d (encoded before Push returned): the worker moves by
+  // the part sent only, and the rest stays in x - c for the next period's difference.
+  if (ps_->TakeSparseResiduals(unsent_.data())) {
+    const float keep = 1.0f / weight;
+    for (size_t i = 0; i < n; ++i) params[i] += unsent_[i] * keep;
+  }
+  R2SP_RETURN_IF_ERROR_WITH(pushed.Wait(),
                             absl::StrCat("pushing the elastic difference of round ", round));
   t.push_done = absl::Now();
   return t;

@@ -6,6 +6,9 @@
 //   pull c (easgd: once every live worker's previous round is in the centre),
 //   d = alpha * (x - c);  x <- x - d;  push w * d (through the push codec; the servers add it),
 // w = 1, or with hetero batching W b_i / B: a worker's pull on the centre counts its samples.
+// With a sparse push codec (topk, csc) the worker moves by the part of d it sent, s: the rest
+// stays in x - c and comes back in the next period's d (its encoders' error feedback is taken
+// back after every push, so nothing is sent twice).
 // Exchange k is the round whose push carries clock k; it ends global step (k + 1) * period - 1,
 // so workers that run the same steps (every epoch plan gives them the same) meet in the same
 // rounds, and a job resumed at step s (a multiple of the period) goes on at round s / period.
@@ -88,7 +91,8 @@ class ElasticExchange {
   const ElasticOptions options_;
   PsClient* const ps_;
   const proto::Codec pull_codec_;
-  std::vector<float> momentum_, centre_, difference_;
+  // unsent_: what a sparse push codec did not send of the last difference.
+  std::vector<float> momentum_, centre_, difference_, unsent_;
   int64_t rounds_ = -1;  // -1: not known before the first step
 };
 

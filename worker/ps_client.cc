@@ -285,6 +285,14 @@ void PsClient::SendPush(const Partition& p, HostGradient data, int64_t clock, bo
        });
 }
 
+bool PsClient::TakeSparseResiduals(float* out) {
+  if (encoders_.empty()) return false;
+  for (const Partition& p : layout_->partitions()) {
+    encoders_[p.key]->encoder.TakeResidual(out + p.offset);
+  }
+  return true;
+}
+
 Message PsClient::EncodeSparse(const Partition& p, const float* data,
                                const wire::PushFields& fields) {
   SparsePartition& partition = *encoders_[p.key];  // key == index in the layout

@@ -159,10 +159,11 @@ absl::Status CheckJobMode(const WorkerOptions& options, const proto::AddressBook
     return absl::InvalidArgumentError(
         absl::StrCat(what, " does not go with --sync=", mode, " yet (docs/MODES.md)"));
   };
-  if (options.ps.push_codec.sparse()) {
-    return refuse(absl::StrCat("--push_codec=", codec::CodecSpecName(options.ps.push_codec),
-                               " (elastic differences travel dense: fp32 or fp16)"));
+  if (options.ps.push_codec.sparse() && !options.ps.error_feedback) {
+    return refuse("--error_feedback=false with a sparse --push_codec (the worker keeps what a "
+                  "push did not send through it)");
   }
+  if (options.ps.momentum_correction > 0) return refuse("--momentum_correction");
   if (options.exchange.pull_codec == proto::FP16_DELTA) return refuse("--pull_codec=fp16_delta");
   if (options.exchange.overlap) return refuse("--overlap");
   if (options.exchange.early_pulls) return refuse("--early_pulls");

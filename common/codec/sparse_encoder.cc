@@ -63,6 +63,11 @@ void SparseEncoder::Accumulate(const float* grad, size_t begin, size_t end) {
   }
 }
 
+void SparseEncoder::TakeResidual(float* out) {
+  std::memcpy(out, residual_.data(), n_ * sizeof(float));
+  std::memset(residual_.data(), 0, n_ * sizeof(float));
+}
+
 void SparseEncoder::Encode(const float* grad, double density, SparseGradient* out) {
   const CodecSpec& spec = options_.spec;
   out->topk = TopKStats();

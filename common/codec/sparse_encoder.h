@@ -57,6 +57,10 @@ class SparseEncoder {
 
   // What error feedback holds back (all zeros before the first push).
   const std::vector<float>& residual() const { return residual_; }
+  // Copies the residual into `out` (num_elements values) and clears it: with error feedback,
+  // right after an Encode that found it clear, what that push did not send (elastic averaging
+  // keeps it in the worker's copy instead: docs/MODES.md).
+  void TakeResidual(float* out);
 
  private:
   // Adds grad[begin, end) into the residual as the options say (error feedback, velocity, or

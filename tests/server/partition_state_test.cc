@@ -119,6 +119,36 @@ TEST(PartitionStateTest, AddIsAPlainAddThatPullsInFlightDoNotSee) {
             (std::vector<float>{0, 0, 0}));
 }
 
+// Sparse deltas (elastic averaging's top-k and csc differences) add where they have values.
+TEST(PartitionStateTest, SparseAddAddsAtTheIdsAndPullsInFlightDoNotSeeIt) {
+  PartitionState state(5);
+  const float initial[] = {1, 2, 3, 4, 5};
+  ASSERT_TRUE(state.Init(initial));
+  const zmq::message_t in_flight = state.PullFrame();
+  const uint32_t ids[] = {1, 4};
+  const float values[] = {0.5f, -5};
+  wire::GradientView sparse;
+  sparse.kind = wire::GradientView::Kind::kSparse;
+  sparse.num_elements = 5;
+  sparse.ids = ids;
+  sparse.values = values;
+  sparse.count = 2;
+  state.Add(sparse);
+  EXPECT_EQ(FrameValues(in_flight), (std::vector<float>{1, 2, 3, 4, 5}));
+  EXPECT_EQ(FrameValues(state.PullFrame()), (std::vector<float>{1, 2.5f, 3, 4, 0}));
+  const uint32_t chunk[] = {1};  // chunks of 2: elements 2 and 3
+  const float chunk_values[] = {0.25f, -1};
+  wire::GradientView chunks = sparse;
+  chunks.kind = wire::GradientView::Kind::kChunks;
+  chunks.ids = chunk;
+  chunks.values = chunk_values;
+  chunks.count = 1;
+  chunks.chunk_elements = 2;
+  state.Add(chunks);
+  EXPECT_EQ(FrameValues(state.PullFrame()), (std::vector<float>{1, 2.5f, 3.25f, 3, 0}));
+  EXPECT_EQ(state.version(), 2);
+}
+
 TEST(PartitionStateTest, PoolGivesTheSameAddBitForBit) {
   RangePool pool(3);
   const size_t n = 3 * 32768 + 5;

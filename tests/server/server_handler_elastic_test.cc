@@ -120,20 +120,28 @@ TEST_F(ServerHandlerElasticTest, EasgdRoundDoesNotWaitForADeadWorker) {
   EXPECT_EQ(Weights(), (std::vector<float>{3, 3, 3, 3}));
 }
 
-TEST_F(ServerHandlerElasticTest, SparseDifferencesAreRefusedAndLeaveTheCentre) {
+// A sparse difference (top-k ids and values; csc's chunks) is added where it has values, the
+// rest of the centre unchanged.
+TEST_F(ServerHandlerElasticTest, SparseDifferencesAreAddedAtTheirIds) {
   SetUpHandler(proto::EAWILD, 1);
   ASSERT_TRUE(Push(0, {1, 2, 3, 4}, 0, /*init=*/true).ok());
-  Message m = WorkerRequest(proto::PUSH, 0, 0);
-  m.header.set_codec(proto::TOPK);
-  const uint32_t id = 1;
-  const float value = 5;
-  m.payload.push_back(zmq::message_t(&id, sizeof(id)));
-  m.payload.push_back(zmq::message_t(&value, sizeof(value)));
-  const absl::Status status = Send(0, std::move(m));
-  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(status.message(),
-            "easgd and eawild take dense elastic differences (push codec fp32 or fp16)");
-  EXPECT_EQ(Weights(), (std::vector<float>{1, 2, 3, 4}));
+  Message topk = WorkerRequest(proto::PUSH, 0, 0);
+  topk.header.set_codec(proto::TOPK);
+  const uint32_t ids[2] = {1, 3};
+  const float values[2] = {5, -0.5};
+  topk.payload.push_back(zmq::message_t(ids, sizeof(ids)));
+  topk.payload.push_back(zmq::message_t(values, sizeof(values)));
+  ASSERT_TRUE(Send(0, std::move(topk)).ok());
+  EXPECT_EQ(Weights(), (std::vector<float>{1, 7, 3, 3.5}));
+  Message csc = WorkerRequest(proto::PUSH, 0, 0);
+  csc.header.set_codec(proto::CSC);
+  csc.header.mutable_push()->set_chunk_elements(2);
+  const uint32_t chunk = 0;
+  const float chunk_values[2] = {0.25, 1};
+  csc.payload.push_back(zmq::message_t(&chunk, sizeof(chunk)));
+  csc.payload.push_back(zmq::message_t(chunk_values, sizeof(chunk_values)));
+  ASSERT_TRUE(Send(0, std::move(csc)).ok());
+  EXPECT_EQ(Weights(), (std::vector<float>{1.25, 8, 3, 3.5}));
 }
 
 }  // namespace

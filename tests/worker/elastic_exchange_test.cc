@@ -6,12 +6,14 @@
 // batching the centre takes each difference weighted by its batch. Without the
 // local step (the Python client's: its script's optimizer takes it) the exchange alone gives the
 // same results, and the centre's pull for evaluations waits for the rounds and can be interrupted.
+// With a sparse push codec each worker moves by what it sent.
 #include <cstring>
 #include <memory>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/codec/codec_spec.h"
 #include "common/status_macros.h"
 #include "gtest/gtest.h"
 #include "tests/testing/status_assert.h"
@@ -245,6 +247,84 @@ TEST(ElasticExchangeTest, EasgdWithHeteroBatchingWeightsEachDifferenceByItsBatch
 
 TEST(ElasticExchangeTest, EawildWithHeteroBatchingWeightsEachDifferenceByItsBatch) {
   ExpectDifferencesWeightedByBatch(proto::EAWILD);
+}
+
+// A sparse push codec: each worker moves by the part of its difference it sent and the centre
+// by the same, so x_0 + x_1 + centre after the run is what it is without any exchange (the
+// local steps here do not depend on the parameters), bit for bit; the centre and the copies
+// differ from the dense run's, and nothing is sent twice (error feedback would send the kept
+// part again and move the sum). In both modes, top-k and csc.
+void ExpectSparseDifferencesKeepTheSum(proto::SyncMode sync, const std::string& codec) {
+  SCOPED_TRACE(codec);
+  PsClientOptions ps;
+  ps.push_codec = *codec::ParseCodecSpec("push_codec", codec);
+  testing::InProcessJob job(Job(sync), Servers(), Model(), ps);
+  ASSERT_OK(job.Start(Initial()));
+  std::vector<testing::JobWorker>& workers = job.workers();
+  std::vector<std::unique_ptr<Exchanger>> exchangers;
+  for (testing::JobWorker& w : workers) {
+    exchangers.push_back(std::make_unique<Exchanger>(ModeOf(w), w.ps.get(), w.scheduler.get(),
+                                                     nullptr));
+  }
+  auto run = [&](int r) -> absl::Status {
+    for (int s = 0; s < kSteps; ++s) {
+      const std::vector<float> grad = Gradient(r, s);
+      ExchangeStep step;
+      step.grads = grad.data();
+      step.params = workers[r].params.data();
+      step.computed = absl::Now();
+      step.iterations_left = kSteps - s;
+      IterationMetrics m;
+      m.clock = s;
+      const uint64_t before = workers[r].ps->counters().bytes_pushed;
+      R2SP_RETURN_IF_ERROR(exchangers[r]->Exchange(step, &m));
+      const uint64_t pushed = workers[r].ps->counters().bytes_pushed - before;
+      if ((s + 1) % kPeriod == 0 && pushed >= kElements * sizeof(float)) {
+        return absl::InternalError(absl::StrCat("step ", s, " pushed ", pushed, " bytes"));
+      }
+    }
+    return absl::OkStatus();
+  };
+  if (sync == proto::EAWILD) {
+    ASSERT_OK(run(0));
+    ASSERT_OK(run(1));
+  } else {
+    ASSERT_OK(job.OnEveryWorker([&run](testing::JobWorker& w) { return run(w.rank()); }));
+  }
+  absl::StatusOr<const float*> centre = exchangers[0]->EvaluationParams(workers[0].params.data());
+  ASSERT_OK(centre.status());
+  Reference local;  // the local steps alone: no exchange moves the sum
+  for (int s = 0; s < kSteps; ++s) {
+    for (int r = 0; r < 2; ++r) {
+      const std::vector<float> g = Gradient(r, s);
+      for (int i = 0; i < kElements; ++i) {
+        local.m[r][i] = kMomentum * local.m[r][i] + g[i];
+        local.x[r][i] = local.x[r][i] - kLr * local.m[r][i];
+      }
+    }
+  }
+  std::vector<float> got(kElements), want(kElements);
+  for (int i = 0; i < kElements; ++i) {
+    got[i] = workers[0].params[i] + workers[1].params[i] + (*centre)[i];
+    want[i] = local.x[0][i] + local.x[1][i] + local.centre[i];
+  }
+  ASSERT_OK(ExpectEqual(got, want, "x_0 + x_1 + centre"));
+  Reference dense;
+  dense.Run(sync == proto::EAWILD);
+  EXPECT_FALSE(ExpectEqual(std::vector<float>(*centre, *centre + kElements), dense.centre, "")
+                   .ok());
+  EXPECT_FALSE(ExpectEqual(workers[0].params, dense.x[0], "").ok());
+  EXPECT_FALSE(ExpectEqual(std::vector<float>(*centre, *centre + kElements), Initial(), "").ok());
+}
+
+TEST(ElasticExchangeTest, EasgdSparseDifferencesMoveWorkerAndCentreByWhatWasSent) {
+  ExpectSparseDifferencesKeepTheSum(proto::EASGD, "topk:0.25");
+  ExpectSparseDifferencesKeepTheSum(proto::EASGD, "csc:0.5,chunk=32");
+}
+
+TEST(ElasticExchangeTest, EawildSparseDifferencesMoveWorkerAndCentreByWhatWasSent) {
+  ExpectSparseDifferencesKeepTheSum(proto::EAWILD, "topk:0.25");
+  ExpectSparseDifferencesKeepTheSum(proto::EAWILD, "csc:0.5,chunk=32");
 }
 
 // The Python client's way: the caller takes the local step (here by hand, with the reference's

@@ -12,8 +12,11 @@
 namespace r2sp::testing {
 
 InProcessJob::InProcessJob(const SchedulerOptions& scheduler, const ServerOptions& server,
-                           std::vector<proto::TensorSpec> model)
-    : scheduler_options_(scheduler), server_options_(server), model_(std::move(model)) {
+                           std::vector<proto::TensorSpec> model, const PsClientOptions& ps)
+    : scheduler_options_(scheduler),
+      server_options_(server),
+      model_(std::move(model)),
+      ps_options_(ps) {
   core_ = std::make_unique<SchedulerCore>(scheduler_options_, network_.Client("scheduler"));
   network_.Serve("scheduler", core_.get());
 }
@@ -110,7 +113,7 @@ absl::Status InProcessJob::Start(const std::vector<float>& initial) {
                           ModelLayout::Create(model_, book.partition_bytes(), num_servers));
     std::vector<std::string> endpoints;
     for (const proto::NodeInfo& n : book.servers()) endpoints.push_back(n.endpoint());
-    PsClientOptions ps_options;
+    PsClientOptions ps_options = ps_options_;
     ps_options.rank = worker.rank();
     ps_options.request_timeout = absl::Seconds(30);
     worker.ps = std::make_unique<PsClient>(network_.Client(absl::StrCat("worker", w)),

@@ -32,9 +32,10 @@ struct JobWorker {
 
 class InProcessJob {
  public:
-  // `scheduler.num_workers` workers train `model` on `scheduler.num_servers` servers.
+  // `scheduler.num_workers` workers train `model` on `scheduler.num_servers` servers; each
+  // worker's PsClient takes `ps` (its rank and request timeout set here).
   InProcessJob(const SchedulerOptions& scheduler, const ServerOptions& server,
-               std::vector<proto::TensorSpec> model);
+               std::vector<proto::TensorSpec> model, const PsClientOptions& ps = {});
   // Ends the job if the workers have not (FINISH from each), then waits for the servers.
   ~InProcessJob();
 
@@ -55,6 +56,7 @@ class InProcessJob {
   const SchedulerOptions scheduler_options_;
   const ServerOptions server_options_;
   const std::vector<proto::TensorSpec> model_;
+  const PsClientOptions ps_options_;
   std::unique_ptr<SchedulerCore> core_;
   std::vector<std::unique_ptr<ServerHandler>> servers_;
   std::vector<std::unique_ptr<SchedulerClient>> server_clients_;

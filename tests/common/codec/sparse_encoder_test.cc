@@ -196,6 +196,29 @@ TEST(SparseEncoderTest, WithoutErrorFeedbackTheRestIsDropped) {
   }
 }
 
+// TakeResidual hands over what error feedback held back and clears it: right after a push that
+// found it clear, exactly the values the push did not send (elastic averaging's worker keeps
+// them), so the next push sends only its own gradient.
+TEST(SparseEncoderTest, TakeResidualHandsOverWhatWasNotSentAndClearsIt) {
+  SparseEncoderOptions options;
+  options.spec = *ParseCodecSpec("push_codec", "topk:0.5,exact");
+  SparseEncoder encoder(4, options);
+  SparseGradient out;
+  const float g[] = {4, -1, 0.5f, -3};
+  encoder.Encode(g, 0.5, &out);
+  EXPECT_EQ(out.ids, (std::vector<uint32_t>{0, 3}));
+  std::vector<float> unsent(4, -7.0f);
+  encoder.TakeResidual(unsent.data());
+  EXPECT_EQ(unsent, (std::vector<float>{0, -1, 0.5f, 0}));
+  EXPECT_EQ(encoder.residual(), (std::vector<float>{0, 0, 0, 0}));
+  const float next[] = {0, 0.25f, 0, 0};
+  encoder.Encode(next, 0.5, &out);
+  ASSERT_EQ(out.ids.size(), 2u);
+  const size_t at = out.ids[0] == 1 ? 0 : 1;
+  ASSERT_EQ(out.ids[at], 1u);
+  EXPECT_EQ(out.values[at], 0.25f);  // its own value only, not 0.25 - 1
+}
+
 // DGC momentum correction on 4 values, k = 1, mu = 0.5 (u = mu u + g; acc += u; a sent
 // coordinate clears both u and acc):
 //   push 1: g = (4 1 0 2)  u = (4 1 0 2)        acc = (4 1 0 2)        sends #0 = 4
