@@ -2,9 +2,9 @@
 // workload's known gradients the centre and every worker's own parameters after 3 rounds equal
 // a hand-computed reference bit for bit (--dump_params and its .local); 4 workers train the
 // mlp to 80% and push once per period (eawild also with fp16 both ways, and with top-k
-// pushes); eawild's hetero batching gives a slower worker a smaller batch; the cnn with 1 server and 2 workers comes
-// within a point of bsp after the same steps; a worker killed with SIGKILL hangs neither mode;
-// bad flag values stop the scheduler with their exact error.
+// pushes); eawild's hetero batching gives a slower worker a smaller batch; the cnn with 1
+// server and 2 workers comes within a point of bsp after the same steps; a worker killed with
+// SIGKILL hangs neither mode; bad flag values stop the scheduler with their exact error.
 #include <signal.h>
 
 #include <algorithm>
