@@ -42,7 +42,7 @@ TEST(CompareModesTest, TinyLoopbackRunProducesTablePlotsAndResult) {
   EXPECT_NE(table.find("| job samples/s |"), std::string::npos) << table;
   for (const char* mode :
        {"| bsp |", "| ssp |", "| asp |", "| r2sp |", "| r2sp_hetero |", "| r2sp_auto |",
-        "| easgd |", "| eawild |"}) {
+        "| easgd |", "| eawild |", "| eawild_hetero |"}) {
     EXPECT_NE(table.find(mode), std::string::npos) << table;
   }
   EXPECT_NE(table.find("0 of 60 |"), std::string::npos)
@@ -56,9 +56,9 @@ TEST(CompareModesTest, TinyLoopbackRunProducesTablePlotsAndResult) {
   }
   // tools/pylib/mode_plots.py's figures at 110 dpi: accuracy 7 x 4.5 in, a line per mode;
   // pushes 12 x 3.5 in (bsp beside r2sp), a colour per worker; link 7 x 4 in, a line per mode.
-  ExpectPlot(dir + "/out/accuracy.png", 770, 495, 8);
+  ExpectPlot(dir + "/out/accuracy.png", 770, 495, 9);
   ExpectPlot(dir + "/out/pushes.png", 1320, 385, 2);
-  ExpectPlot(dir + "/out/link.png", 770, 440, 8);
+  ExpectPlot(dir + "/out/link.png", 770, 440, 9);
 }
 
 // --repeats: every mode runs twice, interleaved, each in its own directory; the table gives
