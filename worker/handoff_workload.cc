@@ -48,6 +48,16 @@ void HandoffWorkload::Finish(const LoopResult& result) {
   state_ = State::kOver;
 }
 
+bool HandoffWorkload::AwaitFinal(absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  return mu_.AwaitWithTimeout(absl::Condition(this, &HandoffWorkload::FinalAllowed), timeout);
+}
+
+void HandoffWorkload::AllowFinal() {
+  absl::MutexLock lock(&mu_);
+  final_allowed_ = true;
+}
+
 void HandoffWorkload::Fail(const absl::Status& why) {
   absl::MutexLock lock(&mu_);
   if (failed_.ok()) failed_ = why;

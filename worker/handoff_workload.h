@@ -9,6 +9,8 @@
 //     step over (Submit). After an epoch the evaluating worker's loop asks for the evaluation
 //     (EvaluateTest): the script reports one (ReportEvaluation) or moves on (SkipEvaluation);
 //   over: the node finished (Finish) or failed (Fail); the script ends the run early (Close).
+//     The node's final pull, which writes the parameters, waits for the script's finish()
+//     (AllowFinal; AwaitFinal), so what the script reads after training is training's.
 // One waiting side at a time: the loop's thread waits while the script computes and the
 // script's thread while the loop exchanges, so the buffers need no lock of their own.
 //
@@ -111,6 +113,10 @@ class HandoffWorkload : public Workload {
   void SetEpochPlan(int epoch, std::vector<int> live_shards);
   void Finish(const LoopResult& result);
   void Fail(const absl::Status& why);  // the run failed: Wait returns `why` from now on
+  // After Finish: waits up to `timeout` for the script's finish() (AllowFinal) or Close, which
+  // let the node write the final parameters (its final pull) into the buffer the script may
+  // read until then; whether either came.
+  bool AwaitFinal(absl::Duration timeout);
 
   // --- Workload (the training loop, on the node's thread).
   void set_gradient_ready(::r2sp::GradientReady fn) override;
@@ -142,6 +148,9 @@ class HandoffWorkload : public Workload {
   bool ReportEvaluation(const TestEvaluation& evaluation);
   // A wanted evaluation goes unreported; nothing if none is wanted.
   void SkipEvaluation();
+  // finish(): the script is done with the parameters training left; the node may write the
+  // final ones (AwaitFinal).
+  void AllowFinal();
 
   // --- The script's side: overlapped pulls.
   // The script will call RequestParams before its forward reads each part of the parameters,
@@ -170,6 +179,9 @@ class HandoffWorkload : public Workload {
     return !(state_ == State::kJoining || state_ == State::kRunning) || !closed_.ok() ||
            !failed_.ok();
   }
+  bool FinalAllowed() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return final_allowed_ || !closed_.ok();
+  }
   // In ComputeGradient, until the step is submitted or the run closed: waits for the ranges
   // the script requests (RequestParams), one after another, with mu_ released meanwhile.
   void ServeParamRequests() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -190,6 +202,7 @@ class HandoffWorkload : public Workload {
   double submitted_loss_ ABSL_GUARDED_BY(mu_) = 0;
   std::optional<TestEvaluation> evaluation_ ABSL_GUARDED_BY(mu_);
   LoopResult result_ ABSL_GUARDED_BY(mu_);
+  bool final_allowed_ ABSL_GUARDED_BY(mu_) = false;  // AllowFinal's
   ::r2sp::GradientReady gradient_ready_ ABSL_GUARDED_BY(mu_);
   // Overlapped pulls: the opt-in, the loop's function, and the ranges asked for and not yet
   // waited for, the first numbered served_ + 1 (requests are served in order).

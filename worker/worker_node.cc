@@ -159,9 +159,8 @@ absl::Status WorkerNode::InitialiseParameters() {
     R2SP_RETURN_IF_ERROR_WITH(scheduler_->Barrier(proto::WORKERS),
                               "waiting for initial parameters");
   }
-  // A bsp or ssp joiner takes part from its join clock: in bsp it starts from the parameters
-  // every clock before it made (waiting for the last of them to complete).
-  // An easgd joiner's clock is a round: it starts from the centre every round before it made.
+  // A bsp, ssp or easgd joiner takes part from its join clock (easgd's is a round): in bsp and
+  // easgd it starts from what every clock before it made (waiting for the last to complete).
   const proto::SyncMode sync = registration_.book().sync();
   const bool at_clock =
       registration_.joined_running_job() && (RoundSynchronous(sync) || sync == proto::SSP);
@@ -169,9 +168,8 @@ absl::Status WorkerNode::InitialiseParameters() {
   if (at_clock && RoundSynchronous(sync)) initial.min_version = registration_.join_clock();
   const Ticket pulled = ps_->Pull(params(), initial);
   R2SP_RETURN_IF_ERROR_WITH(pulled.Wait(), "pulling initial parameters");
-  // The servers restored checkpoints, or this worker joins a running job: training goes on from
-  // the least advanced partition's step (a joiner in the shard it took over; at its join clock
-  // in bsp and ssp).
+  // Restored checkpoints, or a joiner: training goes on from the least advanced partition's
+  // step (a joiner's in the shard it took over; at its join clock in bsp and ssp).
   double steps = pulled.min_restored_steps();
   if (at_clock) {
     const int64_t steps_per_clock =
@@ -365,6 +363,8 @@ absl::StatusOr<LoopResult> WorkerNode::TrainExternal(LoopOptions loop, Exchanger
                         RunTrainingLoop(loop, workload, &exchanger, params(), log));
   PrintTrained(registration_.rank(), r);
   workload->Finish(r);
+  // The final pull (Finish) writes the parameters the script reads until its finish().
+  while (!workload->AwaitFinal(absl::Seconds(1))) scheduler_->NoteProgress();
   return r;
 }
 

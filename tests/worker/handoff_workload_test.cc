@@ -180,6 +180,25 @@ TEST_F(HandoffWorkloadTest, FinishSaysTheRunIsOverWithItsResult) {
                             "planned (iterate r2sp.torch.DistributedSampler)");
 }
 
+// The node's final pull waits for the script's finish() (AllowFinal), or for Close: until then
+// the script may still read the parameters training left (a pull writing them at the same time
+// gave it the final centre instead of its own copy, now and then, in elastic_job_test).
+TEST_F(HandoffWorkloadTest, TheFinalPullWaitsForTheScriptsFinishOrClose) {
+  StartTraining(64, 4, 2, false);
+  handoff_.Finish(LoopResult());
+  EXPECT_FALSE(handoff_.AwaitFinal(absl::Milliseconds(20)));
+  std::thread script([this] {
+    absl::SleepFor(absl::Milliseconds(50));
+    handoff_.AllowFinal();
+  });
+  EXPECT_TRUE(handoff_.AwaitFinal(kLong));
+  script.join();
+  HandoffWorkload closed(nullptr, nullptr);
+  EXPECT_FALSE(closed.AwaitFinal(absl::Milliseconds(20)));
+  closed.Close(absl::CancelledError("interrupted"));
+  EXPECT_TRUE(closed.AwaitFinal(absl::ZeroDuration()));
+}
+
 TEST_F(HandoffWorkloadTest, CallsOutOfTurnAreRefused) {
   EXPECT_EQ(handoff_.Start(10), absl::FailedPreconditionError(
                                     "training starts after the worker joined the job"));

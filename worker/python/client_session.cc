@@ -213,6 +213,7 @@ absl::StatusOr<LoopResult> ClientSession::Finish(const Interrupt& interrupt) {
     Abort(why);
     return absl::FailedPreconditionError(why);
   }
+  handoff_.AllowFinal();  // the node's final pull may write the parameters now
   R2SP_RETURN_IF_ERROR(AwaitThread(interrupt));
   return handoff_.result();
 }

@@ -22,8 +22,9 @@ def check_supported(worker, entries, optimizer):
     parameters (the exchange reads and writes the host copy; CPU parameters are views of it)
     and torch.optim.LBFGS (its step re-evaluates a closure, a backward each time, where the
     client takes one backward per step).
-    What the C++ worker refuses (sparse push codecs, fp16_delta pulls, --overlap,
-    --early_pulls) was refused at join already (r2sp.R2SPError)."""
+    What the C++ worker refuses (fp16_delta pulls, --overlap, --early_pulls,
+    --momentum_correction, a sparse push codec without error feedback) was refused at join
+    already (r2sp.R2SPError)."""
     device = entries[0].param.device
     if device.type != "cpu":
         raise NotImplementedError(
