@@ -79,17 +79,19 @@ class SchedulerClient {
   // Sends a heartbeat every heartbeat_period; `on_reply` (may be empty) sees each answer on
   // the transport's I/O thread. An answer's dead and finished workers are those this node has
   // not been told of yet (proto HeartbeatRequest.news_seen: the first answer names all of
-  // them, later ones what is new), so `on_reply` keeps what it learns. `on_fatal` (may be empty) is called once, on the heartbeat or
-  // the I/O thread, when this node can no longer be part of the job, with why: the scheduler
-  // answered no heartbeat for scheduler_timeout (counted while this process ran: after it was
-  // stopped or starved, from when it runs again), declared this node dead, or failed the job.
+  // them, later ones what is new), so `on_reply` keeps what it learns. `on_fatal` (may be
+  // empty) is called once, on the heartbeat or the I/O thread, when this node can no longer be
+  // part of the job, with why: the scheduler answered no heartbeat for scheduler_timeout
+  // (counted while this process ran: after it was stopped or starved, from when it runs
+  // again), declared this node dead, or failed the job.
   void StartHeartbeats(std::function<void(const proto::HeartbeatReply&)> on_reply,
                        std::function<void(const std::string&)> on_fatal = nullptr);
   void StopHeartbeats();
 
   // One heartbeat now, waited for: the scheduler's news, every dead and finished worker, as of
-  // after everything this node saw from it before the call (a worker past the final barrier learns every death the barrier
-  // waited for). Aborted if the scheduler declared this node dead or the job failed.
+  // after everything this node saw from it before the call (a worker past the final barrier
+  // learns every death the barrier waited for). Aborted if the scheduler declared this node
+  // dead or the job failed.
   absl::StatusOr<proto::HeartbeatReply> HeartbeatNow();
 
   // How long since the scheduler last answered a heartbeat (zero before heartbeats start).

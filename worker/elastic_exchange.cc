@@ -16,7 +16,7 @@ ElasticExchange::ElasticExchange(proto::SyncMode sync, const ElasticOptions& opt
       momentum_(options.local_step ? ps->layout().total_elements() : 0, 0.0f),
       centre_(ps->layout().total_elements(), 0.0f),
       difference_(ps->layout().total_elements(), 0.0f),
-      unsent_(ps->layout().total_elements(), 0.0f) {}
+      unsent_(ps->sparse_pushes() ? ps->layout().total_elements() : 0, 0.0f) {}
 
 Ticket StartCentrePull(PsClient* ps, proto::SyncMode sync, int64_t rounds, proto::Codec codec,
                        float* out) {
@@ -73,16 +73,15 @@ absl::StatusOr<ElasticStepTimes> ElasticExchange::Step(int64_t clock, HostGradie
   float* d = difference_.data();
   const float* c = centre_.data();
   for (size_t i = 0; i < n; ++i) {
-    d[i] = alpha * (params[i] - c[i]);
-    params[i] = params[i] - d[i];
-  }
-  if (weight != 1.0f) {
-    for (size_t i = 0; i < n; ++i) d[i] *= weight;
+    const float own = alpha * (params[i] - c[i]);
+    params[i] = params[i] - own;
+    d[i] = own * weight;  // exact for weight 1
   }
   const Ticket pushed = ps_->Push(difference_.data(), round, /*init=*/false, push_scale);
   // A sparse push codec sent part of w * d (encoded before Push returned): the worker moves by
   // the part sent only, and the rest stays in x - c for the next period's difference.
-  if (ps_->TakeSparseResiduals(unsent_.data())) {
+  if (ps_->sparse_pushes()) {
+    ps_->TakeSparseResiduals(unsent_.data());
     const float keep = 1.0f / weight;
     for (size_t i = 0; i < n; ++i) params[i] += unsent_[i] * keep;
   }

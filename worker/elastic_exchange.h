@@ -91,7 +91,8 @@ class ElasticExchange {
   const ElasticOptions options_;
   PsClient* const ps_;
   const proto::Codec pull_codec_;
-  // unsent_: what a sparse push codec did not send of the last difference.
+  // unsent_: what a sparse push codec did not send of the last difference (empty for dense
+  // push codecs).
   std::vector<float> momentum_, centre_, difference_, unsent_;
   int64_t rounds_ = -1;  // -1: not known before the first step
 };

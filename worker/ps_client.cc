@@ -285,12 +285,11 @@ void PsClient::SendPush(const Partition& p, HostGradient data, int64_t clock, bo
        });
 }
 
-bool PsClient::TakeSparseResiduals(float* out) {
-  if (encoders_.empty()) return false;
+void PsClient::TakeSparseResiduals(float* out) {
+  CHECK(sparse_pushes()) << "TakeSparseResiduals without a sparse push codec";
   for (const Partition& p : layout_->partitions()) {
     encoders_[p.key]->encoder.TakeResidual(out + p.offset);
   }
-  return true;
 }
 
 Message PsClient::EncodeSparse(const Partition& p, const float* data,

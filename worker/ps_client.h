@@ -155,12 +155,13 @@ class PsClient {
   // in (0, 1] (a density warm-up lowers it to the codec's ratio). Starts at the codec's ratio.
   void set_push_density(double density);
 
+  // Whether pushes go in a sparse codec (topk, csc), each partition through its encoder.
+  bool sparse_pushes() const { return !encoders_.empty(); }
   // Sparse push codecs with error feedback: copies what every partition's encoder holds back
-  // into the flat model `out` (the model's size) and clears it; false (nothing written) for
-  // dense push codecs. Right after a Push whose encoders held nothing, `out` is the part of it
-  // not sent (elastic averaging's worker keeps that part: elastic_exchange.h). REQUIRES: no
-  // push runs concurrently.
-  bool TakeSparseResiduals(float* out);
+  // into the flat model `out` (the model's size) and clears it. Right after a Push whose
+  // encoders held nothing, `out` is the part of it not sent (elastic averaging's worker keeps
+  // that part: elastic_exchange.h). REQUIRES: sparse_pushes(); no push runs concurrently.
+  void TakeSparseResiduals(float* out);
 
   PsClientCounters counters() const;
   const ModelLayout& layout() const { return *layout_; }

@@ -157,17 +157,7 @@ class TrainingTest(unittest.TestCase):
     def test_eawild_hetero_batching_tunes_the_python_workers_batches(self):
         # Elastic averaging weights each difference by its batch in the C++ exchange
         # (elastic_exchange_test); here the Python client's tuned batches reach the script.
-        job = Job(workers=2, sync="eawild", scheduler_flags=[
-            "--hetero_batching", "--global_batch=16", "--min_batch=2", "--elastic_period=2"])
-        self.addCleanup(job.close)
-        fast = job.torch_worker(0, "--epochs=3 --batch_size=8", "3", step_sleep=0.001)
-        slow = job.torch_worker(1, "--epochs=3 --batch_size=8", "3", step_sleep=0.01)
-        self.assertEqual(fast.wait(timeout=120), 0, job.log("worker0"))
-        self.assertEqual(slow.wait(timeout=120), 0, job.log("worker1"))
-        tuned = [(int(a), int(b)) for a, b in
-                 re.findall(r"batch sizes: w0=(\d+) w1=(\d+)", job.log("scheduler"))]
-        self.assertTrue(tuned, job.log("scheduler"))
-        self.assertEqual({a + b for a, b in tuned}, {16})
+        job, tuned = self.hetero_pair(sync="eawild", flags=["--elastic_period=2"])
         results = {r["rank"]: r for r in (job.result(0), job.result(1))}
         for r in results.values():
             self.assertEqual(len(r["batches"]), 12)
@@ -176,9 +166,11 @@ class TrainingTest(unittest.TestCase):
         slow_rank = job.result(1)["rank"]
         self.assertLess(tuned[-1][slow_rank], tuned[-1][1 - slow_rank], tuned)
 
-    def test_hetero_batching_gives_the_slower_worker_the_smaller_batch(self):
+    def hetero_pair(self, flags=(), **job_options):
+        """Two torch workers with hetero batching (B = 16), worker 1 ten times slower, to their
+        end; the job and the scheduler's tunings [(w0, w1)], which always sum to B."""
         job = Job(workers=2, scheduler_flags=["--hetero_batching", "--global_batch=16",
-                                              "--min_batch=2"])
+                                              "--min_batch=2", *flags], **job_options)
         self.addCleanup(job.close)
         fast = job.torch_worker(0, "--epochs=3 --batch_size=8", "3", step_sleep=0.001)
         slow = job.torch_worker(1, "--epochs=3 --batch_size=8", "3", step_sleep=0.01)
@@ -188,6 +180,10 @@ class TrainingTest(unittest.TestCase):
                  re.findall(r"batch sizes: w0=(\d+) w1=(\d+)", job.log("scheduler"))]
         self.assertTrue(tuned, job.log("scheduler"))
         self.assertEqual({a + b for a, b in tuned}, {16})
+        return job, tuned
+
+    def test_hetero_batching_gives_the_slower_worker_the_smaller_batch(self):
+        job, tuned = self.hetero_pair()
         results = [job.result(0), job.result(1)]
         for r in results:
             # An epoch is the data set in global batches: 64 / 16 = 4 steps; each step's batch
