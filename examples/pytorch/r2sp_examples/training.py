@@ -51,7 +51,7 @@ def parser(description, default_lr):
                         "r2sp._core.builtin_parameters: the script then trains the numbers the "
                         "built-in model does)")
     p.add_argument("--device", default="cpu",
-                   help="cpu, or cuda[:N] (cuda: the GPU LOCAL_RANK names, else 0); the model "
+                   help="cpu, or cuda[:N] (cuda: the GPU LOCAL_RANK names modulo the GPUs, else 0); the model "
                         "and batches live there")
     p.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: torch's)")
     p.add_argument("--max_steps", type=int, help="stop after this many steps (default 0: all "
@@ -119,16 +119,21 @@ class Pacer:
             time.sleep(left)
 
 
-def device_for(name, environ=os.environ):
-    """The torch.device --device names; "cuda" is LOCAL_RANK's GPU (else 0). SetupError when
-    torch sees no CUDA device."""
+def device_for(name, environ=os.environ, cuda_devices=None):
+    """The torch.device --device names; "cuda" is LOCAL_RANK's GPU, modulo the GPUs torch sees
+    (cuda_devices; default torch.cuda.device_count()), so that more workers than GPUs on one
+    machine share them as C++ workers do. SetupError when torch sees no CUDA device or not N."""
     if name == "cpu":
         return torch.device("cpu")
-    if not torch.cuda.is_available():
+    count = torch.cuda.device_count() if cuda_devices is None else cuda_devices
+    if count == 0 or (cuda_devices is None and not torch.cuda.is_available()):
         raise backends.SetupError(f"--device={name}: torch sees no CUDA device "
                                   "(torch.cuda.is_available() is False)")
     if name == "cuda":
-        name = f"cuda:{int(environ.get('LOCAL_RANK', '0') or 0)}"
+        return torch.device(f"cuda:{int(environ.get('LOCAL_RANK', '0') or 0) % count}")
+    if int(name.split(":")[1]) >= count:
+        raise backends.SetupError(f"--device={name}: torch sees {count} CUDA device"
+                                  f"{'s' if count > 1 else ''} (cuda:0 to cuda:{count - 1})")
     return torch.device(name)
 
 

@@ -83,6 +83,29 @@ class DeviceTest(unittest.TestCase):
         self.assertEqual(training.device_for("cuda", {"LOCAL_RANK": "0"}), torch.device("cuda:0"))
         self.assertEqual(training.device_for("cuda", {}), torch.device("cuda:0"))
 
+    def test_more_workers_than_gpus_share_them(self):
+        # On a GPU machine 4 Python workers on one GPU asked for cuda:1 to cuda:3 ("invalid
+        # device ordinal", 2026-11-27); LOCAL_RANK wraps modulo the GPUs torch sees.
+        self.assertEqual(training.device_for("cuda", {"LOCAL_RANK": "3"}, cuda_devices=1),
+                         torch.device("cuda:0"))
+        self.assertEqual(training.device_for("cuda", {"LOCAL_RANK": "3"}, cuda_devices=2),
+                         torch.device("cuda:1"))
+        self.assertEqual(training.device_for("cuda:1", {}, cuda_devices=2), torch.device("cuda:1"))
+
+    def test_a_gpu_index_torch_does_not_see_is_refused(self):
+        with self.assertRaises(backends.SetupError) as e:
+            training.device_for("cuda:2", {}, cuda_devices=2)
+        self.assertEqual(str(e.exception), "--device=cuda:2: torch sees 2 CUDA devices "
+                                           "(cuda:0 to cuda:1)")
+        with self.assertRaises(backends.SetupError) as e:
+            training.device_for("cuda:1", {}, cuda_devices=1)
+        self.assertEqual(str(e.exception), "--device=cuda:1: torch sees 1 CUDA device "
+                                           "(cuda:0 to cuda:0)")
+        with self.assertRaises(backends.SetupError) as e:
+            training.device_for("cuda", {}, cuda_devices=0)
+        self.assertEqual(str(e.exception), "--device=cuda: torch sees no CUDA device "
+                                           "(torch.cuda.is_available() is False)")
+
 
 @unittest.skipUnless(HAVE_TORCH, example_paths.NO_TORCH)
 class PacerTest(unittest.TestCase):
