@@ -12,10 +12,11 @@
 
 namespace r2sp {
 
-// The most threads "auto" picks: what has been measured (2 threads on a free second core:
-// 1.7-1.9x; docs/BENCHMARKS.md). More may pay on a many-core machine, whose memory bus one
-// pass does not fill (tools/bench/gpu_checks measures 1, 2, 4 and 8): raise it with figures.
-inline constexpr int kMaxAutoApplyThreads = 2;
+// The most threads "auto" picks, from what has been measured (docs/BENCHMARKS.md): 2 threads
+// on a free second core 1.6-1.9x one's; on the 16-core H200 machine (gpu_checks' apply step,
+// two sessions) 4 threads 2.34-2.61x and 8 threads 2.51-2.70x, so past 4 the memory bus, not
+// the cores, sets the pace.
+inline constexpr int kMaxAutoApplyThreads = 4;
 
 // The rule. A split pays only where a partition has at least two pieces
 // (PartitionState::kApplyPiece elements each; smaller partitions run on the request thread

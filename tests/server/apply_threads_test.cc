@@ -25,16 +25,17 @@ TEST(AutoApplyThreadsTest, HelpersNeedCoresBeyondTheIoThreadsAndTheRequestThread
   EXPECT_EQ(AutoApplyThreads(one_mib, 1, 1), 1);
   EXPECT_EQ(AutoApplyThreads(one_mib, 2, 1), 1);  // this 2-vCPU VM: no core left over
   EXPECT_EQ(AutoApplyThreads(one_mib, 3, 1), 2);
+  EXPECT_EQ(AutoApplyThreads(one_mib, 4, 1), 3);
   EXPECT_EQ(AutoApplyThreads(one_mib, 4, 2), 2);  // CURVE's two I/O threads
   EXPECT_EQ(AutoApplyThreads(one_mib, 4, 3), 1);
   EXPECT_EQ(AutoApplyThreads(one_mib, 4, 4), 1);
 }
 
 TEST(AutoApplyThreadsTest, NoMoreThreadsThanTheMeasuredCap) {
-  EXPECT_EQ(kMaxAutoApplyThreads, 2);
-  EXPECT_EQ(AutoApplyThreads(3 * kPiece, 16, 1), 2);
-  EXPECT_EQ(AutoApplyThreads(262144, 16, 1), 2);  // the GPU machine, 1 MiB partitions
-  EXPECT_EQ(AutoApplyThreads(size_t{1} << 30, 64, 8), 2);
+  EXPECT_EQ(kMaxAutoApplyThreads, 4);
+  EXPECT_EQ(AutoApplyThreads(3 * kPiece, 16, 1), 3);  // three pieces: three threads
+  EXPECT_EQ(AutoApplyThreads(262144, 16, 1), 4);      // the GPU machine, 1 MiB partitions
+  EXPECT_EQ(AutoApplyThreads(size_t{1} << 30, 64, 8), 4);
 }
 
 TEST(UsableCoresTest, AtLeastOneAndNoMoreThanTheMachineHas) {

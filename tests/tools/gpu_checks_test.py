@@ -36,7 +36,7 @@ class GpuChecksTest(unittest.TestCase):
         self.assertIn("--curve_io_threads=8 --curve_connections=8", lines[1])
         self.assertIn(
             "python3 tools/compare_modes --out=OUT/job_repeats --bin_dir=OUT/.bins --servers=2 "
-            "--workers=4 --modes=bsp\\,r2sp\\,bsp@overlap\\,r2sp@overlap "
+            "--workers=4 --modes=bsp\\,r2sp\\,r2sp_auto\\,bsp@overlap\\,r2sp@overlap "
             "--variant=overlap=--overlap --repeats=5 --target_accuracy=0.85 ", lines[2])
         self.assertIn("--data_dir=/data/fm\\ --epochs=2\\ --batch_size=64", lines[2])
 
@@ -50,7 +50,7 @@ class GpuChecksTest(unittest.TestCase):
         self.assertTrue(all(l.split()[1] == "dry" for l in lines), lines)
 
     def test_a_step_past_the_budget_is_skipped(self):
-        # job_repeats is estimated at 150 s: past a 100 s budget; info (5 s) is not.
+        # job_repeats is estimated at 110 s: past a 100 s budget; info (5 s) is not.
         status, lines, _ = run("--dry_run", "--steps=info,job_repeats", "--budget_s=100")
         self.assertEqual(status, 0)
         self.assertEqual([l.split()[:2] for l in lines[:2]], [["info", "dry"],
