@@ -1,7 +1,6 @@
 // Tests of UseRealtimePriority's checks: 0 changes nothing, a priority outside 1-99 is refused
-// saying what to give. (A valid priority would change this test process's own policy, and
-// whether it may depends on the machine's privileges: the scheduler's use is checked by hand,
-// docs/BENCHMARKS.md.)
+// saying what to give. (A valid priority would change this test process's own policy: the
+// scheduler binary's use, with and without CAP_SYS_NICE, is realtime_priority_process_test.)
 #include "scheduler/realtime_priority.h"
 
 #include <sched.h>
