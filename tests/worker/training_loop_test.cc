@@ -106,10 +106,13 @@ INSTANTIATE_TEST_SUITE_P(Exchanges, KnownGradientsTest,
 // forward starts.
 class BspCheckingWorkload : public Workload {
  public:
-  BspCheckingWorkload(int rank, size_t n, absl::Duration delay)
-      : rank_(rank), delay_(delay), grads_(n) {}
+  // `report_ready`: backward reports the whole gradient ready once it is computed.
+  BspCheckingWorkload(int rank, size_t n, absl::Duration delay, bool report_ready = false)
+      : rank_(rank), delay_(delay), report_ready_(report_ready), grads_(n) {}
   void StartEpoch(int, int64_t) override {}
-  void set_gradient_ready(GradientReady) override {}
+  void set_gradient_ready(GradientReady fn) override {
+    if (report_ready_) ready_ = std::move(fn);
+  }
   bool set_params_needed(ParamsNeeded fn) override {
     needed_ = std::move(fn);
     return true;
@@ -128,6 +131,7 @@ class BspCheckingWorkload : public Workload {
       absl::SleepFor(absl::Milliseconds(1));
     }
     FillKnownGradient(rank_, clock, grads_.data(), grads_.size());
+    if (ready_) ready_(HostGradient(grads_.data()), 0, static_cast<int64_t>(grads_.size()));
     ComputedStep step;
     step.grads = grads_.data();
     return step;
@@ -138,8 +142,10 @@ class BspCheckingWorkload : public Workload {
  private:
   const int rank_;
   const absl::Duration delay_;
+  const bool report_ready_;
   std::vector<float> grads_;
   ParamsNeeded needed_;
+  GradientReady ready_;
 };
 
 // A forward overlapping the pull waits for each slice it reads: it never sees a stale weight,
@@ -183,6 +189,47 @@ TEST(TrainingLoopTest, ForwardOverlappingThePullReadsEachSliceOnceItIsPulled) {
   for (size_t i = 0; i < 4000; i += 97) {
     EXPECT_NEAR(job.workers()[0].params[i], -0.01f * (9.0f + 15.0f + 6.0f * (i % 4)), 1e-5);
   }
+}
+
+// Emulated compute (--compute_slowdown 5) with pushes in backward and pulls overlapping the
+// next forward: the time the forward waits for the pull is not stretched with the compute.
+// Worker 0 computes about 4 ms a step, emulated as about 20, and waits about 100 ms a step for
+// slow worker 1's push. Stretching the wait with the compute put its gradient-ready reports,
+// and the step's end, some 400 ms late: about 0.42 s of compute a step instead of 0.02.
+TEST(TrainingLoopTest, EmulatedComputeDoesNotStretchTheWaitForAnOverlappedPull) {
+  const std::vector<proto::TensorSpec> model = SyntheticModel(4000, 2);
+  testing::InProcessJob job(Job(proto::BSP, 2), PlainSgd(), model);
+  ASSERT_OK(job.Start(std::vector<float>(4000, 0.0f)));
+  std::vector<LoopResult> results(2);
+  std::vector<int64_t> stale(2);
+  ASSERT_OK(job.OnEveryWorker([&](testing::JobWorker& w) -> absl::Status {
+    BspCheckingWorkload workload(w.rank(), w.params.size(),
+                                 absl::Milliseconds(w.rank() == 1 ? 100 : 0),
+                                 /*report_ready=*/true);
+    ExchangerOptions mode;
+    mode.sync = proto::BSP;
+    mode.workers = 2;
+    mode.overlap = true;
+    mode.overlap_pulls = true;
+    Exchanger exchanger(mode, w.ps.get(), w.scheduler.get(), nullptr);
+    LoopOptions loop;
+    loop.rank = w.rank();
+    loop.epochs = 1;
+    loop.steps_per_epoch = 6;
+    loop.log_every = 0;
+    if (w.rank() == 0) loop.compute_slowdown = 5.0;
+    R2SP_ASSIGN_OR_RETURN(results[w.rank()], RunTrainingLoop(loop, &workload, &exchanger,
+                                                             w.params.data(), nullptr));
+    stale[w.rank()] = workload.stale;
+    return absl::OkStatus();
+  }));
+  EXPECT_EQ(stale[0], 0);
+  EXPECT_EQ(results[0].overlapped_pulls, 5);
+  EXPECT_GE(results[0].compute_seconds, 6 * 0.02);  // 4 ms of sleeps, 5x
+  EXPECT_LT(results[0].compute_seconds, 6 * 0.06);
+  EXPECT_GT(results[0].pull_seconds, 5 * 0.08);  // the waits for worker 1's pushes
+  // Worker 1's forward did not wait (it was the slow one), nor was it slowed: about 104 ms.
+  EXPECT_LT(results[1].compute_seconds, 6 * 0.2);
 }
 
 // Batches of the asked-for size, a constant gradient, loss 1 / (epoch + 1), and a test set
