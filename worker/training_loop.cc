@@ -1,4 +1,4 @@
-// See training_loop.h: the TrainingLoop class, its gradient-ready relay and progress line.
+// See training_loop.h: the TrainingLoop class and its progress line.
 #include "worker/training_loop.h"
 
 #include <algorithm>
@@ -23,60 +23,6 @@ bool Emulates(const LoopOptions& options) {
 }
 
 }  // namespace
-
-// Backward's gradient-ready reports on their way to the exchanger. Without emulation they go
-// straight on. With emulated compute (a slower machine, an accelerator), backward really ends
-// early and the sleep after it stands for the rest: the reports are held and replayed over the
-// stretched compute at the same fractions of it, so that pushes start when that machine's
-// backward would have produced the gradients, not all at once during the sleep. Time the
-// step waited for an overlapped pull before a report (its forward's ParamsNeeded) is not
-// compute and is not stretched: stretched, it put the last reports, and so the step's end,
-// stall x stretch late (asp with --overlap on 419 Mbit/s links: 2.9 s steps paced at 1.28 s).
-class TrainingLoop::ReadyRelay {
- public:
-  ReadyRelay(const LoopOptions& options, Exchanger* exchanger)
-      : exchanger_(exchanger), hold_(Emulates(options)) {}
-
-  void Begin(absl::Time start) {
-    start_ = start;
-    stall_before_ = exchanger_->pull_stall();
-  }
-  // May come from a script's thread (HandoffWorkload): the pull stall it reads was last
-  // written by the loop's thread serving that script's ParamsNeeded, which the script waited
-  // for, so the read follows the write.
-  void Report(HostGradient grads, int64_t offset, int64_t count) {
-    if (!hold_) {
-      exchanger_->GradientReady(grads, offset, count);
-      return;
-    }
-    const absl::Duration stalled = exchanger_->pull_stall() - stall_before_;
-    held_.push_back({absl::Now() - start_ - stalled, stalled, grads, offset, count});
-  }
-  // Replays the held reports at start + the stall before each + stretch x its compute time,
-  // sleeping between.
-  void Replay(double stretch) {
-    for (const Held& h : held_) {
-      const absl::Time due = start_ + h.stalled + h.at * stretch;
-      const absl::Duration wait = due - absl::Now();
-      if (wait > absl::ZeroDuration()) std::this_thread::sleep_for(absl::ToChronoNanoseconds(wait));
-      exchanger_->GradientReady(h.grads, h.offset, h.count);
-    }
-    held_.clear();
-  }
-
- private:
-  struct Held {
-    absl::Duration at;       // compute since the step began (pull stalls not counted)
-    absl::Duration stalled;  // waited for the pull before it
-    HostGradient grads;
-    int64_t offset, count;
-  };
-  Exchanger* const exchanger_;
-  const bool hold_;
-  absl::Time start_;
-  absl::Duration stall_before_;  // the exchanger's pull stall when the step began
-  std::vector<Held> held_;
-};
 
 // The progress line every log_every steps: samples/s over the window for workloads with
 // samples; iterations/s and mean push/pull times since the start for the synthetic one.
@@ -173,8 +119,7 @@ absl::StatusOr<LoopResult> TrainingLoop::Run() {
   start_ = absl::Now();
   progress_ = std::make_unique<Progress>(options_, start_);
   Attach();
-  // The workload must not keep calling the relay or the exchanger once the loop returns, error
-  // or not.
+  // The workload must not keep calling into the loop once it returns, error or not.
   absl::Cleanup detach = [this] { Detach(); };
   result_.steps = options_.first_step;
   Epoch epoch;
@@ -205,22 +150,29 @@ absl::StatusOr<LoopResult> TrainingLoop::Run() {
 }
 
 void TrainingLoop::Attach() {
-  if (exchanger_->overlaps_backward()) {
-    relay_ = std::make_unique<ReadyRelay>(options_, exchanger_);
-    workload_->set_gradient_ready([r = relay_.get()](HostGradient grads, int64_t offset,
-                                                     int64_t count) {
-      r->Report(grads, offset, count);
+  const bool reports = exchanger_->overlaps_backward(), reads = exchanger_->overlaps_pulls();
+  if (!reports && !reads) return;
+  Exchanger* const e = exchanger_;
+  step_ = std::make_unique<EmulatedStep>(
+      Emulates(options_),
+      EmulatedStepSinks{[e](HostGradient g, int64_t offset, int64_t count) {
+                          e->GradientReady(g, offset, count);
+                        },
+                        [e](int64_t offset, int64_t count) { e->ParamsNeeded(offset, count); },
+                        [e] { return e->pull_stall(); }});
+  EmulatedStep* const step = step_.get();
+  if (reports) {
+    workload_->set_gradient_ready([step](HostGradient grads, int64_t offset, int64_t count) {
+      step->Report(grads, offset, count);
     });
   }
-  forward_waits_ =
-      exchanger_->overlaps_pulls() &&
-      workload_->set_params_needed([exchanger = exchanger_](int64_t offset, int64_t count) {
-        exchanger->ParamsNeeded(offset, count);
-      });
+  forward_waits_ = reads && workload_->set_params_needed([step](int64_t offset, int64_t count) {
+    step->ParamsNeeded(offset, count);
+  });
 }
 
 void TrainingLoop::Detach() {
-  if (relay_ != nullptr) workload_->set_gradient_ready(nullptr);
+  if (exchanger_->overlaps_backward()) workload_->set_gradient_ready(nullptr);
   if (forward_waits_) workload_->set_params_needed(nullptr);
 }
 
@@ -301,25 +253,27 @@ absl::Status TrainingLoop::RunStep(Epoch* e, int64_t s) {
 }
 
 // The workload's step, the rest of a pull it overlapped, then the sleep that emulation asks
-// for (replaying held gradient-ready reports through it). Time spent waiting for the pull in
-// here (stall; waits before it, an evaluation's, are not this compute's) is pull time, not
-// compute, and is not stretched.
+// for (replaying held gradient-ready reports through it; EmulatedStep). Time spent waiting for
+// the pull in here (stall; waits before it, an evaluation's, are not this compute's) is pull
+// time, not compute, and is not stretched; the emulated forward's sleeps before its reads
+// (paced) are emulated compute, not the workload's.
 absl::StatusOr<ComputedStep> TrainingLoop::Compute(int batch, IterationMetrics* m,
                                                    absl::Time* t0, absl::Time* t1) {
   const absl::Time start = absl::Now();
-  if (relay_ != nullptr) relay_->Begin(start);
+  if (step_ != nullptr) step_->Begin(start);
   const absl::Duration stalled_before = exchanger_->pull_stall();
   R2SP_ASSIGN_OR_RETURN(ComputedStep step, workload_->ComputeGradient(m->clock, batch, params_));
   R2SP_RETURN_IF_ERROR_WITH(exchanger_->FinishPull(), "pull");
   const absl::Duration stall = exchanger_->pull_stall() - stalled_before;
-  const absl::Duration worked = absl::Now() - start - stall;
+  const absl::Duration paced = step_ != nullptr ? step_->paced() : absl::ZeroDuration();
+  const absl::Duration worked = absl::Now() - start - stall - paced;
   absl::Duration target = worked;
   if (options_.emulate_ms_per_sample > 0) {
     target = std::max(target, absl::Milliseconds(options_.emulate_ms_per_sample * step.samples));
   }
   if (options_.compute_slowdown > 1.0) target = target * options_.compute_slowdown;
-  if (relay_ != nullptr) {
-    relay_->Replay(absl::FDivDuration(target, std::max(worked, absl::Nanoseconds(1))));
+  if (step_ != nullptr) {
+    step_->Finish(absl::FDivDuration(target, std::max(worked, absl::Nanoseconds(1))));
   }
   const absl::Duration left = start + stall + target - absl::Now();
   if (left > absl::ZeroDuration()) std::this_thread::sleep_for(absl::ToChronoNanoseconds(left));

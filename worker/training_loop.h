@@ -4,9 +4,10 @@
 //   spans and a progress line; after every epoch, the workload's test evaluation if it has one.
 // The batch size of each iteration is the exchanger's (fixed, or tuned by the scheduler). With
 // --overlap the workload's gradient-ready reports go to the exchanger during compute (held and
-// replayed over the stretched time when emulating), so pushes start during backward, and the
-// workload's forward waits for each part of the parameters the pull is still writing
-// (Exchanger::ParamsNeeded) where the workload can; that wait counts as pull time, not compute.
+// replayed over the stretched time when emulating: emulated_step.h), so pushes start during
+// backward, and the workload's forward waits for each part of the parameters the pull is still
+// writing (Exchanger::ParamsNeeded) where the workload can (paced as the emulated forward when
+// emulating); that wait counts as pull time, not compute.
 // RunTrainingLoop is the one-call form.
 #ifndef R2SP_WORKER_TRAINING_LOOP_H_
 #define R2SP_WORKER_TRAINING_LOOP_H_
@@ -19,6 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "worker/emulated_step.h"
 #include "worker/exchanger.h"
 #include "worker/run_log.h"
 #include "worker/workload.h"
@@ -81,15 +83,15 @@ struct LoopResult {
 // One run of the loop over a workload, an exchanger and the parameters they share.
 //
 // Owns what a run carries from step to step: the LoopResult being accounted, the start time,
-// the progress line's window and the relay of gradient-ready reports (--overlap). Borrows the
+// the progress line's window and the EmulatedStep that reports and reads pass through. Borrows the
 // workload, the exchanger, `params` (the model's size; holds the last pulled parameters once
 // Run returns) and `log` (may be null): they must outlive the TrainingLoop. While Run runs, the
-// workload calls back into the loop (gradient-ready reports) and into the exchanger (the
-// parameters forward needs); Run detaches both callbacks before it returns, error or not.
+// workload calls back into the loop (gradient-ready reports, the parameters forward needs);
+// Run detaches both callbacks before it returns, error or not.
 //
 // Thread-safety: not thread-safe. One thread (the workload's training thread) calls Run, once
 // per TrainingLoop; the workload's callbacks come within ComputeGradient (workload.h), so
-// the relay it owns needs no lock.
+// the EmulatedStep it owns needs no lock.
 class TrainingLoop {
  public:
   TrainingLoop(const LoopOptions& options, Workload* workload, Exchanger* exchanger,
@@ -104,11 +106,10 @@ class TrainingLoop {
   absl::StatusOr<LoopResult> Run();
 
  private:
-  class ReadyRelay;
   class Progress;
   struct Epoch;
 
-  // The workload's callbacks into the relay and the exchanger (--overlap), and their removal.
+  // The workload's callbacks into step_ (--overlap, overlapped pulls), and their removal.
   void Attach();
   void Detach();
   // The steps of epoch `epoch` after the first (planned, or steps_per_epoch).
@@ -138,8 +139,9 @@ class TrainingLoop {
   LoopResult result_;
   absl::Time start_;
   std::unique_ptr<Progress> progress_;
-  std::unique_ptr<ReadyRelay> relay_;  // with exchanger_->overlaps_backward()
-  bool forward_waits_ = false;         // the workload says which parameters forward needs
+  // With --overlap or overlapped pulls: backward's reports and forward's reads pass through it.
+  std::unique_ptr<EmulatedStep> step_;
+  bool forward_waits_ = false;  // the workload says which parameters forward needs
   // The final epoch's evaluation, left for after options_.settle: that epoch (0-based), or -1.
   int final_evaluation_epoch_ = -1;
 };
