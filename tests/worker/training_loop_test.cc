@@ -148,18 +148,19 @@ class BspCheckingWorkload : public Workload {
   GradientReady ready_;
 };
 
-// A forward overlapping the pull waits for each slice it reads: it never sees a stale weight,
-// also across an epoch's end, and the time the fast worker waits for the slow one's push counts
-// as pull time, not compute (nor is it taken from compute twice).
-TEST(TrainingLoopTest, ForwardOverlappingThePullReadsEachSliceOnceItIsPulled) {
-  const std::vector<proto::TensorSpec> model = SyntheticModel(4000, 2);
-  testing::InProcessJob job(Job(proto::BSP, 2), PlainSgd(), model);
-  ASSERT_OK(job.Start(std::vector<float>(4000, 0.0f)));
-  std::vector<LoopResult> results(2);
-  std::vector<int64_t> stale(2);
-  ASSERT_OK(job.OnEveryWorker([&](testing::JobWorker& w) -> absl::Status {
+// Two workers in bsp with --overlap and the pulls overlapping the next forward, each over a
+// BspCheckingWorkload (worker 1's compute delayed by `slow`), 6 steps in `epochs` epochs;
+// `slowdown`: worker 0's --compute_slowdown. Each worker's result and its stale reads.
+struct OverlappedRun {
+  std::vector<LoopResult> results = std::vector<LoopResult>(2);
+  std::vector<int64_t> stale = std::vector<int64_t>(2);
+};
+
+absl::Status RunOverlappedBsp(testing::InProcessJob& job, absl::Duration slow, int epochs,
+                              bool report_ready, double slowdown, OverlappedRun* run) {
+  return job.OnEveryWorker([&](testing::JobWorker& w) -> absl::Status {
     BspCheckingWorkload workload(w.rank(), w.params.size(),
-                                 absl::Milliseconds(w.rank() == 1 ? 40 : 0));
+                                 w.rank() == 1 ? slow : absl::ZeroDuration(), report_ready);
     ExchangerOptions mode;
     mode.sync = proto::BSP;
     mode.workers = 2;
@@ -169,14 +170,29 @@ TEST(TrainingLoopTest, ForwardOverlappingThePullReadsEachSliceOnceItIsPulled) {
     EXPECT_TRUE(exchanger.overlaps_pulls());
     LoopOptions loop;
     loop.rank = w.rank();
-    loop.epochs = 2;
-    loop.steps_per_epoch = 3;
+    loop.epochs = epochs;
+    loop.steps_per_epoch = 6 / epochs;
     loop.log_every = 0;
-    R2SP_ASSIGN_OR_RETURN(results[w.rank()], RunTrainingLoop(loop, &workload, &exchanger,
-                                                             w.params.data(), nullptr));
-    stale[w.rank()] = workload.stale;
+    if (w.rank() == 0) loop.compute_slowdown = slowdown;
+    R2SP_ASSIGN_OR_RETURN(run->results[w.rank()], RunTrainingLoop(loop, &workload, &exchanger,
+                                                                  w.params.data(), nullptr));
+    run->stale[w.rank()] = workload.stale;
     return absl::OkStatus();
-  }));
+  });
+}
+
+// A forward overlapping the pull waits for each slice it reads: it never sees a stale weight,
+// also across an epoch's end, and the time the fast worker waits for the slow one's push counts
+// as pull time, not compute (nor is it taken from compute twice).
+TEST(TrainingLoopTest, ForwardOverlappingThePullReadsEachSliceOnceItIsPulled) {
+  const std::vector<proto::TensorSpec> model = SyntheticModel(4000, 2);
+  testing::InProcessJob job(Job(proto::BSP, 2), PlainSgd(), model);
+  ASSERT_OK(job.Start(std::vector<float>(4000, 0.0f)));
+  OverlappedRun run;
+  ASSERT_OK(RunOverlappedBsp(job, absl::Milliseconds(40), /*epochs=*/2, /*report_ready=*/false,
+                             /*slowdown=*/1.0, &run));
+  const std::vector<LoopResult>& results = run.results;
+  const std::vector<int64_t>& stale = run.stale;
   for (int rank = 0; rank < 2; ++rank) {
     EXPECT_EQ(stale[rank], 0) << rank;
     EXPECT_EQ(results[rank].overlapped_pulls, 5) << rank;
@@ -200,29 +216,11 @@ TEST(TrainingLoopTest, EmulatedComputeDoesNotStretchTheWaitForAnOverlappedPull) 
   const std::vector<proto::TensorSpec> model = SyntheticModel(4000, 2);
   testing::InProcessJob job(Job(proto::BSP, 2), PlainSgd(), model);
   ASSERT_OK(job.Start(std::vector<float>(4000, 0.0f)));
-  std::vector<LoopResult> results(2);
-  std::vector<int64_t> stale(2);
-  ASSERT_OK(job.OnEveryWorker([&](testing::JobWorker& w) -> absl::Status {
-    BspCheckingWorkload workload(w.rank(), w.params.size(),
-                                 absl::Milliseconds(w.rank() == 1 ? 100 : 0),
-                                 /*report_ready=*/true);
-    ExchangerOptions mode;
-    mode.sync = proto::BSP;
-    mode.workers = 2;
-    mode.overlap = true;
-    mode.overlap_pulls = true;
-    Exchanger exchanger(mode, w.ps.get(), w.scheduler.get(), nullptr);
-    LoopOptions loop;
-    loop.rank = w.rank();
-    loop.epochs = 1;
-    loop.steps_per_epoch = 6;
-    loop.log_every = 0;
-    if (w.rank() == 0) loop.compute_slowdown = 5.0;
-    R2SP_ASSIGN_OR_RETURN(results[w.rank()], RunTrainingLoop(loop, &workload, &exchanger,
-                                                             w.params.data(), nullptr));
-    stale[w.rank()] = workload.stale;
-    return absl::OkStatus();
-  }));
+  OverlappedRun run;
+  ASSERT_OK(RunOverlappedBsp(job, absl::Milliseconds(100), /*epochs=*/1, /*report_ready=*/true,
+                             /*slowdown=*/5.0, &run));
+  const std::vector<LoopResult>& results = run.results;
+  const std::vector<int64_t>& stale = run.stale;
   EXPECT_EQ(stale[0], 0);
   EXPECT_EQ(results[0].overlapped_pulls, 5);
   EXPECT_GE(results[0].compute_seconds, 6 * 0.02);  // 4 ms of sleeps, 5x
