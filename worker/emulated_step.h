@@ -1,5 +1,6 @@
 // The compute phase of an emulated slower machine (--emulate_ms_per_sample, --compute_slowdown):
-// the workload really computes for `worked` and the loop makes the step last its `target`.
+// the workload's real compute is short and the loop makes the step last its target
+// (TrainingLoop::Compute).
 // Backward really ends early and the sleep after it stands for the rest, so the pieces of work
 // that start inside the compute are moved to where that machine would have reached them:
 // - backward's gradient-ready reports are held and replayed over the stretched compute at the
@@ -43,8 +44,9 @@ class EmulatedStep {
   // Slept this step before reads (emulated compute, not the workload's own).
   absl::Duration paced() const { return paced_; }
   // The compute is done and is to last `stretch` times the real compute (without the pull
-  // stall and paced()): replays the held reports at
-  // their stretched times, sleeping between; the stretch paces the next step's reads.
+  // stall and paced()): replays the held reports at their stretched times, sleeping between.
+  // The stretch paces the next step's reads (a step whose real compute differs much from the
+  // last one's can end a little past its target).
   void Finish(double stretch);
 
  private:
