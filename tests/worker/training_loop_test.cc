@@ -156,9 +156,9 @@ struct OverlappedRun {
   std::vector<int64_t> stale = std::vector<int64_t>(2);
 };
 
-absl::Status RunOverlappedBsp(testing::InProcessJob& job, absl::Duration slow, int epochs,
+absl::Status RunOverlappedBsp(testing::InProcessJob* job, absl::Duration slow, int epochs,
                               bool report_ready, double slowdown, OverlappedRun* run) {
-  return job.OnEveryWorker([&](testing::JobWorker& w) -> absl::Status {
+  return job->OnEveryWorker([&](testing::JobWorker& w) -> absl::Status {
     BspCheckingWorkload workload(w.rank(), w.params.size(),
                                  w.rank() == 1 ? slow : absl::ZeroDuration(), report_ready);
     ExchangerOptions mode;
@@ -189,7 +189,7 @@ TEST(TrainingLoopTest, ForwardOverlappingThePullReadsEachSliceOnceItIsPulled) {
   testing::InProcessJob job(Job(proto::BSP, 2), PlainSgd(), model);
   ASSERT_OK(job.Start(std::vector<float>(4000, 0.0f)));
   OverlappedRun run;
-  ASSERT_OK(RunOverlappedBsp(job, absl::Milliseconds(40), /*epochs=*/2, /*report_ready=*/false,
+  ASSERT_OK(RunOverlappedBsp(&job, absl::Milliseconds(40), /*epochs=*/2, /*report_ready=*/false,
                              /*slowdown=*/1.0, &run));
   const std::vector<LoopResult>& results = run.results;
   const std::vector<int64_t>& stale = run.stale;
@@ -217,7 +217,7 @@ TEST(TrainingLoopTest, EmulatedComputeDoesNotStretchTheWaitForAnOverlappedPull) 
   testing::InProcessJob job(Job(proto::BSP, 2), PlainSgd(), model);
   ASSERT_OK(job.Start(std::vector<float>(4000, 0.0f)));
   OverlappedRun run;
-  ASSERT_OK(RunOverlappedBsp(job, absl::Milliseconds(100), /*epochs=*/1, /*report_ready=*/true,
+  ASSERT_OK(RunOverlappedBsp(&job, absl::Milliseconds(100), /*epochs=*/1, /*report_ready=*/true,
                              /*slowdown=*/5.0, &run));
   const std::vector<LoopResult>& results = run.results;
   const std::vector<int64_t>& stale = run.stale;

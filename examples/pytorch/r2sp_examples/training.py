@@ -51,8 +51,8 @@ def parser(description, default_lr):
                         "r2sp._core.builtin_parameters: the script then trains the numbers the "
                         "built-in model does)")
     p.add_argument("--device", default="cpu",
-                   help="cpu, or cuda[:N] (cuda: the GPU LOCAL_RANK names modulo the GPUs, else 0); the model "
-                        "and batches live there")
+                   help="cpu, or cuda[:N] (cuda: the GPU LOCAL_RANK names modulo the GPUs, "
+                        "else 0); the model and batches live there")
     p.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: torch's)")
     p.add_argument("--max_steps", type=int, help="stop after this many steps (default 0: all "
                    "epochs; r2sp: the job's)")
@@ -125,8 +125,10 @@ def device_for(name, environ=os.environ, cuda_devices=None):
     machine share them as C++ workers do. SetupError when torch sees no CUDA device or not N."""
     if name == "cpu":
         return torch.device("cpu")
-    count = torch.cuda.device_count() if cuda_devices is None else cuda_devices
-    if count == 0 or (cuda_devices is None and not torch.cuda.is_available()):
+    count = cuda_devices
+    if count is None:
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if count == 0:
         raise backends.SetupError(f"--device={name}: torch sees no CUDA device "
                                   "(torch.cuda.is_available() is False)")
     if name == "cuda":
