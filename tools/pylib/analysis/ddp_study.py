@@ -9,7 +9,8 @@ tools/compare_modes command lines, and what each setting's results say about its
               and ddp+fp16; goal: the best R2SP configuration >= 1.0x the best DDP one in
               samples/s and in time to the target
   servers_N   study 1's placement: N dedicated servers behind 419 Mbit/s links, workers on
-              1 Gbit/s; r2sp against ddp, for each N: where R2SP matches DDP
+              1 Gbit/s; r2sp and r2sp+fp16 with overlap against ddp, for each N: where the
+              best R2SP configuration matches DDP
   straggler   one worker 2x slower (its pacing doubled), no hetero batching; ssp and asp
               against ddp
 Every setting runs the same PyTorch script in every configuration, --repeats times,
@@ -85,7 +86,8 @@ def settings(o):
         result.append(Setting(
             f"servers_{n}", f"3. Dedicated servers: {n} behind 419 Mbit/s, workers on 1 Gbit/s",
             _with_pace(_common(o), o.ms_per_sample) + [
-                f"--servers={n}", "--modes=r2sp,ddp",
+                f"--servers={n}", "--modes=r2sp,r2sp+fp16@overlap,ddp",
+                "--variant=overlap=--overlap",
                 "--net=--server_link=419mbit --worker_link=1gbit"]))
     result.append(Setting(
         "straggler", "4. One worker 2x slower, no hetero batching",
@@ -154,10 +156,12 @@ def goal_lines(name, runs):
             items.append(f"{name}_best_r2sp_vs_best_ddp_{key.split('_')[0]}={_fmt(ratio)}")
         return lines, items
     if name.startswith("servers_"):
-        ratio = median_ratio(runs, "r2sp", "ddp", "samples_per_s")
-        return ([f"r2sp / ddp samples/s {_fmt(ratio)} with {name.split('_')[1]} servers "
+        best, ratio = best_r2sp_vs_ddp(runs)
+        # Three places: a median of 0.995 is below DDP and must not print as 1.00.
+        return ([f"best R2SP ({best}) / ddp samples/s {_fmt(ratio, '{:.3f}')} with "
+                 f"{name.split('_')[1]} servers "
                  f"({'matches' if ratio is not None and ratio >= 1.0 else 'below'} DDP)"],
-                [f"{name}_r2sp_vs_ddp={_fmt(ratio)}"])
+                [f"{name}_r2sp_vs_ddp={_fmt(ratio, '{:.3f}')}"])
     lines, items = [], []
     for mode in (m for m in modes if m != "ddp"):
         ratio = median_ratio(runs, mode, "ddp", "job_samples_per_s")
@@ -165,6 +169,13 @@ def goal_lines(name, runs):
         lines.append(f"{mode} / ddp: job samples/s {_fmt(ratio)}, time to target {_fmt(tta)}")
         items.append(f"{name}_{mode}_vs_ddp_job={_fmt(ratio)}")
     return lines, items
+
+
+def best_r2sp_vs_ddp(runs):
+    """The R2SP configuration with the best median samples/s over the runs, and the median of
+    its samples/s over ddp's ((None, None) if none has figures)."""
+    best = _best(runs, [m for m in runs[0] if not m.startswith("ddp")], "samples_per_s")
+    return best, (median_ratio(runs, best, "ddp", "samples_per_s") if best else None)
 
 
 def servers_to_match(ratios):

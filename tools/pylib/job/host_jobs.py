@@ -65,19 +65,21 @@ def launch_argv(job, bin_dir, run_dir):
 
 
 def steady_bytes_per_s(rows, skip=2):
-    """Bytes pushed and pulled per second by all workers together after each one's first
-    `skip` iterations: their bytes over the span from the earliest of those iterations' end to
-    the last iteration's end (0 if the span is empty)."""
+    """Bytes pushed and pulled per second by all workers together in the steady window: from
+    the earliest end of a worker's first `skip` iterations to the last iteration's end, every
+    iteration that ended inside it counted, whoever ran it (a worker that started late still
+    moves bytes in the window: counting only each worker's own steady iterations undercounts
+    a job whose workers are staggered, as 1,024 threads on 2 cores are). 0 if no worker got
+    past its first `skip` + 1 iterations."""
     by_worker = {}
     for r in rows:
         by_worker.setdefault(r["worker"], []).append(r)
-    start, end, moved = float("inf"), float("-inf"), 0
-    for mine in by_worker.values():
-        mine.sort(key=lambda r: r["t"])
-        if len(mine) <= skip + 1:
-            continue
-        start, end = min(start, mine[skip]["t"]), max(end, mine[-1]["t"])
-        moved += sum(r["push_bytes"] + r["pull_bytes"] for r in mine[skip + 1:])
+    ends = [sorted(r["t"] for r in mine) for mine in by_worker.values()]
+    steady = [e for e in ends if len(e) > skip + 1]
+    if not steady:
+        return 0.0
+    start, end = min(e[skip] for e in steady), max(e[-1] for e in steady)
+    moved = sum(r["push_bytes"] + r["pull_bytes"] for r in rows if start < r["t"] <= end)
     return moved / (end - start) if end > start else 0.0
 
 

@@ -27,6 +27,7 @@ class Simulation:
         seeds = random.Random(scenario.seed)
         self.workers = [Worker(r, scenario, b, random.Random(seeds.getrandbits(64)))
                         for r, b in enumerate(self._batches())]
+        self.order_rng = random.Random(seeds.getrandbits(64))   # servers' orders of a release
         self.live = len(self.workers)   # workers not finished
         self.mode = modes.make(scenario, self)
 
@@ -87,13 +88,23 @@ class Simulation:
         w.last_push_s = done - issue
         self.loop.at(done, then, w)
 
-    def pull(self, w, now, ready=0.0, predict=False, then=None):
-        """Pulls for w's next iteration at `now`, served no sooner than `ready`. Without
-        `then` the iteration ends with the pull (with overlap, when it is issued) and the next
-        compute starts; else then(w) is called when it lands."""
+    def pull_released(self, workers, now, ready):
+        """bsp's release: the parked pulls of `workers`, served no sooner than `ready`. On a
+        shared host each server serves them in an order of its own (Network.serve_released);
+        else worker by worker."""
+        served = (self.net.serve_released(workers, now, ready, False, self.order_rng)
+                  if self.host else {})
+        for w in workers:
+            self.pull(w, now, ready, served=served.get(w.rank))
+
+    def pull(self, w, now, ready=0.0, predict=False, then=None, served=None):
+        """Pulls for w's next iteration at `now`, served no sooner than `ready` (`served`: when
+        each server served it, if already decided). Without `then` the iteration ends with the
+        pull (with overlap, when it is issued) and the next compute starts; else then(w) is
+        called when it lands."""
         if ready > now:
             w.wait_now += ready - now
-        done = self.net.pull(w, now, ready, predict)
+        done = self.net.pull(w, now, ready, predict, served)
         if then is not None:
             self.loop.at(done, then, w)
         elif self.sc.overlap:

@@ -1,20 +1,19 @@
 """The simulator against real jobs on this machine (tools/bench/simulator_check; docs/RESULTS.md,
-8.4): the calibration of a job that shares one host, measured by three small jobs, and each
-measured job as a Scenario the simulator runs.
+8.4): the calibration of a job that shares one host, measured by two small jobs at each worker
+count, and each measured job as a Scenario the simulator runs.
 
-The three calibration jobs (HostJob-like records with their figures):
-  saturate  asp with no compute, as many workers as the job it calibrates: every worker pushes
-            and pulls as fast as it can, so the job's CPU is busy moving bytes: host_cores is
-            the cores it got (rounded, at least 1; the machine has 2, and other users) and
-            host_cpu_s_per_byte those cores over the bytes per second it moved (both ends,
-            every process, and what other users left it: it grows with the threads and
-            processes, so it is measured at each worker count);
-  lone      r2sp with long compute: pushes alone under the slot, pulls mostly alone: the fixed
-            cost of a push or pull (op_overhead_s) is their mean less the model's time for
-            the same bytes on an idle host;
+The calibration jobs (HostJob-like records with their figures), each with as many workers as
+the jobs it calibrates, since what a byte and a message cost grows with the threads, processes
+and heartbeats the host carries:
+  saturate  asp with no compute: every worker pushes and pulls as fast as it can, so the job's
+            CPU is busy moving bytes: host_cores is the cores it got (rounded, at least 1; the
+            machine has 2, and other users) and host_cpu_s_per_byte those cores over the bytes
+            per second it moved (both ends, every process, and what other users left it);
   ring      r2sp with short compute: the slot is release-bound, each grant waits for the
-            holder's push, so the grants' mean spacing is a push plus two scheduler messages
-            (control_s each way)."""
+            holder's push, so pushes go one at a time and pulls mostly alone: the fixed cost of
+            a push or pull (op_overhead_s) is their mean less the model's time for the same
+            bytes on an idle host, and the grants' mean spacing is a push plus two scheduler
+            messages (control_s each way)."""
 
 import json
 import math
@@ -35,8 +34,8 @@ def lone_op_s(cores, servers, share_bytes, cpu_s_per_byte):
     return math.ceil(servers / cores) * share_bytes * cpu_s_per_byte
 
 
-def calibrate(saturate, lone, ring, servers, model_bytes):
-    """The Calibration of this host from the three calibration jobs' figures (job_cores,
+def calibrate(saturate, ring, servers, model_bytes):
+    """The Calibration of this host from the calibration jobs' figures (job_cores,
     bytes_per_s, push_s, pull_s and gap_achieved_ms as host_jobs.JobFigures has them), for
     jobs on `servers` servers of a `model_bytes` model. ValueError if a figure is missing."""
     if saturate.bytes_per_s <= 0 or ring.gap_achieved_ms <= 0:
@@ -44,7 +43,7 @@ def calibrate(saturate, lone, ring, servers, model_bytes):
     cores = max(1, round(saturate.job_cores))
     per_byte = cores / saturate.bytes_per_s
     lone_s = lone_op_s(cores, servers, model_bytes / servers, per_byte)
-    overhead = max(0.0, (lone.push_s + lone.pull_s) / 2 - lone_s)
+    overhead = max(0.0, (ring.push_s + ring.pull_s) / 2 - lone_s)
     control = max(0.0, (ring.gap_achieved_ms / 1000 - ring.push_s) / 2)
     return Calibration(link_efficiency=1.0, op_overhead_s=overhead, control_s=control,
                        server_cpu_s_per_byte=0.0, host_cores=cores,
@@ -63,16 +62,22 @@ def scenario(job, calibration, compute_s, compute_cv):
 
 TOLERANCE = 0.10  # |simulated / measured - 1| for the entries expected to match
 
-# The calibration jobs (host_jobs.HostJob's fields); "saturate" runs at each worker count.
-LONE = dict(workers=16, mode="r2sp", compute_ms=200, iterations=30)
-RING = dict(workers=16, mode="r2sp", compute_ms=10, iterations=40)
+# The calibration jobs (host_jobs.HostJob's fields), run at each worker count.
+RING = dict(mode="r2sp", compute_ms=10)
 SATURATE = dict(mode="asp", compute_ms=0)
+
+
+def ring_iterations(workers):
+    """The ring job's iterations: about 2,560 grants in all (a second or two at 64 workers),
+    at least 8."""
+    return max(8, 2560 // workers)
 
 
 def saturate_iterations(workers):
     """The saturating job's iterations: about 3,840 pushes and pulls in all (a few seconds
-    here, long enough for the CPU meter), at least 5."""
-    return max(5, 3840 // workers)
+    here, long enough for the CPU meter), at least 10: with 5 (2 steady after the first 3)
+    1,024 threads on 2 cores ran so staggered that the steady window held little of the job."""
+    return max(10, 3840 // workers)
 
 
 class Figures:
@@ -91,13 +96,13 @@ def calibration_of(data, workers):
     """The Calibration a recorded data set (tools/simulate_data/host_runs.json) gives for jobs
     of `workers` workers. ValueError naming a missing calibration job."""
     jobs = data["calibration_jobs"]
-    names = ("lone", "ring", f"saturate_{workers}")
+    names = (f"ring_{workers}", f"saturate_{workers}")
     missing = [n for n in names if n not in jobs]
     if missing:
         raise ValueError(f"no calibration job {', '.join(missing)} in the data: rerun "
                          "tools/bench/simulator_check with that worker count")
-    lone, ring, sat = (Figures(jobs[n]["figures"]) for n in names)
-    return calibrate(sat, lone, ring, data["servers"], data["model_mb"] * 2**20)
+    ring, sat = (Figures(jobs[n]["figures"]) for n in names)
+    return calibrate(sat, ring, data["servers"], data["model_mb"] * 2**20)
 
 
 def check_entry(data, entry):

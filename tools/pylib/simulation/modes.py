@@ -51,9 +51,10 @@ class Bsp(Policy):
             return
         now = self.loop.now
         ready = self.sim.net.apply_clock(now)
-        for w in self.parked.pop(clock):
+        released = self.parked.pop(clock)
+        for w in released:
             w.end_wait(now)
-            self.sim.pull(w, now, ready)
+        self.sim.pull_released(released, now, ready)
 
     def on_finished(self, w):
         for clock in list(self.parked):

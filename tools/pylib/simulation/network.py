@@ -55,25 +55,44 @@ class Network:
             done = max(done, applied + server.ingress.latency_s)
         return max(done, not_before) + cal.op_overhead_s
 
-    def pull(self, worker, now, ready=0.0, predict=False):
+    def _serve(self, server, now, ready, predict):
+        """Server's CPU work for one pull share asked at `now`, served no earlier than `ready`;
+        returns when it is served."""
+        cpu = self.cal.server_cpu_s_per_byte if predict else 0.0
+        nbytes = server.share * self.sc.model_bytes * self.pull_ratio
+        asked = max(now + server.egress.latency_s, ready)
+        return server.work(asked, nbytes / self.pull_ratio * cpu
+                           + nbytes * self.cal.host_cpu_s_per_byte)
+
+    def serve_released(self, workers, now, ready, predict, rng):
+        """The servers' work for pulls parked until `ready` and released together (bsp's
+        clock), when every server serves them in an order of its own (`rng`'s shuffles),
+        the servers taking turns: {rank: {server index: when served}}. On one host hundreds
+        of worker threads race to each server, so a worker's place differs from server to
+        server and most pulls end near the burst's end, as measured (docs/RESULTS.md, 8.4)."""
+        orders = [rng.sample(workers, len(workers)) for _ in self.servers]
+        served = {w.rank: {} for w in workers}
+        for k in range(len(workers)):
+            for server, order in zip(self.servers, orders):
+                served[order[k].rank][server.index] = self._serve(server, now, ready, predict)
+        return served
+
+    def pull(self, worker, now, ready=0.0, predict=False, served=None):
         """Issues worker's pull at `now`, served by each server no earlier than `ready` (bsp's
         clock, easgd's round); r2sp's predicted weights cost a pass on the server's CPU.
+        `served`: when each server (by index) served its share, if serve_released did.
         Returns when every share has arrived."""
-        cal = self.cal
         eff = self.efficiency()
         shares, total = self._shares(worker, self.pull_ratio)
-        cpu = cal.server_cpu_s_per_byte if predict else 0.0
         first = now
         ends = []
         for server, nbytes, _ in shares:
-            asked = max(now + server.egress.latency_s, ready)
-            served = server.work(asked, nbytes / self.pull_ratio * cpu
-                                 + nbytes * cal.host_cpu_s_per_byte)
-            start, end = reserve(server.egress, served, nbytes, eff)
+            done = served[server.index] if served else self._serve(server, now, ready, predict)
+            start, end = reserve(server.egress, done, nbytes, eff)
             first = min(first, start) if ends else start
             ends.append(end + server.egress.latency_s + worker.down.latency_s)
         _, w_end = reserve(worker.down, first, total, eff)
-        return max(ends + [w_end]) + cal.op_overhead_s
+        return max(ends + [w_end]) + self.cal.op_overhead_s
 
     def apply_clock(self, now):
         """bsp and easgd: each server's update once a clock's (round's) pushes are in; returns

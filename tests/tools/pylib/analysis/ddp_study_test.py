@@ -40,8 +40,9 @@ class SettingsTest(unittest.TestCase):
             "--variant=overlap=--overlap", "--net=--colocate --worker_link=419mbit"])
         self.assertIn("--worker_flags=--batch_size=64 --epochs=3 --emulate_ms_per_sample=4",
                       by_name["links_1gbit"])
-        self.assertEqual(by_name["servers_2"][-3:], [
-            "--servers=2", "--modes=r2sp,ddp", "--net=--server_link=419mbit --worker_link=1gbit"])
+        self.assertEqual(by_name["servers_2"][-4:], [
+            "--servers=2", "--modes=r2sp,r2sp+fp16@overlap,ddp", "--variant=overlap=--overlap",
+            "--net=--server_link=419mbit --worker_link=1gbit"])
         self.assertEqual(by_name["straggler"][-3:], [
             "--servers=1", "--modes=ssp,asp,ddp", "--worker_flags_for=3:--emulate_ms_per_sample=8"])
 
@@ -87,9 +88,18 @@ class GoalTest(unittest.TestCase):
                                  "links_1gbit_best_r2sp_vs_best_ddp_time=0.83"])
 
     def test_servers_and_where_r2sp_matches(self):
-        lines, items = ddp_study.goal_lines("servers_2", [{"r2sp": fig(90), "ddp": fig(100)}])
-        self.assertEqual(lines, ["r2sp / ddp samples/s 0.90 with 2 servers (below DDP)"])
-        self.assertEqual(items, ["servers_2_r2sp_vs_ddp=0.90"])
+        runs = [{"r2sp": fig(90), "r2sp+fp16@overlap": fig(95), "ddp": fig(100)},
+                {"r2sp": fig(80), "r2sp+fp16@overlap": fig(110), "ddp": fig(100)},
+                {"r2sp": fig(85), "r2sp+fp16@overlap": fig(70), "ddp": fig(100)}]
+        lines, items = ddp_study.goal_lines("servers_2", runs)
+        self.assertEqual(lines, ["best R2SP (r2sp+fp16@overlap) / ddp samples/s 0.950 with 2 "
+                                 "servers (below DDP)"])
+        self.assertEqual(items, ["servers_2_r2sp_vs_ddp=0.950"])
+        # Just below DDP reads as below, not as 1.00.
+        close = [{"r2sp": fig(199), "ddp": fig(200)}]
+        self.assertEqual(ddp_study.goal_lines("servers_1", close)[0],
+                         ["best R2SP (r2sp) / ddp samples/s 0.995 with 1 servers (below DDP)"])
+        self.assertEqual(ddp_study.best_r2sp_vs_ddp(runs), ("r2sp+fp16@overlap", 0.95))
         self.assertEqual(ddp_study.servers_to_match({1: 0.7, 2: 1.02, 4: 1.3}), 2)
         self.assertIsNone(ddp_study.servers_to_match({1: 0.7, 2: None}))
 

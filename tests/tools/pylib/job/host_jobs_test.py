@@ -30,13 +30,23 @@ class LaunchArgvTest(unittest.TestCase):
 
 class FiguresTest(unittest.TestCase):
     def test_steady_bytes_per_s(self):
-        # Iterations ending 1 s apart; each worker's third iteration starts the span (3.0 and
-        # 3.5: 3.0), and those after it count: worker 0's at 4.0, worker 1's at 4.5 (the end).
+        # Iterations ending 1 s apart; the earliest third iteration's end starts the window
+        # (3.0 and 3.5: 3.0), and every iteration ending after it counts: worker 0's at 4.0,
+        # worker 1's at 3.5 and 4.5 (the end).
         rows = [row(0, t) for t in (1.0, 2.0, 3.0, 4.0)] + [row(1, t) for t in (1.5, 2.5, 3.5, 4.5)]
-        self.assertEqual(host_jobs.steady_bytes_per_s(rows), 2 * 200 / 1.5)
-        # A worker with no iteration past its third is left out; none at all: 0.
-        self.assertEqual(host_jobs.steady_bytes_per_s(rows[:4] + rows[4:7]), 200 / 1.0)
+        self.assertEqual(host_jobs.steady_bytes_per_s(rows), 3 * 200 / 1.5)
+        # A worker with no iteration past its third sets no bound but its iterations in the
+        # window count (3.5); none at all: 0.
+        self.assertEqual(host_jobs.steady_bytes_per_s(rows[:4] + rows[4:7]), 2 * 200 / 1.0)
         self.assertEqual(host_jobs.steady_bytes_per_s(rows[:3]), 0.0)
+
+    def test_steady_bytes_count_a_late_workers_first_iterations(self):
+        # Worker 1 starts late (its iterations at 3.2, 3.4, 3.6, 3.8): the window is 3.0..4.0
+        # and it moved 4 iterations' bytes in it, worker 0 one. Counting each worker's own
+        # steady iterations only (0's at 4.0, 1's at 3.8) would give 2 x 200 per second.
+        rows = ([row(0, t) for t in (1.0, 2.0, 3.0, 4.0)]
+                + [row(1, t) for t in (3.2, 3.4, 3.6, 3.8)])
+        self.assertEqual(host_jobs.steady_bytes_per_s(rows), 5 * 200 / 1.0)
 
     def test_figures(self):
         rows = ([row(0, float(t), compute=0.4, push=0.01) for t in range(1, 6)]

@@ -1,6 +1,7 @@
 """tools/pylib/simulation/engine.py and the modes: iteration times computed by hand on one
 10 MB/s server link (1 MB takes 0.1 s) with no overheads, r2sp's slots, determinism."""
 
+import random
 import unittest
 
 from pylib.simulation.engine import Simulation
@@ -147,6 +148,25 @@ class SharedHostTest(unittest.TestCase):
                 self.assertAlmostEqual(ends[0], 1.0 + 2 * op_s, places=12)
                 self.assertAlmostEqual(ends[5] - ends[4], 1.0 + 2 * op_s, places=12)
                 self.assertAlmostEqual(sim.host.busy_s, 6 * 2 * 2 * 2**20 * 1e-9, places=9)
+
+    def test_a_bsp_release_on_one_host_serves_each_server_in_its_own_order(self):
+        # 8 workers, 4 servers of 1 MB on 1 core at 1 ns a byte: each pull share costs 1 ms.
+        # The servers take turns (0, 1, 2, 3, 0, ...), each through its own shuffle of the
+        # workers: the k-th round's share of server s is served at (4k + s + 1) ms.
+        cal = Calibration(link_efficiency=1.0, op_overhead_s=0.0, control_s=0.0,
+                          server_cpu_s_per_byte=0.0, host_cores=1, host_cpu_s_per_byte=1e-9)
+        sim = Simulation(scenario(mode="bsp", workers=8, servers=4, model_bytes=4e6,
+                                  partition_bytes=1e6, server_link_bps=None, calibration=cal))
+        served = sim.net.serve_released(sim.workers, 0.0, 0.0, False, random.Random(7))
+        rng = random.Random(7)
+        orders = [rng.sample(sim.workers, 8) for _ in range(4)]
+        for s, order in enumerate(orders):
+            for k, w in enumerate(order):
+                self.assertAlmostEqual(served[w.rank][s], (4 * k + s + 1) * 1e-3, places=12)
+        # Worker by worker (as a machine per server would serve it) worker 0 would be done at
+        # 4 ms; here a pull is done when its last share is, mostly near the 32 ms burst's end.
+        done = sorted(round(max(v.values()) * 1e3) for v in served.values())
+        self.assertEqual(done, [13, 17, 25, 27, 28, 29, 30, 32])   # mean 25 ms against 18
 
     def test_without_a_host_each_server_has_its_core(self):
         sim = Simulation(scenario(mode="asp"))

@@ -9,8 +9,9 @@ import unittest
 from pylib.simulation import host_check
 import junit_main
 
-# Entries documented as not matched (docs/RESULTS.md, 8.4), each with its note.
-NOT_MATCHED = {"bsp_1024", "asp_1024", "r2sp_1024"}
+# Entries documented as not matched (docs/RESULTS.md, 8.4), each with its note: none since the
+# data set of 2026-11-27 14:33 (ring and saturate calibration jobs at each worker count).
+NOT_MATCHED = set()
 
 
 def figures(**kw):
@@ -28,25 +29,32 @@ class CalibrateTest(unittest.TestCase):
         self.assertAlmostEqual(host_check.lone_op_s(3, 4, 16384, 1e-8), 2 * 16384e-8)
 
     def test_calibration(self):
-        cal = host_check.calibrate(figures(), figures(), figures(), servers=4, model_bytes=65536)
+        cal = host_check.calibrate(figures(), figures(), servers=4, model_bytes=65536)
         self.assertEqual(cal.host_cores, 1)                   # 1.2 cores, rounded
         self.assertAlmostEqual(cal.host_cpu_s_per_byte, 1 / 2e8)
-        # The lone op's 0.9 ms less the model's 4 x 16 KiB x 5 ns = 0.32768 ms.
+        # The ring job's mean op, 0.9 ms, less the model's 4 x 16 KiB x 5 ns = 0.32768 ms.
         self.assertAlmostEqual(cal.op_overhead_s, 0.0009 - 4 * 16384 * 5e-9)
         self.assertAlmostEqual(cal.control_s, (0.0016 - 0.001) / 2)
         self.assertEqual((cal.link_efficiency, cal.server_cpu_s_per_byte), (1.0, 0.0))
-        two = host_check.calibrate(figures(job_cores=1.7), figures(), figures(), 4, 65536)
+        two = host_check.calibrate(figures(job_cores=1.7), figures(), 4, 65536)
         self.assertEqual(two.host_cores, 2)
         self.assertAlmostEqual(two.host_cpu_s_per_byte, 2 / 2e8)
 
     def test_overheads_never_negative(self):
-        cal = host_check.calibrate(figures(bytes_per_s=1e6), figures(push_s=0.0),
-                                   figures(gap_achieved_ms=0.5), 4, 65536)
+        cal = host_check.calibrate(figures(bytes_per_s=1e6),
+                                   figures(push_s=0.0007, pull_s=0.0, gap_achieved_ms=0.5),
+                                   4, 65536)
         self.assertEqual((cal.op_overhead_s, cal.control_s), (0.0, 0.0))
+
+    def test_saturating_jobs_run_long_enough_to_be_steady(self):
+        self.assertEqual([host_check.saturate_iterations(w) for w in (16, 64, 256, 1024, 4096)],
+                         [240, 60, 15, 10, 10])
+        self.assertEqual([host_check.ring_iterations(w) for w in (16, 64, 256, 1024)],
+                         [160, 40, 10, 8])
 
     def test_missing_figures(self):
         with self.assertRaisesRegex(ValueError, "rerun them"):
-            host_check.calibrate(figures(bytes_per_s=0), figures(), figures(), 4, 65536)
+            host_check.calibrate(figures(bytes_per_s=0), figures(), 4, 65536)
 
 
 class RecordedRunsTest(unittest.TestCase):
@@ -78,8 +86,8 @@ class RecordedRunsTest(unittest.TestCase):
 
     def test_a_missing_calibration_job_is_named(self):
         data = copy.deepcopy(host_check.load())
-        del data["calibration_jobs"]["lone"]
-        with self.assertRaisesRegex(ValueError, "no calibration job lone"):
+        del data["calibration_jobs"]["ring_64"]
+        with self.assertRaisesRegex(ValueError, "no calibration job ring_64"):
             host_check.check_entry(data, data["entries"][0])
 
 
