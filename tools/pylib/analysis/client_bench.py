@@ -35,6 +35,10 @@ def parse_args(argv):
                    help="throughput: MODE@NAME's workers also get FLAGS, e.g. "
                    "--variant=pulls_after='--nooverlap_pulls' (repeatable), so one run "
                    "interleaves an A/B of worker flags")
+    p.add_argument("--scheduler_variant", action="append", default=[], metavar="NAME=FLAGS",
+                   help="throughput: MODE@NAME's scheduler also gets FLAGS, e.g. "
+                   "--scheduler_variant=fc='--r2sp_order=first_come' (repeatable; a NAME may "
+                   "also be a --variant's, its workers then getting that one's flags)")
     p.add_argument("--processes", default="2,4", help="throughput: process counts")
     p.add_argument("--threads", type=int, default=1, help="torch/worker threads per process")
     p.add_argument("--emulate_ms_per_sample", type=float, default=0.0,
@@ -44,6 +48,8 @@ def parse_args(argv):
                    "'--overlap --nooverlap_pulls' for the A/B of overlapped pulls)")
     p.add_argument("--servers", type=int, default=1)
     p.add_argument("--server_flags", default="--lr=0.01 --momentum=0.9")
+    p.add_argument("--scheduler_flags", default="", help="more flags for every R2SP job's "
+                   "scheduler")
     p.add_argument("--python", default="/usr/bin/python3", help="the Python with torch")
     p.add_argument("--bin_dir", default="", help="built binaries (default: bazel -c opt's)")
     p.add_argument("--out", default="", help="directory for the runs and result.json "
@@ -69,12 +75,15 @@ def check(args):
     if unknown or not args.measure:
         raise ValueError(f"--measure: {','.join(unknown) or 'nothing'} is not one of "
                          f"{', '.join(MEASUREMENTS)}")
-    args.variants = parse_variants(args.variant)
+    args.variants = parse_variants(args.variant, "--variant")
+    args.scheduler_variants = parse_variants(args.scheduler_variant, "--scheduler_variant")
+    named = set(args.variants) | set(args.scheduler_variants)
     bad = [m for m in args.modes if split_mode(m)[0] not in MODES
-           or ("@" in m and split_mode(m)[1] not in args.variants)]
+           or ("@" in m and split_mode(m)[1] not in named)]
     if not args.modes or bad:
         raise ValueError(f"--modes must be a list of {', '.join(MODES)}, each optionally "
-                         f"@VARIANT of a --variant; not {', '.join(bad) or 'nothing'}")
+                         f"@VARIANT of a --variant or --scheduler_variant; not "
+                         f"{', '.join(bad) or 'nothing'}")
     if not args.processes or min(args.processes) < 1:
         raise ValueError("--processes must be a list of counts >= 1, e.g. 2,4")
     if args.repeats < 3:
@@ -86,14 +95,14 @@ def check(args):
         raise ValueError("--skip must be in [0, --steps)")
 
 
-def parse_variants(items):
-    """{name: flags} of --variant NAME=FLAGS items; ValueError for one without a name."""
+def parse_variants(items, option="--variant"):
+    """{name: flags} of `option` NAME=FLAGS items; ValueError for one without a name."""
     variants = {}
     for item in items:
         name, eq, flags = item.partition("=")
         if not eq or not name.isidentifier():
-            raise ValueError(f"--variant={item}: write NAME=FLAGS, NAME a word, e.g. "
-                             "--variant=pulls_after=--nooverlap_pulls")
+            raise ValueError(f"{option}={item}: write NAME=FLAGS, NAME a word, e.g. "
+                             f"{option}=pulls_after=--nooverlap_pulls")
         variants[name] = flags
     return variants
 

@@ -45,6 +45,10 @@ class OptionsTest(unittest.TestCase):
                          (["asp", "asp@after"], {"after": "--nooverlap_pulls",
                                                  "fp16": "--push_codec=fp16 --overlap"}))
         self.assertEqual(client_bench.split_mode("r2sp@fp16"), ("r2sp", "fp16"))
+        b = client_bench.parse_args(["--modes=r2sp,r2sp@fc",
+                                     "--scheduler_variant=fc=--r2sp_order=first_come"])
+        self.assertEqual((b.variants, b.scheduler_variants),
+                         ({}, {"fc": "--r2sp_order=first_come"}))
         self.assertEqual(client_bench.split_mode("bsp"), ("bsp", ""))
 
     def test_bad_options_are_refused(self):
@@ -52,9 +56,14 @@ class OptionsTest(unittest.TestCase):
                  (["--measure=latency"], "--measure: latency is not one of overhead, throughput"),
                  (["--measure=,"], "--measure: nothing is not one of overhead, throughput"),
                  (["--modes=asp,hogwild"], "--modes must be a list of bsp, ssp, asp, r2sp, "
-                                           "each optionally @VARIANT of a --variant; not hogwild"),
+                                           "each optionally @VARIANT of a --variant or "
+                                           "--scheduler_variant; not hogwild"),
                  (["--modes=asp@x"], "--modes must be a list of bsp, ssp, asp, r2sp, each "
-                                     "optionally @VARIANT of a --variant; not asp@x"),
+                                     "optionally @VARIANT of a --variant or --scheduler_variant; "
+                                     "not asp@x"),
+                 (["--scheduler_variant=fc"], "--scheduler_variant=fc: write NAME=FLAGS, NAME a "
+                                              "word, e.g. --scheduler_variant=pulls_after="
+                                              "--nooverlap_pulls"),
                  (["--variant=--overlap"], "--variant=--overlap: write NAME=FLAGS, NAME a word, "
                                            "e.g. --variant=pulls_after=--nooverlap_pulls"),
                  (["--processes=2,x"], "--processes must be a list of counts >= 1, e.g. 2,4"),

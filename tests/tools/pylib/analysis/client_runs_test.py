@@ -50,6 +50,20 @@ class CommandsTest(unittest.TestCase):
                          "--batch_size=64 --epochs=1 --max_steps=60 --threads=1 "
                          "--push_codec=fp32 --log_every=100000 --overlap --nooverlap_pulls")
 
+    def test_scheduler_flags_for_every_job_and_a_variants_own(self):
+        a = options("--scheduler_flags=--r2sp_headroom=1.5", "--modes=r2sp,r2sp@fc",
+                    "--scheduler_variant=fc=--r2sp_order=first_come")
+        plain = client_runs.launch_command(a, "r2sp", 2, "/r", python=True)
+        fc = client_runs.launch_command(a, "r2sp@fc", 2, "/r", python=True)
+        self.assertIn("--scheduler_flags=--r2sp_headroom=1.5", plain)
+        self.assertIn("--scheduler_flags=--r2sp_headroom=1.5 --r2sp_order=first_come", fc)
+        self.assertEqual([c for c in plain if "scheduler" in c],
+                         ["--scheduler_flags=--r2sp_headroom=1.5"])
+        self.assertEqual(plain[6], fc[6])   # the same workers' flags
+        # Without either, no --scheduler_flags at all (the commands above stay as they were).
+        self.assertFalse(any("scheduler_flags" in c for c in client_runs.launch_command(
+            options(), "asp", 2, "/r", python=True)))
+
     def test_ddp_takes_the_servers_lr_and_the_same_steps(self):
         a = options("--server_flags=--momentum=0.9 --lr=0.05", "--batch_size=32")
         self.assertEqual(client_runs.ddp_command(a, 4), [
