@@ -149,16 +149,20 @@ class BspCheckingWorkload : public Workload {
 };
 
 // Two workers in bsp with --overlap and the pulls overlapping the next forward, each over a
-// BspCheckingWorkload (worker 1's compute delayed by `slow`), 6 steps in `epochs` epochs;
-// `slowdown`: worker 0's --compute_slowdown. Each worker's result and its stale reads.
+// BspCheckingWorkload (worker 1's compute delayed by `slow`), 6 steps in `epochs` epochs of a
+// 4,000-float model starting at zeros; `slowdown`: worker 0's --compute_slowdown. Each
+// worker's result and its stale reads, and worker 0's final parameters.
 struct OverlappedRun {
   std::vector<LoopResult> results = std::vector<LoopResult>(2);
   std::vector<int64_t> stale = std::vector<int64_t>(2);
+  std::vector<float> params0;
 };
 
-absl::Status RunOverlappedBsp(testing::InProcessJob* job, absl::Duration slow, int epochs,
-                              bool report_ready, double slowdown, OverlappedRun* run) {
-  return job->OnEveryWorker([&](testing::JobWorker& w) -> absl::Status {
+absl::Status RunOverlappedBsp(absl::Duration slow, int epochs, bool report_ready,
+                              double slowdown, OverlappedRun* run) {
+  testing::InProcessJob job(Job(proto::BSP, 2), PlainSgd(), SyntheticModel(4000, 2));
+  R2SP_RETURN_IF_ERROR(job.Start(std::vector<float>(4000, 0.0f)));
+  R2SP_RETURN_IF_ERROR(job.OnEveryWorker([&](testing::JobWorker& w) -> absl::Status {
     BspCheckingWorkload workload(w.rank(), w.params.size(),
                                  w.rank() == 1 ? slow : absl::ZeroDuration(), report_ready);
     ExchangerOptions mode;
@@ -178,18 +182,17 @@ absl::Status RunOverlappedBsp(testing::InProcessJob* job, absl::Duration slow, i
                                                                   w.params.data(), nullptr));
     run->stale[w.rank()] = workload.stale;
     return absl::OkStatus();
-  });
+  }));
+  run->params0 = job.workers()[0].params;
+  return absl::OkStatus();
 }
 
 // A forward overlapping the pull waits for each slice it reads: it never sees a stale weight,
 // also across an epoch's end, and the time the fast worker waits for the slow one's push counts
 // as pull time, not compute (nor is it taken from compute twice).
 TEST(TrainingLoopTest, ForwardOverlappingThePullReadsEachSliceOnceItIsPulled) {
-  const std::vector<proto::TensorSpec> model = SyntheticModel(4000, 2);
-  testing::InProcessJob job(Job(proto::BSP, 2), PlainSgd(), model);
-  ASSERT_OK(job.Start(std::vector<float>(4000, 0.0f)));
   OverlappedRun run;
-  ASSERT_OK(RunOverlappedBsp(&job, absl::Milliseconds(40), /*epochs=*/2, /*report_ready=*/false,
+  ASSERT_OK(RunOverlappedBsp(absl::Milliseconds(40), /*epochs=*/2, /*report_ready=*/false,
                              /*slowdown=*/1.0, &run));
   const std::vector<LoopResult>& results = run.results;
   const std::vector<int64_t>& stale = run.stale;
@@ -203,7 +206,7 @@ TEST(TrainingLoopTest, ForwardOverlappingThePullReadsEachSliceOnceItIsPulled) {
   EXPECT_GE(results[1].compute_seconds, 6 * 0.044);
   // The last step's pull was waited for: the returned weights are clock 6's.
   for (size_t i = 0; i < 4000; i += 97) {
-    EXPECT_NEAR(job.workers()[0].params[i], -0.01f * (9.0f + 15.0f + 6.0f * (i % 4)), 1e-5);
+    EXPECT_NEAR(run.params0[i], -0.01f * (9.0f + 15.0f + 6.0f * (i % 4)), 1e-5);
   }
 }
 
@@ -213,11 +216,8 @@ TEST(TrainingLoopTest, ForwardOverlappingThePullReadsEachSliceOnceItIsPulled) {
 // slow worker 1's push. Stretching the wait with the compute put its gradient-ready reports,
 // and the step's end, some 400 ms late: about 0.42 s of compute a step instead of 0.02.
 TEST(TrainingLoopTest, EmulatedComputeDoesNotStretchTheWaitForAnOverlappedPull) {
-  const std::vector<proto::TensorSpec> model = SyntheticModel(4000, 2);
-  testing::InProcessJob job(Job(proto::BSP, 2), PlainSgd(), model);
-  ASSERT_OK(job.Start(std::vector<float>(4000, 0.0f)));
   OverlappedRun run;
-  ASSERT_OK(RunOverlappedBsp(&job, absl::Milliseconds(100), /*epochs=*/1, /*report_ready=*/true,
+  ASSERT_OK(RunOverlappedBsp(absl::Milliseconds(100), /*epochs=*/1, /*report_ready=*/true,
                              /*slowdown=*/5.0, &run));
   const std::vector<LoopResult>& results = run.results;
   const std::vector<int64_t>& stale = run.stale;

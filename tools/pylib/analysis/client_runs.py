@@ -40,14 +40,14 @@ def launch_command(args, mode, workers, run_dir, python):
     `mode`: MODE or MODE@VARIANT, whose flags (args.variants) the workers also get, and whose
     scheduler flags (args.scheduler_variants) the scheduler, after --scheduler_flags."""
     sync, variant = client_bench.split_mode(mode)
-    flags = worker_flags(args) + shlex.split(getattr(args, "variants", {}).get(variant, ""))
+    flags = worker_flags(args) + shlex.split(args.variants.get(variant, ""))
     cmd = [os.path.join(ROOT, "tools", "launch"), f"--sync={sync}", f"--run_dir={run_dir}",
            f"--servers={args.servers}", f"--workers={workers}",
            f"--server_flags={args.server_flags}",
            f"--worker_flags={shlex.join(flags)}",
            f"--timeout={args.timeout}", "--quiet"]
-    scheduler = " ".join(f for f in (getattr(args, "scheduler_flags", ""), getattr(
-        args, "scheduler_variants", {}).get(variant, "")) if f)
+    scheduler = " ".join(f for f in (args.scheduler_flags,
+                                     args.scheduler_variants.get(variant, "")) if f)
     if scheduler:
         cmd.append(f"--scheduler_flags={scheduler}")
     if args.bin_dir:

@@ -92,7 +92,7 @@ class Simulation:
         """bsp's release: the parked pulls of `workers`, served no sooner than `ready`. On a
         shared host each server serves them in an order of its own (Network.serve_released);
         else worker by worker."""
-        served = (self.net.serve_released(workers, now, ready, False, self.order_rng)
+        served = (self.net.serve_released(workers, now, ready, self.order_rng)
                   if self.host else {})
         for w in workers:
             self.pull(w, now, ready, served=served.get(w.rank))

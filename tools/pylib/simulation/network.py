@@ -64,7 +64,7 @@ class Network:
         return server.work(asked, nbytes / self.pull_ratio * cpu
                            + nbytes * self.cal.host_cpu_s_per_byte)
 
-    def serve_released(self, workers, now, ready, predict, rng):
+    def serve_released(self, workers, now, ready, rng):
         """The servers' work for pulls parked until `ready` and released together (bsp's
         clock), when every server serves them in an order of its own (`rng`'s shuffles),
         the servers taking turns: {rank: {server index: when served}}. On one host hundreds
@@ -74,7 +74,7 @@ class Network:
         served = {w.rank: {} for w in workers}
         for k in range(len(workers)):
             for server, order in zip(self.servers, orders):
-                served[order[k].rank][server.index] = self._serve(server, now, ready, predict)
+                served[order[k].rank][server.index] = self._serve(server, now, ready, False)
         return served
 
     def pull(self, worker, now, ready=0.0, predict=False, served=None):

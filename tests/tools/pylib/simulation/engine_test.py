@@ -157,7 +157,7 @@ class SharedHostTest(unittest.TestCase):
                           server_cpu_s_per_byte=0.0, host_cores=1, host_cpu_s_per_byte=1e-9)
         sim = Simulation(scenario(mode="bsp", workers=8, servers=4, model_bytes=4e6,
                                   partition_bytes=1e6, server_link_bps=None, calibration=cal))
-        served = sim.net.serve_released(sim.workers, 0.0, 0.0, False, random.Random(7))
+        served = sim.net.serve_released(sim.workers, 0.0, 0.0, random.Random(7))
         rng = random.Random(7)
         orders = [rng.sample(sim.workers, 8) for _ in range(4)]
         for s, order in enumerate(orders):
