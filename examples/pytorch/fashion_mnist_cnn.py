@@ -8,7 +8,8 @@ The same script runs three ways, so they can be compared:
   /usr/bin/python3 examples/pytorch/fashion_mnist_cnn.py --backend=single
 Data: --data_dir, else $R2SP_DATA_DIR, else Debian's /usr/share/datasets/fashion-mnist
 (train-images-idx3-ubyte[.gz] and the three others). Prints the test accuracy after each
-epoch and ends with a JSON line: {"samples_per_s": ..., "test_accuracy": ..., "seconds": ...}.
+epoch and ends with a JSON line: {"samples_per_s": ..., "steady_samples_per_s": ... (after
+the first 5 steps), "test_accuracy": ..., "seconds": ...}.
 docs/PYTORCH.md explains the R2SP lines (r2sp_examples/backends.py, class R2SP)."""
 
 import sys

@@ -12,7 +12,8 @@ The same script runs three ways, as fashion_mnist_cnn.py does:
   /usr/bin/python3 examples/pytorch/resnet18_cifar.py --backend=single --data_dir=DIR
 Batch-norm running statistics stay in each process (R2SP and DDP alike exchange only
 gradients of parameters; DDP also broadcasts rank 0's buffers once). Prints the test accuracy
-after each epoch and ends with the JSON line {"samples_per_s", "test_accuracy", "seconds"}."""
+after each epoch and ends with the JSON line {"samples_per_s", "steady_samples_per_s" (after
+the first 5 steps), "test_accuracy", "seconds"}."""
 
 import sys
 

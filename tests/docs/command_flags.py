@@ -14,7 +14,8 @@ EXAMPLES = "examples/pytorch"  # the PyTorch example scripts, which share their 
 PYTHONS = ("python3", "/usr/bin/python3", "python")
 # Options whose value is flags of another program of ours (None: of a foreign command line).
 NESTED = {"scheduler_flags": "scheduler", "server_flags": "server", "worker_flags": "worker",
-          "worker_flags_for": "worker", "variant": "worker", "net": "tools/netcluster",
+          "worker_flags_for": "worker", "variant": "worker", "scheduler_variant": "scheduler",
+          "server_variant": "server", "net": "tools/netcluster",
           "worker_cmd": None, "worker_cmd_for": None, "ddp_cmd": None, "script_flags": None,
           "command": None}
 FLAG = re.compile(r"^--([A-Za-z][\w-]*)(=.*)?$", re.S)
@@ -94,7 +95,7 @@ def nested_flags(name, value):
         return None
     if name == "worker_flags_for":
         value = value.partition(":")[2]
-    elif name == "variant":
+    elif name in ("variant", "scheduler_variant", "server_variant"):
         value = value.partition("=")[2]
     return NESTED[name], split_words(value)
 

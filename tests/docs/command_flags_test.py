@@ -38,6 +38,13 @@ class CommandFlagsTest(unittest.TestCase):
              ("tools/compare_modes", "repeats"), ("tools/compare_modes", "variant"),
              ("worker", "early_pulls")])
 
+    def test_scheduler_and_server_variant_values(self):
+        self.assertEqual(
+            command_flags("tools/compare_modes --scheduler_variant=w2=--r2sp_slot_width=2 "
+                          "--server_variant=a1=--apply_threads=1"),
+            [("tools/compare_modes", "scheduler_variant"), ("scheduler", "r2sp_slot_width"),
+             ("tools/compare_modes", "server_variant"), ("server", "apply_threads")])
+
     def test_a_foreign_commands_flags_are_left_out(self):
         self.assertEqual(command_flags("bazel build -c opt --config=cuda //worker"), [])
         self.assertEqual(command_flags("kubectl apply --dry-run=client -f x.yaml"), [])

@@ -13,7 +13,8 @@ How a flag is attributed to a program (command_flags.py reads the commands):
      (bazel, kubectl, a PyTorch script, ...) keeps its flags: they are not checked.
   2. Flags inside the value of a flags option go to the program it is for, wherever it stands:
      --scheduler_flags, --server_flags, --worker_flags, --worker_flags_for=RANK:, --variant=
-     NAME= to the worker, --net to tools/netcluster; the values of --worker_cmd, --worker_cmd_
+     NAME= to the worker, --scheduler_variant=NAME= and --server_variant=NAME= to the scheduler
+     and the servers, --net to tools/netcluster; the values of --worker_cmd, --worker_cmd_
      for, --ddp_cmd, --script_flags and --command are other programs' command lines: skipped.
   3. Tables whose header's first cell is "binary" or "tool" (README's flag table): the first
      cell names the program ("all three": scheduler, server and worker; empty: the row

@@ -36,8 +36,10 @@ class GpuChecksTest(unittest.TestCase):
         self.assertIn("--curve_io_threads=8 --curve_connections=8", lines[1])
         self.assertIn(
             "python3 tools/compare_modes --out=OUT/job_repeats --bin_dir=OUT/.bins --servers=2 "
-            "--workers=4 --modes=bsp\\,r2sp\\,r2sp_auto\\,bsp@overlap\\,r2sp@overlap "
-            "--variant=overlap=--overlap --repeats=5 --target_accuracy=0.85 ", lines[2])
+            "--workers=4 --modes=bsp\\,r2sp\\,r2sp_auto\\,r2sp@w2\\,r2sp@w4 "
+            "--scheduler_variant=w2=--r2sp_slot_width=2 "
+            "--scheduler_variant=w4=--r2sp_slot_width=4 --repeats=5 --target_accuracy=0.85 ",
+            lines[2])
         self.assertIn("--data_dir=/data/fm\\ --epochs=2\\ --batch_size=64", lines[2])
 
     def test_every_step_has_a_dry_run(self):
@@ -48,6 +50,16 @@ class GpuChecksTest(unittest.TestCase):
         self.assertEqual(names[-3:], ["job", "pytorch_cuda_test", "pytorch"])
         self.assertEqual(len([n for n in names if n.startswith("san_")]), 6)
         self.assertTrue(all(l.split()[1] == "dry" for l in lines), lines)
+
+    def test_pytorch_codecs_reach_pytorch_gpu(self):
+        status, lines, _ = run("--dry_run", "--steps=pytorch", "--pytorch_codecs=fp32",
+                               "--pytorch_steps=50", "--data_dir=/data/fm")
+        self.assertEqual(status, 0)
+        self.assertTrue(lines[-1].endswith(
+            "python3 tools/bench/pytorch_gpu --bin_dir=OUT/.pybins --data_dir=/data/fm "
+            "--out=OUT/pytorch --steps=50 --codecs=fp32"), lines[-1])
+        _, lines, _ = run("--dry_run", "--steps=pytorch", "--data_dir=/data/fm")
+        self.assertTrue(lines[-1].endswith("--steps=100 --codecs=fp32\\,fp16"), lines[-1])
 
     def test_a_step_past_the_budget_is_skipped(self):
         # job_repeats is estimated at 110 s: past a 100 s budget; info (5 s) is not.

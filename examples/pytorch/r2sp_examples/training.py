@@ -155,13 +155,21 @@ def evaluate(model, test_set, batch_size=1000):
     return correct / len(test_set), loss_sum / len(test_set)
 
 
+# The steady rate leaves out this many first steps (start-up: CUDA's and cuDNN's first calls,
+# the first parameters): a short run's rate over all its steps measures mostly them.
+STEADY_AFTER_STEPS = 5
+
+
 class Stats:
     """What this process trained and for how long: each epoch from its start to the end of its
-    last step (evaluations and the final barrier left out)."""
+    last step (evaluations and the final barrier left out); and the same over the steps after
+    the first STEADY_AFTER_STEPS, each from the previous step's end (or its epoch's start)."""
 
     def __init__(self):
         self.steps = self.samples = 0
         self.seconds = 0.0
+        self.steady_samples = 0
+        self.steady_seconds = 0.0
         self.test_accuracy = None
         # Wall-clock (Unix) times of the first step's start and the last step's end, so that a
         # job's rate can be taken over the span in which any of its processes trained.
@@ -173,6 +181,7 @@ def train_epoch(backend, model, optimizer, loader, pacer, args, stats, log, epoc
     took (0: the job is over) and the mean loss."""
     steps, loss_sum = 0, 0.0
     start = end = time.perf_counter()
+    previous_end = start
     if stats.started is None:
         stats.started = time.time()
     for x, y in loader:
@@ -197,6 +206,10 @@ def train_epoch(backend, model, optimizer, loader, pacer, args, stats, log, epoc
         stats.samples += len(y)
         end = time.perf_counter()
         stats.ended = time.time()
+        if stats.steps > STEADY_AFTER_STEPS:
+            stats.steady_samples += len(y)
+            stats.steady_seconds += end - previous_end
+        previous_end = end
         log.step(epoch, len(y), computed, value)
     stats.seconds += end - start
     return steps, loss_sum / max(steps, 1)
@@ -246,11 +259,14 @@ def say(line):
 
 
 def result_line(stats, backend):
-    """The final JSON line: this process's training samples/s, the test accuracy (null on a
-    process that does not evaluate), the training seconds, and when its first step started and
-    its last ended (Unix seconds)."""
+    """The final JSON line: this process's training samples/s, the same after its first
+    STEADY_AFTER_STEPS steps (null without later steps), the test accuracy (null on a process
+    that does not evaluate), the training seconds, and when its first step started and its last
+    ended (Unix seconds)."""
     return json.dumps({
         "samples_per_s": round(stats.samples / stats.seconds, 3) if stats.seconds > 0 else 0.0,
+        "steady_samples_per_s": round(stats.steady_samples / stats.steady_seconds, 3)
+        if stats.steady_seconds > 0 else None,
         "test_accuracy": stats.test_accuracy,
         "seconds": round(stats.seconds, 3),
         "backend": backend.name, "rank": backend.rank, "world": backend.world,

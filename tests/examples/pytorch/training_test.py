@@ -170,6 +170,33 @@ class LoopTest(unittest.TestCase):
         self.assertLessEqual(stats.ended - stats.started, time.time() - t0)
         self.assertGreaterEqual(stats.ended - stats.started, stats.seconds - 0.01)
 
+    def test_the_steady_rate_leaves_out_the_first_steps_across_epochs(self):
+        # 3 epochs of 3 steps: steps 6 to 9 are steady (STEADY_AFTER_STEPS = 5).
+        args = parse("--backend=single", "--epochs=3", "--batch_size=4")
+        model = Constant()
+        with contextlib.redirect_stdout(io.StringIO()):
+            stats = training.train(backends.Single(args), model,
+                                   torch.optim.SGD(model.parameters(), lr=0.1),
+                                   self.data(12), self.data(4), args)
+        self.assertEqual(training.STEADY_AFTER_STEPS, 5)
+        self.assertEqual((stats.steps, stats.samples, stats.steady_samples), (9, 36, 16))
+        self.assertGreater(stats.steady_seconds, 0)
+        self.assertLess(stats.steady_seconds, stats.seconds)
+        line = json.loads(training.result_line(stats, backends.Single(args)))
+        self.assertEqual(line["steady_samples_per_s"],
+                         round(16 / stats.steady_seconds, 3))
+
+    def test_no_steady_rate_without_steps_after_the_first_ones(self):
+        args = parse("--backend=single", "--epochs=1", "--batch_size=4", "--max_steps=5")
+        model = Constant()
+        with contextlib.redirect_stdout(io.StringIO()):
+            stats = training.train(backends.Single(args), model,
+                                   torch.optim.SGD(model.parameters(), lr=0.1),
+                                   self.data(40), self.data(4), args)
+        self.assertEqual((stats.steps, stats.steady_samples, stats.steady_seconds), (5, 0, 0.0))
+        self.assertIsNone(json.loads(training.result_line(stats, backends.Single(args)))
+                          ["steady_samples_per_s"])
+
     def test_epochs_bound_the_loop(self):
         args = parse("--backend=single", "--epochs=2", "--batch_size=4")
         model = Constant()

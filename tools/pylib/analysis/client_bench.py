@@ -185,6 +185,28 @@ def result_line(text):
     return rows[-1]
 
 
+def rates(line):
+    """{"steady": ..., "whole": ...}: the samples/s of a script's result line after its first
+    steps (start-up left out) and over its whole run; ValueError without a steady rate (too
+    few steps)."""
+    if line.get("steady_samples_per_s") is None:
+        raise ValueError("the result line has no steady rate (too few steps)")
+    return {"steady": line["steady_samples_per_s"], "whole": line["samples_per_s"]}
+
+
+def compared_rates(ours, alone):
+    """Runs through R2SP (`ours`) against the script alone's, each a list of rates(): the
+    steady rates' spreads and the ratio of their medians (r2sp, single, ratio), and the same of
+    the whole runs (r2sp_whole_run, single_whole_run, whole_run_ratio)."""
+    steady = [Spread.of([r["steady"] for r in runs]) for runs in (ours, alone)]
+    whole = [Spread.of([r["whole"] for r in runs]) for runs in (ours, alone)]
+    return {"r2sp": dataclasses.asdict(steady[0]), "single": dataclasses.asdict(steady[1]),
+            "ratio": steady[0].median / steady[1].median,
+            "r2sp_whole_run": dataclasses.asdict(whole[0]),
+            "single_whole_run": dataclasses.asdict(whole[1]),
+            "whole_run_ratio": whole[0].median / whole[1].median}
+
+
 def job_samples_per_s(lines):
     """A job's training samples/s: all its processes' samples over the span from the first
     process's first step to the last one's last step (a process that ends early does not count

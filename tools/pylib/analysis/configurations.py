@@ -53,12 +53,13 @@ def split_variant(name):
     return base, (variant if at else None)
 
 
-def parse_variant(text):
-    """(name, worker flags) of a compare_modes --variant=NAME=FLAGS value; ValueError if it is
-    not NAME=FLAGS with NAME of letters, digits, '_' and '-'."""
+def parse_variant(text, option="--variant"):
+    """(name, flags) of a compare_modes --variant=NAME=FLAGS value (or `option`'s:
+    --scheduler_variant, --server_variant); ValueError if it is not NAME=FLAGS with NAME of
+    letters, digits, '_' and '-'."""
     name, eq, flags = text.partition("=")
     if not eq or not _VARIANT.fullmatch(name):
-        raise ValueError(f"--variant={text}: want NAME=FLAGS, NAME of letters, digits, _ and -")
+        raise ValueError(f"{option}={text}: want NAME=FLAGS, NAME of letters, digits, _ and -")
     return name, flags
 
 

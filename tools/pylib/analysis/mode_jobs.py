@@ -40,6 +40,16 @@ def _common(args, run_dir):
         f"--timeout={args.timeout}", "--quiet"]
 
 
+def _variant_flags(args, kind, variant):
+    """The flags `variant` (None: none) gives one role: args' `kind` (variants: the workers',
+    scheduler_variants, server_variants), "" where it names none for that role."""
+    return getattr(args, kind, {}).get(variant, "") if variant else ""
+
+
+def _joined(*flags):
+    return " ".join(f for f in flags if f)
+
+
 def ddp_command(args, mode, run_dir):
     """The command line of a ddp configuration: --script under DDP (--ddp_cmd), its settings
     from the job's worker and server flags (and a variant's worker flags), per-worker pacing
@@ -48,7 +58,7 @@ def ddp_command(args, mode, run_dir):
         raise ValueError(f"{mode}: a DDP configuration runs a PyTorch script: give --script")
     configuration, variant = split_variant(mode)
     codec = split_mode(configuration)[1]
-    worker_flags = args.worker_flags + (" " + args.variants[variant] if variant else "")
+    worker_flags = _joined(args.worker_flags, _variant_flags(args, "variants", variant))
     cmd = _common(args, run_dir) + [
         "--ddp_cmd=" + script_flags.script_command(args.python, args.script, args.script_flags,
                                                    ddp_hook=codec or "none"),
@@ -65,19 +75,19 @@ def job_command(args, mode, run_dir):
     configuration, variant = split_variant(mode)
     base, codec = split_mode(configuration)
     sync, mode_flags = MODES[base]
-    sched = " ".join(f for f in (args.scheduler_flags,
-                                 mode_flags.format(global_batch=args.global_batch)) if f)
+    sched = _joined(args.scheduler_flags, mode_flags.format(global_batch=args.global_batch),
+                    _variant_flags(args, "scheduler_variants", variant))
+    server_flags = _joined(args.server_flags, _variant_flags(args, "server_variants", variant))
     worker_flags = args.worker_flags
     if sync in ELASTIC:  # the local step runs the servers' SGD settings (worker --lr, ...)
-        worker_flags = " ".join([worker_flags] + script_flags.settings(args.server_flags,
+        worker_flags = " ".join([worker_flags] + script_flags.settings(server_flags,
                                                                        ELASTIC_SGD))
     if codec:  # by default training pulls in fp16 only with fp16 pushes (sparse codecs push)
         pull = args.pull_codec if args.pull_codec != "auto" else (
             "fp16" if codec == "fp16" else "fp32")
         worker_flags += f" --push_codec={codec} --pull_codec={pull}"
-    if variant:
-        worker_flags += " " + args.variants[variant]
-    cmd = _common(args, run_dir) + [f"--sync={sync}", f"--server_flags={args.server_flags}",
+    worker_flags = _joined(worker_flags, _variant_flags(args, "variants", variant))
+    cmd = _common(args, run_dir) + [f"--sync={sync}", f"--server_flags={server_flags}",
                                     f"--worker_flags={worker_flags}"]
     if sched:
         cmd.append(f"--scheduler_flags={sched}")

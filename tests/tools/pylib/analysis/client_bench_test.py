@@ -150,6 +150,32 @@ class ResultLinesTest(unittest.TestCase):
             self.assertEqual(str(e.exception), message)
 
 
+class RatesTest(unittest.TestCase):
+    def test_steady_and_whole_run_rates_of_a_result_line(self):
+        self.assertEqual(client_bench.rates({"samples_per_s": 5170.0,
+                                             "steady_samples_per_s": 7517.5}),
+                         {"steady": 7517.5, "whole": 5170.0})
+        for line in ({"samples_per_s": 10.0}, {"samples_per_s": 10.0,
+                                                "steady_samples_per_s": None}):
+            with self.subTest(line=line), self.assertRaises(ValueError) as e:
+                client_bench.rates(line)
+            self.assertEqual(str(e.exception), "the result line has no steady rate (too few steps)")
+
+    def test_ours_against_alone_steady_and_whole(self):
+        ours = [{"steady": 700.0, "whole": 500.0}, {"steady": 800.0, "whole": 520.0},
+                {"steady": 750.0, "whole": 510.0}]
+        alone = [{"steady": 1000.0, "whole": 900.0}, {"steady": 900.0, "whole": 1000.0},
+                 {"steady": 950.0, "whole": 800.0}]
+        r = client_bench.compared_rates(ours, alone)
+        self.assertEqual(r["r2sp"], {"median": 750.0, "low": 700.0, "high": 800.0,
+                                     "runs": [700.0, 800.0, 750.0]})
+        self.assertEqual(r["single"]["median"], 950.0)
+        self.assertEqual(r["ratio"], 750.0 / 950.0)
+        self.assertEqual((r["r2sp_whole_run"]["median"], r["single_whole_run"]["median"]),
+                         (510.0, 900.0))
+        self.assertEqual(r["whole_run_ratio"], 510.0 / 900.0)
+
+
 class ReportTest(unittest.TestCase):
     def test_overhead(self):
         lines, data, result = client_bench.overhead_report(

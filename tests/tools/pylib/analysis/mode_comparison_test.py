@@ -566,6 +566,26 @@ class CompareModesScriptTest(unittest.TestCase):
             self.assertEqual(e.exception.code, 2)
             self.assertIn("error: " + message, err.getvalue())
 
+    def test_variants_of_every_role(self):
+        script = runpy.run_path(os.path.join(ROOT, "tools", "compare_modes"), run_name="compare_modes")
+        parse = script["parse_args"]
+        args = parse(["--out=/nowhere", "--bin_dir=" + self.bin_dir, "--modes=r2sp@w2,bsp@a1",
+                      "--scheduler_variant=w2=--r2sp_slot_width=2",
+                      "--server_variant=a1=--apply_threads=1"])
+        self.assertEqual((args.variants, args.scheduler_variants, args.server_variants),
+                         ({}, {"w2": "--r2sp_slot_width=2"}, {"a1": "--apply_threads=1"}))
+        cases = [(["--modes=r2sp@w9", "--scheduler_variant=w2=--r2sp_slot_width=2"],
+                  "r2sp@w9: no --variant, --scheduler_variant or --server_variant w9=FLAGS"),
+                 (["--modes=r2sp", "--server_variant=a1"],
+                  "--server_variant=a1: want NAME=FLAGS, NAME of letters, digits, _ and -")]
+        for argv, message in cases:
+            err = io.StringIO()
+            with self.subTest(argv=argv), contextlib.redirect_stderr(err), \
+                    self.assertRaises(SystemExit) as e:
+                parse(["--out=/nowhere", "--bin_dir=" + self.bin_dir] + argv)
+            self.assertEqual(e.exception.code, 2)
+            self.assertIn("error: " + message, err.getvalue())
+
     def test_a_failed_job_stops_the_comparison_with_status_1(self):
         script = runpy.run_path(os.path.join(ROOT, "tools", "compare_modes"), run_name="compare_modes")
 

@@ -119,6 +119,30 @@ class JobCommandTest(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, r"^--variant=no flags: want NAME=FLAGS"):
             cfg.parse_variant("no flags")
 
+    def test_scheduler_and_server_variants_add_their_roles_flags(self):
+        more = dict(scheduler_variants={"w2": "--r2sp_slot_width=2", "both": "--x=1"},
+                    server_variants={"a1": "--apply_threads=1", "both": "--y=2"})
+        cmd = self.command("r2sp@w2", **more)
+        self.assertIn("--scheduler_flags=--r2sp_slot_width=2", cmd)
+        self.assertIn("--server_flags=--lr=0.01", cmd)
+        self.assertIn("--worker_flags=--model=mlp", cmd)
+        # After the mode's own flags: r2sp_auto's width is overridden, not the variant's.
+        self.assertIn("--scheduler_flags=--r2sp_slot_width=auto --r2sp_slot_width=2",
+                      self.command("r2sp_auto@w2", **more))
+        cmd = self.command("bsp@a1", scheduler_flags="--log_every=5", **more)
+        self.assertIn("--server_flags=--lr=0.01 --apply_threads=1", cmd)
+        self.assertIn("--scheduler_flags=--log_every=5", cmd)
+        cmd = self.command("r2sp@both", **more)
+        self.assertIn("--scheduler_flags=--x=1", cmd)
+        self.assertIn("--server_flags=--lr=0.01 --y=2", cmd)
+        self.assertIn("--worker_flags=--model=mlp", cmd)
+        # A worker variant of the same name adds its flags too.
+        cmd = self.command("r2sp@early", server_variants={"early": "--apply_threads=2"})
+        self.assertIn("--worker_flags=--model=mlp --early_pulls", cmd)
+        self.assertIn("--server_flags=--lr=0.01 --apply_threads=2", cmd)
+        with self.assertRaisesRegex(ValueError, r"^--server_variant=a1: want NAME=FLAGS"):
+            cfg.parse_variant("a1", "--server_variant")
+
     def test_split_mode(self):
         self.assertEqual(cfg.split_mode("bsp"), ("bsp", None))
         self.assertEqual(cfg.split_mode("r2sp_hetero+fp16"), ("r2sp_hetero", "fp16"))
