@@ -29,6 +29,7 @@ void BucketPusher::Start(int64_t clock, float scale, bool gated) {
   started_ = true;
   open_ = !gated;
   backward_ended_ = false;
+  complete_when_opened_ = false;
   clock_ = clock;
   scale_ = scale;
   early_ = 0;
@@ -65,6 +66,8 @@ void BucketPusher::Open() {
   absl::MutexLock lock(&mu_);
   if (!started_ || open_) return;
   open_ = true;
+  complete_when_opened_ =
+      std::all_of(remaining_.begin(), remaining_.end(), [](size_t left) { return left == 0; });
   Flush();
 }
 
@@ -120,6 +123,11 @@ int BucketPusher::early_partitions() const {
 absl::Time BucketPusher::first_push() const {
   absl::MutexLock lock(&mu_);
   return first_push_;
+}
+
+bool BucketPusher::complete_when_opened() const {
+  absl::MutexLock lock(&mu_);
+  return complete_when_opened_;
 }
 
 }  // namespace r2sp

@@ -52,6 +52,9 @@ class BucketPusher {
   // push of the iteration started.
   int early_partitions() const;
   absl::Time first_push() const;
+  // This iteration's gate opened (Open) with every partition complete: the push then never
+  // waited for backward, so its time from the grant is the transfer's alone.
+  bool complete_when_opened() const;
 
  private:
   void Flush() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -70,6 +73,7 @@ class BucketPusher {
   bool started_ ABSL_GUARDED_BY(mu_) = false;
   bool open_ ABSL_GUARDED_BY(mu_) = true;
   bool backward_ended_ ABSL_GUARDED_BY(mu_) = false;
+  bool complete_when_opened_ ABSL_GUARDED_BY(mu_) = false;
   int64_t clock_ ABSL_GUARDED_BY(mu_) = 0;
   float scale_ ABSL_GUARDED_BY(mu_) = 0;
   int early_ ABSL_GUARDED_BY(mu_) = 0;

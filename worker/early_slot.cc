@@ -75,9 +75,16 @@ absl::StatusOr<proto::SlotGrant> EarlySlot::Await(const SlotReport& current,
   return *shared_->grant;
 }
 
-void EarlySlot::Record(double compute_seconds, double push_seconds, bool overlapped) {
+void EarlySlot::Record(double compute_seconds, absl::Time push_ended, bool waited_for_backward) {
   compute_seconds_ = Smooth(compute_seconds_, compute_seconds);
-  if (!overlapped) push_seconds_ = Smooth(push_seconds_, push_seconds);
+  if (waited_for_backward) return;
+  absl::Time granted;
+  {
+    absl::MutexLock lock(&shared_->mu);
+    if (!shared_->Arrived() || !shared_->grant->ok()) return;
+    granted = shared_->granted;
+  }
+  push_seconds_ = Smooth(push_seconds_, absl::ToDoubleSeconds(push_ended - granted));
 }
 
 }  // namespace r2sp

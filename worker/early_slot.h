@@ -1,10 +1,11 @@
 // r2sp with --overlap: asks for the worker's slot before backward ends, so that the push of the
 // partitions backward has finished overlaps the rest of it. The ask goes out once the compute
 // is predicted to be within one push of its end, at start + C - P, where C is this worker's
-// smoothed compute time and P its smoothed push time, from the grant to the last
-// acknowledgement, of the iterations whose push did not overlap backward (one that did would
-// count the time spent waiting for gradients, and P would grow with each iteration it asked
-// earlier). A timer thread sends it, so it does not depend on when backward reports. An early
+// smoothed compute time and P its smoothed push time, from the grant to the end of the push,
+// of the iterations whose gradient was complete when the grant came (one still waiting for
+// backward would count that wait, and P would grow with each iteration it asked earlier; a
+// complete one is the transfer alone, also when compute goes on after backward, as a paced
+// step does). A timer thread sends it, so it does not depend on when backward reports. An early
 // SLOT request reports the previous iteration (the current one's compute time is not known
 // yet), which is what the gap planner and the batch tuner smooth anyway. The grant opens the
 // bucket pusher's gate at once, on the transport's thread: the complete partitions go out and
@@ -56,9 +57,11 @@ class EarlySlot {
   // After compute: asks now, reporting `current`, unless it asked already; then waits for the
   // grant. Sets *granted to when the grant arrived.
   absl::StatusOr<proto::SlotGrant> Await(const SlotReport& current, absl::Time* granted);
-  // The iteration's compute time, and its push time (from the grant) if it did not overlap
-  // backward (`overlapped`: some partitions went out before compute ended).
-  void Record(double compute_seconds, double push_seconds, bool overlapped);
+  // The iteration's compute time, and when its push ended: its time from the grant is learnt
+  // unless `waited_for_backward` (the gradient was not complete when the grant came).
+  void Record(double compute_seconds, absl::Time push_ended, bool waited_for_backward);
+  // P, the smoothed push time an early ask is timed by (0 before the first learnt push).
+  double predicted_push_seconds() const { return push_seconds_; }
 
  private:
   // What the grant's callback reaches: outlives the EarlySlot if a reply is still on its way.

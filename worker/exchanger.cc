@@ -266,8 +266,8 @@ absl::Status Exchanger::Exchange(const ExchangeStep& step, IterationMetrics* m) 
   previous_ = SlotReport{m->batch, m->compute_seconds, m->CommSeconds(), 0};
   if (early_slot_ != nullptr) {
     // From BeginCompute to the end of compute: what the next early ask is timed by.
-    early_slot_->Record(m->compute_seconds + absl::ToDoubleSeconds(earlier_pull),
-                        m->push_seconds, m->early_partitions > 0);
+    early_slot_->Record(m->compute_seconds + absl::ToDoubleSeconds(earlier_pull), after_push,
+                        !pusher_->complete_when_opened());
   }
   if (options_.hetero_batching && !r2sp) {
     scheduler_->Report(m->batch, m->compute_seconds, previous_.comm_seconds, step.iterations_left,

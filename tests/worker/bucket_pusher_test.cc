@@ -146,5 +146,38 @@ TEST_F(BucketPusherTest, AGateOpenedAfterBackwardPushesButNothingCountsAsEarly) 
   for (float v : Weights()) EXPECT_EQ(v, -1.0f);
 }
 
+// Whether the grant found the gradient complete (worker/early_slot.h learns the push time from
+// such pushes only): every partition reported before Open, or some still to come.
+TEST_F(BucketPusherTest, AGateOpenedOnACompleteGradientSaysSo) {
+  BucketPusher pusher(ps_, 0);
+  std::vector<float> grad(10, 1.0f);
+  pusher.Start(0, 0, /*gated=*/true);
+  pusher.Ready(grad.data(), 0, 10);
+  EXPECT_FALSE(pusher.complete_when_opened());  // not opened yet
+  pusher.Open();  // a paced step: backward done, compute goes on
+  EXPECT_TRUE(pusher.complete_when_opened());
+  pusher.BackwardEnded();
+  ASSERT_TRUE(pusher.Finish(grad.data()).ok());
+  EXPECT_TRUE(pusher.complete_when_opened());  // until the next Start
+  EXPECT_EQ(pusher.early_partitions(), 3);
+
+  pusher.Start(1, 0, /*gated=*/true);
+  EXPECT_FALSE(pusher.complete_when_opened());
+  pusher.Ready(grad.data(), 4, 6);  // 4..9; 0..3 still to come
+  pusher.Open();
+  pusher.Ready(grad.data(), 0, 4);
+  EXPECT_FALSE(pusher.complete_when_opened());
+  pusher.BackwardEnded();
+  ASSERT_TRUE(pusher.Finish(grad.data()).ok());
+  EXPECT_FALSE(pusher.complete_when_opened());
+
+  pusher.Start(2, 0, /*gated=*/false);  // not gated: no grant to open it
+  pusher.Ready(grad.data(), 0, 10);
+  pusher.Open();
+  ASSERT_TRUE(pusher.Finish(grad.data()).ok());
+  EXPECT_FALSE(pusher.complete_when_opened());
+  for (float v : Weights()) EXPECT_EQ(v, -3.0f);
+}
+
 }  // namespace
 }  // namespace r2sp

@@ -558,13 +558,7 @@ class CompareModesScriptTest(unittest.TestCase):
                  (["--modes=ddp", "--script=no/such.py"], "--script=no/such.py: no such file"),
                  (["--modes=ddp+topk:0.01", "--script=tools/compare_modes"],
                   "ddp+topk:0.01: DDP takes +fp16 only")]
-        for argv, message in cases:
-            err = io.StringIO()
-            with self.subTest(argv=argv), contextlib.redirect_stderr(err), \
-                    self.assertRaises(SystemExit) as e:
-                script["parse_args"](["--out=/nowhere", "--bin_dir=" + self.bin_dir] + argv)
-            self.assertEqual(e.exception.code, 2)
-            self.assertIn("error: " + message, err.getvalue())
+        self.assert_usage_errors(script["parse_args"], cases)
 
     def test_variants_of_every_role(self):
         script = runpy.run_path(os.path.join(ROOT, "tools", "compare_modes"), run_name="compare_modes")
@@ -578,6 +572,10 @@ class CompareModesScriptTest(unittest.TestCase):
                   "r2sp@w9: no --variant, --scheduler_variant or --server_variant w9=FLAGS"),
                  (["--modes=r2sp", "--server_variant=a1"],
                   "--server_variant=a1: want NAME=FLAGS, NAME of letters, digits, _ and -")]
+        self.assert_usage_errors(parse, cases)
+
+    def assert_usage_errors(self, parse, cases):
+        """Each (argv, message): compare_modes' parse_args exits 2 saying "error: MESSAGE"."""
         for argv, message in cases:
             err = io.StringIO()
             with self.subTest(argv=argv), contextlib.redirect_stderr(err), \
