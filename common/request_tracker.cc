@@ -1,20 +1,57 @@
 // Request tracking; see request_tracker.h.
 #include "common/request_tracker.h"
 
+#include <map>
+#include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "glog/logging.h"
 
 namespace r2sp {
 
 uint64_t RequestTracker::Add(std::string peer, int connection, absl::Time deadline,
-                             ReplyCallback callback) {
+                             ReplyCallback callback, RequestLabel label) {
   CHECK(callback) << "a tracked request needs a callback";
   const uint64_t id = next_id_++;
-  outstanding_.emplace(
-      id, OutstandingRequest{std::move(peer), connection, deadline, std::move(callback)});
+  outstanding_.emplace(id, OutstandingRequest{std::move(peer), connection, deadline,
+                                              std::move(callback), label});
   return id;
+}
+
+std::vector<std::string> RequestTracker::ReportUnanswered(absl::Time now, absl::Duration after) {
+  if (outstanding_.empty()) return {};
+  struct PerPeer {
+    int count = 0;
+    uint64_t oldest_id = 0;
+    const OutstandingRequest* oldest = nullptr;
+  };
+  std::map<std::string, PerPeer> peers;  // sorted: the lines come in a stable order
+  for (auto& [id, request] : outstanding_) {
+    if (request.reported || now - request.label.sent <= after) continue;
+    request.reported = true;
+    PerPeer& peer = peers[request.peer];
+    ++peer.count;
+    if (peer.oldest == nullptr || request.label.sent < peer.oldest->label.sent ||
+        (request.label.sent == peer.oldest->label.sent && id < peer.oldest_id)) {
+      peer.oldest = &request;
+      peer.oldest_id = id;
+    }
+  }
+  std::vector<std::string> lines;
+  for (const auto& [endpoint, peer] : peers) {
+    const OutstandingRequest& r = *peer.oldest;
+    lines.push_back(absl::StrCat(
+        peer.count, peer.count == 1 ? " request" : " requests", " to ", endpoint,
+        " unanswered for over ", absl::FormatDuration(after), "; the oldest: request ",
+        peer.oldest_id, " (", proto::MsgType_Name(r.label.type), " key ", r.label.key,
+        ") sent ", absl::FormatDuration(absl::Trunc(now - r.label.sent, absl::Milliseconds(1))),
+        " ago on connection ", r.connection, ", failing at its deadline in ",
+        absl::FormatDuration(absl::Trunc(r.deadline - now, absl::Milliseconds(1)))));
+    LOG(WARNING) << lines.back();
+  }
+  return lines;
 }
 
 std::optional<OutstandingRequest> RequestTracker::TakeAnswered(uint64_t id) {

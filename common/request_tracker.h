@@ -1,6 +1,7 @@
 // Request tracking (as ps-lite's Customer): the requests a process has sent and not yet seen
 // settled, by request id, each with the peer and connection it went on, its deadline and the
-// callback its reply or failure goes to. No sockets and no clock of its own: callers pass the
+// callback its reply or failure goes to, and what it asked (to report those long unanswered). No
+// sockets and no clock of its own: callers pass the
 // time, so tests drive it with a fake clock. Transport (transport.h) owns one on its I/O thread.
 #ifndef R2SP_COMMON_REQUEST_TRACKER_H_
 #define R2SP_COMMON_REQUEST_TRACKER_H_
@@ -10,6 +11,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
@@ -19,12 +21,21 @@
 
 namespace r2sp {
 
+// When a request was sent and what it asked for, for the report of those long unanswered.
+struct RequestLabel {
+  absl::Time sent = absl::InfinitePast();  // InfinitePast: never reported
+  proto::MsgType type = proto::MSG_UNSPECIFIED;
+  uint64_t key = 0;
+};
+
 // One request sent and not yet settled.
 struct OutstandingRequest {
   std::string peer;    // the endpoint it went to
   int connection = 0;  // which of the connections to `peer` carried it
   absl::Time deadline;
   ReplyCallback callback;
+  RequestLabel label;
+  bool reported = false;  // by ReportUnanswered
 };
 
 // What happened to the requests tracked so far.
@@ -50,7 +61,8 @@ class RequestTracker {
 
   // Starts tracking a request; returns its id: 1, 2, 3, ... (0 is never an id).
   // REQUIRES: `callback` is set.
-  uint64_t Add(std::string peer, int connection, absl::Time deadline, ReplyCallback callback);
+  uint64_t Add(std::string peer, int connection, absl::Time deadline, ReplyCallback callback,
+              RequestLabel label = {});
 
   // The reply to `id` arrived: takes the request out and returns it, and the caller runs its
   // callback with the reply (once its own bookkeeping is done). Nullopt, counted, when `id`
@@ -63,6 +75,12 @@ class RequestTracker {
   // Fails every request whose deadline is at or before `now` with DeadlineExceeded;
   // returns how many.
   size_t ExpireDue(absl::Time now);
+
+  // The requests sent more than `after` before `now` and not reported yet, one line per peer
+  // (how many, the oldest: what it asked, its age, when its deadline fails it), each logged as
+  // a warning and each request reported once: a hang says in the log what it waits for, long
+  // before the deadline.
+  std::vector<std::string> ReportUnanswered(absl::Time now, absl::Duration after);
 
   // Fails every request to `peer` with `status`, others untouched; returns how many.
   size_t CancelPeer(absl::string_view peer, const absl::Status& status);

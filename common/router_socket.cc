@@ -21,6 +21,11 @@ absl::StatusOr<std::string> BindRouter(zmq::socket_t& router, const RouterSocket
     router.set(zmq::sockopt::sndhwm, options.send_queue);
     router.set(zmq::sockopt::rcvhwm, options.receive_queue);
     router.set(zmq::sockopt::maxmsgsize, options.max_frame_bytes);
+    // A peer that reconnects (it reset its connection, or its old one was to the process this
+    // one replaced) may arrive before its old connection's close is noticed here: its new
+    // connection takes the routing id over. Without this the ROUTER ignores the newcomer as a
+    // duplicate and the peer's requests go unanswered until they time out.
+    router.set(zmq::sockopt::router_handover, true);
     if (options.curve != nullptr) {
       router.set(zmq::sockopt::curve_server, true);
       router.set(zmq::sockopt::curve_secretkey, options.curve->secret_key);

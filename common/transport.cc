@@ -89,9 +89,7 @@ absl::Status Transport::Bind() {
   return absl::OkStatus();
 }
 
-Transport::~Transport() {
-  Stop();
-}
+Transport::~Transport() { Stop(); }
 
 void Transport::Start(RequestHandler* handler) {
   CHECK(!started_) << "Transport::Start called twice";
@@ -189,6 +187,7 @@ void Transport::Loop() {
     const absl::Time now = absl::Now();
     if (now >= next_tick) {
       tracker_.ExpireDue(now);
+      tracker_.ReportUnanswered(now, options_.warn_unanswered);  // logged there
       next_tick = now + options_.tick_period;
     }
     if (now >= wake) {
@@ -240,8 +239,9 @@ void Transport::SendOne(Outgoing& item) {
     item.callback(dealer.status());
     return;
   }
-  const uint64_t id =
-      tracker_.Add(item.destination, connection, item.deadline, std::move(item.callback));
+  const RequestLabel label{absl::Now(), item.message.header.type(), item.message.header.key()};
+  const uint64_t id = tracker_.Add(item.destination, connection, item.deadline,
+                                   std::move(item.callback), label);
   item.message.header.set_request_id(id);
   item.message.header.set_is_reply(false);
   const size_t bytes = PayloadBytes(item.message);

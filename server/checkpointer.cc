@@ -53,6 +53,9 @@ void Checkpointer::Start() {
     absl::MutexLock lock(&mu_);
     last_time_ = absl::Now();
     last_steps_ = handler_->Steps();
+    if (policy_.every_steps > 0) {
+      handler_->SnapshotAtSteps(last_steps_ + policy_.every_steps, policy_.every_steps);
+    }
   }
   thread_ = std::thread([this] { Loop(); });
 }
@@ -63,16 +66,25 @@ void Checkpointer::Stop() {
 }
 
 void Checkpointer::Loop() {
-  while (!stop_.WaitForNotificationWithTimeout(absl::Milliseconds(100))) {
-    bool due;
-    {
+  constexpr absl::Duration kPoll = absl::Milliseconds(100);  // how soon Stop() is heeded
+  while (!stop_.HasBeenNotified()) {
+    absl::StatusOr<std::string> path;
+    if (policy_.every_steps > 0) {
+      // The handler took it at the due step; written here, off the requests' path.
+      std::optional<proto::ShardCheckpoint> shard = handler_->TakeStepSnapshot(kPoll);
+      if (!shard.has_value()) continue;
       absl::MutexLock lock(&mu_);
-      due = (policy_.every_time > absl::ZeroDuration() &&
-             absl::Now() - last_time_ >= policy_.every_time) ||
-            (policy_.every_steps > 0 && handler_->Steps() - last_steps_ >= policy_.every_steps);
+      // Not over a newer one written meanwhile (on demand): the newest must be the latest.
+      if (ShardSteps(*shard) < last_steps_) continue;
+      path = WriteLocked(*shard, "periodic", absl::Now());
+    } else {
+      if (stop_.WaitForNotificationWithTimeout(kPoll)) return;
+      {
+        absl::MutexLock lock(&mu_);
+        if (absl::Now() - last_time_ < policy_.every_time) continue;
+      }
+      path = CheckpointNow("periodic");
     }
-    if (!due) continue;
-    absl::StatusOr<std::string> path = CheckpointNow("periodic");
     // A failed write is retried at the next period, not every 100 ms.
     if (!path.ok()) LOG(ERROR) << "checkpoint failed: " << path.status();
   }
@@ -85,9 +97,19 @@ absl::StatusOr<std::string> Checkpointer::CheckpointNow(const std::string& reaso
         "nothing to checkpoint yet: the initial parameters have not arrived");
   }
   const absl::Time start = absl::Now();
-  const proto::ShardCheckpoint shard = handler_->Snapshot();
+  return WriteLocked(handler_->Snapshot(), reason, start);
+}
+
+double Checkpointer::ShardSteps(const proto::ShardCheckpoint& shard) {
   double steps = shard.partitions().empty() ? 0.0 : shard.partitions(0).steps();
   for (const proto::PartitionCheckpoint& p : shard.partitions()) steps = std::min(steps, p.steps());
+  return steps;
+}
+
+absl::StatusOr<std::string> Checkpointer::WriteLocked(const proto::ShardCheckpoint& shard,
+                                                      const std::string& reason,
+                                                      absl::Time start) {
+  const double steps = ShardSteps(shard);
   last_time_ = start;
   last_steps_ = steps;
   absl::StatusOr<std::string> path =

@@ -1,12 +1,14 @@
 // When a server checkpoints its shard: every --checkpoint_every (seconds or global-batch
 // steps) on a thread of its own, and on demand (SIGTERM, the scheduler lost, the end of the
-// job). The snapshot is taken between two requests (ServerHandler::Snapshot); the write
+// job). The snapshot is taken between two requests (ServerHandler::Snapshot; by steps, by the
+// request that reaches the due step: ServerHandler::SnapshotAtSteps); the write
 // (CheckpointStore, through the policy's Env) runs off the I/O thread, so serving goes on while
 // a checkpoint is written.
 #ifndef R2SP_SERVER_CHECKPOINTER_H_
 #define R2SP_SERVER_CHECKPOINTER_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -55,6 +57,12 @@ class Checkpointer {
 
  private:
   void Loop();
+  // The global-batch steps a snapshot holds (its least advanced partition's).
+  static double ShardSteps(const proto::ShardCheckpoint& shard);
+  // Writes `shard`, taken at `start`; the next periodic checkpoint counts from it.
+  absl::StatusOr<std::string> WriteLocked(const proto::ShardCheckpoint& shard,
+                                          const std::string& reason, absl::Time start)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const CheckpointPolicy policy_;
   ServerHandler* const handler_;

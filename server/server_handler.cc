@@ -176,6 +176,7 @@ absl::Status ServerHandler::HandlePush(Message& request, Responder& responder) {
   R2SP_RETURN_IF_ERROR(ApplyPush(held, header, grad));
   responder.ReplyStatus(absl::OkStatus());
   MaybeCompleteClock(held);
+  MaybeSnapshotAtSteps(&held);
   ReleaseParkedPulls(held);
   return absl::OkStatus();
 }
@@ -280,6 +281,16 @@ void ServerHandler::Resume() {
     MaybeCompleteClock(held);  // under mu_, as Resume
     ReleaseParkedPulls(held);
   });
+  MaybeSnapshotAtSteps(nullptr);
+}
+
+void ServerHandler::MaybeSnapshotAtSteps(const HeldPartition* updated) {
+  // Only the partition a request moved on can have been the last to reach the due steps.
+  if (snapshot_every_ <= 0 || (updated != nullptr && updated->steps < snapshot_due_)) return;
+  const double steps = partitions_.Steps();
+  if (steps < snapshot_due_ || !partitions_.Initialized()) return;
+  step_snapshot_ = SnapshotLocked();
+  snapshot_due_ = steps + snapshot_every_;
 }
 
 absl::Status ServerHandler::HandleMembership(Message& request, Responder& responder) {
@@ -336,8 +347,31 @@ void ServerHandler::SetDepartedWorkers(const std::vector<int>& departed) {
 
 proto::ShardCheckpoint ServerHandler::Snapshot() const {
   absl::MutexLock lock(&mu_);
+  return SnapshotLocked();
+}
+
+proto::ShardCheckpoint ServerHandler::SnapshotLocked() const {
   // Elastic modes keep no momentum on the servers (the workers run the optimizer).
   return SnapshotShard(partitions_, options_.sgd.momentum > 0 && !Elastic(options_.sync));
+}
+
+void ServerHandler::SnapshotAtSteps(double first, double every) {
+  CHECK_GT(every, 0) << "SnapshotAtSteps needs a positive period";
+  absl::MutexLock lock(&mu_);
+  snapshot_due_ = first;
+  snapshot_every_ = every;
+  step_snapshot_.reset();
+}
+
+std::optional<proto::ShardCheckpoint> ServerHandler::TakeStepSnapshot(absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  const auto taken = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {  // under mu_, as Await
+    return step_snapshot_.has_value();
+  };
+  mu_.AwaitWithTimeout(absl::Condition(&taken), timeout);
+  std::optional<proto::ShardCheckpoint> shard = std::move(step_snapshot_);
+  step_snapshot_.reset();
+  return shard;
 }
 
 double ServerHandler::Steps() const {

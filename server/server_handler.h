@@ -68,6 +68,13 @@ class ServerHandler : public RequestHandler {
   double Steps() const;
   // Whether every held partition has its initial value (before that, nothing to checkpoint).
   bool Initialized() const;
+  // Checkpoints every `every` steps (> 0): once Steps() reaches `first`, and then each `every`
+  // steps past the last snapshot, the request that got them there takes the Snapshot, so it
+  // holds the state at that step however late the checkpointing thread comes for it.
+  void SnapshotAtSteps(double first, double every);
+  // The snapshot SnapshotAtSteps took (the newest, if several were not taken yet), waiting up
+  // to `timeout` for one; nullopt if none came.
+  std::optional<proto::ShardCheckpoint> TakeStepSnapshot(absl::Duration timeout);
   // Installs a checkpoint of this server's shard before any request is served: every held
   // partition must be in it with its size. REQUIRES: after Configure().
   absl::Status Restore(const proto::ShardCheckpoint& shard);
@@ -114,6 +121,9 @@ class ServerHandler : public RequestHandler {
   // After a departure or the end of a join hold: every partition's clock may complete, its
   // parked pulls may be answered.
   void Resume() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // SnapshotAtSteps' snapshot, if the steps reached the next one's (`updated`: the partition
+  // the request just moved on; null: any may have).
+  void MaybeSnapshotAtSteps(const HeldPartition* updated) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   SgdOptions SgdFor(const HeldPartition& held) const;
   // The MEMBERSHIP that adds workers: ranks up to num_workers - 1 exist now, with these routing
   // ids, taking part from membership.join_clock() (bsp, ssp); ends a join hold.
@@ -145,7 +155,12 @@ class ServerHandler : public RequestHandler {
   };
   Counters counters_ ABSL_GUARDED_BY(mu_);
   proto::NodeCounters CountersLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  proto::ShardCheckpoint SnapshotLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   wire::PushDecoder decoder_ ABSL_GUARDED_BY(mu_);
+  // SnapshotAtSteps: the steps of the next snapshot and between two (0: none), the one taken.
+  double snapshot_due_ ABSL_GUARDED_BY(mu_) = 0;
+  double snapshot_every_ ABSL_GUARDED_BY(mu_) = 0;
+  std::optional<proto::ShardCheckpoint> step_snapshot_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace r2sp

@@ -1,6 +1,7 @@
 // RequestTracker with a fake clock and no sockets: each request ends exactly once (answered,
 // timed out, failed or cancelled), late replies are dropped and counted, deadlines fire at the
-// right time, and cancelling a peer fails exactly its requests.
+// right time, cancelling a peer fails exactly its requests, and long unanswered ones are
+// reported once per peer.
 #include "common/request_tracker.h"
 
 #include <algorithm>
@@ -147,6 +148,38 @@ TEST(RequestTrackerTest, ACallbackMayAddARequestAndSeesItselfCounted) {
   EXPECT_EQ(retried, 2u);
   EXPECT_EQ(tracker.size(), 1u);
   EXPECT_EQ(tracker.ExpireDue(kStart + absl::Seconds(1)), 1u);
+}
+
+
+// A request unanswered for longer than the report's threshold is reported once, grouped by
+// peer with the oldest named; answered ones and younger ones are not.
+TEST(RequestTrackerTest, LongUnansweredRequestsAreReportedOncePerPeerNamingTheOldest) {
+  RequestTracker tracker;
+  Outcomes out;
+  const absl::Duration after = absl::Seconds(30);
+  tracker.Add("tcp://s1:9100", 0, kStart + absl::Seconds(120), out.For("push3"),
+              RequestLabel{kStart, proto::PUSH, 3});
+  tracker.Add("tcp://s1:9100", 1, kStart + absl::Seconds(121), out.For("pull4"),
+              RequestLabel{kStart + absl::Seconds(1), proto::PULL, 4});
+  const uint64_t answered = tracker.Add("tcp://s0:9100", 0, kStart + absl::Seconds(120),
+                                        out.For("pull0"), RequestLabel{kStart, proto::PULL, 0});
+  tracker.Add("tcp://sched:9000", 0, absl::InfiniteFuture(), out.For("slot"),
+              RequestLabel{kStart + absl::Seconds(20), proto::SLOT, 0});
+  EXPECT_EQ(tracker.ReportUnanswered(kStart + absl::Seconds(30), after),
+            std::vector<std::string>{});  // none older than 30 s yet
+  ASSERT_TRUE(tracker.TakeAnswered(answered).has_value());
+  const std::vector<std::string> expected = {
+      "2 requests to tcp://s1:9100 unanswered for over 30s; the oldest: request 1 (PUSH key 3) "
+      "sent 31.5s ago on connection 0, failing at its deadline in 1m28.5s"};
+  EXPECT_EQ(tracker.ReportUnanswered(kStart + absl::Milliseconds(31500), after), expected);
+  EXPECT_EQ(tracker.ReportUnanswered(kStart + absl::Seconds(40), after),
+            std::vector<std::string>{});  // each reported once
+  EXPECT_EQ(tracker.ReportUnanswered(kStart + absl::Seconds(51), after),
+            (std::vector<std::string>{
+                "1 request to tcp://sched:9000 unanswered for over 30s; the oldest: request 4 "
+                "(SLOT key 0) sent 31s ago on connection 0, failing at its deadline in inf"}));
+  EXPECT_TRUE(out.names.empty());  // reports fail nothing
+  EXPECT_EQ(tracker.size(), 3u);
 }
 
 }  // namespace

@@ -1,19 +1,23 @@
 // Checkpoints on disk (server/checkpoint_store.h) and when they are taken (checkpointer.h):
 // a round trip; pruning to the newest K; a truncated, bit-flipped or unparsable newest
 // checkpoint passed over (naming the file) for the previous good one; another job's, rank's or
-// layout's refused; the --checkpoint_every forms; CRC-32C's check value.
+// layout's refused; the --checkpoint_every forms; a step checkpoint's state is its step's;
+// CRC-32C's check value.
 #include "server/checkpoint_store.h"
 
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "common/crc32c.h"
 #include "common/model_layout.h"
 #include "gtest/gtest.h"
 #include "server/checkpointer.h"
+#include "tests/testing/fakes.h"
 
 namespace r2sp {
 namespace {
@@ -139,6 +143,60 @@ TEST(CheckpointerTest, NoCheckpointBeforeTheInitialParameters) {
   const absl::StatusOr<std::string> written = checkpointer.CheckpointNow("sigterm");
   EXPECT_TRUE(absl::IsFailedPrecondition(written.status())) << written.status();
   EXPECT_TRUE(checkpointer.store().Sequences().empty());
+}
+
+// --checkpoint_every=<N>steps holds the state at N steps however fast the pushes come: the
+// request that reaches the due step takes the snapshot. Taken by a thread polling every 100 ms
+// instead, the checkpoint held whatever step the job had reached by then (here the last, 25),
+// and a server's replacement lost more than N steps of updates.
+TEST(CheckpointerTest, AStepCheckpointHoldsTheStateAtItsStepWhileThePushesGoOn) {
+  proto::TensorSpec t;
+  t.set_name("w");
+  t.set_num_elements(8);
+  absl::StatusOr<ModelLayout> layout = ModelLayout::Create({t}, 16, 1);  // 2 partitions of 4
+  ASSERT_TRUE(layout.ok());
+  ServerOptions options;
+  options.sgd = {0.5f, 0.0f, 0.0f};
+  options.sync = proto::ASP;
+  ServerHandler handler(options);
+  handler.Configure(0, ServerPeers{"scheduler", testing::WorkerIds(1)}, *layout);
+  testing::RecordingSink sink;
+  const auto push = [&](uint64_t key, float value, bool init) {
+    Message m = testing::WorkerRequest(proto::PUSH, 0, key);
+    if (init) m.header.mutable_push()->set_init(true);
+    const std::vector<float> values(4, value);
+    m.payload.push_back(zmq::message_t(values.data(), values.size() * sizeof(float)));
+    Responder r(&sink, "w0", m.header);
+    handler.HandleRequest(std::move(m), std::move(r));
+  };
+  for (uint64_t key : {0, 1}) push(key, 0.0f, /*init=*/true);
+  CheckpointPolicy policy;
+  policy.dir = ::testing::TempDir() + "/ckpt-at-steps";
+  fs::remove_all(policy.dir);
+  policy.every_steps = 10;
+  Checkpointer checkpointer(policy, &handler, CheckpointIdentity{});
+  checkpointer.Start();
+  for (int step = 0; step < 25; ++step) {
+    for (uint64_t key : {0, 1}) push(key, 1.0f, /*init=*/false);  // w -= 0.5 a step
+  }
+  CheckpointStore store(policy.dir, 0, 3);
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  absl::StatusOr<LoadedCheckpoint> latest = absl::NotFoundError("none yet");
+  while (absl::Now() < deadline) {
+    latest = store.LoadLatest(CheckpointIdentity{});
+    if (latest.ok() && latest->shard.partitions(0).steps() >= 20) break;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  checkpointer.Stop();
+  ASSERT_TRUE(latest.ok()) << latest.status();
+  ASSERT_EQ(latest->shard.partitions_size(), 2);
+  for (const proto::PartitionCheckpoint& p : latest->shard.partitions()) {
+    EXPECT_EQ(p.steps(), 20.0) << p.key();
+    std::vector<float> weights(4);
+    ASSERT_EQ(p.weights().size(), sizeof(float) * 4);
+    std::memcpy(weights.data(), p.weights().data(), p.weights().size());
+    EXPECT_EQ(weights, std::vector<float>(4, -10.0f)) << p.key();
+  }
 }
 
 TEST(CheckpointEveryTest, ParsesSecondsAndStepsAndRefusesTheRest) {
