@@ -21,7 +21,7 @@ uint64_t RequestTracker::Add(std::string peer, int connection, absl::Time deadli
 }
 
 std::vector<std::string> RequestTracker::ReportUnanswered(absl::Time now, absl::Duration after) {
-  if (outstanding_.empty()) return {};
+  if (outstanding_.empty() || after <= absl::ZeroDuration()) return {};
   struct PerPeer {
     int count = 0;
     uint64_t oldest_id = 0;
@@ -29,7 +29,8 @@ std::vector<std::string> RequestTracker::ReportUnanswered(absl::Time now, absl::
   };
   std::map<std::string, PerPeer> peers;  // sorted: the lines come in a stable order
   for (auto& [id, request] : outstanding_) {
-    if (request.reported || now - request.label.sent <= after) continue;
+    const absl::Time sent = request.label.sent;
+    if (request.reported || sent == absl::InfinitePast() || now - sent <= after) continue;
     request.reported = true;
     PerPeer& peer = peers[request.peer];
     ++peer.count;

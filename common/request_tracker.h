@@ -79,7 +79,7 @@ class RequestTracker {
   // The requests sent more than `after` before `now` and not reported yet, one line per peer
   // (how many, the oldest: what it asked, its age, when its deadline fails it), each logged as
   // a warning and each request reported once: a hang says in the log what it waits for, long
-  // before the deadline.
+  // before the deadline. Zero `after`: none.
   std::vector<std::string> ReportUnanswered(absl::Time now, absl::Duration after);
 
   // Fails every request to `peer` with `status`, others untouched; returns how many.

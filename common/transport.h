@@ -58,7 +58,7 @@ struct TransportOptions {
   // How often RequestHandler::OnTick runs and request deadlines are checked.
   absl::Duration tick_period = absl::Milliseconds(50);
   // A request unanswered this long is logged (a warning per peer: what the oldest asked, how
-  // long ago, when its deadline fails it), once: a hang names what it waits for.
+  // long ago, when its deadline fails it), once: a hang names what it waits for. Zero: never.
   absl::Duration warn_unanswered = absl::Seconds(30);
   // libzmq's I/O threads: where CURVE seals and opens every message, one connection always on
   // the same thread. REQUIRES: >= 1.

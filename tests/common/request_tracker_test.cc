@@ -152,7 +152,7 @@ TEST(RequestTrackerTest, ACallbackMayAddARequestAndSeesItselfCounted) {
 
 
 // A request unanswered for longer than the report's threshold is reported once, grouped by
-// peer with the oldest named; answered ones and younger ones are not.
+// peer with the oldest named; answered ones, younger ones and ones without a send time are not.
 TEST(RequestTrackerTest, LongUnansweredRequestsAreReportedOncePerPeerNamingTheOldest) {
   RequestTracker tracker;
   Outcomes out;
@@ -165,6 +165,7 @@ TEST(RequestTrackerTest, LongUnansweredRequestsAreReportedOncePerPeerNamingTheOl
                                         out.For("pull0"), RequestLabel{kStart, proto::PULL, 0});
   tracker.Add("tcp://sched:9000", 0, absl::InfiniteFuture(), out.For("slot"),
               RequestLabel{kStart + absl::Seconds(20), proto::SLOT, 0});
+  tracker.Add("tcp://s2:9100", 0, kStart + absl::Seconds(120), out.For("unlabelled"));
   EXPECT_EQ(tracker.ReportUnanswered(kStart + absl::Seconds(30), after),
             std::vector<std::string>{});  // none older than 30 s yet
   ASSERT_TRUE(tracker.TakeAnswered(answered).has_value());
@@ -178,8 +179,10 @@ TEST(RequestTrackerTest, LongUnansweredRequestsAreReportedOncePerPeerNamingTheOl
             (std::vector<std::string>{
                 "1 request to tcp://sched:9000 unanswered for over 30s; the oldest: request 4 "
                 "(SLOT key 0) sent 31s ago on connection 0, failing at its deadline in inf"}));
+  EXPECT_EQ(tracker.ReportUnanswered(kStart + absl::Seconds(52), absl::ZeroDuration()),
+            std::vector<std::string>{});  // zero: never
   EXPECT_TRUE(out.names.empty());  // reports fail nothing
-  EXPECT_EQ(tracker.size(), 3u);
+  EXPECT_EQ(tracker.size(), 4u);
 }
 
 }  // namespace
