@@ -1,10 +1,12 @@
 // The heartbeats' news versions end to end: SchedulerClients against a real SchedulerCore on
 // the in-process network. A node's heartbeats say which news version it has taken in (the
 // newest answer's), so the scheduler tells it only what is new; HeartbeatNow hears everything.
+// A heartbeat answered "dead" while the node's LEAVE is on its way is no verdict.
 #include "common/scheduler_client.h"
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -78,6 +80,8 @@ TEST(SchedulerClientTest, HeartbeatsSayTheNewsTakenInAndHeartbeatNowHearsEveryth
     });
   }
   for (std::thread& t : registering) t.join();
+  // The workers' ranks follow the order they registered in, which the threads race for.
+  const int finisher = clients[2]->rank();
 
   absl::Mutex mu;
   std::vector<int> finished_heard;  // every finished rank the server's answers named
@@ -87,12 +91,12 @@ TEST(SchedulerClientTest, HeartbeatsSayTheNewsTakenInAndHeartbeatNowHearsEveryth
     for (int rank : beat.finished_workers()) finished_heard.push_back(rank);
     if (beat.news_version() == 1 && !heard.HasBeenNotified()) heard.Notify();
   });
-  clients[1]->StartHeartbeats(nullptr);  // worker 0 keeps beating: the job goes on
+  clients[1]->StartHeartbeats(nullptr);  // w0 keeps beating: the job goes on
   const size_t beats_before_finish = recorder.Seen(0).size();
-  ASSERT_TRUE(clients[2]->Finish(proto::NodeCounters()).ok());  // news 1: worker 1 finished
+  ASSERT_TRUE(clients[2]->Finish(proto::NodeCounters()).ok());  // news 1: w1 finished
   ASSERT_TRUE(heard.WaitForNotificationWithTimeout(absl::Seconds(10)));
   // The server's beats go on from news_seen 0 to 1 and never past it; only the answers to
-  // beats that said 0 after the finish name worker 1 (those sent before the first such answer
+  // beats that said 0 after the finish name w1 (those sent before the first such answer
   // arrived repeat it), not the answers to the beats that said 1.
   const absl::Time deadline = absl::Now() + absl::Seconds(10);
   std::vector<int64_t> seen;
@@ -113,16 +117,73 @@ TEST(SchedulerClientTest, HeartbeatsSayTheNewsTakenInAndHeartbeatNowHearsEveryth
     absl::MutexLock lock(&mu);
     EXPECT_GE(finished_heard.size(), 1u);
     EXPECT_LE(static_cast<int64_t>(finished_heard.size()), zeros_since_finish);
-    for (int rank : finished_heard) EXPECT_EQ(rank, 1);
+    for (int rank : finished_heard) EXPECT_EQ(rank, finisher);
   }
-  // Worker 0's beats took the news in too; asked now, it still hears all of it.
+  // w0's beats took the news in too; asked now, it still hears all of it.
   absl::StatusOr<proto::HeartbeatReply> now = clients[1]->HeartbeatNow();
   ASSERT_TRUE(now.ok()) << now.status();
   EXPECT_EQ(std::vector<int>(now->finished_workers().begin(), now->finished_workers().end()),
-            std::vector<int>{1});
+            std::vector<int>{finisher});
   EXPECT_EQ(now->news_version(), 1);
   clients[0]->StopHeartbeats();
   clients[1]->StopHeartbeats();
+}
+
+
+// A scheduler that parks a LEAVE until it has answered a heartbeat as a dead node's (as it does
+// once the LEAVE has arrived), then answers the LEAVE: the race of a heartbeat sent beside it.
+class LeaveRacingScheduler : public RequestHandler {
+ public:
+  void HandleRequest(Message request, Responder responder) override {
+    absl::MutexLock lock(&mu_);
+    if (request.header.type() == proto::LEAVE) {
+      leave_.emplace(std::move(responder));
+      left_ = true;
+      return;
+    }
+    Message reply;
+    reply.header.mutable_heartbeat_reply()->set_declared_dead(left_);
+    responder.Reply(std::move(reply));
+    if (leave_.has_value()) {
+      leave_->ReplyStatus(absl::OkStatus());
+      leave_.reset();
+      leave_answered_after_a_dead_beat_ = true;
+    }
+  }
+  bool leave_answered_after_a_dead_beat() {
+    absl::MutexLock lock(&mu_);
+    return leave_answered_after_a_dead_beat_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::optional<Responder> leave_ ABSL_GUARDED_BY(mu_);
+  bool left_ ABSL_GUARDED_BY(mu_) = false;
+  bool leave_answered_after_a_dead_beat_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+// A worker leaving (SIGTERM) keeps heartbeating until its LEAVE is answered; a heartbeat the
+// scheduler answered after the LEAVE arrived says "declared dead". That is the leave, not a
+// verdict: before the fix the worker took it for one, stopped as lost and never said it had
+// left (k8s_faults_test's stopped pod, rarely).
+TEST(SchedulerClientTest, AHeartbeatAnsweredAsDeadWhileTheLeaveIsOnItsWayIsNoVerdict) {
+  LeaveRacingScheduler scheduler;
+  testing::InProcessNetwork network;
+  network.Serve("scheduler", &scheduler);
+  SchedulerClient client(network.Client("w0"), ClientOptions("w0"));
+  absl::Mutex mu;
+  std::vector<std::string> fatal;
+  client.StartHeartbeats(nullptr, [&](const std::string& why) {
+    absl::MutexLock lock(&mu);
+    fatal.push_back(why);
+  });
+  absl::SleepFor(absl::Milliseconds(100));  // heartbeats answered as a live node's
+  EXPECT_TRUE(client.Leave("signal 15", proto::NodeCounters()).ok());
+  EXPECT_TRUE(scheduler.leave_answered_after_a_dead_beat());
+  absl::SleepFor(absl::Milliseconds(100));  // the heartbeats after it hear "dead" too
+  client.StopHeartbeats();
+  absl::MutexLock lock(&mu);
+  EXPECT_EQ(fatal, std::vector<std::string>{});
 }
 
 }  // namespace
