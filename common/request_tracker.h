@@ -1,8 +1,8 @@
 // Request tracking (as ps-lite's Customer): the requests a process has sent and not yet seen
-// settled, by request id, each with the peer and connection it went on, its deadline and the
-// callback its reply or failure goes to, and what it asked (to report those long unanswered). No
-// sockets and no clock of its own: callers pass the
-// time, so tests drive it with a fake clock. Transport (transport.h) owns one on its I/O thread.
+// settled, by request id, each with the peer and connection it went on, its deadline, the
+// callback its reply or failure goes to, and what it asked (to report those long unanswered).
+// No sockets and no clock of its own: callers pass the time, so tests drive it with a fake
+// clock. Transport (transport.h) owns one on its I/O thread.
 #ifndef R2SP_COMMON_REQUEST_TRACKER_H_
 #define R2SP_COMMON_REQUEST_TRACKER_H_
 

@@ -236,9 +236,9 @@ void SchedulerClient::StartHeartbeats(
             const absl::Status s = FromReplyHeader(reply->header);
             const proto::HeartbeatReply& beat = reply->header.heartbeat_reply();
             // A verdict is given before the answer counts, so that AwaitVerdictIfSilent, which
-            // waits for an answer, finds it given.
-            // A node that has sent LEAVE is dead to the scheduler once it arrives: a heartbeat
-            // sent beside it hears so, which is no verdict (Leave's answer says how it went).
+            // waits for an answer, finds it given. A node that has sent LEAVE is dead to the
+            // scheduler once it arrives: a heartbeat sent beside it hears so, which is no
+            // verdict (Leave's answer says how it went).
             if (s.ok() && beat.declared_dead()) {
               if (!leaving_.load()) {
                 Fatal("the scheduler declared this node dead (it was silent or made no "
