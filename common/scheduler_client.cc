@@ -98,7 +98,6 @@ absl::Status SchedulerClient::Leave(const std::string& why,
   Message request;
   request.header = NewHeader(proto::LEAVE);
   *request.header.mutable_leave() = MakeLeaveRequest(why, counters);
-  leaving_.store(true);  // before it can arrive: a heartbeat answered after it hears "dead"
   return CallScheduler(std::move(request), options_.request_timeout).status();
 }
 
@@ -236,14 +235,10 @@ void SchedulerClient::StartHeartbeats(
             const absl::Status s = FromReplyHeader(reply->header);
             const proto::HeartbeatReply& beat = reply->header.heartbeat_reply();
             // A verdict is given before the answer counts, so that AwaitVerdictIfSilent, which
-            // waits for an answer, finds it given. A node that has sent LEAVE is dead to the
-            // scheduler once it arrives: a heartbeat sent beside it hears so, which is no
-            // verdict (Leave's answer says how it went).
+            // waits for an answer, finds it given.
             if (s.ok() && beat.declared_dead()) {
-              if (!leaving_.load()) {
-                Fatal("the scheduler declared this node dead (it was silent or made no "
-                      "progress for too long) and goes on without it");
-              }
+              Fatal("the scheduler declared this node dead (it was silent or made no progress "
+                    "for too long) and goes on without it");
             } else if (s.ok() && !beat.job_failed().empty()) {
               Fatal(absl::StrCat("the job failed: ", beat.job_failed()));
             }

@@ -134,7 +134,6 @@ class SchedulerClient {
   std::atomic<int64_t> news_seen_{0};
   std::atomic<int64_t> last_answer_micros_{0};  // when the scheduler last answered a heartbeat
   std::atomic<bool> fatal_called_{false};
-  std::atomic<bool> leaving_{false};  // LEAVE sent (or about to be)
   std::function<void(const std::string&)> on_fatal_;
 };
 

@@ -142,7 +142,9 @@ absl::Status SchedulerCore::HandleHeartbeat(const Message& request, Node& node,
   Message reply;
   proto::HeartbeatReply* hb = reply.header.mutable_heartbeat_reply();
   if (node.state == NodeState::kDead) {
-    hb->set_declared_dead(true);
+    // Not for a node that left (LEAVE): a heartbeat it sent beside its LEAVE would take the
+    // leave for a verdict and stop it as lost before it hears the LEAVE's answer.
+    hb->set_declared_dead(!node.left);
   } else {
     FailureDetector::Heard(node, request.header.heartbeat().progress(), now);
     metrics_.Heartbeat(now);

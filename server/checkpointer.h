@@ -59,7 +59,8 @@ class Checkpointer {
   void Loop();
   // The global-batch steps a snapshot holds (its least advanced partition's).
   static double ShardSteps(const proto::ShardCheckpoint& shard);
-  // Writes `shard`, taken at `start`; the next periodic checkpoint counts from it.
+  // Writes `shard`, taken at `start`: a periodic checkpoint by time counts from it, and a step
+  // snapshot older than it is not written after it.
   absl::StatusOr<std::string> WriteLocked(const proto::ShardCheckpoint& shard,
                                           const std::string& reason, absl::Time start)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -1,12 +1,11 @@
 // The heartbeats' news versions end to end: SchedulerClients against a real SchedulerCore on
 // the in-process network. A node's heartbeats say which news version it has taken in (the
 // newest answer's), so the scheduler tells it only what is new; HeartbeatNow hears everything.
-// A heartbeat answered "dead" while the node's LEAVE is on its way is no verdict.
+// Heartbeats answered after the node's LEAVE arrived are no verdict.
 #include "common/scheduler_client.h"
 
 #include <algorithm>
 #include <memory>
-#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -55,14 +54,9 @@ SchedulerClientOptions ClientOptions(const std::string& name) {
   return options;
 }
 
-TEST(SchedulerClientTest, HeartbeatsSayTheNewsTakenInAndHeartbeatNowHearsEverything) {
-  SchedulerOptions options;
-  options.num_servers = 1;
-  options.num_workers = 2;
-  testing::InProcessNetwork network;
-  SchedulerCore core(options, network.Client("scheduler"));
-  SeenRecorder recorder(&core);
-  network.Serve("scheduler", &recorder);
+// Clients "s0" (the server), "w0" and "w1" (workers) registered with the scheduler served on
+// `network` (1 server and 2 workers), in that order in the vector.
+std::vector<std::unique_ptr<SchedulerClient>> RegisterJob(testing::InProcessNetwork& network) {
   std::vector<std::unique_ptr<SchedulerClient>> clients;
   for (const char* name : {"s0", "w0", "w1"}) {
     clients.push_back(std::make_unique<SchedulerClient>(network.Client(name), ClientOptions(name)));
@@ -80,6 +74,18 @@ TEST(SchedulerClientTest, HeartbeatsSayTheNewsTakenInAndHeartbeatNowHearsEveryth
     });
   }
   for (std::thread& t : registering) t.join();
+  return clients;
+}
+
+TEST(SchedulerClientTest, HeartbeatsSayTheNewsTakenInAndHeartbeatNowHearsEverything) {
+  SchedulerOptions options;
+  options.num_servers = 1;
+  options.num_workers = 2;
+  testing::InProcessNetwork network;
+  SchedulerCore core(options, network.Client("scheduler"));
+  SeenRecorder recorder(&core);
+  network.Serve("scheduler", &recorder);
+  std::vector<std::unique_ptr<SchedulerClient>> clients = RegisterJob(network);
   // The workers' ranks follow the order they registered in, which the threads race for.
   const int finisher = clients[2]->rank();
 
@@ -130,58 +136,29 @@ TEST(SchedulerClientTest, HeartbeatsSayTheNewsTakenInAndHeartbeatNowHearsEveryth
 }
 
 
-// A scheduler that parks a LEAVE until it has answered a heartbeat as a dead node's (as it does
-// once the LEAVE has arrived), then answers the LEAVE: the race of a heartbeat sent beside it.
-class LeaveRacingScheduler : public RequestHandler {
- public:
-  void HandleRequest(Message request, Responder responder) override {
-    absl::MutexLock lock(&mu_);
-    if (request.header.type() == proto::LEAVE) {
-      leave_.emplace(std::move(responder));
-      left_ = true;
-      return;
-    }
-    Message reply;
-    reply.header.mutable_heartbeat_reply()->set_declared_dead(left_);
-    responder.Reply(std::move(reply));
-    if (leave_.has_value()) {
-      leave_->ReplyStatus(absl::OkStatus());
-      leave_.reset();
-      leave_answered_after_a_dead_beat_ = true;
-    }
-  }
-  bool leave_answered_after_a_dead_beat() {
-    absl::MutexLock lock(&mu_);
-    return leave_answered_after_a_dead_beat_;
-  }
-
- private:
-  absl::Mutex mu_;
-  std::optional<Responder> leave_ ABSL_GUARDED_BY(mu_);
-  bool left_ ABSL_GUARDED_BY(mu_) = false;
-  bool leave_answered_after_a_dead_beat_ ABSL_GUARDED_BY(mu_) = false;
-};
-
-// A worker leaving (SIGTERM) keeps heartbeating until its LEAVE is answered; a heartbeat the
-// scheduler answered after the LEAVE arrived says "declared dead". That is the leave, not a
-// verdict: before the fix the worker took it for one, stopped as lost and never said it had
-// left (k8s_faults_test's stopped pod, rarely).
-TEST(SchedulerClientTest, AHeartbeatAnsweredAsDeadWhileTheLeaveIsOnItsWayIsNoVerdict) {
-  LeaveRacingScheduler scheduler;
+// A worker leaving (SIGTERM) keeps heartbeating until its LEAVE is answered; the heartbeats
+// the scheduler answers after the LEAVE arrived are no verdict. Before the fix their answers
+// said "declared dead", and a worker that heard one before its LEAVE's answer stopped as lost
+// and never said it had left (k8s_faults_test's stopped pod, rarely).
+TEST(SchedulerClientTest, HeartbeatsAnsweredAfterALeaveAreNoVerdict) {
+  SchedulerOptions options;
+  options.num_servers = 1;
+  options.num_workers = 2;
   testing::InProcessNetwork network;
-  network.Serve("scheduler", &scheduler);
-  SchedulerClient client(network.Client("w0"), ClientOptions("w0"));
+  SchedulerCore core(options, network.Client("scheduler"));
+  network.Serve("scheduler", &core);
+  std::vector<std::unique_ptr<SchedulerClient>> clients = RegisterJob(network);
+  SchedulerClient& leaving = *clients[1];
   absl::Mutex mu;
   std::vector<std::string> fatal;
-  client.StartHeartbeats(nullptr, [&](const std::string& why) {
+  leaving.StartHeartbeats(nullptr, [&](const std::string& why) {
     absl::MutexLock lock(&mu);
     fatal.push_back(why);
   });
   absl::SleepFor(absl::Milliseconds(100));  // heartbeats answered as a live node's
-  EXPECT_TRUE(client.Leave("signal 15", proto::NodeCounters()).ok());
-  EXPECT_TRUE(scheduler.leave_answered_after_a_dead_beat());
-  absl::SleepFor(absl::Milliseconds(100));  // the heartbeats after it hear "dead" too
-  client.StopHeartbeats();
+  EXPECT_TRUE(leaving.Leave("signal 15", proto::NodeCounters()).ok());
+  absl::SleepFor(absl::Milliseconds(100));  // five more heartbeats, answered after the leave
+  leaving.StopHeartbeats();
   absl::MutexLock lock(&mu);
   EXPECT_EQ(fatal, std::vector<std::string>{});
 }

@@ -297,6 +297,9 @@ TEST_F(SchedulerCoreTest, LeavingWorkerIsDeadAtOnce) {
   const proto::HeartbeatReply beat = sink_.Take()[0].second.header.heartbeat_reply();
   ASSERT_EQ(beat.dead_workers_size(), 1);
   EXPECT_EQ(beat.dead_workers(0), 0);
+  // A heartbeat it sent beside its LEAVE hears no verdict: it left, it was not declared dead.
+  Send(From(proto::WORKER, 0, proto::HEARTBEAT), "w0");
+  EXPECT_FALSE(sink_.Take()[0].second.header.heartbeat_reply().declared_dead());
   // Its data shard is free for a joiner, or dealt out from the next epoch.
   Message plan = From(proto::WORKER, 1, proto::EPOCH_PLAN);
   plan.header.mutable_epoch_plan_request()->set_epoch(0);
