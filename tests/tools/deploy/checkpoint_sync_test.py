@@ -79,6 +79,20 @@ class CheckpointSyncTest(unittest.TestCase):
         self.assertEqual(sorted(os.listdir(os.path.join(self.url_dir, "server0"))),
                          ["ckpt-00000003", "ckpt-00000004", "ckpt-00000005"])
 
+    def test_a_copy_abandoned_at_the_url_goes_after_an_hour_one_under_way_stays(self):
+        checkpoint(self.local, 0, 1)
+        abandoned = checkpoint(self.url_dir, 0, 7).replace("ckpt-", ".tmp-ckpt-")
+        os.rename(abandoned.replace(".tmp-ckpt-", "ckpt-"), abandoned)
+        for d, _, files in os.walk(abandoned):  # its copier killed 61 minutes ago
+            for path in [d] + [os.path.join(d, f) for f in files]:
+                os.utime(path, (os.path.getmtime(path) - 61 * 60,) * 2)
+        under_way = checkpoint(self.url_dir, 0, 8).replace("ckpt-", ".tmp-ckpt-")
+        os.rename(under_way.replace(".tmp-ckpt-", "ckpt-"), under_way)
+        os.utime(under_way, (os.path.getmtime(under_way) - 61 * 60,) * 2)  # its file still new
+        self.assertEqual(self.sync("up").returncode, 0)
+        self.assertEqual(sorted(os.listdir(os.path.join(self.url_dir, "server0"))),
+                         [".tmp-ckpt-00000008", "ckpt-00000001"])
+
     def test_bad_arguments(self):
         r = subprocess.run([SYNC, "up", self.local, "s3://bucket"], capture_output=True, text=True)
         self.assertEqual((r.returncode, r.stderr), (2, "checkpoint_sync: error: s3://bucket: only "

@@ -294,9 +294,15 @@ class PodsReplacedInNamespacesTest(unittest.TestCase):
                            '[k8s]\ncheckpoint_volume = "ckpt"\n', f'checkpoint_url = "file://{url}"\n')
         for host in self.PODS:
             self.start(host, host, self.out(host))
-        there = os.path.join(url, JOB + "-run", "server1")  # the run's: checkpoint_url/JOB-RUN
+        # The rank pod server-1 holds follows the servers' racing registrations: its checkpoints
+        # are that rank's (checkpoint_url/JOB-RUN/server<rank>).
+        self.wait_for("server1", r"server \d+ holds \d+ partitions")
+        rank = re.search(r"server (\d+) holds", self.log("server1")).group(1)
+        there = os.path.join(url, JOB + "-run", "server" + rank)
         deadline = time.time() + 60
-        while not any(n == "MANIFEST" for _, _, files in os.walk(there) for n in files):
+        # A whole checkpoint only: one still being copied sits under .tmp-ckpt-*, MANIFEST and all.
+        while not any(os.path.basename(d).startswith("ckpt-") and "MANIFEST" in files
+                      for d, _, files in os.walk(there)):
             self.assertLess(time.time(), deadline, self.log("server1")[-2000:])
             time.sleep(0.1)
         self.kill("server1", signal.SIGKILL)
