@@ -35,6 +35,9 @@ DEFINE_int32(elastic_period, 4, "easgd, eawild: local steps between a worker's e
 DEFINE_string(elastic_alpha, "auto", "easgd, eawild: moving rate alpha in (0, 1] of the elastic "
               "difference alpha * (worker - centre); auto: 0.9 / workers");
 DEFINE_double(r2sp_headroom, 1.2, "r2sp: gap between slot grants = T / (headroom * workers)");
+DEFINE_double(r2sp_gap_holds, 2, "r2sp: the gap is at most this many times the slot's smoothed "
+              "hold (grant to release), so that short pushes on a fast link do not wait a long "
+              "gap; 0: T / (headroom * workers) alone, as in the R2SP paper");
 DEFINE_string(r2sp_slot, "push", "r2sp: what a slot covers: push (released once the push is "
               "acknowledged, so the next worker's push overlaps this one's pull) or push_pull "
               "(released after the pull too, as in the R2SP paper)");
@@ -102,6 +105,7 @@ absl::StatusOr<r2sp::SchedulerOptions> OptionsFromFlags() {
                         r2sp::ParseElasticAlpha(FLAGS_elastic_alpha, FLAGS_num_workers));
   r2sp::SlotCoordinatorOptions& slots = options.slots;
   slots.headroom = FLAGS_r2sp_headroom;
+  slots.gap_holds = FLAGS_r2sp_gap_holds;
   R2SP_ASSIGN_OR_RETURN(slots.includes_pull, r2sp::ParseSlotIncludesPull(FLAGS_r2sp_slot));
   R2SP_ASSIGN_OR_RETURN(slots.order,
                         r2sp::ParseSlotOrder(FLAGS_r2sp_order, FLAGS_hetero_batching));

@@ -22,6 +22,7 @@ absl::Status SchedulerOptions::Validate() const {
   c.Check(elastic_alpha > 0 && elastic_alpha <= 1, "--elastic_alpha", "elastic_alpha",
           "in (0, 1]", elastic_alpha);
   c.Check(slots.headroom > 0, "--r2sp_headroom", "slots.headroom", "> 0", slots.headroom);
+  c.Check(slots.gap_holds >= 0, "--r2sp_gap_holds", "slots.gap_holds", ">= 0", slots.gap_holds);
   c.Check(slots.width >= 0, "--r2sp_slot_width", "slots.width", ">= 0 (0: auto)", slots.width);
   const BatchTunerOptions& batching = slots.batching;
   c.Check(batching.min_batch >= 1, "--min_batch", "slots.batching.min_batch", ">= 1",

@@ -10,7 +10,9 @@
 namespace r2sp {
 
 SlotCoordinator::SlotCoordinator(const SlotCoordinatorOptions& options, bool r2sp)
-    : options_(options), r2sp_(r2sp), planner_(options.headroom, /*smoothing=*/0.2, options.order) {
+    : options_(options),
+      r2sp_(r2sp),
+      planner_(options.headroom, /*smoothing=*/0.2, options.order, options.gap_holds) {
   CHECK_GE(options.width, 0);
   if (options.width > 0) planner_.set_width(options.width);
   if (options.width == 0 && r2sp_) {

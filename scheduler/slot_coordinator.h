@@ -24,6 +24,9 @@ namespace r2sp {
 // SchedulerOptions::Validate (which names each field as slots.<field>).
 struct SlotCoordinatorOptions {
   double headroom = 1.2;         // r2sp: gap = T / (headroom * W). REQUIRES: > 0
+  // r2sp: the gap is at most this many times a hold's smoothed length (SlotPlanner); 0: never.
+  // REQUIRES: >= 0
+  double gap_holds = 2;
   SlotOrder order = SlotOrder::kRing;  // r2sp: who gets the free slot
   int width = 1;                 // r2sp: holders at once; 0: tuned by a SlotWidthTuner. >= 0
   SlotWidthTunerOptions width_tuning;  // with width 0

@@ -8,9 +8,11 @@
 
 namespace r2sp {
 
-SlotPlanner::SlotPlanner(double headroom, double smoothing, SlotOrder order)
-    : headroom_(headroom), smoothing_(smoothing), order_(order) {
+SlotPlanner::SlotPlanner(double headroom, double smoothing, SlotOrder order,
+                         double hold_multiple)
+    : headroom_(headroom), smoothing_(smoothing), order_(order), hold_multiple_(hold_multiple) {
   CHECK_GT(headroom, 0);
+  CHECK_GE(hold_multiple, 0);
   CHECK(smoothing > 0 && smoothing <= 1);
 }
 
@@ -63,13 +65,16 @@ absl::Status SlotPlanner::Request(int rank, double compute_seconds) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<int> SlotPlanner::Release(int rank, absl::Time /*now*/) {
+absl::StatusOr<int> SlotPlanner::Release(int rank, absl::Time now) {
   auto it = std::find_if(holds_.begin(), holds_.end(),
                          [rank](const Hold& h) { return h.rank == rank; });
   if (it == holds_.end()) {
     return absl::InvalidArgumentError(absl::StrCat("worker ", rank, " does not hold the slot"));
   }
   const int granted_width = it->granted_width;
+  const double held = std::max(0.0, absl::ToDoubleSeconds(now - it->granted));
+  mean_hold_ = have_hold_ ? (1 - smoothing_) * mean_hold_ + smoothing_ * held : held;
+  have_hold_ = true;
   holds_.erase(it);
   return granted_width;
 }
@@ -86,7 +91,9 @@ bool SlotPlanner::Holds(int rank) const {
 
 absl::Duration SlotPlanner::gap() const {
   if (ring_.empty() || !have_compute_) return absl::ZeroDuration();
-  return absl::Seconds(mean_compute_ / (headroom_ * (ring_.size() + finished_)));
+  const double paper = mean_compute_ / (headroom_ * (ring_.size() + finished_));
+  if (hold_multiple_ == 0 || !have_hold_) return absl::Seconds(paper);
+  return absl::Seconds(std::min(paper, hold_multiple_ * mean_hold_));
 }
 
 std::optional<int> SlotPlanner::Candidate() const {
@@ -109,7 +116,7 @@ std::optional<int> SlotPlanner::Poll(absl::Time now) {
   if (!candidate.has_value() || now < last_grant_ + gap()) return std::nullopt;
   const int rank = *candidate;
   waiting_.erase(std::find(waiting_.begin(), waiting_.end(), rank));
-  holds_.push_back({rank, width_});
+  holds_.push_back({rank, width_, now});
   last_grant_ = now;
   // The ring's turn moves past the one granted (in first-come order it is only bookkeeping).
   const size_t index =

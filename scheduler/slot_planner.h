@@ -7,6 +7,11 @@
 // already: as a job ends and the ring empties, its last members need not wait longer for their
 // final slots), h the headroom (1.2 in the public reference implementation). Workers that
 // finish computing out of turn wait for theirs, so pushes never collide and are evenly spaced.
+// With a hold multiple k > 0 the gap is at most k * H, H the smoothed time from a grant to its
+// release: the release already keeps pushes apart, and where a push holds the slot for a small
+// part of T / (h * W) (a fast link) the longer gap only makes workers wait (the ring forms a gap
+// per worker late; a late worker delays every grant behind it). Where pushes are long (a
+// contended link) k * H exceeds T / (h * W) and the paper's gap stands.
 // In first-come order (SlotOrder::kFirstCome) the slot goes to whoever asked first instead: a
 // worker that is late does not hold up the ones behind it in the ring, which still never collide
 // and keep the gap; with workers of equal pace the order settles into the same ring.
@@ -29,8 +34,9 @@ enum class SlotOrder { kRing, kFirstCome };
 // Not thread-safe (the scheduler calls it under its lock). Times are passed in, for tests.
 class SlotPlanner {
  public:
-  // REQUIRES: headroom > 0, 0 < smoothing <= 1.
-  SlotPlanner(double headroom, double smoothing, SlotOrder order = SlotOrder::kRing);
+  // REQUIRES: headroom > 0, 0 < smoothing <= 1, hold_multiple >= 0 (0: T / (h * W) alone).
+  SlotPlanner(double headroom, double smoothing, SlotOrder order = SlotOrder::kRing,
+              double hold_multiple = 0);
 
   // The ring: these ranks, ascending. Resets the turn to the lowest rank.
   void SetMembers(std::vector<int> ranks);
@@ -45,8 +51,8 @@ class SlotPlanner {
   // `rank` finished computing an iteration that took `compute_seconds` and wants its slot.
   // InvalidArgument for a rank not in the ring or already waiting.
   absl::Status Request(int rank, double compute_seconds);
-  // A holder is done communicating: the width in force when its slot was granted.
-  // InvalidArgument if `rank` does not hold the slot.
+  // A holder is done communicating at `now`: the width in force when its slot was granted.
+  // The hold's length feeds the gap's cap. InvalidArgument if `rank` does not hold the slot.
   absl::StatusOr<int> Release(int rank, absl::Time now);
   // How many may hold the slot at once from now on (1: R2SP's one at a time). Holders beyond
   // it keep their slot until they release. REQUIRES: width >= 1.
@@ -58,6 +64,8 @@ class SlotPlanner {
   absl::Time NextWakeup() const;
 
   absl::Duration gap() const;
+  // The smoothed time from a grant to its release (zero before the first release).
+  absl::Duration mean_hold() const { return absl::Seconds(mean_hold_); }
   int width() const { return width_; }
   int holders() const { return static_cast<int>(holds_.size()); }
   bool Holds(int rank) const;
@@ -75,6 +83,7 @@ class SlotPlanner {
   const double headroom_;
   const double smoothing_;
   const SlotOrder order_;
+  const double hold_multiple_;
   std::vector<int> ring_;
   int finished_ = 0;  // workers that left the ring done training, since SetMembers
   size_t next_ = 0;  // index in ring_ of the next worker to grant
@@ -82,12 +91,15 @@ class SlotPlanner {
   struct Hold {
     int rank;
     int granted_width;
+    absl::Time granted;
   };
   std::vector<Hold> holds_;
   absl::Time last_grant_ = absl::InfinitePast();
   std::deque<int> waiting_;  // in the order they asked
   double mean_compute_ = 0;
   bool have_compute_ = false;
+  double mean_hold_ = 0;
+  bool have_hold_ = false;
   int64_t grants_ = 0;
   std::vector<int64_t> grants_by_width_;
 };

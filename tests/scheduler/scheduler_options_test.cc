@@ -45,6 +45,8 @@ TEST(SchedulerOptionsTest, EachCheckNamesItsFlagAndField) {
        "--elastic_alpha (SchedulerOptions.elastic_alpha) must be in (0, 1], got 1.5"},
       {"headroom", [](SchedulerOptions& o) { o.slots.headroom = 0; },
        "--r2sp_headroom (SchedulerOptions.slots.headroom) must be > 0, got 0"},
+      {"gap_holds", [](SchedulerOptions& o) { o.slots.gap_holds = -1; },
+       "--r2sp_gap_holds (SchedulerOptions.slots.gap_holds) must be >= 0, got -1"},
       {"slot_width", [](SchedulerOptions& o) { o.slots.width = -1; },
        "--r2sp_slot_width (SchedulerOptions.slots.width) must be >= 0 (0: auto), got -1"},
       {"min_batch", [](SchedulerOptions& o) { o.slots.batching.min_batch = 0; },

@@ -156,6 +156,29 @@ TEST(SlotCoordinatorTest, AWorkerThatLeavesIsNotGranted) {
   EXPECT_EQ(slots.planner().gap(), absl::Seconds(((1 - 0.2) * 0.01 + 0.2 * 0.01) / 1.2));
 }
 
+// By default (gap_holds 2) the gap is at most twice the smoothed hold: T = 120 ms over 2
+// workers gives 50 ms, and once worker 0 has held the slot 20 ms the next grant is due 40 ms
+// after the previous one.
+TEST(SlotCoordinatorTest, TheGapIsAtMostTwiceTheHoldByDefault) {
+  SlotCoordinator slots(SlotCoordinatorOptions(), /*r2sp=*/true);
+  slots.SetMembers(2);
+  RecordingSink sink;
+  const absl::Time t0 = absl::UnixEpoch();
+  slots.RequestSlot(0, Iteration(1, 0.12), ResponderFor(&sink, 0), t0);
+  slots.RequestSlot(1, Iteration(1, 0.12), ResponderFor(&sink, 1), t0);
+  EXPECT_EQ(slots.planner().gap(), absl::Milliseconds(50));
+  ASSERT_TRUE(slots.Release(0, false, t0 + absl::Milliseconds(20)).ok());
+  EXPECT_EQ(slots.planner().gap(), absl::Milliseconds(40));
+  ASSERT_EQ(sink.Take().size(), 1u);  // worker 0's grant only
+  slots.GrantDue(t0 + absl::Milliseconds(39));
+  EXPECT_TRUE(sink.Take().empty());
+  slots.GrantDue(t0 + absl::Milliseconds(40));
+  auto replies = sink.Take();
+  ASSERT_EQ(replies.size(), 1u);
+  EXPECT_EQ(replies[0].first, "worker1");
+  EXPECT_EQ(replies[0].second.header.slot_grant().gap_seconds(), 0.04);
+}
+
 }  // namespace
 }  // namespace r2sp
 
@@ -165,7 +188,9 @@ namespace {
 // SlotStats through the coordinator: a grant is due once its worker is the candidate (asked,
 // the slot free) and the gap has passed; a late tick shows as latency.
 TEST(SlotCoordinatorStatsTest, GrantsAreDueAtTheLaterOfCandidacyAndTheGap) {
-  SlotCoordinator slots(SlotCoordinatorOptions(), /*r2sp=*/true);
+  SlotCoordinatorOptions options;
+  options.gap_holds = 0;  // the paper's gap alone: its 20 ms hold would cap it at 40 ms
+  SlotCoordinator slots(options, /*r2sp=*/true);
   slots.SetMembers(2);
   RecordingSink sink;
   const absl::Time t0 = absl::UnixEpoch();

@@ -1,5 +1,5 @@
-// R2SP's slot planner: ring and first-come order, one holder (or `width`), the gap, compute
-// smoothing, join/leave/death.
+// R2SP's slot planner: ring and first-come order, one holder (or `width`), the gap and its cap
+// at a multiple of the hold, compute smoothing, join/leave/death.
 #include "scheduler/slot_planner.h"
 
 #include "gtest/gtest.h"
@@ -96,6 +96,35 @@ TEST(SlotPlannerTest, SuccessiveGrantsAreAtLeastTheGapApart) {
   EXPECT_FALSE(p.Poll(kT0 + absl::Milliseconds(9)).has_value());
   EXPECT_EQ(p.Poll(kT0 + absl::Milliseconds(10)), 1);
   EXPECT_EQ(p.NextWakeup(), absl::InfiniteFuture());  // held
+}
+
+// T = 480 ms, h = 1.2, W = 4: the paper's gap is 100 ms. With a hold multiple of 2 a push that
+// holds the slot 10 ms caps it at 20 ms once a release has measured one, and the next grant
+// comes 20 ms after the previous one, not 100; holds of 70 ms would cap it at 140 ms, above 100,
+// so the paper's gap stands. The holds are smoothed as compute is.
+TEST(SlotPlannerTest, TheGapIsAtMostAMultipleOfTheHold) {
+  SlotPlanner p(/*headroom=*/1.2, /*smoothing=*/0.5, SlotOrder::kRing, /*hold_multiple=*/2);
+  p.SetMembers({0, 1, 2, 3});
+  ASSERT_TRUE(p.Request(0, 0.480).ok());
+  ASSERT_TRUE(p.Request(1, 0.480).ok());
+  EXPECT_EQ(p.gap(), absl::Seconds(0.480 / (1.2 * 4)));  // no hold measured yet
+  EXPECT_EQ(p.Poll(kT0), 0);
+  ASSERT_TRUE(p.Release(0, kT0 + absl::Milliseconds(10)).ok());
+  EXPECT_EQ(p.mean_hold(), absl::Milliseconds(10));
+  EXPECT_EQ(p.gap(), absl::Milliseconds(20));
+  EXPECT_EQ(p.NextWakeup(), kT0 + absl::Milliseconds(20));
+  EXPECT_FALSE(p.Poll(kT0 + absl::Milliseconds(19)).has_value());
+  EXPECT_EQ(p.Poll(kT0 + absl::Milliseconds(20)), 1);
+  ASSERT_TRUE(p.Release(1, kT0 + absl::Milliseconds(150)).ok());  // held 130 ms
+  EXPECT_EQ(p.mean_hold(), absl::Milliseconds(70));                // 0.5 * 10 + 0.5 * 130
+  EXPECT_EQ(p.gap(), absl::Seconds(0.480 / (1.2 * 4)));
+  // Without a multiple (0, the default) the gap is the paper's whatever the holds.
+  SlotPlanner paper(1.2, 0.5);
+  paper.SetMembers({0, 1, 2, 3});
+  ASSERT_TRUE(paper.Request(0, 0.480).ok());
+  EXPECT_EQ(paper.Poll(kT0), 0);
+  ASSERT_TRUE(paper.Release(0, kT0 + absl::Milliseconds(10)).ok());
+  EXPECT_EQ(paper.gap(), absl::Seconds(0.480 / (1.2 * 4)));
 }
 
 TEST(SlotPlannerTest, ComputeTimeIsSmoothed) {

@@ -21,7 +21,8 @@ class HostJob:
     """One job: `workers` synthetic workers in `mode` on `servers` servers, a model of
     `model_mb` MiB cut into partitions of `partition_bytes`, `compute_ms` of emulated compute
     (a sleep) per iteration, every process pinned to `cores` (taskset's list: this machine's
-    two by default; on a larger one they keep the job to 2 cores, as here)."""
+    two by default; on a larger one they keep the job to 2 cores, as here); r2sp's slot gap at
+    most `gap_holds` smoothed holds (the scheduler's --r2sp_gap_holds)."""
     workers: int
     mode: str
     servers: int = 4
@@ -31,6 +32,7 @@ class HostJob:
     iterations: int = 30
     workers_per_process: int = 64
     cores: str = "0,1"
+    gap_holds: float = 2
 
     def name(self):
         return f"{self.mode}_{self.workers}"
@@ -60,7 +62,8 @@ def launch_argv(job, bin_dir, run_dir):
             f"--servers={job.servers}", f"--workers={job.workers}",
             f"--workers_per_process={job.workers_per_process}", f"--sync={job.mode}",
             "--quiet", f"--run_dir={run_dir}", f"--bin_dir={bin_dir}",
-            f"--scheduler_flags=--partition_bytes={job.partition_bytes}",
+            f"--scheduler_flags=--partition_bytes={job.partition_bytes} "
+            f"--r2sp_gap_holds={job.gap_holds:g}",
             f"--worker_flags={flags}"]
 
 

@@ -46,6 +46,8 @@ def parser():
     a("--r2sp_order", default="auto", help="ring, first_come or auto")
     a("--r2sp_slot_width", type=int, default=1)
     a("--r2sp_headroom", type=float, default=1.2)
+    a("--r2sp_gap_holds", type=float, default=2,
+      help="the slot gap at most this many smoothed holds (0: T / (headroom * workers) alone)")
     a("--r2sp_slot", default="push", help="push or push_pull")
     a("--elastic_period", type=int, default=4)
     a("--overlap", action="store_true", help="push during backward, pull into the next forward")
@@ -86,6 +88,7 @@ def scenarios(args):
         latency_s=args.latency_ms / 1000.0, push_codec=args.push_codec,
         pull_codec=args.pull_codec, staleness=args.staleness, r2sp_order=args.r2sp_order,
         slot_width=args.r2sp_slot_width, headroom=args.r2sp_headroom,
+        gap_holds=args.r2sp_gap_holds,
         slot_covers_pull=args.r2sp_slot == "push_pull", elastic_period=args.elastic_period,
         overlap=args.overlap, iterations=args.iterations, skip=args.skip, seed=args.seed,
         calibration=Calibration(

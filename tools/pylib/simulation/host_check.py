@@ -53,10 +53,12 @@ def calibrate(saturate, ring, servers, model_bytes):
 def scenario(job, calibration, compute_s, compute_cv):
     """The Scenario of a host job (host_jobs.HostJob's fields as a dict) whose workers computed
     `compute_s` on average with spread `compute_cv`: loopback links (unlimited, 10 µs a hop) and
-    the host's calibration (the servers' own CPU is in its host_cpu_s_per_byte)."""
+    the host's calibration (the servers' own CPU is in its host_cpu_s_per_byte). The recorded
+    jobs ran before the gap's cap at a multiple of the hold (--r2sp_gap_holds): the paper's gap,
+    unless the job says otherwise."""
     return Scenario(mode=job["mode"], workers=job["workers"], servers=job["servers"],
                     model_bytes=job["model_mb"] * 2**20, partition_bytes=job["partition_bytes"],
-                    compute_s=compute_s, compute_cv=compute_cv,
+                    compute_s=compute_s, compute_cv=compute_cv, gap_holds=job.get("gap_holds", 0),
                     latency_s=1e-5, iterations=job["iterations"], calibration=calibration)
 
 

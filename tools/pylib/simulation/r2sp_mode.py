@@ -15,7 +15,7 @@ class R2sp(Policy):
         sc = sim.sc
         self.control = sc.calibration.control_s
         self.planner = SlotPlanner([w.rank for w in sim.workers], sc.headroom, sc.slot_width,
-                                   sc.order() == "first_come")
+                                   sc.order() == "first_come", gap_holds=sc.gap_holds)
         self.wakeups = set()
         self.spans = []           # (grant received, push acked) of every push, in grant order
 
@@ -77,7 +77,7 @@ class R2sp(Policy):
         self.loop.at(self.loop.now + self.control, self._released, w.rank)
 
     def _released(self, rank):
-        self.planner.release(rank)
+        self.planner.release(rank, self.loop.now)
         self._poll()
 
     def on_finished(self, w):

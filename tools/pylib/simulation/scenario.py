@@ -54,6 +54,7 @@ class Scenario:
     r2sp_order: str = "auto"         # ring, first_come, auto (first_come with hetero)
     slot_width: int = 1
     headroom: float = 1.2
+    gap_holds: float = 2             # the gap at most this many smoothed holds (0: never)
     slot_covers_pull: bool = False   # --r2sp_slot=push_pull
     elastic_period: int = 4
     overlap: bool = False
@@ -82,6 +83,7 @@ class Scenario:
              "r2sp order: ring, first_come or auto"),
             (self.slot_width >= 1, "slot width must be >= 1"),
             (self.headroom > 0, "headroom must be > 0"),
+            (self.gap_holds >= 0, "gap holds must be >= 0"),
             (self.staleness >= 0, "staleness must be >= 0"),
             (self.elastic_period >= 1, "elastic period must be >= 1"),
             (self.iterations > self.skip + 1,

@@ -1,6 +1,7 @@
 """R2SP's slot planner, as scheduler/slot_planner.cc decides: a ring in rank order (or first
 come), up to `width` holders, grants at least gap = T / (h * W) apart, T an exponential average
-(weight 0.2) of the compute times the workers report, W the ring plus those that finished."""
+(weight 0.2) of the compute times the workers report, W the ring plus those that finished; with
+gap_holds k > 0 the gap is at most k * H, H the same average of the holds (grant to release)."""
 
 import bisect
 
@@ -8,9 +9,12 @@ import bisect
 class SlotPlanner:
     """The scheduler's slot state. Times are the simulation's."""
 
-    def __init__(self, ranks, headroom, width, first_come, smoothing=0.2):
+    def __init__(self, ranks, headroom, width, first_come, smoothing=0.2, gap_holds=0):
         self.ring = sorted(ranks)
         self.headroom = headroom
+        self.gap_holds = gap_holds
+        self.mean_hold = None
+        self.granted_at = {}      # holder -> when it was granted
         self.width = width
         self.first_come = first_come
         self.smoothing = smoothing
@@ -31,10 +35,13 @@ class SlotPlanner:
             self.mean_compute = compute_s if self.mean_compute is None else (
                 (1 - self.smoothing) * self.mean_compute + self.smoothing * compute_s)
 
-    def release(self, rank):
+    def release(self, rank, now):
         if rank not in self.holds:
             raise ValueError(f"worker {rank} does not hold the slot")
         self.holds.remove(rank)
+        held = max(0.0, now - self.granted_at.pop(rank))
+        self.mean_hold = held if self.mean_hold is None else (
+            (1 - self.smoothing) * self.mean_hold + self.smoothing * held)
 
     def remove(self, rank, finished):
         """Takes `rank` out of the ring (done training: it still counts in the gap's W)."""
@@ -44,6 +51,7 @@ class SlotPlanner:
         self.waiting.pop(rank, None)
         if rank in self.holds:
             self.holds.remove(rank)
+            del self.granted_at[rank]
         self.finished += 1 if finished else 0
         if index < self.next:
             self.next -= 1
@@ -53,7 +61,10 @@ class SlotPlanner:
     def gap(self):
         if not self.ring or self.mean_compute is None:
             return 0.0
-        return self.mean_compute / (self.headroom * (len(self.ring) + self.finished))
+        paper = self.mean_compute / (self.headroom * (len(self.ring) + self.finished))
+        if not self.gap_holds or self.mean_hold is None:
+            return paper
+        return min(paper, self.gap_holds * self.mean_hold)
 
     def candidate(self):
         if len(self.holds) >= self.width or not self.ring or not self.waiting:
@@ -74,6 +85,7 @@ class SlotPlanner:
             return None
         del self.waiting[rank]
         self.holds.append(rank)
+        self.granted_at[rank] = now
         self.last_grant = now
         self.next = (bisect.bisect_left(self.ring, rank) + 1) % len(self.ring)
         self.grants.append((now, rank))

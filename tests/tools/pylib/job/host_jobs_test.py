@@ -22,7 +22,7 @@ class LaunchArgvTest(unittest.TestCase):
         self.assertEqual(argv[4:], [
             "--servers=4", "--workers=256", "--workers_per_process=64", "--sync=r2sp",
             "--quiet", "--run_dir=/run", "--bin_dir=/bins",
-            "--scheduler_flags=--partition_bytes=16384",
+            "--scheduler_flags=--partition_bytes=16384 --r2sp_gap_holds=2",
             "--worker_flags=--model_mb=0.0625 --layers=4 --iterations=20 --compute_ms=500 "
             "--log_every=100000"])
         self.assertEqual(job.name(), "r2sp_256")

@@ -78,6 +78,14 @@ class RecordedRunsTest(unittest.TestCase):
             if e["name"] in exempt:
                 self.assertIn("not matched", e["note"])
 
+    def test_the_recorded_jobs_ran_with_the_papers_gap(self):
+        """The data set predates --r2sp_gap_holds: its jobs simulate without the cap; a job
+        that records its gap_holds simulates with it."""
+        job = host_check.load()["entries"][0]["job"]
+        self.assertNotIn("gap_holds", job)
+        self.assertEqual(host_check.scenario(job, None, 2.0, 0.0).gap_holds, 0)
+        self.assertEqual(host_check.scenario({**job, "gap_holds": 2}, None, 2.0, 0.0).gap_holds, 2)
+
     def test_a_wrong_measurement_fails(self):
         data = host_check.load()
         entry = copy.deepcopy(data["entries"][0])
