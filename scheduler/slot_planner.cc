@@ -57,11 +57,7 @@ absl::Status SlotPlanner::Request(int rank, double compute_seconds) {
     return absl::InvalidArgumentError(absl::StrCat("worker ", rank, " already waits for a slot"));
   }
   waiting_.push_back(rank);
-  if (compute_seconds > 0) {
-    mean_compute_ = have_compute_ ? (1 - smoothing_) * mean_compute_ + smoothing_ * compute_seconds
-                                  : compute_seconds;
-    have_compute_ = true;
-  }
+  if (compute_seconds > 0) compute_.Add(compute_seconds, smoothing_);
   return absl::OkStatus();
 }
 
@@ -72,9 +68,7 @@ absl::StatusOr<int> SlotPlanner::Release(int rank, absl::Time now) {
     return absl::InvalidArgumentError(absl::StrCat("worker ", rank, " does not hold the slot"));
   }
   const int granted_width = it->granted_width;
-  const double held = std::max(0.0, absl::ToDoubleSeconds(now - it->granted));
-  mean_hold_ = have_hold_ ? (1 - smoothing_) * mean_hold_ + smoothing_ * held : held;
-  have_hold_ = true;
+  hold_.Add(std::max(0.0, absl::ToDoubleSeconds(now - it->granted)), smoothing_);
   holds_.erase(it);
   return granted_width;
 }
@@ -90,10 +84,10 @@ bool SlotPlanner::Holds(int rank) const {
 }
 
 absl::Duration SlotPlanner::gap() const {
-  if (ring_.empty() || !have_compute_) return absl::ZeroDuration();
-  const double paper = mean_compute_ / (headroom_ * (ring_.size() + finished_));
-  if (hold_multiple_ == 0 || !have_hold_) return absl::Seconds(paper);
-  return absl::Seconds(std::min(paper, hold_multiple_ * mean_hold_));
+  if (ring_.empty() || !compute_.known) return absl::ZeroDuration();
+  const double paper = compute_.mean / (headroom_ * (ring_.size() + finished_));
+  if (hold_multiple_ == 0 || !hold_.known) return absl::Seconds(paper);
+  return absl::Seconds(std::min(paper, hold_multiple_ * hold_.mean));
 }
 
 std::optional<int> SlotPlanner::Candidate() const {

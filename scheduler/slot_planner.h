@@ -65,7 +65,7 @@ class SlotPlanner {
 
   absl::Duration gap() const;
   // The smoothed time from a grant to its release (zero before the first release).
-  absl::Duration mean_hold() const { return absl::Seconds(mean_hold_); }
+  absl::Duration mean_hold() const { return absl::Seconds(hold_.mean); }
   int width() const { return width_; }
   int holders() const { return static_cast<int>(holds_.size()); }
   bool Holds(int rank) const;
@@ -96,10 +96,17 @@ class SlotPlanner {
   std::vector<Hold> holds_;
   absl::Time last_grant_ = absl::InfinitePast();
   std::deque<int> waiting_;  // in the order they asked
-  double mean_compute_ = 0;
-  bool have_compute_ = false;
-  double mean_hold_ = 0;
-  bool have_hold_ = false;
+  // An exponential average of samples, each weighted `weight`; unknown before the first.
+  struct Average {
+    double mean = 0;
+    bool known = false;
+    void Add(double sample, double weight) {
+      mean = known ? (1 - weight) * mean + weight * sample : sample;
+      known = true;
+    }
+  };
+  Average compute_;  // T: iterations' compute times
+  Average hold_;     // H: grant to release
   int64_t grants_ = 0;
   std::vector<int64_t> grants_by_width_;
 };

@@ -54,8 +54,16 @@ SchedulerClientOptions ClientOptions(const std::string& name) {
   return options;
 }
 
+// The job RegisterJob registers.
+SchedulerOptions OneServerTwoWorkers() {
+  SchedulerOptions options;
+  options.num_servers = 1;
+  options.num_workers = 2;
+  return options;
+}
+
 // Clients "s0" (the server), "w0" and "w1" (workers) registered with the scheduler served on
-// `network` (1 server and 2 workers), in that order in the vector.
+// `network` (OneServerTwoWorkers), in that order in the vector.
 std::vector<std::unique_ptr<SchedulerClient>> RegisterJob(testing::InProcessNetwork& network) {
   std::vector<std::unique_ptr<SchedulerClient>> clients;
   for (const char* name : {"s0", "w0", "w1"}) {
@@ -78,11 +86,8 @@ std::vector<std::unique_ptr<SchedulerClient>> RegisterJob(testing::InProcessNetw
 }
 
 TEST(SchedulerClientTest, HeartbeatsSayTheNewsTakenInAndHeartbeatNowHearsEverything) {
-  SchedulerOptions options;
-  options.num_servers = 1;
-  options.num_workers = 2;
   testing::InProcessNetwork network;
-  SchedulerCore core(options, network.Client("scheduler"));
+  SchedulerCore core(OneServerTwoWorkers(), network.Client("scheduler"));
   SeenRecorder recorder(&core);
   network.Serve("scheduler", &recorder);
   std::vector<std::unique_ptr<SchedulerClient>> clients = RegisterJob(network);
@@ -141,11 +146,8 @@ TEST(SchedulerClientTest, HeartbeatsSayTheNewsTakenInAndHeartbeatNowHearsEveryth
 // said "declared dead", and a worker that heard one before its LEAVE's answer stopped as lost
 // and never said it had left (k8s_faults_test's stopped pod, rarely).
 TEST(SchedulerClientTest, HeartbeatsAnsweredAfterALeaveAreNoVerdict) {
-  SchedulerOptions options;
-  options.num_servers = 1;
-  options.num_workers = 2;
   testing::InProcessNetwork network;
-  SchedulerCore core(options, network.Client("scheduler"));
+  SchedulerCore core(OneServerTwoWorkers(), network.Client("scheduler"));
   network.Serve("scheduler", &core);
   std::vector<std::unique_ptr<SchedulerClient>> clients = RegisterJob(network);
   SchedulerClient& leaving = *clients[1];

@@ -14,13 +14,12 @@ class SlotPlanner:
         self.headroom = headroom
         self.gap_holds = gap_holds
         self.mean_hold = None
-        self.granted_at = {}      # holder -> when it was granted
         self.width = width
         self.first_come = first_come
         self.smoothing = smoothing
         self.finished = 0
         self.next = 0
-        self.holds = []
+        self.holds = {}           # holder -> when it was granted
         self.waiting = {}         # rank -> None, in the order they asked
         self.members = set(self.ring)
         self.last_grant = float("-inf")
@@ -32,16 +31,16 @@ class SlotPlanner:
             raise ValueError(f"worker {rank} cannot ask for a slot now")
         self.waiting[rank] = None
         if compute_s > 0:
-            self.mean_compute = compute_s if self.mean_compute is None else (
-                (1 - self.smoothing) * self.mean_compute + self.smoothing * compute_s)
+            self.mean_compute = self._smoothed(self.mean_compute, compute_s)
 
     def release(self, rank, now):
         if rank not in self.holds:
             raise ValueError(f"worker {rank} does not hold the slot")
-        self.holds.remove(rank)
-        held = max(0.0, now - self.granted_at.pop(rank))
-        self.mean_hold = held if self.mean_hold is None else (
-            (1 - self.smoothing) * self.mean_hold + self.smoothing * held)
+        self.mean_hold = self._smoothed(self.mean_hold, max(0.0, now - self.holds.pop(rank)))
+
+    def _smoothed(self, mean, sample):
+        """The exponential average `mean` (None: no sample yet) with `sample` added."""
+        return sample if mean is None else (1 - self.smoothing) * mean + self.smoothing * sample
 
     def remove(self, rank, finished):
         """Takes `rank` out of the ring (done training: it still counts in the gap's W)."""
@@ -49,9 +48,7 @@ class SlotPlanner:
         self.ring.pop(index)
         self.members.discard(rank)
         self.waiting.pop(rank, None)
-        if rank in self.holds:
-            self.holds.remove(rank)
-            del self.granted_at[rank]
+        self.holds.pop(rank, None)
         self.finished += 1 if finished else 0
         if index < self.next:
             self.next -= 1
@@ -84,8 +81,7 @@ class SlotPlanner:
         if rank is None or now < self.last_grant + self.gap() - 1e-12:
             return None
         del self.waiting[rank]
-        self.holds.append(rank)
-        self.granted_at[rank] = now
+        self.holds[rank] = now
         self.last_grant = now
         self.next = (bisect.bisect_left(self.ring, rank) + 1) % len(self.ring)
         self.grants.append((now, rank))
