@@ -17,6 +17,7 @@ import time
 import unittest
 
 import junit_main
+from launched_worker import pid_of
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 BIN_DIR = os.environ.get("R2SP_BIN_DIR", ROOT)  # the runfiles under Bazel
@@ -64,12 +65,6 @@ def evaluating_worker(run_dir, workers, steps, timeout=120):
                 return i
         time.sleep(0.1)
     raise AssertionError(f"rank 0 never reached step {steps} in {run_dir}")
-
-
-def pid_of(run_dir, worker):
-    out = subprocess.run(["pgrep", "-f", f"{run_dir}/metrics_worker{worker}.jsonl"],
-                         capture_output=True, text=True).stdout.split()
-    return int(out[0])
 
 
 def finish(proc, run_dir):

@@ -21,6 +21,7 @@ import time
 import unittest
 
 import junit_main
+from launched_worker import pid_of
 from pylib.job.fault_runs import not_evaluating, steps_done
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
@@ -58,12 +59,6 @@ def wait_for_log(proc, path, pattern, timeout=120):
         if proc.poll() is not None or time.time() > deadline:
             raise AssertionError(f"no '{pattern}' in {path}: " + proc.stdout.read())
         time.sleep(0.1)
-
-
-def pid_of(run_dir, worker):
-    out = subprocess.run(["pgrep", "-f", f"{run_dir}/metrics_worker{worker}.jsonl"],
-                         capture_output=True, text=True).stdout.split()
-    return int(out[0])
 
 
 def summary(run_dir):

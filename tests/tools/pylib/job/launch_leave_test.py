@@ -20,6 +20,7 @@ import time
 import unittest
 
 import junit_main
+from launched_worker import pid_of
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 BIN_DIR = os.environ.get("R2SP_BIN_DIR", ROOT)  # the runfiles under Bazel
@@ -39,12 +40,6 @@ def progress(run_dir, worker):
     """(rank, iterations) from the last progress line in worker<worker>.log (None before)."""
     lines = re.findall(r"worker (\d+): iteration (\d+)/", read(os.path.join(run_dir, f"worker{worker}.log")))
     return tuple(map(int, lines[-1])) if lines else (None, 0)
-
-
-def pid_of(run_dir, worker):
-    out = subprocess.run(["pgrep", "-f", f"{run_dir}/metrics_worker{worker}.jsonl"],
-                         capture_output=True, text=True).stdout.split()
-    return int(out[0])
 
 
 def read(path):
