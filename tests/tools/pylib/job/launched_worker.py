@@ -25,7 +25,7 @@ def pid_of(run_dir, worker, timeout=10):
     flag = f"--metrics={run_dir}/metrics_worker{worker}.jsonl"
     deadline = time.time() + timeout
     while True:
-        pids = [p for p in _pids_naming(flag) if p != os.getpid()]
+        pids = _pids_naming(flag)
         if pids:
             return min(pids)
         if time.time() > deadline:
