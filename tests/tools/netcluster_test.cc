@@ -2,8 +2,8 @@
 // namespace, the server's link shaped to 50 Mbit/s. The self-check's measured rate must be
 // within 15% of the setting, a short job must complete across the namespaces, and nothing may
 // be left behind (namespaces, veths, processes). With --colocate, server 0 runs on worker 0's
-// machine: one namespace, one address, one shaped link. Needs root; reports itself skipped
-// otherwise.
+// machine: one namespace, one address, one shaped link. With --time_dilation the link runs at
+// its rate over the dilation. Needs root; reports itself skipped otherwise.
 #include <unistd.h>
 
 #include <cstdio>
@@ -126,6 +126,35 @@ TEST(NetclusterTest, ColocatedServerSharesItsWorkersAddressAndLink) {
   EXPECT_GT(last_server["rx_bytes"].number, 5 * (1 << 20));  // worker 1's 1 MB pushes came in
   const std::string tag = absl::StrCat("r2sp", run.pid(), "-");
   EXPECT_EQ(Shell("ip netns list").find(tag), std::string::npos) << Shell("ip netns list");
+}
+
+// --time_dilation=4: the 100 Mbit/s link given is shaped to 25 Mbit/s (the self-check measures
+// that rate and says so), hosts.json records the link as given with its dilation, and the job
+// still completes.
+TEST(NetclusterTest, DilatedLinkRunsAtItsRateOverTheDilation) {
+  SKIP_WITHOUT_NAMESPACES();
+  const std::string dir = testing::MakeTempDir("netcluster_dilated");
+  testing::ChildProcess run({"/usr/bin/python3", "tools/netcluster", "--bin_dir=.", "--servers=1",
+                             "--workers=2", "--server_link=100mbit", "--time_dilation=4",
+                             "--self_check", "--quiet", "--run_dir=" + dir + "/run",
+                             "--timeout=120", "--worker_flags=--model_mb=1 --iterations=3"},
+                            dir + "/netcluster.log");
+  const std::optional<int> code = run.Wait(absl::Seconds(180));
+  const std::string log = run.Log();
+  ASSERT_EQ(code, 0) << log;
+  EXPECT_NE(log.find("; time dilated 4x"), std::string::npos) << log;
+  EXPECT_NE(log.find(" of 25.0 Mbit/s configured ("), std::string::npos) << log;
+  EXPECT_NE(log.find(") (100mbit dilated 4x)"), std::string::npos) << log;
+  EXPECT_NEAR(SelfCheckMbit(log), 25.0, 0.15 * 25.0) << log;
+  const std::string hosts_text = testing::ReadFile(dir + "/run/hosts.json");
+  absl::StatusOr<testing::Json> hosts = testing::ParseJson(hosts_text);
+  ASSERT_TRUE(hosts.ok()) << hosts.status() << "\n" << hosts_text;
+  EXPECT_EQ((*hosts)["server0"]["link"].string, "100mbit") << hosts_text;
+  EXPECT_EQ((*hosts)["server0"]["time_dilation"].number, 4) << hosts_text;
+  const std::string summary = testing::ReadFile(dir + "/run/summary.json");
+  absl::StatusOr<testing::Json> json = testing::ParseJson(summary);
+  ASSERT_TRUE(json.ok()) << json.status() << "\n" << summary;
+  EXPECT_EQ((*json)["iterations"].number, 3) << summary;
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 """The examples' shared command line and training loop, the same under every backend
-(backends.py): flags, the epoch/step loop with optional emulated accelerator pacing, the test
-evaluation, the metrics lines of ddp and single (metrics_log.py), and the final JSON line
-tools/bench/pytorch_client reads."""
+(backends.py): flags, the epoch/step loop with optional emulated accelerator pacing
+(pacing.py), the test evaluation, the metrics lines of ddp and single (metrics_log.py), and the
+final JSON line tools/bench/pytorch_client reads."""
 
 import argparse
 import json
@@ -17,6 +17,7 @@ from . import builtin_init
 from . import datasets
 from . import ddp_hooks
 from . import metrics_log
+from . import pacing
 
 # Defaults where the script runs alone or under DDP. Under R2SP a flag not given on the
 # script's command line is the job's (tools/launch --worker_flags, the worker's defaults).
@@ -102,23 +103,6 @@ def parse(p, argv=None):
     return args
 
 
-class Pacer:
-    """--emulate_ms_per_sample for ddp and single: sleeps after backward until the step's
-    compute (forward and backward, DDP's all-reduce inside it included) lasts at least
-    ms_per_sample * samples, as the C++ worker does after its real compute."""
-
-    def __init__(self, ms_per_sample):
-        self.ms_per_sample, self.start = ms_per_sample or 0.0, 0.0
-
-    def begin(self):
-        self.start = time.perf_counter()
-
-    def after_backward(self, samples):
-        left = self.start + self.ms_per_sample * samples / 1e3 - time.perf_counter()
-        if left > 0:
-            time.sleep(left)
-
-
 def device_for(name, environ=os.environ, cuda_devices=None):
     """The torch.device --device names; "cuda" is LOCAL_RANK's GPU, modulo the GPUs torch sees
     (cuda_devices; default torch.cuda.device_count()), so that more workers than GPUs on one
@@ -190,6 +174,7 @@ def train_epoch(backend, model, optimizer, loader, pacer, args, stats, log, epoc
         pacer.begin()
         step_start = time.perf_counter()
         x, y = x.to(args.device, non_blocking=True), y.to(args.device, non_blocking=True)
+        pacer.holds = not x.is_cuda
         optimizer.zero_grad()
         loss = torch.nn.functional.cross_entropy(model(x), y)
         loss.backward()
@@ -227,7 +212,9 @@ def train(backend, model, optimizer, train_set, test_set, args):
     loader = torch.utils.data.DataLoader(train_set, batch_sampler=batches)
     evaluated = model.module if isinstance(model, torch.nn.parallel.DistributedDataParallel) \
         else model
-    pacer, stats = Pacer(args.emulate_ms_per_sample), Stats()
+    pacer, stats = pacing.Pacer(args.emulate_ms_per_sample), Stats()
+    if not backend.paces_itself:
+        pacer.install(model)
     log = metrics_log.MetricsLog(args.metrics, backend.rank, timer)
     log.start()
     for epoch in backend.epochs():

@@ -107,23 +107,6 @@ class DeviceTest(unittest.TestCase):
                                            "(torch.cuda.is_available() is False)")
 
 
-@unittest.skipUnless(HAVE_TORCH, example_paths.NO_TORCH)
-class PacerTest(unittest.TestCase):
-    def test_sleeps_until_the_step_lasts_ms_per_sample(self):
-        pacer = training.Pacer(2.0)
-        pacer.begin()
-        pacer.after_backward(50)  # 100 ms
-        self.assertGreaterEqual(time.perf_counter() - pacer.start, 0.1)
-
-    def test_no_sleep_when_compute_already_took_longer_or_no_emulation(self):
-        for pacer in (training.Pacer(0.001), training.Pacer(None)):
-            pacer.begin()
-            time.sleep(0.02)
-            t = time.perf_counter()
-            pacer.after_backward(10)  # 0.01 ms or nothing: already past
-            self.assertLess(time.perf_counter() - t, 0.01)
-
-
 class Constant(torch.nn.Module if HAVE_TORCH else object):
     """Logits that always say class 1 (a trainable bias, so SGD has a parameter)."""
 

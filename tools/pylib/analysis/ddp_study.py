@@ -40,6 +40,9 @@ class Options:
     server_counts: tuple = (1, 2, 4)
     data_dir: str = ""
     bin_dir: str = ""
+    # The paced settings run this many times slower (pacing x K, links / K: netcluster's
+    # --time_dilation), for a machine too slow for the pace; 'hetero' (real compute) is not.
+    time_dilation: float = 1.0
 
 
 @dataclasses.dataclass
@@ -70,30 +73,40 @@ def _with_pace(argv, ms):
             for a in argv]
 
 
+def _net(o, flags):
+    """compare_modes' --net for netcluster flags `flags`, time-dilated as `o` asks."""
+    if o.time_dilation != 1:
+        flags += f" --time_dilation={o.time_dilation:g}"
+    return "--net=" + flags
+
+
 def settings(o):
     """The study's Settings for Options `o`, in the order of docs/RESULTS.md."""
     result = [Setting("hetero", "1. Heterogeneous workers (CPU quotas 0.4/0.4/0.4/0.2)",
                       _common(o) + ["--servers=1", "--modes=bsp,r2sp_hetero,ddp",
                                     "--global_batch=" + str(4 * o.batch_size),
                                     "--net=" + " ".join(QUOTAS)])]
+    ms = o.ms_per_sample * o.time_dilation
+    dilated = f", time dilated {o.time_dilation:g}x" if o.time_dilation != 1 else ""
     for rate in o.link_rates:
         result.append(Setting(
-            f"links_{rate}", f"2. Equal machines, colocated servers, every link {rate}",
-            _with_pace(_common(o), o.ms_per_sample) + [
+            f"links_{rate}", f"2. Equal machines, colocated servers, every link {rate}{dilated}",
+            _with_pace(_common(o), ms) + [
                 "--servers=4", "--modes=bsp,r2sp,r2sp+fp16@overlap,ddp,ddp+fp16",
-                "--variant=overlap=--overlap", f"--net=--colocate --worker_link={rate}"]))
+                "--variant=overlap=--overlap", _net(o, f"--colocate --worker_link={rate}")]))
     for n in o.server_counts:
         result.append(Setting(
-            f"servers_{n}", f"3. Dedicated servers: {n} behind 419 Mbit/s, workers on 1 Gbit/s",
-            _with_pace(_common(o), o.ms_per_sample) + [
+            f"servers_{n}",
+            f"3. Dedicated servers: {n} behind 419 Mbit/s, workers on 1 Gbit/s{dilated}",
+            _with_pace(_common(o), ms) + [
                 f"--servers={n}", "--modes=r2sp,r2sp+fp16@overlap,ddp",
                 "--variant=overlap=--overlap",
-                "--net=--server_link=419mbit --worker_link=1gbit"]))
+                _net(o, "--server_link=419mbit --worker_link=1gbit")]))
     result.append(Setting(
-        "straggler", "4. One worker 2x slower, no hetero batching",
-        _with_pace(_common(o), o.ms_per_sample) + [
+        "straggler", f"4. One worker 2x slower, no hetero batching{dilated}",
+        _with_pace(_common(o), ms) + [
             "--servers=1", "--modes=ssp,asp,ddp",
-            f"--worker_flags_for=3:--emulate_ms_per_sample={2 * o.ms_per_sample:g}"]))
+            f"--worker_flags_for=3:--emulate_ms_per_sample={2 * ms:g}"]))
     return result
 
 

@@ -48,10 +48,13 @@ def load(run_dir):
 def configured_link_bytes_per_second(net, ddp=False):
     """The rate of the link the figures watch, in bytes/s, from tools/netcluster options `net`
     (None if unset): server 0's (--server_link), or with --colocate or for a DDP run (`ddp`)
-    worker 0's (--worker_link), which a colocated server 0 shares."""
+    worker 0's (--worker_link), which a colocated server 0 shares; divided by --time_dilation
+    (the rate the link is shaped to)."""
     option = "--worker_link" if ddp or re.search(r"--colocate\b", net) else "--server_link"
     m = re.search(option + r"=(\S+)", net)
-    return parse_rate(m.group(1)) / 8 if m else None
+    dilation = re.search(r"--time_dilation=(\S+)", net)
+    return parse_rate(m.group(1)) / 8 / (float(dilation.group(1)) if dilation else 1) \
+        if m else None
 
 
 def watched_host(mode):

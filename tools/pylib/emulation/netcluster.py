@@ -44,6 +44,19 @@ def parse_rate(text):
     raise ValueError(f"bad rate '{text}' (use e.g. 50mbit, 1gbit)")
 
 
+def tbf_options(rate, time_dilation=1.0):
+    """tc tbf's options for a link of `rate` (tc text) in a cluster running `time_dilation`
+    times slower than the one it stands for: the rate divided by it, the bucket (4 ms of the
+    undilated link's traffic, at least 32 KB) and the queue (100 ms of it before drops) the same
+    in bytes, so each lasts `time_dilation` times as long. Time dilation lets a machine too slow
+    for a setting's compute pace run it with pace and links slowed alike: every time in the run
+    is then `time_dilation` times the setting's, every ratio between configurations is kept."""
+    bits_per_s = parse_rate(rate)
+    burst = max(32 * 1024, int(bits_per_s / 8 * 0.004))
+    return ["rate", f"{round(bits_per_s / time_dilation)}bit", "burst", str(burst),
+            "latency", f"{100 * time_dilation:g}ms"]
+
+
 def can_run():
     """Why this machine cannot run a netcluster, or None if it can."""
     if os.geteuid() != 0:
@@ -73,11 +86,12 @@ class Cluster:
     sharing another's: `colocated` maps a process host to the machine it runs on ("server0":
     "worker0": one namespace, one address, one link)."""
 
-    def __init__(self, hosts, rates, delay_ms=0.0, colocated=None):
+    def __init__(self, hosts, rates, delay_ms=0.0, colocated=None, time_dilation=1.0):
         self.tag = f"{PREFIX}{os.getpid()}"
         self.hosts = list(hosts)  # the machines: one namespace each
-        self.rates = rates        # host -> rate text or None (unshaped)
+        self.rates = rates        # host -> rate text or None (unshaped), before dilation
         self.delay_ms = delay_ms
+        self.time_dilation = time_dilation  # the links run this many times slower (tbf_options)
         self.colocated = dict(colocated or {})
         self.bridge_ns = f"{self.tag}-br"
         self.addresses = {h: f"198.18.0.{10 + i}" for i, h in enumerate(self.hosts)}
@@ -99,7 +113,8 @@ class Cluster:
         """{process host: {"machine", "namespace", "address", "link"}} of every host, the
         colocated ones included (RUN_DIR/hosts.json)."""
         return {h: {"machine": self.machine(h), "namespace": self.ns(h),
-                    "address": self.addresses[h], "link": self.rates.get(self.machine(h))}
+                    "address": self.addresses[h], "link": self.rates.get(self.machine(h)),
+                    "time_dilation": self.time_dilation}
                 for h in self.hosts + list(self.colocated)}
 
     def exec_prefix(self, host):
@@ -135,16 +150,15 @@ class Cluster:
         cmd = ["ip", "netns", "exec", ns, "tc", "qdisc", "replace", "dev", dev]
         parent = ["root"]
         if self.delay_ms:
-            r = run(cmd + ["root", "handle", "1:", "netem", "delay", f"{self.delay_ms}ms",
+            delay = f"{self.delay_ms * self.time_dilation:g}ms"
+            r = run(cmd + ["root", "handle", "1:", "netem", "delay", delay,
                            "limit", "10000"], check=False)
             if r.returncode != 0:
                 raise ClusterError("--delay_ms needs the kernel's netem qdisc (sch_netem), which "
                                    f"this kernel does not offer: {r.stderr.strip()}")
             parent = ["parent", "1:1", "handle", "10:"]
         if rate:
-            # Bucket of 4 ms of traffic (at least 32 KB); a queue of up to 100 ms before drops.
-            burst = max(32 * 1024, int(parse_rate(rate) / 8 * 0.004))
-            run(cmd + parent + ["tbf", "rate", rate, "burst", str(burst), "latency", "100ms"])
+            run(cmd + parent + ["tbf"] + tbf_options(rate, self.time_dilation))
 
     def cpu_quota(self, pid, fraction, name):
         """Limits `pid` (and its threads) to `fraction` of one CPU.

@@ -1,10 +1,11 @@
-"""tools/netcluster's options: its own (links, delay, CPU quotas, placement, self-check,
-cleanup) and tools/launch's, each of which it either passes to the job it runs in the emulated
-cluster (ACCEPTED) or refuses with the reason (REFUSED). No launch option is silently ignored: a
-new one must be put in one of the two tables (tests/tools/pylib/emulation/netcluster_options_test
-fails until it is)."""
+"""tools/netcluster's options: its own (links, delay, time dilation, CPU quotas, placement,
+self-check, cleanup) and tools/launch's, each of which it either passes to the job it runs in
+the emulated cluster (ACCEPTED) or refuses with the reason (REFUSED). No launch option is
+silently ignored: a new one must be put in one of the two tables
+(tests/tools/pylib/emulation/netcluster_options_test fails until it is)."""
 
 import argparse
+import math
 
 from ..job import options
 from . import layout
@@ -58,6 +59,10 @@ def add_netcluster_options(p):
     p.add_argument("--server_link", default="", help="rate of each server's link, e.g. 100mbit")
     p.add_argument("--worker_link", default="", help="rate of each worker's link")
     p.add_argument("--delay_ms", type=float, default=0.0, help="one-way delay on every shaped link")
+    p.add_argument("--time_dilation", type=float, default=1.0, metavar="K",
+                   help="run the links K times slower than given (rate / K; bucket, queue and "
+                        "delay K times as long), for a job whose compute pacing is also K times "
+                        "slower: times scale by K, ratios between configurations are kept")
     p.add_argument("--colocate", action="store_true",
                    help="server i runs on worker i's machine: same namespace, address and link "
                         "(--worker_link); default: every server on a machine of its own")
@@ -78,6 +83,8 @@ def parse_args(argv, description):
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     add_netcluster_options(p)
     args = options.parse_args(argv, description, parser=p, refused=REFUSED)
+    if not (math.isfinite(args.time_dilation) and args.time_dilation >= 1):
+        p.error(f"--time_dilation must be a number of at least 1 (got {args.time_dilation:g})")
     try:
         for text in (args.server_link, args.worker_link):
             if text:

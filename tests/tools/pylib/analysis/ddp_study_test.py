@@ -55,6 +55,24 @@ class SettingsTest(unittest.TestCase):
         self.assertEqual([s.name for s in ddp_study.settings(o)],
                          ["hetero", "links_419mbit", "servers_1", "straggler"])
 
+    def test_time_dilation_slows_pace_and_links_alike_but_not_real_compute(self):
+        o = ddp_study.Options(time_dilation=5, link_rates=("419mbit",), server_counts=(2,))
+        by_name = {s.name: s for s in ddp_study.settings(o)}
+        self.assertEqual(by_name["hetero"].argv, ddp_study.settings(ddp_study.Options())[0].argv)
+        links = by_name["links_419mbit"]
+        self.assertEqual(links.title, "2. Equal machines, colocated servers, every link 419mbit, "
+                                      "time dilated 5x")
+        self.assertIn("--worker_flags=--batch_size=64 --epochs=3 --emulate_ms_per_sample=20",
+                      links.argv)
+        self.assertEqual(links.argv[-1],
+                         "--net=--colocate --worker_link=419mbit --time_dilation=5")
+        self.assertEqual(by_name["servers_2"].argv[-1], "--net=--server_link=419mbit "
+                                                        "--worker_link=1gbit --time_dilation=5")
+        self.assertEqual(by_name["straggler"].argv[-1],
+                         "--worker_flags_for=3:--emulate_ms_per_sample=40")
+        self.assertIn("--worker_flags=--batch_size=64 --epochs=3 --emulate_ms_per_sample=20",
+                      by_name["straggler"].argv)
+
     def test_command_line_is_a_shell_line(self):
         s = ddp_study.settings(ddp_study.Options())[0]
         line = ddp_study.command_line(s, "results/vs_ddp")

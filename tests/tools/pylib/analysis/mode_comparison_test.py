@@ -124,6 +124,10 @@ class ConfiguredLinkTest(unittest.TestCase):
         net = "--cpu_quota=0:0.5 --server_link=200mbit --delay_ms=1"
         self.assertEqual(mc.configured_link_bytes_per_second(net), 200e6 / 8)
 
+    def test_a_dilated_link_is_shaped_to_its_rate_over_the_dilation(self):
+        net = "--colocate --worker_link=419mbit --time_dilation=5"
+        self.assertEqual(mc.configured_link_bytes_per_second(net), 83.8e6 / 8)
+
     def test_unset(self):
         self.assertIsNone(mc.configured_link_bytes_per_second(""))
         self.assertIsNone(mc.configured_link_bytes_per_second("--worker_link=1gbit"))

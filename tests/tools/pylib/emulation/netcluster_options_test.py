@@ -117,6 +117,15 @@ class NetclusterOptionsTest(unittest.TestCase):
     def test_bad_own_options_are_usage_errors(self):
         self.assertEqual(self.refused(["--server_link=fast"]),
                          "bad rate 'fast' (use e.g. 50mbit, 1gbit)")
+        for value, shown in (("0.5", "0.5"), ("0", "0"), ("-2", "-2"), ("nan", "nan"),
+                             ("inf", "inf")):
+            with self.subTest(value=value):
+                self.assertEqual(self.refused([f"--time_dilation={value}"]),
+                                 f"--time_dilation must be a number of at least 1 (got {shown})")
+
+    def test_time_dilation(self):
+        self.assertEqual(self.parse([]).time_dilation, 1.0)
+        self.assertEqual(self.parse(["--time_dilation=5"]).time_dilation, 5.0)
 
 
 if __name__ == "__main__":
