@@ -36,7 +36,8 @@ class SettingsTest(unittest.TestCase):
             "--servers=1", "--modes=bsp,r2sp_hetero,ddp", "--global_batch=256",
             "--net=--cpu_quota=0:0.4 --cpu_quota=1:0.4 --cpu_quota=2:0.4 --cpu_quota=3:0.2"])
         self.assertEqual(by_name["links_419mbit"][-4:], [
-            "--servers=4", "--modes=bsp,r2sp,r2sp+fp16@overlap,ddp,ddp+fp16",
+            "--servers=4", "--modes=bsp,r2sp,r2sp+fp16@overlap,r2sp_auto+fp16@overlap,"
+            "bsp+fp16@overlap,ddp,ddp+fp16",
             "--variant=overlap=--overlap", "--net=--colocate --worker_link=419mbit"])
         self.assertIn("--worker_flags=--batch_size=64 --epochs=3 --emulate_ms_per_sample=4",
                       by_name["links_1gbit"])
