@@ -11,7 +11,7 @@ import re
 import shlex
 
 from .configurations import DDP, is_ddp, result_key
-from ..emulation.netcluster import parse_rate
+from ..emulation.netcluster import shaped_rate
 from .run_files import evaluations, median, worker_metrics
 
 
@@ -52,9 +52,10 @@ def configured_link_bytes_per_second(net, ddp=False):
     (the rate the link is shaped to)."""
     option = "--worker_link" if ddp or re.search(r"--colocate\b", net) else "--server_link"
     m = re.search(option + r"=(\S+)", net)
+    if not m:
+        return None
     dilation = re.search(r"--time_dilation=(\S+)", net)
-    return parse_rate(m.group(1)) / 8 / (float(dilation.group(1)) if dilation else 1) \
-        if m else None
+    return shaped_rate(m.group(1), float(dilation.group(1)) if dilation else 1.0) / 8
 
 
 def watched_host(mode):

@@ -44,6 +44,12 @@ def parse_rate(text):
     raise ValueError(f"bad rate '{text}' (use e.g. 50mbit, 1gbit)")
 
 
+def shaped_rate(text, time_dilation=1.0):
+    """The bits per second a link given as `text` (tc text) is shaped to in a cluster running
+    `time_dilation` times slower (tbf_options); ValueError as parse_rate."""
+    return parse_rate(text) / time_dilation
+
+
 def tbf_options(rate, time_dilation=1.0):
     """tc tbf's options for a link of `rate` (tc text) in a cluster running `time_dilation`
     times slower than the one it stands for: the rate divided by it, the bucket (4 ms of the
@@ -51,9 +57,8 @@ def tbf_options(rate, time_dilation=1.0):
     in bytes, so each lasts `time_dilation` times as long. Time dilation lets a machine too slow
     for a setting's compute pace run it with pace and links slowed alike: every time in the run
     is then `time_dilation` times the setting's, every ratio between configurations is kept."""
-    bits_per_s = parse_rate(rate)
-    burst = max(32 * 1024, int(bits_per_s / 8 * 0.004))
-    return ["rate", f"{round(bits_per_s / time_dilation)}bit", "burst", str(burst),
+    burst = max(32 * 1024, int(parse_rate(rate) / 8 * 0.004))
+    return ["rate", f"{round(shaped_rate(rate, time_dilation))}bit", "burst", str(burst),
             "latency", f"{100 * time_dilation:g}ms"]
 
 
