@@ -171,7 +171,7 @@ def train_epoch(backend, model, optimizer, loader, pacer, args, stats, log, epoc
     for x, y in loader:
         if not backend.owns_step_count and 0 < args.max_steps <= stats.steps:
             break
-        pacer.begin()
+        pacer.begin(len(y))
         step_start = time.perf_counter()
         x, y = x.to(args.device, non_blocking=True), y.to(args.device, non_blocking=True)
         pacer.holds = not x.is_cuda
@@ -181,7 +181,7 @@ def train_epoch(backend, model, optimizer, loader, pacer, args, stats, log, epoc
         if not backend.paces_itself:
             if x.is_cuda:
                 torch.cuda.synchronize(x.device)  # the compute, not its launch, is paced
-            pacer.after_backward(len(y))
+            pacer.after_backward()
         value = loss.item()
         computed = time.perf_counter() - step_start
         backend.step(optimizer, value, len(y))

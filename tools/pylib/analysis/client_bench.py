@@ -207,6 +207,44 @@ def compared_rates(ours, alone):
             "whole_run_ratio": whole[0].median / whole[1].median}
 
 
+GPU_CODEC_FLAGS = {"fp32": "", "fp16": " --push_codec=fp16 --pull_codec=fp16"}
+
+
+@dataclasses.dataclass(frozen=True)
+class GpuConfiguration:
+    """tools/bench/pytorch_gpu's R2SP configuration: flags appended to the workers' and the
+    servers' flags, the number of servers, and `key`, the name in run directories and figures."""
+    key: str
+    worker_flags: str
+    server_flags: str
+    servers: int
+
+
+def gpu_configuration(name):
+    """The configuration NAME = CODEC[+ioN][+sN]: CODEC fp32 or fp16 (fp16 pushes and pulls);
+    +ioN: N ZeroMQ I/O threads and N connections per peer at the worker and at the servers
+    (--io_threads, --connections_per_peer); +sN: N servers (default 1). ValueError for others."""
+    codec, *modifiers = name.split("+")
+    if codec not in GPU_CODEC_FLAGS:
+        raise ValueError(f"{name}: a configuration starts with {' or '.join(GPU_CODEC_FLAGS)}")
+    transport, servers, seen = "", 1, set()
+    for m in modifiers:
+        kind = "io" if m.startswith("io") else m[:1]
+        count = m[len(kind):]
+        if kind not in ("io", "s") or kind in seen or not count.isdigit() or \
+                not 1 <= int(count) <= 64:
+            raise ValueError(f"{name}: after the codec come +ioN (I/O threads and connections) "
+                             "and +sN (servers), each at most once, N in [1, 64]")
+        seen.add(kind)
+        if kind == "io":
+            transport = f" --io_threads={int(count)} --connections_per_peer={int(count)}"
+        else:
+            servers = int(count)
+    return GpuConfiguration(key=name.replace("+", "_"),
+                            worker_flags=GPU_CODEC_FLAGS[codec] + transport,
+                            server_flags=transport, servers=servers)
+
+
 def job_samples_per_s(lines):
     """A job's training samples/s: all its processes' samples over the span from the first
     process's first step to the last one's last step (a process that ends early does not count

@@ -96,6 +96,37 @@ class SpreadTest(unittest.TestCase):
                          [["a", "b", "c"], ["b", "c", "a"], ["c", "a", "b"], ["a", "b", "c"]])
 
 
+class GpuConfigurationTest(unittest.TestCase):
+    def test_codecs_alone(self):
+        self.assertEqual(client_bench.gpu_configuration("fp32"),
+                         client_bench.GpuConfiguration("fp32", "", "", 1))
+        self.assertEqual(client_bench.gpu_configuration("fp16"),
+                         client_bench.GpuConfiguration(
+                             "fp16", " --push_codec=fp16 --pull_codec=fp16", "", 1))
+
+    def test_io_threads_reach_both_ends_and_servers_count(self):
+        io = " --io_threads=4 --connections_per_peer=4"
+        self.assertEqual(client_bench.gpu_configuration("fp32+io4"),
+                         client_bench.GpuConfiguration("fp32_io4", io, io, 1))
+        self.assertEqual(client_bench.gpu_configuration("fp32+s4"),
+                         client_bench.GpuConfiguration("fp32_s4", "", "", 4))
+        self.assertEqual(client_bench.gpu_configuration("fp16+s2+io4"),
+                         client_bench.GpuConfiguration(
+                             "fp16_s2_io4", " --push_codec=fp16 --pull_codec=fp16" + io, io, 2))
+
+    def test_bad_names_are_refused(self):
+        with self.assertRaises(ValueError) as e:
+            client_bench.gpu_configuration("bf16")
+        self.assertEqual(str(e.exception), "bf16: a configuration starts with fp32 or fp16")
+        rule = ("after the codec come +ioN (I/O threads and connections) and +sN (servers), "
+                "each at most once, N in [1, 64]")
+        for name in ("fp32+io", "fp32+s0", "fp32+io65", "fp32+s2+s4", "fp32+x4", "fp32+",
+                     "fp32+s-1", "fp32+io4+io2"):
+            with self.assertRaises(ValueError) as e:
+                client_bench.gpu_configuration(name)
+            self.assertEqual(str(e.exception), f"{name}: {rule}")
+
+
 class MetricsTest(unittest.TestCase):
     def test_push_plus_pull_per_step_from_metrics_files(self):
         with tempfile.TemporaryDirectory() as d:
