@@ -1,4 +1,5 @@
-"""tools/bench/pytorch_client's options and figures (the runs themselves: client_runs.py).
+"""tools/bench/pytorch_client's options and figures (the runs themselves: client_runs.py), and
+tools/bench/pytorch_gpu's R2SP configurations (gpu_configuration).
 Two measurements of the Python client (r2sp.torch), each over interleaved repeats:
   overhead    push + pull seconds per step of the cnn, C++ workers against Python workers in
               otherwise identical jobs, from each worker's --metrics file (the same JSON lines);
