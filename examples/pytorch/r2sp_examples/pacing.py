@@ -37,7 +37,7 @@ class Pacer:
         # gradient) at which that gradient came; empty: not known yet, nothing is held.
         self.fractions = {}
         self.holds = True    # False for a CUDA step (train_epoch)
-        self.start = self.slept = self.computed = self.target = 0.0
+        self.start = self.slept = self.target = 0.0
         self._came = {}      # this step's: key -> real compute up to that gradient
 
     def install(self, model):
@@ -50,13 +50,12 @@ class Pacer:
 
     def begin(self, samples):
         """A step of `samples` starts: its target is ms_per_sample * samples."""
-        self.start, self.slept, self.computed = self.clock(), 0.0, 0.0
+        self.start, self.slept = self.clock(), 0.0
         self.target = self.ms_per_sample * samples / 1e3
         self._came = {}
 
     def _hold(self, key, grad):
-        self.computed = self.clock() - self.start - self.slept  # real compute up to it
-        self._came[key] = self.computed
+        self._came[key] = self._computed()  # real compute up to this gradient
         if self.holds and key in self.fractions:
             self._sleep_until(self.start + self.fractions[key] * self.target)
         return grad
@@ -67,11 +66,13 @@ class Pacer:
         next step's."""
         if self.ms_per_sample <= 0:
             return
-        if not self.computed:  # no gradient hook ran: the whole backward
-            self.computed = self.clock() - self.start - self.slept
-        last = self.computed
+        # The last gradient's, or without hooks the whole backward.
+        last = max(self._came.values(), default=None) or self._computed()
         self.fractions = {k: t / last for k, t in self._came.items()} if last > 0 else {}
         self._sleep_until(self.start + self.target)
+
+    def _computed(self):
+        return self.clock() - self.start - self.slept
 
     def _sleep_until(self, when):
         before = self.clock()

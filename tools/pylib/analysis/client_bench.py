@@ -10,6 +10,7 @@ A figure is the median over the repeats, quoted with its spread (min and max).""
 import argparse
 import dataclasses
 import json
+import re
 
 MEASUREMENTS = ("overhead", "throughput")
 MODES = ("bsp", "ssp", "asp", "r2sp")
@@ -230,10 +231,9 @@ def gpu_configuration(name):
         raise ValueError(f"{name}: a configuration starts with {' or '.join(GPU_CODEC_FLAGS)}")
     transport, servers, seen = "", 1, set()
     for m in modifiers:
-        kind = "io" if m.startswith("io") else m[:1]
-        count = m[len(kind):]
-        if kind not in ("io", "s") or kind in seen or not count.isdigit() or \
-                not 1 <= int(count) <= 64:
+        match = re.fullmatch(r"(io|s)(\d+)", m)
+        kind, count = match.groups() if match else (None, "0")
+        if kind is None or kind in seen or not 1 <= int(count) <= 64:
             raise ValueError(f"{name}: after the codec come +ioN (I/O threads and connections) "
                              "and +sN (servers), each at most once, N in [1, 64]")
         seen.add(kind)
