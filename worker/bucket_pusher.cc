@@ -17,7 +17,8 @@ BucketPusher::BucketPusher(PsClient* ps, size_t bucket_bytes)
   }
 }
 
-void BucketPusher::Start(int64_t clock, float scale, bool gated) {
+void BucketPusher::Start(int64_t clock, float scale, bool gated,
+                         std::optional<PullAfterPush> pull) {
   absl::MutexLock lock(&mu_);
   const std::vector<Partition>& parts = ps_->layout().partitions();
   remaining_.resize(parts.size());
@@ -25,6 +26,7 @@ void BucketPusher::Start(int64_t clock, float scale, bool gated) {
   bucket_.clear();
   bucket_size_ = 0;
   tickets_.clear();
+  pushed_keys_.clear();
   grads_ = HostGradient();
   started_ = true;
   open_ = !gated;
@@ -32,6 +34,9 @@ void BucketPusher::Start(int64_t clock, float scale, bool gated) {
   complete_when_opened_ = false;
   clock_ = clock;
   scale_ = scale;
+  pull_ = pull;
+  pulls_.reset();
+  if (pull_.has_value()) pulls_ = ps_->PullGroup();
   early_ = 0;
   first_push_ = absl::InfinitePast();
 }
@@ -86,8 +91,12 @@ void BucketPusher::Flush() {
 void BucketPusher::PushPartition(size_t index) {
   if (first_push_ == absl::InfinitePast()) first_push_ = absl::Now();
   const Partition& p = ps_->layout().partitions()[index];
-  tickets_.push_back(
-      ps_->PushPartition(p.key, grads_.At(p.offset), clock_, /*init=*/false, scale_));
+  pushed_keys_.push_back(p.key);
+  tickets_.push_back(pull_.has_value()
+                         ? ps_->PushPartitionThenPull(p.key, grads_.At(p.offset), clock_, scale_,
+                                                      pull_->params, pull_->options, *pulls_)
+                         : ps_->PushPartition(p.key, grads_.At(p.offset), clock_,
+                                              /*init=*/false, scale_));
 }
 
 absl::Status BucketPusher::Finish(HostGradient grads) {
@@ -110,9 +119,31 @@ absl::Status BucketPusher::Finish(HostGradient grads) {
   return status;
 }
 
+void BucketPusher::Abandon() {
+  std::vector<Ticket> tickets;
+  std::vector<uint64_t> keys;
+  std::optional<Ticket> pulls;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!started_) return;
+    started_ = false;
+    tickets.swap(tickets_);
+    keys = pushed_keys_;
+    pulls = pulls_;
+  }
+  for (const Ticket& t : tickets) t.Wait().IgnoreError();  // each push's pull is sent by then
+  if (!pulls.has_value()) return;
+  for (const uint64_t key : keys) pulls->WaitKeys(key, key).IgnoreError();
+}
+
 bool BucketPusher::started() const {
   absl::MutexLock lock(&mu_);
   return started_;
+}
+
+std::optional<Ticket> BucketPusher::pulls() const {
+  absl::MutexLock lock(&mu_);
+  return pulls_;
 }
 
 int BucketPusher::early_partitions() const {

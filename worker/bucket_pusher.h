@@ -7,11 +7,14 @@
 // messages cost less per byte; smaller buckets start sooner: the threshold trades the two.
 // A gated iteration (r2sp: the push must wait for the worker's slot) holds complete partitions
 // until Open, which sends them at once; after it the bucket works as above.
+// With a pull (early pulls, where the compute reads a copy of the parameters: a GPU's), each
+// partition is pulled as soon as its push is acknowledged, into one whole-model pull (pulls()).
 #ifndef R2SP_WORKER_BUCKET_PUSHER_H_
 #define R2SP_WORKER_BUCKET_PUSHER_H_
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -24,6 +27,12 @@
 
 namespace r2sp {
 
+// Where an iteration's pulls go when each follows its partition's push.
+struct PullAfterPush {
+  float* params = nullptr;  // the flat model; REQUIRES: not read until pulls() is done
+  PullOptions options;
+};
+
 // One training thread calls Start, Ready, BackwardEnded and Finish in turn, every iteration;
 // Open may come from any thread (the slot grant's callback).
 class BucketPusher {
@@ -32,8 +41,10 @@ class BucketPusher {
   BucketPusher(PsClient* ps, size_t bucket_bytes);
 
   // A new iteration's gradient, pushed as `clock` with `scale` (PsClient::Push's arguments);
-  // `gated`: nothing goes out before Open.
-  void Start(int64_t clock, float scale, bool gated = false);
+  // `gated`: nothing goes out before Open; `pull`: each partition is pulled once its push is
+  // acknowledged (PsClient::PushPartitionThenPull).
+  void Start(int64_t clock, float scale, bool gated = false,
+             std::optional<PullAfterPush> pull = std::nullopt);
   // Backward finished [offset, offset + count) of `grads` (the flat gradient, which must stay
   // unchanged until Finish returns).
   void Ready(HostGradient grads, int64_t offset, int64_t count);
@@ -47,7 +58,15 @@ class BucketPusher {
   // Opens the gate.
   absl::Status Finish(HostGradient grads);
 
+  // Ends a started iteration that will not be finished (an error stopped its compute): waits
+  // for the pushes sent and for the pulls that followed them; nothing more is pushed.
+  void Abandon();
+
   bool started() const;
+  // The iteration's whole-model pull when Start had a pull (by key: Ticket::WaitKeys), from
+  // Start until the next Start; nullopt otherwise. Done once every partition went out (Finish)
+  // and came back.
+  std::optional<Ticket> pulls() const;
   // This iteration: partitions whose push started before backward ended, and when the first
   // push of the iteration started.
   int early_partitions() const;
@@ -69,6 +88,7 @@ class BucketPusher {
   std::vector<size_t> bucket_ ABSL_GUARDED_BY(mu_);
   size_t bucket_size_ ABSL_GUARDED_BY(mu_) = 0;  // their fp32 bytes
   std::vector<Ticket> tickets_ ABSL_GUARDED_BY(mu_);
+  std::vector<uint64_t> pushed_keys_ ABSL_GUARDED_BY(mu_);  // this iteration's, in order
   HostGradient grads_ ABSL_GUARDED_BY(mu_);  // as the last Ready gave it
   bool started_ ABSL_GUARDED_BY(mu_) = false;
   bool open_ ABSL_GUARDED_BY(mu_) = true;
@@ -76,6 +96,8 @@ class BucketPusher {
   bool complete_when_opened_ ABSL_GUARDED_BY(mu_) = false;
   int64_t clock_ ABSL_GUARDED_BY(mu_) = 0;
   float scale_ ABSL_GUARDED_BY(mu_) = 0;
+  std::optional<PullAfterPush> pull_ ABSL_GUARDED_BY(mu_);
+  std::optional<Ticket> pulls_ ABSL_GUARDED_BY(mu_);  // with pull_
   int early_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time first_push_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
 };

@@ -38,6 +38,12 @@ Exchanger::Exchanger(const ExchangerOptions& options, PsClient* ps, SchedulerCli
 // Replies must not write the parameters after the exchanger is gone (an error ended the loop).
 Exchanger::~Exchanger() {
   if (pending_pull_.has_value()) pending_pull_->Wait().IgnoreError();
+  // An iteration an error cut short: its pushes, and the pulls that followed them.
+  if (pusher_ != nullptr) pusher_->Abandon();
+}
+
+bool Exchanger::pulls_follow_pushes() const {
+  return pusher_ != nullptr && options_.early_pulls && options_.params_staged;
 }
 
 bool Exchanger::overlaps_pulls() const {
@@ -70,26 +76,38 @@ absl::Status Exchanger::FinishPull() {
   return status;
 }
 
-void Exchanger::BeginCompute(int64_t clock, int batch, double epochs_done,
-                             int64_t iterations_left) {
+void Exchanger::BeginCompute(const ComputeStart& start) {
   scheduler_->NoteProgress();
   if (options_.density_warmup_epochs > 0) {
-    ps_->set_push_density(codec::WarmupDensity(options_.push_density, epochs_done,
+    ps_->set_push_density(codec::WarmupDensity(options_.push_density, start.epochs_done,
                                                options_.density_warmup_epochs));
   }
   // Early pushes carry the batch asked for (a workload computes fewer samples only when a
   // fixed-batch shard runs out, which steps_per_epoch prevents).
   if (pusher_ != nullptr) {
-    pusher_->Start(clock, PushScale(batch), /*gated=*/early_slot_ != nullptr);
+    std::optional<PullAfterPush> pull;
+    if (pulls_follow_pushes() && start.params != nullptr) {
+      pull = PullAfterPush{start.params,
+                           PullFor(start.clock, start.batch, start.evaluation_next)};
+    }
+    pusher_->Start(start.clock, PushScale(start.batch), /*gated=*/early_slot_ != nullptr, pull);
   }
   if (early_slot_ != nullptr) {
     SlotReport previous = previous_;
-    previous.iterations_left = iterations_left;
+    previous.iterations_left = start.iterations_left;
     early_slot_->Begin(absl::Now(), previous);
   }
 }
 
 void Exchanger::GradientReady(HostGradient grads, int64_t offset, int64_t count) {
+  // A pull that follows a push must not race the last iteration's pull of that partition:
+  // once backward reports, the forward has waited for what it read, and the rest is waited for
+  // here (pull time, as in ParamsNeeded; FinishPull then reports its outcome).
+  if (pulls_follow_pushes() && pending_pull_.has_value() && !pending_pull_->Done()) {
+    const absl::Time start = absl::Now();
+    pending_pull_->Wait().IgnoreError();
+    stall_ += absl::Now() - start;
+  }
   pusher_->Ready(grads, offset, count);
 }
 
@@ -118,11 +136,15 @@ absl::Status Exchanger::Push(const ExchangeStep& step, IterationMetrics* m, absl
     const absl::Status status = pusher_->Finish(step.grads);
     m->early_partitions = pusher_->early_partitions();
     if (m->early_partitions > 0) *started = pusher_->first_push();
+    *pull = pusher_->pulls();
+    // On failure the caller returns: no pull may still be writing the parameters then.
+    if (!status.ok() && pull->has_value()) (*pull)->Wait().IgnoreError();
     return status;
   }
   if (options_.early_pulls) {
-    PsClient::Exchange exchange = ps_->PushThenPull(step.grads, m->clock, PushScale(m->batch),
-                                                    step.params, PullFor(step, *m));
+    PsClient::Exchange exchange =
+        ps_->PushThenPull(step.grads, m->clock, PushScale(m->batch), step.params,
+                          PullFor(m->clock, m->batch, step.evaluation_next));
     const absl::Status status = exchange.push.Wait();
     // On failure the caller returns: no pull may still be writing the parameters then.
     if (!status.ok()) exchange.pull.Wait().IgnoreError();
@@ -146,19 +168,18 @@ void Exchanger::SetLiveWorkers(int workers) {
   workers_ = workers;
 }
 
-PullOptions Exchanger::PullFor(const ExchangeStep& step, const IterationMetrics& m) const {
+PullOptions Exchanger::PullFor(int64_t clock, int batch, bool evaluation_next) const {
   PullOptions pull;
   pull.codec = options_.pull_codec;
-  pull.min_version = options_.sync == proto::BSP ? m.clock + 1 : 0;
+  pull.min_version = options_.sync == proto::BSP ? clock + 1 : 0;
   pull.min_clock =
-      options_.sync == proto::SSP ? std::max<int64_t>(0, m.clock + 1 - options_.staleness) : 0;
-  if (options_.lookahead && options_.sync == proto::R2SP && workers_ > 1 &&
-      !step.evaluation_next) {
+      options_.sync == proto::SSP ? std::max<int64_t>(0, clock + 1 - options_.staleness) : 0;
+  if (options_.lookahead && options_.sync == proto::R2SP && workers_ > 1 && !evaluation_next) {
     // The other workers' pushes land before ours: (B - b_i) / B of a step, where b_i is this
     // worker's next batch (known with fixed batches; the current one estimates it with hetero
     // batching).
     pull.predict_fraction =
-        1.0f - std::min(1.0f, static_cast<float>(m.batch) / std::max(1, global_batch_));
+        1.0f - std::min(1.0f, static_cast<float>(batch) / std::max(1, global_batch_));
     pull.predict_updates = pull.predict_fraction > 0.0f ? workers_ - 1 : 0;
   }
   return pull;
@@ -234,7 +255,9 @@ absl::Status Exchanger::Exchange(const ExchangeStep& step, IterationMetrics* m) 
   // The last slot takes the worker out of the ring, so workers with more steps to go (one that
   // joined late, say) do not wait for its turn.
   if (r2sp && !options_.slot_includes_pull) scheduler_->ReleaseSlot(/*leaving=*/last);
-  Ticket pull = early_pull.has_value() ? *early_pull : ps_->Pull(step.params, PullFor(step, *m));
+  Ticket pull = early_pull.has_value()
+                    ? *early_pull
+                    : ps_->Pull(step.params, PullFor(m->clock, m->batch, step.evaluation_next));
   m->pull_overlapped = overlaps_pulls() && step.forward_waits && !step.evaluation_next && !last;
   double parked = earlier_parked;
   if (m->pull_overlapped) {

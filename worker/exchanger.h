@@ -61,9 +61,12 @@ struct ExchangerOptions {
   bool overlap = false;
   size_t bucket_bytes = 4 << 20;
   // Pull each partition as soon as its push is acknowledged (PsClient::PushThenPull) instead
-  // of after all the pushes. Without --overlap (whose early pushes run during backward, which
-  // still reads the parameters the pulls would overwrite).
+  // of after all the pushes. With overlap only where params_staged (overlap's pushes run during
+  // backward, which must not read parameters a pull overwrites).
   bool early_pulls = false;
+  // The compute reads its own copy of the parameters, taken before its backward (a GPU's: the
+  // Python client's CUDA models), so pulls may land in the host's while backward runs.
+  bool params_staged = false;
   // With overlap: the pull runs while the next forward does. Exchange returns once the pull is
   // sent; the next forward waits for each part of the parameters as it reaches it
   // (ParamsNeeded), and the next Exchange (or FinishPull) for the rest. Not when the next
@@ -90,6 +93,16 @@ struct ExchangeStep {
   bool forward_waits = false;
 };
 
+// What the training loop knows of an iteration before its compute.
+struct ComputeStart {
+  int64_t clock = 0;
+  int batch = 0;
+  double epochs_done = 0;       // fractional, this iteration excluded (the density warm-up)
+  int64_t iterations_left = 0;  // as in ExchangeStep
+  bool evaluation_next = false;  // as in ExchangeStep
+  float* params = nullptr;      // as in ExchangeStep: where pulls that follow pushes land
+};
+
 // Thread-safety: one training thread calls Exchange and next_batch. Borrowed pointers outlive
 // the exchanger; `log` may be null.
 class Exchanger {
@@ -98,10 +111,10 @@ class Exchanger {
             RunLog* log);
   ~Exchanger();
 
-  // Before each compute of `batch` samples for `clock`, `epochs_done` (fractional) into
-  // training, with `iterations_left` as in ExchangeStep: sets the push density (warm-up) and,
-  // with overlap, readies the early pushes (and r2sp's early slot).
-  void BeginCompute(int64_t clock, int batch, double epochs_done, int64_t iterations_left = 0);
+  // Before each compute: sets the push density (warm-up) and, with overlap, readies the early
+  // pushes (and r2sp's early slot); with early pulls on staged parameters too, each partition
+  // is pulled into `start.params` once its push is acknowledged.
+  void BeginCompute(const ComputeStart& start);
   // Whether pushes start during backward: then the training loop forwards the workload's
   // GradientReady reports to GradientReady (REQUIRES: overlaps_backward()).
   bool overlaps_backward() const { return pusher_ != nullptr; }
@@ -146,7 +159,9 @@ class Exchanger {
   // easgd, eawild: the weight of this worker's elastic difference in the centre, W b_i / B with
   // hetero batching, else 1.
   float DifferenceWeight(int batch) const;
-  PullOptions PullFor(const ExchangeStep& step, const IterationMetrics& m) const;
+  PullOptions PullFor(int64_t clock, int batch, bool evaluation_next) const;
+  // Whether pulls follow the pushes during backward (early pulls with overlap, params_staged).
+  bool pulls_follow_pushes() const;
   // r2sp: waits for the slot (asking now, or early with overlap); *granted: when the push may
   // start (never before the compute ended).
   absl::StatusOr<proto::SlotGrant> AwaitSlot(const ExchangeStep& step,

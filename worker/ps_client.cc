@@ -213,19 +213,43 @@ PsClient::Exchange PsClient::PushThenPull(HostGradient grads, int64_t clock, flo
   auto pulled = std::make_shared<Ticket::State>(n, /*by_key=*/true);
   for (const Partition& p : layout_->partitions()) {
     SendPush(p, grads.At(p.offset), clock, /*init=*/false, scale,
-             [this, partition = &p, params, pull, pushed, pulled](const absl::Status& status) {
-               Ticket::Complete(*pushed, status);
-               if (status.ok()) {
-                 SendPull(*partition, params + partition->offset, pull, pulled);
-               } else {
-                 Ticket::Complete(*pulled,
-                                  absl::AbortedError(absl::StrCat(
-                                      "not pulled: the push of key ", partition->key, " failed")),
-                                  0, -1, -1, static_cast<int64_t>(partition->key));
-               }
-             });
+             ThenPull(p, params, pull, pushed, pulled));
   }
   return Exchange{Ticket(std::move(pushed)), Ticket(std::move(pulled))};
+}
+
+Ticket PsClient::PullGroup() const {
+  return Ticket(std::make_shared<Ticket::State>(
+      static_cast<int>(layout_->partitions().size()), /*by_key=*/true));
+}
+
+Ticket PsClient::PushPartitionThenPull(uint64_t key, HostGradient data, int64_t clock,
+                                       float scale, float* params, const PullOptions& pull,
+                                       const Ticket& pulls) {
+  const Partition* p = layout_->Find(key);
+  CHECK(p != nullptr) << "unknown key " << key;
+  CHECK(pulls.state_ != nullptr) << "PushPartitionThenPull into a ticket not from PullGroup";
+  auto pushed = std::make_shared<Ticket::State>(1);
+  SendPush(*p, data, clock, /*init=*/false, scale,
+           ThenPull(*p, params, pull, pushed, pulls.state_));
+  return Ticket(std::move(pushed));
+}
+
+std::function<void(const absl::Status&)> PsClient::ThenPull(
+    const Partition& p, float* params, const PullOptions& pull,
+    std::shared_ptr<Ticket::State> pushed, std::shared_ptr<Ticket::State> pulled) {
+  return [this, partition = &p, params, pull, pushed = std::move(pushed),
+          pulled = std::move(pulled)](const absl::Status& status) {
+    Ticket::Complete(*pushed, status);
+    if (status.ok()) {
+      SendPull(*partition, params + partition->offset, pull, pulled);
+    } else {
+      Ticket::Complete(*pulled,
+                       absl::AbortedError(absl::StrCat(
+                           "not pulled: the push of key ", partition->key, " failed")),
+                       0, -1, -1, static_cast<int64_t>(partition->key));
+    }
+  };
 }
 
 std::function<void(const absl::Status&)> PsClient::CompleteOn(

@@ -146,6 +146,15 @@ class PsClient {
   };
   Exchange PushThenPull(HostGradient grads, int64_t clock, float scale, float* params,
                         const PullOptions& pull);
+  // The same partition by partition, as backward completes them (BucketPusher): PullGroup is a
+  // whole-model pull with nothing sent yet (WaitKeys works on it as on Pull's), and
+  // PushPartitionThenPull pushes partition `key` as PushPartition does and, once the push is
+  // acknowledged, pulls it into `params` (the flat model) as part of `pulls`; a failed push
+  // answers that partition of `pulls` with Aborted. The ticket returned is the push's.
+  // REQUIRES: each partition pushed once per group, or `pulls` is never done.
+  Ticket PullGroup() const;
+  Ticket PushPartitionThenPull(uint64_t key, HostGradient data, int64_t clock, float scale,
+                               float* params, const PullOptions& pull, const Ticket& pulls);
 
   // Pulls every partition into the flat model `params` (see PullOptions).
   // REQUIRES: params stays valid and is not read until the ticket is done.
@@ -182,6 +191,12 @@ class PsClient {
                 std::function<void(const absl::Status&)> done);
   static std::function<void(const absl::Status&)> CompleteOn(
       std::shared_ptr<Ticket::State> state);
+  // A push's `done` that completes `pushed` and then pulls partition `p` into `params` (the flat
+  // model) as part of `pulled`, or answers it Aborted when the push failed.
+  std::function<void(const absl::Status&)> ThenPull(const Partition& p, float* params,
+                                                    const PullOptions& pull,
+                                                    std::shared_ptr<Ticket::State> pushed,
+                                                    std::shared_ptr<Ticket::State> pulled);
   // A sparse push of partition `p` (encoded by its SparseEncoder, which moves its residual on).
   Message EncodeSparse(const Partition& p, const float* data, const wire::PushFields& fields);
   void SendPull(const Partition& p, float* data, const PullOptions& options,

@@ -219,11 +219,21 @@ absl::Status TrainingLoop::RunStep(Epoch* e, int64_t s) {
   IterationMetrics m;
   m.clock = result_.steps;
   m.epoch = e->number;
-  const int batch = exchanger_->next_batch();
-  exchanger_->BeginCompute(m.clock, batch, e->number + static_cast<double>(s) / e->steps,
-                           e->last - result_.steps);
+  ComputeStart start;
+  start.clock = m.clock;
+  start.batch = exchanger_->next_batch();
+  start.epochs_done = e->number + static_cast<double>(s) / e->steps;
+  start.iterations_left = e->last - result_.steps;
+  start.params = params_;
+  // The epoch's evaluation follows its last step, or the run's (--max_steps mid-epoch).
+  const bool evaluates = workload_->EvaluatesAfterEpoch();
+  const bool epoch_end = s + 1 == e->steps || start.iterations_left == 1;
+  const bool evaluate_now =
+      evaluates && !epoch_end && EvaluatesMidEpoch(options_, result_.steps + 1);
+  start.evaluation_next = evaluates && (epoch_end || evaluate_now);
+  exchanger_->BeginCompute(start);
   absl::Time t0, t1;
-  R2SP_ASSIGN_OR_RETURN(const ComputedStep step, Compute(batch, &m, &t0, &t1));
+  R2SP_ASSIGN_OR_RETURN(const ComputedStep step, Compute(start.batch, &m, &t0, &t1));
   if (log_ != nullptr) {
     log_->Span("compute", t0, t1,
                step.samples > 0 ? absl::StrCat("{\"batch\": ", step.samples, "}") : "");
@@ -236,14 +246,9 @@ absl::Status TrainingLoop::RunStep(Epoch* e, int64_t s) {
   exchange.grads = step.grads;
   exchange.params = params_;
   exchange.computed = t1;
-  exchange.iterations_left = e->last - result_.steps;
+  exchange.iterations_left = start.iterations_left;
   exchange.forward_waits = forward_waits_;
-  // The epoch's evaluation follows its last step, or the run's (--max_steps mid-epoch).
-  const bool evaluates = workload_->EvaluatesAfterEpoch();
-  const bool epoch_end = s + 1 == e->steps || exchange.iterations_left == 1;
-  const bool evaluate_now =
-      evaluates && !epoch_end && EvaluatesMidEpoch(options_, result_.steps + 1);
-  exchange.evaluation_next = evaluates && (epoch_end || evaluate_now);
+  exchange.evaluation_next = start.evaluation_next;
   R2SP_RETURN_IF_ERROR(exchanger_->Exchange(exchange, &m));
   if (log_ != nullptr) log_->Metrics(m);
   Account(m, e);

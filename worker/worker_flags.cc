@@ -105,7 +105,8 @@ DEFINE_bool(overlap_pulls, true, "--overlap: also start the next forward while t
             "runs, each layer waiting only for its own parameters (the CUDA backend uploads each "
             "layer's once its pull has landed)");
 DEFINE_bool(early_pulls, false, "pull each partition as soon as its push is acknowledged, "
-            "while the next partitions are still being pushed (not with --overlap)");
+            "while the next partitions are still being pushed (with --overlap only in the "
+            "Python client's CUDA models, whose backward reads its own copy of the parameters)");
 DEFINE_uint64(bucket_bytes, 4 << 20, "--overlap: push complete partitions once this many fp32 "
               "bytes of them are waiting (0: each partition at once)");
 DEFINE_double(lr, 0.01, "easgd, eawild: the worker's local SGD learning rate (give it the "
@@ -152,6 +153,12 @@ absl::StatusOr<r2sp::proto::Codec> ParsePullCodec(const std::string& text) {
 namespace r2sp {
 
 absl::StatusOr<WorkerOptions> WorkerOptionsFromFlags() {
+  R2SP_ASSIGN_OR_RETURN(WorkerOptions o, ParseWorkerFlags());
+  R2SP_RETURN_IF_ERROR(o.Validate());  // before anything starts
+  return o;
+}
+
+absl::StatusOr<WorkerOptions> ParseWorkerFlags() {
   r2sp::WorkerOptions o;
   R2SP_ASSIGN_OR_RETURN(o.connection, r2sp::ConnectionFromFlags(r2sp::proto::WORKER));
   o.model = FLAGS_model;
@@ -197,7 +204,6 @@ absl::StatusOr<WorkerOptions> WorkerOptionsFromFlags() {
   o.workload.fp16_gradients = FLAGS_encode_on_device;
   R2SP_ASSIGN_OR_RETURN(o.synthetic.known_gradients, ParseKnownGradients(FLAGS_grad));
   o.synthetic.compute_ms = FLAGS_compute_ms;
-  R2SP_RETURN_IF_ERROR(o.Validate());  // before anything starts
   return o;
 }
 

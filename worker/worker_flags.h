@@ -26,6 +26,9 @@ namespace r2sp {
 // The flags as WorkerOptions, each into the part it configures, validated (InvalidArgument
 // naming the flag).
 absl::StatusOr<WorkerOptions> WorkerOptionsFromFlags();
+// The same, not yet validated: for callers that set more of the options before they
+// Validate (the Python client).
+absl::StatusOr<WorkerOptions> ParseWorkerFlags();
 
 // Sets worker flags from `args` ("--name=value"; "--name" or "--noname" for a boolean), as the
 // command line would: InvalidArgument naming the first that is not a worker flag or whose value

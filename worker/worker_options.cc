@@ -86,10 +86,10 @@ void CheckExchange(const WorkerOptions& o, OptionChecker& c) {
           "in [0, 1)", sgd.momentum);
   c.Check(sgd.weight_decay >= 0, "--weight_decay", "exchange.elastic.sgd.weight_decay", ">= 0",
           sgd.weight_decay);
-  c.Require(!(o.exchange.early_pulls && o.exchange.overlap), "--early_pulls",
-            "exchange.early_pulls",
+  c.Require(!(o.exchange.early_pulls && o.exchange.overlap && !o.exchange.params_staged),
+            "--early_pulls", "exchange.early_pulls",
             "does not go with --overlap (backward still reads the parameters while --overlap "
-            "pushes)");
+            "pushes) unless the compute reads a copy of them (the Python client's CUDA models)");
 }
 
 }  // namespace

@@ -61,6 +61,39 @@ TEST_F(BucketPusherTest, PartitionsGoOutAsTheyCompleteAndFinishSendsTheRest) {
   for (int i = 0; i < 10; ++i) EXPECT_EQ(w[i], -grad[i]) << i;
 }
 
+// With a pull (early pulls): each partition is pulled into the model once its push is
+// acknowledged, into one whole-model pull that is done once Finish sent the rest.
+TEST_F(BucketPusherTest, EachPartitionIsPulledOnceItsPushIsAcknowledged) {
+  BucketPusher pusher(ps_, /*bucket_bytes=*/0);
+  std::vector<float> grad = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+  std::vector<float> params(10, 99.0f);
+  pusher.Start(/*clock=*/0, /*scale=*/0, /*gated=*/false, PullAfterPush{params.data(), {}});
+  ASSERT_TRUE(pusher.pulls().has_value());
+  pusher.Ready(grad.data(), 7, 3);  // partition 2 (7..9) complete: pushed, then pulled
+  ASSERT_TRUE(pusher.pulls()->WaitKeys(2, 2).ok());
+  EXPECT_FALSE(pusher.pulls()->Done());
+  for (int i = 0; i < 7; ++i) EXPECT_EQ(params[i], 99.0f) << i;
+  for (int i = 7; i < 10; ++i) EXPECT_EQ(params[i], -grad[i]) << i;
+  ASSERT_TRUE(pusher.Finish(grad.data()).ok());
+  ASSERT_TRUE(pusher.pulls()->Wait().ok());
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(params[i], -grad[i]) << i;
+}
+
+// An iteration an error cut short: Abandon waits for what was pushed and its pull, and pushes
+// nothing more.
+TEST_F(BucketPusherTest, AbandonWaitsForThePushesSentAndTheirPulls) {
+  BucketPusher pusher(ps_, /*bucket_bytes=*/0);
+  std::vector<float> grad = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+  std::vector<float> params(10, 99.0f);
+  pusher.Start(0, 0, false, PullAfterPush{params.data(), {}});
+  pusher.Ready(grad.data(), 4, 6);  // partitions 1 and 2
+  pusher.Abandon();
+  EXPECT_FALSE(pusher.started());
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(params[i], 99.0f) << i;
+  for (int i = 4; i < 10; ++i) EXPECT_EQ(params[i], -grad[i]) << i;
+  EXPECT_EQ(ServerPushesAfterWaiting(5), 5u);  // 3 initial values and 2 pushes, no more
+}
+
 // Gradients a device encoded to fp16 (HostGradient::Fp16): each partition goes from its own
 // offset of the binary16 array, and the server ends where the fp32 values leave it.
 TEST(BucketPusherFp16Test, GradientsEncodedOnTheDeviceGoFromTheirOwnOffsets) {

@@ -4,6 +4,7 @@
 // averaging's included).
 #include "worker/exchanger.h"
 
+#include <cmath>
 #include <vector>
 
 #include "absl/time/clock.h"
@@ -49,6 +50,16 @@ ExchangeStep StepOf(const std::vector<float>& grad, testing::JobWorker& w, int64
   step.computed = absl::Now();
   step.iterations_left = left;
   return step;
+}
+
+// An iteration about to compute, at the start of training.
+ComputeStart StartOf(int64_t clock, int batch, int64_t left, float* params) {
+  ComputeStart start;
+  start.clock = clock;
+  start.batch = batch;
+  start.iterations_left = left;
+  start.params = params;
+  return start;
 }
 
 ExchangerOptions ModeOf(const testing::JobWorker& w) {
@@ -191,7 +202,7 @@ TEST(ExchangerTest, R2spWithOverlapAsksForTheSlotDuringBackwardAndPushesOnceGran
     m.clock = clock;
     m.batch = 8;
     const uint64_t pushed_before = w.ps->counters().pushes;
-    exchanger.BeginCompute(clock, m.batch, 0, 4 - clock);
+    exchanger.BeginCompute(StartOf(clock, m.batch, 4 - clock, nullptr));
     absl::SleepFor(absl::Milliseconds(5));
     // Partitions are [0,256) [256,512) [512,768) [768,1000): this completes the last two,
     // which go out once the slot is granted (the first iteration has no prediction, so it
@@ -205,6 +216,48 @@ TEST(ExchangerTest, R2spWithOverlapAsksForTheSlotDuringBackwardAndPushesOnceGran
     EXPECT_EQ(m.early_partitions, clock == 0 ? 0 : 4) << "clock " << clock;
     if (clock > 0) EXPECT_EQ(m.wait_seconds, m.parked_seconds) << "granted during backward";
     for (float p : w.params) ASSERT_NEAR(p, 1.0f - 0.1f * (clock + 1), 1e-5) << clock;
+  }
+}
+
+// Early pulls with overlap where the compute reads its own copy of the parameters (the Python
+// client's CUDA models): each partition is pulled once its push is acknowledged, during
+// backward, and a pull left running into the next forward is waited for before the next
+// iteration's first pull can follow a push.
+TEST(ExchangerTest, WithStagedParametersPullsFollowThePushesDuringBackward) {
+  testing::InProcessJob job(Job(proto::ASP, 1), PlainSgd(), Model());
+  ASSERT_OK(job.Start(std::vector<float>(kElements, 1.0f)));
+  testing::JobWorker& w = job.workers()[0];
+  ExchangerOptions mode = ModeOf(w);
+  mode.overlap = true;
+  mode.overlap_pulls = true;
+  mode.early_pulls = true;
+  mode.params_staged = true;
+  mode.bucket_bytes = 0;
+  Exchanger exchanger(mode, w.ps.get(), w.scheduler.get(), nullptr);
+  std::vector<float> grad(kElements, 1.0f);
+  constexpr int kClocks = 3;
+  for (int clock = 0; clock < kClocks; ++clock) {
+    IterationMetrics m;
+    m.clock = clock;
+    m.batch = 8;
+    exchanger.BeginCompute(StartOf(clock, m.batch, kClocks - clock, w.params.data()));
+    // Partitions [512,768) and [768,1000) complete: pushed, then pulled, before backward ends.
+    exchanger.GradientReady(grad.data(), 500, 500);
+    const float stepped = 1.0f - 0.1f * (clock + 1);
+    const absl::Time deadline = absl::Now() + absl::Seconds(5);
+    while (std::abs(w.params[999] - stepped) > 1e-5f && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+    EXPECT_NEAR(w.params[512], stepped, 1e-5) << clock;
+    EXPECT_NEAR(w.params[999], stepped, 1e-5) << clock;
+    EXPECT_NEAR(w.params[0], stepped + 0.1f, 1e-5) << "not pushed yet at clock " << clock;
+    exchanger.GradientReady(grad.data(), 0, 500);  // backward's last report
+    ExchangeStep step = StepOf(grad, w, kClocks - clock);
+    step.forward_waits = true;
+    ASSERT_OK(exchanger.Exchange(step, &m));
+    EXPECT_EQ(m.pull_overlapped, clock + 1 < kClocks) << clock;
+    ASSERT_OK(exchanger.FinishPull());
+    for (float p : w.params) ASSERT_NEAR(p, stepped, 1e-5) << clock;
   }
 }
 

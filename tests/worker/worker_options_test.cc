@@ -115,7 +115,8 @@ TEST(WorkerOptionsTest, EachCheckNamesItsFlagAndField) {
          o.exchange.overlap = true;
        },
        "--early_pulls (WorkerOptions.exchange.early_pulls) does not go with --overlap (backward "
-       "still reads the parameters while --overlap pushes)"},
+       "still reads the parameters while --overlap pushes) unless the compute reads a copy of "
+       "them (the Python client's CUDA models)"},
   };
   for (const Case& c : cases) {
     WorkerOptions options;
@@ -124,6 +125,15 @@ TEST(WorkerOptionsTest, EachCheckNamesItsFlagAndField) {
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << c.name;
     EXPECT_EQ(status.message(), c.message) << c.name;
   }
+}
+
+// Early pulls with overlap where the compute reads its own copy of the parameters.
+TEST(WorkerOptionsTest, EarlyPullsGoWithOverlapWhereTheParametersAreStaged) {
+  WorkerOptions options;
+  options.exchange.early_pulls = true;
+  options.exchange.overlap = true;
+  options.exchange.params_staged = true;
+  EXPECT_TRUE(options.Validate().ok());
 }
 
 proto::AddressBook ElasticBook(proto::SyncMode sync) {

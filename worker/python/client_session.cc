@@ -46,16 +46,18 @@ absl::StatusOr<ClientModel> ClientModel::Of(const std::vector<ClientTensor>& ten
 }
 
 absl::StatusOr<std::unique_ptr<ClientSession>> ClientSession::Create(
-    const std::vector<std::string>& flags, ClientModel model, const std::string& model_name) {
+    const std::vector<std::string>& flags, ClientModel model, const std::string& model_name,
+    bool params_staged) {
   WorkerOptions options;
   {
     gflags::FlagSaver restore;  // the process's flags stay as they were
     R2SP_RETURN_IF_ERROR(SetWorkerFlags(flags));
-    R2SP_ASSIGN_OR_RETURN(options, WorkerOptionsFromFlags());
+    R2SP_ASSIGN_OR_RETURN(options, ParseWorkerFlags());  // validated below
   }
   options.external_model = true;
   options.model = model_name;
   options.init_model_path.clear();  // the script's parameters start the job
+  options.exchange.params_staged = params_staged;
   R2SP_RETURN_IF_ERROR(options.Validate());
   return absl::WrapUnique(new ClientSession(std::move(options), std::move(model)));
 }

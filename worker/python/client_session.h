@@ -55,9 +55,12 @@ class ClientSession {
   using Interrupt = std::function<bool()>;
 
   // `flags`: the worker binary's ("--scheduler=...", "--batch_size=64", ...); InvalidArgument
-  // naming a bad one. Does not connect.
+  // naming a bad one. `params_staged`: the script computes on its own copy of params() (a
+  // CUDA model's), so pulls may land in params() while its backward runs (--early_pulls with
+  // --overlap; ExchangerOptions::params_staged). Does not connect.
   static absl::StatusOr<std::unique_ptr<ClientSession>> Create(
-      const std::vector<std::string>& flags, ClientModel model, const std::string& model_name);
+      const std::vector<std::string>& flags, ClientModel model, const std::string& model_name,
+      bool params_staged = false);
   // Aborts (if still in the job) and waits for the worker's thread.
   ~ClientSession();
   ClientSession(const ClientSession&) = delete;

@@ -66,7 +66,7 @@ struct FlatBuffer {
 class Worker {
  public:
   Worker(const std::vector<std::string>& flags, const py::list& tensors,
-         const std::string& model_name) {
+         const std::string& model_name, bool params_staged) {
     std::vector<ClientTensor> specs;
     for (const py::handle item : tensors) {
       ClientTensor t;
@@ -84,7 +84,7 @@ class Worker {
     absl::StatusOr<ClientModel> model = ClientModel::Of(specs);
     if (!model.ok()) throw py::value_error(std::string(model.status().message()));
     absl::StatusOr<std::unique_ptr<ClientSession>> session =
-        ClientSession::Create(flags, *std::move(model), model_name);
+        ClientSession::Create(flags, *std::move(model), model_name, params_staged);
     if (!session.ok()) Raise(session.status());
     session_ = std::move(*session);
   }
@@ -265,8 +265,9 @@ void BindJobProperties(py::class_<Worker>& w) {
 
 void BindWorker(py::module_& m) {
   py::class_<Worker> w(m, "Worker");
-  w.def(py::init<const std::vector<std::string>&, const py::list&, const std::string&>(),
-        py::arg("flags"), py::arg("tensors"), py::arg("model_name") = "pytorch")
+  w.def(py::init<const std::vector<std::string>&, const py::list&, const std::string&, bool>(),
+        py::arg("flags"), py::arg("tensors"), py::arg("model_name") = "pytorch",
+        py::arg("params_staged") = false)
       .def_property_readonly("size", [](Worker& x) { return x.session().size(); })
       .def_property_readonly("tensors", [](Worker& x) { return x.session().offsets(); })
       .def_property_readonly("params", [](py::object self) {

@@ -254,6 +254,18 @@ class CoreInputTest(unittest.TestCase):
             else:
                 self.assertIn("push_codec", str(bad.exception))
 
+    def test_early_pulls_with_overlap_only_where_the_parameters_are_staged(self):
+        flags = ["--overlap", "--early_pulls"]
+        with self.assertRaises(_core.R2SPError) as bad:
+            _core.Worker(flags, [("w", [3])])
+        self.assertEqual(bad.exception.code, "INVALID_ARGUMENT")
+        self.assertEqual(str(bad.exception),
+                         "--early_pulls (WorkerOptions.exchange.early_pulls) does not go with "
+                         "--overlap (backward still reads the parameters while --overlap pushes) "
+                         "unless the compute reads a copy of them (the Python client's CUDA "
+                         "models)")
+        self.assertEqual(_core.Worker(flags, [("w", [3])], params_staged=True).size, 3)
+
     def test_bad_tensors_are_value_errors(self):
         for tensors, message in [
                 ([], "the model has no tensors"),

@@ -223,26 +223,31 @@ class GpuConfiguration:
 
 
 def gpu_configuration(name):
-    """The configuration NAME = CODEC[+ioN][+sN]: CODEC fp32 or fp16 (fp16 pushes and pulls);
-    +ioN: N ZeroMQ I/O threads and N connections per peer at the worker and at the servers
-    (--io_threads, --connections_per_peer); +sN: N servers (default 1). ValueError for others."""
+    """The configuration NAME = CODEC[+ioN][+sN][+ep]: CODEC fp32 or fp16 (fp16 pushes and
+    pulls); +ioN: N ZeroMQ I/O threads and N connections per peer at the worker and at the
+    servers (--io_threads, --connections_per_peer); +sN: N servers (default 1); +ep: each
+    partition pulled as soon as its push is acknowledged, during backward (--early_pulls).
+    ValueError for others."""
     codec, *modifiers = name.split("+")
     if codec not in GPU_CODEC_FLAGS:
         raise ValueError(f"{name}: a configuration starts with {' or '.join(GPU_CODEC_FLAGS)}")
-    transport, servers, seen = "", 1, set()
+    transport, early, servers, seen = "", "", 1, set()
     for m in modifiers:
-        match = re.fullmatch(r"(io|s)(\d+)", m)
-        kind, count = match.groups() if match else (None, "0")
-        if kind is None or kind in seen or not 1 <= int(count) <= 64:
-            raise ValueError(f"{name}: after the codec come +ioN (I/O threads and connections) "
-                             "and +sN (servers), each at most once, N in [1, 64]")
+        match = re.fullmatch(r"(io|s)(\d+)|(ep)", m)
+        kind, count = (match.group(1) or match.group(3), match.group(2)) if match else (None, None)
+        if kind is None or kind in seen or (count is not None and not 1 <= int(count) <= 64):
+            raise ValueError(f"{name}: after the codec come +ioN (I/O threads and connections), "
+                             "+sN (servers) and +ep (early pulls), each at most once, N in "
+                             "[1, 64]")
         seen.add(kind)
         if kind == "io":
             transport = f" --io_threads={int(count)} --connections_per_peer={int(count)}"
-        else:
+        elif kind == "s":
             servers = int(count)
+        else:
+            early = " --early_pulls"
     return GpuConfiguration(key=name.replace("+", "_"),
-                            worker_flags=GPU_CODEC_FLAGS[codec] + transport,
+                            worker_flags=GPU_CODEC_FLAGS[codec] + transport + early,
                             server_flags=transport, servers=servers)
 
 

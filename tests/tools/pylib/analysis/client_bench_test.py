@@ -114,14 +114,22 @@ class GpuConfigurationTest(unittest.TestCase):
                          client_bench.GpuConfiguration(
                              "fp16_s2_io4", " --push_codec=fp16 --pull_codec=fp16" + io, io, 2))
 
+    def test_early_pulls_reach_the_worker(self):
+        io = " --io_threads=4 --connections_per_peer=4"
+        self.assertEqual(client_bench.gpu_configuration("fp32+ep"),
+                         client_bench.GpuConfiguration("fp32_ep", " --early_pulls", "", 1))
+        self.assertEqual(client_bench.gpu_configuration("fp32+io4+ep"),
+                         client_bench.GpuConfiguration("fp32_io4_ep", io + " --early_pulls",
+                                                       io, 1))
+
     def test_bad_names_are_refused(self):
         with self.assertRaises(ValueError) as e:
             client_bench.gpu_configuration("bf16")
         self.assertEqual(str(e.exception), "bf16: a configuration starts with fp32 or fp16")
-        rule = ("after the codec come +ioN (I/O threads and connections) and +sN (servers), "
-                "each at most once, N in [1, 64]")
+        rule = ("after the codec come +ioN (I/O threads and connections), +sN (servers) and "
+                "+ep (early pulls), each at most once, N in [1, 64]")
         for name in ("fp32+io", "fp32+s0", "fp32+io65", "fp32+s2+s4", "fp32+x4", "fp32+",
-                     "fp32+s-1", "fp32+io4+io2"):
+                     "fp32+s-1", "fp32+io4+io2", "fp32+ep+ep", "fp32+ep2"):
             with self.assertRaises(ValueError) as e:
                 client_bench.gpu_configuration(name)
             self.assertEqual(str(e.exception), f"{name}: {rule}")

@@ -67,6 +67,13 @@ class CpuBuffers(FlatGradients):
         """The parameters are the host buffer: nothing to copy."""
 
 
+def stages_parameters(named):
+    """Whether a model of these (name, tensor) pairs computes on its own copy of the
+    parameters, so that pulls may land in the worker's while its backward runs (--early_pulls
+    with --overlap): CUDA models, whose device copy is staged through the host buffers."""
+    return named[0][1].device.type == "cuda"
+
+
 def buffers_for(worker, entries):
     """CpuBuffers or cuda.CudaBuffers for the entries' device (validation checked it is one)."""
     device = entries[0].param.device

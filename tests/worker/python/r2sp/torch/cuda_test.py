@@ -66,7 +66,7 @@ class CudaBuffersTest(unittest.TestCase):
     def make(self, model, push_codec="fp32", module=None):
         """A DistributedOptimizer whose buffers are CudaBuffers on the CPU (overlapped pulls
         with `module`)."""
-        def create(flags, tensors):
+        def create(flags, tensors, params_staged=False):
             self.worker = r2sp_testing.FakeWorker(flags, tensors, push_codec=push_codec,
                                                   steps=r2sp_testing.steps_of([2]),
                                                   pulls_overlap=True)

@@ -2,7 +2,7 @@
 buffers) in real jobs: two torch workers on the GPU training the known gradients in bsp
 (known_train.py with KNOWN_DEVICE=cuda) end with the C++ workers' parameters bit for bit, with
 fp32 and fp16 pushes (the fp16 encoded on the GPU before the copy), with and without pushes
-overlapped with backward. Skipped where torch sees no CUDA device (CI, this project's build
+overlapped with backward, and with pulls landing during backward (--early_pulls). Skipped where torch sees no CUDA device (CI, this project's build
 machines): tools/bench/gpu_checks runs it on a GPU machine, step `pytorch`."""
 
 import os
@@ -71,13 +71,19 @@ class CudaTrainingTest(unittest.TestCase):
         return finals
 
     def test_cuda_workers_end_with_the_cpp_workers_parameters_bit_for_bit(self):
-        for flags in ([], ["--push_codec=fp16"], ["--overlap"], ["--overlap", "--push_codec=fp16"]):
-            with self.subTest(flags=flags):
+        # Pulls during backward (--early_pulls with --overlap) only where the compute reads a
+        # copy of the parameters: the CUDA workers, against C++ workers without them.
+        early = ["--early_pulls", "--bucket_bytes=0"]
+        for flags, cuda_flags in (([], []), (["--push_codec=fp16"], []), (["--overlap"], []),
+                                  (["--overlap", "--push_codec=fp16"], []),
+                                  (["--overlap"], early),
+                                  (["--overlap", "--push_codec=fp16"], early)):
+            with self.subTest(flags=flags, cuda_flags=cuda_flags):
                 expected = self.run_job("c", flags)
                 self.assertEqual(len(expected[0]), 4096 * 4)
                 self.assertNotEqual(expected[0], bytes(4096 * 4))
                 self.assertEqual(expected[1], expected[0])
-                self.assertEqual(self.run_job("p", flags), expected)
+                self.assertEqual(self.run_job("p", flags + cuda_flags), expected)
 
 
 if __name__ == "__main__":

@@ -59,7 +59,7 @@ class ElasticTest(unittest.TestCase):
         state.STATE.__init__()  # no finish at exit for a fake
 
     def make(self, model, optimizer, mode="eawild", steps=2):
-        def create(flags, tensors):
+        def create(flags, tensors, params_staged=False):
             # lr=0: the fake's exchange leaves the parameters as the local step left them.
             self.workers.append(FakeWorker(
                 flags, tensors, steps=r2sp_testing.steps_of([steps]), lr=0.0, mode=mode,

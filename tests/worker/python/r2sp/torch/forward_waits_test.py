@@ -62,7 +62,7 @@ class Base(unittest.TestCase):
         state.STATE.__init__()
 
     def make(self, model, pulls_overlap=True, **kwargs):
-        def create(flags, tensors):
+        def create(flags, tensors, params_staged=False):
             self.workers.append(r2sp_testing.FakeWorker(
                 flags, tensors, steps=r2sp_testing.steps_of([3]), pulls_overlap=pulls_overlap))
             return self.workers[-1]

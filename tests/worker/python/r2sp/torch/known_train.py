@@ -6,7 +6,9 @@ as a C++ `worker --model=synthetic --grad=known` pushes. Writes the final parame
 fp32, the registered order) to argv[1]. The job's flags come from the environment
 (R2SP_SCHEDULER, R2SP_WORKER_FLAGS); KNOWN_DEVICE (default cpu) is where the model and the
 gradients live (cuda: through r2sp.torch.cuda's device buffers; the gradients stay exact there,
-d sum(p * g) / dp being g)."""
+d sum(p * g) / dp being g; staged: on the CPU, but staged through the worker's buffers as a CUDA
+model's are, cuda.CudaBuffers with synchronous copies, so that a CPU job runs the CUDA path's
+exchange: --early_pulls with --overlap, pulls landing while backward runs)."""
 
 import array
 import os
@@ -16,13 +18,39 @@ import torch
 
 import r2sp.torch as r2t
 from r2sp import _core
+from r2sp.torch import cuda
+from r2sp.torch import device as device_module
 
 TRAIN_SAMPLES = 48
 
 
+class DoneAtOnce:
+    """A stream for CudaBuffers on the CPU, whose copies are synchronous: every event done."""
+
+    class Event:
+        def query(self):
+            return True
+
+    def record(self):
+        return self.Event()
+
+    def synchronize(self):
+        pass
+
+
+def stage_cpu_models():
+    """CPU models get CUDA's buffers: a copy of the parameters of their own."""
+    device_module.stages_parameters = lambda named: True
+    device_module.buffers_for = lambda worker, entries: cuda.CudaBuffers(
+        worker, entries, torch.device("cpu"), stream=DoneAtOnce())
+
+
 def main():
     r2t.init()
-    device = torch.device(os.environ.get("KNOWN_DEVICE", "cpu"))
+    where = os.environ.get("KNOWN_DEVICE", "cpu")
+    if where == "staged":
+        stage_cpu_models()
+    device = torch.device("cpu" if where == "staged" else where)
     named = [(name, torch.nn.Parameter(torch.zeros(shape, device=device)))
              for name, shape in _core.synthetic_model(4096, 2)]  # the C++ worker's names
     params = [p for _, p in named]

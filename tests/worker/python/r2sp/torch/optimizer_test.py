@@ -2,6 +2,7 @@
 model: what it refuses, how it joins (worker 0's parameters become the model's, zero copy),
 and each step's gradient reports and exchange."""
 
+import types
 import unittest
 from unittest import mock
 
@@ -15,7 +16,7 @@ if not SKIP:
     import torch  # noqa: E402
 
     import r2sp.torch as r2t  # noqa: E402
-    from r2sp.torch import state  # noqa: E402
+    from r2sp.torch import device, state  # noqa: E402
 
 FakeWorker = r2sp_testing.FakeWorker
 NAMES = ["l1.weight", "l1.bias", "l2.weight", "l2.bias", "unused.weight"]
@@ -54,14 +55,16 @@ class OptimizerTestBase(unittest.TestCase):
         state.STATE.settings = r2t.settings.resolve({"R2SP_SCHEDULER": "tcp://h:1"},
                                                     ["--epochs=1"])
         self.workers = []
+        self.params_staged = []  # create_worker's argument, per worker created
         self.options = {}
 
     def tearDown(self):
         state.STATE.__init__()  # no finish at exit for a fake
 
     def make(self, optimizer, named, **kwargs):
-        def create(flags, tensors):
+        def create(flags, tensors, params_staged=False):
             self.workers.append(FakeWorker(flags, tensors, **self.options))
+            self.params_staged.append(params_staged)
             return self.workers[-1]
         with mock.patch.object(state, "create_worker", create):
             return r2t.DistributedOptimizer(optimizer, named, **kwargs)
@@ -192,6 +195,7 @@ class JoinTest(OptimizerTestBase):
                                           ("l2.weight", 8, 2), ("l2.bias", 10, 1),
                                           ("unused.weight", 11, 2)])
         self.assertEqual(worker.staged, before)  # what join() registered: this model's values
+        self.assertEqual(self.params_staged, [False])  # backward reads worker.params itself
         self.assertEqual(worker.calls, [("join",), ("begin_training", 8)])
         self.assertEqual(model.l1.weight.tolist(), [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]])
         self.assertEqual(model.l2.bias.tolist(), [10.0])
@@ -253,11 +257,18 @@ class JoinTest(OptimizerTestBase):
         self.assertEqual(model[1].num_batches_tracked.item(), 1)
         self.assertNotEqual(model[1].running_mean.tolist(), [0.0, 0.0])
 
+    def test_only_a_cuda_model_computes_on_a_copy_of_the_parameters(self):
+        # The worker may then pull into its buffers while backward runs (--early_pulls with
+        # --overlap); a CUDA tensor is not needed to tell the device.
+        cuda = types.SimpleNamespace(device=torch.device("cuda", 0))
+        self.assertTrue(device.stages_parameters([("w", cuda)]))
+        self.assertFalse(device.stages_parameters([("w", torch.zeros(2))]))
+
     def test_a_join_that_fails_leaves_the_model_and_the_process_unjoined(self):
         model = tiny_model()
         before = model.l1.weight.detach().clone()
 
-        def refuse(flags, tensors):
+        def refuse(flags, tensors, params_staged=False):
             raise r2t.R2SPError("scheduler not there")
         with mock.patch.object(state, "create_worker", refuse):
             self.assertRaisesExactly(r2t.R2SPError, "scheduler not there", r2t.DistributedOptimizer,

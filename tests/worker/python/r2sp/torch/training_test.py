@@ -295,6 +295,44 @@ class TrainingTest(unittest.TestCase):
         self.assertNotEqual(expected, bytes(len(expected)))
         self.assertEqual(finals, {k: expected for k in finals})
 
+    def test_staged_parameters_pulled_during_backward_give_the_cpp_workers_parameters(self):
+        # The CUDA path's exchange on the CPU (known_train.py's KNOWN_DEVICE=staged): pulls
+        # follow each partition's push while backward runs (--early_pulls with --overlap, 1 KiB
+        # partitions so that there are 16), and the 6 bsp steps end bit for bit where C++
+        # workers' do.
+        synthetic = ["--model=synthetic", "--model_mb=0.015625", "--layers=2", "--grad=known",
+                     "--init=zero", "--iterations=6", "--overlap"]
+        finals = {}
+        for kind in "cp":
+            job = Job(workers=2, scheduler_flags=["--partition_bytes=1024"])
+            self.addCleanup(job.close)
+            procs = []
+            for i in range(2):
+                out = job.path(f"{kind}{i}.params")
+                if kind == "c":
+                    procs.append(job.cpp_worker(f"worker{i}", synthetic + ["--dump_params=" + out]))
+                else:
+                    procs.append(job.torch_worker(
+                        i, "--batch_size=4 --overlap --early_pulls --bucket_bytes=0", out,
+                        script=KNOWN, script_env={"KNOWN_DEVICE": "staged"}))
+            self.assertEqual(job.wait(procs), [0, 0], job.log("worker0") + job.log("worker1"))
+            for i in range(2):
+                with open(job.path(f"{kind}{i}.params"), "rb") as f:
+                    finals[f"{kind}{i}"] = f.read()
+        self.assertNotEqual(finals["c0"], bytes(4096 * 4))
+        self.assertEqual(finals, {k: finals["c0"] for k in "c0 c1 p0 p1".split()})
+
+    def test_early_pulls_with_overlap_need_a_model_that_computes_on_a_copy(self):
+        job = Job(workers=1)
+        self.addCleanup(job.close)
+        worker = job.torch_worker(0, "--batch_size=4 --overlap --early_pulls", job.path("p0"),
+                                  script=KNOWN)
+        self.assertEqual(job.wait([worker]), [1], job.log("worker0"))
+        self.assertIn("--early_pulls (WorkerOptions.exchange.early_pulls) does not go with "
+                      "--overlap (backward still reads the parameters while --overlap pushes) "
+                      "unless the compute reads a copy of them (the Python client's CUDA "
+                      "models)", job.log("worker0"))
+
     def test_a_server_lost_mid_step_is_job_lost(self):
         job = Job(workers=2)
         self.addCleanup(job.close)
