@@ -26,7 +26,6 @@ void BucketPusher::Start(int64_t clock, float scale, bool gated,
   bucket_.clear();
   bucket_size_ = 0;
   tickets_.clear();
-  pushed_keys_.clear();
   grads_ = HostGradient();
   started_ = true;
   open_ = !gated;
@@ -91,7 +90,6 @@ void BucketPusher::Flush() {
 void BucketPusher::PushPartition(size_t index) {
   if (first_push_ == absl::InfinitePast()) first_push_ = absl::Now();
   const Partition& p = ps_->layout().partitions()[index];
-  pushed_keys_.push_back(p.key);
   tickets_.push_back(pull_.has_value()
                          ? ps_->PushPartitionThenPull(p.key, grads_.At(p.offset), clock_, scale_,
                                                       pull_->params, pull_->options, *pulls_)
@@ -121,14 +119,19 @@ absl::Status BucketPusher::Finish(HostGradient grads) {
 
 void BucketPusher::Abandon() {
   std::vector<Ticket> tickets;
-  std::vector<uint64_t> keys;
+  std::vector<uint64_t> keys;  // of the partitions pushed: complete, and out of the bucket
   std::optional<Ticket> pulls;
   {
     absl::MutexLock lock(&mu_);
     if (!started_) return;
     started_ = false;
     tickets.swap(tickets_);
-    keys = pushed_keys_;
+    const std::vector<Partition>& parts = ps_->layout().partitions();
+    for (size_t i = 0; i < parts.size(); ++i) {
+      if (remaining_[i] == 0 && std::find(bucket_.begin(), bucket_.end(), i) == bucket_.end()) {
+        keys.push_back(parts[i].key);
+      }
+    }
     pulls = pulls_;
   }
   for (const Ticket& t : tickets) t.Wait().IgnoreError();  // each push's pull is sent by then

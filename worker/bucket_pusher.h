@@ -88,7 +88,6 @@ class BucketPusher {
   std::vector<size_t> bucket_ ABSL_GUARDED_BY(mu_);
   size_t bucket_size_ ABSL_GUARDED_BY(mu_) = 0;  // their fp32 bytes
   std::vector<Ticket> tickets_ ABSL_GUARDED_BY(mu_);
-  std::vector<uint64_t> pushed_keys_ ABSL_GUARDED_BY(mu_);  // this iteration's, in order
   HostGradient grads_ ABSL_GUARDED_BY(mu_);  // as the last Ready gave it
   bool started_ ABSL_GUARDED_BY(mu_) = false;
   bool open_ ABSL_GUARDED_BY(mu_) = true;

@@ -233,8 +233,8 @@ def gpu_configuration(name):
         raise ValueError(f"{name}: a configuration starts with {' or '.join(GPU_CODEC_FLAGS)}")
     transport, early, servers, seen = "", "", 1, set()
     for m in modifiers:
-        match = re.fullmatch(r"(io|s)(\d+)|(ep)", m)
-        kind, count = (match.group(1) or match.group(3), match.group(2)) if match else (None, None)
+        match = re.fullmatch(r"(io|s)(\d+)|ep", m)
+        kind, count = (match.group(1) or "ep", match.group(2)) if match else (None, None)
         if kind is None or kind in seen or (count is not None and not 1 <= int(count) <= 64):
             raise ValueError(f"{name}: after the codec come +ioN (I/O threads and connections), "
                              "+sN (servers) and +ep (early pulls), each at most once, N in "
