@@ -39,6 +39,41 @@ class EpochBatches:
             yield order[start:start + self.batch_size]
 
 
+class R2SPOrderBatches:
+    """--data_order=r2sp: the batches an R2SP job with fixed batches gives worker `rank` of
+    `world` in each epoch (set_epoch), every worker live (r2sp.torch.epoch_batches): its fixed
+    shard, every world-th sample, reshuffled each epoch from the seed as the C++ worker does,
+    in as many full batches as the smallest shard holds. So a DDP or single-process run trains
+    the batches an R2SP job does, and a comparison differs in nothing else."""
+
+    def __init__(self, size, world, rank, batch_size, seed):
+        try:
+            import r2sp.torch  # noqa: F401  (tools/launch --ddp_cmd puts it on PYTHONPATH)
+        except ImportError as e:
+            raise SetupError(f"--data_order=r2sp needs the r2sp package ({e}): put "
+                             "<repo>/worker/python on PYTHONPATH after bazel build "
+                             "//worker/python:_core.so") from None
+        self.order = r2sp.torch.epoch_batches
+        self.size, self.world, self.rank = size, world, rank
+        self.batch_size, self.seed, self.epoch = batch_size, seed, 0
+        self._cached = None  # (epoch, its batches)
+
+    def set_epoch(self, epoch):
+        self.epoch = epoch
+
+    def _batches(self):
+        if self._cached is None or self._cached[0] != self.epoch:
+            self._cached = (self.epoch, self.order(self.size, self.world, self.rank,
+                                                   self.batch_size, self.epoch, self.seed))
+        return self._cached[1]
+
+    def __len__(self):
+        return len(self._batches())
+
+    def __iter__(self):
+        return iter(self._batches())
+
+
 class Single:
     """One process, no distribution: the reference the other two are compared with."""
     name = "single"
@@ -57,6 +92,13 @@ class Single:
         return model, optimizer
 
     def batches(self, train_set):
+        """The batch sampler of --data_order: R2SP's order, else torch's (_torch_batches)."""
+        if self.args.data_order == "r2sp":
+            return R2SPOrderBatches(len(train_set), self.world, self.rank, self.args.batch_size,
+                                    self.args.seed)
+        return self._torch_batches(train_set)
+
+    def _torch_batches(self, train_set):
         return EpochBatches(list(range(len(train_set))), self.args.batch_size, self.args.seed)
 
     def epochs(self):
@@ -103,7 +145,7 @@ class DDP(Single):
             model, device_ids=[device.index] if device.type == "cuda" else None)
         return ddp, optimizer
 
-    def batches(self, train_set):
+    def _torch_batches(self, train_set):
         sampler = torch.utils.data.DistributedSampler(
             train_set, num_replicas=self.world, rank=self.rank, shuffle=True, seed=self.args.seed)
         return _ShardBatches(sampler, self.args.batch_size, drop_last=False)
@@ -146,6 +188,8 @@ class R2SP(Single):
             self.r2sp.init(**args.r2sp_settings)
         except (ValueError, TypeError) as e:  # no scheduler address, a malformed setting
             raise SetupError(str(e)) from None
+        if args.seed is None:  # the initial parameters from the job's seed, as under DDP
+            args.seed = self.r2sp.seed()
 
     def evaluates(self):
         return self.r2sp.evaluates()

@@ -61,6 +61,14 @@ def parser(description, default_lr):
                    help="EMULATION of an accelerator: each step's compute lasts at least this "
                         "many ms per sample (r2sp: the worker's flag; ddp/single: a sleep after "
                         "backward)")
+    p.add_argument("--data_order", choices=("torch", "r2sp"),
+                   help="ddp/single: which samples each process trains in each step: torch "
+                        "(the default: DistributedSampler, the whole set reshuffled each epoch "
+                        "and dealt out, the last batch short) or r2sp (an R2SP job's: each "
+                        "process its fixed shard, every world-th sample, reshuffled each epoch, "
+                        "as many full batches as the smallest shard holds; needs the r2sp "
+                        "package), so that a DDP run trains the batches an R2SP job does "
+                        "(r2sp: always R2SP's)")
     p.add_argument("--metrics", default="",
                    help="ddp/single: write the C++ worker's metrics lines (one per step, one per "
                         "evaluation) to this file, as tools/compare_modes reads them (r2sp: the "
@@ -93,6 +101,10 @@ def parse(p, argv=None):
         p.error(f"--device={args.device}: not cpu, cuda or cuda:N")
     if args.backend == "r2sp" and args.metrics:
         p.error("--metrics: under r2sp the job writes the metrics (tools/launch's run directory)")
+    if args.backend == "r2sp" and args.data_order == "torch":
+        p.error("--data_order=torch: under --backend=r2sp the job's sampler decides (r2sp)")
+    if args.data_order is None:
+        args.data_order = "r2sp" if args.backend == "r2sp" else "torch"
     if args.backend != "ddp" and args.ddp_comm_hook != "none":
         p.error(f"--ddp_comm_hook={args.ddp_comm_hook} needs --backend=ddp")
     args.r2sp_settings = given

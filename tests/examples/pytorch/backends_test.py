@@ -45,6 +45,44 @@ class EpochBatchesTest(unittest.TestCase):
 
 
 @unittest.skipUnless(HAVE_TORCH, example_paths.NO_TORCH)
+class R2SPOrderBatchesTest(unittest.TestCase):
+    """--data_order=r2sp: each epoch's batches are r2sp.torch.epoch_batches' (a test double
+    here: the function itself is tested with the package, tests/worker/python)."""
+
+    def test_each_epoch_asks_for_that_epochs_batches(self):
+        calls = []
+
+        def epoch_batches(size, world, rank, batch_size, epoch, seed):
+            calls.append((size, world, rank, batch_size, epoch, seed))
+            return [[epoch, rank], [size, seed]]
+
+        package = types.ModuleType("r2sp")
+        package.torch = types.SimpleNamespace(epoch_batches=epoch_batches)
+        with mock.patch.dict(sys.modules, {"r2sp": package, "r2sp.torch": package.torch}):
+            single = backends.Single(parse("--backend=single", "--data_order=r2sp",
+                                           "--batch_size=5", "--seed=9"))
+            b = single.batches(list(range(40)))
+        self.assertEqual(list(b), [[0, 0], [40, 9]])
+        b.set_epoch(2)
+        self.assertEqual(len(b), 2)
+        self.assertEqual(list(b), [[2, 0], [40, 9]])
+        self.assertEqual(calls, [(40, 1, 0, 5, 0, 9), (40, 1, 0, 5, 2, 9)])  # once an epoch
+
+    def test_without_the_package_says_what_to_build(self):
+        with mock.patch.dict(sys.modules, {"r2sp": None}), \
+                self.assertRaises(backends.SetupError) as e:
+            backends.Single(parse("--backend=single", "--data_order=r2sp")).batches([0, 1])
+        self.assertEqual(str(e.exception),
+                         "--data_order=r2sp needs the r2sp package (No module named "
+                         "'r2sp.torch'; 'r2sp' is not a package): put <repo>/worker/python on "
+                         "PYTHONPATH after bazel build //worker/python:_core.so")
+
+    def test_torchs_order_by_default(self):
+        b = backends.Single(parse("--backend=single", "--batch_size=3")).batches(list(range(7)))
+        self.assertIsInstance(b, backends.EpochBatches)
+
+
+@unittest.skipUnless(HAVE_TORCH, example_paths.NO_TORCH)
 class SetupErrorsTest(unittest.TestCase):
     def test_ddp_without_torchrun_environment_says_how_to_launch(self):
         env = {k: v for k, v in os.environ.items() if k not in backends.TORCHRUN_VARS}
@@ -82,7 +120,7 @@ class FakeR2spTorch:
         m = types.ModuleType("r2sp.torch")
         m.R2SPError = type("R2SPError", (RuntimeError,), {})
         for name in ("init", "DistributedOptimizer", "DistributedSampler", "rank", "size",
-                     "mode", "evaluates", "report_eval", "finish"):
+                     "seed", "mode", "evaluates", "report_eval", "finish"):
             setattr(m, name, getattr(self, name))
         return m
 
@@ -130,6 +168,9 @@ class FakeR2spTorch:
     def size(self):
         return 2
 
+    def seed(self):
+        return 5  # the job's --seed
+
     def mode(self):
         return self.sync
 
@@ -160,6 +201,19 @@ class R2spBackendTest(unittest.TestCase):
             backends.make(parse())
         self.assertEqual(str(e.exception),
                          "r2sp.torch.init: no scheduler address: set R2SP_SCHEDULER")
+
+    def test_without_its_own_seed_the_script_takes_the_jobs(self):
+        # The initial parameters (training.run seeds torch with args.seed) as a DDP run of the
+        # same --seed draws them; a --seed on the script's command line is the job's already.
+        package = types.ModuleType("r2sp")
+        package.torch = FakeR2spTorch().module()
+        with mock.patch.dict(sys.modules, {"r2sp": package, "r2sp.torch": package.torch}):
+            args = parse()
+            backends.make(args)
+            self.assertEqual(args.seed, 5)
+            args = parse("--seed=7")
+            backends.make(args)
+            self.assertEqual(args.seed, 7)
 
     def test_the_loop_drives_r2sp_torch_as_api_md_says(self):
         for sync in ("bsp", "eawild"):

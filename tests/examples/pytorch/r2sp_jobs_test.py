@@ -3,7 +3,8 @@ scheduler, server and worker binaries, the r2sp package and its extension, and
 fashion_mnist_cnn.py as --worker_cmd. Two Python workers train the cnn in bsp on tiny idx files
 (R2SP_DATA_DIR from the job's --data_dir) for the job's epochs, the evaluating worker's test
 accuracy reaching summary.json (and in eawild, evaluating the centre); mixed jobs (r2sp, easgd), a C++ worker training the built-in cnn beside a
-Python worker training the PyTorch one, completes (their tensors match); and two Python workers
+Python worker training the PyTorch one, completes (their tensors match); DDP given the R2SP
+job's batches (--data_order=r2sp) takes bsp's steps; and two Python workers
 train torchvision's ResNet-18 in r2sp on CIFAR-10-format files (make_cifar_like.py) with
 --overlap: the example passes the model, so each pull but the last runs on into the next
 forward. Skipped where the binaries or the extension are not built."""
@@ -48,6 +49,10 @@ class R2spJobsTest(unittest.TestCase):
         os.makedirs(cls.data)
         write_idx(cls.data, "train", 40, seed=1)
         write_idx(cls.data, "t10k", 12, seed=2)
+        cls.big_data = os.path.join(cls.tmp.name, "big_data")
+        os.makedirs(cls.big_data)
+        write_idx(cls.big_data, "train", 96, seed=5)
+        write_idx(cls.big_data, "t10k", 40, seed=6)
         cls.command = shlex.join([example_paths.TORCH_PYTHON, SCRIPT, "--threads=1"])
         cls.cifar = os.path.join(cls.tmp.name, "cifar")
         make_cifar_like.write(cls.cifar, train_per_batch=16, test_records=20, seed=4)
@@ -99,6 +104,39 @@ class R2spJobsTest(unittest.TestCase):
         self.assertEqual((summary["completed"], summary["mode"], summary["iterations"],
                           round(summary["final_test_accuracy"], 4)),
                          (True, "bsp", 4, round(accuracy, 4)))
+
+    def step_losses(self, run_dir):
+        """{(worker rank, its step): loss} of a job's metrics lines (R2SP's or DDP's)."""
+        losses = {}
+        for i in (0, 1):
+            with open(os.path.join(run_dir, f"metrics_worker{i}.jsonl")) as f:
+                rows = [r for r in map(json.loads, f) if "event" not in r]
+            for step, r in enumerate(rows):
+                losses[(r["worker"], step)] = r["loss"]
+        return losses
+
+    def test_ddp_on_r2sps_batches_takes_bsps_steps(self):
+        # The same script, seed, batches (--data_order=r2sp) and SGD: the servers' update of the
+        # averaged gradients is DDP's all-reduce and torch.optim.SGD, step for step.
+        settings = f"--batch_size=8 --epochs=2 --seed=3 --data_dir={self.big_data}"
+        sgd = "--lr=0.01 --momentum=0.9"
+        bsp_dir, bsp = self.launch("same_bsp", "bsp", settings, f"--server_flags={sgd}",
+                                   f"--worker_cmd={self.command}")
+        ddp = {}
+        for order in ("r2sp", "torch"):
+            ddp[order] = self.launch(f"same_ddp_{order}", "bsp", f"{settings} {sgd}",
+                                     f"--ddp_cmd={self.command} --backend=ddp "
+                                     f"--data_order={order}")
+        expected = self.step_losses(bsp_dir)
+        self.assertEqual(len(expected), 2 * 12)  # 96 samples, 2 shards: 6 steps an epoch
+        got = self.step_losses(ddp["r2sp"][0])
+        self.assertEqual(sorted(got), sorted(expected))
+        for key, loss in expected.items():
+            self.assertAlmostEqual(got[key], loss, delta=1e-4, msg=key)
+        self.assertEqual(ddp["r2sp"][1]["final_test_accuracy"], bsp["final_test_accuracy"])
+        # DistributedSampler's batches are others: the first steps' losses already differ.
+        torch_order = self.step_losses(ddp["torch"][0])
+        self.assertNotAlmostEqual(torch_order[(0, 0)], expected[(0, 0)], delta=1e-4)
 
     def test_a_cpp_worker_and_a_python_worker_train_the_cnn_together(self):
         run_dir, summary = self.launch(

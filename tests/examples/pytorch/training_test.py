@@ -46,6 +46,11 @@ class FlagsTest(unittest.TestCase):
             self.assertEqual((args.epochs, args.batch_size, args.seed, args.max_steps,
                               args.emulate_ms_per_sample), (3, 64, 1, 0, 0.0))
 
+    def test_the_data_order_is_torchs_unless_r2sps_is_asked_or_the_jobs(self):
+        self.assertEqual([parse(*argv).data_order for argv in (
+            ["--backend=ddp"], ["--backend=single"], ["--backend=ddp", "--data_order=r2sp"],
+            [], ["--data_order=r2sp"])], ["torch", "torch", "r2sp", "r2sp", "r2sp"])
+
     def test_bad_values_are_refused_with_usage(self):
         cases = [(["--epochs=0"], "--epochs must be at least 1"),
                  (["--batch_size=-3"], "--batch_size must be at least 1"),
@@ -57,6 +62,10 @@ class FlagsTest(unittest.TestCase):
                                          "(tools/launch's run directory)"),
                  (["--backend=single", "--ddp_comm_hook=fp16"],
                   "--ddp_comm_hook=fp16 needs --backend=ddp"),
+                 (["--data_order=torch"], "--data_order=torch: under --backend=r2sp the job's "
+                                          "sampler decides (r2sp)"),
+                 (["--backend=ddp", "--data_order=tf"],
+                  "argument --data_order: invalid choice: 'tf' (choose from 'torch', 'r2sp')"),
                  (["--backend=horovod"], "argument --backend: invalid choice: 'horovod' "
                                          "(choose from 'r2sp', 'ddp', 'single')")]
         for argv, message in cases:

@@ -53,18 +53,23 @@ def _joined(*flags):
 def ddp_command(args, mode, run_dir):
     """The command line of a ddp configuration: --script under DDP (--ddp_cmd), its settings
     from the job's worker and server flags (and a variant's worker flags), per-worker pacing
-    from --worker_flags_for. ValueError without --script."""
+    from --worker_flags_for, the samples' order from --ddp_data_order. ValueError without
+    --script."""
     if not getattr(args, "script", ""):
         raise ValueError(f"{mode}: a DDP configuration runs a PyTorch script: give --script")
     configuration, variant = split_variant(mode)
     codec = split_mode(configuration)[1]
     worker_flags = _joined(args.worker_flags, _variant_flags(args, "variants", variant))
     cmd = _common(args, run_dir) + [
-        "--ddp_cmd=" + script_flags.script_command(args.python, args.script, args.script_flags,
-                                                   ddp_hook=codec or "none"),
+        "--ddp_cmd=" + script_flags.script_command(
+            args.python, args.script, args.script_flags, ddp_hook=codec or "none",
+            data_order=getattr(args, "ddp_data_order", "torch")),
         "--worker_flags=" + script_flags.ddp_flags(worker_flags, args.server_flags)]
-    return cmd + [f"--worker_flags_for={item}"
-                  for item in script_flags.ddp_flags_for(args.worker_flags_for)]
+    cmd += [f"--worker_flags_for={item}"
+            for item in script_flags.ddp_flags_for(args.worker_flags_for)]
+    if args.bin_dir:  # the r2sp package's extension (--data_order=r2sp)
+        cmd.append(f"--bin_dir={args.bin_dir}")
+    return cmd
 
 
 def job_command(args, mode, run_dir):

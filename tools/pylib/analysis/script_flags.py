@@ -7,7 +7,8 @@ job options, so both run the same per-worker batch, epochs, seed, step limit, pa
   server flags  --lr --momentum (R2SP's servers average a global batch's gradients before the
                 update, as DDP's all-reduce does, so the same lr applies unscaled)
 Other worker flags (--model, --threads, codecs, ...) are the C++ worker's or R2SP's and have no
-DDP counterpart; the script's own flags (--script_flags, e.g. --threads=1) go to both."""
+DDP counterpart; the script's own flags (--script_flags, e.g. --threads=1) go to both. With
+--data_order=r2sp (compare_modes' default) DDP also trains the R2SP job's batches."""
 
 import shlex
 
@@ -58,11 +59,14 @@ def ddp_flags_for(items):
     return kept
 
 
-def script_command(python, script, script_flags="", ddp_hook=None):
+def script_command(python, script, script_flags="", ddp_hook=None, data_order="torch"):
     """The command line that runs `script` under `python` with `script_flags`: through R2SP
     (ddp_hook None: --backend=r2sp, the script's default) or under DDP (ddp_hook "none" or
-    "fp16": --backend=ddp --ddp_comm_hook=HOOK)."""
+    "fp16": --backend=ddp --ddp_comm_hook=HOOK, and with data_order "r2sp" --data_order=r2sp:
+    the batches the R2SP configurations train)."""
     words = [python, script] + shlex.split(script_flags)
     if ddp_hook is not None:
         words += ["--backend=ddp", f"--ddp_comm_hook={ddp_hook}"]
+        if data_order == "r2sp":
+            words.append("--data_order=r2sp")
     return shlex.join(words)

@@ -19,6 +19,7 @@ import time
 from ..analysis.cpu_meter import CpuMeter
 from ..analysis.run_files import evaluations, worker_metrics
 from ..analysis.summary import iteration_summary
+from . import python_workers
 from .errors import JobError
 from .launcher import prepare_run_dir
 from .local_commands import per_worker_flags
@@ -69,14 +70,28 @@ def rank_env(rank, world, master_addr, master_port, ifname=None):
     return env + ([f"GLOO_SOCKET_IFNAME={ifname}"] if ifname else [])
 
 
+def package_env(bin_dir, environ=os.environ):
+    """env(1) arguments that let the command import the r2sp package (a script's
+    --data_order=r2sp or --init=builtin, which use its extension without a job): the sources on
+    PYTHONPATH, ahead of the caller's, and the extension built under `bin_dir`, if it is there,
+    as R2SP_CORE."""
+    path = python_workers.PACKAGE_DIR
+    if environ.get("PYTHONPATH"):
+        path += os.pathsep + environ["PYTHONPATH"]
+    core = os.path.join(bin_dir, python_workers.CORE)
+    return [f"PYTHONPATH={path}"] + ([f"R2SP_CORE={core}"] if os.path.isfile(core) else [])
+
+
 def commands(args, master_addr, master_port, ifname=None):
-    """[(name, argv)] of the job's processes, worker0 first: env(1) with rank_env, the command,
-    its --metrics file, then --worker_flags and the rank's --worker_flags_for."""
+    """[(name, argv)] of the job's processes, worker0 first: env(1) with rank_env and
+    package_env, the command, its --metrics file, then --worker_flags and the rank's
+    --worker_flags_for."""
     extra = per_worker_flags(args.worker_flags_for)
+    package = package_env(args.bin_dir)
     result = []
     for i in range(args.workers):
         argv = ["env"] + rank_env(i, args.workers, master_addr, master_port, ifname) + \
-            shlex.split(args.ddp_cmd) + [
+            package + shlex.split(args.ddp_cmd) + [
                 f"--metrics={os.path.join(args.run_dir, f'metrics_worker{i}.jsonl')}"] + \
             shlex.split(args.worker_flags) + extra.get(i, [])
         result.append((f"worker{i}", argv))

@@ -187,6 +187,15 @@ class ScriptJobsTest(unittest.TestCase):
             "--momentum=0.9",
             "--worker_flags_for=3:--emulate_ms_per_sample=8"])
 
+    def test_ddp_trains_the_r2sp_jobs_batches_with_the_same_extension(self):
+        cmd = self.command("ddp", ddp_data_order="r2sp", bin_dir="/b")
+        self.assertEqual(cmd[7:], [
+            "--ddp_cmd=/usr/bin/python3 ex/t.py --threads=1 --backend=ddp --ddp_comm_hook=none "
+            "--data_order=r2sp",
+            "--worker_flags=--batch_size=32 --epochs=2 --emulate_ms_per_sample=4 --lr=0.05 "
+            "--momentum=0.9",
+            "--worker_flags_for=3:--emulate_ms_per_sample=8", "--bin_dir=/b"])
+
     def test_ddp_fp16_on_the_emulated_cluster_with_a_variant(self):
         cmd = self.command("ddp+fp16@slow", net="--colocate --worker_link=1gbit",
                            variants={"slow": "--emulate_ms_per_sample=6"})

@@ -43,6 +43,11 @@ class ScriptCommandTest(unittest.TestCase):
                          "py 'a b.py' --backend=ddp --ddp_comm_hook=none")
         self.assertEqual(script_flags.script_command("py", "t.py", "--x=1", ddp_hook="fp16"),
                          "py t.py --x=1 --backend=ddp --ddp_comm_hook=fp16")
+        self.assertEqual(script_flags.script_command("py", "t.py", "", ddp_hook="none",
+                                                     data_order="r2sp"),
+                         "py t.py --backend=ddp --ddp_comm_hook=none --data_order=r2sp")
+        self.assertEqual(script_flags.script_command("py", "t.py", "", data_order="r2sp"),
+                         "py t.py")  # through R2SP the job's sampler decides
 
 
 if __name__ == "__main__":

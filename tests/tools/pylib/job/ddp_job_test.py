@@ -15,6 +15,9 @@ import junit_main
 from pylib.job import ddp_job
 from pylib.job.errors import JobError
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))))
+
 # A stand-in DDP process: checks torchrun's variables, writes 3 steps of batch 8 (and rank 0
 # an evaluation) to its --metrics file, then exits with STATUS after SLEEP seconds.
 STAND_IN = r"""
@@ -39,7 +42,7 @@ def options(**more):
     base = dict(workers=2, servers=1, run_dir="/r", worker_flags="--epochs=2",
                 worker_flags_for=[], ddp_cmd="python3 t.py --backend=ddp", worker_cmd="",
                 worker_cmd_for=[], cluster="", resume="", auth="none", max_restarts="0",
-                checkpoint_every="", timeout=60.0, quiet=True)
+                checkpoint_every="", timeout=60.0, quiet=True, bin_dir="/nowhere")
     base.update(more)
     return argparse.Namespace(**base)
 
@@ -73,11 +76,23 @@ class CommandsTest(unittest.TestCase):
                           "MASTER_ADDR=198.18.0.10", "MASTER_PORT=29500",
                           "GLOO_SOCKET_IFNAME=eth0"])
 
+    def test_the_r2sp_package_is_importable(self):
+        # The sources ahead of the caller's path; the extension of --bin_dir where it is built.
+        package = os.path.join(ROOT, "worker", "python")
+        self.assertEqual(ddp_job.package_env("/nowhere", {}), [f"PYTHONPATH={package}"])
+        with tempfile.TemporaryDirectory() as bin_dir:
+            os.makedirs(os.path.join(bin_dir, "worker", "python"))
+            core = os.path.join(bin_dir, "worker", "python", "_core.so")
+            open(core, "w").close()
+            self.assertEqual(ddp_job.package_env(bin_dir, {"PYTHONPATH": "/a:/b"}),
+                             [f"PYTHONPATH={package}:/a:/b", f"R2SP_CORE={core}"])
+
     def test_each_process_gets_its_metrics_the_flags_and_its_own(self):
         args = options(worker_flags_for=["1:--emulate_ms_per_sample=8"])
         commands = ddp_job.commands(args, "127.0.0.1", 700)
         self.assertEqual([name for name, _ in commands], ["worker0", "worker1"])
-        self.assertEqual(commands[1][1][7:], ["python3", "t.py", "--backend=ddp",
+        self.assertTrue(commands[1][1][7].startswith("PYTHONPATH="), commands[1][1])
+        self.assertEqual(commands[1][1][8:], ["python3", "t.py", "--backend=ddp",
                                               "--metrics=/r/metrics_worker1.jsonl", "--epochs=2",
                                               "--emulate_ms_per_sample=8"])
         self.assertEqual(commands[0][1][:2], ["env", "RANK=0"])

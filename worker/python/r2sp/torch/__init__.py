@@ -23,10 +23,10 @@ except ImportError as _e:
 
 from .. import JobLost, R2SPError
 from .job import (batch_size, evaluates, finish, init, local_rank, mode, rank, report_eval,
-                  size)
+                  seed, size)
 from .optimizer import DistributedOptimizer
-from .sampler import DistributedSampler
+from .sampler import DistributedSampler, epoch_batches
 
-__all__ = ["init", "rank", "size", "local_rank", "mode", "DistributedOptimizer",
-           "DistributedSampler", "batch_size", "evaluates", "report_eval", "finish",
-           "R2SPError", "JobLost"]
+__all__ = ["init", "rank", "size", "local_rank", "seed", "mode", "DistributedOptimizer",
+           "DistributedSampler", "epoch_batches", "batch_size", "evaluates", "report_eval",
+           "finish", "R2SPError", "JobLost"]

@@ -49,6 +49,15 @@ def local_rank():
     return STATE.settings.local_rank
 
 
+def seed():
+    """The job's --seed (1 unless given): what DistributedSampler shuffles with, and what a
+    script seeds its model's initial parameters with, so that its runs under R2SP, DDP and
+    alone start alike. Known after init()."""
+    if STATE.settings is None:
+        raise RuntimeError("r2sp.torch.seed(): call r2sp.torch.init() first")
+    return STATE.settings.seed
+
+
 def mode():
     """The job's consistency mode: 'bsp', 'ssp', 'asp', 'r2sp', 'easgd' or 'eawild'
     (docs/MODES.md)."""

@@ -91,3 +91,32 @@ class DistributedSampler:
             return step
         self._pending = None
         return STATE.next_step("DistributedSampler")
+
+
+def epoch_batches(size, world, rank, batch_size, epoch, seed):
+    """The batches (lists of sample indices) worker `rank` of `world` trains in `epoch` (from
+    0) of a job with fixed batches of `batch_size` and every worker live: what
+    DistributedSampler gives it there, its shard (every world-th sample from `rank`) shuffled
+    for the epoch from `seed`, in the job's steps of the epoch (the smallest shard's samples
+    over batch_size, at least one). Needs no job: it runs the same data order elsewhere (a DDP
+    or single-process run compared with an R2SP job). ValueError or TypeError for bad values."""
+    values = {"size": size, "world": world, "rank": rank, "batch_size": batch_size,
+              "epoch": epoch, "seed": seed}
+    for name, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"r2sp.torch.epoch_batches: {name} must be an integer, not "
+                            f"{value!r}")
+    if size < 1 or world < 1 or batch_size < 1 or epoch < 0 or seed < 0:
+        raise ValueError(f"r2sp.torch.epoch_batches: needs size, world and batch_size of at "
+                         f"least 1 and epoch and seed not negative (size={size}, world={world}, "
+                         f"batch_size={batch_size}, epoch={epoch}, seed={seed})")
+    if not 0 <= rank < world:
+        raise ValueError(f"r2sp.torch.epoch_batches: rank {rank} is not one of 0..{world - 1}")
+    if rank >= size:
+        raise ValueError(f"r2sp.torch.epoch_batches: a training set of {size} samples has none "
+                         f"for shard {rank} of {world}")
+    live = list(range(world))
+    stream = SampleStream(size, world, rank, seed, continuous=False)
+    stream.start_epoch(epoch, live)
+    steps = max(1, _core.fewest_epoch_samples(size, world, live) // batch_size)
+    return [stream.take(batch_size) for _ in range(steps)]

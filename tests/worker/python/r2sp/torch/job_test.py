@@ -1,4 +1,4 @@
-"""r2sp.torch's job functions (init, rank, size, local_rank, mode, batch_size, evaluates,
+"""r2sp.torch's job functions (init, rank, size, local_rank, seed, mode, batch_size, evaluates,
 report_eval, finish) and the finish or abort at exit, over a FakeWorker."""
 
 import io
@@ -45,6 +45,10 @@ class JobFunctionsTest(unittest.TestCase):
         self.assertEqual(state.STATE.settings.flags, ("--scheduler=tcp://h:9", "--epochs=2",
                                                       "--batch_size=8", "--overlap"))
         self.assertEqual(r2t.local_rank(), 1)
+        self.assertEqual(r2t.seed(), 1)  # the job's default
+        with mock.patch.dict(os.environ, dict(env, R2SP_WORKER_FLAGS="--seed=4"), clear=True):
+            r2t.init()
+        self.assertEqual(r2t.seed(), 4)
 
     def test_init_after_joining(self):
         self.join()
@@ -60,10 +64,11 @@ class JobFunctionsTest(unittest.TestCase):
                 with self.assertRaises(RuntimeError) as e:
                     getattr(r2t, name)(*([0.5] if name == "report_eval" else []))
                 self.assertEqual(str(e.exception), f"r2sp.torch.{name}(): {NOT_JOINED}")
-        with self.assertRaises(RuntimeError) as e:
-            r2t.local_rank()
-        self.assertEqual(str(e.exception), "r2sp.torch.local_rank(): call r2sp.torch.init() "
-                                           "first")
+        for name in ("local_rank", "seed"):
+            with self.assertRaises(RuntimeError) as e:
+                getattr(r2t, name)()
+            self.assertEqual(str(e.exception), f"r2sp.torch.{name}(): call r2sp.torch.init() "
+                                               "first")
         self.assertEqual(r2t.finish(), {})
 
     def test_the_workers_place_in_the_job(self):

@@ -173,5 +173,68 @@ class SamplerTest(unittest.TestCase):
         self.assertEqual(got, [[8.0, 2.0, 0.0]])
 
 
+@unittest.skipIf(SKIP, SKIP or "")
+class EpochBatchesTest(unittest.TestCase):
+    """r2sp.torch.epoch_batches: DistributedSampler's batches with fixed batches and every
+    worker live, without a job."""
+
+    def setUp(self):
+        state.STATE.__init__()
+        state.STATE.settings = r2t.settings.resolve({"R2SP_SCHEDULER": "tcp://h:1"})
+
+    def tearDown(self):
+        state.STATE.__init__()
+
+    def test_the_samplers_batches_epoch_after_epoch(self):
+        # Shard 1 of 2 over 11 samples has 5 (the fewest; shard 0 has 6): 2 steps of 2.
+        steps = [step(c, c // 2, c % 2, 2, 2, [0, 1]) for c in range(4)]
+        state.STATE.worker = r2sp_testing.FakeWorker([], [("w", [1])], steps=steps,
+                                                     data_world=2, data_shard=1, batch_size=2)
+        sampler = r2t.DistributedSampler(11, seed=7)
+        for epoch in (0, 1):
+            got = []
+            for batch in sampler:
+                got.append(batch)
+                state.STATE.submitted()
+            self.assertEqual(got, r2t.epoch_batches(11, 2, 1, 2, epoch, 7))
+            self.assertEqual(got, [order([1, 3, 5, 7, 9], 7, epoch, 1)[:2],
+                                   order([1, 3, 5, 7, 9], 7, epoch, 1)[2:4]])
+
+    def test_every_shard_as_many_steps_as_the_smallest(self):
+        self.assertEqual(r2t.epoch_batches(11, 2, 0, 2, 0, 1),
+                         [order([0, 2, 4, 6, 8, 10], 1, 0, 0)[:2],
+                          order([0, 2, 4, 6, 8, 10], 1, 0, 0)[2:4]])
+        self.assertEqual(r2t.epoch_batches(10, 2, 0, 2, 1, 1), [[2, 6], [4, 8]])
+
+    def test_a_batch_larger_than_the_shard_takes_the_next_passes(self):
+        self.assertEqual(r2t.epoch_batches(4, 2, 1, 5, 0, 1),
+                         [order([1, 3], 1, 0, 1) + order([1, 3], 1, 1, 1) +
+                          order([1, 3], 1, 2, 1)[:1]])
+
+    def test_bad_values(self):
+        cases = [(TypeError, (10, 2, 0, 2, 0, 1.0),
+                  "r2sp.torch.epoch_batches: seed must be an integer, not 1.0"),
+                 (TypeError, (10, True, 0, 2, 0, 1),
+                  "r2sp.torch.epoch_batches: world must be an integer, not True"),
+                 (ValueError, (10, 2, 0, 0, 0, 1),
+                  "r2sp.torch.epoch_batches: needs size, world and batch_size of at least 1 "
+                  "and epoch and seed not negative (size=10, world=2, batch_size=0, epoch=0, "
+                  "seed=1)"),
+                 (ValueError, (10, 2, 0, 2, -1, 1),
+                  "r2sp.torch.epoch_batches: needs size, world and batch_size of at least 1 "
+                  "and epoch and seed not negative (size=10, world=2, batch_size=2, epoch=-1, "
+                  "seed=1)"),
+                 (ValueError, (10, 2, 2, 2, 0, 1),
+                  "r2sp.torch.epoch_batches: rank 2 is not one of 0..1"),
+                 (ValueError, (2, 3, 2, 1, 0, 1),
+                  "r2sp.torch.epoch_batches: a training set of 2 samples has none for shard "
+                  "2 of 3")]
+        for error, values, message in cases:
+            with self.subTest(message=message):
+                with self.assertRaises(error) as e:
+                    r2t.epoch_batches(*values)
+                self.assertEqual(str(e.exception), message)
+
+
 if __name__ == "__main__":
     junit_main.main()
