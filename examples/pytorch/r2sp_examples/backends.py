@@ -57,6 +57,10 @@ class R2SPOrderBatches:
         self.size, self.world, self.rank = size, world, rank
         self.batch_size, self.seed, self.epoch = batch_size, seed, 0
         self._cached = None  # (epoch, its batches)
+        try:  # the values checked before training (a negative --seed, a shard without samples)
+            self._batches()
+        except (ValueError, TypeError) as e:
+            raise SetupError(f"--data_order=r2sp: {e}") from None
 
     def set_epoch(self, epoch):
         self.epoch = epoch

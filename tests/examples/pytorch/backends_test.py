@@ -68,6 +68,19 @@ class R2SPOrderBatchesTest(unittest.TestCase):
         self.assertEqual(list(b), [[2, 0], [40, 9]])
         self.assertEqual(calls, [(40, 1, 0, 5, 0, 9), (40, 1, 0, 5, 2, 9)])  # once an epoch
 
+    def test_values_the_order_refuses_are_a_setup_error_before_training(self):
+        def epoch_batches(size, world, rank, batch_size, epoch, seed):
+            raise ValueError("r2sp.torch.epoch_batches: needs ... seed not negative")
+
+        package = types.ModuleType("r2sp")
+        package.torch = types.SimpleNamespace(epoch_batches=epoch_batches)
+        with mock.patch.dict(sys.modules, {"r2sp": package, "r2sp.torch": package.torch}), \
+                self.assertRaises(backends.SetupError) as e:
+            backends.Single(parse("--backend=single", "--data_order=r2sp", "--seed=-1")
+                            ).batches([0, 1])
+        self.assertEqual(str(e.exception), "--data_order=r2sp: r2sp.torch.epoch_batches: "
+                                           "needs ... seed not negative")
+
     def test_without_the_package_says_what_to_build(self):
         with mock.patch.dict(sys.modules, {"r2sp": None}), \
                 self.assertRaises(backends.SetupError) as e:
