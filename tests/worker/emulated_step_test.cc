@@ -56,17 +56,23 @@ TEST(EmulatedStepTest, ReportsAreReplayedAtTheirStretchedTimes) {
   Recorder r;
   EmulatedStep step(true, r.Sinks());
   step.Begin(r.start);
+  // Each report's real time is taken around it: a loaded machine oversleeps the 10 ms, and the
+  // replay is due at 3x whatever the real time was (at most 25 ms late to wake up).
   absl::SleepFor(absl::Milliseconds(10));
+  const double first_before = r.Ms();
   step.Report(kGrads, 2, 2);
+  const double first_after = r.Ms();
   absl::SleepFor(absl::Milliseconds(10));
+  const double second_before = r.Ms();
   step.Report(kGrads, 0, 2);
+  const double second_after = r.Ms();
   EXPECT_TRUE(r.ready_ms.empty());  // held
   step.Finish(3.0);
   ASSERT_EQ(r.ready_offsets, (std::vector<int64_t>{2, 0}));
-  EXPECT_GE(r.ready_ms[0], 30.0);
-  EXPECT_LT(r.ready_ms[0], 45.0);
-  EXPECT_GE(r.ready_ms[1], 60.0);
-  EXPECT_LT(r.ready_ms[1], 80.0);
+  EXPECT_GE(r.ready_ms[0], 3 * first_before);
+  EXPECT_LT(r.ready_ms[0], 3 * first_after + 25.0);
+  EXPECT_GE(r.ready_ms[1], 3 * second_before);
+  EXPECT_LT(r.ready_ms[1], 3 * second_after + 25.0);
 }
 
 // A forward that waits 50 ms for the pull, computes 10 ms and reports: at 4x the report is due
