@@ -39,6 +39,17 @@ class EpochBatches:
             yield order[start:start + self.batch_size]
 
 
+def import_r2sp_torch(what, how=""):
+    """The r2sp.torch module; SetupError saying that `what` needs it, how to provide it
+    (`how`, then the package's path and build) when it cannot be imported."""
+    try:
+        import r2sp.torch  # (tools/launch puts it on PYTHONPATH, for --ddp_cmd as well)
+    except ImportError as e:
+        raise SetupError(f"{what} needs the r2sp package ({e}): {how}put <repo>/worker/python "
+                         "on PYTHONPATH after bazel build //worker/python:_core.so") from None
+    return r2sp.torch
+
+
 class R2SPOrderBatches:
     """--data_order=r2sp: the batches an R2SP job with fixed batches gives worker `rank` of
     `world` in each epoch (set_epoch), every worker live (r2sp.torch.epoch_batches): its fixed
@@ -47,35 +58,22 @@ class R2SPOrderBatches:
     the batches an R2SP job does, and a comparison differs in nothing else."""
 
     def __init__(self, size, world, rank, batch_size, seed):
-        try:
-            import r2sp.torch  # noqa: F401  (tools/launch --ddp_cmd puts it on PYTHONPATH)
-        except ImportError as e:
-            raise SetupError(f"--data_order=r2sp needs the r2sp package ({e}): put "
-                             "<repo>/worker/python on PYTHONPATH after bazel build "
-                             "//worker/python:_core.so") from None
-        self.order = r2sp.torch.epoch_batches
-        self.size, self.world, self.rank = size, world, rank
-        self.batch_size, self.seed, self.epoch = batch_size, seed, 0
-        self._cached = None  # (epoch, its batches)
+        order = import_r2sp_torch("--data_order=r2sp").epoch_batches
+        self.order = lambda epoch: order(size, world, rank, batch_size, epoch, seed)
         try:  # the values checked before training (a negative --seed, a shard without samples)
-            self._batches()
+            self.epoch, self.batches = 0, self.order(0)
         except (ValueError, TypeError) as e:
             raise SetupError(f"--data_order=r2sp: {e}") from None
 
     def set_epoch(self, epoch):
-        self.epoch = epoch
-
-    def _batches(self):
-        if self._cached is None or self._cached[0] != self.epoch:
-            self._cached = (self.epoch, self.order(self.size, self.world, self.rank,
-                                                   self.batch_size, self.epoch, self.seed))
-        return self._cached[1]
+        if epoch != self.epoch:
+            self.epoch, self.batches = epoch, self.order(epoch)
 
     def __len__(self):
-        return len(self._batches())
+        return len(self.batches)
 
     def __iter__(self):
-        return iter(self._batches())
+        return iter(self.batches)
 
 
 class Single:
@@ -180,14 +178,9 @@ class R2SP(Single):
 
     def __init__(self, args):
         super().__init__(args)
-        try:
-            import r2sp.torch  # noqa: F401  (the package tools/launch puts on PYTHONPATH)
-        except ImportError as e:
-            raise SetupError(f"--backend=r2sp needs the r2sp package ({e}): run the script "
-                             "under tools/launch --worker_cmd=..., or put <repo>/worker/python "
-                             "on PYTHONPATH after bazel build //worker/python:_core.so") from None
-        self.r2sp = r2sp.torch
-        self.errors = (r2sp.torch.R2SPError,)
+        self.r2sp = import_r2sp_torch(
+            "--backend=r2sp", how="run the script under tools/launch --worker_cmd=..., or ")
+        self.errors = (self.r2sp.R2SPError,)
         try:
             self.r2sp.init(**args.r2sp_settings)
         except (ValueError, TypeError) as e:  # no scheduler address, a malformed setting
