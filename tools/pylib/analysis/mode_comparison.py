@@ -187,6 +187,18 @@ BASELINE_RATIOS = {
 }
 
 
+def baselines(modes):
+    """The configurations the rows are compared to, of BASELINE_RATIOS' kinds: plain bsp where it
+    ran; plain ddp where it ran, else the first DDP configuration that did ("ddp+fp16"), so a
+    comparison against DDP's best alone still gets its ratios. [(kind, configuration)]."""
+    found = [("bsp", "bsp")] if "bsp" in modes else []
+    ddp = DDP if DDP in modes else next(
+        (m for m in modes if m.startswith(DDP) and is_ddp(m)), None)
+    if ddp:
+        found.append((DDP, ddp))
+    return found
+
+
 def cell(values, fmt, repeated, missing="n/a"):
     """One figure: its value, or with repeats its median and (min-max) over the runs; runs
     without it (None) are counted as `missing`."""
@@ -224,8 +236,8 @@ def table(target_accuracy, modes, runs, labels=None):
     headers = (["worker"] if labels else []) + [
         h.format(target=f"{target_accuracy:.2f}") for h, _, _, _ in COLUMNS]
     headers.append("overlapping pushes")
-    bases = [b for b in BASELINE_RATIOS if b in modes]
-    headers += [f"vs {b} ({h})" for b in bases for h, _, _, _ in BASELINE_RATIOS[b]]
+    bases = baselines(modes)
+    headers += [f"vs {b} ({h})" for kind, b in bases for h, _, _, _ in BASELINE_RATIOS[kind]]
     lines = ["| mode | " + " | ".join(headers) + " |", "|---" * (len(headers) + 1) + "|"]
     for mode in modes:
         cells = [labels[mode]] if labels else []
@@ -234,7 +246,7 @@ def table(target_accuracy, modes, runs, labels=None):
         cells.append(cell([r[mode]["overlapping_pushes"] for r in runs], "{:.0f}", repeated) +
                      f" of {runs[0][mode]['pushes']}")
         cells += [cell(ratios(runs, mode, key, b, lower), "{:.2f}", repeated)
-                  for b in bases for _, key, lower, _ in BASELINE_RATIOS[b]]
+                  for kind, b in bases for _, key, lower, _ in BASELINE_RATIOS[kind]]
         lines.append(f"| {mode} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -242,14 +254,15 @@ def table(target_accuracy, modes, runs, labels=None):
 def result_line(modes, runs):
     """RESULT MODE_vs_bsp_throughput=... MODE_vs_bsp_job_throughput=... and, where ddp ran,
     MODE_vs_ddp_throughput, _job_throughput and _time_to_target (ddp's time over MODE's):
-    medians over rounds (MODE as result_key spells it). The baselines are plain bsp and ddp."""
+    medians over rounds (MODE as result_key spells it). The baselines are baselines()': plain
+    bsp, and ddp or else the first DDP configuration (then MODE_vs_ddp+fp16_...)."""
     parts = []
-    for base in (b for b in BASELINE_RATIOS if b in modes):
-        for _, key, lower, suffix in BASELINE_RATIOS[base]:
+    for kind, base in baselines(modes):
+        for _, key, lower, suffix in BASELINE_RATIOS[kind]:
             for mode in modes:
                 ratio = median(ratios(runs, mode, key, base, lower)) if mode != base else None
                 if ratio is not None:
-                    parts.append(f"{result_key(mode)}_vs_{base}_{suffix}={ratio:.2f}")
+                    parts.append(f"{result_key(mode)}_vs_{result_key(base)}_{suffix}={ratio:.2f}")
     return "RESULT" + "".join(" " + p for p in parts)
 
 
@@ -260,13 +273,13 @@ def write_results(out, argv, repeats, text, runs):
         f.write(f"# compare_modes\n\nCommand: `tools/compare_modes {' '.join(shlex.quote(a) for a in argv)}`\n\n")
         if repeats > 1:
             f.write(f"Each mode ran {repeats} times, interleaved; each cell is the median "
-                    "(min-max); ratios to bsp (and ddp) are medians of per-round ratios.\n\n")
+                    "(min-max); ratios to bsp (and to DDP) are medians of per-round ratios.\n\n")
         f.write(text)
         if any(is_ddp(mode) for mode in runs[0]):
             f.write("\nddp rows: DDP has no servers, so their link columns read worker 0's "
                     "link (the ring's traffic in and out of one machine; with --colocate the "
                     "link server 0 shares) and their waits and pushes are 0: DDP's all-reduce "
-                    "runs inside backward. vs ddp (time to target): ddp's time over the row's "
-                    "(above 1: the row reached the target sooner).\n")
+                    "runs inside backward. vs ddp (time to target): that DDP configuration's time "
+                    "over the row's (above 1: the row reached the target sooner).\n")
     with open(os.path.join(out, "results.json"), "w") as f:
         json.dump({"command": argv, "runs": runs}, f, indent=1)

@@ -332,6 +332,30 @@ class TableTest(unittest.TestCase):
                          "RESULT r2sp_vs_ddp_throughput=1.50 ddp+fp16_vs_ddp_throughput=0.50 "
                          "r2sp_vs_ddp_job_throughput=1.50 r2sp_vs_ddp_time_to_target=1.50")
 
+    def test_without_plain_ddp_the_first_ddp_configuration_is_the_baseline(self):
+        runs = [{"bsp+fp16@overlap": figures(137, 40, time_to_target_s=870.0),
+                 "ddp+fp16": figures(125, 50, pushes=0, time_to_target_s=900.0),
+                 "ddp+fp16@x": figures(100, 25, pushes=0, time_to_target_s=None)}]
+        modes = list(runs[0])
+        self.assertEqual(mc.baselines(modes), [("ddp", "ddp+fp16")])
+        lines = mc.table(0.88, modes, runs).splitlines()
+        headers = [h.strip() for h in lines[0].strip("|").split("|")]
+        self.assertEqual(headers[-3:], ["vs ddp+fp16 (samples/s)", "vs ddp+fp16 (job)",
+                                        "vs ddp+fp16 (time to target)"])
+        rows = [[c.strip() for c in line.strip("|").split("|")][-3:] for line in lines[2:]]
+        self.assertEqual(rows, [["1.10", "0.80", "1.03"], ["1.00", "1.00", "1.00"],
+                                ["0.80", "0.50", "n/a"]])
+        self.assertEqual(mc.result_line(modes, runs),
+                         "RESULT bsp+fp16@overlap_vs_ddp+fp16_throughput=1.10 "
+                         "ddp+fp16@x_vs_ddp+fp16_throughput=0.80 "
+                         "bsp+fp16@overlap_vs_ddp+fp16_job_throughput=0.80 "
+                         "ddp+fp16@x_vs_ddp+fp16_job_throughput=0.50 "
+                         "bsp+fp16@overlap_vs_ddp+fp16_time_to_target=1.03")
+
+    def test_plain_ddp_is_the_baseline_where_it_ran(self):
+        self.assertEqual(mc.baselines(["ddp+fp16", "bsp", "ddp"]), [("bsp", "bsp"), ("ddp", "ddp")])
+        self.assertEqual(mc.baselines(["r2sp", "bsp+fp16"]), [])
+
     def test_without_bsp_no_ratio_columns(self):
         text = mc.table(0.5, ["asp"], [{"asp": figures(100)}])
         self.assertNotIn("vs bsp", text)
