@@ -6,8 +6,9 @@ accumulates into the gradient buffer. CUDA models get cuda.CudaBuffers.
 The buffers' interface (CpuBuffers, CudaBuffers): fp16 (submit's flag), stage() (the
 parameters into worker.params before join), adopt() (the model onto the joined values),
 gradient_done(entry) and flush() (the entries whose gradient is final in the worker's buffer),
-fill_zero(entry), zero_grad(), after_submit(), upload(ranges) (overlapped pulls: those host
-ranges to the device)."""
+in_flight() and landing() (copies under way, and each entry as its copy lands), fill_zero(entry),
+zero_grad(), after_submit(), upload(ranges) (overlapped pulls: those host ranges to the
+device)."""
 
 import dataclasses
 
@@ -55,6 +56,10 @@ class CpuBuffers(FlatGradients):
         elsewhere (a gradient set to None and replaced); returns [entries now final]."""
         self.own_gradient(entry)
         return [entry]
+
+    def in_flight(self):
+        """Gradients still being copied: none on the CPU."""
+        return False
 
     def flush(self):
         """Gradients still being copied, now final: none on the CPU."""

@@ -1,8 +1,19 @@
 """The gradient hooks: each registered parameter's range of the gradient buffer is reported to
 the worker (`gradient_ready`) as soon as autograd has accumulated it, so pushes overlap
-backward (with --overlap); step() completes the ranges autograd did not produce."""
+backward (with --overlap); on CUDA, as soon as its copy to the host has landed, which a
+callback at the end of backward waits for copy by copy while the GPU runs on (the hooks run
+ahead of the GPU, so most copies are still under way when they return). step() completes the
+ranges autograd did not produce."""
 
 import threading
+
+import torch
+
+
+def at_backward_end(callback):
+    """Runs `callback` once the backward now running has run every hook, before backward()
+    returns (autograd's final callbacks; call it from a hook)."""
+    torch.autograd.Variable._execution_engine.queue_callback(callback)
 
 
 class GradientReporter:
@@ -25,6 +36,7 @@ class GradientReporter:
         self._lock = threading.Lock()
         self._reported = set()   # indices into entries, completed by autograd this step
         self._deferred = []      # entries completed while no step was under way
+        self._waits_queued = False  # landed() is queued for the end of this backward
         self._accumulators = []  # the AccumulateGrad nodes: the hooks live as long as they do
         for index, e in enumerate(entries):
             if e.param.requires_grad:
@@ -46,6 +58,16 @@ class GradientReporter:
                     "supported)")
             self._reported.add(index)
             self._report(self._buffers.gradient_done(entry))
+            if self._buffers.in_flight() and not self._waits_queued:
+                at_backward_end(self._landed)
+                self._waits_queued = True
+
+    def _landed(self):
+        """Backward is all queued: reports each copy still under way as it lands."""
+        with self._lock:
+            self._waits_queued = False
+            for entry in self._buffers.landing():
+                self._report([entry])
 
     def _report(self, entries):
         if not self._live():
@@ -74,3 +96,4 @@ class GradientReporter:
         with self._lock:
             self._reported.clear()
             self._deferred = []
+            self._waits_queued = False

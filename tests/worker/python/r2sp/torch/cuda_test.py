@@ -1,10 +1,12 @@
 """r2sp.torch.cuda.CudaBuffers' bookkeeping, run on the CPU (no GPU here) with a stand-in
-stream whose events complete when the test says: flat device tensors the model views,
-gradients copied to the host buffer (binary16 with the fp16 push codec) and reported only once
-their copies completed, in order, and the pulled parameters uploaded after submit (with
-overlapped pulls, each module's as its forward begins). On a
-machine with CUDA the same logic runs with real streams (cuda_training_test.py)."""
+stream whose events complete when the test says, or when waited for: flat device tensors the
+model views, gradients copied to the host buffer on the copy stream (binary16 with the fp16 push
+codec) and reported only once their copies landed, in order, at the end of backward (or at a
+later hook, once landed), and the pulled parameters uploaded on the copy stream after submit
+(with overlapped pulls, each module's as its forward begins). On a machine with CUDA the same
+logic runs with real streams (cuda_training_test.py)."""
 
+import contextlib
 import unittest
 from unittest import mock
 
@@ -22,20 +24,43 @@ if not SKIP:
 
 
 class FakeStream:
-    """Events complete once `completed` says so; synchronize() completes them all."""
+    """cuda.CudaStream's interface. Each call is logged in `calls`; `log` (a list, the fake
+    worker's calls once a test sets it) gets ("wait",) as a copy is waited for. Events complete
+    once `completed` says so, or each when waited for; synchronize() completes them all."""
 
     def __init__(self):
         self.completed = False
         self.calls = []
+        self.log = []
+
+    @contextlib.contextmanager
+    def copying(self):
+        self.calls.append("copying")
+        yield
 
     def record(self):
         self.calls.append("record")
         stream = self
 
         class Event:
+            done = False
+
             def query(self):
-                return stream.completed
+                return stream.completed or self.done
+
+            def synchronize(self):
+                stream.calls.append("wait")
+                stream.log.append(("wait",))
+                self.done = True
         return Event()
+
+    def backward_queued(self):
+        self.calls.append("backward_queued")
+
+    @contextlib.contextmanager
+    def uploading(self):
+        self.calls.append("uploading")
+        yield
 
     def synchronize(self):
         self.calls.append("synchronize")
@@ -102,22 +127,41 @@ class CudaBuffersTest(unittest.TestCase):
         self.assertNotEqual(b.params.data_ptr(), b.host_params.data_ptr())
         expected = self.expected_grads(model)
         state.STATE.next_step("test")
+        self.stream.log = self.worker.calls
         loss = loss_of(model)
         loss.backward()
-        self.assertEqual(self.worker.names(), ["next_step"])  # copies not complete yet
-        self.assertEqual(len(b.pending), 4)
+        # Every copy queued during backward, none landed there; at backward's end each is
+        # waited for and reported as it lands, in the order autograd finished them.
+        self.assertEqual(self.stream.calls, ["copying", "record"] * 4 + ["wait"] * 4)
+        self.assertEqual([c[:3] for c in self.worker.calls],
+                         [("next_step",), ("wait",), ("gradient_ready", 8, 1), ("wait",),
+                          ("gradient_ready", 6, 2), ("wait",), ("gradient_ready", 4, 2),
+                          ("wait",), ("gradient_ready", 0, 4)])
+        self.assertEqual(b.pending, [])
         self.assertEqual(b.grads.tolist(), expected.tolist())
         self.assertEqual(list(self.worker.grads), expected.tolist())
+        del self.stream.calls[:]
         opt.step(loss=loss)
-        # Completed at flush, in the order autograd finished them.
-        self.assertEqual([c[1:3] for c in self.worker.calls if c[0] == "gradient_ready"],
-                         [(8, 1), (6, 2), (4, 2), (0, 4)])
         self.assertEqual(self.worker.calls[-1], ("submit", 4, float(loss), False))
-        self.assertEqual(self.stream.calls, ["record"] * 4 + ["synchronize"])
+        self.assertEqual(self.stream.calls, ["backward_queued", "synchronize", "uploading"])
         # The pulled parameters (params - 0.5 * grads in the fake) went up to the device.
         self.assertEqual(b.params.tolist(), list(self.worker.params))
         self.assertEqual(torch.cat([p.reshape(-1) for p in model.parameters()]).tolist(),
                          list(self.worker.params))
+
+    def test_a_copy_is_reported_at_a_hook_once_it_has_landed(self):
+        model = tiny_model()
+        self.make(model)
+        b = self.buffers[0]
+        state.STATE.next_step("test")
+        first, second = b.entries[3], b.entries[2]
+        self.assertEqual(b.gradient_done(first), [])
+        self.assertTrue(b.in_flight())
+        b.pending[0][0].done = True  # the first copy lands; the second is queued after it
+        self.assertEqual(b.gradient_done(second), [first])
+        self.assertEqual(list(b.landing()), [second])
+        self.assertFalse(b.in_flight())
+        self.assertEqual(self.stream.calls, ["copying", "record"] * 2 + ["wait"])
 
     def test_completed_copies_are_reported_as_the_next_gradient_arrives(self):
         model = tiny_model()
@@ -128,6 +172,7 @@ class CudaBuffersTest(unittest.TestCase):
         self.assertEqual([c[1:3] for c in self.worker.calls if c[0] == "gradient_ready"],
                          [(8, 1), (6, 2), (4, 2), (0, 4)])
         self.assertEqual(self.buffers[0].pending, [])
+        self.assertEqual(self.stream.calls, ["copying", "record"] * 4)  # nothing waited for
 
     def test_fp16_push_codec_encodes_before_the_copy(self):
         model = tiny_model()
@@ -148,6 +193,9 @@ class CudaBuffersTest(unittest.TestCase):
                           (4, 2, [b & 0xFFFF for b in bits[4:6]]),
                           (0, 4, [b & 0xFFFF for b in bits[0:4]])])
         self.assertEqual(self.worker.calls[-1], ("submit", 4, 0.0, True))
+        self.assertEqual(self.stream.calls,
+                         ["copying", "record"] * 4 + ["wait"] * 4
+                         + ["backward_queued", "synchronize", "uploading"])
 
     def test_finish_uploads_the_final_pull(self):
         model = tiny_model()
@@ -189,6 +237,7 @@ class CudaBuffersTest(unittest.TestCase):
         expected = torch.cat([p.grad.reshape(-1) for p in twin.parameters()])
         del self.worker.calls[:]
         del self.stream.calls[:]
+        self.stream.completed = False  # this step's copies land when waited for
         state.STATE.next_step("test")
         opt.zero_grad()
         loss = loss_of(model)  # each Linear waits for its range, then uploads it
@@ -198,8 +247,11 @@ class CudaBuffersTest(unittest.TestCase):
         opt.step()
         self.assertEqual([c[1:] for c in self.worker.calls if c[0] == "params_needed"],
                          [(0, 6), (6, 3), (0, 9)])
-        # Every copy (the uploads' included) done before the next pull may overwrite the host.
-        self.assertEqual(self.stream.calls[-1], "synchronize")
+        # Each module's upload on the copy stream, after the step's backward; every copy (the
+        # uploads' included) done before the next pull may overwrite the host.
+        self.assertEqual(self.stream.calls,
+                         ["uploading"] * 2 + ["copying", "record"] * 4 + ["wait"] * 4
+                         + ["backward_queued", "synchronize"])
         self.assertEqual(self.worker.calls[-1][0], "submit")
 
 

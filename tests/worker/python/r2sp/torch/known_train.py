@@ -7,10 +7,12 @@ fp32, the registered order) to argv[1]. The job's flags come from the environmen
 (R2SP_SCHEDULER, R2SP_WORKER_FLAGS); KNOWN_DEVICE (default cpu) is where the model and the
 gradients live (cuda: through r2sp.torch.cuda's device buffers; the gradients stay exact there,
 d sum(p * g) / dp being g; staged: on the CPU, but staged through the worker's buffers as a CUDA
-model's are, cuda.CudaBuffers with synchronous copies, so that a CPU job runs the CUDA path's
-exchange: --early_pulls with --overlap, pulls landing while backward runs)."""
+model's are, cuda.CudaBuffers with synchronous copies reported at the end of backward, so that
+a CPU job runs the CUDA path's exchange: --early_pulls with --overlap, pulls landing while
+backward runs)."""
 
 import array
+import contextlib
 import os
 import sys
 
@@ -24,15 +26,28 @@ from r2sp.torch import device as device_module
 TRAIN_SAMPLES = 48
 
 
-class DoneAtOnce:
-    """A stream for CudaBuffers on the CPU, whose copies are synchronous: every event done."""
+class LandsWhenWaited:
+    """A stream for CudaBuffers on the CPU, whose copies are synchronous but reported as a
+    GPU's mostly are: no copy has landed when its hook asks, each lands when waited for (at the
+    end of backward: gradients.GradientReporter)."""
 
     class Event:
         def query(self):
-            return True
+            return False
+
+        def synchronize(self):
+            pass
 
     def record(self):
         return self.Event()
+
+    def copying(self):
+        return contextlib.nullcontext()
+
+    uploading = copying
+
+    def backward_queued(self):
+        pass
 
     def synchronize(self):
         pass
@@ -42,7 +57,7 @@ def stage_cpu_models():
     """CPU models get CUDA's buffers: a copy of the parameters of their own."""
     device_module.stages_parameters = lambda named: True
     device_module.buffers_for = lambda worker, entries: cuda.CudaBuffers(
-        worker, entries, torch.device("cpu"), stream=DoneAtOnce())
+        worker, entries, torch.device("cpu"), stream=LandsWhenWaited())
 
 
 def main():
