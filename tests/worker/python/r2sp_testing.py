@@ -66,7 +66,7 @@ class FakeWorker:
     def __init__(self, flags, tensors, model_name="pytorch", *, steps=(), initial=None, lr=0.5,
                  rank=0, workers=2, mode="bsp", push_codec="fp32", data_world=1, data_shard=0,
                  batch_size=4, evaluates=True, hetero_batching=False, pulls_overlap=False,
-                 elastic_period=0, centre=None):
+                 elastic_period=0, centre=None, overlap=None):
         self.flags, self.model_name = list(flags), model_name
         self.tensors, offset = [], 0
         for name, shape in tensors:
@@ -86,6 +86,8 @@ class FakeWorker:
         self.data_world, self.data_shard, self.batch_size = data_world, data_shard, batch_size
         self.evaluates, self.hetero_batching = evaluates, hetero_batching
         self.pulls_overlap = pulls_overlap  # joined with --overlap (and --overlap_pulls)
+        # Joined with --overlap (pushes start in backward): by default as pulls_overlap says.
+        self.overlaps_backward = pulls_overlap if overlap is None else overlap
         self.forward_waits = False
         self.elastic_period, self.centre_values = elastic_period, centre
         self.centre = memoryview(array.array("f"))

@@ -154,6 +154,19 @@ def comm_seconds_per_step(rows, skip):
     return median(steps)
 
 
+PHASES = ("compute", "wait", "push", "pull")  # a metrics row's times, as NAME_s
+
+
+def phase_medians_ms(runs, skip):
+    """Where one worker's steps went over several runs ([iteration rows] per run, metrics
+    lines without an "event"): {phase: median ms} over every run's steps after its first
+    `skip`; ValueError when none is left."""
+    steps = [r for rows in runs for r in [r for r in rows if "event" not in r][skip:]]
+    if not steps:
+        raise ValueError(f"no iterations after the first {skip}")
+    return {p: 1e3 * median([r[f"{p}_s"] for r in steps]) for p in PHASES}
+
+
 def run_comm_seconds(by_worker, skip):
     """A run's push + pull seconds per step: the median over its workers of each worker's
     median ({rank: rows}, run_files.worker_metrics)."""

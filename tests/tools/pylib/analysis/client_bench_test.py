@@ -153,6 +153,16 @@ class MetricsTest(unittest.TestCase):
             self.assertAlmostEqual(client_bench.comm_seconds_per_step(by_worker[0], 1), 0.012)
             self.assertAlmostEqual(client_bench.comm_seconds_per_step(by_worker[1], 1), 0.0305)
             self.assertAlmostEqual(client_bench.run_comm_seconds(by_worker, 1), 0.02125)
+            # Both workers' rows as two runs of one worker: the medians over 5 steps.
+            split = client_bench.phase_medians_ms([by_worker[0], by_worker[1]], 1)
+            self.assertEqual(sorted(split), ["compute", "pull", "push", "wait"])
+            self.assertAlmostEqual(split["compute"], 50.0)
+            self.assertAlmostEqual(split["wait"], 0.1)
+            self.assertAlmostEqual(split["push"], 11.0)
+            self.assertAlmostEqual(split["pull"], 4.0)
+            with self.assertRaises(ValueError) as e:
+                client_bench.phase_medians_ms([by_worker[1]], 3)
+            self.assertEqual(str(e.exception), "no iterations after the first 3")
             with self.assertRaises(ValueError) as e:
                 client_bench.comm_seconds_per_step(by_worker[1], 3)
             self.assertEqual(str(e.exception), "no iterations after the first 3")

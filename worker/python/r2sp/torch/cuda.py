@@ -1,12 +1,14 @@
 """CUDA models: the parameters and gradients are views into one flat GPU tensor each, staged
 through the worker's host buffers (page-locked with cudaHostRegister where CUDA allows), with
 every copy on a copy stream beside the compute stream, as the C++ CUDA worker's CopyPipeline
-does. Each gradient's copy to the host (encoded to fp16 on the GPU first with the fp16 push
-codec, into worker.grads16) is queued in its hook as autograd completes it, once the compute
-stream gets there, so the copies overlap the rest of backward instead of delaying it. The hooks
-only queue: the host hears of a gradient once its copy has landed, which the hooks see for the
-copies already done (query) and landing() waits for, copy by copy in backward's order, at the
-end of backward (gradients.py), while the GPU is still computing the rest. The pulled
+does. With --overlap each gradient's copy to the host (encoded to fp16 on the GPU first with
+the fp16 push codec, into worker.grads16) is queued in its hook as autograd completes it, once
+the compute stream gets there, so the copies overlap the rest of backward instead of delaying
+it. The hooks only queue: the host hears of a gradient once its copy has landed, which the
+hooks see for the copies already done (query) and landing() waits for, copy by copy in
+backward's order, at the end of backward (gradients.py), while the GPU is still computing the
+rest. Without --overlap the copies wait for step(), so that what the script does to the
+gradients after backward (clipping) is what the servers get. The pulled
 parameters go up on the copy stream after each exchange, or, with overlapped pulls
 (forward_waits.py), each module's as its forward begins (upload), once the step's backward is
 done with them, and the compute stream's later work waits for them: a module's upload overlaps
@@ -89,6 +91,7 @@ class CudaBuffers(FlatGradients):
     training thread; GradientReporter's lock orders them."""
 
     def __init__(self, worker, entries, device, stream=None):
+        self.worker = worker
         self.entries = entries
         self.stream = stream or CudaStream(device)
         self.fp16 = worker.push_codec == "fp16"
@@ -101,6 +104,8 @@ class CudaBuffers(FlatGradients):
         self.grads = torch.zeros(n, dtype=torch.float32, device=device)
         self.grads16 = torch.empty(n, dtype=torch.float16, device=device) if self.fp16 else None
         self.pending = []  # [(event, entry)]: device-to-host copies under way, in order
+        self.held = []     # entries whose copies wait for flush() (pushes not in backward)
+        self.copies_in_backward = True  # adopt(): whether the job pushes during backward
 
     def adopt(self):
         """Uploads the joined parameters and makes the model's parameters and gradients views
@@ -111,11 +116,27 @@ class CudaBuffers(FlatGradients):
         for e in self.entries:
             e.param.data = e.view(self.params)
             e.param.grad = e.view(self.grads)
+        # Without --overlap nothing leaves before step(): the copies wait for it, so that what
+        # the script does to the gradients in between (clipping) reaches the servers.
+        self.copies_in_backward = self.worker.overlaps_backward
 
     def gradient_done(self, entry):
         """Queues entry's gradient's copy to the host (fp16 first with the fp16 codec) on the
-        copy stream; returns the entries whose copies have landed, in order."""
+        copy stream, or holds it for flush() when the job does not push during backward;
+        returns the entries whose copies have landed, in order."""
         self.own_gradient(entry)
+        if not self.copies_in_backward:
+            self.held.append(entry)
+            return []
+        self._queue_copy(entry)
+        done = 0
+        while done < len(self.pending) and self.pending[done][0].query():
+            done += 1
+        finished = [e for _, e in self.pending[:done]]
+        del self.pending[:done]
+        return finished
+
+    def _queue_copy(self, entry):
         with torch.no_grad(), self.stream.copying():
             source = entry.span(self.grads)
             if self.fp16:
@@ -123,12 +144,6 @@ class CudaBuffers(FlatGradients):
                 source = entry.span(self.grads16)
             entry.span(self.host_grads).copy_(source, non_blocking=self.pinned)
             self.pending.append((self.stream.record(), entry))
-        done = 0
-        while done < len(self.pending) and self.pending[done][0].query():
-            done += 1
-        finished = [e for _, e in self.pending[:done]]
-        del self.pending[:done]
-        return finished
 
     def in_flight(self):
         """Whether gradient copies are still under way."""
@@ -144,8 +159,11 @@ class CudaBuffers(FlatGradients):
             yield entry
 
     def flush(self):
-        """The step's backward is queued: waits for the copies still under way; returns their
-        entries."""
+        """The step's backward is queued: copies the held gradients and waits for every copy
+        still under way; returns their entries, in backward's order."""
+        for entry in self.held:
+            self._queue_copy(entry)
+        self.held = []
         self.stream.backward_queued()
         self.stream.synchronize()
         finished = [e for _, e in self.pending]

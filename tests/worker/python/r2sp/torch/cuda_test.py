@@ -88,13 +88,13 @@ class CudaBuffersTest(unittest.TestCase):
     def tearDown(self):
         state.STATE.__init__()
 
-    def make(self, model, push_codec="fp32", module=None):
-        """A DistributedOptimizer whose buffers are CudaBuffers on the CPU (overlapped pulls
-        with `module`)."""
+    def make(self, model, push_codec="fp32", module=None, overlap=True):
+        """A DistributedOptimizer whose buffers are CudaBuffers on the CPU, joined with
+        --overlap unless `overlap` is False (overlapped pulls with `module`)."""
         def create(flags, tensors, params_staged=False):
             self.worker = r2sp_testing.FakeWorker(flags, tensors, push_codec=push_codec,
                                                   steps=r2sp_testing.steps_of([2]),
-                                                  pulls_overlap=True)
+                                                  pulls_overlap=overlap)
             return self.worker
 
         def buffers_for(worker, entries):
@@ -148,6 +148,27 @@ class CudaBuffersTest(unittest.TestCase):
         self.assertEqual(b.params.tolist(), list(self.worker.params))
         self.assertEqual(torch.cat([p.reshape(-1) for p in model.parameters()]).tolist(),
                          list(self.worker.params))
+
+    def test_without_overlap_the_copies_wait_for_step_and_see_clipping(self):
+        model = tiny_model()
+        opt = self.make(model, overlap=False)
+        b = self.buffers[0]
+        expected = self.expected_grads(model)
+        state.STATE.next_step("test")
+        loss_of(model).backward()
+        self.assertEqual(self.stream.calls, [])  # nothing copied in backward
+        self.assertEqual(self.worker.names(), ["next_step"])
+        self.assertEqual([e.name for e in b.held], ["2.bias", "2.weight", "0.bias", "0.weight"])
+        for p in model.parameters():
+            p.grad.mul_(0.5)  # what clipping does, in place
+        opt.step()
+        self.assertEqual(self.stream.calls, ["copying", "record"] * 4
+                         + ["backward_queued", "synchronize", "uploading"])
+        halved = (expected * 0.5).tolist()
+        self.assertEqual([c[1:] for c in self.worker.calls if c[0] == "gradient_ready"],
+                         [(8, 1, halved[8:9]), (6, 2, halved[6:8]), (4, 2, halved[4:6]),
+                          (0, 4, halved[0:4])])
+        self.assertEqual(b.held, [])
 
     def test_a_copy_is_reported_at_a_hook_once_it_has_landed(self):
         model = tiny_model()
