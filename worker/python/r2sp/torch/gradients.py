@@ -12,7 +12,8 @@ import torch
 
 def at_backward_end(callback):
     """Runs `callback` once the backward now running has run every hook, before backward()
-    returns (autograd's final callbacks; call it from a hook)."""
+    returns (autograd's final callbacks; call it from a hook). A reentrant checkpoint's inner
+    backward is a backward of its own: its callback runs as it ends, within the outer one."""
     torch.autograd.Variable._execution_engine.queue_callback(callback)
 
 
