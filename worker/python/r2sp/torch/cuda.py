@@ -1,20 +1,20 @@
 """CUDA models: the parameters and gradients are views into one flat GPU tensor each, staged
 through the worker's host buffers (page-locked with cudaHostRegister where CUDA allows), with
 every copy on a copy stream beside the compute stream, as the C++ CUDA worker's CopyPipeline
-does. With --overlap each gradient's copy to the host (encoded to fp16 on the GPU first with
-the fp16 push codec, into worker.grads16) is queued in its hook as autograd completes it, once
-the compute stream gets there, so the copies overlap the rest of backward instead of delaying
-it. The hooks only queue: the host hears of a gradient once its copy has landed, which the
-hooks see for the copies already done (query) and landing() waits for, copy by copy in
-backward's order, at the end of backward (gradients.py), while the GPU is still computing the
-rest. Without --overlap the copies wait for step(), so that what the script does to the
-gradients after backward (clipping) is what the servers get. The pulled
-parameters go up on the copy stream after each exchange, or, with overlapped pulls
-(forward_waits.py), each module's as its forward begins (upload), once the step's backward is
-done with them, and the compute stream's later work waits for them: a module's upload overlaps
-the forward of the modules before it. flush(), which step() calls before every submit, waits
-for every copy, so the next pull never overwrites host values a copy has yet to read. Its
-bookkeeping is unit-tested on the CPU with stand-in streams and events; on a GPU,
+does. With --overlap each gradient's copy to the host (encoded to fp16 on the GPU first with the
+fp16 push codec, into worker.grads16) is queued in its hook as autograd completes it, once the
+compute stream gets there, so the copies overlap the rest of backward instead of delaying it.
+The hooks only queue: the host hears of a gradient once its copy has landed, which the hooks see
+for the copies already done (query) and landing() waits for, copy by copy in backward's order,
+at the end of backward (gradients.py), while the GPU is still computing the rest. Without
+--overlap the copies wait for step(), so that what the script does to the gradients after
+backward (clipping) is what the servers get. The pulled parameters go up on the copy stream
+after each exchange, or, with overlapped pulls (forward_waits.py), each module's as its forward
+begins (upload), once the step's backward is done with them, and the compute stream's later work
+waits for them: a module's upload overlaps the forward of the modules before it. flush(), which
+step() calls before every submit, waits for every copy, so the next pull never overwrites host
+values a copy has yet to read. Its bookkeeping and CudaStream's calls are unit-tested on the CPU
+with stand-in streams and events (cuda_test.py); on a GPU,
 tests/worker/python/r2sp/torch/cuda_training_test.py checks it in real jobs (gpu_checks runs
 it)."""
 

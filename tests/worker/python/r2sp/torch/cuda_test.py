@@ -3,8 +3,9 @@ stream whose events complete when the test says, or when waited for: flat device
 model views, gradients copied to the host buffer on the copy stream (binary16 with the fp16 push
 codec) and reported only once their copies landed, in order, at the end of backward (or at a
 later hook, once landed), and the pulled parameters uploaded on the copy stream after submit
-(with overlapped pulls, each module's as its forward begins). On a machine with CUDA the same
-logic runs with real streams (cuda_training_test.py)."""
+(with overlapped pulls, each module's as its forward begins); and CudaStream's own calls into
+torch.cuda, against stand-ins specified by torch's Stream and Event. On a machine with CUDA the
+same logic runs with real streams (cuda_training_test.py)."""
 
 import contextlib
 import unittest
@@ -274,6 +275,70 @@ class CudaBuffersTest(unittest.TestCase):
                          ["uploading"] * 2 + ["copying", "record"] * 4 + ["wait"] * 4
                          + ["backward_queued", "synchronize"])
         self.assertEqual(self.worker.calls[-1][0], "submit")
+
+
+@unittest.skipIf(SKIP, SKIP or "")
+class CudaStreamTest(unittest.TestCase):
+    """cuda.CudaStream's calls into torch.cuda (the code only a GPU runs), against stand-ins
+    specified by torch's own Stream and Event classes, so that a call torch lacks fails here:
+    which stream each copy runs on and what it waits for."""
+
+    def setUp(self):
+        self.log = []
+        self.compute = self.stream_named("compute")
+        streams = iter([self.stream_named("copy")])
+        events = iter([self.event_named(f"e{i}") for i in range(2)])  # specs before patching
+        log = self.log
+
+        @contextlib.contextmanager
+        def on(stream):
+            log.append(("on", stream.name))
+            yield
+            log.append(("off", stream.name))
+        for name, value in [("Stream", lambda device: next(streams)),
+                            ("Event", lambda: next(events)),
+                            ("current_stream", lambda device: self.compute),
+                            ("stream", on)]:
+            patcher = mock.patch.object(torch.cuda, name, value)
+            patcher.start()
+            self.addCleanup(patcher.stop)
+        self.stream = cuda.CudaStream(torch.device("cuda:0"))
+
+    def stream_named(self, name):
+        stream = mock.create_autospec(torch.cuda.Stream, instance=True)
+        stream.name = name
+        for method in ("wait_stream", "wait_event", "synchronize"):
+            getattr(stream, method).side_effect = (
+                lambda *a, m=method: self.log.append((name, m) + tuple(x.name for x in a)))
+        return stream
+
+    def event_named(self, name):
+        event = mock.create_autospec(torch.cuda.Event, instance=True)
+        event.name = name
+        event.record.side_effect = lambda stream: self.log.append((name, "record", stream.name))
+        return event
+
+    def test_a_gradients_copy_runs_on_the_copy_stream_after_the_compute_so_far(self):
+        with self.stream.copying():
+            self.log.append("copy")
+        event = self.stream.record()
+        self.assertEqual(event.name, "e0")
+        self.assertEqual(self.log, [("copy", "wait_stream", "compute"), ("on", "copy"), "copy",
+                                    ("off", "copy"), ("e0", "record", "copy")])
+
+    def test_uploads_wait_for_the_last_backward_and_the_compute_waits_for_them(self):
+        with self.stream.uploading():  # before any step: nothing to wait for
+            self.log.append("upload")
+        self.stream.backward_queued()
+        with self.stream.uploading():
+            self.log.append("upload")
+        self.stream.synchronize()
+        self.assertEqual(self.log, [
+            ("on", "copy"), "upload", ("off", "copy"), ("compute", "wait_stream", "copy"),
+            ("e0", "record", "compute"),
+            ("copy", "wait_event", "e0"), ("on", "copy"), "upload", ("off", "copy"),
+            ("compute", "wait_stream", "copy"),
+            ("copy", "synchronize")])
 
 
 if __name__ == "__main__":
