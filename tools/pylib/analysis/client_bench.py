@@ -161,7 +161,9 @@ def phase_medians_ms(runs, skip):
     """Where one worker's steps went over several runs ([iteration rows] per run, metrics
     lines without an "event"): {phase: median ms} over every run's steps after its first
     `skip`; ValueError when none is left."""
-    steps = [r for rows in runs for r in [r for r in rows if "event" not in r][skip:]]
+    steps = []
+    for rows in runs:
+        steps += [r for r in rows if "event" not in r][skip:]
     if not steps:
         raise ValueError(f"no iterations after the first {skip}")
     return {p: 1e3 * median([r[f"{p}_s"] for r in steps]) for p in PHASES}
