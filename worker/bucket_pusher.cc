@@ -8,8 +8,11 @@
 
 namespace r2sp {
 
-BucketPusher::BucketPusher(PsClient* ps, size_t bucket_bytes)
-    : ps_(ps), bucket_bytes_(bucket_bytes) {
+BucketPusher::BucketPusher(PsClient* ps, size_t bucket_bytes, int pulls_in_flight)
+    : ps_(ps),
+      bucket_bytes_(bucket_bytes),
+      gated_(ps, pulls_in_flight),
+      gate_pulls_(pulls_in_flight > 0) {
   const std::vector<Partition>& parts = ps->layout().partitions();
   for (size_t i = 1; i < parts.size(); ++i) {
     CHECK_EQ(parts[i].offset, parts[i - 1].offset + parts[i - 1].num_elements)
@@ -36,6 +39,9 @@ void BucketPusher::Start(int64_t clock, float scale, bool gated,
   pull_ = pull;
   pulls_.reset();
   if (pull_.has_value()) pulls_ = ps_->PullGroup();
+  if (pull_.has_value() && gate_pulls_) {
+    gated_.Start(parts.size(), pull_->params, pull_->options, *pulls_);
+  }
   early_ = 0;
   first_push_ = absl::InfinitePast();
 }
@@ -90,11 +96,15 @@ void BucketPusher::Flush() {
 void BucketPusher::PushPartition(size_t index) {
   if (first_push_ == absl::InfinitePast()) first_push_ = absl::Now();
   const Partition& p = ps_->layout().partitions()[index];
-  tickets_.push_back(pull_.has_value()
-                         ? ps_->PushPartitionThenPull(p.key, grads_.At(p.offset), clock_, scale_,
-                                                      pull_->params, pull_->options, *pulls_)
-                         : ps_->PushPartition(p.key, grads_.At(p.offset), clock_,
-                                              /*init=*/false, scale_));
+  if (pull_.has_value() && gate_pulls_) {
+    tickets_.push_back(gated_.Push(p.key, grads_.At(p.offset), clock_, scale_));
+  } else if (pull_.has_value()) {
+    tickets_.push_back(ps_->PushPartitionThenPull(p.key, grads_.At(p.offset), clock_, scale_,
+                                                  pull_->params, pull_->options, *pulls_));
+  } else {
+    tickets_.push_back(
+        ps_->PushPartition(p.key, grads_.At(p.offset), clock_, /*init=*/false, scale_));
+  }
 }
 
 absl::Status BucketPusher::Finish(HostGradient grads) {
@@ -134,7 +144,8 @@ void BucketPusher::Abandon() {
     }
     pulls = pulls_;
   }
-  for (const Ticket& t : tickets) t.Wait().IgnoreError();  // each push's pull is sent by then
+  // Each push's pull is sent by then, or (gated_pulls.h) once the pulls before it land.
+  for (const Ticket& t : tickets) t.Wait().IgnoreError();
   if (!pulls.has_value()) return;
   for (const uint64_t key : keys) pulls->WaitKeys(key, key).IgnoreError();
 }

@@ -8,7 +8,8 @@
 // A gated iteration (r2sp: the push must wait for the worker's slot) holds complete partitions
 // until Open, which sends them at once; after it the bucket works as above.
 // With a pull (early pulls, where the compute reads a copy of the parameters: a GPU's), each
-// partition is pulled as soon as its push is acknowledged, into one whole-model pull (pulls()).
+// partition is pulled as soon as its push is acknowledged, into one whole-model pull (pulls()),
+// or with a limit of pulls in flight, as gated_pulls.h lets it.
 #ifndef R2SP_WORKER_BUCKET_PUSHER_H_
 #define R2SP_WORKER_BUCKET_PUSHER_H_
 
@@ -22,6 +23,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/model_layout.h"
+#include "worker/gated_pulls.h"
 #include "worker/host_gradient.h"
 #include "worker/ps_client.h"
 
@@ -37,8 +39,10 @@ struct PullAfterPush {
 // Open may come from any thread (the slot grant's callback).
 class BucketPusher {
  public:
-  // Borrowed: ps outlives the pusher.
-  BucketPusher(PsClient* ps, size_t bucket_bytes);
+  // Borrowed: ps outlives the pusher. `pulls_in_flight`: with a pull, at most this many
+  // partitions' pulls in flight before every push of the iteration is acknowledged (0: each
+  // pull as its push is acknowledged; gated_pulls.h).
+  BucketPusher(PsClient* ps, size_t bucket_bytes, int pulls_in_flight = 0);
 
   // A new iteration's gradient, pushed as `clock` with `scale` (PsClient::Push's arguments);
   // `gated`: nothing goes out before Open; `pull`: each partition is pulled once its push is
@@ -81,6 +85,8 @@ class BucketPusher {
 
   PsClient* const ps_;
   const size_t bucket_bytes_;
+  GatedPulls gated_;  // with a pull and a limit of pulls in flight
+  const bool gate_pulls_;
   mutable absl::Mutex mu_;
   // Values not yet ready, per partition (layout order); 0: complete, in the bucket or pushed.
   std::vector<size_t> remaining_ ABSL_GUARDED_BY(mu_);

@@ -27,7 +27,8 @@ Exchanger::Exchanger(const ExchangerOptions& options, PsClient* ps, SchedulerCli
     elastic_ = std::make_unique<ElasticExchange>(options.sync, options.elastic, ps,
                                                  options.pull_codec);
   } else if (options.overlap) {
-    pusher_ = std::make_unique<BucketPusher>(ps, options.bucket_bytes);
+    pusher_ = std::make_unique<BucketPusher>(ps, options.bucket_bytes,
+                                             options.early_pulls_in_flight);
     // r2sp: the slot gates the push; ask for it early (early_slot.h).
     if (options.sync == proto::R2SP) {
       early_slot_ = std::make_unique<EarlySlot>(scheduler, pusher_.get());

@@ -64,6 +64,9 @@ struct ExchangerOptions {
   // of after all the pushes. With overlap only where params_staged (overlap's pushes run during
   // backward, which must not read parameters a pull overwrites).
   bool early_pulls = false;
+  // With early pulls and overlap: at most this many pulls in flight until every push of the
+  // iteration is acknowledged (gated_pulls.h; 0: each as its push is acknowledged).
+  int early_pulls_in_flight = 0;
   // The compute reads its own copy of the parameters, taken before its backward (a GPU's: the
   // Python client's CUDA models), so pulls may land in the host's while backward runs.
   bool params_staged = false;

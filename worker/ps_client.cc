@@ -244,12 +244,36 @@ std::function<void(const absl::Status&)> PsClient::ThenPull(
     if (status.ok()) {
       SendPull(*partition, params + partition->offset, pull, pulled);
     } else {
-      Ticket::Complete(*pulled,
-                       absl::AbortedError(absl::StrCat(
-                           "not pulled: the push of key ", partition->key, " failed")),
-                       0, -1, -1, static_cast<int64_t>(partition->key));
+      AbortPull(Ticket(pulled), partition->key);
     }
   };
+}
+
+Ticket PsClient::PushPartitionThen(uint64_t key, HostGradient data, int64_t clock, float scale,
+                                   std::function<void(const absl::Status&)> acked) {
+  const Partition* p = layout_->Find(key);
+  CHECK(p != nullptr) << "unknown key " << key;
+  auto state = std::make_shared<Ticket::State>(1);
+  SendPush(*p, data, clock, /*init=*/false, scale,
+           [state, acked = std::move(acked)](const absl::Status& status) {
+             acked(status);
+             Ticket::Complete(*state, status);
+           });
+  return Ticket(std::move(state));
+}
+
+void PsClient::PullPartition(uint64_t key, float* params, const PullOptions& pull,
+                             const Ticket& pulls, std::function<void()> landed) {
+  const Partition* p = layout_->Find(key);
+  CHECK(p != nullptr) << "unknown key " << key;
+  CHECK(pulls.state_ != nullptr) << "PullPartition into a ticket not from PullGroup";
+  SendPull(*p, params + p->offset, pull, pulls.state_, std::move(landed));
+}
+
+void PsClient::AbortPull(const Ticket& pulls, uint64_t key) {
+  Ticket::Complete(*pulls.state_,
+                   absl::AbortedError(absl::StrCat("not pulled: the push of key ", key, " failed")),
+                   0, -1, -1, static_cast<int64_t>(key));
 }
 
 std::function<void(const absl::Status&)> PsClient::CompleteOn(
@@ -325,7 +349,7 @@ Message PsClient::EncodeSparse(const Partition& p, const float* data,
 }
 
 void PsClient::SendPull(const Partition& p, float* data, const PullOptions& options,
-                        std::shared_ptr<Ticket::State> state) {
+                        std::shared_ptr<Ticket::State> state, std::function<void()> then) {
   wire::PullRequest wanted;
   wanted.key = p.key;
   wanted.rank = options_.rank;
@@ -346,11 +370,13 @@ void PsClient::SendPull(const Partition& p, float* data, const PullOptions& opti
   std::atomic<double>& steps_seen = pulled_steps_[p.key];
   Send(
       p.server, std::move(request),
-      [this, asked, data, state, &copy_seq, &steps_seen](absl::StatusOr<Message> reply) {
+      [this, asked, data, state, &copy_seq, &steps_seen,
+       then = std::move(then)](absl::StatusOr<Message> reply) {
         absl::StatusOr<wire::PulledPartition> pulled =
             reply.ok() ? wire::DecodePullReply(*reply, asked, data) : reply.status();
         if (!pulled.ok()) {
           Ticket::Complete(*state, pulled.status(), 0, -1, -1, asked.key);
+          if (then) then();
           return;
         }
         const double before = steps_seen.exchange(pulled->steps);
@@ -366,6 +392,7 @@ void PsClient::SendPull(const Partition& p, float* data, const PullOptions& opti
         ++pulls_;
         Ticket::Complete(*state, absl::OkStatus(), pulled->waited_seconds, pulled->steps,
                          pulled->restored_steps, asked.key);
+        if (then) then();
       });
 }
 

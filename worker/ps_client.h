@@ -155,6 +155,15 @@ class PsClient {
   Ticket PullGroup() const;
   Ticket PushPartitionThenPull(uint64_t key, HostGradient data, int64_t clock, float scale,
                                float* params, const PullOptions& pull, const Ticket& pulls);
+  // The parts of that, for pulls that wait for more than their push (gated_pulls.h): a push as
+  // PushPartition's (not init) whose ticket is done once `acked` has had its outcome; a pull
+  // of partition `key` into `params` as part of `pulls`, and `landed` once it is answered; that
+  // partition of `pulls` answered Aborted instead, its push having failed.
+  Ticket PushPartitionThen(uint64_t key, HostGradient data, int64_t clock, float scale,
+                           std::function<void(const absl::Status&)> acked);
+  void PullPartition(uint64_t key, float* params, const PullOptions& pull, const Ticket& pulls,
+                     std::function<void()> landed);
+  static void AbortPull(const Ticket& pulls, uint64_t key);
 
   // Pulls every partition into the flat model `params` (see PullOptions).
   // REQUIRES: params stays valid and is not read until the ticket is done.
@@ -199,8 +208,9 @@ class PsClient {
                                                     std::shared_ptr<Ticket::State> pulled);
   // A sparse push of partition `p` (encoded by its SparseEncoder, which moves its residual on).
   Message EncodeSparse(const Partition& p, const float* data, const wire::PushFields& fields);
+  // `then`, if any, runs once the pull is answered (after `state` is completed).
   void SendPull(const Partition& p, float* data, const PullOptions& options,
-                std::shared_ptr<Ticket::State> state);
+                std::shared_ptr<Ticket::State> state, std::function<void()> then = nullptr);
 
   Requester* const requester_;
   const ModelLayout* const layout_;

@@ -107,6 +107,9 @@ DEFINE_bool(overlap_pulls, true, "--overlap: also start the next forward while t
 DEFINE_bool(early_pulls, false, "pull each partition as soon as its push is acknowledged, "
             "while the next partitions are still being pushed (with --overlap only in the "
             "Python client's CUDA models, whose backward reads its own copy of the parameters)");
+DEFINE_int32(early_pulls_in_flight, 0, "--early_pulls with --overlap: at most this many pulls "
+             "in flight until every push of the step is acknowledged, the first partitions "
+             "first, then the rest (0: each partition's pull as its push is acknowledged)");
 DEFINE_uint64(bucket_bytes, 4 << 20, "--overlap: push complete partitions once this many fp32 "
               "bytes of them are waiting (0: each partition at once)");
 DEFINE_double(lr, 0.01, "easgd, eawild: the worker's local SGD learning rate (give it the "
@@ -196,6 +199,7 @@ absl::StatusOr<WorkerOptions> ParseWorkerFlags() {
   o.exchange.overlap_pulls = FLAGS_overlap_pulls;
   o.exchange.bucket_bytes = FLAGS_bucket_bytes;
   o.exchange.early_pulls = FLAGS_early_pulls;
+  o.exchange.early_pulls_in_flight = FLAGS_early_pulls_in_flight;
   o.exchange.density_warmup_epochs = FLAGS_density_warmup_epochs;
   o.exchange.elastic.sgd = {static_cast<float>(FLAGS_lr), static_cast<float>(FLAGS_momentum),
                             static_cast<float>(FLAGS_weight_decay)};

@@ -86,6 +86,8 @@ void CheckExchange(const WorkerOptions& o, OptionChecker& c) {
           "in [0, 1)", sgd.momentum);
   c.Check(sgd.weight_decay >= 0, "--weight_decay", "exchange.elastic.sgd.weight_decay", ">= 0",
           sgd.weight_decay);
+  c.Check(o.exchange.early_pulls_in_flight >= 0, "--early_pulls_in_flight",
+          "exchange.early_pulls_in_flight", ">= 0", o.exchange.early_pulls_in_flight);
   c.Require(!(o.exchange.early_pulls && o.exchange.overlap && !o.exchange.params_staged),
             "--early_pulls", "exchange.early_pulls",
             "does not go with --overlap (backward still reads the parameters while --overlap "

@@ -73,8 +73,8 @@ struct WorkerOptions {
   // momentum_correction (in [0, 1)), dense_below.
   PsClientOptions ps = WorkerPsDefaults();
   // lookahead (real models), pull_codec (fp32, fp16 or fp16_delta), overlap, overlap_pulls,
-  // bucket_bytes, early_pulls (with overlap only if params_staged), density_warmup_epochs
-  // (>= 0; sparse codecs).
+  // bucket_bytes, early_pulls (with overlap only if params_staged), early_pulls_in_flight
+  // (>= 0), density_warmup_epochs (>= 0; sparse codecs).
   ExchangerOptions exchange = WorkerExchangeDefaults();
   // model_dir, keep_models (>= 1); fp16_gradients: encode on the device with an fp16 push codec.
   ModelWorkloadOptions workload = WorkerWorkloadDefaults();

@@ -36,6 +36,7 @@ TEST(WorkerOptionsTest, DefaultsAreTheBinarys) {
   EXPECT_TRUE(options.workload.fp16_gradients);
   EXPECT_EQ(options.ps.request_timeout, absl::Seconds(120));
   EXPECT_EQ(options.exchange.bucket_bytes, size_t{4} << 20);
+  EXPECT_EQ(options.exchange.early_pulls_in_flight, 0);
   EXPECT_EQ(options.loop.epochs, 1);
   EXPECT_EQ(options.workload.keep_models, 3);
   EXPECT_EQ(options.log_every, 0);
@@ -109,6 +110,9 @@ TEST(WorkerOptionsTest, EachCheckNamesItsFlagAndField) {
        "--momentum (WorkerOptions.exchange.elastic.sgd.momentum) must be in [0, 1), got 1"},
       {"weight_decay", [](WorkerOptions& o) { o.exchange.elastic.sgd.weight_decay = -0.5f; },
        "--weight_decay (WorkerOptions.exchange.elastic.sgd.weight_decay) must be >= 0, got -0.5"},
+      {"early_pulls_in_flight", [](WorkerOptions& o) { o.exchange.early_pulls_in_flight = -1; },
+       "--early_pulls_in_flight (WorkerOptions.exchange.early_pulls_in_flight) must be >= 0, got "
+       "-1"},
       {"early_pulls",
        [](WorkerOptions& o) {
          o.exchange.early_pulls = true;

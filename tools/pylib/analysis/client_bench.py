@@ -238,29 +238,30 @@ class GpuConfiguration:
 
 
 def gpu_configuration(name):
-    """The configuration NAME = CODEC[+ioN][+sN][+ep]: CODEC fp32 or fp16 (fp16 pushes and
+    """The configuration NAME = CODEC[+ioN][+sN][+ep[N]]: CODEC fp32 or fp16 (fp16 pushes and
     pulls); +ioN: N ZeroMQ I/O threads and N connections per peer at the worker and at the
     servers (--io_threads, --connections_per_peer); +sN: N servers (default 1); +ep: each
-    partition pulled as soon as its push is acknowledged, during backward (--early_pulls).
-    ValueError for others."""
+    partition pulled as soon as its push is acknowledged, during backward (--early_pulls);
+    +epN: so, with at most N pulls in flight until the pushes are all acknowledged
+    (--early_pulls_in_flight=N). ValueError for others."""
     codec, *modifiers = name.split("+")
     if codec not in GPU_CODEC_FLAGS:
         raise ValueError(f"{name}: a configuration starts with {' or '.join(GPU_CODEC_FLAGS)}")
     transport, early, servers, seen = "", "", 1, set()
     for m in modifiers:
-        match = re.fullmatch(r"(io|s)(\d+)|ep", m)
+        match = re.fullmatch(r"(io|s|ep)(\d+)|ep", m)
         kind, count = (match.group(1) or "ep", match.group(2)) if match else (None, None)
         if kind is None or kind in seen or (count is not None and not 1 <= int(count) <= 64):
             raise ValueError(f"{name}: after the codec come +ioN (I/O threads and connections), "
-                             "+sN (servers) and +ep (early pulls), each at most once, N in "
-                             "[1, 64]")
+                             "+sN (servers) and +ep or +epN (early pulls, N in flight), each at "
+                             "most once, N in [1, 64]")
         seen.add(kind)
         if kind == "io":
             transport = f" --io_threads={int(count)} --connections_per_peer={int(count)}"
         elif kind == "s":
             servers = int(count)
         else:
-            early = " --early_pulls"
+            early = " --early_pulls" + (f" --early_pulls_in_flight={int(count)}" if count else "")
     return GpuConfiguration(key=name.replace("+", "_"),
                             worker_flags=GPU_CODEC_FLAGS[codec] + transport + early,
                             server_flags=transport, servers=servers)

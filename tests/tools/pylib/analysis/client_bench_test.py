@@ -121,15 +121,18 @@ class GpuConfigurationTest(unittest.TestCase):
         self.assertEqual(client_bench.gpu_configuration("fp32+io4+ep"),
                          client_bench.GpuConfiguration("fp32_io4_ep", io + " --early_pulls",
                                                        io, 1))
+        self.assertEqual(client_bench.gpu_configuration("fp32+ep2"),
+                         client_bench.GpuConfiguration(
+                             "fp32_ep2", " --early_pulls --early_pulls_in_flight=2", "", 1))
 
     def test_bad_names_are_refused(self):
         with self.assertRaises(ValueError) as e:
             client_bench.gpu_configuration("bf16")
         self.assertEqual(str(e.exception), "bf16: a configuration starts with fp32 or fp16")
         rule = ("after the codec come +ioN (I/O threads and connections), +sN (servers) and "
-                "+ep (early pulls), each at most once, N in [1, 64]")
+                "+ep or +epN (early pulls, N in flight), each at most once, N in [1, 64]")
         for name in ("fp32+io", "fp32+s0", "fp32+io65", "fp32+s2+s4", "fp32+x4", "fp32+",
-                     "fp32+s-1", "fp32+io4+io2", "fp32+ep+ep", "fp32+ep2"):
+                     "fp32+s-1", "fp32+io4+io2", "fp32+ep+ep", "fp32+ep+ep2", "fp32+ep0"):
             with self.assertRaises(ValueError) as e:
                 client_bench.gpu_configuration(name)
             self.assertEqual(str(e.exception), f"{name}: {rule}")

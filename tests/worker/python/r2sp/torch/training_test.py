@@ -299,11 +299,12 @@ class TrainingTest(unittest.TestCase):
         # The CUDA path's exchange on the CPU (known_train.py's KNOWN_DEVICE=staged): pulls
         # follow each partition's push while backward runs (--early_pulls with --overlap, 1 KiB
         # partitions so that there are 16), and the 6 bsp steps end bit for bit where C++
-        # workers' do.
+        # workers' do; also with the pulls behind a gate (g: --early_pulls_in_flight=1).
         synthetic = ["--model=synthetic", "--model_mb=0.015625", "--layers=2", "--grad=known",
                      "--init=zero", "--iterations=6", "--overlap"]
+        gated = {"p": "", "g": " --early_pulls_in_flight=1"}
         finals = {}
-        for kind in "cp":
+        for kind in "cpg":
             job = Job(workers=2, scheduler_flags=["--partition_bytes=1024"])
             self.addCleanup(job.close)
             procs = []
@@ -313,14 +314,14 @@ class TrainingTest(unittest.TestCase):
                     procs.append(job.cpp_worker(f"worker{i}", synthetic + ["--dump_params=" + out]))
                 else:
                     procs.append(job.torch_worker(
-                        i, "--batch_size=4 --overlap --early_pulls --bucket_bytes=0", out,
-                        script=KNOWN, script_env={"KNOWN_DEVICE": "staged"}))
+                        i, "--batch_size=4 --overlap --early_pulls --bucket_bytes=0" + gated[kind],
+                        out, script=KNOWN, script_env={"KNOWN_DEVICE": "staged"}))
             self.assertEqual(job.wait(procs), [0, 0], job.log("worker0") + job.log("worker1"))
             for i in range(2):
                 with open(job.path(f"{kind}{i}.params"), "rb") as f:
                     finals[f"{kind}{i}"] = f.read()
         self.assertNotEqual(finals["c0"], bytes(4096 * 4))
-        self.assertEqual(finals, {k: finals["c0"] for k in "c0 c1 p0 p1".split()})
+        self.assertEqual(finals, {k: finals["c0"] for k in "c0 c1 p0 p1 g0 g1".split()})
 
     def test_early_pulls_with_overlap_need_a_model_that_computes_on_a_copy(self):
         job = Job(workers=1)
