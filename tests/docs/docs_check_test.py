@@ -28,7 +28,8 @@ HERE = os.path.dirname(os.path.realpath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 BIN_DIR = ""  # --bin_dir when run by hand
 # What a remote host or a benchmark runs, not users: their options need no documentation.
-INTERNAL = ("tools/deploy/", "tools/bench/torch_train.py", EXAMPLES)
+INTERNAL = ("tools/deploy/", "tools/bench/torch_train.py", "tools/bench/chain_proxy_worker.py",
+            EXAMPLES)
 
 
 def runfiles_root():

@@ -47,7 +47,7 @@ class GpuChecksTest(unittest.TestCase):
         self.assertEqual(status, 0)
         names = [l.split()[0] for l in lines]
         self.assertEqual(names[:4], ["info", "curve_io6", "curve_io8", "job_repeats"])
-        self.assertEqual(names[-3:], ["job", "pytorch_cuda_test", "pytorch"])
+        self.assertEqual(names[-4:], ["job", "pytorch_cuda_test", "pytorch", "proxy"])
         self.assertEqual(len([n for n in names if n.startswith("san_")]), 6)
         self.assertTrue(all(l.split()[1] == "dry" for l in lines), lines)
 
@@ -60,6 +60,15 @@ class GpuChecksTest(unittest.TestCase):
             "--out=OUT/pytorch --steps=50 --codecs=fp32"), lines[-1])
         _, lines, _ = run("--dry_run", "--steps=pytorch", "--data_dir=/data/fm")
         self.assertTrue(lines[-1].endswith("--steps=100 --codecs=fp32\\,fp16"), lines[-1])
+
+    def test_the_proxy_runs_chain_proxy_in_the_pytorch_configurations(self):
+        status, lines, _ = run("--dry_run", "--steps=proxy", "--pytorch_codecs=fp32,fp32+ep",
+                               "--pytorch_steps=60")
+        self.assertEqual(status, 0)
+        self.assertEqual(len(lines), 1)
+        self.assertTrue(lines[0].endswith(
+            "python3 tools/bench/chain_proxy --bin_dir=OUT/.pybins --out=OUT/chain_proxy "
+            "--steps=60 --codecs=fp32\\,fp32+ep --python=python3"), lines[0])
 
     def test_a_step_past_the_budget_is_skipped(self):
         # job_repeats is estimated at 110 s: past a 100 s budget; info (5 s) is not.
