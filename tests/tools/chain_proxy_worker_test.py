@@ -2,7 +2,9 @@
 r2sp.torch's CUDA path with --overlap), on a recording stand-in for r2sp._core.Worker and a pace
 that only records, and the gradient pattern it fills the worker's buffers with."""
 
+import contextlib
 import importlib.util
+import io
 import os
 import struct
 import types
@@ -82,6 +84,18 @@ class DriveTest(unittest.TestCase):
                                  ("restart",), ("spend", 1.0), ("spend", 2.0),
                                  ("ready", 0, 4, False), ("submit", 6, 0.0, False)])
         self.assertEqual((rate.steps, rate.samples), (2, 14))
+
+
+class OptionsTest(unittest.TestCase):
+    def test_a_step_needs_time_and_a_share_in_between(self):
+        for bad in (["--step_ms=0"], ["--step_ms=8", "--forward_share=1"],
+                    ["--step_ms=8", "--alone", "--steps=0"]):
+            with self.assertRaises(SystemExit) as e, contextlib.redirect_stderr(io.StringIO()):
+                proxy.options(["--model=cnn"] + bad)
+            self.assertEqual(e.exception.code, 2, bad)
+        a = proxy.options(["--model=resnet18", "--step_ms=27.2"])
+        self.assertEqual((a.model, a.step_ms, a.forward_share, a.alone, a.fp16),
+                         ("resnet18", 27.2, 1 / 3, False, False))
 
 
 class PatternTest(unittest.TestCase):

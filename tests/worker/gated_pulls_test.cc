@@ -123,7 +123,12 @@ TEST_F(GatedBucketPusherTest, FailedPushesEndThePullAborted) {
   EXPECT_TRUE(absl::IsDeadlineExceeded(pusher.Finish(grad_.data())));
   const absl::Status pulled = pusher.pulls()->Wait();
   EXPECT_TRUE(absl::IsAborted(pulled)) << pulled;
-  EXPECT_EQ(pulled.message(), "not pulled: the push of key 0 failed");
+  // The first of the three to time out (their expiry order is the network's).
+  const std::string message(pulled.message());
+  EXPECT_TRUE(message == "not pulled: the push of key 0 failed" ||
+              message == "not pulled: the push of key 1 failed" ||
+              message == "not pulled: the push of key 2 failed")
+      << message;
   EXPECT_EQ(params_, std::vector<float>(10, 99.0f));
   EXPECT_EQ(lost.counters().pulls, 0u);
 }

@@ -38,7 +38,11 @@ def options(argv):
     p.add_argument("--alone", action="store_true", help="no R2SP: the sleeps alone")
     p.add_argument("--fp16", action="store_true", help="gradients reported as fp16 (encoded "
                    "on the GPU, as r2sp.torch's CUDA path with --push_codec=fp16)")
-    return p.parse_args(argv)
+    a = p.parse_args(argv)
+    if a.step_ms <= 0 or not 0 < a.forward_share < 1 or a.steps < 1 or a.batch_size < 1:
+        p.error("--step_ms must be positive, --forward_share in (0, 1), --steps and "
+                "--batch_size at least 1")
+    return a
 
 
 class Rate:
@@ -99,6 +103,7 @@ def waited_for(pace, wait, *args):
 
 
 def needed(worker, ranges):
+    """Waits for each of `ranges` of the pull (the module's parameters)."""
     for offset, count in ranges:
         worker.params_needed(offset, count)
 
