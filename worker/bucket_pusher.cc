@@ -9,10 +9,7 @@
 namespace r2sp {
 
 BucketPusher::BucketPusher(PsClient* ps, size_t bucket_bytes, int pulls_in_flight)
-    : ps_(ps),
-      bucket_bytes_(bucket_bytes),
-      gated_(ps, pulls_in_flight),
-      gate_pulls_(pulls_in_flight > 0) {
+    : ps_(ps), bucket_bytes_(bucket_bytes), gated_(ps, pulls_in_flight) {
   const std::vector<Partition>& parts = ps->layout().partitions();
   for (size_t i = 1; i < parts.size(); ++i) {
     CHECK_EQ(parts[i].offset, parts[i - 1].offset + parts[i - 1].num_elements)
@@ -38,8 +35,8 @@ void BucketPusher::Start(int64_t clock, float scale, bool gated,
   scale_ = scale;
   pull_ = pull;
   pulls_.reset();
-  if (pull_.has_value()) pulls_ = ps_->PullGroup();
-  if (pull_.has_value() && gate_pulls_) {
+  if (pull_.has_value()) {
+    pulls_ = ps_->PullGroup();
     gated_.Start(parts.size(), pull_->params, pull_->options, *pulls_);
   }
   early_ = 0;
@@ -96,15 +93,10 @@ void BucketPusher::Flush() {
 void BucketPusher::PushPartition(size_t index) {
   if (first_push_ == absl::InfinitePast()) first_push_ = absl::Now();
   const Partition& p = ps_->layout().partitions()[index];
-  if (pull_.has_value() && gate_pulls_) {
-    tickets_.push_back(gated_.Push(p.key, grads_.At(p.offset), clock_, scale_));
-  } else if (pull_.has_value()) {
-    tickets_.push_back(ps_->PushPartitionThenPull(p.key, grads_.At(p.offset), clock_, scale_,
-                                                  pull_->params, pull_->options, *pulls_));
-  } else {
-    tickets_.push_back(
-        ps_->PushPartition(p.key, grads_.At(p.offset), clock_, /*init=*/false, scale_));
-  }
+  tickets_.push_back(pull_.has_value()
+                         ? gated_.Push(p.key, grads_.At(p.offset), clock_, scale_)
+                         : ps_->PushPartition(p.key, grads_.At(p.offset), clock_,
+                                              /*init=*/false, scale_));
 }
 
 absl::Status BucketPusher::Finish(HostGradient grads) {

@@ -8,8 +8,8 @@
 // A gated iteration (r2sp: the push must wait for the worker's slot) holds complete partitions
 // until Open, which sends them at once; after it the bucket works as above.
 // With a pull (early pulls, where the compute reads a copy of the parameters: a GPU's), each
-// partition is pulled as soon as its push is acknowledged, into one whole-model pull (pulls()),
-// or with a limit of pulls in flight, as gated_pulls.h lets it.
+// partition is pulled once its push is acknowledged, into one whole-model pull (pulls()): at
+// once, or with a limit of pulls in flight, as gated_pulls.h lets it.
 #ifndef R2SP_WORKER_BUCKET_PUSHER_H_
 #define R2SP_WORKER_BUCKET_PUSHER_H_
 
@@ -46,7 +46,7 @@ class BucketPusher {
 
   // A new iteration's gradient, pushed as `clock` with `scale` (PsClient::Push's arguments);
   // `gated`: nothing goes out before Open; `pull`: each partition is pulled once its push is
-  // acknowledged (PsClient::PushPartitionThenPull).
+  // acknowledged (GatedPulls).
   void Start(int64_t clock, float scale, bool gated = false,
              std::optional<PullAfterPush> pull = std::nullopt);
   // Backward finished [offset, offset + count) of `grads` (the flat gradient, which must stay
@@ -85,8 +85,7 @@ class BucketPusher {
 
   PsClient* const ps_;
   const size_t bucket_bytes_;
-  GatedPulls gated_;  // with a pull and a limit of pulls in flight
-  const bool gate_pulls_;
+  GatedPulls gated_;  // the pushes and their pulls, with a pull
   mutable absl::Mutex mu_;
   // Values not yet ready, per partition (layout order); 0: complete, in the bucket or pushed.
   std::vector<size_t> remaining_ ABSL_GUARDED_BY(mu_);

@@ -47,7 +47,8 @@ class PullGate {
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
-// BucketPusher's pushes with their pulls behind a PullGate, one round per iteration.
+// BucketPusher's pushes with their pulls behind a PullGate (limit 0: each pull as its push is
+// acknowledged), one round per iteration.
 class GatedPulls {
  public:
   // Borrowed: ps outlives the pulls sent.

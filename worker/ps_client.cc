@@ -223,18 +223,6 @@ Ticket PsClient::PullGroup() const {
       static_cast<int>(layout_->partitions().size()), /*by_key=*/true));
 }
 
-Ticket PsClient::PushPartitionThenPull(uint64_t key, HostGradient data, int64_t clock,
-                                       float scale, float* params, const PullOptions& pull,
-                                       const Ticket& pulls) {
-  const Partition* p = layout_->Find(key);
-  CHECK(p != nullptr) << "unknown key " << key;
-  CHECK(pulls.state_ != nullptr) << "PushPartitionThenPull into a ticket not from PullGroup";
-  auto pushed = std::make_shared<Ticket::State>(1);
-  SendPush(*p, data, clock, /*init=*/false, scale,
-           ThenPull(*p, params, pull, pushed, pulls.state_));
-  return Ticket(std::move(pushed));
-}
-
 std::function<void(const absl::Status&)> PsClient::ThenPull(
     const Partition& p, float* params, const PullOptions& pull,
     std::shared_ptr<Ticket::State> pushed, std::shared_ptr<Ticket::State> pulled) {

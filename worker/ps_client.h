@@ -146,19 +146,14 @@ class PsClient {
   };
   Exchange PushThenPull(HostGradient grads, int64_t clock, float scale, float* params,
                         const PullOptions& pull);
-  // The same partition by partition, as backward completes them (BucketPusher): PullGroup is a
-  // whole-model pull with nothing sent yet (WaitKeys works on it as on Pull's), and
-  // PushPartitionThenPull pushes partition `key` as PushPartition does and, once the push is
-  // acknowledged, pulls it into `params` (the flat model) as part of `pulls`; a failed push
-  // answers that partition of `pulls` with Aborted. The ticket returned is the push's.
-  // REQUIRES: each partition pushed once per group, or `pulls` is never done.
+  // The same partition by partition, as backward completes them (BucketPusher, through
+  // gated_pulls.h): PullGroup is a whole-model pull with nothing sent yet (WaitKeys works on
+  // it as on Pull's); PushPartitionThen pushes as PushPartition does (not init), its ticket
+  // done once `acked` has had the outcome; PullPartition pulls partition `key` into `params`
+  // (the flat model) as part of `pulls` and calls `landed` once it is answered; AbortPull
+  // answers that partition of `pulls` Aborted instead, its push having failed.
+  // REQUIRES: each partition of a group pulled or aborted once, or `pulls` is never done.
   Ticket PullGroup() const;
-  Ticket PushPartitionThenPull(uint64_t key, HostGradient data, int64_t clock, float scale,
-                               float* params, const PullOptions& pull, const Ticket& pulls);
-  // The parts of that, for pulls that wait for more than their push (gated_pulls.h): a push as
-  // PushPartition's (not init) whose ticket is done once `acked` has had its outcome; a pull
-  // of partition `key` into `params` as part of `pulls`, and `landed` once it is answered; that
-  // partition of `pulls` answered Aborted instead, its push having failed.
   Ticket PushPartitionThen(uint64_t key, HostGradient data, int64_t clock, float scale,
                            std::function<void(const absl::Status&)> acked);
   void PullPartition(uint64_t key, float* params, const PullOptions& pull, const Ticket& pulls,
