@@ -10,7 +10,9 @@ A figure is the median over the repeats, quoted with its spread (min and max).""
 import argparse
 import dataclasses
 import json
+import os
 import re
+import shlex
 
 MEASUREMENTS = ("overhead", "throughput")
 MODES = ("bsp", "ssp", "asp", "r2sp")
@@ -169,6 +171,12 @@ def phase_medians_ms(runs, skip):
     return {p: 1e3 * median([r[f"{p}_s"] for r in steps]) for p in PHASES}
 
 
+def split_text(split_ms):
+    """phase_medians_ms's figures as the line the GPU benchmarks print under a configuration."""
+    return "  worker 0 per step, median ms: " + ", ".join(
+        f"{p} {v:.1f}" for p, v in split_ms.items())
+
+
 def run_comm_seconds(by_worker, skip):
     """A run's push + pull seconds per step: the median over its workers of each worker's
     median ({rank: rows}, run_files.worker_metrics)."""
@@ -265,6 +273,25 @@ def gpu_configuration(name):
     return GpuConfiguration(key=name.replace("+", "_"),
                             worker_flags=GPU_CODEC_FLAGS[codec] + transport + early,
                             server_flags=transport, servers=servers)
+
+
+def gpu_job_command(launch, bin_dir, run_dir, configuration, worker_cmd, job_flags,
+                    workers=1, sync="asp", timeout_s=1800):
+    """tools/launch's command line (after the Python) for a GPU benchmark's job of Python
+    workers running `worker_cmd` (a list) in `configuration` (a GpuConfiguration): servers with
+    --lr=0.01 --momentum=0.9, workers with --overlap, `job_flags` (e.g. "--batch_size=64
+    --max_steps=100") and the configuration's flags."""
+    return [launch, f"--bin_dir={bin_dir}", "--quiet", f"--run_dir={run_dir}", f"--sync={sync}",
+            f"--servers={configuration.servers}", f"--workers={workers}",
+            f"--server_flags=--lr=0.01 --momentum=0.9{configuration.server_flags}",
+            f"--worker_flags=--overlap {job_flags}{configuration.worker_flags}",
+            f"--worker_cmd={shlex.join(worker_cmd)}", f"--timeout={timeout_s}"]
+
+
+def worker0_rates(run_dir):
+    """rates() of a job's worker 0, from the result line in its log."""
+    with open(os.path.join(run_dir, "worker0.log")) as f:
+        return rates(result_line(f.read()))
 
 
 def job_samples_per_s(lines):

@@ -163,6 +163,10 @@ class MetricsTest(unittest.TestCase):
             self.assertAlmostEqual(split["wait"], 0.1)
             self.assertAlmostEqual(split["push"], 11.0)
             self.assertAlmostEqual(split["pull"], 4.0)
+            self.assertEqual(client_bench.split_text({"compute": 50.0, "wait": 0.1, "push": 11.04,
+                                                      "pull": 4.0}),
+                             "  worker 0 per step, median ms: compute 50.0, wait 0.1, push 11.0, "
+                             "pull 4.0")
             with self.assertRaises(ValueError) as e:
                 client_bench.phase_medians_ms([by_worker[1]], 3)
             self.assertEqual(str(e.exception), "no iterations after the first 3")
@@ -172,6 +176,29 @@ class MetricsTest(unittest.TestCase):
         with self.assertRaises(ValueError) as e:
             client_bench.run_comm_seconds({}, 0)
         self.assertEqual(str(e.exception), "no worker metrics")
+
+
+class GpuJobTest(unittest.TestCase):
+    def test_the_launch_command_of_a_gpu_benchmarks_job(self):
+        c = client_bench.gpu_configuration("fp32+io2+s2+ep2")
+        self.assertEqual(
+            client_bench.gpu_job_command("tools/launch", "BINS", "RUN", c,
+                                         ["python3", "train.py", "--device=cuda"],
+                                         "--batch_size=64 --max_steps=100", workers=4,
+                                         sync="r2sp", timeout_s=600),
+            ["tools/launch", "--bin_dir=BINS", "--quiet", "--run_dir=RUN", "--sync=r2sp",
+             "--servers=2", "--workers=4",
+             "--server_flags=--lr=0.01 --momentum=0.9 --io_threads=2 --connections_per_peer=2",
+             "--worker_flags=--overlap --batch_size=64 --max_steps=100 --io_threads=2 "
+             "--connections_per_peer=2 --early_pulls --early_pulls_in_flight=2",
+             "--worker_cmd=python3 train.py --device=cuda", "--timeout=600"])
+
+    def test_worker0s_rates_come_from_its_log(self):
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "worker0.log"), "w") as f:
+                f.write('worker 0: done\n{"samples_per_s": 900.0, '
+                        '"steady_samples_per_s": 950.0}\n')
+            self.assertEqual(client_bench.worker0_rates(d), {"steady": 950.0, "whole": 900.0})
 
 
 class ResultLinesTest(unittest.TestCase):
