@@ -61,7 +61,9 @@ def partitions(sizes):
 
 
 class _Gate:
-    """worker/gated_pulls.h's PullGate: which pulls may go."""
+    """Which pulls may go: at most `limit` in flight until the last push has landed, the lowest
+    key first, then all (worker/gated_pulls.h's PullGate). Every policy is one: "after" a
+    limit of 0, "early" no limit in effect (as many as there are pushes)."""
 
     def __init__(self, pushes, limit):
         self.pushes_left, self.limit, self.in_flight, self.waiting = pushes, limit, 0, []
@@ -90,28 +92,21 @@ def _transfers(parts, ready, submit, rate, chain, links):
     n = len(parts)
     order = sorted(range(n), key=lambda k: (ready[parts[k][0]], -parts[k][0], k))
     waiting = [(ready[parts[k][0]], 0, i, k) for i, k in enumerate(order)]  # pushes
-    gate = _Gate(n, chain.in_flight) if chain.pulls == "gated" else None
-    pulled, pushes_left = [0.0] * (max(m for m, _ in parts) + 1), n
+    gate = _Gate(n, {"after": 0, "early": n}.get(chain.pulls, chain.in_flight))
+    pulled = [0.0] * (max(m for m, _ in parts) + 1)
     while waiting:
         waiting.sort()
         earliest, kind, _, k = waiting.pop(0)
         module, size = parts[k]
         if kind == 0:
             end = links.send("up", earliest, size / rate)
-            pushes_left -= 1
-            if chain.pulls == "early":
-                asked = [k]
-            elif gate is not None:
-                asked = gate.pushed(k)
-            else:  # after: behind the last push, in key order
-                asked = list(range(n)) if pushes_left == 0 else []
+            if chain.pulls == "after":  # asked at submit at the earliest
                 end = max(end, submit)
-            waiting += [(end, 1, key, key) for key in asked]
+            waiting += [(end, 1, key, key) for key in gate.pushed(k)]
         else:
             end = links.send("down", earliest, size / rate)
             pulled[module] = max(pulled[module], end)
-            if gate is not None:
-                waiting += [(end, 1, key, key) for key in gate.landed()]
+            waiting += [(end, 1, key, key) for key in gate.landed()]
     return pulled
 
 
