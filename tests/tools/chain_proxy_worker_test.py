@@ -98,6 +98,16 @@ class OptionsTest(unittest.TestCase):
                          ("resnet18", 27.2, 1 / 3, False, False))
 
 
+class AloneTest(unittest.TestCase):
+    def test_the_script_alone_takes_the_same_steps_and_sends_nothing(self):
+        calls = []
+        rate = proxy.drive(proxy.Alone(steps=2, batch=128), MODULES, SHARES,
+                           RecordingPace(calls), fp16=False)
+        self.assertEqual(calls, [("restart",), ("spend", 1.0), ("spend", 1.0), ("spend", 2.0),
+                                 ("spend", 2.0)] * 2)
+        self.assertEqual((rate.steps, rate.samples), (2, 256))
+
+
 class PatternTest(unittest.TestCase):
     def test_fp32_buffer_gets_the_block_repeated_and_cut(self):
         buffer = bytearray(4 * (proxy.BLOCK + 3))

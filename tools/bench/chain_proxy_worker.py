@@ -18,6 +18,7 @@ import os
 import struct
 import sys
 import time
+import types
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
@@ -83,16 +84,25 @@ def fill_pattern(buffer, fp16):
     view[whole * len(block):] = block[:rest - rest % size] + bytes(rest % size)
 
 
-def play_alone(a, modules, shares, pace):
-    rate = Rate()
-    for _ in range(a.steps):
-        pace.restart()
-        for _m in modules:
-            pace.spend(shares.forward_s)
-        for _m in reversed(modules):
-            pace.spend(shares.backward_s)
-        rate.step_done(a.batch_size)
-    return rate
+class Alone:
+    """drive()'s worker without R2SP (the script alone): `steps` steps of `batch` samples,
+    nothing pulled or sent, so both sides of the comparison run the same loop."""
+    overlaps_pulls = False
+
+    def __init__(self, steps, batch):
+        self._left, self._batch = steps, batch
+
+    def next_step(self):
+        if self._left == 0:
+            return None
+        self._left -= 1
+        return types.SimpleNamespace(batch=self._batch)
+
+    def gradient_ready(self, offset, count, fp16=False):
+        pass
+
+    def submit(self, samples, loss, fp16=False):
+        pass
 
 
 def waited_for(pace, wait, *args):
@@ -154,8 +164,9 @@ def main(argv=None):
     pace = step_schedule.Pace()
     if a.alone:
         modules = step_schedule.modules(step_schedule.layout_of(tensors))
-        rate = play_alone(a, modules, step_schedule.shares(len(modules), a.step_ms,
-                                                           a.forward_share), pace)
+        rate = drive(Alone(a.steps, a.batch_size), modules,
+                     step_schedule.shares(len(modules), a.step_ms, a.forward_share), pace,
+                     fp16=False)
         print(rate.line(backend="single", rank=0), flush=True)
     else:
         rate, rank = play_job(a, tensors, pace)
