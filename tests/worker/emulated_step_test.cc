@@ -85,11 +85,15 @@ TEST(EmulatedStepTest, TheWaitForThePullIsNotStretched) {
   step.ParamsNeeded(0, 4);  // the first step: no pace known yet, so read at once
   EXPECT_LT(r.needed_ms[0], 5.0);
   absl::SleepFor(absl::Milliseconds(10));
+  const double before = r.Ms();
   step.Report(kGrads, 0, 4);
+  const double after = r.Ms();
   step.Finish(4.0);
   ASSERT_EQ(r.ready_ms.size(), 1u);
-  EXPECT_GE(r.ready_ms[0], 90.0);
-  EXPECT_LT(r.ready_ms[0], 130.0);
+  // Due at the 50 ms stall plus 4x the real compute after it (about 90 ms; stretching the
+  // stall too would make it about 240, past the upper bound's 115).
+  EXPECT_GE(r.ready_ms[0], 50 + 4 * (before - 50));
+  EXPECT_LT(r.ready_ms[0], 50 + 4 * (after - 50) + 25.0);
   EXPECT_EQ(step.paced(), absl::ZeroDuration());
 }
 
@@ -104,18 +108,22 @@ TEST(EmulatedStepTest, ReadsArePacedAtThePreviousStepsStretch) {
   r.start = absl::Now();
   step.Begin(r.start);
   absl::SleepFor(absl::Milliseconds(10));
+  const double read_at = r.Ms();  // about 10
   step.ParamsNeeded(0, 4);
   ASSERT_EQ(r.needed_ms.size(), 1u);
-  EXPECT_GE(r.needed_ms[0], 50.0);
-  EXPECT_LT(r.needed_ms[0], 70.0);
-  EXPECT_GE(step.paced(), absl::Milliseconds(40));
-  EXPECT_LT(step.paced(), absl::Milliseconds(60));
+  EXPECT_GE(r.needed_ms[0], 5 * read_at);
+  EXPECT_LT(r.needed_ms[0], 5 * read_at + 25.0);
+  const double paced_ms = absl::ToDoubleMilliseconds(step.paced());
+  EXPECT_GE(paced_ms, 4 * read_at - 0.01);
+  EXPECT_LT(paced_ms, 4 * read_at + 25.0);
   absl::SleepFor(absl::Milliseconds(5));
+  const double before = r.Ms();
   step.Report(kGrads, 0, 4);
+  const double after = r.Ms();
   step.Finish(5.0);
   ASSERT_EQ(r.ready_ms.size(), 1u);
-  EXPECT_GE(r.ready_ms[0], 75.0);
-  EXPECT_LT(r.ready_ms[0], 100.0);
+  EXPECT_GE(r.ready_ms[0], 5 * (before - paced_ms));
+  EXPECT_LT(r.ready_ms[0], 5 * (after - paced_ms) + 25.0);
 }
 
 }  // namespace
