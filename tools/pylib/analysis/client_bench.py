@@ -14,6 +14,8 @@ import os
 import re
 import shlex
 
+from pylib.analysis.run_files import worker_metrics
+
 MEASUREMENTS = ("overhead", "throughput")
 MODES = ("bsp", "ssp", "asp", "r2sp")
 
@@ -292,6 +294,25 @@ def worker0_rates(run_dir):
     """rates() of a job's worker 0, from the result line in its log."""
     with open(os.path.join(run_dir, "worker0.log")) as f:
         return rates(result_line(f.read()))
+
+
+def rounds_against_alone(repeats, configurations, run_alone, run_job):
+    """A GPU benchmark's interleaved rounds: each runs the script alone (run_alone() ->
+    rates()), then each configuration's job (run_job(configuration, round) -> its run
+    directory). Returns {configuration key: compared_rates() of worker 0's rates, with codec
+    (the key) and split_ms (worker 0's phase medians over every round's steps after the first
+    five)}."""
+    alone = []
+    ours = {c.key: [] for c in configurations}
+    steps = {c.key: [] for c in configurations}
+    for i in range(repeats):
+        alone.append(run_alone())
+        for c in configurations:
+            run_dir = run_job(c, i)
+            ours[c.key].append(worker0_rates(run_dir))
+            steps[c.key].append(worker_metrics(run_dir).get(0, []))
+    return {c.key: dict(compared_rates(ours[c.key], alone), codec=c.key,
+                        split_ms=phase_medians_ms(steps[c.key], 5)) for c in configurations}
 
 
 def job_samples_per_s(lines):

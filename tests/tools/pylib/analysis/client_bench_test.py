@@ -201,6 +201,44 @@ class GpuJobTest(unittest.TestCase):
             self.assertEqual(client_bench.worker0_rates(d), {"steady": 950.0, "whole": 900.0})
 
 
+class RoundsAgainstAloneTest(unittest.TestCase):
+    def test_rounds_interleave_and_each_configuration_is_compared_with_the_script_alone(self):
+        configurations = [client_bench.gpu_configuration(n) for n in ("fp32", "fp16+ep")]
+        calls, alone_rates = [], iter([1000.0, 900.0, 950.0])
+        with tempfile.TemporaryDirectory() as d:
+            def run_alone():
+                calls.append("alone")
+                rate = next(alone_rates)
+                return {"steady": rate, "whole": rate - 100}
+
+            def run_job(c, i):
+                calls.append(f"{c.key} {i}")
+                run_dir = os.path.join(d, f"{c.key}_{i}")
+                os.makedirs(run_dir)
+                rate = 700.0 + 50 * i + (100 if c.key == "fp32" else 0)
+                with open(os.path.join(run_dir, "worker0.log"), "w") as f:
+                    f.write(json.dumps({"samples_per_s": rate - 200,
+                                        "steady_samples_per_s": rate}) + "\n")
+                with open(os.path.join(run_dir, "metrics_worker0.jsonl"), "w") as f:
+                    for step in range(6):
+                        f.write(metrics_line(0, step, 0.010 + i / 1000, 0.002, 100 + step))
+                return run_dir
+
+            r = client_bench.rounds_against_alone(3, configurations, run_alone, run_job)
+        self.assertEqual(calls, ["alone", "fp32 0", "fp16_ep 0", "alone", "fp32 1", "fp16_ep 1",
+                                 "alone", "fp32 2", "fp16_ep 2"])
+        self.assertEqual(sorted(r), ["fp16_ep", "fp32"])
+        fp32 = r["fp32"]
+        self.assertEqual(fp32["codec"], "fp32")
+        self.assertEqual(fp32["r2sp"]["runs"], [800.0, 850.0, 900.0])
+        self.assertEqual(fp32["single"]["runs"], [1000.0, 900.0, 950.0])
+        self.assertEqual(fp32["ratio"], 850.0 / 950.0)
+        self.assertEqual(r["fp16_ep"]["ratio"], 750.0 / 950.0)
+        self.assertEqual(r["fp16_ep"]["whole_run_ratio"], 550.0 / 850.0)
+        self.assertAlmostEqual(fp32["split_ms"]["push"], 11.0)  # the rounds' 10, 11 and 12 ms
+        self.assertAlmostEqual(fp32["split_ms"]["pull"], 2.0)
+
+
 class ResultLinesTest(unittest.TestCase):
     LOG = ("W1126 worker 0 joined\n"
            "epoch 1: test accuracy 0.8000, test loss 0.5, train loss 0.6 (60 steps)\n"
