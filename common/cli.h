@@ -21,7 +21,8 @@ void InitProcess(int* argc, char*** argv, const char* usage);
 // them to the kernel. Every message frame (received partitions, encoded pushes, fp16 pull
 // replies) is a fresh buffer of about a partition's size; with glibc's defaults, freeing a
 // burst of them trimmed the heap and the next burst faulted every page in again: fp16
-// push+pull of 100 MB ran at 0.25x fp32 instead of 1.1x (docs/BENCHMARKS.md, codecs).
+// push+pull of 100 MB ran at 0.25x fp32 instead of 1.1x
+// (docs/BENCHMARKS.md#wire-codecs-against-memcpy).
 void KeepFreedMemoryForReuse();
 
 // Prints "NAME: error: MESSAGE" to stderr and exits with status 2 (bad usage) or 1.

@@ -2,7 +2,7 @@
 // (Wake: a message queued, a peer to reset, Stop) and a timerfd that fires at the next tick or
 // the handler's next wake-up with nanosecond precision. zmq_poll's own timeout counts whole
 // milliseconds, and rounding it up made every wake-up, an r2sp slot grant among them, up to 2 ms
-// late (docs/BENCHMARKS.md, "Many workers").
+// late (docs/BENCHMARKS.md#many-workers-on-one-scheduler).
 #ifndef R2SP_COMMON_LOOP_WAKEUPS_H_
 #define R2SP_COMMON_LOOP_WAKEUPS_H_
 

@@ -5,7 +5,7 @@
 
 namespace r2sp {
 
-// "0.6.0 (cpu)" or "0.6.0 (cuda)": the VERSION file and the build variant (--config=cuda).
+// "0.7.0 (cpu)" or "0.7.0 (cuda)": the VERSION file and the build variant (--config=cuda).
 const char* R2spVersion();
 
 }  // namespace r2sp

@@ -190,7 +190,7 @@ Graph BuildResNet20(Shape input, int num_classes) {
       int shortcut = x;
       if (stride != 1 || b.shape(x).c != w) {
         // Projection shortcut (1x1 conv + BN) at the two downsampling points; see
-        // docs/ARCHITECTURE.md ("Models") for why not the zero-padding variant.
+        // docs/ARCHITECTURE.md (the models) for why not the zero-padding variant.
         shortcut = b.Conv(x, p + ".shortcut.conv", w, 1, stride, 0, false);
         shortcut = b.BatchNorm(shortcut, p + ".shortcut.bn");
       }

@@ -41,7 +41,7 @@ class BarrierBook {
   }
   // Arrivals in a hash set: with a thousand workers, Release after each arrival and the failure
   // detector's IsWaiting for every worker each tick were quadratic (cubic per barrier) in
-  // linear scans of a vector (docs/BENCHMARKS.md, "Many workers").
+  // linear scans of a vector (docs/BENCHMARKS.md#many-workers-on-one-scheduler).
   struct Barrier {
     uint64_t id = 0;
     absl::flat_hash_set<uint64_t> arrived;

@@ -57,9 +57,10 @@ DEFINE_double(progress_timeout_s, 120, "declare a worker dead when its progress 
               "still this long while it waits for nothing the scheduler holds (0: never)");
 DEFINE_string(job_id, "", "names the job in the servers' checkpoints (default: random); a job "
               "resumed from checkpoints must be given the same one");
-DEFINE_double(server_replace_s, 0, "asp, ssp, r2sp: wait this long for a replacement of a lost "
-              "server, which restores its shard from its checkpoints (tools/launch "
-              "--max_restarts=server:N); 0: a lost server fails the job");
+DEFINE_double(server_replace_s, 0, "asp, ssp, r2sp, eawild: wait this long for a replacement of "
+              "a lost server, which restores its shard from its checkpoints (tools/launch "
+              "--max_restarts=server:N); 0 (and always in bsp and easgd): a lost server fails "
+              "the job");
 DEFINE_bool(absorb_orphaned_shards, false, "survivors take over dead workers' data shards from "
             "the next epoch on, so each epoch still trains every sample once (tools/launch sets "
             "it unless workers are replaced); a joiner can take only a shard orphaned in the "

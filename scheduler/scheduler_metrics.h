@@ -1,9 +1,10 @@
-// What the scheduler measures of itself for the scale figures (docs/BENCHMARKS.md, "Many
-// workers"), cheap enough to stay on: when the first node registered and when the last did
-// (the rendezvous), heartbeats handled and their rate, how long releasing a barrier takes
-// (from the start of handling the event that completed it to every waiter's reply queued), and
-// each dead worker's removal (when it was last heard, when it left the ring). With the r2sp
-// slot's SlotStats they go into the stats JSON as "scale" (Json). All on the scheduler's clock.
+// What the scheduler measures of itself for the scale figures
+// (docs/BENCHMARKS.md#many-workers-on-one-scheduler), cheap enough to stay on: when the first node
+// registered and when the last did (the rendezvous), heartbeats handled and their rate, how long
+// releasing a barrier takes (from the start of handling the event that completed it to every
+// waiter's reply queued), and each dead worker's removal (when it was last heard, when it left the
+// ring). With the r2sp slot's SlotStats they go into the stats JSON as "scale" (Json). All on the
+// scheduler's clock.
 #ifndef R2SP_SCHEDULER_SCHEDULER_METRICS_H_
 #define R2SP_SCHEDULER_SCHEDULER_METRICS_H_
 

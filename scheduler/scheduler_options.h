@@ -22,7 +22,7 @@ namespace r2sp {
 struct SchedulerOptions {
   int num_servers = 1;          // REQUIRES: >= 1
   int num_workers = 1;          // REQUIRES: >= 1
-  // See docs/ARCHITECTURE.md, "Model layout". REQUIRES: a positive multiple of 4, at most
+  // See docs/ARCHITECTURE.md (model layout). REQUIRES: a positive multiple of 4, at most
   // kMaxPartitionBytes.
   uint64_t partition_bytes = 1 << 20;
   proto::SyncMode sync = proto::ASP;
@@ -53,9 +53,10 @@ struct SchedulerOptions {
   // A pause between two ticks (normally 50 ms apart) longer than this was the scheduler's own
   // (FailureDetector::Forgive): the nodes' silence clocks skip it. InfiniteDuration: never.
   absl::Duration stall_forgiven_after = absl::Seconds(1);
-  // A lost server (asp, ssp, r2sp) is awaited this long: a server registering meanwhile takes
-  // its rank and restores its shard from its checkpoints, while workers hold their requests to
-  // it. Zero (and always in bsp): the loss of a server fails the job. REQUIRES: >= 0.
+  // A lost server (asp, ssp, r2sp, eawild) is awaited this long: a server registering meanwhile
+  // takes its rank and restores its shard from its checkpoints, while workers hold their
+  // requests to it. Zero (and always in bsp and easgd): the loss of a server fails the job.
+  // REQUIRES: >= 0.
   absl::Duration server_replace_timeout = absl::ZeroDuration();
   // Survivors take over the data shards of dead workers from the next epoch on (proto
   // EpochPlan; workers ask for each epoch's plan). A joiner can then take only a shard orphaned

@@ -1,13 +1,13 @@
 // Server replacement. A server declared dead fails the job, unless --server_replace_s allows a
-// replacement (asp, ssp and r2sp; bsp's clocks are shared by every shard, so it resumes from
-// the checkpoints instead). Then the rank waits, marked lost: heartbeats tell the workers to
-// hold and retry their requests to it and nobody is declared dead for lack of progress
-// meanwhile. A server that registers with the running job takes the lost rank (the lowest, if
-// several), restores that rank's shard from its newest checkpoint (only that shard rolls back;
+// replacement (asp, ssp, r2sp and eawild; in bsp and easgd every shard completes the same rounds,
+// so such a job resumes from the checkpoints instead). Then the rank waits, marked lost: heartbeats
+// tell the workers to hold and retry their requests to it and nobody is declared dead for lack of
+// progress meanwhile. A server that registers with the running job takes the lost rank (the lowest,
+// if several), restores that rank's shard from its newest checkpoint (only that shard rolls back;
 // see docs/RELIABILITY.md) and serves; the heartbeats carry its endpoint and incarnation to the
-// workers. No replacement in time: the job fails as before. A replacement started as soon as
-// its predecessor died registers before the death is detected: it waits, three heartbeat
-// timeouts at most.
+// workers. No replacement in time: the job fails as before. A replacement started as soon as its
+// predecessor died registers before the death is detected: it waits, three heartbeat timeouts at
+// most.
 #ifndef R2SP_SCHEDULER_SERVER_REPLACEMENT_H_
 #define R2SP_SCHEDULER_SERVER_REPLACEMENT_H_
 

@@ -1,6 +1,6 @@
 // --apply_threads=auto: how many threads a server's dense updates and predicted weights use,
 // from the partitions it holds and the cores it may run on. The rule, and the measurements it
-// comes from, are in docs/BENCHMARKS.md ("A server's r2sp work on several threads").
+// comes from, are in docs/BENCHMARKS.md#a-servers-update-work.
 #ifndef R2SP_SERVER_APPLY_THREADS_H_
 #define R2SP_SERVER_APPLY_THREADS_H_
 
@@ -12,10 +12,9 @@
 
 namespace r2sp {
 
-// The most threads "auto" picks, from what has been measured (docs/BENCHMARKS.md): 2 threads
-// on a free second core 1.6-1.9x one's; on the 16-core H200 machine (gpu_checks' apply step,
-// two sessions) 4 threads 2.34-2.61x and 8 threads 2.51-2.70x, so past 4 the memory bus, not
-// the cores, sets the pace.
+// The most threads "auto" picks. A second thread on a free core pays well and 4 threads pay
+// more, but even with 16 cores to spare 8 threads gain little over 4: past 4 the memory bus,
+// not the cores, sets the pace (measurements: docs/BENCHMARKS.md#a-servers-update-work).
 inline constexpr int kMaxAutoApplyThreads = 4;
 
 // The rule. A split pays only where a partition has at least two pieces

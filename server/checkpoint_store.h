@@ -29,7 +29,7 @@ struct CheckpointIdentity {
   uint64_t layout_hash = 0;
   int server_rank = 0;
   int num_servers = 1;
-  std::string sync;  // bsp, ssp, asp or r2sp
+  std::string sync;  // the job's --sync: bsp, ssp, asp, r2sp, easgd or eawild
 };
 
 struct LoadedCheckpoint {

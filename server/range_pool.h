@@ -1,7 +1,7 @@
 // Runs one element-wise job over a range on several threads. The server's optimizer update and
 // its predicted weights are one pass each over a partition, which a server's one request
-// thread otherwise does alone (r2sp on the H200 run was bound by the servers' CPU:
-// docs/BENCHMARKS.md, "GPU checks", 2026-11-26). The calling thread takes part; Run returns
+// thread otherwise does alone (r2sp on an H200 machine was bound by the servers' CPU:
+// docs/BENCHMARKS.md#gpu). The calling thread takes part; Run returns
 // when every piece is done.
 #ifndef R2SP_SERVER_RANGE_POOL_H_
 #define R2SP_SERVER_RANGE_POOL_H_

@@ -11,7 +11,7 @@
 // bucket pusher's gate at once, on the transport's thread: the complete partitions go out and
 // later ones follow as backward reports them. The first iteration, and any whose compute ends
 // before the due time, ask after compute, as r2sp does without overlap. Measured against
-// asking after backward in docs/RESULTS.md §5 ("r2sp: the slot and overlap").
+// asking after backward in docs/RESULTS.md#overlapping-communication-with-compute.
 #ifndef R2SP_WORKER_EARLY_SLOT_H_
 #define R2SP_WORKER_EARLY_SLOT_H_
 

@@ -91,7 +91,7 @@ DEFINE_double(momentum_correction, 0, "topk/csc: DGC momentum correction with th
               "(0 = off); run the servers with --momentum=0 then");
 DEFINE_uint64(dense_below, 16384, "topk/csc: tensors of fewer values than this (biases, batch "
               "norm, a small classifier) go whole in every push besides the selection (csc: the "
-              "chunks that hold them; 0 = none; docs/RESULTS.md §4)");
+              "chunks that hold them; 0 = none; docs/RESULTS.md#wire-codecs)");
 DEFINE_double(density_warmup_epochs, 0, "topk/csc: start dense and lower the density "
               "geometrically to the codec's ratio over this many epochs (0 = off)");
 DEFINE_string(pull_codec, "fp32", "how parameters travel back: fp32, fp16 (the weights "

@@ -35,7 +35,8 @@ void SelectChunksByNorm(const std::vector<float>& norms, size_t count,
 // How many chunks each push of a partition sends: at least one, and when density x chunks is
 // more than one but not whole, the fraction is carried as credit from push to push, so the count
 // averages density x chunks. (Fewer than one chunk a push, sending one chunk every few pushes
-// with all their gradients at once, made the cnn diverge in BSP at csc:0.05: docs/RESULTS.md.)
+// with all their gradients at once, made the cnn diverge in BSP at csc:0.05:
+// docs/RESULTS.md#wire-codecs.)
 class ChunkCredit {
  public:
   // The chunks this push sends, of `chunks`, at `density` in [0, 1].

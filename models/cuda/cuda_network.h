@@ -19,7 +19,7 @@ struct CudaOptions {
   uint64_t seed = 1;  // dropout masks (identical to the CPU backend's for the same seed)
   // Let cuDNN use TF32 tensor cores for convolutions (PyTorch's default) and its fastest
   // algorithms; false for full-fp32 direct summation (no TF32, FFT or Winograd), e.g. to
-  // compare with the CPU backend element by element (docs/MODELS.md, "GPU numerics").
+  // compare with the CPU backend element by element (docs/ARCHITECTURE.md, GPU numerics).
   bool allow_tf32 = true;
 };
 

@@ -10,7 +10,7 @@ namespace r2sp::models::cuda_internal {
 namespace {
 
 // Whether an algorithm sums in the transformed (FFT or Winograd) domain. Their error bound is
-// norm-wise, not per element (docs/MODELS.md, "GPU numerics"), so without TF32 (precise
+// norm-wise, not per element (docs/ARCHITECTURE.md, GPU numerics), so without TF32 (precise
 // results, e.g. for comparing with the CPU backend element by element) they are not used.
 bool Transforms(cudnnConvolutionFwdAlgo_t a) {
   return a == CUDNN_CONVOLUTION_FWD_ALGO_FFT || a == CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING ||

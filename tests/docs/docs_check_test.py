@@ -2,7 +2,10 @@
 program's --help (an unattributed one in some program's); every option a program takes is in its
 --help (a shell script's, from its source) and, but for the internal programs (INTERNAL), given
 for it somewhere in README.md or docs/ (its table row, or a command of it); every repository
-path they name exists; README's Documentation list names every docs/*.md. How a flag is
+path they name exists; README's Documentation list names every docs/*.md; docs/REFERENCE.md is
+what tools/reference writes now; the long docs keep to their line budgets, every relative link
+leads to a file and heading that exist, and no text in the repository outside tests/ speaks of
+how the work was organised (doc_rules.py). How a flag is
 attributed: markdown_refs.py; how --help is read and paths are matched: checks.py; the
 exceptions: docs_allowlist.py. Each failure names the document and line.
 
@@ -15,11 +18,13 @@ that would miss a tool's or a file's change. By hand, once those binaries are bu
 
 import glob
 import os
+import subprocess
 import sys
 import unittest
 
 import docs_allowlist
 import checks
+import doc_rules
 import junit_main
 import markdown_refs
 from command_flags import BENCH_BINARIES, BINARIES, EXAMPLES
@@ -46,6 +51,37 @@ def documents(root):
         with open(path) as f:
             docs[os.path.relpath(path, root)] = f.read()
     return docs
+
+
+BUILD_OUTPUTS = ("bazel-", ".git", "dist", "runs", "results")  # what the walk passes over
+
+
+def tracked_paths(root):
+    """The files the repository tracks (git ls-files), or, without git, every file outside
+    build outputs."""
+    try:
+        return subprocess.run(["git", "-C", root, "ls-files"], capture_output=True, text=True,
+                              check=True).stdout.split("\n")
+    except (OSError, subprocess.CalledProcessError):
+        paths = []
+        for folder, dirs, files in os.walk(root):
+            dirs[:] = [d for d in dirs if not d.startswith(BUILD_OUTPUTS)]
+            paths += [os.path.relpath(os.path.join(folder, f), root) for f in files]
+        return paths
+
+
+def repository_texts(root):
+    """{path relative to root: text} of every text file of the repository, tests/ left out."""
+    texts = {}
+    for path in tracked_paths(root):
+        if not path or path.startswith(doc_rules.WORK_TALK_EXEMPT):
+            continue
+        try:
+            with open(os.path.join(root, path), encoding="utf-8") as f:
+                texts[path] = f.read()
+        except (OSError, UnicodeDecodeError):  # binary files (plots), removed files
+            continue
+    return texts
 
 
 def programs(root, bin_dir):
@@ -122,6 +158,27 @@ class DocsCheckTest(unittest.TestCase):
         errors = checks.path_problems(refs, self.root, docs_allowlist.PATHS)
         if errors:
             self.fail(report(errors, "path"))
+
+    def test_reference_is_what_tools_reference_writes(self):
+        sys.path.insert(0, os.path.join(self.root, "tools"))
+        from pylib.docs import reference_page  # noqa: PLC0415 (the tools' package, by path)
+        page = reference_page.render(self.root, self.bin_dir)
+        self.assertEqual(self.docs.get("docs/REFERENCE.md"), page,
+                         "docs/REFERENCE.md is stale: run tools/reference (after building the "
+                         "binaries) and commit the page")
+
+    def test_long_docs_keep_to_their_line_budgets(self):
+        self.assertEqual(doc_rules.over_budget(self.docs), [])
+
+    def test_every_relative_link_leads_to_a_file_and_heading(self):
+        self.assertEqual(doc_rules.broken_links(self.docs, self.root), [])
+
+    def test_no_text_speaks_of_how_the_work_was_organised(self):
+        problems = [p for path, text in sorted(repository_texts(self.root).items())
+                    for p in doc_rules.work_talk(path, text)]
+        self.assertEqual(problems, [], "\nsay what the project does instead, or add a "
+                         "technical use to doc_rules.WORK_TALK_ALLOWED with its reason:\n" +
+                         "\n".join(problems))
 
     def test_readme_lists_every_document(self):
         readme = self.docs["README.md"]

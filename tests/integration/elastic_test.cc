@@ -180,9 +180,9 @@ TEST(ElasticFp16Test, EawildTrainsTheMlpTo80PercentWithFp16BothWays) {
 }
 
 // eawild+topk:0.1: each worker sends a tenth of its difference's values and keeps the rest in
-// its copy (docs/MODES.md, Codecs); the mlp still reaches 80% (0.841 when written), on under a
-// quarter of the dense differences' bytes (ids and values, 8 bytes a value sent, 10% of them:
-// a fifth, and the small tensors whole), plus rank 0's fp32 initial values.
+// its copy (docs/MODES.md, elastic averaging with codecs); the mlp still reaches 80% (0.841 when
+// written), on under a quarter of the dense differences' bytes (ids and values, 8 bytes a value
+// sent, 10% of them: a fifth, and the small tensors whole), plus rank 0's fp32 initial values.
 TEST(ElasticTopkTest, EawildTrainsTheMlpTo80PercentSendingATenthOfEachDifference) {
   JobSpec spec = MlpJob("eawild", 2);
   spec.name = "elastic_topk";

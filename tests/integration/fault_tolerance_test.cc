@@ -1,4 +1,4 @@
-// Fault tolerance with the real binaries on 127.0.0.1 (issue 15): a lost scheduler stops every
+// Fault tolerance with the real binaries on 127.0.0.1: a lost scheduler stops every
 // other process, non-zero, within three heartbeat timeouts (servers checkpoint first); a worker
 // killed, stopped (SIGSTOP) or hung (its progress count stands still while its heartbeats go
 // on) is declared dead in every mode and the rest of the job completes; a lost server is

@@ -115,7 +115,7 @@ TEST_P(ModesTest, FourWorkersTrainTheMlpTo80Percent) {
 
 INSTANTIATE_TEST_SUITE_P(Modes, ModesTest, ::testing::Values("bsp", "ssp", "asp", "r2sp"));
 
-// fp16 on the wire both ways (issue 12's first codec): every mode still trains the mlp to 80%,
+// fp16 on the wire both ways: every mode still trains the mlp to 80%,
 // the workers report the codecs, and the gradient bytes pushed are half of fp32's.
 class Fp16ModesTest : public ::testing::TestWithParam<std::string> {};
 

@@ -1,4 +1,4 @@
-// Security with the real binaries on 127.0.0.1 (issue 16). With --auth=curve, a plain ZeroMQ
+// Security with the real binaries on 127.0.0.1. With --auth=curve, a plain ZeroMQ
 // peer and a CURVE peer holding another job's key get no answer to any message type, and the
 // job they aim at completes, in every mode; a secret key file others may read stops a binary.
 // With auth off, headers claiming the scheduler or another worker are denied and change nothing.

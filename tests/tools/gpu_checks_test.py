@@ -1,4 +1,4 @@
-"""tools/bench/gpu_checks without a GPU: its options, the command lines of issue 38's goal
+"""tools/bench/gpu_checks without a GPU: its options, the command lines of the threshold-check
 steps (--dry_run) and the time budget that skips a step whose estimate would overrun it."""
 
 import os
@@ -25,7 +25,7 @@ def run(*args):
 
 
 class GpuChecksTest(unittest.TestCase):
-    def test_goal_steps_command_lines(self):
+    def test_threshold_check_steps_command_lines(self):
         status, lines, _ = run("--dry_run", "--steps=goals", "--repeats=5", "--epochs=2",
                                "--data_dir=/data/fm")
         self.assertEqual(status, 0)
@@ -78,7 +78,7 @@ class GpuChecksTest(unittest.TestCase):
                                                                ["job_repeats", "skip"]])
         self.assertEqual(lines[-1], "skipped for the budget: run next with --steps=job_repeats")
 
-    def test_goal_lines_from_a_stand_in_benchmark(self):
+    def test_check_lines_from_a_stand_in_benchmark(self):
         # A bundle whose pushpull_benchmark prints the RESULT line of its I/O thread count.
         with tempfile.TemporaryDirectory() as bundle:
             os.mkdir(os.path.join(bundle, "bin"))
@@ -91,12 +91,12 @@ class GpuChecksTest(unittest.TestCase):
             status, lines, _ = run(f"--bundle={bundle}", f"--data_dir={bundle}",
                                    "--steps=curve_io")
         self.assertEqual(status, 0)
-        self.assertEqual([l.split()[:2] for l in lines if not l.startswith("goal")],
+        self.assertEqual([l.split()[:2] for l in lines if not l.startswith("check:")],
                          [["curve_io6", "ok"], ["curve_io8", "ok"]])
-        self.assertEqual([l for l in lines if l.startswith("goal")], [
-            "goal: CurveZMQ / plain TCP at 16 MB, 6 I/O threads and connections = 0.64 (>= 0.6): "
+        self.assertEqual([l for l in lines if l.startswith("check:")], [
+            "check: CurveZMQ / plain TCP at 16 MB, 6 I/O threads and connections = 0.64 (>= 0.6): "
             "met",
-            "goal: CurveZMQ / plain TCP at 16 MB, 8 I/O threads and connections = 0.55 (>= 0.6): "
+            "check: CurveZMQ / plain TCP at 16 MB, 8 I/O threads and connections = 0.55 (>= 0.6): "
             "not met"])
 
     def test_bad_options(self):

@@ -1,4 +1,4 @@
-// The wire encoders' GPU kernels (issue 12), for gradients that live on the device: fp16
+// The wire encoders' GPU kernels, for gradients that live on the device: fp16
 // conversion and the pieces of the error-feedback top-k and csc encoders. Each function enqueues
 // work on `stream` and returns the launch's error; pointers are device memory unless named
 // `host_`. CudaSparseEncoder (cuda_sparse_encoder.h) puts them together; the choices between

@@ -16,7 +16,7 @@ so each gradient is let go at the fraction of the step at which it came in the p
 compute takes is not, on a shared CPU). An earlier version scaled this step's real times by
 the last step's target over its real compute: a step whose real compute ran long was stretched
 by that factor as a whole, so DDP's workers' steps averaged 2-9% over their target where
-R2SP's met it exactly (2026-11-28, 1.28 s and 2.56 s targets over 0.3-0.5 s of real compute).
+R2SP's met it exactly (1.28 s and 2.56 s targets over 0.3-0.5 s of real compute).
 
 CPU steps only: on CUDA the hooks see launches, not compute, so a CUDA step sleeps at the end
 alone."""

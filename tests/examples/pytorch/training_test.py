@@ -94,7 +94,7 @@ class DeviceTest(unittest.TestCase):
 
     def test_more_workers_than_gpus_share_them(self):
         # On a GPU machine 4 Python workers on one GPU asked for cuda:1 to cuda:3 ("invalid
-        # device ordinal", 2026-11-27); LOCAL_RANK wraps modulo the GPUs torch sees.
+        # device ordinal"); LOCAL_RANK wraps modulo the GPUs torch sees.
         self.assertEqual(training.device_for("cuda", {"LOCAL_RANK": "3"}, cuda_devices=1),
                          torch.device("cuda:0"))
         self.assertEqual(training.device_for("cuda", {"LOCAL_RANK": "3"}, cuda_devices=2),

@@ -11,8 +11,8 @@ the best a step can do at that rate, and which part of the chain decides it.
   pulls "gated":  so, but at most `in_flight` at a time until every push has landed, the lowest
                   key first, then the rest (--early_pulls_in_flight, worker/gated_pulls.h);
   reports "backward": each gradient as its share ends (r2sp.torch's copy stream);
-  reports "end":  every gradient at the backward's end (its CUDA path before 2026-11-29, whose
-                  pushes began when backward had ended on the GPU)."""
+  reports "end":  every gradient at the backward's end (its CUDA path before the copy stream,
+                  whose pushes began when backward had ended on the GPU)."""
 
 import dataclasses
 

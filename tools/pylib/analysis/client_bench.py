@@ -343,13 +343,13 @@ def ratios(numerators, denominators):
 
 def overhead_report(runs):
     """(table lines, JSON dict, RESULT items) of measure_overhead's runs: seconds per step of
-    push + pull, C++ and Python workers, and Python / C++ per repeat (goal <= 1.10)."""
+    push + pull, C++ and Python workers, and Python / C++ per repeat (check: <= 1.10)."""
     cpp, python = Spread.of(runs["cpp"]), Spread.of(runs["python"])
     ratio = Spread.of(ratios(runs["python"], runs["cpp"]))
     lines = ["push+pull per step (ms): median (min-max) over repeats",
              f"  C++ workers     {cpp.text(1e3, 2)}",
              f"  Python workers  {python.text(1e3, 2)}",
-             f"  Python / C++    {ratio.text(1, 3)}   (goal <= 1.10)"]
+             f"  Python / C++    {ratio.text(1, 3)}   (check: <= 1.10)"]
     data = {"cpp_seconds": dataclasses.asdict(cpp), "python_seconds": dataclasses.asdict(python),
             "python_over_cpp": dataclasses.asdict(ratio)}
     return lines, data, [f"client_comm_overhead_ratio={ratio.median:.3f}"]
@@ -357,7 +357,7 @@ def overhead_report(runs):
 
 def throughput_report(runs, modes, processes):
     """(table lines, JSON dict, RESULT items) of measure_throughput's runs: samples/s of each
-    backend and process count, and each R2SP mode / DDP per repeat (goal >= 1.0 in asp, r2sp)."""
+    backend and process count, and each R2SP mode / DDP per repeat (check: >= 1.0 in asp, r2sp)."""
     lines = ["samples/s: median (min-max) over repeats; R2SP mode / DDP per repeat"]
     data, result = {}, []
     for n in processes:

@@ -1,16 +1,16 @@
-"""The R2SP-against-DDP study (tools/bench/vs_ddp, issue 34): its four settings as
-tools/compare_modes command lines, and what each setting's results say about its goal.
+"""The R2SP-against-DDP study (tools/bench/vs_ddp): its four settings as tools/compare_modes
+command lines, and what each setting's results say against its threshold.
 
-  hetero      study 2's CPU quotas (0.4/0.4/0.4/0.2), bsp and r2sp_hetero against ddp; goal:
-              r2sp_hetero >= 1.5x ddp in job samples/s and in time to the target, final
-              accuracy within 0.5 point
+  hetero      the CPU quotas of docs/RESULTS.md#heterogeneous-workers (0.4/0.4/0.4/0.2), bsp and
+              r2sp_hetero against ddp; check: r2sp_hetero >= 1.5x ddp in job samples/s and in time
+              to the target, final accuracy within 0.5 point
   links_R     4 machines, each a worker and a colocated server, every link R (1gbit, 419mbit),
               compute paced as an accelerator's; bsp, r2sp, r2sp+fp16 with overlap (also with
-              the slot's width tuned, and bsp) against ddp and ddp+fp16; goal: the best R2SP
+              the slot's width tuned, and bsp) against ddp and ddp+fp16; check: the best R2SP
               configuration >= 1.0x the best DDP one in samples/s and in time to the target
-  servers_N   study 1's placement: N dedicated servers behind 419 Mbit/s links, workers on
-              1 Gbit/s; r2sp and r2sp+fp16 with overlap against ddp, for each N: where the
-              best R2SP configuration matches DDP
+  servers_N   the placement of docs/RESULTS.md#modes-on-a-contended-server-link: N dedicated servers
+              behind 419 Mbit/s links, workers on 1 Gbit/s; r2sp and r2sp+fp16 with overlap against
+              ddp, for each N: where the best R2SP configuration matches DDP
   straggler   one worker 2x slower (its pacing doubled), no hetero batching; ssp and asp
               against ddp
 Every setting runs the same PyTorch script in every configuration, --repeats times,
@@ -22,10 +22,10 @@ from typing import List
 
 from .run_files import median
 
-# Setting 2's configurations: the issue's (bsp, r2sp, r2sp+fp16 with overlap; ddp, ddp+fp16) and
-# the two that stepped fastest where the links bind (docs/RESULTS.md 6.5): with servers on the
-# workers' machines every worker's push uses its own link, so one slot holder at a time leaves
-# three links idle; r2sp_auto widens the slot, bsp has none.
+# Setting 2's configurations: bsp, r2sp, r2sp+fp16 with overlap, ddp and ddp+fp16, and the two
+# that stepped fastest where the links bind (docs/RESULTS.md#r2sp-against-pytorch-ddp): with
+# servers on the workers' machines every worker's push uses its own link, so one slot holder at
+# a time leaves three links idle; r2sp_auto widens the slot, bsp has none.
 LINKS_MODES = ("bsp,r2sp,r2sp+fp16@overlap,r2sp_auto+fp16@overlap,bsp+fp16@overlap,ddp,"
                "ddp+fp16")
 QUOTAS = ["--cpu_quota=0:0.4", "--cpu_quota=1:0.4", "--cpu_quota=2:0.4", "--cpu_quota=3:0.2"]
@@ -146,9 +146,9 @@ def _best(runs, modes, key, lower=False):
     return (min(scored) if lower else max(scored))[1]
 
 
-def goal_lines(name, runs):
-    """What setting `name`'s runs (results.json's "runs") say about its goal, as lines; and
-    RESULT items (key=value)."""
+def check_lines(name, runs):
+    """What setting `name`'s runs (results.json's "runs") say against its threshold, as lines;
+    and RESULT items (key=value)."""
     modes = list(runs[0])
     if name == "hetero":
         job = median_ratio(runs, "r2sp_hetero", "ddp", "job_samples_per_s")
@@ -160,7 +160,7 @@ def goal_lines(name, runs):
             job >= 1.5 and tta >= 1.5 and abs(gap) <= 0.5
         return ([f"r2sp_hetero / ddp: job samples/s {_fmt(job)}, time to target {_fmt(tta)} "
                  f"(ddp's time over r2sp_hetero's), accuracy gap {_fmt(gap, '{:+.2f}')} points; "
-                 f"goal (>= 1.5, >= 1.5, within 0.5): {'met' if met else 'not met'}"],
+                 f"check (>= 1.5, >= 1.5, within 0.5): {'met' if met else 'not met'}"],
                 [f"hetero_vs_ddp_job={_fmt(job)}", f"hetero_vs_ddp_time={_fmt(tta)}"])
     if name.startswith("links_"):
         r2sp = [m for m in modes if not m.startswith("ddp")]
@@ -170,7 +170,7 @@ def goal_lines(name, runs):
                                  ("time_to_target_s", "time to target", True)):
             a, b = _best(runs, r2sp, key, lower), _best(runs, ddp, key, lower)
             ratio = median_ratio(runs, a, b, key, lower) if a and b else None
-            lines.append(f"{what}: best R2SP {a}, best DDP {b}, ratio {_fmt(ratio)}; goal >= "
+            lines.append(f"{what}: best R2SP {a}, best DDP {b}, ratio {_fmt(ratio)}; check >= "
                          f"1.0: {'met' if ratio is not None and ratio >= 1.0 else 'not met'}")
             items.append(f"{name}_best_r2sp_vs_best_ddp_{key.split('_')[0]}={_fmt(ratio)}")
         return lines, items

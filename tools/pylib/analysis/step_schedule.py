@@ -39,7 +39,8 @@ def resnet18_tensors(classes=10):
 
 
 MODELS = {"cnn": cnn_tensors, "resnet18": resnet18_tensors}
-# (batch, ms): the script alone's step on the H200, docs/BENCHMARKS.md "GPU checks" (2026-11-27).
+# (batch, ms): the script alone's step on an H200, measured by tools/bench/pytorch_gpu (its
+# "PyTorch alone" runs; docs/BENCHMARKS.md#gpu).
 H200_STEPS = {"cnn": (64, 8.5), "resnet18": (128, 27.2)}
 
 

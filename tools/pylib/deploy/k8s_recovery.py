@@ -20,8 +20,8 @@ SIGTERM ends it cleanly: the changes to k8s_backend's manifests and the recovery
              (restartPolicy Always), the same pod name, so the same advertised name; its
              checkpoints are on the pod's emptyDir volume at OUT (--checkpoint_dir=
              OUT/checkpoints), which outlives the container, and with --max_restarts=server:N
-             (N > 0; asp, ssp, r2sp) the scheduler waits --server_replace_s for it: it takes
-             the lost rank and restores the shard. Kubernetes bounds these restarts only by
+             (N > 0; asp, ssp, r2sp, eawild) the scheduler waits --server_replace_s for it: it
+             takes the lost rank and restores the shard. Kubernetes bounds these restarts only by
              its back-off, not by N. A deleted pod's emptyDir goes with it: its replacement
              restores from the cluster file's checkpoint_url (k8s_checkpoints.py), if any.
   scheduler  a Deployment's pod, restarted too, but a scheduler is not replaced: a job whose

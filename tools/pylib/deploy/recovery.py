@@ -5,8 +5,9 @@ dead process's replacement under the name the local launcher gives it (worker1.r
 
   scheduler  --absorb_orphaned_shards --epoch_plans=OUT/epoch_plans.pb unless dead workers are
              replaced (the survivors take over a dead worker's data from the next epoch);
-             --server_replace_s=60 with --max_restarts=server:N in asp, ssp and r2sp (the
-             scheduler waits for a lost server's replacement; bsp: the job fails, as locally)
+             --server_replace_s=60 with --max_restarts=server:N outside bsp (the scheduler
+             waits for a lost server's replacement in asp, ssp, r2sp and eawild; bsp, easgd:
+             the job fails, as locally)
   server     --checkpoint_dir=OUT/checkpoints unless the file's or the launcher's server flags
              name one, and --checkpoint_every when given: a replacement started on the same
              host restores the lost shard from there; --resume with tools/launch --resume

@@ -171,7 +171,7 @@ class Cluster:
         A 10 ms period (the kernel's default is 100 ms) keeps the throttling fine-grained: a
         capped process cannot run at full speed for tens of milliseconds and then stall for as
         long. Shorter periods (down to the 1 ms minimum quota) were measured to cost r2sp
-        throughput through throttling overhead (docs/RESULTS.md, study 2)."""
+        throughput through throttling overhead (docs/RESULTS.md#heterogeneous-workers)."""
         period = 10000
         quota = max(1000, int(period * fraction))
         if _cgroup_v2_cpu():

@@ -114,7 +114,7 @@ def all_evaluations(run_dir):
 
 
 def verdict(report, max_growth, max_stall):
-    """The goals' failures (empty: all met): accuracy rose, every kill recovered, no stall
+    """The checks' failures (empty: all passed): accuracy rose, every kill recovered, no stall
     longer than max_stall, scheduler and server RSS grew less than max_growth (judged on at
     least one of them)."""
     failures = []

@@ -1,4 +1,4 @@
-"""Wire codecs as byte ratios against fp32 (docs/ARCHITECTURE.md, codecs): fp16 halves a
+"""Wire codecs as byte ratios against fp32 (docs/ARCHITECTURE.md, the wire codecs): fp16 halves a
 message, top-k keeps a fraction k of the values with a 4-byte index each."""
 
 

@@ -1,4 +1,4 @@
-"""easgd and eawild (docs/MODES.md, "Elastic averaging"): workers step on their own copies and,
+"""easgd and eawild (docs/MODES.md, elastic averaging): workers step on their own copies and,
 every elastic_period steps, pull the centre and push their elastic difference. easgd's pull of
 round k waits until every live worker's round k-1 is added; eawild never waits."""
 

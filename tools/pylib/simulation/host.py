@@ -1,6 +1,7 @@
-"""One machine's cores shared by every process of a job on it (Calibration.host_cores): the
-servers' applies and the copies of every push and pull at both ends queue for the same few cores,
-as a job of synthetic workers as threads does on this 2-core machine (docs/RESULTS.md, 8.4)."""
+"""One machine's cores shared by every process of a job on it (Calibration.host_cores): the servers'
+applies and the copies of every push and pull at both ends queue for the same few cores, as a job of
+synthetic workers as threads does on this 2-core machine
+(docs/RESULTS.md#many-workers-the-simulator)."""
 
 
 class Cpu:

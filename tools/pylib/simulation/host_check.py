@@ -1,6 +1,6 @@
-"""The simulator against real jobs on this machine (tools/bench/simulator_check; docs/RESULTS.md,
-8.4): the calibration of a job that shares one host, measured by two small jobs at each worker
-count, and each measured job as a Scenario the simulator runs.
+"""The simulator against real jobs on this machine (tools/bench/simulator_check;
+docs/RESULTS.md#many-workers-the-simulator): the calibration of a job that shares one host, measured
+by two small jobs at each worker count, and each measured job as a Scenario the simulator runs.
 
 The calibration jobs (HostJob-like records with their figures), each with as many workers as
 the jobs it calibrates, since what a byte and a message cost grows with the threads, processes

@@ -18,9 +18,11 @@ class Network:
 
     def efficiency(self):
         """Goodput as a fraction of the shaped rate. Fitted, empirical: where a shaped link
-        meets a faster one (studies 1 and 7: unshaped workers, one shaped server), TCP gets
-        link_efficiency of the rate in both directions; where both ends are shaped alike
-        (RESULTS section 1, setting B), the full rate (docs/RESULTS.md, section 8)."""
+        meets a faster one (unshaped workers, one shaped server: the network-bound sweep and
+        elastic averaging's runs), TCP gets link_efficiency of the rate in both directions; where
+        both ends are shaped alike (the slot width's setting B: 2 servers, every link at
+        419 Mbit/s), the full rate (docs/RESULTS.md#modes-on-a-contended-server-link,
+        docs/RESULTS.md#many-workers-the-simulator)."""
         w, s = self.sc.worker_link_bps, self.sc.server_link_bps
         return 1.0 if w == s else self.cal.link_efficiency
 
@@ -69,7 +71,8 @@ class Network:
         clock), when every server serves them in an order of its own (`rng`'s shuffles),
         the servers taking turns: {rank: {server index: when served}}. On one host hundreds
         of worker threads race to each server, so a worker's place differs from server to
-        server and most pulls end near the burst's end, as measured (docs/RESULTS.md, 8.4)."""
+        server and most pulls end near the burst's end, as measured
+        (docs/RESULTS.md#many-workers-the-simulator)."""
         orders = [rng.sample(workers, len(workers)) for _ in self.servers]
         served = {w.rank: {} for w in workers}
         for k in range(len(workers)):

@@ -2,7 +2,8 @@
 instance's link alike, 10/25/100 Gbit/s) for 64 to 10,000 workers and 1 to 64 servers, and a
 stand-in for the R2SP paper's setting; which server count each job needs.
 
-The workloads are assumptions, not measurements (docs/RESULTS.md, section 8 says so)."""
+The workloads are assumptions, not measurements (docs/RESULTS.md#many-workers-the-simulator
+says so)."""
 
 from dataclasses import asdict, dataclass
 import itertools

@@ -11,8 +11,8 @@ MODES = ("bsp", "ssp", "asp", "r2sp", "easgd", "eawild")
 @dataclass
 class Calibration:
     """Constants fitted once, globally, to the validation data (tools/simulate --fit over
-    tools/simulate_data/validation.json; docs/RESULTS.md, section 8), except the server's CPU,
-    which is measured."""
+    tools/simulate_data/validation.json; docs/RESULTS.md#many-workers-the-simulator), except the
+    server's CPU, which is measured."""
     # Goodput of a shaped link where it meets a faster one, as a fraction of its rate (network.py).
     link_efficiency: float = 0.84
     # Fixed cost of each push and each pull (request, acks, copies, the server's handling).
@@ -20,13 +20,15 @@ class Calibration:
     # One scheduler message (SLOT, grant, RELEASE), one way.
     control_s: float = 0.001
     # One pass of a server's CPU over a byte of fp32 parameters (an apply, or r2sp's predicted
-    # weights): issue 38's 7.4 ms of r2sp server CPU per iteration of the 13.1 MB cnn (two
-    # passes) on the 16-core GPU machine (docs/BENCHMARKS.md, "GPU checks").
+    # weights): 7.4 ms of r2sp server CPU per iteration of the 13.1 MB cnn (two passes) on a
+    # 16-core H200 machine, 2 servers and 4 CUDA workers (tools/compare_modes
+    # --modes=bsp,r2sp,r2sp_auto, gpu_checks' job; docs/BENCHMARKS.md#gpu).
     server_cpu_s_per_byte: float = 0.28e-9
     # The machine's cores when the whole job shares one host (0: every server on a machine of
     # its own, one core each; host.py), and the CPU it takes to move a byte of a push or a pull
     # there, both ends' copies and ZeroMQ included (0: not modelled; the shaped-link studies
-    # fold it into link_efficiency and op_overhead_s). Measured per host: docs/RESULTS.md, 8.4.
+    # fold it into link_efficiency and op_overhead_s). Measured per host:
+    # docs/RESULTS.md#many-workers-the-simulator.
     host_cores: int = 0
     host_cpu_s_per_byte: float = 0.0
 

@@ -300,7 +300,7 @@ class ReportTest(unittest.TestCase):
         self.assertEqual(lines, ["push+pull per step (ms): median (min-max) over repeats",
                                  "  C++ workers     11.00 (10.00-12.00)",
                                  "  Python workers  12.00 (11.00-13.20)",
-                                 "  Python / C++    1.100 (1.000-1.200)   (goal <= 1.10)"])
+                                 "  Python / C++    1.100 (1.000-1.200)   (check: <= 1.10)"])
         self.assertEqual(result, ["client_comm_overhead_ratio=1.100"])
         self.assertEqual(data["cpp_seconds"], {"median": 0.011, "low": 0.010, "high": 0.012,
                                                "runs": [0.010, 0.012, 0.011]})

@@ -1,5 +1,5 @@
 """tools/pylib/analysis/ddp_study.py: the study's settings as compare_modes arguments (full and
---quick-sized), their shell lines, and what each setting's runs say about its goal."""
+--quick-sized), their shell lines, and what each setting's runs say against its threshold."""
 
 import shlex
 import unittest
@@ -81,28 +81,28 @@ class SettingsTest(unittest.TestCase):
                          ["tools/compare_modes", "--out=results/vs_ddp/hetero"] + s.argv)
 
 
-class GoalTest(unittest.TestCase):
+class CheckTest(unittest.TestCase):
     def test_hetero(self):
         runs = [{"bsp": fig(), "r2sp_hetero": fig(job=300, time=50, accuracy=0.885),
                  "ddp": fig(job=180, time=80, accuracy=0.882)},
                 {"bsp": fig(), "r2sp_hetero": fig(job=320, time=40, accuracy=0.886),
                  "ddp": fig(job=200, time=70, accuracy=0.884)}]
-        lines, items = ddp_study.goal_lines("hetero", runs)
+        lines, items = ddp_study.check_lines("hetero", runs)
         self.assertEqual(lines, ["r2sp_hetero / ddp: job samples/s 1.63, time to target 1.68 "
                                  "(ddp's time over r2sp_hetero's), accuracy gap +0.25 points; "
-                                 "goal (>= 1.5, >= 1.5, within 0.5): met"])
+                                 "check (>= 1.5, >= 1.5, within 0.5): met"])
         self.assertEqual(items, ["hetero_vs_ddp_job=1.63", "hetero_vs_ddp_time=1.68"])
         runs[0]["r2sp_hetero"]["time_to_target_s"] = None
         runs[1]["r2sp_hetero"]["time_to_target_s"] = None
-        self.assertTrue(ddp_study.goal_lines("hetero", runs)[0][0].endswith("not met"))
+        self.assertTrue(ddp_study.check_lines("hetero", runs)[0][0].endswith("not met"))
 
     def test_links_compare_the_best_of_each(self):
         runs = [{"bsp": fig(100, time=90), "r2sp": fig(150, time=60),
                  "ddp": fig(120, time=50), "ddp+fp16": fig(140, time=70)}]
-        lines, items = ddp_study.goal_lines("links_1gbit", runs)
+        lines, items = ddp_study.check_lines("links_1gbit", runs)
         self.assertEqual(lines, [
-            "samples/s: best R2SP r2sp, best DDP ddp+fp16, ratio 1.07; goal >= 1.0: met",
-            "time to target: best R2SP r2sp, best DDP ddp, ratio 0.83; goal >= 1.0: not met"])
+            "samples/s: best R2SP r2sp, best DDP ddp+fp16, ratio 1.07; check >= 1.0: met",
+            "time to target: best R2SP r2sp, best DDP ddp, ratio 0.83; check >= 1.0: not met"])
         self.assertEqual(items, ["links_1gbit_best_r2sp_vs_best_ddp_samples=1.07",
                                  "links_1gbit_best_r2sp_vs_best_ddp_time=0.83"])
 
@@ -110,13 +110,13 @@ class GoalTest(unittest.TestCase):
         runs = [{"r2sp": fig(90), "r2sp+fp16@overlap": fig(95), "ddp": fig(100)},
                 {"r2sp": fig(80), "r2sp+fp16@overlap": fig(110), "ddp": fig(100)},
                 {"r2sp": fig(85), "r2sp+fp16@overlap": fig(70), "ddp": fig(100)}]
-        lines, items = ddp_study.goal_lines("servers_2", runs)
+        lines, items = ddp_study.check_lines("servers_2", runs)
         self.assertEqual(lines, ["best R2SP (r2sp+fp16@overlap) / ddp samples/s 0.950 with 2 "
                                  "servers (below DDP)"])
         self.assertEqual(items, ["servers_2_r2sp_vs_ddp=0.950"])
         # Just below DDP reads as below, not as 1.00.
         close = [{"r2sp": fig(199), "ddp": fig(200)}]
-        self.assertEqual(ddp_study.goal_lines("servers_1", close)[0],
+        self.assertEqual(ddp_study.check_lines("servers_1", close)[0],
                          ["best R2SP (r2sp) / ddp samples/s 0.995 with 1 servers (below DDP)"])
         self.assertEqual(ddp_study.best_r2sp_vs_ddp(runs), ("r2sp+fp16@overlap", 0.95))
         self.assertEqual(ddp_study.servers_to_match({1: 0.7, 2: 1.02, 4: 1.3}), 2)
@@ -124,7 +124,7 @@ class GoalTest(unittest.TestCase):
 
     def test_straggler(self):
         runs = [{"ssp": fig(job=150, time=40), "asp": fig(job=180), "ddp": fig(job=100, time=60)}]
-        lines, items = ddp_study.goal_lines("straggler", runs)
+        lines, items = ddp_study.check_lines("straggler", runs)
         self.assertEqual(lines, ["ssp / ddp: job samples/s 1.50, time to target 1.50",
                                  "asp / ddp: job samples/s 1.80, time to target n/a"])
         self.assertEqual(items, ["straggler_ssp_vs_ddp_job=1.50", "straggler_asp_vs_ddp_job=1.80"])

@@ -1,6 +1,6 @@
 """The release bundle on a host older than its programs: a bundle of the built binaries
 (bundle.make, which carries this machine's glibc) runs in a Debian 11 root file system (glibc
-2.31, older than the 2.34 the issue asks for; made by tools/old_glibc_root), each binary's
+2.31, older than Amazon Linux 2023's 2.34; made by tools/old_glibc_root), each binary's
 --version and a 1-server, 1-worker synthetic job there, through the carried loader; natively it
 cannot start there. The same job on this host natively and with R2SP_CARRIED_GLIBC=always
 computes the same parameters, bit for bit. A Python worker there (run_role --worker_cmd with the

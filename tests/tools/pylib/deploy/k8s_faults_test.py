@@ -1,4 +1,4 @@
-"""tools/launch --backend=k8s when pods die or are stopped (issue 36), without a Kubernetes
+"""tools/launch --backend=k8s when pods die or are stopped, without a Kubernetes
 cluster: k8s_recovery's changes to the manifests, kubectl's offline decoding of them, and the
 pods' commands run as Kubernetes would run them after a failure (borrowing k8s_backend_test's
 namespaces, environment and bundle helpers), each pod in its own network namespace:

@@ -1,6 +1,6 @@
-"""tools/soak's CI version on the real binaries (issue 15): 60 s of the mlp on Fashion-MNIST
-with a worker killed every 10-20 s; every goal must be met (the accuracy rises, each kill
-recovers, no stall, the scheduler's and servers' RSS bounded after warm-up)."""
+"""tools/soak's CI version on the real binaries: 60 s of the mlp on Fashion-MNIST with a
+worker killed every 10-20 s; every check must pass (the accuracy rises, each kill recovers,
+no stall, the scheduler's and servers' RSS bounded after warm-up)."""
 
 import json
 import os

@@ -107,7 +107,7 @@ class SoakTest(unittest.TestCase):
         write("metrics_worker0.jsonl", 12)  # one more: the replacement serves
         self.assertTrue(soak.recovered(before, soak.metrics_files(self.dir), "server", 3))
 
-    def test_verdict_names_each_missed_goal(self):
+    def test_verdict_names_each_failed_check(self):
         good = {"accuracy": [0.8, 0.85], "kills": [{"role": "worker", "pid": 3, "at_s": 20,
                                                     "recovery_s": 4.0}],
                 "longest_stall_s": 5, "rss": [{"role": "server", "pid": 2, "growth": 0.05},

@@ -1,4 +1,4 @@
-"""tools/launch with the real binaries when the evaluating worker dies (issue 36): rank 0 of 3,
+"""tools/launch with the real binaries when the evaluating worker dies: rank 0 of 3,
 killed with SIGKILL early in epoch 1 of the mlp on Fashion-MNIST, in bsp, ssp, asp and r2sp.
 The lowest live rank takes over evaluation and the model files: the job completes, summary.json
 has a final accuracy within 1 point of the same job run with one worker fewer, and the newest

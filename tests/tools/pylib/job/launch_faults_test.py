@@ -1,4 +1,4 @@
-"""tools/launch with the real binaries through failures (issue 15): the mlp on Fashion-MNIST
+"""tools/launch with the real binaries through failures: the mlp on Fashion-MNIST
 keeps training when a worker is killed with SIGKILL (the survivors taking over its data from
 the next epoch, in every mode, and a job resumed after that going on with the same epoch plans;
 or its replacement, --max_restarts=1,

@@ -1,4 +1,4 @@
-"""tools/launch with the real binaries when a worker is stopped with SIGTERM (issue 36; what a
+"""tools/launch with the real binaries when a worker is stopped with SIGTERM (what a
 pod's deletion, a Slurm job's preemption or a spot warning sends): the worker leaves after its
 current step and tells the scheduler (LEAVE), which counts it dead at once instead of after the
 heartbeat timeout. A bsp job (the survivors' pulls wait for every live worker's push, so a

@@ -3,8 +3,8 @@ needs. The Python worker here is the user's side of the contract only: a script 
 environment and then runs the real worker binary with the flags R2SP_WORKER_FLAGS gives it, no
 others. A mixed bsp job (worker0 the binary, worker1 the script) completes with the same figures
 as a job of binaries, and so does a job of Python workers alone, both workers' spans in the
-merged timeline. Then a Python worker of r2sp._core (the lead's extension, found through
-R2SP_CORE, its flags from R2SP_WORKER_FLAGS) beside a C++ worker, both pushing the synthetic
+merged timeline. Then a Python worker of r2sp._core (the Python client's extension, found
+through R2SP_CORE, its flags from R2SP_WORKER_FLAGS) beside a C++ worker, both pushing the synthetic
 model's known gradients in bsp: they end with the same parameters, bit for bit, and the Python
 worker's metrics and timeline reach the run directory and summary.json; the same with
 --auth=curve (the Python worker's flags name the job's keys). Skipped where the binaries (or the

@@ -1,6 +1,6 @@
 """tools/pylib/simulation/host_check.py: this host's calibration from the calibration jobs, and
 the simulator against the real jobs of tools/simulate_data/host_runs.json: every entry expected
-to match within 10% of its measured iterations/s (docs/RESULTS.md, 8.4)."""
+to match within 10% of its measured iterations/s (docs/RESULTS.md#many-workers-the-simulator)."""
 
 import copy
 import types
@@ -9,8 +9,9 @@ import unittest
 from pylib.simulation import host_check
 import junit_main
 
-# Entries documented as not matched (docs/RESULTS.md, 8.4), each with its note: none since the
-# data set of 2026-11-27 14:33 (ring and saturate calibration jobs at each worker count).
+# Entries documented as not matched (docs/RESULTS.md#many-workers-the-simulator), each with its
+# note: none in the data set of 2026-11-27 14:33 (ring and saturate calibration jobs at each
+# worker count).
 NOT_MATCHED = set()
 
 

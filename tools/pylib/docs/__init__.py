@@ -1,0 +1,1 @@
+"""The documentation's generated parts: docs/REFERENCE.md from the programs' --help."""
