@@ -20,8 +20,8 @@ void InitProcess(int* argc, char*** argv, const char* usage);
 // Tells glibc's malloc to keep freed buffers of up to 64 MiB in the heap instead of returning
 // them to the kernel. Every message frame (received partitions, encoded pushes, fp16 pull
 // replies) is a fresh buffer of about a partition's size; with glibc's defaults, freeing a
-// burst of them trimmed the heap and the next burst faulted every page in again: fp16
-// push+pull of 100 MB ran at 0.25x fp32 instead of 1.1x
+// burst of them trimmed the heap and the next burst faulted every page in again, and fp16
+// push+pull of large models ran several times slower than fp32 instead of faster
 // (docs/BENCHMARKS.md#wire-codecs-against-memcpy).
 void KeepFreedMemoryForReuse();
 

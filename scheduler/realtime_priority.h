@@ -1,7 +1,6 @@
 // scheduler --realtime_priority: the scheduler's threads under SCHED_FIFO, so that a slot grant
-// due at a timer's expiry does not wait for a core behind the job's other processes (grant p99
-// at 64 workers on the shared 2-core VM: 1.5-5 ms without, 0.09-0.23 ms with;
-// docs/BENCHMARKS.md#many-workers-on-one-scheduler).
+// due at a timer's expiry does not wait for a core behind the job's other processes (the grant
+// latencies with and without it: docs/BENCHMARKS.md#many-workers-on-one-scheduler).
 #ifndef R2SP_SCHEDULER_REALTIME_PRIORITY_H_
 #define R2SP_SCHEDULER_REALTIME_PRIORITY_H_
 

@@ -2,8 +2,8 @@
 // R2SP of the paper: pushes never collide, which is what a contended link needs. Where one push
 // does not fill the servers' links (several servers, each taking part of every push, behind
 // links as fast as the workers'), pushes in turn only queue workers that could have pushed
-// together: there width 2 ran 1.43x bsp where width 1 ran 1.09x
-// (docs/RESULTS.md#modes-on-a-contended-server-link).
+// together; there a wider slot runs well ahead of width 1
+// (docs/RESULTS.md#a-wider-slot-when-one-push-does-not-fill-the-links).
 //
 // The tuner climbs the slot's throughput (holds released per second, measured over windows of
 // `window` holds granted at the width being measured): it tries one more holder, keeps it if

@@ -1,7 +1,8 @@
 // The learning-rate multiplier as a function of the updates a partition has had: linear
 // warm-up from 1/warmup_updates to 1 over the first warmup_updates, then step decay by `gamma`
-// at each milestone. The server multiplies its base rate (--lr) by it. In ASP every push is an
-// update; in BSP every clock is.
+// at each milestone. The server multiplies its base rate (--lr) by it. Updates count global-batch
+// steps: in BSP a clock is one; in the asynchronous modes a push of b_i samples is b_i / B of one
+// (--per_sample_updates, the default), or a whole one without it.
 // ScheduledSgd applies it to the optimizer options of a partition that has had so many steps.
 #ifndef R2SP_SERVER_LR_SCHEDULE_H_
 #define R2SP_SERVER_LR_SCHEDULE_H_

@@ -3,8 +3,8 @@
 A link serves one transfer at a time, in the order they were issued (FIFO). We chose FIFO over fair
 sharing because it is what the measurements show: in bsp on one contended server link
 (docs/RESULTS.md#modes-on-a-contended-server-link) the 8 pulls that leave the server together do not
-finish together, as fair sharing would make them (bsp would then run at 1.33 it/s at 419 Mbit/s);
-the first puller computes while the last is still pulling, and bsp ran at 1.6 it/s. A message
+finish together, as fair sharing would make them (which predicts a bsp slower than measured);
+the first puller computes while the last is still pulling. A message
 between a worker and the servers is one transfer on the worker's link (all of it) and one on each
 server's link (that server's share): the two ends are reserved independently, and a share arrives
 when both its end on the server's link and the bytes before it on the worker's link have passed
