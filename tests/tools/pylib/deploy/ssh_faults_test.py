@@ -88,7 +88,9 @@ class SshJobs(SshHosts):
 @unittest.skipIf(why_not(), why_not() or "")
 class SshFaultsTest(SshJobs):
     def test_a_killed_worker_is_recorded_and_the_survivor_takes_over_its_data(self):
-        proc, run_dir = self.start("absorbed", ["--worker_flags=--epochs=2 --compute_slowdown=4"])
+        # Each step's compute at least 12.8 ms, so that epoch 1 outlasts the death's detection
+        # however fast the machine (stretched compute left a quiet machine's steps at 3 ms).
+        proc, run_dir = self.start("absorbed", ["--worker_flags=--epochs=2 --emulate_ms_per_sample=0.2"])
         self.wait_for_steps(proc, "node2", run_dir, 1, 50)
         self.kill_remote("node2", "worker")
         s = self.finish(proc, run_dir)

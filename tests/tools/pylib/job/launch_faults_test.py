@@ -131,13 +131,14 @@ class LaunchFaultsTest(unittest.TestCase):
         self.absorb_a_killed_worker("easgd")
 
     def absorb_a_killed_worker(self, sync):
-        """Kills worker 1 of 3 early in epoch 1 (compute stretched 4 times, so that an epoch
-        outlasts the death's detection); the job completes, the survivors train its data in
-        epoch 2."""
+        """Kills worker 1 of 3 early in epoch 1 (each step's compute at least 12.8 ms, so that
+        the epoch outlasts the death's detection however fast the machine: stretched compute
+        left a quiet machine's steps at 3 ms); the job completes, the survivors train its data
+        in epoch 2."""
         run_dir = os.path.join(self.dir, "absorbed-" + sync)
         proc = launch(["--servers=1", "--workers=3", "--sync=" + sync,
                        "--scheduler_flags=--heartbeat_timeout_ms=1000", "--server_flags=" + NODE,
-                       f"--worker_flags={WORKER} {NODE} --epochs=2 --compute_slowdown=4"],
+                       f"--worker_flags={WORKER} {NODE} --epochs=2 --emulate_ms_per_sample=0.2"],
                       run_dir)
         survivor = self.kill_one_not_evaluating(proc, run_dir, 50)
         out, _ = proc.communicate(timeout=300)
