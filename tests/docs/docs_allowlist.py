@@ -9,11 +9,9 @@ FLAGS = {
     (None, "instance-initiated-shutdown-behavior"): "the AWS CLI's run-instances option",
     (None, "name"): "docs/PYTORCH.md: how r2sp.init spells a True setting (--NAME)",
     (None, "noname"): "docs/PYTORCH.md: how r2sp.init spells a False setting (--noNAME)",
-    (None, "topk_dense_below"): "history: the flag's first name (docs/RESULTS.md says so)",
 }
 
 PATHS = {
-    "worker/lookahead": "history: removed in df0239a (docs/RESULTS.md says so)",
 }
 
 # Options no document needs to give for their program (test_every_option_is_documented).

@@ -47,10 +47,12 @@ def programs(root, bin_dir):
 def shell_flags(path):
     """The options a shell script's source takes (its case arms and tests), or None if `path`
     is not a shell script."""
+    with open(path, "rb") as f:
+        first = f.readline(200)
+    if not first.startswith(b"#!") or not first.rstrip().endswith((b"sh", b"bash")):
+        return None  # a binary, or a Python tool
     with open(path, errors="replace") as f:
         text = f.read()
-    if not text.startswith("#!") or not text.split("\n", 1)[0].rstrip().endswith(("sh", "bash")):
-        return None
     flags = set(re.findall(r'=\s*"?--([\w-]+)"?\s*\]', text))
     for arm in re.findall(r"^\s*((?:--[\w-]+(?:=\*)?\|?)+)\).*;;", text, re.M):
         flags.update(re.findall(r"--([\w-]+)", arm))
