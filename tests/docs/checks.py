@@ -15,6 +15,8 @@ import os
 import re
 import subprocess
 
+from pylib.docs import reference_page
+
 ARGPARSE_OPTION = re.compile(r"^  (?:-\w, )?--([\w-]+)", re.M)
 GFLAGS_OPTION = re.compile(r"^\s+-([\w]+) \(", re.M)
 ANY_FLAG = re.compile(r"(?<![\w-])--([A-Za-z][\w-]*)")
@@ -54,22 +56,11 @@ def parse_help(text):
     return Help(frozenset(ANY_FLAG.findall(text)))
 
 
-SHELL_CASE_ARM = re.compile(r"^\s*((?:--[\w-]+(?:=\*)?\|?)+)\).*;;", re.M)
-SHELL_TEST = re.compile(r'=\s*"?--([\w-]+)"?\s*\]')
-
-
 def shell_options(path):
-    """The options a shell script takes, from its source: the flags of its `case` arms
-    (--name) or --name=*)) and of tests like [ "$1" = --name ]; None if it is not a shell
-    script."""
-    with open(path, errors="replace") as f:
-        text = f.read()
-    if not re.match(r"#!.*\b(ba)?sh\b", text):
-        return None
-    flags = set(SHELL_TEST.findall(text))
-    for arm in SHELL_CASE_ARM.findall(text):
-        flags.update(re.findall(r"--([\w-]+)", arm))
-    return frozenset(flags - {"help"})
+    """The options a shell script takes, from its source (reference_page.shell_flags, which
+    docs/REFERENCE.md is written with), less --help; None if it is not a shell script."""
+    flags = reference_page.shell_flags(path)
+    return None if flags is None else frozenset(flags - {"help"})
 
 
 def run_help(path, timeout=60):

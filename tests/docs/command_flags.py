@@ -6,10 +6,8 @@ program it is for."""
 import re
 import shlex
 
-BINARIES = ("scheduler", "server", "worker")
-# The C++ benchmark binaries (tools/bench/BUILD), by name.
-BENCH_BINARIES = ("codec_benchmark", "crypto_throughput", "pushpull_benchmark",
-                  "server_apply_benchmark", "train_benchmark")
+from pylib.docs.reference_page import BENCH_BINARIES, BINARIES  # noqa: F401 (re-exported)
+
 EXAMPLES = "examples/pytorch"  # the PyTorch example scripts, which share their options
 PYTHONS = ("python3", "/usr/bin/python3", "python")
 # Options whose value is flags of another program of ours (None: of a foreign command line).

@@ -13,7 +13,7 @@ Under Bazel the scheduler, server, worker and C++ benchmark binaries come from t
 (data deps); the tools run from the source tree (the runfiles' README.md links to it), whose
 paths are checked too; the test is tagged external, so it runs every time, not from a cache
 that would miss a tool's or a file's change. By hand, once those binaries are built:
-  PYTHONPATH=tests/tools/pylib:tests/docs python3 tests/docs/docs_check_test.py [--bin_dir=DIR]
+  PYTHONPATH=tools:tests/tools/pylib:tests/docs python3 tests/docs/docs_check_test.py [--bin_dir=DIR]
 """
 
 import glob
@@ -27,6 +27,7 @@ import checks
 import doc_rules
 import junit_main
 import markdown_refs
+from pylib.docs import reference_page
 from command_flags import BENCH_BINARIES, BINARIES, EXAMPLES
 
 HERE = os.path.dirname(os.path.realpath(__file__))
@@ -160,8 +161,6 @@ class DocsCheckTest(unittest.TestCase):
             self.fail(report(errors, "path"))
 
     def test_reference_is_what_tools_reference_writes(self):
-        sys.path.insert(0, os.path.join(self.root, "tools"))
-        from pylib.docs import reference_page  # noqa: PLC0415 (the tools' package, by path)
         page = reference_page.render(self.root, self.bin_dir)
         self.assertEqual(self.docs.get("docs/REFERENCE.md"), page,
                          "docs/REFERENCE.md is stale: run tools/reference (after building the "

@@ -45,11 +45,11 @@ def programs(root, bin_dir):
 
 
 def shell_flags(path):
-    """The options a shell script's source takes (its case arms and tests), or None if `path`
-    is not a shell script."""
+    """The options a shell script's source takes (the flags of its `case` arms, --name) or
+    --name=*), and of tests like [ "$1" = --name ]), or None if `path` is not a shell script."""
     with open(path, "rb") as f:
-        first = f.readline(200)
-    if not first.startswith(b"#!") or not first.rstrip().endswith((b"sh", b"bash")):
+        first = f.readline(200).decode(errors="replace")
+    if not re.match(r"#!.*\b(ba)?sh\b", first):
         return None  # a binary, or a Python tool
     with open(path, errors="replace") as f:
         text = f.read()
