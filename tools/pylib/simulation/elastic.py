@@ -4,7 +4,7 @@ round k waits until every live worker's round k-1 is added; eawild never waits."
 
 from collections import defaultdict
 
-from pylib.simulation.modes import Policy
+from pylib.simulation.policy import Policy
 
 
 class Elastic(Policy):

@@ -1,30 +1,12 @@
 """The synchronous and asynchronous modes with one model copy (docs/MODES.md): bsp's clock
 barrier, ssp's staleness bound, asp; make() picks any mode's policy, r2sp and the elastic
-modes included. A policy reacts to a worker's compute ending and its push being acked."""
+modes included. The policies' base class is policy.Policy; this module sits above every
+policy module and none of them imports it."""
 
 from collections import defaultdict
 
-
-class Policy:
-    """What a mode does between compute and the next compute. Subclasses override."""
-
-    def __init__(self, sim):
-        self.sim = sim
-        self.loop = sim.loop
-
-    def on_compute_start(self, w, start, end):
-        pass
-
-    def on_compute_done(self, w):
-        # With overlap the push may begin during backward (engine.push takes it from there).
-        allowed = w.compute_start if self.sim.sc.overlap else self.loop.now
-        self.sim.push(w, allowed, self.on_push_done)
-
-    def on_push_done(self, w):
-        self.sim.pull(w, self.loop.now)
-
-    def on_finished(self, w):
-        pass
+from pylib.simulation import elastic, r2sp_mode
+from pylib.simulation.policy import Policy
 
 
 class Asp(Policy):
@@ -94,7 +76,6 @@ class Ssp(Policy):
 
 def make(scenario, sim):
     """The policy for scenario.mode."""
-    from pylib.simulation import elastic, r2sp_mode  # they subclass Policy
     policies = {"bsp": Bsp, "ssp": Ssp, "asp": Asp, "r2sp": r2sp_mode.R2sp,
                 "easgd": elastic.Elastic, "eawild": elastic.Elastic}
     return policies[scenario.mode](sim)

@@ -3,7 +3,7 @@ releases (RELEASE) when the push is acked (or after the pull with the paper's pu
 slot) and pulls the servers' predicted weights. Every scheduler message takes control_s one
 way; the scheduler grants with the SlotPlanner's rules (slots.py)."""
 
-from pylib.simulation.modes import Policy
+from pylib.simulation.policy import Policy
 from pylib.simulation.slots import SlotPlanner
 
 
