@@ -1,6 +1,5 @@
 // Helpers the binaries' main() functions share: start-up (flags, logging), ending the process
-// with a clear message for an error (only main decides exit codes; libraries return Status),
-// and parsing of enum-valued flags.
+// with a clear message for an error (only main decides exit codes; libraries return Status).
 #ifndef R2SP_COMMON_CLI_H_
 #define R2SP_COMMON_CLI_H_
 
@@ -33,9 +32,6 @@ T ValueOrExit(absl::StatusOr<T> value) {
   if (!value.ok()) ExitWithError(value.status());
   return *std::move(value);
 }
-
-absl::StatusOr<proto::SyncMode> ParseSyncMode(const std::string& name);
-std::string SyncModeName(proto::SyncMode mode);
 
 }  // namespace r2sp
 

@@ -1,6 +1,6 @@
 // The one check of an epoch plan's live data shards (proto EpochPlan.live_shards), on both
 // sides of the protocol: the scheduler's saved plans (scheduler/epoch_plans.h) and the plans a
-// worker receives (models/data/epoch_samples.h deals the samples out from them).
+// worker receives (common/epoch_samples.h deals the samples out from them).
 #ifndef R2SP_COMMON_LIVE_SHARDS_H_
 #define R2SP_COMMON_LIVE_SHARDS_H_
 

@@ -1,11 +1,18 @@
 // Which consistency modes share which behaviour, so that servers, scheduler and workers ask
-// one place instead of listing modes (docs/MODES.md).
+// one place instead of listing modes (docs/MODES.md), and the modes' names.
 #ifndef R2SP_COMMON_SYNC_MODES_H_
 #define R2SP_COMMON_SYNC_MODES_H_
 
+#include <string>
+
+#include "absl/status/statusor.h"
 #include "proto/messages.pb.h"
 
 namespace r2sp {
+
+// A mode's name as --sync spells it (bsp, ssp, asp, r2sp, easgd, eawild; any case), and back.
+absl::StatusOr<proto::SyncMode> ParseSyncMode(const std::string& name);
+std::string SyncModeName(proto::SyncMode mode);
 
 // Servers sum one push per live worker and clock (a round), then apply the sum once; pulls wait
 // for the rounds they need (PullInfo.min_version); joiners join at a round boundary; a lost

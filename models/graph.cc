@@ -49,17 +49,6 @@ std::vector<ParamGroup> Graph::ParamGroups() const {
   return groups;
 }
 
-std::vector<proto::TensorSpec> Graph::TensorSpecs() const {
-  std::vector<proto::TensorSpec> specs;
-  for (const Param& p : params) {
-    proto::TensorSpec t;
-    t.set_name(p.name);
-    t.set_num_elements(p.size());
-    specs.push_back(t);
-  }
-  return specs;
-}
-
 GraphBuilder::GraphBuilder(std::string name, Shape input, int num_classes) {
   g_.name = std::move(name);
   g_.input = input;

@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "proto/messages.pb.h"
 
 namespace r2sp::models {
 
@@ -80,7 +79,6 @@ struct Graph {
 
   int64_t num_parameters() const;
   // The model as the parameter servers see it: one TensorSpec per parameter, in order.
-  std::vector<proto::TensorSpec> TensorSpecs() const;
   // One group per node with parameters, in node order. Parameters are laid out in node order,
   // so a node's group runs up to the next such node's first parameter.
   std::vector<ParamGroup> ParamGroups() const;

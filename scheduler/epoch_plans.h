@@ -1,6 +1,6 @@
 // The plans of a job's epochs (proto EpochPlan) with --absorb_orphaned_shards: which data
 // shards have a live worker in each epoch, the others' samples being dealt out among those
-// (models/data/epoch_samples.h). A plan is fixed when the first worker asks for its epoch, from
+// (common/epoch_samples.h). A plan is fixed when the first worker asks for its epoch, from
 // the workers alive then, and every later asker gets the same one, so bsp workers agree on the
 // epoch's steps and no sample is trained twice in it. Pure: no I/O, no clock, no locking.
 #ifndef R2SP_SCHEDULER_EPOCH_PLANS_H_

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/auth/auth_options.h"
 #include "common/cli.h"
+#include "common/sync_modes.h"
 #include "common/durable_file.h"
 #include "common/status_macros.h"
 #include "common/transport.h"

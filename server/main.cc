@@ -17,31 +17,7 @@
 #include "server/lr_schedule.h"
 #include "server/server_node.h"
 
-// The flags every server and worker takes to reach its job, read by common/node_flags.h (the
-// same text in server/main.cc and worker/main.cc: gflags are defined only in the mains).
-// Start of the node flags.
-DEFINE_string(scheduler, "tcp://127.0.0.1:9000", "the scheduler's endpoint");
-DEFINE_string(bind, "tcp://0.0.0.0:*", "ZeroMQ endpoint to listen on (* = any free port)");
-DEFINE_string(advertise_host, "", "host name or address the other nodes reach us at");
-DEFINE_int32(heartbeat_ms, 1000, "heartbeat period; the scheduler refuses a node unless two "
-             "periods fit in its --heartbeat_timeout_ms");
-DEFINE_int32(register_wait_s, 60, "give up if the scheduler does not answer this node's "
-             "registration in this time");
-DEFINE_int32(register_timeout_s, 60, "DEPRECATED alias of --register_wait_s (the scheduler's "
-             "--register_timeout_s is the whole job's registration)");
-DEFINE_int32(io_threads, 0, "ZeroMQ I/O threads, which seal and open CURVE messages (0: 1, or "
-             "2 with --auth=curve)");
-DEFINE_int32(connections_per_peer, 0, "connections to each peer, pushes and pulls spread over "
-             "them by partition so that CURVE's work on one peer's traffic uses several I/O "
-             "threads (0: 1, or --io_threads with --auth=curve)");
-DEFINE_double(scheduler_timeout_s, 9, "stop (status 3) once the scheduler has answered no "
-              "heartbeat for this long (servers write a checkpoint first)");
-DEFINE_string(auth, "none", "none, or curve: CurveZMQ encryption and authentication with the "
-              "job's keys (tools/keygen; docs/SECURITY.md)");
-DEFINE_string(keys_dir, "", "with --auth=curve: the directory of the job's keys (default: "
-              "$R2SP_KEYS_DIR)");
-// End of the node flags (tests/common/node_flags_test.cc checks both copies match).
-
+// The node flags (--scheduler, --bind, --auth, ...) are common/node_flags.cc's.
 DEFINE_double(lr, 0.01, "learning rate");
 DEFINE_double(momentum, 0.9, "SGD momentum (0 disables it)");
 DEFINE_double(weight_decay, 0.0, "L2 weight decay");

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/cli.h"
+#include "common/sync_modes.h"
 #include "common/option_checker.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"

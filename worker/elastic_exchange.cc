@@ -36,13 +36,6 @@ absl::Status PullCentre(PsClient* ps, proto::SyncMode sync, int64_t rounds, floa
   return absl::OkStatus();
 }
 
-std::function<absl::Status(float* out, int64_t rounds, const std::function<bool()>& interrupted)>
-CentrePuller(PsClient* ps, proto::SyncMode sync) {
-  return [ps, sync](float* out, int64_t rounds, const std::function<bool()>& interrupted) {
-    return PullCentre(ps, sync, rounds, out, interrupted);
-  };
-}
-
 absl::Status ElasticExchange::PullCentreFor(int64_t round, proto::Codec codec, double* parked) {
   Ticket ticket = StartCentrePull(ps_, sync_, round, codec, centre_.data());
   R2SP_RETURN_IF_ERROR_WITH(ticket.Wait(), "pulling the centre");

@@ -43,17 +43,13 @@ struct ElasticOptions {
 // Starts the pull of the centre into `out` (the model's size) for a worker that has pushed
 // `rounds` rounds: in easgd it waits on the servers until rounds [0, rounds) are added, in
 // eawild it returns the centre as it is. ElasticExchange's pulls, and the Python client's
-// pulls of the centre for evaluation (worker_node.cc). REQUIRES: `out` outlives the ticket.
+// pulls of the centre for evaluation (script_trainer.cc). REQUIRES: `out` outlives the ticket.
 Ticket StartCentrePull(PsClient* ps, proto::SyncMode sync, int64_t rounds, proto::Codec codec,
                        float* out);
 // StartCentrePull in fp32, waited for in slices of 100 ms: Cancelled as soon as `interrupted`
 // (may be empty) says so, and the pull's error with "pulling the centre". Any thread.
 absl::Status PullCentre(PsClient* ps, proto::SyncMode sync, int64_t rounds, float* out,
                         const std::function<bool()>& interrupted);
-// PullCentre bound to `ps` (borrowed: it must outlive the function) and `sync`, as
-// JoinedJob::pull_centre (handoff_workload.h) takes it.
-std::function<absl::Status(float* out, int64_t rounds, const std::function<bool()>& interrupted)>
-CentrePuller(PsClient* ps, proto::SyncMode sync);
 
 // What one step did, for the iteration's metrics and the timeline.
 struct ElasticStepTimes {

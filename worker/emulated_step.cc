@@ -16,8 +16,7 @@ void SleepUntil(absl::Time due) {
 
 }  // namespace
 
-EmulatedStep::EmulatedStep(bool emulates, EmulatedStepSinks sinks)
-    : emulates_(emulates), sinks_(std::move(sinks)) {}
+EmulatedStep::EmulatedStep(EmulatedStepSinks sinks) : sinks_(std::move(sinks)) {}
 
 void EmulatedStep::Begin(absl::Time start) {
   start_ = start;
@@ -27,16 +26,12 @@ void EmulatedStep::Begin(absl::Time start) {
 }
 
 void EmulatedStep::Report(HostGradient grads, int64_t offset, int64_t count) {
-  if (!emulates_) {
-    sinks_.ready(grads, offset, count);
-    return;
-  }
   const absl::Duration stalled = Stalled();
   held_.push_back({absl::Now() - start_ - stalled - paced_, stalled, grads, offset, count});
 }
 
 void EmulatedStep::ParamsNeeded(int64_t offset, int64_t count) {
-  if (emulates_ && stretch_ > 1.0) {
+  if (stretch_ > 1.0) {
     const absl::Time before = absl::Now();
     const absl::Duration stalled = Stalled();
     SleepUntil(start_ + stalled + (before - start_ - stalled - paced_) * stretch_);
@@ -46,7 +41,6 @@ void EmulatedStep::ParamsNeeded(int64_t offset, int64_t count) {
 }
 
 void EmulatedStep::Finish(double stretch) {
-  if (!emulates_) return;
   for (const Held& h : held_) {
     SleepUntil(start_ + h.stalled + h.at * stretch);
     sinks_.ready(h.grads, h.offset, h.count);

@@ -1,6 +1,6 @@
 // The compute phase of an emulated slower machine (--emulate_ms_per_sample, --compute_slowdown):
 // the workload's real compute is short and the loop makes the step last its target
-// (TrainingLoop::Compute).
+// (TrainingRun, only when emulating).
 // Backward really ends early and the sleep after it stands for the rest, so the pieces of work
 // that start inside the compute are moved to where that machine would have reached them:
 // - backward's gradient-ready reports are held and replayed over the stretched compute at the
@@ -10,7 +10,8 @@
 //   the emulated forward's time to land, as on the real machine.
 // Time waited for the pull is not compute and is not stretched (stretched, it put the reports
 // and so the step's end stall x stretch late: 2.9 s steps paced at 1.28 s on 419 Mbit/s links).
-// Without emulation reports and reads pass straight on.
+// It exists only when emulating (TrainingRun's pacer); without it reports and reads go
+// straight to the exchanger.
 #ifndef R2SP_WORKER_EMULATED_STEP_H_
 #define R2SP_WORKER_EMULATED_STEP_H_
 
@@ -34,7 +35,7 @@ struct EmulatedStepSinks {
 // script's thread whose calls the loop's thread serves in turn), then Finish.
 class EmulatedStep {
  public:
-  EmulatedStep(bool emulates, EmulatedStepSinks sinks);
+  explicit EmulatedStep(EmulatedStepSinks sinks);
 
   void Begin(absl::Time start);
   // Backward finished [offset, offset + count) of grads.
@@ -58,7 +59,6 @@ class EmulatedStep {
   };
   absl::Duration Stalled() const { return sinks_.pull_stall() - stall_before_; }
 
-  const bool emulates_;
   const EmulatedStepSinks sinks_;
   absl::Time start_;
   absl::Duration stall_before_;

@@ -6,10 +6,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "common/cli.h"
 #include "common/live_shards.h"
 #include "common/status_macros.h"
-#include "models/data/epoch_samples.h"
+#include "common/epoch_samples.h"
 
 namespace r2sp {
 
@@ -35,7 +34,7 @@ std::function<absl::StatusOr<int64_t>(int, bool)> MakeEpochPlanner(
     const int64_t steps =
         options.batch <= 0
             ? options.fixed_steps
-            : std::max<int64_t>(1, models::FewestEpochSamples(options.train_samples,
+            : std::max<int64_t>(1, FewestEpochSamples(options.train_samples,
                                                               options.world, live) /
                                        options.batch);
     use_plan(epoch, live, counted, steps);

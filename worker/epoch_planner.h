@@ -2,7 +2,7 @@
 // scheduler's --absorb_orphaned_shards, proto EpochPlan): before each epoch it asks the
 // scheduler for the epoch's live shards, checks them, tells the exchanger how many workers train
 // it, and hands the plan to the workload's data (a Batcher's samples, or the Python client's
-// sampler through its HandoffWorkload).
+// sampler through its ScriptTrainer).
 #ifndef R2SP_WORKER_EPOCH_PLANNER_H_
 #define R2SP_WORKER_EPOCH_PLANNER_H_
 

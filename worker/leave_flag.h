@@ -1,5 +1,5 @@
 // A worker's request to leave the job (SIGTERM, a pod's or a Slurm job's preemption), raised
-// on the signal thread and read by the training thread after each step (worker_node.h).
+// on the signal thread and read by the training thread after each step (worker_session.h).
 #ifndef R2SP_WORKER_LEAVE_FLAG_H_
 #define R2SP_WORKER_LEAVE_FLAG_H_
 

@@ -1,11 +1,11 @@
-// The `worker` binary: turns flags (worker_flags.h) into WorkerOptions and runs the worker's life in the job
-// (worker_node.h): register, initialise the servers (rank 0), train through the parameter
-// servers — a real model on a real data set, or the synthetic workload for transport tests
-// and benchmarks, or several synthetic workers as threads (--workers_per_process) — and report to
-// the scheduler; SIGTERM makes a worker leave the job cleanly. Or, with --eval_only, evaluate a
-// model file.
+// The `worker` binary: turns flags (worker_flags.h) into WorkerOptions and runs the worker's
+// life in the job (worker_session.h) with its trainer (trainer.h): a real model on a real data
+// set (model_trainer.h), or the synthetic model for transport tests and benchmarks
+// (synthetic_trainer.h), or several synthetic workers as threads (--workers_per_process); SIGTERM
+// makes a worker leave the job cleanly. Or, with --eval_only, evaluate a model file.
 #include <atomic>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <thread>
 #include <utility>
@@ -20,8 +20,10 @@
 #include "gflags/gflags.h"
 #include "models/backend.h"
 #include "worker/eval_only.h"
+#include "worker/model_trainer.h"
+#include "worker/synthetic_trainer.h"
 #include "worker/worker_flags.h"
-#include "worker/worker_node.h"
+#include "worker/worker_session.h"
 #include "worker/worker_threads.h"
 
 namespace {
@@ -59,7 +61,7 @@ absl::Status EvaluateOnly() {
 }
 
 // SIGTERM, SIGINT (a pod's or a Slurm job's preemption, a spot warning): the worker leaves the
-// job after its current step (WorkerNode::RequestLeave), and exits with 128 + the signal. One
+// job after its current step (WorkerSession::RequestLeave), and exits with 128 + the signal. One
 // that does not get there within kLeaveWait (it waits at a barrier, say), or a signal again
 // later than kRepeatWindow after the first, ends it at once: the scheduler then notices the
 // death by its heartbeat timeout. (One stop often arrives twice at once: a process group's
@@ -67,15 +69,15 @@ absl::Status EvaluateOnly() {
 constexpr absl::Duration kLeaveWait = absl::Seconds(20);
 constexpr absl::Duration kRepeatWindow = absl::Seconds(1);
 
-void HandleLeaveSignals(r2sp::WorkerNode* node, std::atomic<int>* signalled) {
-  auto on_signal = [node, signalled, first = absl::InfinitePast()](int signo) mutable {
+void HandleLeaveSignals(r2sp::WorkerSession* session, std::atomic<int>* signalled) {
+  auto on_signal = [session, signalled, first = absl::InfinitePast()](int signo) mutable {
     if (signalled->exchange(signo) != 0) {
       if (absl::Now() - first > kRepeatWindow) r2sp::ExitNow(128 + signo);
       return;
     }
     first = absl::Now();
     std::fprintf(stderr, "worker: signal %d: leaving the job after this step\n", signo);
-    node->RequestLeave(absl::StrCat("signal ", signo));
+    session->RequestLeave(absl::StrCat("signal ", signo));
     std::thread([signo] {
       absl::SleepFor(kLeaveWait);
       std::fprintf(stderr, "worker: did not leave within %s: exiting\n",
@@ -102,7 +104,7 @@ int main(int argc, char** argv) {
   }
   // Lost to the job (the scheduler lost, declared dead, the job failed): nothing this worker
   // does counts any more, so it stops at once with status 3.
-  const r2sp::WorkerNode::LostHandler on_lost = [](const absl::Status& lost) {
+  const r2sp::WorkerSession::LostHandler on_lost = [](const absl::Status& lost) {
     std::fprintf(stderr, "worker: error: %s\n", std::string(lost.message()).c_str());
     r2sp::ExitNow(3);
   };
@@ -113,12 +115,18 @@ int main(int argc, char** argv) {
     if (!status.ok()) r2sp::ExitWithError(status);
     return 0;
   }
-  r2sp::WorkerNode node(std::move(options), on_lost);
+  std::unique_ptr<r2sp::LoopTrainer> trainer;
+  if (options.is_synthetic()) {
+    trainer = std::make_unique<r2sp::SyntheticTrainer>(options);
+  } else {
+    trainer = std::make_unique<r2sp::ModelTrainer>(options);
+  }
+  r2sp::WorkerSession session(options, on_lost);
   std::atomic<int> signalled{0};
-  HandleLeaveSignals(&node, &signalled);
-  const absl::Status status = node.Run();
+  HandleLeaveSignals(&session, &signalled);
+  const absl::Status status = r2sp::RunWorker(&session, trainer.get());
   if (!status.ok()) r2sp::ExitWithError(status);
   // Left on a signal: the status of a process that signal ended, so supervisors see a death.
-  if (node.left()) r2sp::ExitNow(128 + signalled.load());
+  if (session.left()) r2sp::ExitNow(128 + signalled.load());
   return 0;
 }

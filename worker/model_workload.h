@@ -13,7 +13,7 @@
 #include "absl/status/statusor.h"
 #include "models/data/batcher.h"
 #include "models/data/dataset.h"
-#include "models/host_array.h"
+#include "common/host_array.h"
 #include "models/network.h"
 #include "worker/host_gradient.h"
 #include "worker/workload.h"
@@ -85,10 +85,10 @@ class ModelWorkload : public Workload {
   const models::Dataset* const test_;
   std::vector<float> images_;
   std::vector<int32_t> labels_;
-  models::HostArray grads_;  // page-aligned: pinned for GPU copies
+  HostArray grads_;  // page-aligned: pinned for GPU copies
   // With options_.fp16_gradients, when the backend writes them (else empty): the gradient as
   // binary16.
-  std::vector<uint16_t, models::PageAlignedAllocator<uint16_t>> half_grads_;
+  std::vector<uint16_t, PageAlignedAllocator<uint16_t>> half_grads_;
   // The one the device writes (half_grads_ if set, else grads_), page-locked. After both
   // arrays: unpinned first.
   std::unique_ptr<models::PinnedHostMemory> grads_pin_;

@@ -1,6 +1,8 @@
 // See ps_client.h.
 #include "worker/ps_client.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <cstring>
 #include <utility>
@@ -291,6 +293,7 @@ Ticket PsClient::Pull(float* params, const PullOptions& options) {
 
 void PsClient::SendPush(const Partition& p, HostGradient data, int64_t clock, bool init,
                         float scale, std::function<void(const absl::Status&)> done) {
+  last_push_thread_ = static_cast<uint64_t>(pthread_self());
   const proto::Codec codec = init ? proto::FP32 : options_.push_codec.codec;
   if (data.fp16 != nullptr && codec != proto::FP16) {
     const std::string why = init ? "is an init push, which is fp32"

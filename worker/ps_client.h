@@ -178,6 +178,8 @@ class PsClient {
 
   PsClientCounters counters() const;
   const ModelLayout& layout() const { return *layout_; }
+  // The thread (pthread_self) that sent the last push: where the caller's exchange ran.
+  uint64_t last_push_thread() const { return last_push_thread_.load(); }
 
   // Server `rank` is now at `endpoint` (a replacement of a lost server): requests from now on,
   // retries included, go there.
@@ -228,6 +230,7 @@ class PsClient {
   // Per partition (by key), the global-batch steps of its latest pull reply.
   std::unique_ptr<std::atomic<double>[]> pulled_steps_;
   std::atomic<double> rolled_back_steps_{0};
+  std::atomic<uint64_t> last_push_thread_{0};
   std::atomic<uint64_t> bytes_pushed_{0}, bytes_pulled_{0}, pushes_{0}, pulls_{0},
       retried_{0};
 };

@@ -6,14 +6,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/codec/codec_spec.h"
-#include "common/cli.h"
 #include "common/durable_file.h"
 #include "common/status_macros.h"
+#include "common/sync_modes.h"
 #include "glog/logging.h"
 
 namespace r2sp {
 
-void LogJoined(const WorkerOptions& options, const proto::RegisterReply& registration,
+void LogJoined(const SessionOptions& options, const proto::RegisterReply& registration,
                const ModelLayout& layout) {
   const proto::AddressBook& book = registration.book();
   LOG(INFO) << "worker " << registration.rank() << "/" << book.workers_size() << ": "
@@ -37,7 +37,7 @@ void PrintTrained(int rank, const LoopResult& r) {
   std::fflush(stdout);
 }
 
-proto::NodeCounters FinishCounters(const WorkerOptions& options, const LoopResult& result,
+proto::NodeCounters FinishCounters(const SessionOptions& options, const LoopResult& result,
                                    const PsClientCounters& client, uint64_t dropped_messages) {
   proto::NodeCounters counters;
   counters.set_iterations(result.steps);
@@ -46,7 +46,7 @@ proto::NodeCounters FinishCounters(const WorkerOptions& options, const LoopResul
   counters.set_push_codec(codec::CodecSpecName(options.ps.push_codec));
   counters.set_pull_codec(codec::CodecSpecName({options.exchange.pull_codec}));
   counters.set_test_accuracy(result.test_accuracy);  // -1: nothing evaluated
-  if (!options.is_synthetic()) {
+  if (options.model != "synthetic") {
     counters.set_samples(result.samples);
     counters.set_epochs(result.epochs);
     counters.set_final_loss(result.last_epoch_loss);

@@ -33,24 +33,27 @@ WorkerOptions ThreadWorkerOptions(const WorkerOptions& options, int thread,
   return o;
 }
 
-absl::Status RunWorkerThreads(const WorkerOptions& options, WorkerNode::LostHandler on_lost) {
+absl::Status RunWorkerThreads(const WorkerOptions& options,
+                              WorkerSession::LostHandler on_lost) {
   R2SP_RETURN_IF_ERROR(options.Validate());
   const int n = options.workers_per_process;
   std::shared_ptr<zmq::context_t> context;
   if (options.connection.curve == nullptr) {
     context = std::make_shared<zmq::context_t>(std::max(1, options.connection.io_threads));
   }
-  std::vector<std::unique_ptr<WorkerNode>> nodes;
+  std::vector<std::unique_ptr<WorkerSession>> sessions;
+  std::vector<std::unique_ptr<SyntheticTrainer>> trainers;
   for (int k = 0; k < n; ++k) {
-    nodes.push_back(
-        std::make_unique<WorkerNode>(ThreadWorkerOptions(options, k, context), on_lost));
+    const WorkerOptions thread_options = ThreadWorkerOptions(options, k, context);
+    sessions.push_back(std::make_unique<WorkerSession>(thread_options, on_lost));
+    trainers.push_back(std::make_unique<SyntheticTrainer>(thread_options));
   }
   absl::Mutex mu;
   absl::Status first ABSL_GUARDED_BY(mu);
   std::vector<std::thread> threads;
   for (int k = 0; k < n; ++k) {
     threads.emplace_back([&, k] {
-      const absl::Status status = nodes[k]->Run();
+      const absl::Status status = RunWorker(sessions[k].get(), trainers[k].get());
       if (status.ok()) return;
       {
         absl::MutexLock lock(&mu);
@@ -58,7 +61,7 @@ absl::Status RunWorkerThreads(const WorkerOptions& options, WorkerNode::LostHand
         first = absl::Status(status.code(),
                              absl::StrCat("worker thread ", k, ": ", status.message()));
       }
-      for (std::unique_ptr<WorkerNode>& node : nodes) node->Cancel();
+      for (std::unique_ptr<WorkerSession>& session : sessions) session->Cancel();
     });
   }
   for (std::thread& t : threads) t.join();

@@ -1,6 +1,7 @@
 // --workers_per_process=N: N synthetic workers as threads of one process (as gloo's tests run
 // ranks as threads), so that a thousand workers fit on a small machine. Each thread runs a whole
-// WorkerNode: its own transport and connections, registration and rank, heartbeats and FINISH.
+// WorkerSession with a SyntheticTrainer: its own transport and connections, registration and
+// rank, heartbeats and FINISH.
 // They share only what is read-only (the options) and the process's ZeroMQ context, which
 // ZeroMQ makes thread-safe and advises one of per process (its I/O threads carry every thread's
 // sockets; with CURVE each node keeps a context of its own, for its ZAP handler).
@@ -11,7 +12,8 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "worker/worker_node.h"
+#include "worker/synthetic_trainer.h"
+#include "worker/worker_session.h"
 #include "worker/worker_options.h"
 #include "zmq.hpp"
 
@@ -29,9 +31,10 @@ WorkerOptions ThreadWorkerOptions(const WorkerOptions& options, int thread,
 // Runs options.workers_per_process workers, one thread each, until every one has returned: OK
 // when all finished; else the first error, as "worker thread K: ...", after which the others
 // are cancelled (left alone they would wait at barriers for the failed one). `on_lost`: as
-// WorkerNode's, from any of their threads (the worker binary exits there: a process's workers
+// WorkerSession's, from any of their threads (the worker binary exits there: a process's workers
 // are lost together). options.Validate()'s error first.
-absl::Status RunWorkerThreads(const WorkerOptions& options, WorkerNode::LostHandler on_lost);
+absl::Status RunWorkerThreads(const WorkerOptions& options,
+                              WorkerSession::LostHandler on_lost);
 
 }  // namespace r2sp
 

@@ -72,7 +72,7 @@ class Workload {
   // Whether EvaluateTest runs after every epoch (on this worker).
   virtual bool EvaluatesAfterEpoch() const { return false; }
   // The test set's evaluation at `params`, or nullopt when the workload has none to give this
-  // time (a Python script that did not report one: handoff_workload.h); then nothing is logged.
+  // time; then nothing is logged.
   virtual absl::StatusOr<std::optional<TestEvaluation>> EvaluateTest(const float* /*params*/) {
     return absl::UnimplementedError("this workload has no test set");
   }

@@ -20,13 +20,6 @@ void Batcher::StartEpoch(int epoch) {
   OrderForEpoch(options_.seed, epoch, options_.rank, options_.shuffle, &rng_, &order_);
 }
 
-void OrderForEpoch(uint64_t seed, int epoch, int shard, bool shuffle, std::mt19937_64* rng,
-                   std::vector<int64_t>* samples) {
-  std::sort(samples->begin(), samples->end());
-  rng->seed(seed * 1000003 + static_cast<uint64_t>(epoch) * 7919 + shard);
-  if (shuffle) std::shuffle(samples->begin(), samples->end(), *rng);
-}
-
 int Batcher::Next(int batch, float* images, int32_t* labels) {
   return wrap_ ? NextWrapping(batch, images, labels) : Take(batch, images, labels);
 }

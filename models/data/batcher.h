@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/epoch_samples.h"
 #include "models/data/dataset.h"
 
 namespace r2sp::models {
@@ -21,12 +22,6 @@ struct BatcherOptions {
   bool augment = false;  // random crop (pad 4) + horizontal flip
 };
 
-// The order an epoch of shard `shard` visits `samples` in: sorted, then (with `shuffle`)
-// shuffled by (seed, epoch, shard) with `rng`, which stays seeded for the epoch's augmentation.
-// The Batcher's order, and the Python client's sampler's (the same seed policy).
-void OrderForEpoch(uint64_t seed, int epoch, int shard, bool shuffle, std::mt19937_64* rng,
-                   std::vector<int64_t>* samples);
-
 // Not thread-safe. `data` (borrowed) outlives the batcher.
 class Batcher {
  public:
@@ -34,7 +29,7 @@ class Batcher {
 
   // Trains `samples` (indices into the data set) from the next StartEpoch on, instead of the
   // shard: an epoch in which this worker takes over part of dead workers' shards
-  // (epoch_samples.h). `wrap`: Next goes on as NextWrapping at the end of them, for a worker
+  // (common/epoch_samples.h). `wrap`: Next goes on as NextWrapping at the end of them, for a worker
   // that must run more steps than its samples fill (one an epoch's plan did not count).
   void SetSamples(std::vector<int64_t> samples, bool wrap = false) {
     order_ = std::move(samples);

@@ -2,7 +2,6 @@
 // eawild); and --sync's names for every mode, with the exact error for an unknown one.
 #include "common/sync_modes.h"
 
-#include "common/cli.h"
 #include "gtest/gtest.h"
 
 namespace r2sp {

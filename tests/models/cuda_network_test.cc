@@ -13,7 +13,7 @@
 #include "gtest/gtest.h"
 #include "models/cpu/cpu_network.h"
 #include "models/cuda/cuda_network.h"
-#include "models/host_array.h"
+#include "common/host_array.h"
 
 namespace r2sp::models {
 namespace {

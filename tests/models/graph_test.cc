@@ -40,18 +40,6 @@ TEST(GraphTest, ShapesFollowTheLayers) {
   EXPECT_EQ(pooled.out, (Shape{64, 1, 1}));
 }
 
-TEST(GraphTest, TensorSpecsMatchParams) {
-  const Graph g = BuildCnn({1, 28, 28}, 10);
-  auto specs = g.TensorSpecs();
-  ASSERT_EQ(specs.size(), g.params.size());
-  int64_t total = 0;
-  for (size_t i = 0; i < specs.size(); ++i) {
-    EXPECT_EQ(specs[i].name(), g.params[i].name);
-    total += specs[i].num_elements();
-  }
-  EXPECT_EQ(total, g.num_parameters());
-}
-
 // Groups tile the flat array in node order, one per node with parameters, each holding its
 // node's parameters (a conv's weight and bias, a batch norm's scale and shift).
 TEST(GraphTest, ParamGroupsTileTheParametersByNode) {

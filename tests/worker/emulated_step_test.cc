@@ -1,4 +1,4 @@
-// Tests of EmulatedStep: reports and reads pass straight on without emulation; with it, held
+// Tests of EmulatedStep (which exists only when emulating: training_run_test checks that): held
 // reports are replayed at their stretched times, the wait for the pull is not stretched, and
 // forward's reads are paced at the previous step's stretch. Real time, milliseconds apart:
 // lower bounds are exact sleeps, upper bounds leave room for a loaded machine.
@@ -38,23 +38,9 @@ struct Recorder {
 
 const float kGrads[4] = {};
 
-TEST(EmulatedStepTest, WithoutEmulationReportsAndReadsPassStraightOn) {
-  Recorder r;
-  EmulatedStep step(false, r.Sinks());
-  step.Begin(r.start);
-  step.ParamsNeeded(0, 4);
-  step.Report(kGrads, 2, 2);
-  EXPECT_EQ(r.needed_ms.size(), 1u);
-  EXPECT_EQ(r.ready_offsets, (std::vector<int64_t>{2}));
-  EXPECT_LT(r.ready_ms[0], 5.0);
-  step.Finish(5.0);
-  EXPECT_EQ(r.ready_offsets.size(), 1u);  // nothing held, nothing replayed
-  EXPECT_EQ(step.paced(), absl::ZeroDuration());
-}
-
 TEST(EmulatedStepTest, ReportsAreReplayedAtTheirStretchedTimes) {
   Recorder r;
-  EmulatedStep step(true, r.Sinks());
+  EmulatedStep step(r.Sinks());
   step.Begin(r.start);
   // Each report's real time is taken around it: a loaded machine oversleeps the 10 ms, and the
   // replay is due at 3x whatever the real time was (at most 25 ms late to wake up).
@@ -80,7 +66,7 @@ TEST(EmulatedStepTest, ReportsAreReplayedAtTheirStretchedTimes) {
 TEST(EmulatedStepTest, TheWaitForThePullIsNotStretched) {
   Recorder r;
   r.stall_per_read = absl::Milliseconds(50);
-  EmulatedStep step(true, r.Sinks());
+  EmulatedStep step(r.Sinks());
   step.Begin(r.start);
   step.ParamsNeeded(0, 4);  // the first step: no pace known yet, so read at once
   EXPECT_LT(r.needed_ms[0], 5.0);
@@ -102,7 +88,7 @@ TEST(EmulatedStepTest, TheWaitForThePullIsNotStretched) {
 // of real compute later is due at 5 x 15 = 75 ms.
 TEST(EmulatedStepTest, ReadsArePacedAtThePreviousStepsStretch) {
   Recorder r;
-  EmulatedStep step(true, r.Sinks());
+  EmulatedStep step(r.Sinks());
   step.Begin(r.start);
   step.Finish(5.0);
   r.start = absl::Now();

@@ -1,6 +1,6 @@
 // A whole job inside one test binary, over testing::InProcessNetwork: the real SchedulerCore,
 // real ServerHandlers, and per worker the real SchedulerClient and PsClient, registered and
-// initialised as worker/worker_node.cc does it (ALL barrier, rank 0's initial push, WORKERS
+// initialised as worker/worker_session.cc does it (ALL barrier, rank 0's initial push, WORKERS
 // barrier, first pull). Tests then drive the worker-side code under test from one thread per
 // worker.
 #ifndef R2SP_TESTS_WORKER_IN_PROCESS_JOB_H_

@@ -1,5 +1,10 @@
-// SetWorkerFlags (the Python client's way to the worker's flags) and WorkerOptionsFromFlags.
+// WorkerOptionsFromFlags: the worker binary's flags (//worker:main_flags, linked here) read into
+// WorkerOptions, each into the part it configures, and the errors of flags it cannot read or
+// the options refuse.
 #include "worker/worker_flags.h"
+
+#include <map>
+#include <string>
 
 #include "absl/status/status.h"
 #include "gflags/gflags.h"
@@ -8,11 +13,27 @@
 namespace r2sp {
 namespace {
 
-TEST(WorkerFlagsTest, ValuesAndBooleansReachTheOptions) {
+// Sets worker flags as the command line would (under a gflags::FlagSaver of the caller's).
+void SetFlags(const std::map<std::string, std::string>& flags) {
+  for (const auto& [name, value] : flags) {
+    ASSERT_FALSE(gflags::SetCommandLineOption(name.c_str(), value.c_str()).empty())
+        << "--" << name << "=" << value;
+  }
+}
+
+TEST(WorkerFlagsTest, ValuesReachTheOptions) {
   gflags::FlagSaver restore;
-  ASSERT_TRUE(SetWorkerFlags({"--batch_size=7", "--overlap", "--nolookahead",
-                              "--push_codec=fp16", "--scheduler=tcp://10.0.0.1:9000"})
-                  .ok());
+  SetFlags({{"batch_size", "7"},
+            {"overlap", "true"},
+            {"lookahead", "false"},
+            {"push_codec", "fp16"},
+            {"scheduler", "tcp://10.0.0.1:9000"},
+            {"model", "mlp"},
+            {"init", "checkpoint:/models/m.r2sp"},
+            {"grad", "known"},
+            {"device", "cpu"},
+            {"keep_models", "5"},
+            {"augment", "false"}});
   const absl::StatusOr<WorkerOptions> o = WorkerOptionsFromFlags();
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_EQ(o->batch_size, 7);
@@ -20,38 +41,48 @@ TEST(WorkerFlagsTest, ValuesAndBooleansReachTheOptions) {
   EXPECT_FALSE(o->exchange.lookahead);
   EXPECT_EQ(o->ps.push_codec.codec, proto::FP16);
   EXPECT_EQ(o->connection.scheduler, "tcp://10.0.0.1:9000");
+  EXPECT_EQ(o->model, "mlp");
+  EXPECT_EQ(o->init_model_path, "/models/m.r2sp");
+  EXPECT_FALSE(o->random_init);
+  EXPECT_TRUE(o->synthetic.known_gradients);
+  EXPECT_EQ(o->workload.keep_models, 5);
+  EXPECT_FALSE(o->batcher.augment);
 }
 
 TEST(WorkerFlagsTest, TheSaverRestoresTheDefaults) {
   {
     gflags::FlagSaver restore;
-    ASSERT_TRUE(SetWorkerFlags({"--batch_size=9"}).ok());
+    SetFlags({{"batch_size", "9"}});
+    EXPECT_EQ(WorkerOptionsFromFlags()->batch_size, 9);
   }
   EXPECT_EQ(WorkerOptionsFromFlags()->batch_size, 64);
 }
 
-TEST(WorkerFlagsTest, BadFlagsSayWhatIsWrong) {
+TEST(WorkerFlagsTest, FlagsItCannotReadSayWhy) {
   gflags::FlagSaver restore;
-  EXPECT_EQ(SetWorkerFlags({"--bogus=1"}),
-            absl::InvalidArgumentError("unknown worker flag --bogus"));
-  EXPECT_EQ(SetWorkerFlags({"--batch_size=x"}),
-            absl::InvalidArgumentError("bad value for worker flag --batch_size: 'x' (int32 "
-                                       "expected)"));
-  EXPECT_EQ(SetWorkerFlags({"--batch_size"}),
-            absl::InvalidArgumentError("worker flag --batch_size needs a value "
-                                       "(--batch_size=VALUE)"));
-  EXPECT_EQ(SetWorkerFlags({"batch_size=3"}),
-            absl::InvalidArgumentError("worker flags look like --name=value, got 'batch_size=3'"));
-  EXPECT_EQ(SetWorkerFlags({"--nobatch_size"}),
-            absl::InvalidArgumentError("unknown worker flag --nobatch_size"));
+  SetFlags({{"init", "latest"}});
+  EXPECT_EQ(
+      WorkerOptionsFromFlags().status(),
+      absl::InvalidArgumentError("--init must be random, zero or checkpoint:PATH, got 'latest'"));
+  SetFlags({{"init", "random"}, {"grad", "exact"}});
+  EXPECT_EQ(WorkerOptionsFromFlags().status(),
+            absl::InvalidArgumentError("--grad must be random or known, got 'exact'"));
+  SetFlags({{"grad", "random"}, {"pull_codec", "topk:0.1"}});
+  EXPECT_EQ(
+      WorkerOptionsFromFlags().status(),
+      absl::InvalidArgumentError("--pull_codec must be fp32, fp16 or fp16_delta; got 'topk:0.1'"));
 }
 
 TEST(WorkerFlagsTest, ValuesTheOptionsRefuseFailThere) {
   gflags::FlagSaver restore;
-  ASSERT_TRUE(SetWorkerFlags({"--batch_size=0"}).ok());
-  const absl::Status refused = WorkerOptionsFromFlags().status();
-  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(refused.message().find("--batch_size"), absl::string_view::npos) << refused;
+  SetFlags({{"batch_size", "0"}});
+  EXPECT_EQ(WorkerOptionsFromFlags().status(),
+            absl::InvalidArgumentError(
+                "--batch_size (WorkerOptions.batch_size) must be in [1, 65536], got 0"));
+  SetFlags({{"batch_size", "64"}, {"layers", "0"}});
+  EXPECT_EQ(WorkerOptionsFromFlags().status(),
+            absl::InvalidArgumentError("--layers (WorkerOptions.layers) must be in [1, 10000], "
+                                       "got 0"));
 }
 
 }  // namespace

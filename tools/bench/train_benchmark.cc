@@ -19,7 +19,7 @@
 #include "gflags/gflags.h"
 #include "glog/logging.h"
 #include "models/backend.h"
-#include "models/host_array.h"
+#include "common/host_array.h"
 #include "server/sgd.h"
 
 DEFINE_string(model, "cnn", "mlp, cnn or resnet20");
@@ -47,7 +47,7 @@ DEFINE_double(lr, 0.001, "SGD learning rate (momentum 0.9)");
 namespace {
 
 using r2sp::models::Network;
-using HalfArray = std::vector<uint16_t, r2sp::models::PageAlignedAllocator<uint16_t>>;
+using HalfArray = std::vector<uint16_t, r2sp::PageAlignedAllocator<uint16_t>>;
 
 // Median samples/s of `step` over the timing windows.
 template <typename Step>
@@ -104,7 +104,7 @@ void CheckTraining(float first_loss, float last_loss, const std::vector<float>& 
 // The arrays every step copies to or from the device (the parameters, and the gradients in the
 // form the device writes them), page-locked while the result lives; none with --nopin.
 std::vector<std::unique_ptr<r2sp::models::PinnedHostMemory>> Pin(
-    Network* net, r2sp::models::HostArray& params, r2sp::models::HostArray& grads,
+    Network* net, r2sp::HostArray& params, r2sp::HostArray& grads,
     HalfArray& half, bool device_encodes) {
   std::vector<std::unique_ptr<r2sp::models::PinnedHostMemory>> pins;
   if (!FLAGS_pin) return pins;
@@ -120,7 +120,7 @@ std::vector<std::unique_ptr<r2sp::models::PinnedHostMemory>> Pin(
 }
 
 // The gradient as the final check reads it: fp32, or the binary16 values decoded.
-std::vector<float> Gradient(const r2sp::models::HostArray& grads, const HalfArray& half) {
+std::vector<float> Gradient(const r2sp::HostArray& grads, const HalfArray& half) {
   if (!FLAGS_fp16_grads) return std::vector<float>(grads.begin(), grads.end());
   std::vector<float> out(half.size());
   for (size_t i = 0; i < half.size(); ++i) out[i] = r2sp::codec::HalfToFloat(half[i]);
@@ -137,7 +137,7 @@ int main(int argc, char** argv) {
   absl::StatusOr<Graph> g = BuildModel(FLAGS_model, input, 10);
   CHECK(g.ok()) << g.status();
   CHECK(!FLAGS_fp16_grads || !FLAGS_host_sgd) << "--fp16_grads needs --nohost_sgd";
-  HostArray params(g->num_parameters()), grads(params.size());
+  r2sp::HostArray params(g->num_parameters()), grads(params.size());
   HalfArray half(FLAGS_fp16_grads ? params.size() : 0);
   std::vector<float> momentum(params.size());
   InitParams(*g, 1, params.data());

@@ -7,15 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/codec/codec_spec.h"
 #include "common/status_macros.h"
-#include "gflags/gflags.h"
-#include "worker/worker_flags.h"
 
 namespace r2sp {
-namespace {
-
-constexpr absl::Duration kPoll = absl::Milliseconds(100);
-
-}  // namespace
 
 absl::StatusOr<ClientModel> ClientModel::Of(const std::vector<ClientTensor>& tensors) {
   if (tensors.empty()) return absl::InvalidArgumentError("the model has no tensors");
@@ -46,202 +39,163 @@ absl::StatusOr<ClientModel> ClientModel::Of(const std::vector<ClientTensor>& ten
 }
 
 absl::StatusOr<std::unique_ptr<ClientSession>> ClientSession::Create(
-    const std::vector<std::string>& flags, ClientModel model, const std::string& model_name,
-    bool params_staged) {
-  WorkerOptions options;
-  {
-    gflags::FlagSaver restore;  // the process's flags stay as they were
-    R2SP_RETURN_IF_ERROR(SetWorkerFlags(flags));
-    R2SP_ASSIGN_OR_RETURN(options, ParseWorkerFlags());  // validated below
-  }
-  options.external_model = true;
-  options.model = model_name;
-  options.init_model_path.clear();  // the script's parameters start the job
-  options.exchange.params_staged = params_staged;
-  R2SP_RETURN_IF_ERROR(options.Validate());
-  return absl::WrapUnique(new ClientSession(std::move(options), std::move(model)));
+    const std::map<std::string, OptionValue>& options, ClientModel model,
+    const std::string& model_name, bool params_staged) {
+  SessionOptions base;
+  base.external_model = true;
+  base.model = model_name;
+  base.exchange.params_staged = params_staged;
+  R2SP_ASSIGN_OR_RETURN(SessionOptions session, SessionOptionsFromMap(options, base));
+  return absl::WrapUnique(new ClientSession(std::move(session), std::move(model)));
 }
 
-ClientSession::ClientSession(WorkerOptions options, ClientModel model)
+ClientSession::ClientSession(SessionOptions options, ClientModel model)
     : options_(std::move(options)),
       model_(std::move(model)),
       params_(model_.size, 0.0f),
       grads_(model_.size, 0.0f),
-      grads16_(model_.size, 0),
-      handoff_(grads_.data(), grads16_.data()) {}
+      grads16_(model_.size, 0) {}
+
+ClientSession::~ClientSession() {
+  Abort("the worker was destroyed");
+  watch_.reset();  // before the session its actions reach
+}
 
 std::string ClientSession::push_codec() const {
   return codec::CodecSpecName(options_.ps.push_codec);
 }
 
-ClientSession::~ClientSession() { Abort("the worker was destroyed"); }
-
-absl::Status ClientSession::Join(const Interrupt& interrupt) {
-  if (node_ != nullptr) return absl::FailedPreconditionError("the worker has joined already");
-  ExternalModel model{model_.specs, params_.data(), &handoff_};
-  // Lost to the job: the script's next wait raises it (Aborted), and the session aborts then.
-  node_ = std::make_unique<WorkerNode>(
-      options_, [this](const absl::Status& lost) { handoff_.Fail(lost); }, model);
-  thread_ = std::thread([this] {
-    const absl::Status status = node_->Run();
-    if (!status.ok()) handoff_.Fail(status);
-    absl::MutexLock lock(&mu_);
-    done_ = true;
-    run_status_ = status;
-  });
-  R2SP_ASSIGN_OR_RETURN(const HandoffWorkload::State state, AwaitChange(interrupt));
-  if (state != HandoffWorkload::State::kJoined) {
-    return absl::InternalError("the worker's run went on without joining");
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<HandoffWorkload::State> ClientSession::AwaitChange(const Interrupt& interrupt) {
-  if (node_ == nullptr) return absl::FailedPreconditionError("the worker has not joined the job");
-  while (true) {
-    const absl::StatusOr<HandoffWorkload::State> state = handoff_.Wait(kPoll);
-    if (!state.ok()) {
-      Abort(std::string(state.status().message()));
-      return state.status();
-    }
-    if (*state != HandoffWorkload::State::kJoining && *state != HandoffWorkload::State::kRunning) {
-      return *state;
-    }
-    if (interrupt && interrupt()) {
-      Abort("interrupted");
-      return absl::CancelledError("interrupted");
-    }
-  }
-}
-
-absl::StatusOr<std::optional<WantedStep>> ClientSession::NextStep(const Interrupt& interrupt) {
-  while (true) {
-    R2SP_ASSIGN_OR_RETURN(const HandoffWorkload::State state, AwaitChange(interrupt));
-    switch (state) {
-      case HandoffWorkload::State::kStepWanted:
-        return handoff_.step();
-      case HandoffWorkload::State::kEvaluationWanted:
-        handoff_.SkipEvaluation();
-        continue;
-      case HandoffWorkload::State::kOver:
-        return std::nullopt;
-      default:
-        return absl::FailedPreconditionError(
-            "training has not begun (begin_training, or iterate r2sp.torch.DistributedSampler)");
-    }
-  }
-}
-
-absl::Status ClientSession::Submit(int samples, double loss, bool fp16,
-                                   const Interrupt& interrupt) {
-  R2SP_ASSIGN_OR_RETURN(const HandoffWorkload::State state, AwaitChange(interrupt));
-  if (state == HandoffWorkload::State::kEvaluationWanted) {
-    return absl::FailedPreconditionError("the job waits for an evaluation, not a step "
-                                         "(take the next step with next_step first)");
-  }
-  const int64_t clock = handoff_.step().clock;
-  R2SP_RETURN_IF_ERROR(handoff_.Submit(samples, loss, fp16));
-  R2SP_RETURN_IF_ERROR(AwaitChange(interrupt).status());
-  submitted_clock_ = clock;
-  return absl::OkStatus();
-}
-
-absl::Status ClientSession::PullCentre(const Interrupt& interrupt) {
-  if (node_ == nullptr) return absl::FailedPreconditionError("the worker has not joined the job");
-  if (aborted_) return absl::FailedPreconditionError("the worker left the job (aborted)");
-  const JoinedJob job = handoff_.joined();
-  if (!job.pull_centre || job.elastic_period < 1) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the job's mode is ", job.mode, ": only easgd and eawild have a centre (in the other "
-        "modes the model's parameters are the servers' already)"));
-  }
-  centre_.resize(model_.size);
-  const int64_t steps = submitted_clock_ >= 0 ? submitted_clock_ + 1 : job.first_step;
-  bool interrupted = false;
-  const absl::Status status =
-      job.pull_centre(centre_.data(), steps / job.elastic_period,
-                      [&] { return interrupted = interrupt && interrupt(); });
-  if (status.ok()) return status;
-  if (interrupted) {
-    Abort("interrupted");
-    return absl::CancelledError("interrupted");
-  }
-  const absl::StatusOr<HandoffWorkload::State> state = handoff_.Wait(absl::ZeroDuration());
-  if (state.ok() && *state == HandoffWorkload::State::kOver) {
+absl::Status ClientSession::Usable() const {
+  if (interrupted_) return absl::CancelledError("interrupted");
+  if (session_ != nullptr) R2SP_RETURN_IF_ERROR(session_->lost());
+  if (aborted_) {
     return absl::FailedPreconditionError(
-        "training is over and the worker has left the job: its final pull brought the centre "
-        "into the model's parameters (r2sp.torch.finish() waits for it)");
+        absl::StrCat("the worker left the job (", aborted_why_, ")"));
   }
-  return status;
+  return absl::OkStatus();
 }
 
-absl::Status ClientSession::ParamsNeeded(int64_t offset, int64_t count,
-                                         const Interrupt& interrupt) {
-  R2SP_ASSIGN_OR_RETURN(const int64_t id, handoff_.RequestParams(offset, count, size()));
-  while (true) {
-    const absl::StatusOr<bool> done = handoff_.AwaitParams(id, kPoll);
-    if (!done.ok()) {
-      Abort(std::string(done.status().message()));
-      return done.status();
-    }
-    if (*done) return absl::OkStatus();
-    if (interrupt && interrupt()) {
-      Abort("interrupted");
-      return absl::CancelledError("interrupted");
-    }
-  }
+absl::Status ClientSession::Ended(const absl::Status& status) {
+  if (status.ok()) return status;
+  absl::Status why = interrupted_ ? absl::CancelledError("interrupted") : status;
+  if (!interrupted_ && session_ != nullptr) why = session_->Failed(status);
+  Abort(std::string(why.message()));
+  return why;
 }
 
-bool ClientSession::EvaluationDue() {
-  const absl::StatusOr<HandoffWorkload::State> state = handoff_.Wait(absl::ZeroDuration());
-  return state.ok() && *state == HandoffWorkload::State::kEvaluationWanted;
+absl::Status ClientSession::Join(int signal_fd, int forward_fd) {
+  if (session_ != nullptr) return absl::FailedPreconditionError("the worker has joined already");
+  // Lost to the job: the watch stops the session (off the heartbeat thread), so that a call
+  // waiting on the job returns; Usable() then says why.
+  session_ = std::make_unique<WorkerSession>(
+      options_, [this](const absl::Status&) { watch_->NoteLost(); });
+  R2SP_ASSIGN_OR_RETURN(
+      watch_, SessionWatch::Start(signal_fd, forward_fd,
+                                  {[this] { Interrupt(); }, [this] { session_->Cancel(); }}));
+  trainer_ = std::make_unique<ScriptTrainer>(session_.get(), model_.specs, params_.data());
+  if (forward_waits_) R2SP_RETURN_IF_ERROR(trainer_->EnableForwardWaits());
+  return Ended(trainer_->Join());
 }
 
-absl::StatusOr<LoopResult> ClientSession::Finish(const Interrupt& interrupt) {
-  while (true) {
-    R2SP_ASSIGN_OR_RETURN(const HandoffWorkload::State state, AwaitChange(interrupt));
-    if (state == HandoffWorkload::State::kOver) break;
-    if (state == HandoffWorkload::State::kEvaluationWanted) {
-      handoff_.SkipEvaluation();
-      continue;
-    }
-    const WantedStep step = handoff_.step();
-    const std::string why =
-        state == HandoffWorkload::State::kJoined
-            ? std::string("finish() before training began")
-            : absl::StrCat("finish() before the job's training was over: it wants step ",
-                           step.index + 1, " of ", step.epoch_steps, " of epoch ",
-                           step.epoch + 1, " (iterate r2sp.torch.DistributedSampler to the end)");
-    Abort(why);
-    return absl::FailedPreconditionError(why);
+absl::Status ClientSession::BeginTraining(int64_t train_samples) {
+  if (trainer_ == nullptr) {
+    return absl::FailedPreconditionError("training starts after the worker joined the job");
   }
-  handoff_.AllowFinal();  // the node's final pull may write the parameters now
-  R2SP_RETURN_IF_ERROR(AwaitThread(interrupt));
-  return handoff_.result();
+  R2SP_RETURN_IF_ERROR(Usable());
+  return trainer_->Begin(train_samples);
 }
 
-absl::Status ClientSession::AwaitThread(const Interrupt& interrupt) {
-  while (true) {
-    {
-      absl::MutexLock lock(&mu_);
-      if (mu_.AwaitWithTimeout(absl::Condition(&done_), kPoll)) break;
-    }
-    if (interrupt && interrupt()) {
-      Abort("interrupted");
-      return absl::CancelledError("interrupted");
-    }
+absl::Status ClientSession::EnableForwardWaits() {
+  if (trainer_ == nullptr) {
+    forward_waits_ = true;  // the trainer gets it as it joins
+    return absl::OkStatus();
   }
-  if (thread_.joinable()) thread_.join();
-  absl::MutexLock lock(&mu_);
-  return run_status_;
+  return trainer_->EnableForwardWaits();
+}
+
+absl::StatusOr<std::optional<ScriptStep>> ClientSession::NextStep() {
+  if (trainer_ == nullptr) {
+    return absl::FailedPreconditionError("the worker has not joined the job");
+  }
+  R2SP_RETURN_IF_ERROR(Usable());
+  absl::StatusOr<std::optional<ScriptStep>> step = trainer_->NextStep();
+  if (!step.ok() && !absl::IsFailedPrecondition(step.status())) return Ended(step.status());
+  return step;
+}
+
+absl::Status ClientSession::GradientReady(int64_t offset, int64_t count, bool fp16) {
+  if (trainer_ == nullptr) {
+    return absl::FailedPreconditionError("the worker has not joined the job");
+  }
+  R2SP_RETURN_IF_ERROR(Usable());
+  return trainer_->GradientReady(fp16 ? HostGradient::Fp16(grads16_.data())
+                                      : HostGradient(grads_.data()),
+                                 offset, count);
+}
+
+absl::Status ClientSession::ParamsNeeded(int64_t offset, int64_t count) {
+  if (trainer_ == nullptr) return absl::OkStatus();  // nothing can be running
+  R2SP_RETURN_IF_ERROR(Usable());
+  const absl::Status status = trainer_->ParamsNeeded(offset, count);
+  if (absl::IsOutOfRange(status)) return status;
+  // The pull's own error surfaces at the step's submit; an interrupt or a loss here.
+  return Ended(Usable());
+}
+
+absl::Status ClientSession::Submit(int samples, double loss, bool fp16) {
+  if (trainer_ == nullptr) {
+    return absl::FailedPreconditionError("the worker has not joined the job");
+  }
+  R2SP_RETURN_IF_ERROR(Usable());
+  ComputedStep step;
+  step.samples = samples;
+  step.loss = loss;
+  step.grads = fp16 ? HostGradient::Fp16(grads16_.data()) : HostGradient(grads_.data());
+  const absl::Status status = trainer_->Submit(step);
+  if (absl::IsFailedPrecondition(status) || absl::IsInvalidArgument(status)) return status;
+  return Ended(status);
+}
+
+absl::Status ClientSession::PullCentre() {
+  if (trainer_ == nullptr) return absl::FailedPreconditionError("the worker has not joined the job");
+  R2SP_RETURN_IF_ERROR(Usable());
+  centre_.resize(model_.size);
+  const absl::Status status =
+      trainer_->PullCentre(centre_.data(), [this] { return interrupted_.load(); });
+  if (status.ok() || absl::IsFailedPrecondition(status)) return status;
+  return Ended(status);
+}
+
+bool ClientSession::ReportEvaluation(double accuracy, double loss) {
+  return trainer_ != nullptr && trainer_->ReportEvaluation(TestEvaluation{accuracy, loss});
+}
+
+absl::StatusOr<LoopResult> ClientSession::Finish() {
+  if (trainer_ == nullptr) return absl::FailedPreconditionError("the worker has not joined the job");
+  R2SP_RETURN_IF_ERROR(Usable());
+  absl::StatusOr<LoopResult> result = trainer_->Finish();
+  if (result.ok()) return result;
+  if (absl::IsFailedPrecondition(result.status())) {
+    Abort(std::string(result.status().message()));  // a worker that cannot finish leaves
+    return result.status();
+  }
+  return Ended(result.status());
 }
 
 void ClientSession::Abort(const std::string& why) {
   if (aborted_) return;
   aborted_ = true;
-  handoff_.Close(absl::CancelledError(why));
-  if (node_ != nullptr) node_->Cancel();
-  if (thread_.joinable()) thread_.join();
+  aborted_why_ = why;
+  if (session_ != nullptr) session_->Cancel();
+}
+
+void ClientSession::Interrupt() {
+  interrupted_ = true;
+  if (session_ != nullptr) session_->Cancel();
+}
+
+uint64_t ClientSession::last_push_thread() const {
+  return session_ != nullptr && session_->ps() != nullptr ? session_->ps()->last_push_thread() : 0;
 }
 
 }  // namespace r2sp

@@ -1,31 +1,34 @@
 // The Python client's worker, without Python (core_module.cc binds it as r2sp._core.Worker):
-// a WorkerNode with an ExternalModel, running the worker's whole life (join, initialise,
-// the training loop, finish) on a thread of its own, while the script's thread drives its
-// HandoffWorkload: join, begin training, take each step the loop wants, report the gradient
-// ready part by part, submit it, report evaluations, finish. The buffers (parameters, fp32
-// and binary16 gradients) are the session's: the script writes and reads them in place.
+// the flat buffers the script's model is viewed through (parameters, fp32 and binary16
+// gradients), a WorkerSession and the ScriptTrainer over it (script_trainer.h). Every call runs
+// on the thread that makes it (the script's): join, begin training, each step, evaluations,
+// finish; nothing is handed to another thread.
 //
-// Every blocking call takes an Interrupt, asked every 100 ms: when it says to stop (Ctrl-C),
-// the session aborts (leaves the job) and the call returns Cancelled.
+// A blocking call (joining, a step's exchange, the final barrier) can be cut short from another
+// thread: Interrupt() (Ctrl-C, seen by the session's watch thread) stops the session's
+// communication, the call returns Cancelled("interrupted") and the worker is out of the job.
+// The watch thread also stops it when the worker is lost to the job (the heartbeats' verdict),
+// so that a call waiting on a job that is gone returns Aborted.
 #ifndef R2SP_WORKER_PYTHON_CLIENT_SESSION_H_
 #define R2SP_WORKER_PYTHON_CLIENT_SESSION_H_
 
+#include <atomic>
 #include <cstdint>
-#include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <tuple>
-#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
-#include "models/host_array.h"
-#include "worker/handoff_workload.h"
-#include "worker/worker_node.h"
+#include "common/host_array.h"
+#include "worker/python/session_watch.h"
+#include "worker/script_trainer.h"
+#include "worker/session_option_map.h"
+#include "worker/session_options.h"
+#include "worker/worker_session.h"
 
 namespace r2sp {
 
@@ -46,22 +49,19 @@ struct ClientModel {
   int64_t size = 0;
 };
 
-// Thread-compatible: one thread (the script's) calls everything but the constructor's work;
-// GradientReady and ParamsNeeded may come from autograd's thread while that one waits in
-// backward.
+// Thread-compatible: one thread (the script's) calls it; GradientReady and ParamsNeeded may come
+// from autograd's thread while that one waits in backward; Interrupt from any thread.
 class ClientSession {
  public:
-  // True: stop waiting (the caller was interrupted).
-  using Interrupt = std::function<bool()>;
-
-  // `flags`: the worker binary's ("--scheduler=...", "--batch_size=64", ...); InvalidArgument
-  // naming a bad one. `params_staged`: the script computes on its own copy of params() (a
-  // CUDA model's), so pulls may land in params() while its backward runs (--early_pulls with
-  // --overlap; ExchangerOptions::params_staged). Does not connect.
+  // `options`: the worker's, by the worker binary's flag names (session_option_map.h: an
+  // InvalidArgument names a bad one); `model_name` names the model in the job's reports;
+  // `params_staged`: the script computes on its own copy of params() (a CUDA model's), so pulls
+  // may land in params() while its backward runs (--early_pulls with --overlap;
+  // ExchangerOptions::params_staged). Does not connect.
   static absl::StatusOr<std::unique_ptr<ClientSession>> Create(
-      const std::vector<std::string>& flags, ClientModel model, const std::string& model_name,
-      bool params_staged = false);
-  // Aborts (if still in the job) and waits for the worker's thread.
+      const std::map<std::string, OptionValue>& options, ClientModel model,
+      const std::string& model_name, bool params_staged = false);
+  // Leaves the job (if still in it) and stops the watch thread.
   ~ClientSession();
   ClientSession(const ClientSession&) = delete;
   ClientSession& operator=(const ClientSession&) = delete;
@@ -77,74 +77,68 @@ class ClientSession {
   float* grads() { return grads_.data(); }
   uint16_t* grads16() { return grads16_.data(); }
 
-  // Starts the worker: registers, initialises the servers from params() on rank 0, pulls them
-  // into params(). FailedPrecondition if called twice.
-  absl::Status Join(const Interrupt& interrupt);
-  JoinedJob joined() const { return handoff_.joined(); }
-  absl::Status BeginTraining(int64_t train_samples) { return handoff_.Start(train_samples); }
-  // The step the loop wants (an evaluation it waits for goes unreported); nullopt once training
-  // is over.
-  absl::StatusOr<std::optional<WantedStep>> NextStep(const Interrupt& interrupt);
-  absl::Status GradientReady(int64_t offset, int64_t count, bool fp16) {
-    return handoff_.GradientReady(offset, count, fp16, size());
-  }
+  // Starts the watch (signal_fd: the read end of the interpreter's signal wakeup pipe, or -1;
+  // each byte read is passed on to forward_fd when >= 0), registers, initialises the servers
+  // from params() on rank 0, pulls them into params(). FailedPrecondition if called twice.
+  absl::Status Join(int signal_fd = -1, int forward_fd = -1);
+  // REQUIRES: joined.
+  const JoinedJob& joined() const { return trainer_->job(); }
+  bool evaluates() const { return trainer_ != nullptr && trainer_->evaluates(); }
+  absl::Status BeginTraining(int64_t train_samples);
+  // The step the job wants next (an evaluation due and not reported is passed over); nullopt
+  // once training is over.
+  absl::StatusOr<std::optional<ScriptStep>> NextStep();
+  absl::Status GradientReady(int64_t offset, int64_t count, bool fp16);
   // The script's forward will say before it reads each part of params() (ParamsNeeded), so a
-  // step's pull may run on into the next step. Before BeginTraining (FailedPrecondition after).
-  absl::Status EnableForwardWaits() { return handoff_.EnableForwardWaits(); }
-  // Whether pulls run on into the next step: forward waits enabled, and the worker joined with
-  // --overlap and --overlap_pulls (the r2sp slot not covering the pull).
-  bool overlaps_pulls() const {
-    return handoff_.forward_waits() && handoff_.joined().overlaps_pulls;
-  }
-  // Blocks until [offset, offset + count) of params() holds the pull left running (the wait is
-  // the loop's, counted as pull time); at once when none can be running (outside a wanted
-  // step, without overlapped pulls). OutOfRange for a range outside the model; on an interrupt
-  // or the run's error, the session aborts and that is returned (Cancelled, Aborted, ...).
-  absl::Status ParamsNeeded(int64_t offset, int64_t count, const Interrupt& interrupt);
-  // Hands the step over and waits for the exchange: the pulled parameters are in params() when
+  // step's pull may run on into the next step. Before BeginTraining.
+  absl::Status EnableForwardWaits();
+  bool overlaps_pulls() const { return trainer_ != nullptr && trainer_->overlaps_pulls(); }
+  // Blocks until [offset, offset + count) of params() holds the pull left running (the wait
+  // counts as pull time); at once when none can be running. OutOfRange outside the model.
+  absl::Status ParamsNeeded(int64_t offset, int64_t count);
+  // The step's gradient is complete: its exchange; the pulled parameters are in params() when
   // it returns.
-  absl::Status Submit(int samples, double loss, bool fp16, const Interrupt& interrupt);
-  // easgd, eawild: pulls the centre (fp32) into centre() for an evaluation, as of this
-  // worker's last submitted step (easgd: waits until the rounds it pushed are added).
-  // FailedPrecondition in other modes, before joining, after leaving the job, and once the node
-  // stopped (training over: Finish pulls the centre into params()); on an interrupt the session
-  // aborts and Cancelled is returned.
-  absl::Status PullCentre(const Interrupt& interrupt);
+  absl::Status Submit(int samples, double loss, bool fp16);
+  // easgd, eawild: pulls the centre (fp32) into centre() for an evaluation, as of this worker's
+  // last submitted step. FailedPrecondition in other modes, before joining, after leaving the
+  // job, and once training finished.
+  absl::Status PullCentre();
   // The last PullCentre's values (the model's size; empty before the first).
   const float* centre() const { return centre_.data(); }
   int64_t centre_size() const { return static_cast<int64_t>(centre_.size()); }
-  bool EvaluationDue();
-  bool ReportEvaluation(double accuracy, double loss) {
-    return handoff_.ReportEvaluation(TestEvaluation{accuracy, loss});
-  }
-  // After the last step: waits for the worker to finish (final barrier, final pull into
-  // params(), FINISH) and returns what the loop did. FailedPrecondition (and the session
-  // aborts) when the loop still wants steps.
-  absl::StatusOr<LoopResult> Finish(const Interrupt& interrupt);
-  // Leaves the job now: the worker's thread stops and is joined. Idempotent.
+  bool EvaluationDue() const { return trainer_ != nullptr && trainer_->EvaluationDue(); }
+  bool ReportEvaluation(double accuracy, double loss);
+  // After the last step: the final barrier, the final pull into params(), FINISH; what the run
+  // did. FailedPrecondition (and the worker leaves the job) when the job still wants steps.
+  absl::StatusOr<LoopResult> Finish();
+  // Leaves the job now (its communication stops; the scheduler counts it dead). Idempotent.
   void Abort(const std::string& why);
+  // From any thread: a blocking call returns Cancelled("interrupted"), the worker leaves the job.
+  void Interrupt();
+  // The thread (pthread_self) that sent the last push (0 before any).
+  uint64_t last_push_thread() const;
 
  private:
-  ClientSession(WorkerOptions options, ClientModel model);
-  // Waits until the handoff's state leaves kJoining/kRunning: the state, or the run's error.
-  absl::StatusOr<HandoffWorkload::State> AwaitChange(const Interrupt& interrupt);
-  // Waits for the worker's thread to end: Run's status.
-  absl::Status AwaitThread(const Interrupt& interrupt);
+  ClientSession(SessionOptions options, ClientModel model);
+  // Before a call: the error that ended the session (interrupted, lost, aborted), if any.
+  absl::Status Usable() const;
+  // A blocking call's error as the script sees it: Cancelled after an interrupt, the Aborted
+  // verdict once lost; the worker then leaves the job.
+  absl::Status Ended(const absl::Status& status);
 
-  WorkerOptions options_;
+  const SessionOptions options_;
   const ClientModel model_;
-  models::HostArray params_;  // page-aligned: CUDA can pin it
-  models::HostArray grads_;
-  std::vector<uint16_t, models::PageAlignedAllocator<uint16_t>> grads16_;
+  HostArray params_;  // page-aligned: CUDA can pin it
+  HostArray grads_;
+  std::vector<uint16_t, PageAlignedAllocator<uint16_t>> grads16_;
   std::vector<float> centre_;  // elastic modes, from the first PullCentre
-  int64_t submitted_clock_ = -1;  // the last step Submit handed over (its exchange done)
-  HandoffWorkload handoff_;
-  std::unique_ptr<WorkerNode> node_;
-  std::thread thread_;
-  absl::Mutex mu_;
-  bool done_ ABSL_GUARDED_BY(mu_) = false;
-  absl::Status run_status_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<WorkerSession> session_;
+  std::unique_ptr<ScriptTrainer> trainer_;
+  std::unique_ptr<SessionWatch> watch_;
+  bool forward_waits_ = false;  // asked for before joining
+  std::atomic<bool> interrupted_{false};
   bool aborted_ = false;
+  std::string aborted_why_;
 };
 
 }  // namespace r2sp

@@ -1,27 +1,34 @@
 // r2sp._core: the Python client's extension module (pybind11) over ClientSession
-// (client_session.h) and the data-plan helpers a sampler needs. Every call that may wait
-// releases the GIL and checks for Ctrl-C every 100 ms (then the worker leaves the job and
-// KeyboardInterrupt is raised). C++ errors become r2sp._core.R2SPError (.code: the absl status
-// code's name); the worker lost to the job (the scheduler gone, declared dead, the job failed)
-// becomes JobLost, an R2SPError. The interfaces: docs/PYTORCH.md.
+// (client_session.h) and the data-plan helpers a sampler needs. The worker's options come as a
+// dict of typed values (session_option_map.h). Every call runs on the calling thread; one that
+// may wait releases the GIL. Ctrl-C while joined (the interpreter's signal wakeup fd, read by
+// the session's watch thread) makes the worker leave the job and the waiting call raise
+// KeyboardInterrupt. C++ errors become r2sp._core.R2SPError (.code: the absl status code's
+// name); the worker lost to the job (the scheduler gone, declared dead, the job failed) becomes
+// JobLost, an R2SPError. The interfaces: docs/PYTORCH.md.
+#include <fcntl.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <memory>
 #include <optional>
 #include <random>
-#include <memory>
+#include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "common/epoch_samples.h"
 #include "common/live_shards.h"
 #include "glog/logging.h"
-#include "models/data/batcher.h"
-#include "models/data/epoch_samples.h"
-#include "models/graph.h"
 #include "worker/python/client_session.h"
+#include "worker/python/signal_pipe.h"
+#include "worker/session_option_map.h"
 #include "worker/synthetic_workload.h"
 
 namespace py = pybind11;
@@ -33,9 +40,9 @@ PyObject* r2sp_error = nullptr;  // r2sp._core.R2SPError
 PyObject* job_lost = nullptr;    // r2sp._core.JobLost
 
 // Raises `status` (not OK) as R2SPError or JobLost, or, after an interrupt, the
-// KeyboardInterrupt Python has pending. REQUIRES: the GIL is held.
+// KeyboardInterrupt of the signal Python has pending. REQUIRES: the GIL is held.
 [[noreturn]] void Raise(const absl::Status& status) {
-  if (PyErr_Occurred() != nullptr) throw py::error_already_set();
+  if (PyErr_Occurred() != nullptr || PyErr_CheckSignals() != 0) throw py::error_already_set();
   PyObject* type = absl::IsAborted(status) ? job_lost : r2sp_error;
   py::object error = py::reinterpret_borrow<py::object>(type)(std::string(status.message()));
   error.attr("code") = absl::StatusCodeToString(status.code());
@@ -47,12 +54,6 @@ void Check(const absl::Status& status) {
   if (!status.ok()) Raise(status);
 }
 
-// Asked with the GIL released: takes it to let Python run its signal handlers (Ctrl-C).
-bool Interrupted() {
-  py::gil_scoped_acquire gil;
-  return PyErr_CheckSignals() != 0;
-}
-
 // One of the session's flat buffers, exposed through the buffer protocol; it keeps its
 // Worker alive.
 struct FlatBuffer {
@@ -62,52 +63,97 @@ struct FlatBuffer {
   bool fp16;
 };
 
-// r2sp._core.Worker: the session, its buffers, and the job it joined.
+// A Python dict of worker options (str -> bool, int, float or str) as typed option values.
+std::map<std::string, OptionValue> OptionValues(const py::dict& options) {
+  std::map<std::string, OptionValue> values;
+  for (const auto& [key, value] : options) {
+    if (!py::isinstance<py::str>(key)) {
+      throw py::type_error("worker option names are strings, not " + std::string(py::repr(key)));
+    }
+    const std::string name = py::cast<std::string>(key);
+    if (py::isinstance<py::bool_>(value)) {
+      values[name] = py::cast<bool>(value);
+    } else if (py::isinstance<py::int_>(value)) {
+      try {
+        values[name] = py::cast<int64_t>(value);
+      } catch (const py::cast_error&) {
+        throw py::value_error("worker option '" + name + "' is out of range: " +
+                              std::string(py::repr(value)));
+      }
+    } else if (py::isinstance<py::float_>(value)) {
+      values[name] = py::cast<double>(value);
+    } else if (py::isinstance<py::str>(value)) {
+      values[name] = py::cast<std::string>(value);
+    } else {
+      throw py::type_error("worker option '" + name + "' takes a bool, int, float or str, not " +
+                           std::string(py::repr(value)));
+    }
+  }
+  return values;
+}
+
+std::vector<ClientTensor> TensorList(const py::list& tensors) {
+  std::vector<ClientTensor> specs;
+  for (const py::handle item : tensors) {
+    ClientTensor t;
+    try {
+      const py::sequence pair = py::cast<py::sequence>(item);
+      if (pair.size() != 2) throw py::cast_error();
+      t.name = py::cast<std::string>(pair[0]);
+      t.shape = py::cast<std::vector<int64_t>>(pair[1]);
+    } catch (const py::cast_error&) {
+      throw py::type_error("each tensor is a (name, shape) pair: a str and a sequence of ints, "
+                           "not " + std::string(py::repr(item)));
+    }
+    specs.push_back(std::move(t));
+  }
+  return specs;
+}
+
+// r2sp._core.Worker: the session, its buffers, the job it joined, and the signal pipe that lets
+// Ctrl-C reach the session while it is in the job.
 class Worker {
  public:
-  Worker(const std::vector<std::string>& flags, const py::list& tensors,
-         const std::string& model_name, bool params_staged) {
-    std::vector<ClientTensor> specs;
-    for (const py::handle item : tensors) {
-      ClientTensor t;
-      try {
-        const py::sequence pair = py::cast<py::sequence>(item);
-        if (pair.size() != 2) throw py::cast_error();
-        t.name = py::cast<std::string>(pair[0]);
-        t.shape = py::cast<std::vector<int64_t>>(pair[1]);
-      } catch (const py::cast_error&) {
-        throw py::type_error("each tensor is a (name, shape) pair: a str and a sequence of ints, "
-                             "not " + std::string(py::repr(item)));
-      }
-      specs.push_back(std::move(t));
-    }
-    absl::StatusOr<ClientModel> model = ClientModel::Of(specs);
+  Worker(const py::dict& options, const py::list& tensors, const std::string& model_name,
+         bool params_staged) {
+    absl::StatusOr<ClientModel> model = ClientModel::Of(TensorList(tensors));
     if (!model.ok()) throw py::value_error(std::string(model.status().message()));
     absl::StatusOr<std::unique_ptr<ClientSession>> session =
-        ClientSession::Create(flags, *std::move(model), model_name, params_staged);
+        ClientSession::Create(OptionValues(options), *std::move(model), model_name, params_staged);
     if (!session.ok()) Raise(session.status());
     session_ = std::move(*session);
+  }
+  // The session (and its watch thread) before the pipe it reads.
+  ~Worker() {
+    {
+      py::gil_scoped_release release;
+      session_.reset();
+    }
+    signals_.Restore();
   }
 
   ClientSession& session() { return *session_; }
   const JoinedJob& job() const {
     if (!joined_) throw std::runtime_error("the worker has not joined the job (call join())");
-    return job_;
+    return session_->joined();
   }
   void Join() {
+    signals_.Install();
     absl::Status status;
     {
       py::gil_scoped_release release;
-      status = session_->Join(Interrupted);
+      status = session_->Join(signals_.read_fd(), signals_.previous_fd());
     }
+    if (!status.ok()) signals_.Restore();
     Check(status);
-    job_ = session_->joined();
     joined_ = true;
   }
+  // After finish() or abort(): Ctrl-C is the script's alone again.
+  void Left() { signals_.Restore(); }
 
  private:
   std::unique_ptr<ClientSession> session_;
-  JoinedJob job_;
+  SignalPipe signals_;
   bool joined_ = false;
 };
 
@@ -122,43 +168,23 @@ void BindHelpers(py::module_& m) {
             throw py::value_error("epoch_samples needs size >= 0 and 0 <= shard < world");
           }
           Check(CheckLiveShards(live, world));
-          return models::EpochSamples(size, world, shard, live);
+          return EpochSamples(size, world, shard, live);
         },
         py::arg("size"), py::arg("world"), py::arg("shard"), py::arg("live"));
   m.def("fewest_epoch_samples",
         [](int64_t size, int world, const std::vector<int>& live) {
           if (size < 0 || world < 1) throw py::value_error("needs size >= 0 and world >= 1");
           Check(CheckLiveShards(live, world));
-          return models::FewestEpochSamples(size, world, live);
+          return FewestEpochSamples(size, world, live);
         },
         py::arg("size"), py::arg("world"), py::arg("live"));
   m.def("epoch_order",
         [](std::vector<int64_t> samples, uint64_t seed, int epoch, int shard) {
           std::mt19937_64 rng;
-          models::OrderForEpoch(seed, epoch, shard, /*shuffle=*/true, &rng, &samples);
+          OrderForEpoch(seed, epoch, shard, /*shuffle=*/true, &rng, &samples);
           return samples;
         },
         py::arg("samples"), py::arg("seed"), py::arg("epoch"), py::arg("shard"));
-  m.def("builtin_parameters",
-        [](const std::string& model, std::vector<int> input_chw, int num_classes, uint64_t seed) {
-          if (input_chw.size() != 3) throw py::value_error("input_chw is (channels, height, width)");
-          absl::StatusOr<models::Graph> graph = models::BuildModel(
-              model, models::Shape{input_chw[0], input_chw[1], input_chw[2]}, num_classes);
-          if (!graph.ok()) Raise(graph.status());
-          int64_t size = 0;
-          for (const models::Param& p : graph->params) size += p.size();
-          std::vector<float> values(size);
-          models::InitParams(*graph, seed, values.data());
-          py::list out;
-          int64_t offset = 0;
-          for (const models::Param& p : graph->params) {
-            const char* bytes = reinterpret_cast<const char*>(values.data() + offset);
-            out.append(py::make_tuple(p.name, p.dims, py::bytes(bytes, p.size() * sizeof(float))));
-            offset += p.size();
-          }
-          return out;
-        },
-        py::arg("model"), py::arg("input_chw"), py::arg("num_classes"), py::arg("seed"));
   m.def("synthetic_model", [](int64_t total_floats, int layers) {
     if (layers < 1 || total_floats < 65 * static_cast<int64_t>(layers)) {
       throw py::value_error("synthetic_model needs layers >= 1 and 65 floats per layer");
@@ -179,14 +205,14 @@ void BindHelpers(py::module_& m) {
 }
 
 void BindStep(py::module_& m) {
-  py::class_<WantedStep>(m, "Step")
-      .def_readonly("clock", &WantedStep::clock)
-      .def_readonly("epoch", &WantedStep::epoch)
-      .def_readonly("index", &WantedStep::index)
-      .def_readonly("epoch_steps", &WantedStep::epoch_steps)
-      .def_readonly("batch", &WantedStep::batch)
-      .def_readonly("live_shards", &WantedStep::live_shards)
-      .def("__repr__", [](const WantedStep& s) {
+  py::class_<ScriptStep>(m, "Step")
+      .def_readonly("clock", &ScriptStep::clock)
+      .def_readonly("epoch", &ScriptStep::epoch)
+      .def_readonly("index", &ScriptStep::index)
+      .def_readonly("epoch_steps", &ScriptStep::epoch_steps)
+      .def_readonly("batch", &ScriptStep::batch)
+      .def_readonly("live_shards", &ScriptStep::live_shards)
+      .def("__repr__", [](const ScriptStep& s) {
         return "Step(clock=" + std::to_string(s.clock) + ", epoch=" + std::to_string(s.epoch) +
                ", index=" + std::to_string(s.index) + "/" + std::to_string(s.epoch_steps) +
                ", batch=" + std::to_string(s.batch) + ")";
@@ -245,9 +271,9 @@ void BindJobProperties(py::class_<Worker>& w) {
       .def_property_readonly("hetero_batching",
                              [](const Worker& x) { return x.job().hetero_batching; })
       .def_property_readonly("evaluates",
-                             [](const Worker& x) {
-                               const JoinedJob& job = x.job();
-                               return job.evaluates && job.evaluates();
+                             [](Worker& x) {
+                               x.job();  // joined
+                               return x.session().evaluates();
                              })
       .def_property_readonly("data_world", [](const Worker& x) { return x.job().data_world; })
       .def_property_readonly("data_shard", [](const Worker& x) { return x.job().data_shard; })
@@ -265,8 +291,8 @@ void BindJobProperties(py::class_<Worker>& w) {
 
 void BindWorker(py::module_& m) {
   py::class_<Worker> w(m, "Worker");
-  w.def(py::init<const std::vector<std::string>&, const py::list&, const std::string&, bool>(),
-        py::arg("flags"), py::arg("tensors"), py::arg("model_name") = "pytorch",
+  w.def(py::init<const py::dict&, const py::list&, const std::string&, bool>(),
+        py::arg("options"), py::arg("tensors"), py::arg("model_name") = "pytorch",
         py::arg("params_staged") = false)
       .def_property_readonly("size", [](Worker& x) { return x.session().size(); })
       .def_property_readonly("tensors", [](Worker& x) { return x.session().offsets(); })
@@ -287,8 +313,7 @@ void BindWorker(py::module_& m) {
       .def("begin_training", [](Worker& x, int64_t n) { Check(x.session().BeginTraining(n)); },
            py::arg("train_samples"))
       .def("next_step", [](Worker& x) {
-        return Released<std::optional<WantedStep>>(
-            [&x] { return x.session().NextStep(Interrupted); });
+        return Released<std::optional<ScriptStep>>([&x] { return x.session().NextStep(); });
       })
       .def("gradient_ready", [](Worker& x, int64_t offset, int64_t count, bool fp16) {
         ReleasedStatus([&] { return x.session().GradientReady(offset, count, fp16); });
@@ -296,13 +321,13 @@ void BindWorker(py::module_& m) {
       .def("enable_forward_waits",
            [](Worker& x) { Check(x.session().EnableForwardWaits()); })
       .def("params_needed", [](Worker& x, int64_t offset, int64_t count) {
-        ReleasedStatus([&] { return x.session().ParamsNeeded(offset, count, Interrupted); });
+        ReleasedStatus([&] { return x.session().ParamsNeeded(offset, count); });
       }, py::arg("offset"), py::arg("count"))
       .def("submit", [](Worker& x, int samples, double loss, bool fp16) {
-        ReleasedStatus([&] { return x.session().Submit(samples, loss, fp16, Interrupted); });
+        ReleasedStatus([&] { return x.session().Submit(samples, loss, fp16); });
       }, py::arg("samples"), py::arg("loss"), py::arg("fp16") = false)
       .def("pull_centre", [](Worker& x) {
-        ReleasedStatus([&x] { return x.session().PullCentre(Interrupted); });
+        ReleasedStatus([&x] { return x.session().PullCentre(); });
       })
       .def_property_readonly("centre", [](py::object self) {
         ClientSession& s = self.cast<Worker&>().session();
@@ -313,12 +338,24 @@ void BindWorker(py::module_& m) {
         return x.session().ReportEvaluation(accuracy, loss);
       }, py::arg("accuracy"), py::arg("loss") = 0.0)
       .def("finish", [](Worker& x) {
-        return ResultDict(Released<LoopResult>([&x] { return x.session().Finish(Interrupted); }));
+        absl::StatusOr<LoopResult> result = absl::UnknownError("not run");
+        {
+          py::gil_scoped_release release;
+          result = x.session().Finish();
+        }
+        x.Left();
+        if (!result.ok()) Raise(result.status());
+        return ResultDict(*result);
       })
       .def("abort", [](Worker& x, const std::string& why) {
-        py::gil_scoped_release release;
-        x.session().Abort(why);
-      }, py::arg("why") = "aborted");
+        {
+          py::gil_scoped_release release;
+          x.session().Abort(why);
+        }
+        x.Left();
+      }, py::arg("why") = "aborted")
+      .def_property_readonly("last_push_thread",
+                             [](Worker& x) { return x.session().last_push_thread(); });
   BindJobProperties(w);
 }
 

@@ -1,6 +1,6 @@
 """--init=builtin: start a PyTorch model that is one of R2SP's built-in models written in
 PyTorch (the cnn) from exactly the initial parameters the C++ worker draws for it
-(r2sp._core.builtin_parameters: models::InitParams with the same seed), so that the script
+(r2sp.builtin_parameters: models::InitParams with the same seed), so that the script
 and the built-in model, given the same seed, lr and batches, train the same numbers."""
 
 import torch
@@ -16,12 +16,12 @@ def load(model, builtin, seed):
         raise backends.SetupError("--init=builtin: this script's model is not one of R2SP's "
                                   "built-in models (mlp, cnn, resnet20); use --init=torch")
     try:
-        from r2sp import _core
+        import r2sp
     except ImportError as e:
         raise backends.SetupError(f"--init=builtin needs the r2sp package: {e}") from e
     name, chw, classes = builtin
     values = {n: (shape, raw) for n, shape, raw in
-              _core.builtin_parameters(name, list(chw), classes, seed)}
+              r2sp.builtin_parameters(name, chw, classes, seed)}
     params = dict(model.named_parameters())
     if set(params) != set(values):
         raise backends.SetupError(

@@ -49,7 +49,7 @@ def parser(description, default_lr):
     p.add_argument("--init", choices=("torch", "builtin"), default="torch",
                    help="initial parameters: torch (the layers' own, from --seed), or builtin "
                         "(the C++ worker's for the same built-in model and --seed, "
-                        "r2sp._core.builtin_parameters: the script then trains the numbers the "
+                        "r2sp.builtin_parameters: the script then trains the numbers the "
                         "built-in model does)")
     p.add_argument("--device", default="cpu",
                    help="cpu, or cuda[:N] (cuda: the GPU LOCAL_RANK names modulo the GPUs, "

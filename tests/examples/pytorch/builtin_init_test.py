@@ -33,11 +33,11 @@ class BuiltinInitTest(unittest.TestCase):
     def test_the_cnn_starts_from_the_built_in_cnns_values(self):
         import torch
         import fashion_mnist_cnn
-        from r2sp import _core
+        import r2sp
         from r2sp_examples import builtin_init
         model = fashion_mnist_cnn.Cnn()
         builtin_init.load(model, ("cnn", (1, 28, 28), 10), 7)
-        expected = {n: raw for n, _, raw in _core.builtin_parameters("cnn", [1, 28, 28], 10, 7)}
+        expected = {n: raw for n, _, raw in r2sp.builtin_parameters("cnn", (1, 28, 28), 10, 7)}
         for name, p in model.named_parameters():
             self.assertEqual(p.detach().numpy().tobytes(), expected[name], name)
         self.assertEqual(len(list(model.parameters())), 8)

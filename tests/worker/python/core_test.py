@@ -9,7 +9,9 @@ import json
 import os
 import signal
 import socket
+import subprocess
 import sys
+import threading
 import time
 import unittest
 
@@ -19,10 +21,11 @@ import job_harness
 sys.path.insert(0, job_harness.CORE_DIR)
 try:
     import _core
+    import _models
     IMPORT_ERROR = None
 except ImportError as e:
-    _core = None
-    IMPORT_ERROR = f"r2sp._core does not import from {job_harness.CORE_DIR}: {e}"
+    _core = _models = None
+    IMPORT_ERROR = f"r2sp._core or _models does not import from {job_harness.CORE_DIR}: {e}"
 
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "core_worker.py")
 SERVER = ["--lr=0.1", "--momentum=0.9"]
@@ -158,8 +161,8 @@ class CoreJobTest(unittest.TestCase):
 
     def test_steps_out_of_turn_are_refused(self):
         job = self.job("turns", 1)
-        worker = _core.Worker(["--scheduler=" + job.endpoint, "--heartbeat_ms=200",
-                               "--batch_size=4"], [("w", [4, 2]), ("b", [2])])
+        worker = _core.Worker({"scheduler": job.endpoint, "heartbeat_ms": 200, "batch_size": 4},
+                              [("w", [4, 2]), ("b", [2])])
         worker.join()
         with self.assertRaises(_core.R2SPError) as early:
             worker.next_step()
@@ -174,7 +177,15 @@ class CoreJobTest(unittest.TestCase):
         self.assertEqual(str(outside.exception),
                          "gradient range [8, 12) is outside the model's 10 values")
         worker.submit(4, 0.5)
-        worker.submit(4, 0.5)  # the second step, without next_step: it is the wanted one
+        with self.assertRaises(_core.R2SPError) as unasked:
+            worker.submit(4, 0.5)  # the second step, without next_step
+        self.assertEqual(str(unasked.exception), "no step is wanted now (submit follows next_step)")
+        self.assertEqual(worker.next_step().index, 1)
+        with self.assertRaises(_core.R2SPError) as twice:
+            worker.next_step()
+        self.assertEqual(str(twice.exception), "step 1 is out and not completed: each step's "
+                         "gradient is exchanged (completed) before the next step")
+        worker.submit(4, 0.5)
         self.assertIsNone(worker.next_step())
         with self.assertRaises(_core.R2SPError) as more:
             worker.submit(4, 0.5)
@@ -184,8 +195,8 @@ class CoreJobTest(unittest.TestCase):
 
     def test_forward_waits_are_asked_for_before_training_and_count_the_overlapped_pulls(self):
         job = self.job("waits", 1)
-        worker = _core.Worker(["--scheduler=" + job.endpoint, "--heartbeat_ms=200",
-                               "--batch_size=4", "--overlap"], [("w", [4, 2]), ("b", [2])])
+        worker = _core.Worker({"scheduler": job.endpoint, "heartbeat_ms": 200, "batch_size": 4,
+                               "overlap": True}, [("w", [4, 2]), ("b", [2])])
         with self.assertRaises(RuntimeError):
             worker.overlaps_pulls  # noqa: B018  (not joined)
         worker.enable_forward_waits()
@@ -215,10 +226,30 @@ class CoreJobTest(unittest.TestCase):
         # last step's too).
         self.assertEqual((result["steps"], result["overlapped_pulls"]), (3, 2))
 
+    def test_the_scripts_thread_sends_every_push_while_another_python_thread_idles(self):
+        job = self.job("thread", 1)
+        idle = threading.Event()
+        idler = threading.Thread(target=idle.wait)
+        idler.start()
+        self.addCleanup(idler.join)
+        self.addCleanup(idle.set)
+        worker = _core.Worker({"scheduler": job.endpoint, "heartbeat_ms": 200, "batch_size": 4},
+                              [("w", [4, 2]), ("b", [2])])
+        worker.join()
+        self.assertEqual(worker.last_push_thread, threading.get_ident())  # the initial push
+        worker.begin_training(12)  # 3 steps
+        for _ in range(3):
+            worker.next_step()
+            worker.submit(4, 0.5)
+            self.assertEqual(worker.last_push_thread, threading.get_ident())
+        self.assertNotEqual(worker.last_push_thread, idler.ident)
+        self.assertIsNone(worker.next_step())
+        self.assertEqual(worker.finish()["steps"], 3)
+
     def test_finishing_early_says_which_step_the_job_wanted(self):
         job = self.job("early", 1)
-        worker = _core.Worker(["--scheduler=" + job.endpoint, "--heartbeat_ms=200",
-                               "--batch_size=4"], [("w", [4])])
+        worker = _core.Worker({"scheduler": job.endpoint, "heartbeat_ms": 200, "batch_size": 4},
+                              [("w", [4])])
         worker.join()
         worker.begin_training(16)
         worker.next_step()
@@ -232,8 +263,8 @@ class CoreJobTest(unittest.TestCase):
 @unittest.skipIf(_core is None, IMPORT_ERROR or "")
 class CoreInputTest(unittest.TestCase):
     def test_a_missing_scheduler_is_an_error_after_the_wait(self):
-        worker = _core.Worker([f"--scheduler=tcp://127.0.0.1:{free_port()}", "--register_wait_s=1"],
-                              [("w", [3])])
+        worker = _core.Worker({"scheduler": f"tcp://127.0.0.1:{free_port()}",
+                               "register_wait_s": 1}, [("w", [3])])
         start = time.time()
         with self.assertRaises(_core.R2SPError) as missing:
             worker.join()
@@ -241,13 +272,16 @@ class CoreInputTest(unittest.TestCase):
         self.assertTrue(str(missing.exception).startswith("cannot join the job: "),
                         str(missing.exception))
 
-    def test_bad_flags_are_invalid_arguments(self):
-        for flags, message in [
-                (["--bogus=1"], "unknown worker flag --bogus"),
-                (["--batch_size=x"], "bad value for worker flag --batch_size: 'x' (int32 expected)"),
-                (["--push_codec=zip"], None)]:
+    def test_bad_options_are_invalid_arguments(self):
+        for options, message in [
+                ({"bogus": 1}, "unknown worker option 'bogus'"),
+                ({"batch_size": "x"}, "option 'batch_size' takes an integer, got 'x'"),
+                ({"batch_size": True}, "option 'batch_size' takes an integer, got true"),
+                ({"batch_size": 0}, "--batch_size (SessionOptions.batch_size) must be in "
+                                    "[1, 65536], got 0"),
+                ({"push_codec": "zip"}, None)]:
             with self.assertRaises(_core.R2SPError) as bad:
-                _core.Worker(flags, [("w", [3])])
+                _core.Worker(options, [("w", [3])])
             self.assertEqual(bad.exception.code, "INVALID_ARGUMENT")
             if message:
                 self.assertEqual(str(bad.exception), message)
@@ -255,16 +289,25 @@ class CoreInputTest(unittest.TestCase):
                 self.assertIn("push_codec", str(bad.exception))
 
     def test_early_pulls_with_overlap_only_where_the_parameters_are_staged(self):
-        flags = ["--overlap", "--early_pulls"]
+        options = {"overlap": True, "early_pulls": "true"}
         with self.assertRaises(_core.R2SPError) as bad:
-            _core.Worker(flags, [("w", [3])])
+            _core.Worker(options, [("w", [3])])
         self.assertEqual(bad.exception.code, "INVALID_ARGUMENT")
         self.assertEqual(str(bad.exception),
-                         "--early_pulls (WorkerOptions.exchange.early_pulls) does not go with "
+                         "--early_pulls (SessionOptions.exchange.early_pulls) does not go with "
                          "--overlap (backward still reads the parameters while --overlap pushes) "
                          "unless the compute reads a copy of them (the Python client's CUDA "
                          "models)")
-        self.assertEqual(_core.Worker(flags, [("w", [3])], params_staged=True).size, 3)
+        self.assertEqual(_core.Worker(options, [("w", [3])], params_staged=True).size, 3)
+
+    def test_a_host_process_with_its_own_lr_flag_imports_the_extension_without_a_clash(self):
+        here = os.path.dirname(os.path.abspath(__file__))
+        run = subprocess.run([sys.executable, os.path.join(here, "host_flags_import.py"),
+                              job_harness.CORE_DIR, os.path.join(here, "host_flags.so")],
+                             capture_output=True, text=True, timeout=60)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        self.assertEqual(run.stdout, "host lr before: 0.125\nhost lr after: 0.125\n"
+                                     "worker size: 3\n")
 
     def test_bad_tensors_are_value_errors(self):
         for tensors, message in [
@@ -274,19 +317,19 @@ class CoreInputTest(unittest.TestCase):
                 ([("w", [3, 0])], "tensor 'w' has a dimension of 0 (each must be >= 1, and a "
                                   "tensor under 2^40 values)")]:
             with self.assertRaises(ValueError) as bad:
-                _core.Worker([], tensors)
+                _core.Worker({}, tensors)
             self.assertEqual(str(bad.exception), message)
 
     def test_malformed_tensor_entries_are_type_errors(self):
         for entry in [("w",), ("w", "3"), (3, [2]), "w"]:
             with self.assertRaises(TypeError) as bad:
-                _core.Worker([], [entry])
+                _core.Worker({}, [entry])
             self.assertEqual(str(bad.exception), "each tensor is a (name, shape) pair: a str and "
                              f"a sequence of ints, not {entry!r}")
-        self.assertEqual(_core.Worker([], [["w", (2, 3)]]).size, 6)  # lists and tuples alike
+        self.assertEqual(_core.Worker({}, [["w", (2, 3)]]).size, 6)  # lists and tuples alike
 
     def test_buffers_are_the_models_size_and_writable(self):
-        worker = _core.Worker([], [("w", [3, 2]), ("b", [2])])
+        worker = _core.Worker({}, [("w", [3, 2]), ("b", [2])])
         self.assertEqual(worker.size, 8)
         self.assertEqual(worker.tensors, [("w", 0, 6), ("b", 6, 2)])
         params = memoryview(worker.params)
@@ -305,16 +348,16 @@ class CoreInputTest(unittest.TestCase):
         self.assertEqual(_core.epoch_order(shard, 1, 1, 0), [6, 10, 0, 18, 8, 4, 2, 14, 16, 12])
 
     def test_builtin_parameters_are_the_built_in_models_initial_values(self):
-        params = _core.builtin_parameters("cnn", [1, 28, 28], 10, 1)
+        params = _models.builtin_parameters("cnn", [1, 28, 28], 10, 1)
         self.assertEqual([(name, shape, len(values)) for name, shape, values in params], [
             ("conv1.weight", [32, 1, 5, 5], 3200), ("conv1.bias", [32], 128),
             ("conv2.weight", [64, 32, 5, 5], 204800), ("conv2.bias", [64], 256),
             ("fc1.weight", [1024, 3136], 12845056), ("fc1.bias", [1024], 4096),
             ("fc2.weight", [10, 1024], 40960), ("fc2.bias", [10], 40)])
         self.assertEqual(memoryview(params[0][2]).cast("f")[0], -0.10941257327795029)
-        self.assertEqual(params, _core.builtin_parameters("cnn", [1, 28, 28], 10, 1))
-        with self.assertRaises(_core.R2SPError) as unknown:
-            _core.builtin_parameters("vgg", [1, 28, 28], 10, 1)
+        self.assertEqual(params, _models.builtin_parameters("cnn", [1, 28, 28], 10, 1))
+        with self.assertRaises(ValueError) as unknown:
+            _models.builtin_parameters("vgg", [1, 28, 28], 10, 1)
         self.assertEqual(str(unknown.exception), "unknown model 'vgg' (mlp, cnn, resnet20)")
 
     def test_epoch_samples_deal_a_dead_shards_samples_out(self):

@@ -3,6 +3,7 @@ tensors with the synthetic workload's known gradients (FillKnownGradient), so it
 a C++ `worker --model=synthetic --grad=known`'s, and records what it saw.
 
 usage: core_worker.py CORE_DIR OUT_PREFIX TRAIN_SAMPLES [--sleep_ms=N] [WORKER FLAGS...]
+(the flags become the worker's options: --name=value, --name (True), --noname (False)).
 Writes OUT_PREFIX.steps.jsonl (each step: epoch, index, epoch_steps, batch, live shards, rank),
 OUT_PREFIX.params (the final parameters, raw fp32) and OUT_PREFIX.result.json (finish()'s dict
 with the rank)."""
@@ -13,16 +14,21 @@ import time
 
 core_dir, out, train_samples = sys.argv[1], sys.argv[2], int(sys.argv[3])
 sleep_ms = 0
-flags = []
+options = {}
 for arg in sys.argv[4:]:
-    if arg.startswith("--sleep_ms="):
-        sleep_ms = int(arg.split("=", 1)[1])
+    name, eq, value = arg[2:].partition("=")
+    if name == "sleep_ms":
+        sleep_ms = int(value)
+    elif eq:
+        options[name] = value
+    elif name.startswith("no"):
+        options[name[2:]] = False
     else:
-        flags.append(arg)
+        options[name] = True
 sys.path.insert(0, core_dir)
 import _core  # noqa: E402
 
-worker = _core.Worker(flags, [(n, s) for n, s in _core.synthetic_model(4096, 2)],
+worker = _core.Worker(options, [(n, s) for n, s in _core.synthetic_model(4096, 2)],
                       "known-gradients")
 params = memoryview(worker.params).cast("B").cast("f")
 grads = memoryview(worker.grads).cast("B").cast("f")

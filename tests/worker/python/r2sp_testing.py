@@ -63,11 +63,11 @@ class FakeWorker:
     0's parameters) when given; submit() "pulls" params - lr * grads; gradient_ready records the
     range's values as they were when reported; pull_centre() "pulls" `centre` (elastic modes)."""
 
-    def __init__(self, flags, tensors, model_name="pytorch", *, steps=(), initial=None, lr=0.5,
+    def __init__(self, options, tensors, model_name="pytorch", *, steps=(), initial=None, lr=0.5,
                  rank=0, workers=2, mode="bsp", push_codec="fp32", data_world=1, data_shard=0,
                  batch_size=4, evaluates=True, hetero_batching=False, pulls_overlap=False,
                  elastic_period=0, centre=None, overlap=None):
-        self.flags, self.model_name = list(flags), model_name
+        self.options, self.model_name = dict(options), model_name
         self.tensors, offset = [], 0
         for name, shape in tensors:
             count = 1

@@ -1,4 +1,5 @@
-"""Finds and loads the C++ extension `_core` (//worker/python:_core.so) for the r2sp package."""
+"""Finds and loads the C++ extension `_core` (//worker/python:_core.so) for the r2sp package, and
+the extensions built beside it (`_models`, //worker/python:_models.so)."""
 
 import glob
 import importlib.machinery
@@ -54,7 +55,27 @@ def load_core(package_name, package_dir, environ=None):
     name = package_name + "._core"
     if name in sys.modules:
         return sys.modules[name]
-    path = find_core(package_dir, os.environ if environ is None else environ)
+    return _load(name, find_core(package_dir, os.environ if environ is None else environ))
+
+
+def load_beside(package_name, module, core):
+    """Loads the extension `module` (e.g. "_models") as `<package_name>.<module>` from the
+    directory the loaded `core` came from (the build tree's, or the package's in the bundle);
+    ImportError saying what to build when it is not there."""
+    name = f"{package_name}.{module}"
+    if name in sys.modules:
+        return sys.modules[name]
+    directory = os.path.dirname(os.path.abspath(core.__file__))
+    found = sorted(glob.glob(os.path.join(directory, module + "*.so")))
+    if not found:
+        raise ImportError(f"r2sp: cannot find the C++ extension {module}.so beside "
+                          f"{core.__file__}; build it with `bazel build "
+                          f"//worker/python:{module}.so` (from the repository root)")
+    return _load(name, found[0])
+
+
+def _load(name, path):
+    """The extension at `path`, loaded as `name` and registered in sys.modules."""
     loader = importlib.machinery.ExtensionFileLoader(name, path)
     spec = importlib.util.spec_from_file_location(name, path, loader=loader)
     try:

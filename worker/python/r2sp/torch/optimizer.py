@@ -78,7 +78,8 @@ class DistributedOptimizer(torch.optim.Optimizer):
         if STATE.settings is None:
             job.init()
         self.optimizer = optimizer
-        worker = state.create_worker(STATE.settings.flags, [(n, list(p.shape)) for n, p in named],
+        worker = state.create_worker(STATE.settings.options,
+                                     [(n, list(p.shape)) for n, p in named],
                                      params_staged=device.stages_parameters(named))
         layout = {name: (offset, count) for name, offset, count in worker.tensors}
         self._entries = [device.Entry(n, p, *layout[n]) for n, p in named]

@@ -1,6 +1,7 @@
 """r2sp.torch.init()'s settings: the environment tools/launch or torchrun set, the script's
-flags and keyword settings, assembled into the flag list the C++ worker (`_core.Worker`)
-takes. Pure functions of their inputs; state.py keeps the result."""
+flags and keyword settings, assembled into the worker's options (a dict of option name ->
+value, named as the C++ worker's flags) that `_core.Worker` takes and checks. Pure functions
+of their inputs; state.py keeps the result."""
 
 import dataclasses
 import shlex
@@ -18,10 +19,13 @@ class Settings:
     """What init() resolved.
 
     flags: the C++ worker's flags, one per setting ("--name=value"), in the order first given.
+    options: the same as the worker's options: {name: value}, a flag's value as its text
+      ("--name" is True, "--noname" False), a keyword setting's as given (64, 0.5, True).
     local_rank: this worker's index among the workers on its host (LOCAL_RANK, else 0).
     seed: the job's --seed (1 unless given): the sampler's shuffles.
     data_dir: R2SP_DATA_DIR or --data_dir, the data set's directory ("" if none)."""
     flags: tuple
+    options: dict
     local_rank: int
     seed: int
     data_dir: str
@@ -35,6 +39,17 @@ class Settings:
             if f == f"--{name}":
                 return "true"
         return default
+
+
+def flag_option(flag):
+    """(name, value) of a well-formed flag: '--name=value' -> ('name', 'value'), '--name' ->
+    ('name', True), '--noname' -> ('name', False) (gflags' negation of a boolean)."""
+    name, eq, value = flag[2:].partition("=")
+    if eq:
+        return name, value
+    if name.startswith("no") and len(name) > 2:
+        return name[2:], False
+    return name, True
 
 
 def split_flag(flag, source):
@@ -106,27 +121,33 @@ def resolve(env, flags=None, settings=None):
     if flags is not None and (isinstance(flags, str) or not hasattr(flags, "__iter__")):
         raise TypeError("r2sp.torch.init: flags is a list of strings such as ['--epochs=2'], "
                         f"not {type(flags).__name__}")
-    ordered = {}
+    ordered, values = {}, {}
     scheduler = scheduler_from_env(env)
     if scheduler:
         ordered["scheduler"] = "--scheduler=" + scheduler
-    sources = [(f, "R2SP_WORKER_FLAGS") for f in env_flags(env)]
-    sources += [(f, "flags") for f in (flags or [])]
-    sources += [(setting_flag(k, v), f"setting {k}") for k, v in (settings or {}).items()]
-    for flag, source in sources:
+        values["scheduler"] = scheduler
+    sources = [(f, "R2SP_WORKER_FLAGS", None) for f in env_flags(env)]
+    sources += [(f, "flags", None) for f in (flags or [])]
+    sources += [(setting_flag(k, v), f"setting {k}", (k, v)) for k, v in (settings or {}).items()]
+    for flag, source, typed in sources:
         name, flag = split_flag(flag, source)
-        ordered.pop(name, None)  # re-inserted: the last value is the one that counts
+        option, value = typed if typed is not None else flag_option(flag)
+        for key in {name, option, "no" + option}:  # the last value (either form) counts
+            ordered.pop(key, None)
+            values.pop(key, None)
         ordered[name] = flag
+        values[option] = value
     if "scheduler" not in ordered:
         raise ValueError("r2sp.torch.init: no scheduler address; " + SCHEDULER_HELP)
     data_dir = env.get("R2SP_DATA_DIR", "")
     if "data_dir" in ordered:
         data_dir = ordered["data_dir"].partition("=")[2]
     kept = tuple(f for name, f in ordered.items() if name not in IGNORED_FLAGS)
+    options = {name: v for name, v in values.items() if name not in IGNORED_FLAGS}
     seed_text = ordered.get("seed", "--seed=1").partition("=")[2]
     try:
         seed = int(seed_text)
     except ValueError:
         raise ValueError(f"r2sp.torch.init: --seed={seed_text!r} is not an integer") from None
-    return Settings(flags=kept, local_rank=int_env(env, "LOCAL_RANK", 0), seed=seed,
+    return Settings(flags=kept, options=options, local_rank=int_env(env, "LOCAL_RANK", 0), seed=seed,
                     data_dir=data_dir)

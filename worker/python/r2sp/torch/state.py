@@ -9,10 +9,11 @@ import sys
 from .. import _core
 
 
-def create_worker(flags, tensors, params_staged=False):
-    """A `_core.Worker` for these flags and [(name, shape)] tensors (not yet joined);
-    `params_staged`: the model computes on its own copy of the parameters (CUDA)."""
-    return _core.Worker(list(flags), tensors, "pytorch", params_staged)
+def create_worker(options, tensors, params_staged=False):
+    """A `_core.Worker` for these options ({name: value}, as settings.Settings.options) and
+    [(name, shape)] tensors (not yet joined); `params_staged`: the model computes on its own
+    copy of the parameters (CUDA)."""
+    return _core.Worker(dict(options), tensors, "pytorch", params_staged)
 
 
 class JobState:

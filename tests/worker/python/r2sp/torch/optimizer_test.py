@@ -189,7 +189,7 @@ class JoinTest(OptimizerTestBase):
         self.make(torch.optim.SGD(model.parameters(), lr=0.1), model.named_parameters(),
                   train_samples=8)
         worker = self.workers[0]
-        self.assertEqual(worker.flags, ["--scheduler=tcp://h:1", "--epochs=1"])
+        self.assertEqual(worker.options, {"scheduler": "tcp://h:1", "epochs": "1"})
         self.assertEqual(worker.model_name, "pytorch")
         self.assertEqual(worker.tensors, [("l1.weight", 0, 6), ("l1.bias", 6, 2),
                                           ("l2.weight", 8, 2), ("l2.bias", 10, 1),

@@ -27,14 +27,26 @@ class ResolveTest(unittest.TestCase):
                                    "--push_codec=fp16", "--batch_size=32", "--overlap",
                                    "--nolookahead"))
         self.assertEqual((s.local_rank, s.seed, s.data_dir), (3, 7, "/data/fm"))
+        self.assertEqual(s.options, {"scheduler": "tcp://10.0.0.1:9000",
+                                     "metrics": "/run dir/w0.jsonl", "seed": "7", "epochs": "3",
+                                     "push_codec": "fp16", "batch_size": 32, "overlap": True,
+                                     "lookahead": False})
         self.assertEqual(s.flag("epochs"), "3")
         self.assertEqual(s.flag("overlap"), "true")
         self.assertIsNone(s.flag("model"))
+
+    def test_a_negated_flag_replaces_the_flag_it_negates_and_the_other_way_round(self):
+        env = {"R2SP_SCHEDULER": "tcp://h:1", "R2SP_WORKER_FLAGS": "--overlap --lookahead=true"}
+        s = settings.resolve(env, ["--nooverlap", "--nolookahead", "--lookahead"])
+        self.assertEqual(s.flags, ("--scheduler=tcp://h:1", "--nooverlap", "--lookahead"))
+        self.assertEqual(s.options, {"scheduler": "tcp://h:1", "overlap": False,
+                                     "lookahead": True})
 
     def test_torchrun_variables_give_the_scheduler(self):
         s = settings.resolve({"MASTER_ADDR": "node1", "MASTER_PORT": "29500", "RANK": "1",
                               "WORLD_SIZE": "2", "LOCAL_RANK": "1"})
         self.assertEqual(s.flags, ("--scheduler=tcp://node1:29500",))
+        self.assertEqual(s.options, {"scheduler": "tcp://node1:29500"})
         self.assertEqual((s.local_rank, s.seed, s.data_dir), (1, 1, ""))
 
     def test_r2sp_scheduler_wins_over_master_addr_and_a_setting_over_both(self):

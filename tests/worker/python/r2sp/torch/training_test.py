@@ -329,7 +329,7 @@ class TrainingTest(unittest.TestCase):
         worker = job.torch_worker(0, "--batch_size=4 --overlap --early_pulls", job.path("p0"),
                                   script=KNOWN)
         self.assertEqual(job.wait([worker]), [1], job.log("worker0"))
-        self.assertIn("--early_pulls (WorkerOptions.exchange.early_pulls) does not go with "
+        self.assertIn("--early_pulls (SessionOptions.exchange.early_pulls) does not go with "
                       "--overlap (backward still reads the parameters while --overlap pushes) "
                       "unless the compute reads a copy of them (the Python client's CUDA "
                       "models)", job.log("worker0"))
@@ -423,7 +423,7 @@ class BadInputTest(unittest.TestCase):
 
     def test_unknown_flag(self):
         r2t.init(scheduler="tcp://127.0.0.1:9", no_such_flag=1)
-        e = self.assertRaisesExactly(r2t.R2SPError, "unknown worker flag --no_such_flag",
+        e = self.assertRaisesExactly(r2t.R2SPError, "unknown worker option 'no_such_flag'",
                                      self.create)
         self.assertEqual(e.code, "INVALID_ARGUMENT")
 

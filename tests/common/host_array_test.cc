@@ -1,6 +1,6 @@
-// models::HostArray: page-aligned storage, a whole number of pages long, so pinning one array
+// HostArray: page-aligned storage, a whole number of pages long, so pinning one array
 // never shares a page with another (two pinned neighbours must not collide).
-#include "models/host_array.h"
+#include "common/host_array.h"
 
 #include <unistd.h>
 
@@ -8,7 +8,7 @@
 
 #include "gtest/gtest.h"
 
-namespace r2sp::models {
+namespace r2sp {
 namespace {
 
 TEST(HostArrayTest, ArraysStartOnTheirOwnPagesAndHoldTheirValues) {
@@ -38,4 +38,4 @@ TEST(HostArrayTest, ArraysStartOnTheirOwnPagesAndHoldTheirValues) {
 }
 
 }  // namespace
-}  // namespace r2sp::models
+}  // namespace r2sp

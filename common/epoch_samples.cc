@@ -1,10 +1,10 @@
 // See epoch_samples.h.
-#include "models/data/epoch_samples.h"
+#include "common/epoch_samples.h"
 
 #include <algorithm>
 #include <limits>
 
-namespace r2sp::models {
+namespace r2sp {
 namespace {
 
 // Samples in shard `shard` of `world` over a data set of `n`.
@@ -55,4 +55,11 @@ int64_t FewestEpochSamples(int64_t dataset_size, int world, const std::vector<in
   return fewest;
 }
 
-}  // namespace r2sp::models
+void OrderForEpoch(uint64_t seed, int epoch, int shard, bool shuffle, std::mt19937_64* rng,
+                   std::vector<int64_t>* samples) {
+  std::sort(samples->begin(), samples->end());
+  rng->seed(seed * 1000003 + static_cast<uint64_t>(epoch) * 7919 + shard);
+  if (shuffle) std::shuffle(samples->begin(), samples->end(), *rng);
+}
+
+}  // namespace r2sp

@@ -2,8 +2,8 @@
 // gradient buffer): page-aligned and a whole number of pages long, so that pinning one
 // (Network::PinHostMemory, which page-locks whole pages) never takes in, or collides with the
 // pinning of, memory next to it.
-#ifndef R2SP_MODELS_HOST_ARRAY_H_
-#define R2SP_MODELS_HOST_ARRAY_H_
+#ifndef R2SP_COMMON_HOST_ARRAY_H_
+#define R2SP_COMMON_HOST_ARRAY_H_
 
 #include <unistd.h>
 
@@ -11,7 +11,7 @@
 #include <new>
 #include <vector>
 
-namespace r2sp::models {
+namespace r2sp {
 
 template <typename T>
 struct PageAlignedAllocator {
@@ -35,6 +35,6 @@ struct PageAlignedAllocator {
 
 using HostArray = std::vector<float, PageAlignedAllocator<float>>;
 
-}  // namespace r2sp::models
+}  // namespace r2sp
 
-#endif  // R2SP_MODELS_HOST_ARRAY_H_
+#endif  // R2SP_COMMON_HOST_ARRAY_H_

@@ -1,9 +1,10 @@
-// WorkerNode's lost-to-the-job path (LostHandler, which the worker binary turns into exit 3),
-// against a fake scheduler over real sockets: it lets the worker register, holds its first
-// barrier, and answers its heartbeats with a verdict (or not at all). The worker must call its
-// LostHandler once with Aborted(why), and Run() must return that error, not the barrier's.
-// (A whole job runs in tests/integration, through the binaries.)
-#include "worker/worker_node.h"
+// WorkerSession's lost-to-the-job path (LostHandler, which the worker binary turns into exit
+// 3), against a fake scheduler over real sockets: it lets the worker register, holds its first
+// barrier, and answers its heartbeats with a verdict (or not at all). The session must call its
+// LostHandler once with Aborted(why), and RunWorker must return that error, not the barrier's.
+// And RunWorker returns the options' Validate() error before anything starts. (A whole job runs
+// in tests/integration, through the binaries.)
+#include "worker/worker_session.h"
 
 #include <memory>
 #include <string>
@@ -19,6 +20,9 @@
 #include "common/handler.h"
 #include "common/transport.h"
 #include "gtest/gtest.h"
+#include "worker/synthetic_trainer.h"
+#include "worker/trainer.h"
+#include "worker/worker_options.h"
 
 namespace r2sp {
 namespace {
@@ -116,13 +120,14 @@ Outcome RunAgainst(Verdict verdict) {
   absl::Mutex mu;
   Outcome outcome;
   absl::Notification lost;
-  WorkerNode node(options, [&](const absl::Status& status) {
+  WorkerSession session(options, [&](const absl::Status& status) {
     absl::MutexLock lock(&mu);
     outcome.lost.push_back(status);
     lost.Notify();
   });
+  SyntheticTrainer trainer(options);
   absl::Status run;
-  std::thread worker([&node, &run] { run = node.Run(); });
+  std::thread worker([&session, &trainer, &run] { run = RunWorker(&session, &trainer); });
   EXPECT_TRUE(fake.AwaitBarrier());
   EXPECT_TRUE(lost.WaitForNotificationWithTimeout(absl::Seconds(30)));
   absl::SleepFor(absl::Milliseconds(100));  // more verdicts arrive meanwhile: still one call
@@ -134,7 +139,7 @@ Outcome RunAgainst(Verdict verdict) {
   return outcome;
 }
 
-TEST(WorkerNodeTest, DeclaredDeadCallsTheLostHandlerOnceAndRunReturnsWhy) {
+TEST(WorkerSessionTest, DeclaredDeadCallsTheLostHandlerOnceAndRunReturnsWhy) {
   const Outcome outcome = RunAgainst(Verdict::kDeclaredDead);
   const absl::Status want = absl::AbortedError(
       "the scheduler declared this node dead (it was silent or made no progress for too long) "
@@ -144,7 +149,7 @@ TEST(WorkerNodeTest, DeclaredDeadCallsTheLostHandlerOnceAndRunReturnsWhy) {
   EXPECT_EQ(outcome.run, want);  // not the failed barrier's error
 }
 
-TEST(WorkerNodeTest, AFailedJobCallsTheLostHandlerWithTheSchedulersReason) {
+TEST(WorkerSessionTest, AFailedJobCallsTheLostHandlerWithTheSchedulersReason) {
   const Outcome outcome = RunAgainst(Verdict::kJobFailed);
   const absl::Status want = absl::AbortedError("the job failed: server 0 was lost");
   ASSERT_EQ(outcome.lost.size(), 1u);
@@ -152,7 +157,7 @@ TEST(WorkerNodeTest, AFailedJobCallsTheLostHandlerWithTheSchedulersReason) {
   EXPECT_EQ(outcome.run, want);
 }
 
-TEST(WorkerNodeTest, ASilentSchedulerIsLostAfterTheSchedulerTimeout) {
+TEST(WorkerSessionTest, ASilentSchedulerIsLostAfterTheSchedulerTimeout) {
   const Outcome outcome = RunAgainst(Verdict::kSilence);
   ASSERT_EQ(outcome.lost.size(), 1u);
   EXPECT_EQ(outcome.lost[0].code(), absl::StatusCode::kAborted);
@@ -161,6 +166,28 @@ TEST(WorkerNodeTest, ASilentSchedulerIsLostAfterTheSchedulerTimeout) {
   EXPECT_NE(outcome.lost[0].message().find(": no heartbeat answered for "), std::string::npos)
       << outcome.lost[0];
   EXPECT_EQ(outcome.run, outcome.lost[0]);
+}
+
+TEST(WorkerSessionTest, RunWorkerReturnsTheValidateErrorBeforeAnythingStarts) {
+  WorkerOptions options;
+  options.loop.epochs = 0;
+  options.connection.bind = "tcp://no-such-interface-r2sp:*";  // never reached
+  WorkerSession session(options);
+  SyntheticTrainer trainer(options);
+  const absl::Status status = RunWorker(&session, &trainer);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.message(), "--epochs (WorkerOptions.loop.epochs) must be >= 1, got 0");
+}
+
+TEST(WorkerSessionTest, JoinReturnsTheSessionOptionsValidateErrorBeforeConnecting) {
+  SessionOptions options;
+  options.batch_size = 0;
+  options.connection.bind = "tcp://no-such-interface-r2sp:*";  // never reached
+  WorkerSession session(options);
+  const absl::Status status = session.Join({}, false);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.message(), "--batch_size (SessionOptions.batch_size) must be in [1, 65536], "
+                              "got 0");
 }
 
 }  // namespace

@@ -1,17 +1,15 @@
-// Tests for EpochSamples and FewestEpochSamples (models/data/epoch_samples.h): how an epoch's
+// Tests for EpochSamples and FewestEpochSamples (common/epoch_samples.h): how an epoch's
 // plan deals dead workers' shards out among the live ones.
-#include "models/data/epoch_samples.h"
+#include "common/epoch_samples.h"
 
 #include <algorithm>
 #include <cstdint>
-#include <set>
+#include <random>
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "models/data/batcher.h"
-#include "models/data/dataset.h"
 
-namespace r2sp::models {
+namespace r2sp {
 namespace {
 
 // Every sample of a `n`-sample data set in `world` shards trained exactly once in an epoch of
@@ -72,34 +70,25 @@ TEST(EpochSamplesTest, AShardTheTableLeftOutTrainsItsOwnAndNothingElse) {
 }
 
 // The batcher trains the dealt-out samples from the next epoch on, reshuffled.
-TEST(EpochSamplesTest, TheBatcherTrainsThemFromTheNextEpoch) {
-  Dataset d;
-  d.shape = {1, 1, 1};
-  for (int i = 0; i < 30; ++i) {
-    d.labels.push_back(i % 10);
-    d.pixels.push_back(static_cast<uint8_t>(i));
-  }
-  Batcher b(&d, {0, 3, 9, true, false});
-  std::vector<float> images(15);
-  std::vector<int32_t> labels(15);
-  // Epoch 0 trains the worker's own shard: samples 0, 3, ..., 27.
-  b.StartEpoch(0);
-  ASSERT_EQ(b.Next(15, images.data(), labels.data()), 10);
-  for (int i = 0; i < 10; ++i) EXPECT_EQ(static_cast<int64_t>(images[i] * 255.0f + 0.5f) % 3, 0);
-  const std::vector<int64_t> samples = EpochSamples(30, 3, 0, {0, 2});
-  b.SetSamples(samples);
-  b.StartEpoch(1);
-  ASSERT_EQ(b.Next(15, images.data(), labels.data()), 15);
-  EXPECT_EQ(b.Next(1, images.data(), labels.data()), 0);
-  std::set<int64_t> got;
-  for (float v : images) got.insert(static_cast<int64_t>(v * 255.0f + 0.5f));
-  EXPECT_EQ(got, std::set<int64_t>(samples.begin(), samples.end()));
-  // A worker the plan did not count goes round its own samples as long as the steps last.
-  b.SetSamples(EpochSamples(30, 3, 1, {0, 2}), /*wrap=*/true);
-  b.StartEpoch(2);
-  EXPECT_EQ(b.Next(15, images.data(), labels.data()), 15);
-  for (float v : images) EXPECT_EQ(static_cast<int64_t>(v * 255.0f + 0.5f) % 3, 1);
+TEST(OrderForEpochTest, SortsThenShufflesBySeedEpochAndShard) {
+  std::mt19937_64 rng;
+  std::vector<int64_t> unshuffled = {5, 1, 3};
+  OrderForEpoch(1, 0, 0, /*shuffle=*/false, &rng, &unshuffled);
+  EXPECT_EQ(unshuffled, (std::vector<int64_t>{1, 3, 5}));
+  std::vector<int64_t> samples(100);
+  for (int i = 0; i < 100; ++i) samples[i] = 99 - i;
+  std::vector<int64_t> a = samples, again = samples, other_epoch = samples;
+  OrderForEpoch(7, 2, 1, true, &rng, &a);
+  OrderForEpoch(7, 2, 1, true, &rng, &again);
+  OrderForEpoch(7, 3, 1, true, &rng, &other_epoch);
+  EXPECT_EQ(a, again);
+  EXPECT_NE(a, other_epoch);
+  std::vector<int64_t> sorted = a;
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<int64_t> all(100);
+  for (int i = 0; i < 100; ++i) all[i] = i;
+  EXPECT_EQ(sorted, all);
 }
 
 }  // namespace
-}  // namespace r2sp::models
+}  // namespace r2sp
