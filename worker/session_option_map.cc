@@ -268,7 +268,7 @@ absl::Status NoSuchOption(absl::string_view name) {
   if (std::find(std::begin(kModelFlags), std::end(kModelFlags), name) != std::end(kModelFlags)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "option '", name, "' belongs to the C++ worker's own model (the worker binary's --", name,
-        "), not to a session"));
+        "), not to a worker whose model is the caller's"));
   }
   if (name == "register_timeout_s") {
     return absl::InvalidArgumentError(
@@ -316,6 +316,12 @@ absl::StatusOr<SessionOptions> SessionOptionsFromMap(
                         NodeConnectionFromValues(target.node, proto::WORKER));
   R2SP_RETURN_IF_ERROR(target.options.Validate());
   return std::move(target.options);
+}
+
+std::vector<std::string> ModelOptionNames() {
+  std::vector<std::string> names(std::begin(kModelFlags), std::end(kModelFlags));
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 std::vector<std::string> SessionOptionNames() {

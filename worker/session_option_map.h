@@ -42,6 +42,9 @@ absl::StatusOr<SessionOptions> SessionOptionsFromMap(
 
 // Every option's name, sorted.
 std::vector<std::string> SessionOptionNames();
+// The worker binary's flags about its own model and data, which have no option here (a caller
+// whose model is its own leaves them out), sorted.
+std::vector<std::string> ModelOptionNames();
 // An option's default as the worker binary's --help shows its flag's: "true"/"false",
 // integers in decimal, numbers with 17 significant digits (printf's %.17g), strings as they
 // are. NotFound for a name SessionOptionNames() does not hold.

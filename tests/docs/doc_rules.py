@@ -29,7 +29,8 @@ WORK_TALK = (
 WORK_TALK_ALLOWED = (
     ("*", r"(?:its|their|a) own session|a session of its own|ssh session",
      "a process group (setsid) or an ssh connection"),
-    ("worker/python/*", r"\bsession(?:_|'s)?", "the ClientSession object a Python Worker holds"),
+    ("worker/*", r"\bsessions?(?:_|'s)?",
+     "a WorkerSession (a worker's life in the job) or the ClientSession a Python Worker holds"),
     ("common/book_frame.*", r"\blent\b", "a ZeroMQ frame lent to replies without a copy"),
     ("scheduler/register_replies.h", r"\blent\b", "the address book's frame, lent likewise"),
 )

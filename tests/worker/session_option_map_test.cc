@@ -224,10 +224,10 @@ TEST(SessionOptionMapTest, ErrorsNameTheOption) {
   EXPECT_EQ(ErrorOf({{"bogus", int64_t{1}}}), "unknown worker option 'bogus'");
   EXPECT_EQ(ErrorOf({{"data", std::string("mnist")}}),
             "option 'data' belongs to the C++ worker's own model (the worker binary's --data), "
-            "not to a session");
+            "not to a worker whose model is the caller's");
   EXPECT_EQ(ErrorOf({{"model", std::string("mlp")}}),
             "option 'model' belongs to the C++ worker's own model (the worker binary's --model), "
-            "not to a session");
+            "not to a worker whose model is the caller's");
   EXPECT_EQ(ErrorOf({{"register_timeout_s", int64_t{5}}}),
             "option 'register_timeout_s' is the worker binary's deprecated alias of "
             "register_wait_s: use register_wait_s");

@@ -145,8 +145,8 @@ def play_job(a, tensors, pace):
     """Joins the job whose settings the environment holds and drives it; (Rate, rank)."""
     from r2sp import _core
     from r2sp.torch import settings
-    flags = settings.resolve(os.environ).flags
-    worker = _core.Worker(list(flags), tensors, "pytorch", True)  # staged: as a CUDA model
+    options = settings.resolve(os.environ).options
+    worker = _core.Worker(dict(options), tensors, "pytorch", True)  # staged: as a CUDA model
     worker.enable_forward_waits()
     worker.join()
     modules = step_schedule.modules(worker.tensors)

@@ -185,6 +185,7 @@ void BindHelpers(py::module_& m) {
           return samples;
         },
         py::arg("samples"), py::arg("seed"), py::arg("epoch"), py::arg("shard"));
+  m.def("model_option_names", [] { return ModelOptionNames(); });
   m.def("synthetic_model", [](int64_t total_floats, int layers) {
     if (layers < 1 || total_floats < 65 * static_cast<int64_t>(layers)) {
       throw py::value_error("synthetic_model needs layers >= 1 and 65 floats per layer");

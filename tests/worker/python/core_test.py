@@ -5,6 +5,7 @@ worker leaves a job the survivor completes, training the dead worker's samples f
 epoch; Ctrl-C, a missing scheduler, bad flags, bad tensors and steps out of turn each raise
 their exact error. Skipped where the binaries are not built."""
 
+import importlib.util
 import json
 import os
 import signal
@@ -308,6 +309,18 @@ class CoreInputTest(unittest.TestCase):
         self.assertEqual(run.returncode, 0, run.stderr)
         self.assertEqual(run.stdout, "host lr before: 0.125\nhost lr after: 0.125\n"
                                      "worker size: 3\n")
+
+    def test_the_model_options_are_those_r2sp_torch_leaves_out(self):
+        path = os.path.join(job_harness.ROOT, "worker", "python", "r2sp", "torch", "settings.py")
+        spec = importlib.util.spec_from_file_location("r2sp_torch_settings", path)
+        settings = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(settings)  # on its own: the module needs no torch
+        self.assertEqual(_core.model_option_names(), sorted(settings.IGNORED_FLAGS))
+        with self.assertRaises(_core.R2SPError) as refused:
+            _core.Worker({"model_dir": "/tmp/m"}, [("w", [3])])
+        self.assertEqual(str(refused.exception), "option 'model_dir' belongs to the C++ worker's "
+                         "own model (the worker binary's --model_dir), not to a worker whose model "
+                         "is the caller's")
 
     def test_bad_tensors_are_value_errors(self):
         for tensors, message in [

@@ -115,17 +115,27 @@ def check_worker_files(paths):
 
 
 def _copy_python_package(out_dir, package_dir, core):
-    """python/r2sp/ from `package_dir` (no caches, no extension built elsewhere) and `core` as
-    python/r2sp/_core.so; the libraries the extension loads (when it is an ELF file)."""
+    """python/r2sp/ from `package_dir` (no caches, no extension built elsewhere), `core` as
+    python/r2sp/_core.so and, when built beside it, _models.so (the built-in models' initial
+    values); the libraries the extensions load (when they are ELF files)."""
     target = os.path.join(out_dir, "python", "r2sp")
     shutil.copytree(package_dir, target,
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "_core*.so"))
-    shutil.copyfile(core, os.path.join(target, "_core.so"))
-    os.chmod(os.path.join(target, "_core.so"), 0o755)
-    if not glibc_needs.is_elf(os.path.join(target, "_core.so")):
-        return {}
-    _set_rpath(os.path.join(target, "_core.so"), "$ORIGIN/../../lib")
-    return shared_libraries(core)
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "_core*.so",
+                                                  "_models*.so"))
+    extensions = [core]
+    models = os.path.join(os.path.dirname(core), "_models.so")
+    if os.path.isfile(models):
+        extensions.append(models)
+    libraries = {}
+    for built in extensions:
+        copied = os.path.join(target, os.path.basename(built))
+        shutil.copyfile(built, copied)
+        os.chmod(copied, 0o755)
+        if not glibc_needs.is_elf(copied):
+            continue
+        _set_rpath(copied, "$ORIGIN/../../lib")
+        libraries.update(shared_libraries(built))
+    return libraries
 
 
 def _copy_worker_files(out_dir, paths):

@@ -230,6 +230,21 @@ class StandInBundleTest(unittest.TestCase):
                          & 0o777, 0o755)
         self.assertEqual(release_bundle.verify(self.bundle), [])
 
+    def test_the_models_extension_built_beside_the_core_goes_with_it(self):
+        package, core = stand_in_package(os.path.join(self.dir, "src"))
+        with open(os.path.join(os.path.dirname(core), "_models.so"), "w") as f:
+            f.write("stand-in models\n")
+        manifest = release_bundle.make(
+            self.bundle, {"worker": os.path.join(self.bin_dir, "worker", "worker")}, "1.2", "cpu",
+            "c0ffee", python_package=(package, core))
+        self.assertEqual(sorted(manifest["files"]), [
+            "bin/worker", "python/r2sp/__init__.py", "python/r2sp/_core.so",
+            "python/r2sp/_models.so", "python/r2sp/torch/__init__.py"])
+        with open(os.path.join(self.bundle, "python", "r2sp", "_models.so")) as f:
+            self.assertEqual(f.read(), "stand-in models\n")
+        self.assertEqual(os.stat(os.path.join(self.bundle, "python", "r2sp", "_models.so"))
+                         .st_mode & 0o777, 0o755)
+
     def test_worker_files_that_are_missing_or_clash(self):
         for paths, message in (
                 ([os.path.join(self.dir, "no.py")], f"--worker_files: {self.dir}/no.py not found"),

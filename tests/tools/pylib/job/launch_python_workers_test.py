@@ -46,8 +46,12 @@ import json, os, shlex, sys
 sys.path.insert(0, os.path.dirname(os.environ["R2SP_CORE"]))
 import _core
 out = sys.argv[1]
-worker = _core.Worker(shlex.split(os.environ["R2SP_WORKER_FLAGS"]),
-                      [(n, s) for n, s in _core.synthetic_model(4096, 2)], "known-gradients")
+options = {}  # the job's worker flags as the worker's options
+for flag in shlex.split(os.environ["R2SP_WORKER_FLAGS"]):
+    name, eq, value = flag[2:].partition("=")
+    options[name] = value if eq else True
+worker = _core.Worker(options, [(n, s) for n, s in _core.synthetic_model(4096, 2)],
+                      "known-gradients")
 grads = memoryview(worker.grads).cast("B").cast("f")
 worker.join()
 worker.begin_training(48)

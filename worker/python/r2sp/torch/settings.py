@@ -6,9 +6,13 @@ of their inputs; state.py keeps the result."""
 import dataclasses
 import shlex
 
-# Flags about the model and the data set, which the launchers may pass to every worker: the
-# script owns its model and data, so they are accepted and left out of the worker's flags.
-IGNORED_FLAGS = frozenset(["model", "data", "data_dir", "device", "threads", "gpu", "augment"])
+# The worker binary's flags about its own model and data set (r2sp._core.model_option_names()),
+# which the launchers may pass to every worker: the script owns its model and data, so they are
+# accepted and left out of the worker's options.
+IGNORED_FLAGS = frozenset([
+    "augment", "compute_ms", "data", "data_dir", "device", "encode_on_device", "eval_only", "gpu",
+    "grad", "init", "iterations", "keep_models", "layers", "model", "model_dir", "model_mb",
+    "print_codec", "threads", "workers_per_process"])
 
 SCHEDULER_HELP = ("set R2SP_SCHEDULER=tcp://HOST:PORT (tools/launch does), or MASTER_ADDR and "
                   "MASTER_PORT (torchrun's), or call r2sp.torch.init(scheduler='tcp://HOST:PORT')")
