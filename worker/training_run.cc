@@ -234,7 +234,8 @@ absl::Status TrainingRun::FinishCompute(const ComputedStep& step, IterationMetri
     }
     if (options_.compute_slowdown > 1.0) target = target * options_.compute_slowdown;
     pacer_->Finish(absl::FDivDuration(target, std::max(worked, absl::Nanoseconds(1))));
-    SleepIfPositive(start + stall + pacer_->paced() + target - absl::Now());
+    // The sleeps before reads (paced) are part of the target, not added to it.
+    SleepIfPositive(start + stall + target - absl::Now());
   }
   *end = absl::Now();
   m->batch = step.samples;

@@ -188,5 +188,38 @@ TEST(TrainingRunTest, ThePacerExistsOnlyWhenEmulatingAndStretchesTheStep) {
   }));
 }
 
+// The emulated forward's sleeps before its reads (paced at the last step's stretch) are part of
+// the step's target, not added to it: a step of 20 ms of real compute paced to 400 ms lasts
+// about 400 ms whether its read slept most of that or not.
+TEST(TrainingRunTest, PacedReadsArePartOfTheStepsTargetNotAddedToIt) {
+  const std::vector<proto::TensorSpec> model = SyntheticModel(4000, 2);
+  testing::InProcessJob job(Job(1), PlainSgd(), model);
+  ASSERT_OK(job.Start(std::vector<float>(4000, 0.0f)));
+  ASSERT_OK(job.OnEveryWorker([&](testing::JobWorker& w) -> absl::Status {
+    ExchangerOptions mode = Bsp(1);
+    mode.overlap = true;
+    mode.overlap_pulls = true;
+    mode.bucket_bytes = 4096;
+    Exchanger exchanger(mode, w.ps.get(), w.scheduler.get(), nullptr);
+    LoopOptions loop = Loop(0, 1, 3);
+    loop.emulate_ms_per_sample = 100;  // 4 samples: 400 ms a step
+    TrainingRun run(loop, &exchanger, w.params.data(), nullptr, RunHooks(), true);
+    EXPECT_TRUE(run.forward_waits());
+    std::vector<float> grad(w.params.size());
+    while (true) {
+      R2SP_ASSIGN_OR_RETURN(const std::optional<RunStep> step, run.Next());
+      if (!step.has_value()) break;
+      absl::SleepFor(absl::Milliseconds(20));  // the real compute, then forward reads it all
+      run.ParamsNeeded(0, static_cast<int64_t>(w.params.size()));
+      R2SP_RETURN_IF_ERROR(run.Complete(KnownStep(0, step->clock, &grad)));
+    }
+    R2SP_ASSIGN_OR_RETURN(const LoopResult result, run.Finish());
+    // Three steps of 400 ms; the bug this guards against made each paced one ~780 ms.
+    EXPECT_GE(result.compute_seconds, 1.2);
+    EXPECT_LT(result.compute_seconds, 1.6);
+    return absl::OkStatus();
+  }));
+}
+
 }  // namespace
 }  // namespace r2sp
