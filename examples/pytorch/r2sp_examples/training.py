@@ -1,7 +1,8 @@
 """The examples' shared command line and training loop, the same under every backend
 (backends.py): flags, the epoch/step loop with optional emulated accelerator pacing
-(pacing.py), the test evaluation, the metrics lines of ddp and single (metrics_log.py), and the
-final JSON line tools/bench/pytorch_client reads."""
+(pacing.py), the test evaluation, the metrics lines of ddp and single (metrics_log.py), each
+step's compute and interval under any backend (step_times.py), and the final JSON line
+tools/bench/pytorch_client reads."""
 
 import argparse
 import json
@@ -18,6 +19,7 @@ from . import datasets
 from . import ddp_hooks
 from . import metrics_log
 from . import pacing
+from . import step_times
 
 # Defaults where the script runs alone or under DDP. Under R2SP a flag not given on the
 # script's command line is the job's (tools/launch --worker_flags, the worker's defaults).
@@ -82,6 +84,13 @@ def parser(description, default_lr):
                         "allreduce_exposed_s (after the last gradient was ready), "
                         "allreduce_bytes; ignored by the other backends, so that one set of "
                         "script flags serves every configuration of a comparison")
+    p.add_argument("--step_times", default="", metavar="PATH",
+                   help="every backend: one JSON line per step, {\"step\": k (from 0), "
+                        "\"compute_s\": its forward and backward as the loop times them, "
+                        "\"interval_s\": from the previous step's end}, to PATH with {rank} "
+                        "replaced by this process's rank (PATH.RANK when PATH has no {rank}); "
+                        "interval_s - compute_s is the step's time outside the script's "
+                        "compute (the backend's exchange, the loop's bookkeeping)")
     return p
 
 
@@ -172,9 +181,9 @@ class Stats:
         self.started = self.ended = None
 
 
-def train_epoch(backend, model, optimizer, loader, pacer, args, stats, log, epoch):
-    """One epoch's steps, each written to `log` (metrics_log.MetricsLog); returns how many it
-    took (0: the job is over) and the mean loss."""
+def train_epoch(backend, model, optimizer, loader, pacer, args, stats, log, epoch, times):
+    """One epoch's steps, each written to `log` (metrics_log.MetricsLog) and `times`
+    (step_times.StepTimes); returns how many it took (0: the job is over) and the mean loss."""
     steps, loss_sum = 0, 0.0
     start = end = time.perf_counter()
     previous_end = start
@@ -206,6 +215,7 @@ def train_epoch(backend, model, optimizer, loader, pacer, args, stats, log, epoc
         if stats.steps > STEADY_AFTER_STEPS:
             stats.steady_samples += len(y)
             stats.steady_seconds += end - previous_end
+        times.step(stats.steps - 1, computed, end - previous_end)
         previous_end = end
         log.step(epoch, len(y), computed, value)
     stats.seconds += end - start
@@ -228,11 +238,12 @@ def train(backend, model, optimizer, train_set, test_set, args):
     if not backend.paces_itself:
         pacer.install(model)
     log = metrics_log.MetricsLog(args.metrics, backend.rank, timer)
+    times = step_times.StepTimes(args.step_times, backend.rank)  # the rank known once joined
     log.start()
     for epoch in backend.epochs():
         batches.set_epoch(epoch)
         steps, train_loss = train_epoch(backend, model, optimizer, loader, pacer, args, stats,
-                                        log, epoch)
+                                        log, epoch, times)
         if steps == 0:
             break
         if backend.evaluates():
@@ -246,6 +257,7 @@ def train(backend, model, optimizer, train_set, test_set, args):
         if not backend.owns_step_count and 0 < args.max_steps <= stats.steps:
             break
     log.close()
+    times.close()
     backend.finish()
     return stats
 

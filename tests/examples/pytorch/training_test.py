@@ -1,6 +1,7 @@
 """Tests of examples/pytorch/r2sp_examples/training.py: the flags (which become R2SP worker
 flags, the defaults alone and under DDP, refused values), the emulation's pacing, evaluation,
-the loop's step and epoch bounds and the JSON result line."""
+the loop's step and epoch bounds, the metrics and --step_times lines and the JSON result
+line."""
 
 import contextlib
 import io
@@ -17,6 +18,7 @@ if HAVE_TORCH:
     import torch
     from r2sp_examples import backends
     from r2sp_examples import metrics_log
+    from r2sp_examples import step_times
     from r2sp_examples import training
 
 import junit_main  # noqa: E402
@@ -223,6 +225,42 @@ class LoopTest(unittest.TestCase):
         self.assertEqual([r["clock"] for r in rows if "event" not in r], list(range(6)))
         self.assertTrue(all(t0 <= r["t"] <= time.time() for r in rows))
         self.assertLess(evals[0]["elapsed_s"], evals[1]["elapsed_s"])
+
+    def test_step_times_are_each_steps_compute_and_interval(self):
+        # 2 epochs of 3 steps; the file is worker 0's ({rank} replaced).
+        with tempfile.TemporaryDirectory() as tmp:
+            args = parse("--backend=single", "--epochs=2", "--batch_size=4",
+                         f"--step_times={tmp}/times_{{rank}}.jsonl")
+            self.assertEqual(args.step_times, f"{tmp}/times_{{rank}}.jsonl")
+            model = Constant()
+            with contextlib.redirect_stdout(io.StringIO()):
+                stats = training.train(backends.Single(args), model,
+                                       torch.optim.SGD(model.parameters(), lr=0.1),
+                                       self.data(10), self.data(4), args)
+            self.assertEqual(os.listdir(tmp), ["times_0.jsonl"])
+            with open(os.path.join(tmp, "times_0.jsonl")) as f:
+                rows = [json.loads(line) for line in f]
+        self.assertEqual([sorted(r) for r in rows], [["compute_s", "interval_s", "step"]] * 6)
+        self.assertEqual([r["step"] for r in rows], list(range(6)))
+        self.assertTrue(all(0 < r["compute_s"] <= r["interval_s"] for r in rows), rows)
+        # Each epoch's intervals add up to its time from its start to its last step's end.
+        self.assertAlmostEqual(sum(r["interval_s"] for r in rows), stats.seconds, delta=1e-5)
+
+    def test_a_step_times_file_per_rank(self):
+        self.assertEqual(step_times.path_for("/r/times_{rank}.jsonl", 3), "/r/times_3.jsonl")
+        self.assertEqual(step_times.path_for("/r/times.jsonl", 1), "/r/times.jsonl.1")
+        with tempfile.TemporaryDirectory() as tmp:
+            times = step_times.StepTimes(os.path.join(tmp, "t"), 2)
+            times.step(0, 0.25, 0.5)
+            times.close()
+            times.close()
+            with open(os.path.join(tmp, "t.2")) as f:
+                self.assertEqual(f.read(), '{"step": 0, "compute_s": 0.25, "interval_s": 0.5}\n')
+        nothing = step_times.StepTimes("", 0)
+        nothing.step(0, 0.1, 0.2)
+        nothing.close()
+        self.assertIsNone(nothing.file)
+        self.assertEqual(parse().step_times, "")
 
     def test_no_metrics_file_without_the_flag(self):
         log = metrics_log.MetricsLog("", 0)

@@ -1,10 +1,15 @@
 """tools/bench/pytorch_client's options and figures (the runs themselves: client_runs.py), and
 tools/bench/pytorch_gpu's R2SP configurations (gpu_configuration).
-Two measurements of the Python client (r2sp.torch), each over interleaved repeats:
+Three measurements of the Python client (r2sp.torch), each over interleaved repeats:
   overhead    push + pull seconds per step of the cnn, C++ workers against Python workers in
               otherwise identical jobs, from each worker's --metrics file (the same JSON lines);
   throughput  samples/s of examples/pytorch/fashion_mnist_cnn.py through R2SP (each mode) and
-              under DDP (gloo), with 2 and 4 processes, from the script's final JSON lines.
+              under DDP (gloo), with 2 and 4 processes, from the script's final JSON lines;
+  baseline    seconds per step outside the script's compute (push, pull and bookkeeping: the
+              step's interval less its forward and backward, from the script's --step_times
+              lines) of the overhead job's Python workers, this checkout's binaries and r2sp
+              package against another checkout's (--baseline), the same script from here
+              (runs and figures: client_baseline.py).
 A figure is the median over the repeats, quoted with its spread (min and max)."""
 
 import argparse
@@ -16,7 +21,7 @@ import shlex
 
 from pylib.analysis.run_files import worker_metrics
 
-MEASUREMENTS = ("overhead", "throughput")
+MEASUREMENTS = ("overhead", "throughput", "baseline")
 MODES = ("bsp", "ssp", "asp", "r2sp")
 
 
@@ -26,12 +31,13 @@ def parse_args(argv):
         prog="tools/bench/pytorch_client",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--measure", default="overhead,throughput",
-                   help="overhead, throughput or both (comma-separated)")
+                   help="overhead, throughput, baseline, or several (comma-separated)")
     p.add_argument("--repeats", type=int, default=3, help="interleaved runs of each (>= 3)")
     p.add_argument("--batch_size", type=int, default=64, help="per worker and process")
     p.add_argument("--steps", type=int, default=60, help="steps per worker in each run")
     p.add_argument("--skip", type=int, default=5,
-                   help="overhead: steps left out at the start of each worker's metrics")
+                   help="overhead, baseline: steps left out at the start of each worker's "
+                   "metrics and step times")
     p.add_argument("--overhead_workers", type=int, default=2)
     p.add_argument("--overhead_mode", default="asp", choices=MODES)
     p.add_argument("--push_codec", default="fp32", help="the workers' --push_codec (both kinds)")
@@ -58,6 +64,13 @@ def parse_args(argv):
                    "scheduler")
     p.add_argument("--python", default="/usr/bin/python3", help="the Python with torch")
     p.add_argument("--bin_dir", default="", help="built binaries (default: bazel -c opt's)")
+    p.add_argument("--baseline", default="", metavar="DIR",
+                   help="baseline: another checkout of R2SP whose opt binaries (scheduler, "
+                   "server, worker, worker/python/_core.so) are built; its binaries and its "
+                   "r2sp package (DIR/worker/python) run the same job as this checkout's")
+    p.add_argument("--baseline_bin_dir", default="", metavar="DIR",
+                   help="baseline: where --baseline's binaries are (default: its bazel-bin, "
+                   "which must point at an opt build)")
     p.add_argument("--out", default="", help="directory for the runs and result.json "
                    "(default runs/pytorch_client_TIMESTAMP)")
     p.add_argument("--timeout", type=float, default=1800, help="seconds per run")
@@ -99,6 +112,12 @@ def check(args):
                          "must be at least 1")
     if not 0 <= args.skip < args.steps:
         raise ValueError("--skip must be in [0, --steps)")
+    if "baseline" in args.measure and not args.baseline:
+        raise ValueError("--measure=baseline needs --baseline=DIR (another checkout, built)")
+    if args.baseline:
+        args.baseline = os.path.abspath(args.baseline)
+    if args.baseline_bin_dir:
+        args.baseline_bin_dir = os.path.abspath(args.baseline_bin_dir)
 
 
 def parse_variants(items, option="--variant"):

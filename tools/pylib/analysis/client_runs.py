@@ -2,7 +2,9 @@
 kind of job, built from the options alone, and running them into their run directories.
   cpp_job     tools/launch with the worker binary (model cnn on Fashion-MNIST)
   python_job  the same job with every worker the example script (tools/launch --worker_cmd)
-  ddp_job     the same script under DDP (examples/pytorch/ddp_launch.py: gloo on loopback)"""
+  ddp_job     the same script under DDP (examples/pytorch/ddp_launch.py: gloo on loopback)
+(--measure=baseline's jobs, python_job with another build's binaries and package:
+client_baseline.py)."""
 
 import glob
 import os
@@ -30,15 +32,21 @@ def worker_flags(args):
     return flags + shlex.split(args.worker_flags)
 
 
-def script_command(args):
-    """The example script as a worker runs it: its own flags only what the job cannot give."""
-    return [args.python, SCRIPT, f"--threads={args.threads}"]
+def script_command(args, step_times="", environment=()):
+    """The example script as a worker runs it: its own flags only what the job cannot give;
+    `step_times`: its --step_times PATH; `environment`: NAME=VALUE settings it runs with, through
+    env(1), over those tools/launch gives it."""
+    command = [args.python, SCRIPT, f"--threads={args.threads}"]
+    if step_times:
+        command.append(f"--step_times={step_times}")
+    return (["env", *environment] if environment else []) + command
 
 
-def launch_command(args, mode, workers, run_dir, python):
-    """tools/launch's argv for one R2SP job; `python`: the workers run the example script.
-    `mode`: MODE or MODE@VARIANT, whose flags (args.variants) the workers also get, and whose
-    scheduler flags (args.scheduler_variants) the scheduler, after --scheduler_flags."""
+def launch_command(args, mode, workers, run_dir, python, script=None, bin_dir=None):
+    """tools/launch's argv for one R2SP job; `python`: the workers run the example script
+    (`script`, default script_command(args)). `mode`: MODE or MODE@VARIANT, whose flags
+    (args.variants) the workers also get, and whose scheduler flags (args.scheduler_variants)
+    the scheduler, after --scheduler_flags. `bin_dir`: the binaries (default args.bin_dir)."""
     sync, variant = client_bench.split_mode(mode)
     flags = worker_flags(args) + shlex.split(args.variants.get(variant, ""))
     cmd = [os.path.join(ROOT, "tools", "launch"), f"--sync={sync}", f"--run_dir={run_dir}",
@@ -50,10 +58,11 @@ def launch_command(args, mode, workers, run_dir, python):
                                      args.scheduler_variants.get(variant, "")) if f)
     if scheduler:
         cmd.append(f"--scheduler_flags={scheduler}")
-    if args.bin_dir:
-        cmd.append(f"--bin_dir={args.bin_dir}")
+    bin_dir = bin_dir or args.bin_dir
+    if bin_dir:
+        cmd.append(f"--bin_dir={bin_dir}")
     if python:
-        cmd.append(f"--worker_cmd={shlex.join(script_command(args))}")
+        cmd.append(f"--worker_cmd={shlex.join(script or script_command(args))}")
     return cmd
 
 
@@ -74,10 +83,11 @@ def lr(args):
     return "0.01"
 
 
-def run_launch(args, mode, workers, run_dir, python):
-    """Runs one R2SP job; JobError (mode_jobs.check_job) unless it completed with no death."""
-    r = subprocess.run(launch_command(args, mode, workers, run_dir, python), cwd=ROOT,
-                       capture_output=True, text=True, timeout=args.timeout + 60)
+def run_launch(args, mode, workers, run_dir, python, script=None, bin_dir=None):
+    """Runs one R2SP job (launch_command's); JobError (mode_jobs.check_job) unless it completed
+    with no death."""
+    r = subprocess.run(launch_command(args, mode, workers, run_dir, python, script, bin_dir),
+                       cwd=ROOT, capture_output=True, text=True, timeout=args.timeout + 60)
     what = f"{'Python' if python else 'C++'} workers, {mode}, {workers} workers"
     mode_jobs.check_job(r, what, run_dir)
 

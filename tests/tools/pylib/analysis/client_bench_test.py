@@ -31,6 +31,7 @@ class OptionsTest(unittest.TestCase):
                           a.skip, a.overhead_mode, a.push_codec, a.python),
                          (["overhead", "throughput"], ["asp", "r2sp", "bsp"], [2, 4], 3, 64, 60,
                           5, "asp", "fp32", "/usr/bin/python3"))
+        self.assertEqual((a.baseline, a.baseline_bin_dir), ("", ""))
 
     def test_lists_are_split(self):
         a = client_bench.parse_args(["--measure=throughput", "--modes=r2sp, asp",
@@ -53,8 +54,12 @@ class OptionsTest(unittest.TestCase):
 
     def test_bad_options_are_refused(self):
         cases = [(["--repeats=2"], "--repeats must be at least 3 (a median of at least 3 runs)"),
-                 (["--measure=latency"], "--measure: latency is not one of overhead, throughput"),
-                 (["--measure=,"], "--measure: nothing is not one of overhead, throughput"),
+                 (["--measure=latency"], "--measure: latency is not one of overhead, throughput, "
+                                         "baseline"),
+                 (["--measure=,"], "--measure: nothing is not one of overhead, throughput, "
+                                   "baseline"),
+                 (["--measure=overhead,baseline"], "--measure=baseline needs --baseline=DIR "
+                                                   "(another checkout, built)"),
                  (["--modes=asp,hogwild"], "--modes must be a list of bsp, ssp, asp, r2sp, "
                                            "each optionally @VARIANT of a --variant or "
                                            "--scheduler_variant; not hogwild"),

@@ -1,6 +1,7 @@
 """tools/pylib/analysis/client_runs.py: the exact command lines of tools/bench/pytorch_client's
-jobs (C++ workers, Python workers through tools/launch --worker_cmd, DDP through ddp_launch.py)
-and the DDP run's reading of its processes' result lines, on a stand-in Python."""
+jobs (C++ workers, Python workers through tools/launch --worker_cmd, with another script or
+binaries too, DDP through ddp_launch.py) and the DDP run's reading of its processes' result
+lines, on a stand-in Python."""
 
 import os
 import stat
@@ -40,6 +41,17 @@ class CommandsTest(unittest.TestCase):
                                "--bin_dir=/b"])
         python = client_runs.launch_command(a, "asp", 2, "/r", python=True)
         self.assertEqual(python, cpp + [f"--worker_cmd=/usr/bin/python3 {SCRIPT} --threads=1"])
+
+    def test_the_script_with_its_step_times_and_environment(self):
+        a = options("--threads=2")
+        self.assertEqual(client_runs.script_command(a, "/r/t_{rank}.jsonl", ["A=1", "B=2"]),
+                         ["env", "A=1", "B=2", "/usr/bin/python3", SCRIPT, "--threads=2",
+                          "--step_times=/r/t_{rank}.jsonl"])
+        self.assertEqual(client_runs.script_command(a), ["/usr/bin/python3", SCRIPT, "--threads=2"])
+        # Another script and binaries for one job: only --bin_dir and --worker_cmd change.
+        cmd = client_runs.launch_command(a, "asp", 2, "/r", True, ["python3", "s.py"], "/o")
+        plain = client_runs.launch_command(a, "asp", 2, "/r", python=True)
+        self.assertEqual(cmd, plain[:-2] + ["--bin_dir=/o", "--worker_cmd=python3 s.py"])
 
     def test_a_variant_adds_its_flags_and_keeps_the_mode(self):
         a = options("--worker_flags=--overlap", "--modes=asp@after",
