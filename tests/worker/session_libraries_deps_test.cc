@@ -3,29 +3,18 @@
 // gflags (flags are the binaries'). Bazel answers the queries at build time (genquery in
 // tests/worker/BUILD); this test reads the answers. @system//:glog's own dependency on gflags
 // (Debian's libglog is built with it) is the library's, not ours.
-#include <fstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
+#include "tests/testing/query_labels.h"
 
 namespace r2sp {
 namespace {
 
-// The labels in a genquery's output, one a line.
-std::vector<std::string> Labels(const std::string& path) {
-  std::ifstream in(path);
-  EXPECT_TRUE(in.good()) << path;
-  std::vector<std::string> labels;
-  for (std::string line; std::getline(in, line);) {
-    if (!line.empty()) labels.push_back(line);
-  }
-  return labels;
-}
-
 TEST(SessionLibrariesDepsTest, NoModels) {
-  const std::vector<std::string> deps = Labels("tests/worker/session_option_map_deps");
+  const std::vector<std::string> deps = testing::QueryLabels("tests/worker/session_option_map_deps");
   bool saw_session_options = false;
   for (const std::string& label : deps) {
     EXPECT_FALSE(absl::StartsWith(label, "//models")) << label;
@@ -35,7 +24,7 @@ TEST(SessionLibrariesDepsTest, NoModels) {
 }
 
 TEST(SessionLibrariesDepsTest, NoneOfOursUsesGflags) {
-  for (const std::string& label : Labels("tests/worker/session_option_map_gflags_users")) {
+  for (const std::string& label : testing::QueryLabels("tests/worker/session_option_map_gflags_users")) {
     ADD_FAILURE() << label << " depends on @system//:gflags";
   }
 }

@@ -4,28 +4,18 @@
 // //common:node_flags: flags are the binaries', and a host process's own --lr must not clash),
 // nor a target of ours that uses gflags. Bazel answers the queries at build time (genquery in
 // tests/worker/python/BUILD); this test reads the answers.
-#include <fstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
+#include "tests/testing/query_labels.h"
 
 namespace r2sp {
 namespace {
 
-std::vector<std::string> Labels(const std::string& path) {
-  std::ifstream in(path);
-  EXPECT_TRUE(in.good()) << path;
-  std::vector<std::string> labels;
-  for (std::string line; std::getline(in, line);) {
-    if (!line.empty()) labels.push_back(line);
-  }
-  return labels;
-}
-
 TEST(CoreDepsTest, TheExtensionLinksTheSessionAndNeitherModelsNorFlags) {
-  const std::vector<std::string> deps = Labels("tests/worker/python/core_deps");
+  const std::vector<std::string> deps = testing::QueryLabels("tests/worker/python/core_deps");
   bool saw_session = false, saw_trainer = false;
   for (const std::string& label : deps) {
     EXPECT_FALSE(absl::StartsWith(label, "//models")) << label;
@@ -40,7 +30,7 @@ TEST(CoreDepsTest, TheExtensionLinksTheSessionAndNeitherModelsNorFlags) {
 }
 
 TEST(CoreDepsTest, NoneOfOursUsesGflags) {
-  for (const std::string& label : Labels("tests/worker/python/core_gflags_users")) {
+  for (const std::string& label : testing::QueryLabels("tests/worker/python/core_gflags_users")) {
     ADD_FAILURE() << label << " depends on @system//:gflags";
   }
 }
