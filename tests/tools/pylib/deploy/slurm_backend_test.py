@@ -96,6 +96,10 @@ def cluster_text(workdir, iterations=5, worker_flags="", address=True):
                           worker_flags=f'worker_flags = "{worker_flags}"\n' if worker_flags else "")
 
 
+# How long a job's steps may take to start through srun and slurmd and reach a worker's 20th
+# iteration: over 60 s once with the suite's other tests running beside it.
+STEPS_START_S = 150
+
 class BatchScriptTest(unittest.TestCase):
     def script(self, **kwargs):
         cluster = cluster_file.parse(cluster_text("/shared/r2sp", **kwargs))
@@ -416,7 +420,7 @@ class SlurmBackendTest(unittest.TestCase):
         proc = subprocess.Popen(self.launch_argv(run, flags, iterations=300), env=self.env,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         try:
-            deadline = time.time() + 60
+            deadline = time.time() + STEPS_START_S
             while time.time() < deadline and not self.worker_started(run, 1, 20):
                 time.sleep(0.1)
             self.assertLess(time.time(), deadline, "worker1 never reached iteration 20")
@@ -444,7 +448,7 @@ class SlurmBackendTest(unittest.TestCase):
         proc = subprocess.Popen(self.launch_argv(run, iterations=300), env=self.env,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         try:
-            deadline = time.time() + 60
+            deadline = time.time() + STEPS_START_S
             while time.time() < deadline and not self.worker_started(run, 1, 20):
                 time.sleep(0.1)
             self.assertLess(time.time(), deadline, "worker1 never reached iteration 20")
