@@ -100,6 +100,7 @@ def cluster_text(workdir, iterations=5, worker_flags="", address=True):
 # iteration: over 60 s once with the suite's other tests running beside it.
 STEPS_START_S = 150
 
+
 class BatchScriptTest(unittest.TestCase):
     def script(self, **kwargs):
         cluster = cluster_file.parse(cluster_text("/shared/r2sp", **kwargs))
