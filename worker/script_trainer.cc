@@ -93,10 +93,14 @@ absl::StatusOr<std::optional<ScriptStep>> ScriptTrainer::NextStep() {
   }
   R2SP_ASSIGN_OR_RETURN(const std::optional<RunStep> next, run_->Next());
   if (!next.has_value()) return std::nullopt;
+  out_ = StepOf(*next);
+  return out_;
+}
+
+ScriptStep ScriptTrainer::StepOf(const RunStep& run) const {
   ScriptStep step;
-  static_cast<RunStep&>(step) = *next;
+  static_cast<RunStep&>(step) = run;
   step.live_shards = live_;
-  out_ = step;
   return step;
 }
 
@@ -186,10 +190,8 @@ absl::StatusOr<LoopResult> ScriptTrainer::Finish() {
     // The run learns that it is over when asked for the next step (an epoch plan left nothing).
     R2SP_ASSIGN_OR_RETURN(const std::optional<RunStep> next, run_->Next());
     if (next.has_value()) {
-      ScriptStep step;
-      static_cast<RunStep&>(step) = *next;
-      out_ = step;
-      return NotOver(step);
+      out_ = StepOf(*next);
+      return NotOver(*out_);
     }
   }
   R2SP_ASSIGN_OR_RETURN(const LoopResult result, run_->Finish());

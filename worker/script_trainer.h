@@ -111,6 +111,8 @@ class ScriptTrainer : public Trainer {
   absl::StatusOr<LoopResult> Finish() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
+  // The run's step with the current epoch's live shards.
+  ScriptStep StepOf(const RunStep& run) const;
   absl::Status CheckRange(const char* what, int64_t offset, int64_t count) const;
   // FailedPrecondition saying the run still wants `step`.
   static absl::Status NotOver(const ScriptStep& step);

@@ -75,6 +75,11 @@ absl::Status ClientSession::Usable() const {
   return absl::OkStatus();
 }
 
+absl::Status ClientSession::InJob() const {
+  if (trainer_ == nullptr) return absl::FailedPreconditionError("the worker has not joined the job");
+  return Usable();
+}
+
 absl::Status ClientSession::Ended(const absl::Status& status) {
   if (status.ok()) return status;
   absl::Status why = interrupted_ ? absl::CancelledError("interrupted") : status;
@@ -114,20 +119,14 @@ absl::Status ClientSession::EnableForwardWaits() {
 }
 
 absl::StatusOr<std::optional<ScriptStep>> ClientSession::NextStep() {
-  if (trainer_ == nullptr) {
-    return absl::FailedPreconditionError("the worker has not joined the job");
-  }
-  R2SP_RETURN_IF_ERROR(Usable());
+  R2SP_RETURN_IF_ERROR(InJob());
   absl::StatusOr<std::optional<ScriptStep>> step = trainer_->NextStep();
   if (!step.ok() && !absl::IsFailedPrecondition(step.status())) return Ended(step.status());
   return step;
 }
 
 absl::Status ClientSession::GradientReady(int64_t offset, int64_t count, bool fp16) {
-  if (trainer_ == nullptr) {
-    return absl::FailedPreconditionError("the worker has not joined the job");
-  }
-  R2SP_RETURN_IF_ERROR(Usable());
+  R2SP_RETURN_IF_ERROR(InJob());
   return trainer_->GradientReady(fp16 ? HostGradient::Fp16(grads16_.data())
                                       : HostGradient(grads_.data()),
                                  offset, count);
@@ -143,10 +142,7 @@ absl::Status ClientSession::ParamsNeeded(int64_t offset, int64_t count) {
 }
 
 absl::Status ClientSession::Submit(int samples, double loss, bool fp16) {
-  if (trainer_ == nullptr) {
-    return absl::FailedPreconditionError("the worker has not joined the job");
-  }
-  R2SP_RETURN_IF_ERROR(Usable());
+  R2SP_RETURN_IF_ERROR(InJob());
   ComputedStep step;
   step.samples = samples;
   step.loss = loss;
@@ -157,8 +153,7 @@ absl::Status ClientSession::Submit(int samples, double loss, bool fp16) {
 }
 
 absl::Status ClientSession::PullCentre() {
-  if (trainer_ == nullptr) return absl::FailedPreconditionError("the worker has not joined the job");
-  R2SP_RETURN_IF_ERROR(Usable());
+  R2SP_RETURN_IF_ERROR(InJob());
   centre_.resize(model_.size);
   const absl::Status status =
       trainer_->PullCentre(centre_.data(), [this] { return interrupted_.load(); });
@@ -171,8 +166,7 @@ bool ClientSession::ReportEvaluation(double accuracy, double loss) {
 }
 
 absl::StatusOr<LoopResult> ClientSession::Finish() {
-  if (trainer_ == nullptr) return absl::FailedPreconditionError("the worker has not joined the job");
-  R2SP_RETURN_IF_ERROR(Usable());
+  R2SP_RETURN_IF_ERROR(InJob());
   absl::StatusOr<LoopResult> result = trainer_->Finish();
   if (result.ok()) return result;
   if (absl::IsFailedPrecondition(result.status())) {

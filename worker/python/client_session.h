@@ -122,6 +122,8 @@ class ClientSession {
   ClientSession(SessionOptions options, ClientModel model);
   // Before a call: the error that ended the session (interrupted, lost, aborted), if any.
   absl::Status Usable() const;
+  // Usable(), and FailedPrecondition before joining.
+  absl::Status InJob() const;
   // A blocking call's error as the script sees it: Cancelled after an interrupt, the Aborted
   // verdict once lost; the worker then leaves the job.
   absl::Status Ended(const absl::Status& status);
