@@ -76,7 +76,9 @@ absl::Status ClientSession::Usable() const {
 }
 
 absl::Status ClientSession::InJob() const {
-  if (trainer_ == nullptr) return absl::FailedPreconditionError("the worker has not joined the job");
+  if (trainer_ == nullptr) {
+    return absl::FailedPreconditionError("the worker has not joined the job");
+  }
   return Usable();
 }
 
