@@ -101,13 +101,10 @@ TrainingRun::TrainingRun(const LoopOptions& options, Exchanger* exchanger, float
       forward_waits_(forward_waits && exchanger->overlaps_pulls()) {
   if (Emulates(options_)) {
     Exchanger* const e = exchanger_;
-    pacer_ = std::make_unique<EmulatedStep>(EmulatedStepSinks{[e](HostGradient g, int64_t offset, int64_t count) {
-                                  e->GradientReady(g, offset, count);
-                                },
-                                [e](int64_t offset, int64_t count) {
-                                  e->ParamsNeeded(offset, count);
-                                },
-                                [e] { return e->pull_stall(); }});
+    pacer_ = std::make_unique<EmulatedStep>(EmulatedStepSinks{
+        [e](HostGradient g, int64_t offset, int64_t count) { e->GradientReady(g, offset, count); },
+        [e](int64_t offset, int64_t count) { e->ParamsNeeded(offset, count); },
+        [e] { return e->pull_stall(); }});
   }
 }
 

@@ -1,6 +1,6 @@
-// What a worker says about itself (worker_session.h, the trainers): the line it logs once it joined, the summary
-// it prints after training, and the counters its FINISH carries to the scheduler (which the
-// launcher's summary.json reports).
+// What a worker says about itself (worker_session.h, the trainers): the line it logs once it
+// joined, the summary it prints after training, and the counters its FINISH carries to the
+// scheduler (which the launcher's summary.json reports).
 #ifndef R2SP_WORKER_WORKER_REPORTS_H_
 #define R2SP_WORKER_WORKER_REPORTS_H_
 

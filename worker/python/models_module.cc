@@ -20,7 +20,9 @@ namespace {
 void BindBuiltinParameters(py::module_& m) {
   m.def("builtin_parameters",
         [](const std::string& model, std::vector<int> input_chw, int num_classes, uint64_t seed) {
-          if (input_chw.size() != 3) throw py::value_error("input_chw is (channels, height, width)");
+          if (input_chw.size() != 3) {
+            throw py::value_error("input_chw is (channels, height, width)");
+          }
           absl::StatusOr<models::Graph> graph = models::BuildModel(
               model, models::Shape{input_chw[0], input_chw[1], input_chw[2]}, num_classes);
           if (!graph.ok()) throw py::value_error(std::string(graph.status().message()));
