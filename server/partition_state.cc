@@ -23,7 +23,8 @@ bool PartitionState::Init(const float* values) {
   return true;
 }
 
-void PartitionState::Restore(const float* weights, const float* momentum, int64_t version) {
+void PartitionState::Restore(const float* weights, const float* momentum,
+                             const float* second_moment, int64_t version) {
   // A fresh buffer: a frame of the old one may still be on its way to a worker.
   current_ = std::make_shared<Buffer>(num_elements_);
   std::memcpy(current_->values.data(), weights, bytes());
@@ -32,6 +33,12 @@ void PartitionState::Restore(const float* weights, const float* momentum, int64_
   } else {
     std::fill(momentum_.begin(), momentum_.end(), 0.0f);
   }
+  if (second_moment != nullptr) {
+    second_.assign(second_moment, second_moment + num_elements_);
+  } else {
+    second_.clear();
+  }
+  script_state_ = momentum != nullptr || second_moment != nullptr;
   std::fill(step_.begin(), step_.end(), 0.0f);
   initialized_ = true;
   version_ = version;
@@ -128,6 +135,42 @@ void PartitionState::Apply(const SgdOptions& options, float scale, const wire::G
     decay_to(num_elements_);
   }
   Commit(out_buffer);
+}
+
+void PartitionState::Apply(const std::vector<wire::OptimizerRun>& runs, float scale,
+                           float fraction, const wire::GradientView& grad) {
+  DCHECK_EQ(grad.num_elements, num_elements_);
+  const float* g = grad.dense;
+  if (grad.kind != wire::GradientView::Kind::kDense) {
+    dense_.assign(num_elements_, 0.0f);
+    if (grad.kind == wire::GradientView::Kind::kSparse) {
+      for (size_t j = 0; j < grad.count; ++j) dense_[grad.ids[j]] = grad.values[j];
+    } else {
+      grad.ForEachChunk([this](size_t begin, size_t length, const float* values) {
+        std::copy(values, values + length, dense_.begin() + begin);
+      });
+    }
+    g = dense_.data();
+  }
+  for (const wire::OptimizerRun& run : runs) {
+    if (run.settings.kind() != proto::OPTIMIZER_SGD && second_.empty()) {
+      second_.assign(num_elements_, 0.0f);
+    }
+  }
+  script_state_ = true;
+  Buffer* out = OutputBuffer();
+  const float* in = current_->values.data();
+  const ScriptUpdate update{scale, fraction, version_ + 1};
+  ForRange([&](size_t begin, size_t end) {
+    for (const wire::OptimizerRun& run : runs) {
+      const size_t lo = std::max(begin, run.begin), hi = std::min(end, run.end);
+      if (lo >= hi) continue;
+      ApplyScriptOptimizer(run.settings, update, g + lo, in + lo, out->values.data() + lo,
+                           momentum_.data() + lo, second_.empty() ? nullptr : &second_[lo],
+                           hi - lo);
+    }
+  });
+  Commit(out);
 }
 
 void PartitionState::Add(const float* delta) {

@@ -1,5 +1,6 @@
-// One partition as its server holds it: fp32 weights with a momentum buffer, a version
-// (updates applied), and zero-copy pull frames. A pull sends the current weight buffer
+// One partition as its server holds it: fp32 weights with a momentum buffer (and Adam's second
+// moment, once a script's Adam updates it), a version (updates applied), and zero-copy pull
+// frames. A pull sends the current weight buffer
 // itself; an update that finds that buffer still being sent writes the new weights into a
 // spare buffer instead (copy-on-write without the copy), so pulls never see torn values.
 // Once a worker asks for predicted weights (r2sp delay compensation), updates also keep their
@@ -14,7 +15,9 @@
 #include <vector>
 
 #include "common/wire/gradient_view.h"
+#include "common/wire/optimizer_runs.h"
 #include "server/range_pool.h"
+#include "server/script_optimizer.h"
 #include "server/sgd.h"
 #include "zmq.hpp"
 
@@ -50,6 +53,12 @@ class PartitionState {
   // The same for a gradient of any kind: sparse ones without a dense copy (the untouched
   // weights get the zero-gradient update, see SgdApplyNoGradient).
   void Apply(const SgdOptions& options, float scale, const wire::GradientView& grad);
+  // One update with the training script's optimizer, run by run (script_optimizer.h; the
+  // update's number is version() + 1), of a gradient of any kind (sparse ones made dense: the
+  // untouched values get a zero gradient, as torch would give them). version += 1.
+  // REQUIRES: initialized(); runs as wire::DecodeOptimizerRuns gives them for this partition.
+  void Apply(const std::vector<wire::OptimizerRun>& runs, float scale, float fraction,
+             const wire::GradientView& grad);
   // Elastic averaging's centre update: weights += delta, no optimizer (momentum untouched);
   // version += 1. REQUIRES: initialized().
   void Add(const float* delta);
@@ -69,8 +78,15 @@ class PartitionState {
   // The current weights (for tests and checkpoints).
   const float* weights() const { return current_->values.data(); }
   const float* momentum() const { return momentum_.data(); }
-  // Sets weights, momentum (null: zeros) and version from a checkpoint; initialised after.
-  void Restore(const float* weights, const float* momentum, int64_t version);
+  // Whether the momentum buffer holds a script optimizer's state (a script's update, or a
+  // restore that brought a momentum or second moment), which checkpoints keep in every mode.
+  bool keeps_script_state() const { return script_state_; }
+  // Adam's exp_avg_sq, or null before a script's Adam or AdamW updated this partition.
+  const float* second_moment() const { return second_.empty() ? nullptr : second_.data(); }
+  // Sets weights, momentum and second moment (null: zeros; none) and version from a
+  // checkpoint; initialised after.
+  void Restore(const float* weights, const float* momentum, const float* second_moment,
+               int64_t version);
   // Dense updates and predicted weights of large partitions run on `pool`'s threads (null: on
   // the caller's), with the same results bit for bit. The pool outlives this.
   void set_pool(RangePool* pool) { pool_ = pool; }
@@ -105,6 +121,9 @@ class PartitionState {
   std::shared_ptr<Buffer> current_;
   std::shared_ptr<Buffer> spare_;  // may be null or still in flight
   std::vector<float> momentum_;
+  std::vector<float> second_;  // Adam's exp_avg_sq; empty until an Adam update
+  bool script_state_ = false;  // keeps_script_state()
+  std::vector<float> dense_;   // a sparse gradient made dense, for script optimizers
   std::vector<float> step_;  // the latest update's gradient term; empty until a prediction
   std::vector<std::shared_ptr<Buffer>> predicted_;  // frames of predicted weights, reused
   // The weights ApplyForeseeing predicted (one of predicted_), valid while version_ is theirs.

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -17,6 +18,7 @@
 #include "absl/time/time.h"
 #include "common/handler.h"
 #include "common/model_layout.h"
+#include "common/wire/optimizer_runs.h"
 #include "common/wire/pull_frames.h"
 #include "server/clock_aggregator.h"
 #include "server/partition_state.h"
@@ -59,6 +61,10 @@ struct HeldPartition {
   // its weights hold already: they are acknowledged and dropped.
   int64_t restored_clock = 0;
   double restored_steps = 0;  // the checkpoint's steps (0: not restored)
+  // The training script's optimizer, as its latest push gave it (empty: the server's own), and
+  // the same as the server's own SGD where it is that (script_optimizer.h AsServerSgd).
+  std::vector<wire::OptimizerRun> script_runs;
+  std::optional<SgdOptions> script_sgd;
 };
 
 // Thread-safety: none; the owner (ServerHandler) serialises every call under its mutex.

@@ -11,10 +11,12 @@ namespace r2sp {
 PullReplier::PullReplier(const SgdOptions& sgd, const LrSchedule& schedule, bool per_sample_updates)
     : sgd_(sgd), schedule_(schedule), per_sample_updates_(per_sample_updates) {}
 
-Prediction PullReplier::PredictionFor(double steps, float fraction, int updates) const {
+Prediction PullReplier::PredictionFor(const HeldPartition& held, double steps, float fraction,
+                                      int updates) const {
   // The updates to come carry the fraction between them (or are whole steps each).
   const float each = per_sample_updates_ ? fraction / static_cast<float>(updates) : 1.0f;
-  return r2sp::PredictionFor(ScheduledSgd(sgd_, schedule_, steps), each, updates);
+  const SgdOptions sgd = held.script_sgd ? *held.script_sgd : ScheduledSgd(sgd_, schedule_, steps);
+  return r2sp::PredictionFor(sgd, each, updates);
 }
 
 Message PullReplier::Build(HeldPartition& held, const wire::PullRequest& pull, double waited,
@@ -26,9 +28,9 @@ Message PullReplier::Build(HeldPartition& held, const wire::PullRequest& pull, d
   fields.restored_steps = held.restored_steps;
   zmq::message_t frame;
   proto::Codec codec = proto::FP32;
-  if (pull.predict_updates > 0) {
+  if (pull.predict_updates > 0 && (held.script_runs.empty() || held.script_sgd)) {
     frame = held.state.PredictedPullFrame(
-        PredictionFor(held.steps, pull.predict_fraction, pull.predict_updates));
+        PredictionFor(held, held.steps, pull.predict_fraction, pull.predict_updates));
   } else if (pull.codec == proto::FP16) {
     frame = held.state.Fp16PullFrame();  // encoded once per version
     codec = proto::FP16;

@@ -29,8 +29,11 @@ class PullReplier {
   Message Build(HeldPartition& held, const wire::PullRequest& pull, double waited,
                 int num_workers) const;
   // The prediction a pull asking for `updates` more pushes carrying `fraction` between them
-  // gets from a partition that has applied `steps` steps.
-  Prediction PredictionFor(double steps, float fraction, int updates) const;
+  // gets from `held` once it has applied `steps` steps: with the server's SGD, or the script's
+  // where it is that (held.script_sgd; other script optimizers predict nothing: Build answers
+  // their predicted pulls with the current weights).
+  Prediction PredictionFor(const HeldPartition& held, double steps, float fraction,
+                           int updates) const;
 
  private:
   const SgdOptions sgd_;

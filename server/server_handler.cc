@@ -22,6 +22,13 @@ const ServerOptions& Checked(const ServerOptions& options) {
   return options;
 }
 
+// The script's optimizer a push carried (none: the partition keeps its latest).
+void AdoptScriptRuns(HeldPartition& held, std::vector<wire::OptimizerRun> runs) {
+  if (runs.empty()) return;
+  held.script_sgd = AsServerSgd(runs);
+  held.script_runs = std::move(runs);
+}
+
 }  // namespace
 
 ServerHandler::ServerHandler(const ServerOptions& options, Clock clock)
@@ -110,6 +117,7 @@ absl::Status ServerHandler::HandleShutdown(Message& request, Responder& responde
 }
 
 SgdOptions ServerHandler::SgdFor(const HeldPartition& held) const {
+  if (held.script_sgd) return *held.script_sgd;  // the script's rate, its own schedule
   return ScheduledSgd(options_.sgd, options_.schedule, held.steps);
 }
 
@@ -173,7 +181,12 @@ absl::Status ServerHandler::HandlePush(Message& request, Responder& responder) {
     responder.ReplyStatus(absl::OkStatus());  // a retry of a push applied already
     return absl::OkStatus();
   }
-  R2SP_RETURN_IF_ERROR(ApplyPush(held, header, grad));
+  std::vector<wire::OptimizerRun> runs;  // none: the partition's latest
+  if (header.push().has_optimizer() && !Elastic(options_.sync)) {
+    R2SP_ASSIGN_OR_RETURN(runs, wire::DecodeOptimizerRuns(header.push().optimizer(),
+                                                          held.state.num_elements()));
+  }
+  R2SP_RETURN_IF_ERROR(ApplyPush(held, header, grad, std::move(runs)));
   responder.ReplyStatus(absl::OkStatus());
   MaybeCompleteClock(held);
   MaybeSnapshotAtSteps(&held);
@@ -182,25 +195,30 @@ absl::Status ServerHandler::HandlePush(Message& request, Responder& responder) {
 }
 
 absl::Status ServerHandler::ApplyPush(HeldPartition& held, const proto::Header& header,
-                                      const wire::GradientView& grad) {
+                                      const wire::GradientView& grad,
+                                      std::vector<wire::OptimizerRun> runs) {
   const int w = header.sender_rank();
   const float weight = header.push().scale();
   if (Elastic(options_.sync)) return AddElastic(held, header, grad);
   if (options_.sync == proto::BSP) {
     R2SP_RETURN_IF_ERROR(held.aggregator->Add(w, header.clock(), grad, weight));
     ++held.pushed[w];
+    AdoptScriptRuns(held, std::move(runs));  // for the clock's update
     return absl::OkStatus();
   }
+  AdoptScriptRuns(held, std::move(runs));
   // A push is its fraction b_i / B of a step, or a whole one (unweighted, or classic ASP).
   const float fraction = options_.per_sample_updates && weight > 0.0f ? weight : 1.0f;
   const FractionalStep step = StepForFraction(SgdFor(held), fraction);
   const HeldPartition::PredictAsk& ask = held.asked[w];  // sized as pushed, w checked as there
-  if (ask.updates > 0 && grad.kind == wire::GradientView::Kind::kDense) {
+  if (!held.script_runs.empty() && !held.script_sgd) {
+    held.state.Apply(held.script_runs, 1.0f, fraction, grad);  // no predictions
+  } else if (ask.updates > 0 && grad.kind == wire::GradientView::Kind::kDense) {
     // The pusher's pull comes next (r2sp: it holds the slot): its predicted weights are
     // computed in the update's own pass.
     held.state.ApplyForeseeing(
         step.options, step.grad_scale, grad.dense,
-        replier_.PredictionFor(held.steps + fraction, ask.fraction, ask.updates));
+        replier_.PredictionFor(held, held.steps + fraction, ask.fraction, ask.updates));
   } else {
     held.state.Apply(step.options, step.grad_scale, grad);
   }
@@ -234,6 +252,11 @@ void ServerHandler::MaybeCompleteClock(HeldPartition& held) {
     if (options_.sync == proto::EASGD) {
       held.state.Add(held.aggregator->sum());  // the centre moves by the round's sum
       held.steps += options_.elastic_period;
+    } else if (!held.script_runs.empty() && !held.script_sgd) {
+      held.state.Apply(held.script_runs, held.aggregator->scale(), 1.0f,
+                       wire::GradientView::Dense(held.aggregator->sum(),
+                                                 held.state.num_elements()));
+      held.steps += 1;
     } else {
       held.state.Apply(SgdFor(held), held.aggregator->scale(), held.aggregator->sum());
       held.steps += 1;

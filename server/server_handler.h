@@ -20,12 +20,14 @@
 #include "common/handler.h"
 #include "common/peer_checks.h"
 #include "common/model_layout.h"
+#include "common/wire/optimizer_runs.h"
 #include "common/wire/push_frames.h"
 #include "proto/checkpoint.pb.h"
 #include "server/lr_schedule.h"
 #include "server/partition_table.h"
 #include "server/pull_reply.h"
 #include "server/range_pool.h"
+#include "server/script_optimizer.h"
 #include "server/server_options.h"
 #include "server/sgd.h"
 #include "server/worker_roster.h"
@@ -106,9 +108,11 @@ class ServerHandler : public RequestHandler {
   absl::Status HandleShutdown(Message& request, Responder& responder)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A gradient push (not init) of `held` that its checks let through: applied now, or added to
-  // its BSP clock's sum.
+  // its BSP clock's sum. `runs`, the script's optimizer the push carried (empty: none), become
+  // the partition's from this update on.
   absl::Status ApplyPush(HeldPartition& held, const proto::Header& header,
-                         const wire::GradientView& grad) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                         const wire::GradientView& grad, std::vector<wire::OptimizerRun> runs)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Answers `pull` (parked for `waited` seconds) with the current or predicted weights.
   void AnswerPull(HeldPartition& held, ParkedPull& pull, double waited)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -1,5 +1,8 @@
-// The optimizer's inner loops. Written so GCC vectorises them (-O3 in BUILD); AVX2 and
-// AVX-512 clones are chosen at run time where the CPU has them.
+// The optimizer's inner loops. Written so GCC vectorises them (-O3 in BUILD); FMA clones
+// (Haswell, Skylake-AVX512) are chosen at run time where the CPU has them. They round where
+// torch's vectorised SGD rounds (-ffp-contract=off in BUILD; its adds with a factor are fused
+// multiply-adds): d = fma(w, wd, scale * g); m = m * mu + d; w = fma(m, -lr, w), so a job's
+// updates equal torch.optim.SGD's bit for bit.
 #include "server/sgd.h"
 
 #include <cmath>
@@ -10,59 +13,61 @@
 namespace r2sp {
 namespace {
 
-R2SP_TARGET_CLONES
+R2SP_FMA_TARGET_CLONES
 void MomentumInPlace(float lr, float mu, float wd, float scale, const float* __restrict g,
                      float* __restrict w, float* __restrict m, size_t n) {
   for (size_t i = 0; i < n; ++i) {
-    const float d = scale * g[i] + wd * w[i];
-    const float v = mu * m[i] + d;
+    const float d = std::fma(w[i], wd, scale * g[i]);
+    const float v = m[i] * mu + d;
     m[i] = v;
-    w[i] = w[i] - lr * v;
+    w[i] = std::fma(v, -lr, w[i]);
   }
 }
 
-R2SP_TARGET_CLONES
+R2SP_FMA_TARGET_CLONES
 void MomentumOutOfPlace(float lr, float mu, float wd, float scale, const float* __restrict g,
                         const float* __restrict w_in, float* __restrict w_out,
                         float* __restrict m, size_t n) {
   for (size_t i = 0; i < n; ++i) {
-    const float d = scale * g[i] + wd * w_in[i];
-    const float v = mu * m[i] + d;
+    const float d = std::fma(w_in[i], wd, scale * g[i]);
+    const float v = m[i] * mu + d;
     m[i] = v;
-    w_out[i] = w_in[i] - lr * v;
+    w_out[i] = std::fma(v, -lr, w_in[i]);
   }
 }
 
-R2SP_TARGET_CLONES
+R2SP_FMA_TARGET_CLONES
 void PlainInPlace(float lr, float wd, float scale, const float* __restrict g,
                   float* __restrict w, size_t n) {
-  for (size_t i = 0; i < n; ++i) w[i] = w[i] - lr * (scale * g[i] + wd * w[i]);
+  for (size_t i = 0; i < n; ++i) w[i] = std::fma(std::fma(w[i], wd, scale * g[i]), -lr, w[i]);
 }
 
-R2SP_TARGET_CLONES
+R2SP_FMA_TARGET_CLONES
 void PlainOutOfPlace(float lr, float wd, float scale, const float* __restrict g,
                      const float* __restrict w_in, float* __restrict w_out, size_t n) {
-  for (size_t i = 0; i < n; ++i) w_out[i] = w_in[i] - lr * (scale * g[i] + wd * w_in[i]);
+  for (size_t i = 0; i < n; ++i) {
+    w_out[i] = std::fma(std::fma(w_in[i], wd, scale * g[i]), -lr, w_in[i]);
+  }
 }
 
 // Weights may be updated in place (weight_in == weight_out), so they are not __restrict.
-R2SP_TARGET_CLONES
+R2SP_FMA_TARGET_CLONES
 void MomentumKeepingStep(float lr, float mu, float wd, float scale, float inv_scale,
                          const float* __restrict g, const float* weight_in, float* weight_out,
                          float* __restrict m, float* __restrict step, size_t n) {
   for (size_t i = 0; i < n; ++i) {
     const float w = weight_in[i];
-    const float d = scale * g[i] + wd * w;
-    const float v = mu * m[i] + d;
+    const float d = std::fma(w, wd, scale * g[i]);
+    const float v = m[i] * mu + d;
     step[i] = d * inv_scale;
     m[i] = v;
-    weight_out[i] = w - lr * v;
+    weight_out[i] = std::fma(v, -lr, w);
   }
 }
 
 // MomentumKeepingStep and Predict over its results in one pass: the same expressions on the
 // same values (the stored floats), so the same results bit for bit.
-R2SP_TARGET_CLONES
+R2SP_FMA_TARGET_CLONES
 void MomentumKeepingStepPredicting(float lr, float mu, float wd, float scale, float inv_scale,
                                    float a, float c, const float* __restrict g,
                                    const float* weight_in, float* weight_out,
@@ -70,10 +75,10 @@ void MomentumKeepingStepPredicting(float lr, float mu, float wd, float scale, fl
                                    float* __restrict predicted, size_t n) {
   for (size_t i = 0; i < n; ++i) {
     const float w = weight_in[i];
-    const float d = scale * g[i] + wd * w;
-    const float v = mu * m[i] + d;
+    const float d = std::fma(w, wd, scale * g[i]);
+    const float v = m[i] * mu + d;
     const float u = d * inv_scale;
-    const float next = w - lr * v;
+    const float next = std::fma(v, -lr, w);
     step[i] = u;
     m[i] = v;
     weight_out[i] = next;
@@ -88,16 +93,16 @@ void Predict(float a, float c, const float* __restrict w, const float* __restric
 }
 
 // The zero-gradient update. Weights may be updated in place, so they are not __restrict.
-R2SP_TARGET_CLONES
+R2SP_FMA_TARGET_CLONES
 void DecayOnly(float lr, float mu, float wd, float inv_scale, const float* weight_in,
                float* weight_out, float* __restrict m, float* __restrict step, size_t n) {
   for (size_t i = 0; i < n; ++i) {
     const float w = weight_in[i];
     const float d = wd * w;
-    const float v = m == nullptr ? d : mu * m[i] + d;
+    const float v = m == nullptr ? d : m[i] * mu + d;
     if (m != nullptr) m[i] = v;
     if (step != nullptr) step[i] = d * inv_scale;
-    weight_out[i] = w - lr * v;
+    weight_out[i] = std::fma(v, -lr, w);
   }
 }
 
@@ -120,7 +125,7 @@ void SgdAddSparse(const SgdOptions& options, float scale, const uint32_t* indice
     const uint32_t i = indices[j];
     const float d = scale * values[j];
     if (momentum) momentum_buffer[i] += d;
-    weights[i] -= lr * d;
+    weights[i] = std::fma(d, -lr, weights[i]);
     if (step_out != nullptr) step_out[i] += values[j];
   }
 }

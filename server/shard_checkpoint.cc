@@ -19,10 +19,14 @@ std::string FloatBytes(const float* values, size_t n) {
 // Whether `p` fits `held` (sizes, counters in range).
 absl::Status CheckPartition(const proto::PartitionCheckpoint& p, const HeldPartition& held) {
   const size_t bytes = held.state.bytes();
-  if (p.weights().size() != bytes || (!p.momentum().empty() && p.momentum().size() != bytes)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("partition ", p.key(), " has ", p.weights().size(), " bytes of weights and ",
-                     p.momentum().size(), " of momentum; it needs ", bytes));
+  const auto fits = [bytes](const std::string& values) {
+    return values.empty() || values.size() == bytes;
+  };
+  if (p.weights().size() != bytes || !fits(p.momentum()) || !fits(p.second_moment())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "partition ", p.key(), " has ", p.weights().size(), " bytes of weights, ",
+        p.momentum().size(), " of momentum and ", p.second_moment().size(),
+        " of second moment; it needs ", bytes));
   }
   if (p.version() < 0 || !(p.steps() >= 0 && p.steps() < 1e15) || p.clock() < 0) {
     return absl::InvalidArgumentError(
@@ -53,14 +57,22 @@ absl::Status CheckShard(const proto::ShardCheckpoint& shard, PartitionTable& par
   return absl::OkStatus();
 }
 
+// The floats in `bytes` (aligned), empty for none.
+std::vector<float> Floats(const std::string& bytes) {
+  std::vector<float> values(bytes.size() / sizeof(float));
+  if (!values.empty()) std::memcpy(values.data(), bytes.data(), bytes.size());
+  return values;
+}
+
+const float* DataOrNull(const std::vector<float>& values) {
+  return values.empty() ? nullptr : values.data();
+}
+
 void RestorePartition(const proto::PartitionCheckpoint& p, HeldPartition& held) {
-  std::vector<float> weights(held.state.num_elements()), momentum;
-  std::memcpy(weights.data(), p.weights().data(), p.weights().size());
-  if (!p.momentum().empty()) {
-    momentum.resize(held.state.num_elements());
-    std::memcpy(momentum.data(), p.momentum().data(), p.momentum().size());
-  }
-  held.state.Restore(weights.data(), momentum.empty() ? nullptr : momentum.data(), p.version());
+  const std::vector<float> weights = Floats(p.weights());
+  const std::vector<float> momentum = Floats(p.momentum());
+  const std::vector<float> second = Floats(p.second_moment());
+  held.state.Restore(weights.data(), DataOrNull(momentum), DataOrNull(second), p.version());
   held.steps = p.steps();
   held.restored_steps = p.steps();
   if (held.aggregator != nullptr) {
@@ -84,7 +96,13 @@ proto::ShardCheckpoint SnapshotShard(const PartitionTable& partitions, bool mome
     p->set_steps(held.steps);
     if (held.aggregator != nullptr) p->set_clock(held.aggregator->clock());
     p->set_weights(FloatBytes(state.weights(), state.num_elements()));
-    if (momentum) p->set_momentum(FloatBytes(state.momentum(), state.num_elements()));
+    // A script's optimizer keeps a first moment (SGD's momentum, Adam's exp_avg) in any mode.
+    if (momentum || state.keeps_script_state()) {
+      p->set_momentum(FloatBytes(state.momentum(), state.num_elements()));
+    }
+    if (state.second_moment() != nullptr) {
+      p->set_second_moment(FloatBytes(state.second_moment(), state.num_elements()));
+    }
   });
   return shard;
 }

@@ -10,7 +10,8 @@
 
 namespace r2sp {
 
-// Every partition's weights, version, steps and (BSP) clock; its momentum with `momentum`.
+// Every partition's weights, version, steps and (BSP) clock; its momentum with `momentum` or
+// a script's optimizer, and Adam's second moment where it has one.
 proto::ShardCheckpoint SnapshotShard(const PartitionTable& partitions, bool momentum);
 
 // Installs `shard` into `partitions`: every held partition must be in it once, with its size

@@ -312,6 +312,16 @@ void PsClient::SendPush(const Partition& p, HostGradient data, int64_t clock, bo
   } else {
     request = EncodeSparse(p, data.fp32, fields);
   }
+  if (!init) {
+    std::shared_ptr<const std::vector<proto::PartitionOptimizer>> optimizer;
+    {
+      absl::MutexLock lock(&optimizer_mu_);
+      optimizer = optimizer_;
+    }
+    if (optimizer != nullptr) {
+      *request.header.mutable_push()->mutable_optimizer() = (*optimizer)[p.key];
+    }
+  }
   const size_t bytes = PayloadBytes(request);
   Send(p.server, std::move(request),
        [this, bytes, done = std::move(done)](absl::StatusOr<Message> reply) {
@@ -322,6 +332,13 @@ void PsClient::SendPush(const Partition& p, HostGradient data, int64_t clock, bo
          }
          done(status);
        });
+}
+
+void PsClient::SetOptimizer(std::vector<proto::PartitionOptimizer> by_key) {
+  CHECK_EQ(by_key.size(), layout_->partitions().size()) << "one optimizer per partition";
+  auto shared = std::make_shared<const std::vector<proto::PartitionOptimizer>>(std::move(by_key));
+  absl::MutexLock lock(&optimizer_mu_);
+  optimizer_ = std::move(shared);
 }
 
 void PsClient::TakeSparseResiduals(float* out) {

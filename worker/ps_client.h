@@ -164,6 +164,12 @@ class PsClient {
   // REQUIRES: params stays valid and is not read until the ticket is done.
   Ticket Pull(float* params, const PullOptions& options = {});
 
+  // The training script's optimizer (wire::EncodeOptimizerRuns, indexed by key): every
+  // gradient push from now on carries its partition's runs, which the server applies instead
+  // of its own optimizer. REQUIRES: one entry per partition of the layout.
+  void SetOptimizer(std::vector<proto::PartitionOptimizer> by_key)
+      ABSL_LOCKS_EXCLUDED(optimizer_mu_);
+
   // Sparse push codecs: the fraction of values (topk) or chunks (csc) the next pushes send,
   // in (0, 1] (a density warm-up lowers it to the codec's ratio). Starts at the codec's ratio.
   void set_push_density(double density);
@@ -230,6 +236,10 @@ class PsClient {
   // Per partition (by key), the global-batch steps of its latest pull reply.
   std::unique_ptr<std::atomic<double>[]> pulled_steps_;
   std::atomic<double> rolled_back_steps_{0};
+  mutable absl::Mutex optimizer_mu_;
+  // SetOptimizer's runs (null: none), shared with the pushes under way.
+  std::shared_ptr<const std::vector<proto::PartitionOptimizer>> optimizer_
+      ABSL_GUARDED_BY(optimizer_mu_);
   std::atomic<uint64_t> last_push_thread_{0};
   std::atomic<uint64_t> bytes_pushed_{0}, bytes_pulled_{0}, pushes_{0}, pulls_{0},
       retried_{0};

@@ -95,8 +95,15 @@ TEST_F(ShardCheckpointTest, RefusesACheckpointThatDoesNotFitAndChangesNothing) {
   proto::ShardCheckpoint short_weights = good;
   short_weights.mutable_partitions(0)->mutable_weights()->resize(4);
   cases.push_back({absl::StrCat("partition ", good.partitions(0).key(),
-                                " has 4 bytes of weights and 8 of momentum; it needs 8"),
+                                " has 4 bytes of weights, 8 of momentum and 0 of second "
+                                "moment; it needs 8"),
                    short_weights});
+  proto::ShardCheckpoint short_second = good;
+  short_second.mutable_partitions(0)->set_second_moment(std::string(12, '\0'));
+  cases.push_back({absl::StrCat("partition ", good.partitions(0).key(),
+                                " has 8 bytes of weights, 8 of momentum and 12 of second "
+                                "moment; it needs 8"),
+                   short_second});
   proto::ShardCheckpoint bad_steps = good;
   bad_steps.mutable_partitions(1)->set_steps(-1);
   cases.push_back(

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/codec/codec_spec.h"
 #include "common/status_macros.h"
+#include "common/wire/optimizer_runs.h"
 
 namespace r2sp {
 
@@ -132,6 +133,21 @@ absl::Status ClientSession::GradientReady(int64_t offset, int64_t count, bool fp
   return trainer_->GradientReady(fp16 ? HostGradient::Fp16(grads16_.data())
                                       : HostGradient(grads_.data()),
                                  offset, count);
+}
+
+absl::Status ClientSession::SetOptimizer(const std::vector<proto::OptimizerSettings>& groups,
+                                         const std::vector<int>& tensor_groups) {
+  R2SP_RETURN_IF_ERROR(InJob());
+  const std::string& mode = trainer_->job().mode;
+  if (mode == "easgd" || mode == "eawild") {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "in ", mode, " the script's optimizer takes each worker's local step; the servers move "
+        "only the centre"));
+  }
+  R2SP_ASSIGN_OR_RETURN(std::vector<proto::PartitionOptimizer> runs,
+                        wire::EncodeOptimizerRuns(session_->ps()->layout(), tensor_groups, groups));
+  session_->ps()->SetOptimizer(std::move(runs));
+  return absl::OkStatus();
 }
 
 absl::Status ClientSession::ParamsNeeded(int64_t offset, int64_t count) {

@@ -99,6 +99,13 @@ class ClientSession {
   // The step's gradient is complete: its exchange; the pulled parameters are in params() when
   // it returns.
   absl::Status Submit(int samples, double loss, bool fp16);
+  // The script's optimizer from now on: parameter group g's settings are groups[g], tensor i
+  // (in the model's order) is in group tensor_groups[i]; the servers apply it to every push
+  // that follows (wire/optimizer_runs.h). InvalidArgument for settings or groups the servers
+  // refuse; FailedPrecondition before joining and in easgd and eawild (the script's optimizer
+  // takes the local step there; the servers only move the centre).
+  absl::Status SetOptimizer(const std::vector<proto::OptimizerSettings>& groups,
+                            const std::vector<int>& tensor_groups);
   // easgd, eawild: pulls the centre (fp32) into centre() for an evaluation, as of this worker's
   // last submitted step. FailedPrecondition in other modes, before joining, after leaving the
   // job, and once training finished.

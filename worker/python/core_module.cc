@@ -63,6 +63,43 @@ struct FlatBuffer {
   bool fp16;
 };
 
+// One parameter group's settings from a dict: "kind" ("sgd", "adam" or "adamw") and any of
+// lr, weight_decay, momentum, dampening, nesterov, beta1, beta2, eps (the servers check the
+// values: wire::CheckOptimizerSettings). ValueError for another kind or key.
+proto::OptimizerSettings OptimizerSettingsOf(const py::dict& group) {
+  static const std::map<std::string, proto::OptimizerKind> kinds = {
+      {"sgd", proto::OPTIMIZER_SGD}, {"adam", proto::OPTIMIZER_ADAM},
+      {"adamw", proto::OPTIMIZER_ADAMW}};
+  using Setter = void (proto::OptimizerSettings::*)(double);
+  static const std::map<std::string, Setter> numbers = {
+      {"lr", &proto::OptimizerSettings::set_lr},
+      {"weight_decay", &proto::OptimizerSettings::set_weight_decay},
+      {"momentum", &proto::OptimizerSettings::set_momentum},
+      {"dampening", &proto::OptimizerSettings::set_dampening},
+      {"beta1", &proto::OptimizerSettings::set_beta1},
+      {"beta2", &proto::OptimizerSettings::set_beta2},
+      {"eps", &proto::OptimizerSettings::set_eps}};
+  proto::OptimizerSettings settings;
+  for (const auto& [key, value] : group) {
+    const std::string name = py::cast<std::string>(py::str(key));
+    if (name == "kind") {
+      const auto kind = kinds.find(py::cast<std::string>(value));
+      if (kind == kinds.end()) {
+        throw py::value_error("optimizer kind '" + py::cast<std::string>(value) +
+                              "' is not sgd, adam or adamw");
+      }
+      settings.set_kind(kind->second);
+    } else if (name == "nesterov") {
+      settings.set_nesterov(py::cast<bool>(value));
+    } else if (const auto number = numbers.find(name); number != numbers.end()) {
+      (settings.*(number->second))(py::cast<double>(value));
+    } else {
+      throw py::value_error("optimizer setting '" + name + "' is not one the servers apply");
+    }
+  }
+  return settings;
+}
+
 // A Python dict of worker options (str -> bool, int, float or str) as typed option values.
 std::map<std::string, OptionValue> OptionValues(const py::dict& options) {
   std::map<std::string, OptionValue> values;
@@ -327,6 +364,14 @@ void BindWorker(py::module_& m) {
       .def("submit", [](Worker& x, int samples, double loss, bool fp16) {
         ReleasedStatus([&] { return x.session().Submit(samples, loss, fp16); });
       }, py::arg("samples"), py::arg("loss"), py::arg("fp16") = false)
+      .def("set_optimizer", [](Worker& x, const py::list& groups,
+                               const std::vector<int>& tensor_groups) {
+        std::vector<proto::OptimizerSettings> settings;
+        for (const py::handle group : groups) {
+          settings.push_back(OptimizerSettingsOf(py::cast<py::dict>(group)));
+        }
+        Check(x.session().SetOptimizer(settings, tensor_groups));
+      }, py::arg("groups"), py::arg("tensor_groups"))
       .def("pull_centre", [](Worker& x) {
         ReleasedStatus([&x] { return x.session().PullCentre(); });
       })

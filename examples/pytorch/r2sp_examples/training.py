@@ -43,9 +43,8 @@ def parser(description, default_lr):
     p.add_argument("--batch_size", type=int, help=f"samples per step and process (default "
                    f"{DEFAULTS['batch_size']}; r2sp: the job's, tuned under hetero batching)")
     p.add_argument("--lr", type=float, default=default_lr,
-                   help=f"SGD learning rate (default {default_lr}; r2sp: the servers' --lr "
-                        "applies, this one is not used)")
-    p.add_argument("--momentum", type=float, default=0.9, help="SGD momentum (r2sp: the servers')")
+                   help=f"SGD learning rate (default {default_lr})")
+    p.add_argument("--momentum", type=float, default=0.9, help="SGD momentum")
     p.add_argument("--seed", type=int, help="initial parameters and shuffling (default 1; r2sp: "
                    "the job's)")
     p.add_argument("--init", choices=("torch", "builtin"), default="torch",

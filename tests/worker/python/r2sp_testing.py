@@ -61,7 +61,8 @@ def steps_of(epochs, batch=4, live_shards=(0,)):
 class FakeWorker:
     """Records the calls a _core.Worker gets. join() replaces params with `initial` (worker
     0's parameters) when given; submit() "pulls" params - lr * grads; gradient_ready records the
-    range's values as they were when reported; pull_centre() "pulls" `centre` (elastic modes)."""
+    range's values as they were when reported; pull_centre() "pulls" `centre` (elastic modes);
+    set_optimizer() records the script's optimizer settings in `optimizers`."""
 
     def __init__(self, options, tensors, model_name="pytorch", *, steps=(), initial=None, lr=0.5,
                  rank=0, workers=2, mode="bsp", push_codec="fp32", data_world=1, data_shard=0,
@@ -92,6 +93,7 @@ class FakeWorker:
         self.elastic_period, self.centre_values = elastic_period, centre
         self.centre = memoryview(array.array("f"))
         self.calls = []
+        self.optimizers = []  # set_optimizer's (groups, tensor_groups), in order
         self.staged = None  # params as join() found them
 
     @property
@@ -127,6 +129,10 @@ class FakeWorker:
         self.calls.append(("submit", samples, loss, fp16))
         for i in range(self.size):
             self._params[i] -= self.lr * self._grads[i]
+
+    def set_optimizer(self, groups, tensor_groups):
+        """Recorded apart from `calls` (in `optimizers`): the settings each step sends."""
+        self.optimizers.append((groups, list(tensor_groups)))
 
     def pull_centre(self):
         self.calls.append(("pull_centre",))

@@ -36,7 +36,7 @@ def script_command(args, step_times="", environment=()):
     """The example script as a worker runs it: its own flags only what the job cannot give;
     `step_times`: its --step_times PATH; `environment`: NAME=VALUE settings it runs with, through
     env(1), over those tools/launch gives it."""
-    command = [args.python, SCRIPT, f"--threads={args.threads}"]
+    command = [args.python, SCRIPT, f"--threads={args.threads}", f"--lr={lr(args)}"]
     if step_times:
         command.append(f"--step_times={step_times}")
     return (["env", *environment] if environment else []) + command
@@ -76,7 +76,8 @@ def ddp_command(args, processes):
 
 
 def lr(args):
-    """The servers' --lr (so DDP takes the same steps), 0.01 when not given."""
+    """The rate both the R2SP script (whose SGD the servers apply) and DDP take: the
+    --server_flags' --lr, 0.01 when not given."""
     for flag in shlex.split(args.server_flags):
         if flag.startswith("--lr="):
             return flag.split("=", 1)[1]

@@ -99,8 +99,8 @@ def job_command(args, mode, run_dir):
     for item in args.worker_flags_for:
         cmd.append(f"--worker_flags_for={item}")
     if getattr(args, "script", ""):  # the script through the r2sp client, every worker
-        cmd.append("--worker_cmd=" + script_flags.script_command(args.python, args.script,
-                                                                 args.script_flags))
+        cmd.append("--worker_cmd=" + script_flags.script_command(
+            args.python, args.script, script_flags.r2sp_flags(args.script_flags, server_flags)))
     if getattr(args, "worker_cmd", ""):  # Python workers (tools/launch --worker_cmd)
         cmd.append(f"--worker_cmd={args.worker_cmd}")
     for item in getattr(args, "worker_cmd_for", []):

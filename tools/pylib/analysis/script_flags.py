@@ -4,8 +4,9 @@ client, which takes the job's worker flags itself), and the one a ddp configurat
 --ddp_cmd, whose settings must be passed as the script's own flags. Those come from the same
 job options, so both run the same per-worker batch, epochs, seed, step limit, pacing and data:
   worker flags  --batch_size --epochs --seed --max_steps --emulate_ms_per_sample --data_dir
-  server flags  --lr --momentum (R2SP's servers average a global batch's gradients before the
-                update, as DDP's all-reduce does, so the same lr applies unscaled)
+  server flags  --lr --momentum, the script's SGD settings under DDP and through R2SP alike (R2SP's
+                servers apply the script's optimizer to a global batch's averaged gradient, as
+                DDP's all-reduce averages, so the same lr applies unscaled)
 Other worker flags (--model, --threads, codecs, ...) are the C++ worker's or R2SP's and have no
 DDP counterpart; the script's own flags (--script_flags, e.g. --threads=1) go to both. With
 --data_order=r2sp (compare_modes' default) DDP also trains the R2SP job's batches."""
@@ -45,6 +46,14 @@ def ddp_flags(worker_flags, server_flags):
     SGD settings from --server_flags (one string, as tools/launch --worker_flags takes it)."""
     return shlex.join(settings(worker_flags, WORKER_SETTINGS) +
                       settings(server_flags, SERVER_SETTINGS))
+
+
+def r2sp_flags(script_flags, server_flags):
+    """The script flags of an r2sp run: `script_flags`, then the servers' SGD settings from
+    --server_flags (the servers apply the script's optimizer with them)."""
+    return " ".join(part for part in (script_flags, shlex.join(settings(server_flags,
+                                                                        SERVER_SETTINGS)))
+                    if part)
 
 
 def ddp_flags_for(items):

@@ -66,7 +66,7 @@ class CommandsTest(unittest.TestCase):
         self.assertEqual(client_baseline.worker_command(a, base, "/out/run", {}), [
             "env", "PYTHONPATH=/base/worker/python",
             "R2SP_CORE=/base/bazel-bin/worker/python/_core.so", "/usr/bin/python3", SCRIPT,
-            "--threads=1", "--step_times=/out/run/step_times_{rank}.jsonl"])
+            "--threads=1", "--lr=0.01", "--step_times=/out/run/step_times_{rank}.jsonl"])
         current = client_baseline.builds(a)[0]
         self.assertEqual(client_baseline.worker_command(a, current, "/r", {})[:3], [
             "env", f"PYTHONPATH={ROOT}/worker/python", "R2SP_CORE=/b/worker/python/_core.so"])
@@ -81,10 +81,11 @@ class CommandsTest(unittest.TestCase):
         self.assertEqual(cmd[-2:], ["--bin_dir=/base/bazel-bin", "--worker_cmd=env "
                                     "PYTHONPATH=/base/worker/python "
                                     "R2SP_CORE=/base/bazel-bin/worker/python/_core.so "
-                                    f"/usr/bin/python3 {SCRIPT} --threads=1 "
+                                    f"/usr/bin/python3 {SCRIPT} --threads=1 --lr=0.01 "
                                     "'--step_times=/r/step_times_{rank}.jsonl'"])
         self.assertEqual(plain[-2:], ["--bin_dir=/b",
-                                      f"--worker_cmd=/usr/bin/python3 {SCRIPT} --threads=1"])
+                                      f"--worker_cmd=/usr/bin/python3 {SCRIPT} --threads=1 "
+                                      "--lr=0.01"])
 
 
 class BuildChecksTest(unittest.TestCase):

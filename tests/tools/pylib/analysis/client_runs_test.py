@@ -40,14 +40,16 @@ class CommandsTest(unittest.TestCase):
                                f"--worker_flags={flags}", "--timeout=1800", "--quiet",
                                "--bin_dir=/b"])
         python = client_runs.launch_command(a, "asp", 2, "/r", python=True)
-        self.assertEqual(python, cpp + [f"--worker_cmd=/usr/bin/python3 {SCRIPT} --threads=1"])
+        self.assertEqual(python, cpp + [f"--worker_cmd=/usr/bin/python3 {SCRIPT} --threads=1 "
+                                        "--lr=0.01"])
 
     def test_the_script_with_its_step_times_and_environment(self):
         a = options("--threads=2")
         self.assertEqual(client_runs.script_command(a, "/r/t_{rank}.jsonl", ["A=1", "B=2"]),
                          ["env", "A=1", "B=2", "/usr/bin/python3", SCRIPT, "--threads=2",
-                          "--step_times=/r/t_{rank}.jsonl"])
-        self.assertEqual(client_runs.script_command(a), ["/usr/bin/python3", SCRIPT, "--threads=2"])
+                          "--lr=0.01", "--step_times=/r/t_{rank}.jsonl"])
+        self.assertEqual(client_runs.script_command(a),
+                         ["/usr/bin/python3", SCRIPT, "--threads=2", "--lr=0.01"])
         # Another script and binaries for one job: only --bin_dir and --worker_cmd change.
         cmd = client_runs.launch_command(a, "asp", 2, "/r", True, ["python3", "s.py"], "/o")
         plain = client_runs.launch_command(a, "asp", 2, "/r", python=True)

@@ -172,7 +172,9 @@ class ScriptJobsTest(unittest.TestCase):
 
     def test_r2sp_configurations_run_the_script_through_the_client(self):
         cmd = self.command("r2sp+fp16")
-        self.assertIn("--worker_cmd=/usr/bin/python3 ex/t.py --threads=1", cmd)
+        # The servers apply the script's SGD: it takes the servers' rate and momentum.
+        self.assertIn("--worker_cmd=/usr/bin/python3 ex/t.py --threads=1 --lr=0.05 "
+                      "--momentum=0.9", cmd)
         self.assertIn("--worker_flags=--batch_size=32 --epochs=2 --emulate_ms_per_sample=4 "
                       "--model=cnn --push_codec=fp16 --pull_codec=fp16", cmd)
         self.assertIn("--worker_flags_for=1:--compute_slowdown=2", cmd)

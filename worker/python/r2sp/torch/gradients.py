@@ -22,6 +22,9 @@ class GradientReporter:
     .grad is final for this backward), and the bookkeeping of which ranges were reported in
     the current step.
 
+    While `accumulating` (DistributedOptimizer.no_sync()), the hooks report nothing: autograd
+    accumulates each gradient into .grad, and the backward after it reports the sums.
+
     Thread-safety: autograd may run the hooks on its own threads (CUDA), so the reported set
     is guarded by a lock; complete() and reset() run on the training thread."""
 
@@ -39,6 +42,7 @@ class GradientReporter:
         self._deferred = []      # entries completed while no step was under way
         self._waits_queued = False  # landed() is queued for the end of this backward
         self._accumulators = []  # the AccumulateGrad nodes: the hooks live as long as they do
+        self.accumulating = False  # set by the training thread between backward passes
         for index, e in enumerate(entries):
             if e.param.requires_grad:
                 self._hook(index, e)
@@ -49,14 +53,16 @@ class GradientReporter:
         self._accumulators.append(accumulator)
 
     def _ready(self, index):
+        if self.accumulating:
+            return
         entry = self._entries[index]
         with self._lock:
             if index in self._reported:
                 raise RuntimeError(
                     f"r2sp: parameter '{entry.name}' got a second gradient before "
                     "optimizer.step(); its first was already sent. Call step() after each "
-                    "backward() (accumulating gradients over several backward passes is not "
-                    "supported)")
+                    "backward(), or accumulate over several backward passes by running all "
+                    "but the last inside optimizer.no_sync()")
             self._reported.add(index)
             self._report(self._buffers.gradient_done(entry))
             if self._buffers.in_flight() and not self._waits_queued:

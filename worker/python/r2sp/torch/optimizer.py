@@ -4,6 +4,7 @@ as autograd completes it) and makes step() push the gradient and pull the server
 into the model in place; in the elastic modes (easgd, eawild) step() takes the wrapped
 optimizer's own step and, every elastic period, the exchange with the centre (elastic.py)."""
 
+import contextlib
 import numbers
 
 import torch
@@ -13,6 +14,7 @@ from . import elastic
 from . import forward_waits
 from . import gradients
 from . import job
+from . import server_optimizer
 from . import validation
 from . import state
 from .state import STATE
@@ -21,19 +23,19 @@ from .state import STATE
 class DistributedOptimizer(torch.optim.Optimizer):
     """Trains `optimizer`'s parameters through the R2SP job (r2sp.torch.init() settings).
 
-    optimizer: in easgd and eawild any torch optimizer (SGD, Adam, ...; not LBFGS) over the
-      model's parameters: it takes the local step on this worker's copy after every backward,
-      with its own settings and schedulers, and every elastic period the worker pulls the
-      servers' centre c, computes d = alpha (x - c), sets x <- x - d and pushes d
-      (docs/MODES.md; centre_state_dict() and centre() give the centre for evaluations). In the
-      other modes a torch.optim.SGD, whose update the servers apply:
-      SGD with momentum (PyTorch's formulation, no dampening), weight decay and the
-      learning-rate schedule given by the servers' flags (--lr, --momentum, --weight_decay,
-      --warmup_updates, --lr_milestones, --lr_gamma). SGD's own lr, momentum and weight_decay
-      are not used (a warning says so once); nesterov=True, maximize=True and dampening != 0
-      are refused (ValueError), as is any other optimizer (TypeError): Adam, RMSprop, ... have
-      no R2SP equivalent there. The mode is known once joined: a refused optimizer leaves the
-      job then (the worker aborts) and raises.
+    optimizer: in bsp, ssp, asp and r2sp a torch.optim.SGD, Adam or AdamW, which the servers
+      apply as torch does, to the averaged gradient (bsp) or each push (the asynchronous
+      modes; docs/PYTORCH.md), keeping its state (momentum, exp_avg, exp_avg_sq) with the
+      parameters: each parameter group's settings (lr, weight_decay, momentum, dampening,
+      nesterov, betas, eps) are read before every step's first push, so learning-rate
+      schedulers and any change the script makes to a group apply from the next update.
+      maximize and amsgrad are refused (ValueError), as is any other optimizer class
+      (TypeError). In easgd and eawild any torch optimizer (not LBFGS): it takes the local
+      step on this worker's copy after every backward, and every elastic period the worker
+      pulls the servers' centre c, computes d = alpha (x - c), sets x <- x - d and pushes d
+      (docs/MODES.md; centre_state_dict() and centre() give the centre for evaluations). The
+      mode is known once joined: a refused optimizer leaves the job then (the worker aborts)
+      and raises.
     named_parameters: model.named_parameters() (or a dict name -> tensor): every parameter of
       the optimizer named, names unique; float32 (TypeError), contiguous (ValueError), all on
       one CPU or CUDA device. They are registered with the job in this order; buffers (batch
@@ -57,11 +59,11 @@ class DistributedOptimizer(torch.optim.Optimizer):
     Gradient hooks report each parameter's gradient to the worker as autograd completes it;
     with --overlap the pushes start then, during backward, so a gradient changed between
     backward() and step() (clipping) reaches the servers only without --overlap. One step()
-    per backward(): a second backward before step() raises RuntimeError.
+    per backward(), or several backward passes accumulated with no_sync(): a second backward
+    before step() outside no_sync() raises RuntimeError.
 
-    A torch.optim.Optimizer whose param_groups, state and defaults are the wrapped SGD's, so
-    code that takes an optimizer accepts it; learning-rate schedulers on it run but have no
-    effect (the servers' schedule rules) except in the elastic modes.
+    A torch.optim.Optimizer whose param_groups, state and defaults are the wrapped
+    optimizer's, so code that takes an optimizer (learning-rate schedulers) accepts it.
 
     Not thread-safe: call it from the training thread."""
 
@@ -93,6 +95,10 @@ class DistributedOptimizer(torch.optim.Optimizer):
         self._worker = worker
         self._elastic = elastic.is_elastic(worker.mode)
         self._check_for_mode(optimizer)
+        self._groups = None  # server_optimizer.OptimizerSync outside the elastic modes
+        self._groups_synced = False  # this step's settings were sent
+        if not self._elastic:
+            self._groups = server_optimizer.OptimizerSync(worker, optimizer, self._entries)
         self._buffers.adopt()
         self._waits = None  # forward_waits.ForwardWaits while pulls overlap
         if worker.overlaps_pulls:
@@ -111,7 +117,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
             if self._elastic:
                 elastic.check_supported(self._worker, self._entries, optimizer)
             else:
-                validation.check_optimizer(optimizer, self._worker.mode)
+                server_optimizer.check(optimizer, self._worker.mode)
         except (TypeError, ValueError, NotImplementedError) as e:
             STATE.abort(f"{type(e).__name__}: {e}")
             raise
@@ -128,8 +134,27 @@ class DistributedOptimizer(torch.optim.Optimizer):
         if self._waits is not None:
             self._waits.sync_params()
 
+    @contextlib.contextmanager
+    def no_sync(self):
+        """Gradient accumulation, as DDP's model.no_sync(): backward passes inside accumulate
+        into the parameters' .grad and send nothing; the next backward outside it completes
+        the sums, which step() pushes once (with --overlap, as that backward produces them).
+        Scale each micro-batch's loss as you would under DDP (loss / micro_batches for the
+        mean). step() inside it raises RuntimeError."""
+        if self._reporter.accumulating:
+            raise RuntimeError("r2sp.torch.DistributedOptimizer.no_sync: already inside one")
+        self._reporter.accumulating = True
+        try:
+            yield
+        finally:
+            self._reporter.accumulating = False
+
     def _before_push(self):
-        """The safety net of overlapped pulls: the whole pull before the gradient leaves."""
+        """Before the step's gradient leaves: the groups' settings as the script left them
+        (the pushes carry them), and the safety net of overlapped pulls (the whole pull)."""
+        if self._groups is not None and not self._groups_synced:
+            self._groups.sync()
+            self._groups_synced = True
         if self._waits is not None:
             self._waits.before_push()
 
@@ -174,6 +199,9 @@ class DistributedOptimizer(torch.optim.Optimizer):
         samples: the samples this step computed; default the step's batch (batch_size()).
         Parameters whose gradient autograd did not produce this step push zeros.
         JobLost if this worker was lost to the job; RuntimeError once training is over."""
+        if self._reporter.accumulating:
+            raise RuntimeError("r2sp.torch.DistributedOptimizer.step: called inside no_sync(); "
+                               "run the last backward of the step outside it, then step()")
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
@@ -193,6 +221,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
         with STATE.blocking():
             self._worker.submit(count, value, fp16=self._buffers.fp16)
         STATE.submitted()
+        self._groups_synced = False
         self._reporter.reset()
         if self._waits is not None:
             self._waits.pull_started()  # the hooks wait for it and upload (CUDA)
@@ -230,8 +259,8 @@ class DistributedOptimizer(torch.optim.Optimizer):
                               finished=lambda: STATE.result is not None)
 
     def state_dict(self):
-        """The wrapped optimizer's state_dict (outside the elastic modes its momentum buffers
-        are unused: the servers keep the momentum)."""
+        """The wrapped optimizer's state_dict: its parameter groups (outside the elastic modes
+        the moments are the servers': they are in the servers' checkpoints)."""
         return self.optimizer.state_dict()
 
     def load_state_dict(self, state_dict):

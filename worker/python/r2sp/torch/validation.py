@@ -1,17 +1,9 @@
 """DistributedOptimizer's checks of what it is given, each failing with a message that says
-what to change: the optimizer (a torch optimizer; outside the elastic modes a torch.optim.SGD
-as the servers apply it) and the named parameters (every optimized parameter named once,
-float32, contiguous, one device)."""
-
-import warnings
+what to change: the optimizer (a torch optimizer; which ones a mode takes: server_optimizer.py)
+and the named parameters (every optimized parameter named once, float32, contiguous, one
+device)."""
 
 import torch
-
-SERVERS_APPLY = ("the servers apply SGD with momentum, weight decay and the learning-rate "
-                 "schedule given by their flags (--lr, --momentum, --weight_decay, "
-                 "--warmup_updates, --lr_milestones, --lr_gamma)")
-
-_warned = False
 
 
 def check_optimizer_object(optimizer):
@@ -21,34 +13,6 @@ def check_optimizer_object(optimizer):
         raise TypeError("r2sp.torch.DistributedOptimizer wraps a torch optimizer "
                         "(torch.optim.SGD(model.parameters(), lr=...)), not "
                         f"{type(optimizer).__name__}")
-
-
-def check_optimizer(optimizer, mode):
-    """For the job's `mode` (bsp, ssp, asp, r2sp; elastic modes take any optimizer and are
-    not checked here): TypeError unless `optimizer` is a torch.optim.SGD; ValueError for SGD
-    settings the servers do not have (nesterov, maximize, dampening). Warns once that SGD's
-    own lr, momentum and weight decay are not used."""
-    if not isinstance(optimizer, torch.optim.SGD):
-        raise TypeError(f"r2sp.torch.DistributedOptimizer wraps torch.optim.SGD only in "
-                        f"--sync={mode}, not {type(optimizer).__name__}: {SERVERS_APPLY}. Pass "
-                        "torch.optim.SGD(model.parameters(), lr=...) and set the rates on the "
-                        "servers, or run the job in easgd or eawild, whose local step is "
-                        "your optimizer")
-    for i, group in enumerate(optimizer.param_groups):
-        for key, fine, what in (("nesterov", False, "Nesterov momentum"),
-                                ("maximize", False, "maximisation"),
-                                ("dampening", 0, "momentum dampening")):
-            if group.get(key, fine) != fine:
-                raise ValueError(f"r2sp.torch.DistributedOptimizer: SGD {key}={group[key]} "
-                                 f"(param group {i}): the servers do not apply {what}; "
-                                 f"{SERVERS_APPLY}. Use SGD(..., {key}={fine})")
-    global _warned
-    if not _warned:
-        _warned = True
-        g = optimizer.param_groups[0]
-        warnings.warn(f"r2sp: SGD(lr={g.get('lr')}, momentum={g.get('momentum')}, "
-                      f"weight_decay={g.get('weight_decay')}) is not applied here: "
-                      f"{SERVERS_APPLY}", UserWarning, stacklevel=3)
 
 
 def _describe(group_index, index, p):

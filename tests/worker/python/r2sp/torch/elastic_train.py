@@ -3,7 +3,8 @@ $ELASTIC_OUT ("{rank}" in it stands for $RANK) as JSON. Two uses (argv[1]):
 
 known: one tensor "w" of 8 floats (rank 0's initial values 0.5 * (i % 3) start the job), each
   step's gradient the small integers rank + 1 + step + i % 4 (the loss sum(w * g)), the local
-  step torch.optim.SGD(lr=0.25, momentum=0.5) (Adam with $ELASTIC_LOCAL=adam), so every value
+  step torch.optim.SGD(lr=0.25, momentum=0.5) (Adam, RMSprop with $ELASTIC_LOCAL=adam,
+  rmsprop), so every value
   stays a short binary fraction and the test's reference is exact. Writes the step count, this worker's copy after its last step
   ("local"), the centre pulled then ("centre", centre_state_dict()) and the parameters after
   finish() ("final", the final pull's centre); a join refused (r2sp.R2SPError) or an
@@ -33,8 +34,10 @@ def output():
 def known():
     r2t.init()
     w = torch.nn.Parameter(torch.tensor([0.5 * (i % 3) for i in range(KNOWN_SIZE)]))
-    local = (torch.optim.Adam([w]) if os.environ.get("ELASTIC_LOCAL") == "adam"
-             else torch.optim.SGD([w], lr=0.25, momentum=0.5))
+    local = {"adam": lambda: torch.optim.Adam([w]),
+             "rmsprop": lambda: torch.optim.RMSprop([w])}.get(
+                 os.environ.get("ELASTIC_LOCAL"), lambda: torch.optim.SGD([w], lr=0.25,
+                                                                           momentum=0.5))()
     try:
         optimizer = r2t.DistributedOptimizer(local, [("w", w)])
     except (r2t.R2SPError, TypeError) as e:  # a refused setting: the test checks the message

@@ -55,7 +55,6 @@ class Base(unittest.TestCase):
         state.STATE.__init__()
         state.STATE.settings = r2t.settings.resolve({"R2SP_SCHEDULER": "tcp://h:1"},
                                                     ["--epochs=1", "--overlap"])
-        r2t.validation._warned = True  # the SGD warning: optimizer_test's
         self.workers = []
 
     def tearDown(self):

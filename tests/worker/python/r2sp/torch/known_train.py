@@ -69,7 +69,7 @@ def main():
     named = [(name, torch.nn.Parameter(torch.zeros(shape, device=device)))
              for name, shape in _core.synthetic_model(4096, 2)]  # the C++ worker's names
     params = [p for _, p in named]
-    optimizer = r2t.DistributedOptimizer(torch.optim.SGD(params, lr=0.1), named)
+    optimizer = r2t.DistributedOptimizer(torch.optim.SGD(params, lr=0.1, momentum=0.9), named)
     known = array.array("f", bytes(4 * 4096))
     flat_known = torch.frombuffer(known, dtype=torch.float32)
     sampler = r2t.DistributedSampler(TRAIN_SAMPLES)

@@ -77,23 +77,30 @@ class OptimizerTestBase(unittest.TestCase):
 
 @unittest.skipIf(SKIP, SKIP or "")
 class RefusalTest(OptimizerTestBase):
-    SERVERS = ("the servers apply SGD with momentum, weight decay and the learning-rate "
-               "schedule given by their flags (--lr, --momentum, --weight_decay, "
-               "--warmup_updates, --lr_milestones, --lr_gamma)")
+    APPLIED = ("the servers apply torch.optim.SGD, Adam and AdamW (each parameter group with "
+               "its own settings)")
 
-    def test_non_sgd_optimizer(self):
+    def test_an_optimizer_the_servers_do_not_apply(self):
         # Known once joined (the mode decides): the worker then leaves the job.
         model = tiny_model()
-        message = ("r2sp.torch.DistributedOptimizer wraps torch.optim.SGD only in --sync=bsp, "
-                   "not Adam: " + self.SERVERS + ". Pass torch.optim.SGD(model.parameters(), "
-                   "lr=...) and set the rates on the servers, or run the job in easgd or "
-                   "eawild, whose local step is your optimizer")
+        message = ("r2sp.torch.DistributedOptimizer: RMSprop cannot be applied in --sync=bsp: "
+                   + self.APPLIED + ", whose state they keep. Use one of those, or run the job "
+                   "in easgd or eawild, whose local step is any torch optimizer")
         self.assertRaisesExactly(
             TypeError, message,
-            self.make, torch.optim.Adam(model.parameters()), model.named_parameters())
+            self.make, torch.optim.RMSprop(model.parameters()), model.named_parameters())
         self.assertEqual(self.workers[0].names(), ["join", "abort"])
         self.assertEqual(self.workers[0].calls[-1], ("abort", "TypeError: " + message))
         self.assertTrue(state.STATE.aborted)
+
+    def test_a_subclass_is_refused_its_step_being_its_own(self):
+        class MySGD(torch.optim.SGD):
+            pass
+        model = tiny_model()
+        with self.assertRaises(TypeError) as e:
+            self.make(MySGD(model.parameters(), lr=0.1), model.named_parameters())
+        self.assertTrue(str(e.exception).startswith(
+            "r2sp.torch.DistributedOptimizer: MySGD cannot be applied in --sync=bsp"))
 
     def test_not_an_optimizer(self):
         model = tiny_model()
@@ -103,20 +110,21 @@ class RefusalTest(OptimizerTestBase):
             self.make, list(model.parameters()), model.named_parameters())
         self.assertEqual(self.workers, [])
 
-    def test_sgd_settings_the_servers_do_not_have(self):
-        for key, value, fine, what in (("nesterov", True, False, "Nesterov momentum"),
-                                       ("maximize", True, False, "maximisation"),
-                                       ("dampening", 0.1, 0, "momentum dampening")):
-            with self.subTest(key=key):
-                model = tiny_model()
-                extra = {"momentum": 0.9} if key == "nesterov" else {}
-                sgd = torch.optim.SGD(model.parameters(), lr=0.1, **extra, **{key: value})
+    def test_settings_the_servers_do_not_apply(self):
+        for make, key, what in (
+                (lambda ps: torch.optim.SGD(ps, lr=0.1, maximize=True), "maximize",
+                 "maximisation"),
+                (lambda ps: torch.optim.Adam(ps, amsgrad=True), "amsgrad", "AMSGrad"),
+                (lambda ps: torch.optim.AdamW(ps, amsgrad=True), "amsgrad", "AMSGrad")):
+            model = tiny_model()
+            optimizer = make(model.parameters())
+            with self.subTest(optimizer=type(optimizer).__name__, key=key):
                 state.STATE.__init__()
                 state.STATE.settings = r2t.settings.resolve({"R2SP_SCHEDULER": "tcp://h:1"}, [])
                 self.assertRaisesExactly(
-                    ValueError, f"r2sp.torch.DistributedOptimizer: SGD {key}={value} (param "
-                    f"group 0): the servers do not apply {what}; {self.SERVERS}. Use SGD(..., "
-                    f"{key}={fine})", self.make, sgd, model.named_parameters())
+                    ValueError, f"r2sp.torch.DistributedOptimizer: {type(optimizer).__name__} "
+                    f"{key}=True (param group 0): the servers do not apply {what}; "
+                    f"{self.APPLIED}", self.make, optimizer, model.named_parameters())
 
     def test_parameter_missing_from_named_parameters(self):
         model = tiny_model()
@@ -170,14 +178,31 @@ class RefusalTest(OptimizerTestBase):
             "job; create one DistributedOptimizer per process",
             self.make, torch.optim.SGD(model.parameters(), lr=0.1), model.named_parameters())
 
-    def test_sgd_settings_are_not_applied_and_a_warning_says_so(self):
-        r2t.validation._warned = False
+    def test_each_steps_first_push_carries_the_groups_settings_when_they_changed(self):
         model = tiny_model()
-        with self.assertWarns(UserWarning) as w:
-            self.make(torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9),
-                      model.named_parameters())
-        self.assertEqual(str(w.warning), "r2sp: SGD(lr=0.1, momentum=0.9, weight_decay=0) is "
-                                         "not applied here: " + self.SERVERS)
+        groups = [{"params": [model.l1.weight, model.l2.weight], "weight_decay": 0.01},
+                  {"params": [model.l1.bias, model.l2.bias, model.unused.weight],
+                   "weight_decay": 0.0}]
+        adamw = torch.optim.AdamW(groups, lr=0.002, betas=(0.8, 0.95), eps=1e-6)
+        self.options = {"steps": r2sp_testing.steps_of([3])}
+        optimizer = self.make(adamw, model.named_parameters(), train_samples=12)
+        schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0 / (step + 1))
+        x, y = data()
+        for _ in range(3):
+            optimizer.zero_grad()
+            torch.nn.functional.mse_loss(model(x), y).backward()
+            optimizer.step()
+            if len(self.workers[0].optimizers) < 2:
+                schedule.step()  # lr 0.002, then 0.001 from the second step on
+
+        def settings(lr, weight_decay):
+            return {"kind": "adamw", "lr": lr, "weight_decay": weight_decay, "beta1": 0.8,
+                    "beta2": 0.95, "eps": 1e-6}
+        # Registered order: l1.weight, l1.bias, l2.weight, l2.bias, unused.weight.
+        tensor_groups = [0, 1, 0, 1, 1]
+        self.assertEqual(self.workers[0].optimizers, [
+            ([settings(0.002, 0.01), settings(0.002, 0.0)], tensor_groups),
+            ([settings(0.001, 0.01), settings(0.001, 0.0)], tensor_groups)])
 
 
 @unittest.skipIf(SKIP, SKIP or "")
@@ -361,9 +386,42 @@ class StepTest(OptimizerTestBase):
         self.backward()
         self.assertRaisesExactly(
             RuntimeError, "r2sp: parameter 'l2.bias' got a second gradient before "
-            "optimizer.step(); its first was already sent. Call step() after each backward() "
-            "(accumulating gradients over several backward passes is not supported)",
+            "optimizer.step(); its first was already sent. Call step() after each backward(), "
+            "or accumulate over several backward passes by running all but the last inside "
+            "optimizer.no_sync()",
             self.backward)
+
+    def test_no_sync_accumulates_and_the_next_backward_reports_the_sums(self):
+        expected = reference_grads(self.model)
+        state.STATE.next_step("test")
+        self.opt.zero_grad()
+        with self.opt.no_sync():
+            self.backward()
+            self.backward()
+            self.assertEqual(self.reports(), [])  # nothing sent while accumulating
+            self.assertRaisesExactly(
+                RuntimeError, "r2sp.torch.DistributedOptimizer.step: called inside no_sync(); "
+                "run the last backward of the step outside it, then step()", self.opt.step)
+        self.backward()  # the third: its hooks report the sums of all three
+        reported = {offset: values for offset, _, values in self.reports()}
+        for name, offset in (("l2.bias", 10), ("l2.weight", 8), ("l1.bias", 6),
+                             ("l1.weight", 0)):
+            with self.subTest(name=name):
+                # Sums of three equal float32 gradients, accumulated in place as autograd does.
+                want = torch.tensor(expected[name])
+                want = (want + want + want).tolist()
+                self.assertEqual(reported[offset], want)
+        self.opt.step()
+        self.assertEqual(self.worker.names().count("submit"), 1)
+        self.assertEqual(self.worker.names().count("gradient_ready"), 5)
+
+    def test_no_sync_inside_no_sync(self):
+        with self.opt.no_sync():
+            with self.assertRaises(RuntimeError) as e:
+                with self.opt.no_sync():
+                    pass
+        self.assertEqual(str(e.exception),
+                         "r2sp.torch.DistributedOptimizer.no_sync: already inside one")
 
     def test_step_after_training_is_over(self):
         for _ in range(3):

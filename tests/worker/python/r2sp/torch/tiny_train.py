@@ -38,8 +38,8 @@ def flat(model):
 def join(model):
     module = model if os.environ.get("TINY_MODULE") == "1" else None
     try:
-        return r2t.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
-                                        model.named_parameters(), module=module)
+        sgd = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        return r2t.DistributedOptimizer(sgd, model.named_parameters(), module=module)
     except r2t.R2SPError as e:
         with open(output(), "w") as f:
             json.dump({"error": [type(e).__name__, e.code, str(e)]}, f)

@@ -1,0 +1,85 @@
+"""A Python worker for server_optimizer_job_test.py: the script's optimizer applied by the
+servers. Three tensors (w 8x4, b 16, n 48; everyone starts from known values), two parameter
+groups (w: weight decay 0.1 at the base rate; b, n: no weight decay at half of it), a
+LambdaLR scheduler changing the rate every step, and each step's gradient the known one of
+(rank, step) from known_gradient() (the loss sum(p * g), so backward gives g exactly).
+$OPTIMIZER names the optimizer (sgd_nesterov, sgd_dampening, adam, adamw). Writes the final
+parameters (raw fp32 in w, b, n order) to argv[1]."""
+
+import os
+import sys
+
+import torch
+
+import r2sp.torch as r2t
+
+SHAPES = {"w": (8, 4), "b": (16,), "n": (48,)}  # multiples of 16: torch's vectorised kernels
+BASE_LR = {"sgd_nesterov": 0.1, "sgd_dampening": 0.1, "adam": 0.01, "adamw": 0.01}
+
+
+def initial():
+    """{name: tensor}: the known starting values."""
+    values, start = {}, 0
+    for name, shape in SHAPES.items():
+        count = 1
+        for d in shape:
+            count *= d
+        values[name] = (torch.arange(start, start + count, dtype=torch.float32) % 7 - 3) / 8
+        values[name] = values[name].reshape(shape)
+        start += count
+    return values
+
+
+def known_gradient(name, rank, step):
+    """A gradient of varied signs and magnitudes, the same wherever it is computed."""
+    generator = torch.Generator().manual_seed(1000 * step + 10 * rank + len(name))
+    return torch.randn(SHAPES[name], generator=generator) * (1 + rank)
+
+
+def make_optimizer(kind, params):
+    """The optimizer over {name: parameter}."""
+    lr = BASE_LR[kind]
+    groups = [{"params": [params["w"]], "weight_decay": 0.1},
+              {"params": [params["b"], params["n"]], "weight_decay": 0.0, "lr": lr / 2}]
+    if kind == "sgd_nesterov":
+        optimizer = torch.optim.SGD(groups, lr=lr, momentum=0.9, nesterov=True)
+    elif kind == "sgd_dampening":
+        optimizer = torch.optim.SGD(groups, lr=lr, momentum=0.8, dampening=0.3)
+    elif kind == "adam":
+        optimizer = torch.optim.Adam(groups, lr=lr, betas=(0.8, 0.99), eps=1e-6)
+    else:
+        optimizer = torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.95))
+    return optimizer
+
+
+def make_schedule(optimizer):
+    """A rate that changes every step."""
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0 / (1 + step))
+
+
+def main():
+    r2t.init()
+    params = {name: torch.nn.Parameter(value.clone()) for name, value in initial().items()}
+    optimizer = r2t.DistributedOptimizer(make_optimizer(os.environ["OPTIMIZER"], params),
+                                         list(params.items()))
+    schedule = make_schedule(optimizer)
+    sampler = r2t.DistributedSampler(int(os.environ.get("KNOWN_SAMPLES", "24")))
+    step, epoch_steps = 0, None
+    while epoch_steps != 0:  # each epoch, until the job's are done
+        epoch_steps = 0
+        for _ in sampler:
+            optimizer.zero_grad()
+            loss = sum((p * known_gradient(name, r2t.rank(), step)).sum()
+                       for name, p in params.items())
+            loss.backward()
+            optimizer.step(loss=loss)
+            schedule.step()
+            step += 1
+            epoch_steps += 1
+    r2t.finish()
+    with open(sys.argv[1], "wb") as f:
+        f.write(torch.cat([p.detach().reshape(-1) for p in params.values()]).numpy().tobytes())
+
+
+if __name__ == "__main__":
+    main()

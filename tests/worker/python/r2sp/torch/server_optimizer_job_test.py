@@ -1,0 +1,86 @@
+"""The script's optimizer applied by the servers (server_optimizer.py) in real jobs: two Python
+workers running optimizer_train.py in bsp, with known gradients, two parameter groups and a
+scheduler changing the rate every step, end with the parameters torch.optim reaches applying
+the same optimizer to the averaged gradients, for SGD with nesterov, SGD with dampening, Adam
+and AdamW, bit for bit: the servers round where torch's vectorised CPU kernels round (its
+fused multiply-adds included; the tensors are multiples of 16 values, so torch takes those
+kernels for every value)."""
+
+import os
+import unittest
+
+import r2sp_testing
+import training_test
+
+import junit_main  # noqa: E402  (training_test set up the path)
+
+if not training_test.SKIP:
+    import numpy
+    import torch
+
+    import optimizer_train
+
+SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "optimizer_train.py")
+STEPS = 6  # 24 samples in 2 shards of 12: 3 steps of 4 per epoch, 2 epochs
+
+
+def reference(kind):
+    """The parameters after STEPS of torch.optim on the two workers' averaged gradients."""
+    params = {n: torch.nn.Parameter(v.clone()) for n, v in optimizer_train.initial().items()}
+    optimizer = optimizer_train.make_optimizer(kind, params)
+    schedule = optimizer_train.make_schedule(optimizer)
+    for step in range(STEPS):
+        for name, p in params.items():
+            p.grad = (optimizer_train.known_gradient(name, 0, step)
+                      + optimizer_train.known_gradient(name, 1, step)) / 2
+        optimizer.step()
+        schedule.step()
+    return torch.cat([p.detach().reshape(-1) for p in params.values()]).numpy()
+
+
+def ulps(a, b):
+    """The most units in the last place between a and b, element by element (same signs)."""
+    return int(numpy.max(numpy.abs(a.view(numpy.int32).astype(numpy.int64)
+                                   - b.view(numpy.int32).astype(numpy.int64))))
+
+
+@unittest.skipIf(training_test.cannot_run(), training_test.cannot_run() or "")
+class ServerOptimizerJobTest(unittest.TestCase):
+    def run_job(self, kind):
+        """Both workers' final parameters (they must agree) of a 2-worker bsp job."""
+        job = training_test.Job(workers=2)
+        self.addCleanup(job.close)
+        outs = [job.path(f"final{i}") for i in range(2)]
+        workers = [job.torch_worker(i, "--epochs=2 --batch_size=4", outs[i], script=SCRIPT,
+                                    script_env={"OPTIMIZER": kind})
+                   for i in range(2)]
+        self.assertEqual(job.wait(workers), [0, 0], job.log("worker0") + job.log("worker1"))
+        finals = []
+        for out in outs:
+            with open(out, "rb") as f:
+                finals.append(numpy.frombuffer(f.read(), dtype=numpy.float32))
+        self.assertEqual(finals[0].tobytes(), finals[1].tobytes())
+        return finals[0]
+
+    def check(self, kind):
+        got, want = self.run_job(kind), reference(kind)
+        self.assertEqual(len(got), 32 + 16 + 48)
+        self.assertTrue(numpy.all(numpy.sign(got) == numpy.sign(want)), (got, want))
+        self.assertEqual(ulps(got, want), 0, (got, want))
+        self.assertFalse(numpy.array_equal(want, optimizer_train.initial()["w"].numpy()))
+
+    def test_sgd_nesterov(self):
+        self.check("sgd_nesterov")
+
+    def test_sgd_dampening(self):
+        self.check("sgd_dampening")
+
+    def test_adam(self):
+        self.check("adam")
+
+    def test_adamw(self):
+        self.check("adamw")
+
+
+if __name__ == "__main__":
+    junit_main.main()
