@@ -23,7 +23,10 @@ class GradientReporter:
     the current step.
 
     While `accumulating` (DistributedOptimizer.no_sync()), the hooks report nothing: autograd
-    accumulates each gradient into .grad, and the backward after it reports the sums.
+    accumulates each gradient into .grad, and the backward after it reports the sums. With
+    `hold_until_step` (the script edits gradients after backward) every report waits for
+    complete(), so the pushes carry the edited values; `sent` says whether this step's
+    gradient began to leave (a report reached the worker).
 
     Thread-safety: autograd may run the hooks on its own threads (CUDA), so the reported set
     is guarded by a lock; complete() and reset() run on the training thread."""
@@ -43,6 +46,8 @@ class GradientReporter:
         self._waits_queued = False  # landed() is queued for the end of this backward
         self._accumulators = []  # the AccumulateGrad nodes: the hooks live as long as they do
         self.accumulating = False  # set by the training thread between backward passes
+        self.hold_until_step = False
+        self.sent = False
         for index, e in enumerate(entries):
             if e.param.requires_grad:
                 self._hook(index, e)
@@ -76,14 +81,17 @@ class GradientReporter:
             for entry in self._buffers.landing():
                 self._report([entry])
 
-    def _report(self, entries):
-        if not self._live():
+    def _report(self, entries, final=False):
+        """Reports `entries` (with those deferred) to the worker, or defers them: no step under
+        way, or held until step() (`final`: complete() reporting)."""
+        if not self._live() or (self.hold_until_step and not final):
             self._deferred.extend(entries)
             return
         if self._before_push is not None and (self._deferred or entries):
             self._before_push()
         for e in self._deferred + entries:
             self._worker.gradient_ready(e.offset, e.count, fp16=self._buffers.fp16)
+            self.sent = True
         self._deferred = []
 
     def complete(self):
@@ -91,11 +99,11 @@ class GradientReporter:
         copies in flight, then the parameters whose gradient autograd did not produce this step
         (zeros). Returns the latter's names."""
         with self._lock:
-            self._report(self._buffers.flush())
+            self._report(self._buffers.flush(), final=True)
             missing = [i for i in range(len(self._entries)) if i not in self._reported]
             for i in missing:
                 self._buffers.fill_zero(self._entries[i])
-                self._report([self._entries[i]])
+                self._report([self._entries[i]], final=True)
             return [self._entries[i].name for i in missing]
 
     def reset(self):
@@ -104,3 +112,4 @@ class GradientReporter:
             self._reported.clear()
             self._deferred = []
             self._waits_queued = False
+            self.sent = False

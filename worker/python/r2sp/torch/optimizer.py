@@ -10,6 +10,7 @@ import numbers
 import torch
 
 from . import device
+from . import edits
 from . import elastic
 from . import forward_waits
 from . import gradients
@@ -56,9 +57,15 @@ class DistributedOptimizer(torch.optim.Optimizer):
     buffers (no copies); on CUDA they are views into flat GPU tensors staged through pinned
     host memory. Move the model to its device before creating the optimizer.
 
+    edits_gradients: the script changes the gradients between backward() and step()
+      (torch.nn.utils.clip_grad_norm_, clip_grad_value_, GradScaler.unscale_): with --overlap
+      the pushes then wait for step() (backward no longer overlaps them). Without it, such an
+      edit after a backward whose pushes began raises RuntimeError (edits.py) rather than be
+      lost. Clipping clips this worker's gradient (its b_i samples), before the servers
+      average.
+
     Gradient hooks report each parameter's gradient to the worker as autograd completes it;
-    with --overlap the pushes start then, during backward, so a gradient changed between
-    backward() and step() (clipping) reaches the servers only without --overlap. One step()
+    with --overlap the pushes start then, during backward. One step()
     per backward(), or several backward passes accumulated with no_sync(): a second backward
     before step() outside no_sync() raises RuntimeError.
 
@@ -68,7 +75,8 @@ class DistributedOptimizer(torch.optim.Optimizer):
     Not thread-safe: call it from the training thread."""
 
     # Not calling torch.optim.Optimizer.__init__: the wrapped SGD holds the parameter groups.
-    def __init__(self, optimizer, named_parameters, train_samples=None, module=None):
+    def __init__(self, optimizer, named_parameters, train_samples=None, module=None,
+                 edits_gradients=False):
         validation.check_optimizer_object(optimizer)
         named = validation.named_entries(optimizer, named_parameters)
         validation.check_tensors(named)
@@ -108,6 +116,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
         self._reporter = gradients.GradientReporter(
             worker, self._buffers, self._entries, live=lambda: STATE.step is not None,
             before_push=self._before_push)
+        self._hold_pushes_for_edits(edits_gradients)
         if train_samples is not None:
             STATE.begin(train_samples, "DistributedOptimizer")
 
@@ -121,6 +130,30 @@ class DistributedOptimizer(torch.optim.Optimizer):
         except (TypeError, ValueError, NotImplementedError) as e:
             STATE.abort(f"{type(e).__name__}: {e}")
             raise
+
+    def _hold_pushes_for_edits(self, edits_gradients):
+        """edits_gradients: nothing leaves before step(). Otherwise, with pushes during
+        backward, an edit of a gradient already sent raises (edits.guard)."""
+        if self._elastic:  # the local step reads the edited gradients; pushes are differences
+            return
+        if edits_gradients:
+            self._reporter.hold_until_step = True
+            if hasattr(self._buffers, "copies_in_backward"):  # CUDA: no copies before step()
+                self._buffers.copies_in_backward = False
+        elif self._worker.overlaps_backward:
+            edits.guard(self._check_edit)
+
+    def _check_edit(self, name, parameters):
+        """RuntimeError if `name` edits a registered gradient this step already pushed."""
+        if STATE.worker is not self._worker or not self._reporter.sent:
+            return
+        registered = {id(e.param) for e in self._entries}
+        if any(id(p) in registered for p in parameters):
+            raise RuntimeError(
+                f"r2sp: {name} after backward with --overlap: this step's gradients were "
+                "pushed as backward produced them, so the edit would not reach the servers; "
+                "create the optimizer with DistributedOptimizer(..., edits_gradients=True) (the "
+                "pushes then wait for step()), or run without --overlap")
 
     @property
     def overlaps_pulls(self):

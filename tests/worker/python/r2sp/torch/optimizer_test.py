@@ -442,5 +442,62 @@ class StepTest(OptimizerTestBase):
                                  "must be a positive integer, not 0", self.opt.step, samples=0)
 
 
+@unittest.skipIf(SKIP, SKIP or "")
+class EditsTest(OptimizerTestBase):
+    """Gradients clipped between backward() and step(), with --overlap (the fake's
+    overlaps_backward): announced (edits_gradients=True), the pushes wait for step() and carry
+    the clipped values; unannounced, the clip raises."""
+
+    EDIT_AFTER_PUSH = (
+        "r2sp: clip_grad_norm_ after backward with --overlap: this step's gradients were pushed "
+        "as backward produced them, so the edit would not reach the servers; create the "
+        "optimizer with DistributedOptimizer(..., edits_gradients=True) (the pushes then wait "
+        "for step()), or run without --overlap")
+
+    def start(self, overlap=True, **kwargs):
+        self.model = tiny_model()
+        self.options = {"steps": r2sp_testing.steps_of([3]), "overlap": overlap}
+        self.opt = self.make(torch.optim.SGD(self.model.parameters(), lr=0.1),
+                             self.model.named_parameters(), train_samples=8, **kwargs)
+        self.worker = self.workers[0]
+        state.STATE.next_step("test")
+        self.opt.zero_grad()
+        x, y = data()
+        torch.nn.functional.mse_loss(self.model(x), y).backward()
+
+    def test_announced_edits_hold_the_pushes_until_step(self):
+        self.start(edits_gradients=True)
+        self.assertNotIn("gradient_ready", self.worker.names())
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1e-3)
+        clipped = {n: p.grad.reshape(-1).tolist() for n, p in self.model.named_parameters()}
+        self.opt.step()
+        reports = {c[1]: c[3] for c in self.worker.calls if c[0] == "gradient_ready"}
+        self.assertEqual(reports[0], clipped["l1.weight"])
+        self.assertEqual(reports[10], clipped["l2.bias"])
+        norm = sum(v * v for values in clipped.values() for v in values) ** 0.5
+        self.assertAlmostEqual(norm, 1e-3, places=9)
+
+    def test_an_unannounced_clip_after_pushes_began_raises(self):
+        self.start()
+        self.assertIn("gradient_ready", self.worker.names())
+        self.assertRaisesExactly(RuntimeError, self.EDIT_AFTER_PUSH,
+                                 torch.nn.utils.clip_grad_norm_, self.model.parameters(), 1.0)
+        # torch.nn.utils.clip_grad names the same function.
+        with self.assertRaises(RuntimeError):
+            torch.nn.utils.clip_grad.clip_grad_value_(self.model.parameters(), 1.0)
+        # Tensors the job does not train are the script's own.
+        other = torch.nn.Parameter(torch.ones(3))
+        other.grad = torch.full((3,), 4.0)
+        torch.nn.utils.clip_grad_norm_([other], 1.0)
+        self.assertAlmostEqual(other.grad.norm().item(), 1.0, places=6)
+
+    def test_without_overlap_a_clip_reaches_the_push(self):
+        self.start(overlap=False)
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1e-3)
+        clipped = self.model.l1.weight.grad.reshape(-1).tolist()
+        self.opt.step()
+        self.assertEqual(list(self.worker.grads)[:6], clipped)
+
+
 if __name__ == "__main__":
     junit_main.main()

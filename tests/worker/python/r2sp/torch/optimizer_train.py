@@ -3,9 +3,12 @@ servers. Three tensors (w 8x4, b 16, n 48; everyone starts from known values), t
 groups (w: weight decay 0.1 at the base rate; b, n: no weight decay at half of it), a
 LambdaLR scheduler changing the rate every step, and each step's gradient the known one of
 (rank, step) from known_gradient() (the loss sum(p * g), so backward gives g exactly).
-$OPTIMIZER names the optimizer (sgd_nesterov, sgd_dampening, adam, adamw). Writes the final
-parameters (raw fp32 in w, b, n order) to argv[1]."""
+$OPTIMIZER names the optimizer (sgd_nesterov, sgd_dampening, adam, adamw). $ACCUMULATE=N
+(default 1) computes each step in N backward passes of loss / N, all but the last inside
+no_sync(); $CLIP=C (default none) clips the gradient's norm to C before step() (announced:
+edits_gradients=True). Writes the final parameters (raw fp32 in w, b, n order) to argv[1]."""
 
+import contextlib
 import os
 import sys
 
@@ -60,8 +63,10 @@ def make_schedule(optimizer):
 def main():
     r2t.init()
     params = {name: torch.nn.Parameter(value.clone()) for name, value in initial().items()}
+    accumulate = int(os.environ.get("ACCUMULATE", "1"))
+    clip = float(os.environ.get("CLIP", "0"))
     optimizer = r2t.DistributedOptimizer(make_optimizer(os.environ["OPTIMIZER"], params),
-                                         list(params.items()))
+                                         list(params.items()), edits_gradients=clip > 0)
     schedule = make_schedule(optimizer)
     sampler = r2t.DistributedSampler(int(os.environ.get("KNOWN_SAMPLES", "24")))
     step, epoch_steps = 0, None
@@ -69,9 +74,14 @@ def main():
         epoch_steps = 0
         for _ in sampler:
             optimizer.zero_grad()
-            loss = sum((p * known_gradient(name, r2t.rank(), step)).sum()
-                       for name, p in params.items())
-            loss.backward()
+            for micro in range(accumulate):
+                last = micro == accumulate - 1
+                with contextlib.nullcontext() if last else optimizer.no_sync():
+                    loss = sum((p * known_gradient(name, r2t.rank(), step)).sum()
+                               for name, p in params.items()) / accumulate
+                    loss.backward()
+            if clip > 0:
+                torch.nn.utils.clip_grad_norm_(params.values(), clip)
             optimizer.step(loss=loss)
             schedule.step()
             step += 1

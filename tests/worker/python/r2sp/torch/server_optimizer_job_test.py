@@ -4,7 +4,9 @@ scheduler changing the rate every step, end with the parameters torch.optim reac
 the same optimizer to the averaged gradients, for SGD with nesterov, SGD with dampening, Adam
 and AdamW, bit for bit: the servers round where torch's vectorised CPU kernels round (its
 fused multiply-adds included; the tensors are multiples of 16 values, so torch takes those
-kernels for every value)."""
+kernels for every value). Accumulating each step over 4 backward passes (no_sync()) with
+--overlap gives the same parameters and one push per step; clipping with --overlap
+(edits_gradients=True) clips each worker's gradient before the servers average."""
 
 import os
 import unittest
@@ -24,15 +26,25 @@ SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "optimizer_tra
 STEPS = 6  # 24 samples in 2 shards of 12: 3 steps of 4 per epoch, 2 epochs
 
 
-def reference(kind):
+def worker_gradient(params, rank, step, clip):
+    """{name: worker `rank`'s gradient at `step`}, its norm clipped to `clip` (0: not) as
+    clip_grad_norm_ clips it in the script."""
+    for name, p in params.items():
+        p.grad = optimizer_train.known_gradient(name, rank, step)
+    if clip > 0:
+        torch.nn.utils.clip_grad_norm_(params.values(), clip)
+    return {name: p.grad.clone() for name, p in params.items()}
+
+
+def reference(kind, clip=0):
     """The parameters after STEPS of torch.optim on the two workers' averaged gradients."""
     params = {n: torch.nn.Parameter(v.clone()) for n, v in optimizer_train.initial().items()}
     optimizer = optimizer_train.make_optimizer(kind, params)
     schedule = optimizer_train.make_schedule(optimizer)
     for step in range(STEPS):
+        grads = [worker_gradient(params, rank, step, clip) for rank in range(2)]
         for name, p in params.items():
-            p.grad = (optimizer_train.known_gradient(name, 0, step)
-                      + optimizer_train.known_gradient(name, 1, step)) / 2
+            p.grad = (grads[0][name] + grads[1][name]) / 2
         optimizer.step()
         schedule.step()
     return torch.cat([p.detach().reshape(-1) for p in params.values()]).numpy()
@@ -46,15 +58,17 @@ def ulps(a, b):
 
 @unittest.skipIf(training_test.cannot_run(), training_test.cannot_run() or "")
 class ServerOptimizerJobTest(unittest.TestCase):
-    def run_job(self, kind):
-        """Both workers' final parameters (they must agree) of a 2-worker bsp job."""
+    def run_job(self, kind, flags="", **env):
+        """Both workers' final parameters (they must agree) of a 2-worker bsp job, with these
+        worker flags and script settings (optimizer_train.py)."""
         job = training_test.Job(workers=2)
         self.addCleanup(job.close)
         outs = [job.path(f"final{i}") for i in range(2)]
-        workers = [job.torch_worker(i, "--epochs=2 --batch_size=4", outs[i], script=SCRIPT,
-                                    script_env={"OPTIMIZER": kind})
+        workers = [job.torch_worker(i, "--epochs=2 --batch_size=4 " + flags, outs[i],
+                                    script=SCRIPT, script_env=dict(env, OPTIMIZER=kind))
                    for i in range(2)]
         self.assertEqual(job.wait(workers), [0, 0], job.log("worker0") + job.log("worker1"))
+        self.server_log = job.log("server0")
         finals = []
         for out in outs:
             with open(out, "rb") as f:
@@ -80,6 +94,19 @@ class ServerOptimizerJobTest(unittest.TestCase):
 
     def test_adamw(self):
         self.check("adamw")
+
+    def test_accumulation_pushes_once_per_step_the_same_sum(self):
+        # Each step in 4 backward passes of loss / 4 (exact: a power of two), with --overlap:
+        # the same parameters, and one push per partition and step (12, and worker 0's init).
+        got = self.run_job("sgd_nesterov", "--overlap", ACCUMULATE="4")
+        self.assertEqual(got.tobytes(), reference("sgd_nesterov").tobytes())
+        self.assertIn("server 0 stopping: 13 pushes", self.server_log)
+
+    def test_clipping_with_overlap_clips_each_workers_gradient(self):
+        # The known gradients' norms are about 10 (worker 0) and 20: a clip to 2 changes both.
+        got = self.run_job("adamw", "--overlap", CLIP="2")
+        self.assertEqual(ulps(got, reference("adamw", clip=2)), 0)
+        self.assertNotEqual(got.tobytes(), reference("adamw").tobytes())
 
 
 if __name__ == "__main__":
