@@ -229,7 +229,8 @@ class DistributedOptimizer(torch.optim.Optimizer):
         closure: re-evaluates the model and returns the loss (as torch optimizers take it).
         loss: this step's loss (a float or a one-element tensor), for the metrics and the
           timeline; 0 if neither is given.
-        samples: the samples this step computed; default the step's batch (batch_size()).
+        samples: the samples this step computed; default the batch DistributedSampler gave
+          for it (else the step's batch, batch_size()).
         Parameters whose gradient autograd did not produce this step push zeros.
         JobLost if this worker was lost to the job; RuntimeError once training is over."""
         if self._reporter.accumulating:
@@ -246,7 +247,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
                 raise RuntimeError("r2sp.torch.DistributedOptimizer.step: training is over "
                                    "(the job's epochs are done); stop stepping and call "
                                    "r2sp.torch.finish()")
-        count = step.batch if samples is None else _samples_value(samples)
+        count = STATE.batch_trained(step) if samples is None else _samples_value(samples)
         self._before_push()  # also when no gradient was reported during backward
         self._reporter.complete()
         if self._elastic:

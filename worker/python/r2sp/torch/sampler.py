@@ -8,9 +8,8 @@ from .state import STATE
 
 
 class DistributedSampler:
-    """A batch sampler: DataLoader(dataset, batch_sampler=DistributedSampler(dataset)), with
-    num_workers=0 (DataLoader workers ask for batches ahead of training, which R2SP's steps do
-    not allow).
+    """A batch sampler: DataLoader(dataset, batch_sampler=DistributedSampler(dataset)), with or
+    without DataLoader workers (num_workers, prefetch_factor, persistent_workers).
 
     dataset_or_size: the training set (its len()) or its size; the whole set: the job
       shards it.
@@ -23,7 +22,15 @@ class DistributedSampler:
     sizes, the shuffled passes over the samples run on across epochs, a new one starting where
     one runs out); it ends after the epoch's last step, or when training is over. The first iteration
     starts the training loop (the DistributedOptimizer must exist). Call optimizer.step() once
-    per batch. len() is the epoch's steps (known once its first step is)."""
+    per batch. len() is the epoch's steps (known once its first step is).
+
+    DataLoader workers ask for batches ahead of training (num_workers * prefetch_factor of
+    them): a batch asked for while the step before is still being computed is yielded at once,
+    without waiting for the job's step, which optimizer.step() then takes. Its size is the
+    latest the scheduler gave (under hetero batching a new size reaches the batches up to that
+    many steps late), and step() counts the samples it had. Each epoch's first batch still
+    waits for the epoch's first step, whose plan says which samples the epoch trains (a dead
+    worker's included)."""
 
     def __init__(self, dataset_or_size, seed=None):
         if isinstance(dataset_or_size, int) and not isinstance(dataset_or_size, bool):
@@ -73,16 +80,25 @@ class DistributedSampler:
         self._stream.start_epoch(step.epoch, step.live_shards)
         epoch = step.epoch
         self._steps = step.epoch_steps
+        STATE.batches.clear()
+        remaining, batch = step.epoch_steps - step.index, step.batch
         while True:
-            yield self._stream.take(step.batch)
-            if step.index + 1 >= step.epoch_steps:
+            indices = self._stream.take(batch)
+            STATE.batches.append(len(indices))
+            yield indices
+            remaining -= 1
+            if remaining <= 0:
                 return  # not asking for the next step: the job may want an evaluation first
+            if STATE.step is not None:  # asked ahead (DataLoader workers): step() takes it
+                batch = STATE.last_step.batch
+                continue
             step = STATE.next_step("DistributedSampler")
             if step is None:
                 return
             if step.epoch != epoch:
                 self._pending = step
                 return
+            batch = step.batch
 
     def _take(self, worker):
         """The first step of this iteration: one put aside by the last, else the next."""

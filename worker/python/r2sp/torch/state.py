@@ -3,7 +3,9 @@ settings from init(), the `_core.Worker` the DistributedOptimizer joined with, t
 computed, and the finish at exit (abort instead after an unhandled exception)."""
 
 import atexit
+import collections
 import contextlib
+import os
 import sys
 
 from .. import _core
@@ -31,6 +33,9 @@ class JobState:
         self.over = False      # next_step() said training is over
         self.result = None     # finish()'s dict
         self.aborted = False   # this worker left the job (abort(), Ctrl-C, lost)
+        self.batches = collections.deque()  # sizes of the batches the sampler yielded and no
+                               # step() took yet, oldest first (DataLoader workers run ahead)
+        self.pid = os.getpid()  # the process that may leave the job (not a forked child)
         self.left = None       # called once the worker is out of the job: after finish()
                                # pulled the final parameters (a device's copy of them needs
                                # them: CUDA), or after an abort (self.aborted says which)
@@ -79,9 +84,7 @@ class JobState:
         if self.step is not None:
             raise RuntimeError(f"r2sp.torch.{what}: step {self.step.clock} was handed out and "
                                "optimizer.step() has not run for it; call step() once per "
-                               "batch, and use DataLoader(..., num_workers=0) with "
-                               "r2sp.torch.DistributedSampler (DataLoader workers ask for "
-                               "batches ahead of training)")
+                               "batch")
         if self.over:
             return None
         with self.blocking():
@@ -95,6 +98,12 @@ class JobState:
     def submitted(self):
         """The step handed out has been submitted."""
         self.step = None
+
+    def batch_trained(self, step):
+        """The samples of the batch the step just computed: the oldest batch the sampler
+        yielded and no step took (a DataLoader with workers runs ahead, and under hetero
+        batching its batches may be of an earlier tuning than the step's), else the step's."""
+        return self.batches.popleft() if self.batches else step.batch
 
     def finish(self):
         """worker.finish() once (its dict; the same dict again later); {} with no worker."""
@@ -125,6 +134,8 @@ class JobState:
         """Leaves the job as the script ended: abort after an unhandled exception, else finish
         (which the worker refuses, leaving the job, if training was not over)."""
         if self.worker is None or self.result is not None or self.aborted:
+            return
+        if os.getpid() != self.pid:  # a forked child (a DataLoader worker): not in the job
             return
         error = getattr(sys, "last_value", None)
         if error is not None:

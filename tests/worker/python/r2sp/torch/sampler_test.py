@@ -127,17 +127,42 @@ class SamplerTest(unittest.TestCase):
                          "r2sp.torch.DistributedOptimizer(optimizer, model.named_parameters()) "
                          "first (it joins the job)")
 
-    def test_a_batch_asked_for_before_the_last_was_stepped(self):
-        self.join([step(0, 0, 0, 2, 2, [0, 1]), step(1, 0, 1, 2, 2, [0, 1])])
-        it = iter(r2t.DistributedSampler(10))
-        next(it)
-        with self.assertRaises(RuntimeError) as e:
-            next(it)
-        self.assertEqual(str(e.exception),
-                         "r2sp.torch.DistributedSampler: step 0 was handed out and "
-                         "optimizer.step() has not run for it; call step() once per batch, and "
-                         "use DataLoader(..., num_workers=0) with r2sp.torch.DistributedSampler "
-                         "(DataLoader workers ask for batches ahead of training)")
+    def test_a_batch_asked_for_before_the_last_was_stepped_comes_at_once(self):
+        # DataLoader workers ask ahead: the batch comes without the job's step, which the
+        # optimizer's step() takes; the epoch still has its 3 batches.
+        worker = self.join([step(0, 0, 0, 3, 2, [0, 1]), step(1, 0, 1, 3, 2, [0, 1]),
+                            step(2, 0, 2, 3, 2, [0, 1])])
+        it = iter(r2t.DistributedSampler(12))
+        epoch0 = order(range(0, 12, 2), 1, 0, 0)  # shard 0's samples, in epoch 0's order
+        self.assertEqual([next(it), next(it)], [epoch0[0:2], epoch0[2:4]])
+        self.assertEqual(worker.names(), ["begin_training", "next_step"])
+        self.assertEqual(list(state.STATE.batches), [2, 2])
+        self.assertEqual(state.STATE.batch_trained(state.STATE.step), 2)
+        state.STATE.submitted()
+        self.assertEqual(next(it), epoch0[4:6])  # the step before was submitted: it takes one
+        self.assertEqual(worker.names(), ["begin_training", "next_step", "next_step"])
+        self.assertEqual(list(it), [])
+
+    def test_batches_asked_ahead_keep_the_size_they_had(self):
+        # Hetero batching: the tuner's new size (1) reaches the batches one step late, and
+        # step() counts each batch's own samples.
+        self.join([step(0, 0, 0, 3, 2, [0, 1]), step(1, 0, 1, 3, 1, [0, 1]),
+                   step(2, 0, 2, 3, 1, [0, 1])], hetero_batching=True)
+        it = iter(r2t.DistributedSampler(12))
+        sizes, trained = [], []
+        sizes.append(len(next(it)))           # step 0's batch of 2
+        sizes.append(len(next(it)))           # asked ahead: still 2
+        trained.append(state.STATE.batch_trained(state.STATE.step))
+        state.STATE.submitted()
+        step1 = state.STATE.next_step("test")  # the optimizer's step() takes step 1 (batch 1)
+        sizes.append(len(next(it)))           # asked ahead of step 1: its size, 1
+        trained.append(state.STATE.batch_trained(step1))
+        state.STATE.submitted()
+        step2 = state.STATE.next_step("test")
+        trained.append(state.STATE.batch_trained(step2))
+        state.STATE.submitted()
+        self.assertEqual((sizes, trained), ([2, 2, 1], [2, 2, 1]))
+        self.assertEqual(list(it), [])
 
     def test_bad_arguments(self):
         cases = [(TypeError, lambda: r2t.DistributedSampler(object()),
@@ -171,6 +196,28 @@ class SamplerTest(unittest.TestCase):
             got.append(x.tolist())
             state.STATE.submitted()
         self.assertEqual(got, [[8.0, 2.0, 0.0]])
+
+    def test_a_dataloader_with_workers_takes_the_epochs_batches(self):
+        import torch
+        steps = [step(c, c // 3, c % 3, 3, 2, [0, 1]) for c in range(6)]
+        self.join(steps)
+        data = torch.utils.data.TensorDataset(torch.arange(12.0))
+        sampler = r2t.DistributedSampler(data)
+        loader = torch.utils.data.DataLoader(data, batch_sampler=sampler, num_workers=2,
+                                             prefetch_factor=2, persistent_workers=True)
+        epochs = []
+        for _ in range(2):
+            got = []
+            for (x,) in loader:
+                got.append(x.tolist())
+                current = state.STATE.step or state.STATE.next_step("test")  # as step() does
+                self.assertEqual(state.STATE.batch_trained(current), 2)
+                state.STATE.submitted()
+            epochs.append(got)
+        want = [order(range(0, 12, 2), 1, e, 0) for e in (0, 1)]
+        self.assertEqual(epochs, [[[float(i) for i in w[b:b + 2]] for b in (0, 2, 4)]
+                                  for w in want])
+        self.assertEqual(state.STATE.worker.names().count("next_step"), 6)
 
 
 @unittest.skipIf(SKIP, SKIP or "")

@@ -9,7 +9,8 @@ the worker lost to the job: the error in $TINY_OUT, status 4.
 Each process starts from different random parameters (torch seed = 100 + $RANK), so equal
 parameters after joining show worker 0's became everyone's. $TINY_HIDDEN: the hidden layer's
 width (8); $TINY_STEP_SLEEP: seconds each sample adds to its step (0); $TINY_MODULE=1: the
-optimizer gets module=model (overlapped pulls with --overlap). Argument: epochs."""
+optimizer gets module=model (overlapped pulls with --overlap); $TINY_LOADER_WORKERS=N: the
+DataLoader has N worker processes (prefetch_factor 2, persistent). Argument: epochs."""
 
 import json
 import os
@@ -64,7 +65,10 @@ def main():
            "joined": flat(model), "batches": [], "asked": [], "epochs": [], "evals": [],
            "overlaps_pulls": optimizer.overlaps_pulls}
     train = data()
-    loader = torch.utils.data.DataLoader(train, batch_sampler=r2t.DistributedSampler(train))
+    workers = int(os.environ.get("TINY_LOADER_WORKERS", "0"))
+    ahead = {"prefetch_factor": 2, "persistent_workers": True} if workers else {}
+    loader = torch.utils.data.DataLoader(train, batch_sampler=r2t.DistributedSampler(train),
+                                         num_workers=workers, **ahead)
     for _ in range(int(sys.argv[1])):
         out["epochs"].append([])
         for x, y, index in loader:

@@ -130,12 +130,20 @@ class TrainingTest(unittest.TestCase):
                     self.assertNotEqual(r["final"], r["joined"])
 
     def test_survivors_train_a_killed_workers_samples_from_the_next_epoch(self):
+        self.check_a_killed_worker()
+
+    def test_with_dataloader_workers_survivors_train_a_killed_workers_samples(self):
+        self.check_a_killed_worker({"TINY_LOADER_WORKERS": "2"})
+
+    def check_a_killed_worker(self, script_env=None):
+        """Worker 1 killed (SIGKILL) in its first epoch: worker 0 trains its own shard, then
+        the whole data set in the second epoch."""
         job = Job(workers=2, scheduler_flags=["--absorb_orphaned_shards"])
         self.addCleanup(job.close)
         progress = os.path.join(job.dir, "worker1.json.steps")
         flags = "--epochs=2 --batch_size=8 "
-        survivor = job.torch_worker(0, flags, "2", step_sleep=0.025)
-        doomed = job.torch_worker(1, flags, "2", step_sleep=0.025)
+        survivor = job.torch_worker(0, flags, "2", step_sleep=0.025, script_env=script_env)
+        doomed = job.torch_worker(1, flags, "2", step_sleep=0.025, script_env=script_env)
         deadline = time.monotonic() + 60
         while not (os.path.exists(progress) and open(progress).read() not in ("", "0")):
             self.assertLess(time.monotonic(), deadline, job.log("worker1"))
@@ -166,14 +174,16 @@ class TrainingTest(unittest.TestCase):
         slow_rank = job.result(1)["rank"]
         self.assertLess(tuned[-1][slow_rank], tuned[-1][1 - slow_rank], tuned)
 
-    def hetero_pair(self, flags=(), **job_options):
+    def hetero_pair(self, flags=(), script_env=None, **job_options):
         """Two torch workers with hetero batching (B = 16), worker 1 ten times slower, to their
         end; the job and the scheduler's tunings [(w0, w1)], which always sum to B."""
         job = Job(workers=2, scheduler_flags=["--hetero_batching", "--global_batch=16",
                                               "--min_batch=2", *flags], **job_options)
         self.addCleanup(job.close)
-        fast = job.torch_worker(0, "--epochs=3 --batch_size=8", "3", step_sleep=0.001)
-        slow = job.torch_worker(1, "--epochs=3 --batch_size=8", "3", step_sleep=0.01)
+        fast = job.torch_worker(0, "--epochs=3 --batch_size=8", "3", step_sleep=0.001,
+                                script_env=script_env)
+        slow = job.torch_worker(1, "--epochs=3 --batch_size=8", "3", step_sleep=0.01,
+                                script_env=script_env)
         self.assertEqual(fast.wait(timeout=120), 0, job.log("worker0"))
         self.assertEqual(slow.wait(timeout=120), 0, job.log("worker1"))
         tuned = [(int(a), int(b)) for a, b in
@@ -204,6 +214,21 @@ class TrainingTest(unittest.TestCase):
                 self.assertEqual(len(set(one_pass)), len(one_pass))
                 self.assertLessEqual(set(one_pass), set(shard))
         self.assertLess(results[1]["finish"]["final_batch"], results[0]["finish"]["final_batch"])
+
+    def test_dataloader_workers_follow_the_tuned_batches_a_few_steps_late(self):
+        # Batches asked ahead (2 loader workers, prefetch 2: up to 4 ahead) keep the size the
+        # scheduler had given when asked; each step counts its own batch's samples.
+        job, tuned = self.hetero_pair(script_env={"TINY_LOADER_WORKERS": "2"})
+        results = [job.result(0), job.result(1)]
+        for r in results:
+            self.assertEqual(len(r["batches"]), 12)
+            self.assertEqual(r["finish"]["samples"], sum(r["batches"]))
+            self.assertEqual(r["finish"]["steps"], 12)
+            for epoch, indices in enumerate(r["epochs"]):
+                self.assertEqual(len(indices), sum(r["batches"][4 * epoch:4 * epoch + 4]))
+            self.assertIn(r["batches"][-1], {t[r["rank"]] for t in tuned} | {8})
+        fast, slow = results  # worker 1 is the slower
+        self.assertLess(slow["batches"][-1], fast["batches"][-1], tuned)
 
     def test_ctrl_c_while_joining_and_while_training(self):
         job = Job(workers=2)
