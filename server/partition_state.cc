@@ -138,7 +138,7 @@ void PartitionState::Apply(const SgdOptions& options, float scale, const wire::G
 }
 
 void PartitionState::Apply(const std::vector<wire::OptimizerRun>& runs, float scale,
-                           float fraction, const wire::GradientView& grad) {
+                           float fraction, double steps, const wire::GradientView& grad) {
   DCHECK_EQ(grad.num_elements, num_elements_);
   const float* g = grad.dense;
   if (grad.kind != wire::GradientView::Kind::kDense) {
@@ -160,7 +160,7 @@ void PartitionState::Apply(const std::vector<wire::OptimizerRun>& runs, float sc
   script_state_ = true;
   Buffer* out = OutputBuffer();
   const float* in = current_->values.data();
-  const ScriptUpdate update{scale, fraction, version_ + 1};
+  const ScriptUpdate update{scale, fraction, version_ + 1, steps};
   ForRange([&](size_t begin, size_t end) {
     for (const wire::OptimizerRun& run : runs) {
       const size_t lo = std::max(begin, run.begin), hi = std::min(end, run.end);

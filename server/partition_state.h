@@ -54,11 +54,12 @@ class PartitionState {
   // weights get the zero-gradient update, see SgdApplyNoGradient).
   void Apply(const SgdOptions& options, float scale, const wire::GradientView& grad);
   // One update with the training script's optimizer, run by run (script_optimizer.h; the
-  // update's number is version() + 1), of a gradient of any kind (sparse ones made dense: the
-  // untouched values get a zero gradient, as torch would give them). version += 1.
+  // update's number is version() + 1; `steps`: the partition's global-batch steps with it), of
+  // a gradient of any kind (sparse ones made dense: the untouched values get a zero gradient,
+  // as torch would give them). version += 1.
   // REQUIRES: initialized(); runs as wire::DecodeOptimizerRuns gives them for this partition.
   void Apply(const std::vector<wire::OptimizerRun>& runs, float scale, float fraction,
-             const wire::GradientView& grad);
+             double steps, const wire::GradientView& grad);
   // Elastic averaging's centre update: weights += delta, no optimizer (momentum untouched);
   // version += 1. REQUIRES: initialized().
   void Add(const float* delta);

@@ -81,16 +81,21 @@ void ApplySgd(const proto::OptimizerSettings& s, const ScriptUpdate& u, const fl
 void ApplyAdam(const proto::OptimizerSettings& s, const ScriptUpdate& u, const float* grad,
                const float* weight_in, float* weight_out, float* first, float* second,
                size_t n) {
-  const double t = static_cast<double>(u.number);
+  // A fraction f of a step: the moments decay per sample (beta^f), and the bias correction
+  // counts global-batch steps, so 1/f such updates weigh their gradients as one step does.
+  const bool whole = u.fraction >= 1.0f;
+  const double t = whole ? static_cast<double>(u.number) : u.steps;
+  const double beta1 = whole ? s.beta1() : std::pow(s.beta1(), u.fraction);
+  const double beta2 = whole ? s.beta2() : std::pow(s.beta2(), u.fraction);
   const bool decoupled = s.kind() == proto::OPTIMIZER_ADAMW;
   AdamConstants c;
   c.scale = u.scale;
   c.l2 = decoupled ? 0.0f : static_cast<float>(s.weight_decay());
   c.decay = decoupled ? static_cast<float>(1.0 - s.lr() * u.fraction * s.weight_decay()) : 1.0f;
-  c.beta1 = static_cast<float>(s.beta1());
-  c.keep1 = static_cast<float>(1.0 - s.beta1());
-  c.beta2 = static_cast<float>(s.beta2());
-  c.keep2 = static_cast<float>(1.0 - s.beta2());
+  c.beta1 = static_cast<float>(beta1);
+  c.keep1 = static_cast<float>(1.0 - beta1);
+  c.beta2 = static_cast<float>(beta2);
+  c.keep2 = static_cast<float>(1.0 - beta2);
   const double correction1 = 1.0 - std::pow(s.beta1(), t);
   c.step_size = static_cast<float>(s.lr() * u.fraction / correction1);
   c.root_correction2 = static_cast<float>(std::sqrt(1.0 - std::pow(s.beta2(), t)));

@@ -6,8 +6,9 @@
 //
 // An asynchronous push that carries `fraction` f < 1 of a global-batch step (b_i / B): SGD
 // takes the fractional step of server/sgd.h (momentum decays per sample, the rate scales by f);
-// Adam and AdamW scale the rate by f (the step size and AdamW's decay), keeping their moments'
-// decay per update.
+// Adam and AdamW scale the rate by f (the step size and AdamW's decay), decay their moments per
+// sample (beta^f) and correct their bias by the global-batch steps (1 - beta^steps), so 1/f
+// such updates weigh their gradients as one whole update does.
 #ifndef R2SP_SERVER_SCRIPT_OPTIMIZER_H_
 #define R2SP_SERVER_SCRIPT_OPTIMIZER_H_
 
@@ -26,6 +27,7 @@ struct ScriptUpdate {
   float scale = 1.0f;     // multiplies the pushed gradient (bsp: 1 / workers, or weights)
   float fraction = 1.0f;  // of a global-batch step, in (0, 1]
   int64_t number = 1;     // this update's number for the partition, from 1
+  double steps = 1.0;     // the partition's global-batch steps with this update (> 0)
 };
 
 // One update of n values with settings `s` (checked already: wire::CheckOptimizerSettings).

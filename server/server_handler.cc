@@ -212,7 +212,7 @@ absl::Status ServerHandler::ApplyPush(HeldPartition& held, const proto::Header& 
   const FractionalStep step = StepForFraction(SgdFor(held), fraction);
   const HeldPartition::PredictAsk& ask = held.asked[w];  // sized as pushed, w checked as there
   if (!held.script_runs.empty() && !held.script_sgd) {
-    held.state.Apply(held.script_runs, 1.0f, fraction, grad);  // no predictions
+    held.state.Apply(held.script_runs, 1.0f, fraction, held.steps + fraction, grad);
   } else if (ask.updates > 0 && grad.kind == wire::GradientView::Kind::kDense) {
     // The pusher's pull comes next (r2sp: it holds the slot): its predicted weights are
     // computed in the update's own pass.
@@ -253,7 +253,7 @@ void ServerHandler::MaybeCompleteClock(HeldPartition& held) {
       held.state.Add(held.aggregator->sum());  // the centre moves by the round's sum
       held.steps += options_.elastic_period;
     } else if (!held.script_runs.empty() && !held.script_sgd) {
-      held.state.Apply(held.script_runs, held.aggregator->scale(), 1.0f,
+      held.state.Apply(held.script_runs, held.aggregator->scale(), 1.0f, held.steps + 1,
                        wire::GradientView::Dense(held.aggregator->sum(),
                                                  held.state.num_elements()));
       held.steps += 1;
