@@ -46,7 +46,8 @@ absl::StatusOr<Message> SchedulerClient::CallScheduler(Message request,
 }
 
 absl::StatusOr<proto::RegisterReply> SchedulerClient::Register(
-    proto::Role role, const std::vector<proto::TensorSpec>& model, bool wants_data_shard) {
+    proto::Role role, const std::vector<proto::TensorSpec>& model, bool wants_data_shard,
+    int requested_rank) {
   if (options_.endpoint.empty()) {
     return absl::InvalidArgumentError("SchedulerClientOptions.endpoint is empty: other nodes "
                                       "could not reach this one");
@@ -60,6 +61,7 @@ absl::StatusOr<proto::RegisterReply> SchedulerClient::Register(
   reg->set_instance_id(MakeInstanceId());
   for (const proto::TensorSpec& t : model) *reg->add_model() = t;
   reg->set_wants_data_shard(wants_data_shard);
+  if (requested_rank >= 0) reg->set_requested_rank(requested_rank);
   reg->set_heartbeat_period_ms(absl::ToInt64Milliseconds(options_.heartbeat_period));
   absl::StatusOr<Message> reply = CallScheduler(std::move(request), options_.register_timeout);
   if (absl::IsDeadlineExceeded(reply.status())) {

@@ -38,10 +38,11 @@ class SchedulerClient {
   ~SchedulerClient();
 
   // Registers this node and waits for every other node; returns its rank and the book.
-  // `wants_data_shard`: proto RegisterRequest.
+  // `wants_data_shard`, `requested_rank` (-1: none; else sent): proto RegisterRequest.
   absl::StatusOr<proto::RegisterReply> Register(proto::Role role,
                                                 const std::vector<proto::TensorSpec>& model,
-                                                bool wants_data_shard = false);
+                                                bool wants_data_shard = false,
+                                                int requested_rank = -1);
   // Waits until every live member of `group` has arrived.
   absl::Status Barrier(proto::Group group);
   // A worker that joined a running job takes up the groups' barrier counts from its reply.

@@ -54,8 +54,13 @@ absl::Status JoinCoordinator::Join(const proto::RegisterRequest& reg, Responder&
   }
   const int rank = node.rank;
   const int servers = TellServers(rank, membership);
-  LOG(INFO) << "worker joining from " << reg.endpoint() << " as worker " << rank << "; telling "
-            << servers << " servers" << (JoinsAtAClock() ? " (it joins at a clock boundary)" : "");
+  LOG(INFO) << "worker joining from " << reg.endpoint() << " as worker " << rank
+            << (reg.has_requested_rank() && reg.requested_rank() != rank
+                    ? absl::StrCat(" (it asked for rank ", reg.requested_rank(),
+                                   "; a worker joining a running job takes the next rank)")
+                    : "")
+            << "; telling " << servers << " servers"
+            << (JoinsAtAClock() ? " (it joins at a clock boundary)" : "");
   pending_.emplace(rank, PendingJoin{std::move(responder), servers, JoinsAtAClock()});
   if (servers == 0) ServersAnswered(rank);
   return absl::OkStatus();

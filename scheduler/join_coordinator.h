@@ -1,6 +1,7 @@
 // Workers that join a running job, in every mode. A joiner that wants a data shard waits for a
 // dead worker's (at most once per epoch: it never trains a live one's), then gets the next rank
-// once every live server knows it. asp and r2sp joiners take part at once: one MEMBERSHIP per
+// (whatever rank it asked for: a replacement never takes a dead worker's rank) once every live
+// server knows it. asp and r2sp joiners take part at once: one MEMBERSHIP per
 // server. bsp and ssp joiners join at a clock boundary, one join at a time, in two steps (proto
 // Membership): `prepare` to every live server (a bsp server then holds its clocks) answered with
 // the first clock a joiner may take part from there; the largest answer is the join clock,

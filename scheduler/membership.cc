@@ -1,7 +1,9 @@
 // See membership.h.
 #include "scheduler/membership.h"
 
+#include <algorithm>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/peer_checks.h"
@@ -47,6 +49,9 @@ absl::Status Membership::Register(const proto::Header& header, Responder& respon
   if (reg.endpoint().empty() || reg.instance_id().empty()) {
     return absl::InvalidArgumentError("REGISTER needs endpoint and instance_id");
   }
+  if (reg.role() == proto::SERVER && reg.has_requested_rank()) {
+    return absl::InvalidArgumentError("only workers ask for a rank");
+  }
   R2SP_RETURN_IF_ERROR(CheckHeartbeatPeriod(reg.heartbeat_period_ms(), heartbeat_timeout_));
   if (rendezvous_done_) {
     const absl::Status status = RegisterWithRunningJob(reg, responder, now, ending, failure);
@@ -70,23 +75,28 @@ absl::Status Membership::RegisterWithRunningJob(const proto::RegisterRequest& re
 }
 
 void Membership::CompleteRendezvous(absl::Time now) {
-  std::vector<WaitingRegister> registered = rendezvous_.Take();
-  for (const WaitingRegister& r : registered) {
-    nodes_->Add(r.request.role(), r.request.endpoint(), r.request.instance_id(),
-                r.responder.routing_id(), now);
-    if (r.request.role() == proto::SERVER) {
-      requester_->ExpectPeer(r.request.endpoint(), proto::SERVER);
-    }
+  std::vector<RankedRegister> registered = rendezvous_.TakeRanked();
+  // The table gives each node the next rank of its role: add them in rank order.
+  std::vector<const RankedRegister*> by_rank;
+  for (const RankedRegister& r : registered) by_rank.push_back(&r);
+  std::stable_sort(
+      by_rank.begin(), by_rank.end(),
+      [](const RankedRegister* a, const RankedRegister* b) { return a->rank < b->rank; });
+  for (const RankedRegister* r : by_rank) {
+    const proto::RegisterRequest& reg = r->held.request;
+    const Node& node = nodes_->Add(reg.role(), reg.endpoint(), reg.instance_id(),
+                                   r->held.responder.routing_id(), now);
+    CHECK_EQ(node.rank, r->rank) << "the rendezvous's ranks are not 0..n-1 per role";
+    if (reg.role() == proto::SERVER) requester_->ExpectPeer(reg.endpoint(), proto::SERVER);
   }
   slots_->SetMembers(num_workers_);
   // Each book encoded once, its bytes shared by every reply (not a copy per node).
   const BookFrame book(Book(/*for_servers=*/false));
   const BookFrame server_book(Book(/*for_servers=*/true));
-  int ranks[2] = {0, 0};  // servers, workers
-  for (WaitingRegister& r : registered) {
-    const bool server = r.request.role() == proto::SERVER;
-    r.responder.Reply(RendezvousReply(r.request.role(), ranks[server ? 0 : 1]++, num_workers_,
-                                      server ? server_book : book, requester_->RoutingId()));
+  for (RankedRegister& r : registered) {
+    const bool server = r.held.request.role() == proto::SERVER;
+    r.held.responder.Reply(RendezvousReply(r.held.request.role(), r.rank, num_workers_,
+                                           server ? server_book : book, requester_->RoutingId()));
   }
   rendezvous_done_ = true;
   LOG(INFO) << "all " << nodes_->servers().size() << " servers and " << nodes_->workers().size()

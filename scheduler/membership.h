@@ -1,8 +1,9 @@
 // Who is in the job and how nodes get in: every REGISTER. Before the job runs, the rendezvous
-// (Rendezvous) holds them until the whole job has registered, then ranks them (NodeTable) and
-// answers each with the address book. Once it runs, a worker joins (JoinCoordinator) and a
-// server takes a lost server's rank (ServerReplacement); each gets the book and where the
-// barriers stand (register_replies.h).
+// (Rendezvous) holds them until the whole job has registered, then ranks them (each worker at
+// the rank it asked for, if it did; NodeTable) and answers each with the address book. Once it
+// runs, a worker joins (JoinCoordinator: the next rank, whatever it asks) and a server takes a
+// lost server's rank (ServerReplacement); each gets the book and where the barriers stand
+// (register_replies.h).
 #ifndef R2SP_SCHEDULER_MEMBERSHIP_H_
 #define R2SP_SCHEDULER_MEMBERSHIP_H_
 
@@ -41,7 +42,8 @@ class Membership {
 
   // A REGISTER; `ending`: the job is ending; `failure`: why it failed, or empty. OK: answered,
   // or held until the rendezvous, a join or a lost server. An error: `responder` has not been
-  // answered (PERMISSION_DENIED: a peer that is not who it claims).
+  // answered (PERMISSION_DENIED: a peer that is not who it claims; INVALID_ARGUMENT: a
+  // malformed request, a server asking for a rank; Rendezvous::Register's).
   absl::Status Register(const proto::Header& header, Responder& responder, absl::Time now,
                         bool ending, const std::string& failure);
   bool rendezvous_done() const { return rendezvous_done_; }

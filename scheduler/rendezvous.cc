@@ -1,6 +1,8 @@
 // See rendezvous.h.
 #include "scheduler/rendezvous.h"
 
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "common/peer_checks.h"
 #include "common/status_macros.h"
@@ -29,9 +31,29 @@ int Rendezvous::Count(proto::Role role) const {
   return n;
 }
 
+absl::Status Rendezvous::CheckRequestedRank(const proto::RegisterRequest& reg) const {
+  if (!reg.has_requested_rank()) return absl::OkStatus();
+  const int rank = reg.requested_rank();
+  if (rank < 0 || rank >= num_workers_) {
+    return absl::InvalidArgumentError(absl::StrCat("this worker asks for rank ", rank,
+                                                   ", but the job has ", num_workers_,
+                                                   " workers (ranks 0 to ", num_workers_ - 1, ")"));
+  }
+  for (const WaitingRegister& w : pending_.held()) {
+    if (w.request.instance_id() != reg.instance_id() && w.request.has_requested_rank() &&
+        w.request.requested_rank() == rank) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("this worker asks for rank ", rank, ", which the worker registered from ",
+                       w.request.endpoint(), " asked for already"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Rendezvous::Register(const proto::RegisterRequest& reg, Responder& responder,
                                   absl::Time now) {
   if (reg.role() == proto::WORKER) {
+    R2SP_RETURN_IF_ERROR(CheckRequestedRank(reg));
     if (reg.model_size() == 0) {
       return absl::InvalidArgumentError("a worker must describe its model");
     }
@@ -50,8 +72,11 @@ absl::Status Rendezvous::Register(const proto::RegisterRequest& reg, Responder& 
   R2SP_RETURN_IF_ERROR(pending_.Park(reg, responder, now));  // a repeat: answer the newest
   if (repeat) return absl::OkStatus();
   const int servers = Count(proto::SERVER), workers = Count(proto::WORKER);
-  LOG(INFO) << RoleName(reg.role()) << " registered from " << reg.endpoint() << " (" << servers
-            << "/" << num_servers_ << " servers, " << workers << "/" << num_workers_ << " workers)";
+  LOG(INFO) << RoleName(reg.role()) << " registered from " << reg.endpoint()
+            << (reg.has_requested_rank() ? absl::StrCat(" asking for rank ", reg.requested_rank())
+                                         : "")
+            << " (" << servers << "/" << num_servers_ << " servers, " << workers << "/"
+            << num_workers_ << " workers)";
   if (servers > num_servers_ || workers > num_workers_) {
     responder = pending_.TakeLast().responder;  // one too many: answered with the error
     return absl::FailedPreconditionError(absl::StrCat("the job wants ", num_servers_,
@@ -60,6 +85,34 @@ absl::Status Rendezvous::Register(const proto::RegisterRequest& reg, Responder& 
   }
   complete_ = servers == num_servers_ && workers == num_workers_;
   return absl::OkStatus();
+}
+
+std::vector<RankedRegister> Rendezvous::TakeRanked() {
+  std::vector<WaitingRegister> held = pending_.TakeAll();
+  // Register refused ranks out of range and asked twice, and no more than num_workers_ workers
+  // are held, so the ranks left are enough for the workers that asked for none.
+  std::vector<bool> taken(num_workers_, false);
+  for (const WaitingRegister& w : held) {
+    if (w.request.role() == proto::WORKER && w.request.has_requested_rank()) {
+      taken[w.request.requested_rank()] = true;
+    }
+  }
+  std::vector<RankedRegister> ranked;
+  int next_server = 0, next_free = 0;
+  for (WaitingRegister& w : held) {
+    int rank;
+    if (w.request.role() == proto::SERVER) {
+      rank = next_server++;
+    } else if (w.request.has_requested_rank()) {
+      rank = w.request.requested_rank();
+    } else {
+      while (next_free < num_workers_ && taken[next_free]) ++next_free;
+      CHECK_LT(next_free, num_workers_) << "more workers held than the job has";
+      rank = next_free++;
+    }
+    ranked.push_back(RankedRegister{std::move(w), rank});
+  }
+  return ranked;
 }
 
 }  // namespace r2sp

@@ -31,6 +31,15 @@ void ClockAggregator::Arrived(int worker, float weight) {
   if (weight > 0.0f) weighted_ = true;
   arrived_[worker] = true;
   ++contributors_;
+  ++arrivals_;
+}
+
+absl::Status ClockAggregator::Skip(int worker, int64_t clock, float weight) {
+  R2SP_RETURN_IF_ERROR(CheckArrival(worker, clock));
+  arrived_[worker] = true;
+  ++arrivals_;
+  if (weight > 0.0f) skipped_weight_ += weight;
+  return absl::OkStatus();
 }
 
 absl::Status ClockAggregator::Add(int worker, int64_t clock, const float* grad, float weight) {
@@ -73,7 +82,7 @@ absl::Status ClockAggregator::Add(int worker, int64_t clock, const wire::Gradien
 
 bool ClockAggregator::Complete(const std::vector<bool>& live,
                                const std::vector<int64_t>& joined_at) const {
-  if (contributors_ == 0) return false;
+  if (arrivals_ == 0) return false;
   for (size_t w = 0; w < arrived_.size(); ++w) {
     const bool takes_part = w >= joined_at.size() || clock_ >= joined_at[w];
     if (w < live.size() && live[w] && takes_part && !arrived_[w]) return false;
@@ -88,6 +97,8 @@ void ClockAggregator::AddWorkers(int num_workers) {
 void ClockAggregator::Advance() {
   std::fill(arrived_.begin(), arrived_.end(), false);
   contributors_ = 0;
+  arrivals_ = 0;
+  skipped_weight_ = 0.0f;
   weighted_ = false;
   ++clock_;
 }

@@ -26,13 +26,21 @@ class ClockAggregator {
   // The same for a gradient of any kind (sparse ones are added where they have values).
   absl::Status Add(int worker, int64_t clock, const wire::GradientView& grad, float weight = 0.0f);
 
-  // The factor to apply sum() with: 1 for weighted gradients (their weights already make the
-  // global-batch average), else 1 / contributors.
-  float scale() const { return weighted_ ? 1.0f : 1.0f / contributors_; }
+  // `worker` skipped `clock` (proto PushInfo.skip, weighing `weight` as its gradient would):
+  // it has arrived and adds nothing. Errors as Add's.
+  absl::Status Skip(int worker, int64_t clock, float weight = 0.0f);
 
-  // True when at least one gradient arrived and every worker w with live[w] that takes part in
-  // this clock (clock() >= joined_at[w]; a worker past the end of joined_at always does) has
-  // contributed.
+  // The factor to apply sum() with: 1 for weighted gradients (their weights already make the
+  // global-batch average; 1 / the weights that came when a worker skipped), else
+  // 1 / contributors. REQUIRES: contributors() > 0.
+  float scale() const {
+    if (!weighted_) return 1.0f / contributors_;
+    return skipped_weight_ > 0.0f ? 1.0f / (1.0f - skipped_weight_) : 1.0f;
+  }
+
+  // True when at least one gradient or skip arrived and every worker w with live[w] that takes
+  // part in this clock (clock() >= joined_at[w]; a worker past the end of joined_at always
+  // does) has. With no gradient (contributors() == 0: all skipped) the clock has no update.
   bool Complete(const std::vector<bool>& live, const std::vector<int64_t>& joined_at = {}) const;
 
   // Workers joined: ranks up to num_workers - 1 may contribute (never fewer than now).
@@ -53,7 +61,9 @@ class ClockAggregator {
 
   std::vector<float> sum_;
   std::vector<bool> arrived_;
-  int contributors_ = 0;
+  int contributors_ = 0;   // gradients added
+  int arrivals_ = 0;       // gradients and skips
+  float skipped_weight_ = 0.0f;
   bool weighted_ = false;
   int64_t clock_ = 0;
 };

@@ -24,7 +24,7 @@ bool PartitionState::Init(const float* values) {
 }
 
 void PartitionState::Restore(const float* weights, const float* momentum,
-                             const float* second_moment, int64_t version) {
+                             const float* second_moment, int64_t version, int64_t updates) {
   // A fresh buffer: a frame of the old one may still be on its way to a worker.
   current_ = std::make_shared<Buffer>(num_elements_);
   std::memcpy(current_->values.data(), weights, bytes());
@@ -42,6 +42,7 @@ void PartitionState::Restore(const float* weights, const float* momentum,
   std::fill(step_.begin(), step_.end(), 0.0f);
   initialized_ = true;
   version_ = version;
+  skipped_ = version - updates;
   half_version_ = -1;
   foreseen_ = Foreseen();
 }
@@ -160,7 +161,7 @@ void PartitionState::Apply(const std::vector<wire::OptimizerRun>& runs, float sc
   script_state_ = true;
   Buffer* out = OutputBuffer();
   const float* in = current_->values.data();
-  const ScriptUpdate update{scale, fraction, version_ + 1, steps};
+  const ScriptUpdate update{scale, fraction, updates() + 1, steps};
   ForRange([&](size_t begin, size_t end) {
     for (const wire::OptimizerRun& run : runs) {
       const size_t lo = std::max(begin, run.begin), hi = std::min(end, run.end);
@@ -171,6 +172,12 @@ void PartitionState::Apply(const std::vector<wire::OptimizerRun>& runs, float sc
     }
   });
   Commit(out);
+}
+
+void PartitionState::Skip() {
+  DCHECK(initialized_);
+  ++version_;
+  ++skipped_;
 }
 
 void PartitionState::Add(const float* delta) {

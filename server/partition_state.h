@@ -38,6 +38,8 @@ class PartitionState {
   size_t bytes() const { return num_elements_ * sizeof(float); }
   bool initialized() const { return initialized_; }
   int64_t version() const { return version_; }
+  // Optimizer updates applied: version() less the bsp clocks every worker skipped (Skip).
+  int64_t updates() const { return version_ - skipped_; }
 
   // Sets the initial weights (first call wins; returns false if already initialised).
   bool Init(const float* values);
@@ -60,6 +62,9 @@ class PartitionState {
   // REQUIRES: initialized(); runs as wire::DecodeOptimizerRuns gives them for this partition.
   void Apply(const std::vector<wire::OptimizerRun>& runs, float scale, float fraction,
              double steps, const wire::GradientView& grad);
+  // A bsp clock every worker skipped (proto PushInfo.skip): no update, version += 1 (the
+  // clock's pulls are answered with the weights as they are). REQUIRES: initialized().
+  void Skip();
   // Elastic averaging's centre update: weights += delta, no optimizer (momentum untouched);
   // version += 1. REQUIRES: initialized().
   void Add(const float* delta);
@@ -84,10 +89,10 @@ class PartitionState {
   bool keeps_script_state() const { return script_state_; }
   // Adam's exp_avg_sq, or null before a script's Adam or AdamW updated this partition.
   const float* second_moment() const { return second_.empty() ? nullptr : second_.data(); }
-  // Sets weights, momentum and second moment (null: zeros; none) and version from a
-  // checkpoint; initialised after.
+  // Sets weights, momentum and second moment (null: zeros; none), version and updates (<=
+  // version) from a checkpoint; initialised after.
   void Restore(const float* weights, const float* momentum, const float* second_moment,
-               int64_t version);
+               int64_t version, int64_t updates);
   // Dense updates and predicted weights of large partitions run on `pool`'s threads (null: on
   // the caller's), with the same results bit for bit. The pool outlives this.
   void set_pool(RangePool* pool) { pool_ = pool; }
@@ -137,6 +142,7 @@ class PartitionState {
   int64_t half_version_ = -1;
   bool initialized_ = false;
   int64_t version_ = 0;
+  int64_t skipped_ = 0;  // clocks skipped by every worker: version_ - updates()
 };
 
 }  // namespace r2sp

@@ -151,6 +151,7 @@ absl::Status ServerHandler::HandlePush(Message& request, Responder& responder) {
   const proto::Header& header = request.header;
   R2SP_ASSIGN_OR_RETURN(HeldPartition* const found, FindPartition(header, responder));
   HeldPartition& held = *found;
+  if (header.push().skip()) return HandleSkip(request, held, responder);
   R2SP_ASSIGN_OR_RETURN(const wire::GradientView grad,
                         decoder_.Decode(request, held.state.num_elements()));
   counters_.bytes_pushed += PayloadBytes(request);
@@ -161,14 +162,7 @@ absl::Status ServerHandler::HandlePush(Message& request, Responder& responder) {
     responder.ReplyStatus(absl::OkStatus());
     return absl::OkStatus();
   }
-  if (!held.state.initialized()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("partition ", header.key(), " has no initial value yet"));
-  }
-  const float weight = header.push().scale();
-  if (!(weight >= 0.0f && weight <= 1.0f)) {
-    return absl::InvalidArgumentError(absl::StrCat("push scale must be in [0, 1], got ", weight));
-  }
+  R2SP_RETURN_IF_ERROR(CheckGradientPush(held, header));
   const bool rounds = RoundSynchronous(options_.sync);
   if (rounds && header.clock() < held.restored_clock && header.clock() >= 0) {
     responder.ReplyStatus(absl::OkStatus());  // applied before the checkpoint
@@ -187,6 +181,49 @@ absl::Status ServerHandler::HandlePush(Message& request, Responder& responder) {
                                                           held.state.num_elements()));
   }
   R2SP_RETURN_IF_ERROR(ApplyPush(held, header, grad, std::move(runs)));
+  responder.ReplyStatus(absl::OkStatus());
+  MaybeCompleteClock(held);
+  MaybeSnapshotAtSteps(&held);
+  ReleaseParkedPulls(held);
+  return absl::OkStatus();
+}
+
+absl::Status ServerHandler::CheckGradientPush(const HeldPartition& held,
+                                              const proto::Header& header) const {
+  if (!held.state.initialized()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("partition ", header.key(), " has no initial value yet"));
+  }
+  const float weight = header.push().scale();
+  if (!(weight >= 0.0f && weight <= 1.0f)) {
+    return absl::InvalidArgumentError(absl::StrCat("push scale must be in [0, 1], got ", weight));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ServerHandler::HandleSkip(const Message& request, HeldPartition& held,
+                                       Responder& responder) {
+  const proto::Header& header = request.header;
+  if (!request.payload.empty() || header.push().init()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a skip push of partition ", header.key(), " carries no values and is not an init"));
+  }
+  if (Elastic(options_.sync)) {
+    return absl::InvalidArgumentError("easgd and eawild push differences, not gradients: "
+                                      "there is no step to skip");
+  }
+  R2SP_RETURN_IF_ERROR(CheckGradientPush(held, header));
+  ++counters_.pushes;
+  const int w = header.sender_rank();
+  const float weight = header.push().scale();
+  if (options_.sync == proto::BSP) {
+    if (header.clock() >= held.restored_clock || header.clock() < 0) {  // else applied already
+      R2SP_RETURN_IF_ERROR(held.aggregator->Skip(w, header.clock(), weight));
+      ++held.pushed[w];
+    }
+  } else {
+    held.pushed[w] = std::max(held.pushed[w] + 1, header.clock() + 1);
+  }
   responder.ReplyStatus(absl::OkStatus());
   MaybeCompleteClock(held);
   MaybeSnapshotAtSteps(&held);
@@ -252,6 +289,9 @@ void ServerHandler::MaybeCompleteClock(HeldPartition& held) {
     if (options_.sync == proto::EASGD) {
       held.state.Add(held.aggregator->sum());  // the centre moves by the round's sum
       held.steps += options_.elastic_period;
+    } else if (held.aggregator->contributors() == 0) {  // every worker skipped the clock
+      held.state.Skip();
+      held.steps += 1;
     } else if (!held.script_runs.empty() && !held.script_sgd) {
       held.state.Apply(held.script_runs, held.aggregator->scale(), 1.0f, held.steps + 1,
                        wire::GradientView::Dense(held.aggregator->sum(),

@@ -107,6 +107,14 @@ class ServerHandler : public RequestHandler {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status HandleShutdown(Message& request, Responder& responder)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // OK if a gradient or skip push may reach `held`: it has its initial value, and the push's
+  // scale is in [0, 1].
+  absl::Status CheckGradientPush(const HeldPartition& held, const proto::Header& header) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A skip push (proto PushInfo.skip) of `held`: the worker's arrival for its clock, nothing
+  // applied. InvalidArgument with values, as an init, or in easgd and eawild.
+  absl::Status HandleSkip(const Message& request, HeldPartition& held, Responder& responder)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A gradient push (not init) of `held` that its checks let through: applied now, or added to
   // its BSP clock's sum. `runs`, the script's optimizer the push carried (empty: none), become
   // the partition's from this update on.

@@ -28,7 +28,9 @@ absl::Status CheckPartition(const proto::PartitionCheckpoint& p, const HeldParti
         p.momentum().size(), " of momentum and ", p.second_moment().size(),
         " of second moment; it needs ", bytes));
   }
-  if (p.version() < 0 || !(p.steps() >= 0 && p.steps() < 1e15) || p.clock() < 0) {
+  const bool updates_fit = !p.has_updates() || (p.updates() >= 0 && p.updates() <= p.version());
+  if (p.version() < 0 || !(p.steps() >= 0 && p.steps() < 1e15) || p.clock() < 0 ||
+      !updates_fit) {
     return absl::InvalidArgumentError(
         absl::StrCat("partition ", p.key(), "'s counters are out of range"));
   }
@@ -72,7 +74,8 @@ void RestorePartition(const proto::PartitionCheckpoint& p, HeldPartition& held) 
   const std::vector<float> weights = Floats(p.weights());
   const std::vector<float> momentum = Floats(p.momentum());
   const std::vector<float> second = Floats(p.second_moment());
-  held.state.Restore(weights.data(), DataOrNull(momentum), DataOrNull(second), p.version());
+  held.state.Restore(weights.data(), DataOrNull(momentum), DataOrNull(second), p.version(),
+                     p.has_updates() ? p.updates() : p.version());
   held.steps = p.steps();
   held.restored_steps = p.steps();
   if (held.aggregator != nullptr) {
@@ -93,6 +96,7 @@ proto::ShardCheckpoint SnapshotShard(const PartitionTable& partitions, bool mome
     const PartitionState& state = held.state;
     p->set_key(key);
     p->set_version(state.version());
+    p->set_updates(state.updates());
     p->set_steps(held.steps);
     if (held.aggregator != nullptr) p->set_clock(held.aggregator->clock());
     p->set_weights(FloatBytes(state.weights(), state.num_elements()));

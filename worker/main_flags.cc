@@ -10,6 +10,10 @@ DEFINE_string(model, "synthetic", "mlp, cnn, resnet20, or synthetic (no data; se
 DEFINE_string(data, "fashion-mnist", "fashion-mnist, mnist or cifar10");
 DEFINE_string(data_dir, "", "directory of the data set's files (default for fashion-mnist: "
               "Debian's /usr/share/datasets/fashion-mnist)");
+DEFINE_int32(rank, -1, "ask the scheduler for this rank at the job's start (-1: it chooses; the "
+             "workers that ask for none take the ranks left in the order they register; a "
+             "worker joining a running job takes the next rank; with --workers_per_process=N "
+             "the threads ask for this rank and the N-1 after it)");
 DEFINE_int32(batch_size, 64, "samples per step on this worker");
 DEFINE_int32(epochs, 1, "passes over this worker's shard");
 DEFINE_int64(max_steps, 0, "stop after this many steps (0: run all epochs)");

@@ -304,7 +304,9 @@ void PsClient::SendPush(const Partition& p, HostGradient data, int64_t clock, bo
   }
   const wire::PushFields fields{p.key, options_.rank, clock, init, scale};
   Message request;
-  if (codec == proto::FP16) {
+  if (!init && clock == skip_clock_.load()) {
+    request = wire::EncodeSkipPush(fields);
+  } else if (codec == proto::FP16) {
     request = data.fp16 != nullptr ? wire::EncodeEncodedFp16Push(fields, data.fp16, p.num_elements)
                                    : wire::EncodeFp16Push(fields, data.fp32, p.num_elements);
   } else if (codec == proto::FP32) {

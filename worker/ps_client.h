@@ -170,6 +170,10 @@ class PsClient {
   void SetOptimizer(std::vector<proto::PartitionOptimizer> by_key)
       ABSL_LOCKS_EXCLUDED(optimizer_mu_);
 
+  // The gradient pushes of `clock` skip it (proto PushInfo.skip: they carry no values and the
+  // servers apply nothing of this worker's for it): the script found an inf or NaN.
+  void SkipPushesOf(int64_t clock) { skip_clock_ = clock; }
+
   // Sparse push codecs: the fraction of values (topk) or chunks (csc) the next pushes send,
   // in (0, 1] (a density warm-up lowers it to the codec's ratio). Starts at the codec's ratio.
   void set_push_density(double density);
@@ -236,6 +240,7 @@ class PsClient {
   // Per partition (by key), the global-batch steps of its latest pull reply.
   std::unique_ptr<std::atomic<double>[]> pulled_steps_;
   std::atomic<double> rolled_back_steps_{0};
+  std::atomic<int64_t> skip_clock_{-1};  // SkipPushesOf's
   mutable absl::Mutex optimizer_mu_;
   // SetOptimizer's runs (null: none), shared with the pushes under way.
   std::shared_ptr<const std::vector<proto::PartitionOptimizer>> optimizer_

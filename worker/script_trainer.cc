@@ -150,6 +150,7 @@ absl::Status ScriptTrainer::Submit(const ComputedStep& step) {
     return absl::InvalidArgumentError(
         absl::StrCat("a step's samples cannot be negative, got ", step.samples));
   }
+  if (step.skip) session_->ps()->SkipPushesOf(out_->clock);
   R2SP_RETURN_IF_ERROR(run_->Complete(step));
   submitted_clock_ = out_->clock;
   out_.reset();

@@ -188,6 +188,7 @@ std::vector<Option> MakeOptions() {
       Make<Str>("auth", "none", [](Str v, Target& t) { t.node.auth = v; }),
       Make<Str>("keys_dir", "", [](Str v, Target& t) { t.node.keys_dir = v; }),
       // The session's own fields.
+      Make<int32_t>("rank", -1, [](int32_t v, Target& t) { t.options.rank = v; }),
       Make<int32_t>("batch_size", 64, [](int32_t v, Target& t) { t.options.batch_size = v; }),
       Make<uint64_t>("seed", 1, [](uint64_t v, Target& t) { t.options.seed = v; }),
       Make<Str>("dump_params", "", [](Str v, Target& t) { t.options.dump_params_path = v; }),

@@ -72,6 +72,7 @@ void SessionOptions::CheckSessionFields(OptionChecker& c) const {
     c.Check(!model.empty() && model != "synthetic", "--model", "model",
             "a name for the caller's model (not empty, not synthetic)", model);
   }
+  c.Check(rank >= -1, "--rank", "rank", ">= -1 (-1: the scheduler chooses)", rank);
   c.Check(batch_size >= 1 && batch_size <= 65536, "--batch_size", "batch_size", "in [1, 65536]",
           batch_size);
   c.Check(log_every >= 0, "--log_every", "log_every", ">= 0", log_every);

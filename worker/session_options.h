@@ -35,6 +35,11 @@ struct SessionOptions {
   // model not empty, not "synthetic".
   bool external_model = false;
 
+  // The rank this worker asks the scheduler for at the job's start (proto
+  // RegisterRequest.requested_rank), as torchrun's RANK gives it; -1: the scheduler chooses. A
+  // worker joining a running job takes the next rank whatever it asks. REQUIRES: >= -1 (the
+  // scheduler refuses one outside [0, the job's workers)).
+  int rank = -1;
   int batch_size = 64;  // samples per step without hetero batching. REQUIRES: in [1, 65536]
   // Initial parameters, shuffling, dropout (seed + rank) and the synthetic workload's random
   // gradients.

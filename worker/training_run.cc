@@ -218,9 +218,13 @@ void TrainingRun::ParamsNeeded(int64_t offset, int64_t count) {
 // held gradient-ready reports through it: EmulatedStep). Time spent waiting for the pull in
 // here (stall) is pull time, not compute, and is not stretched; the emulated forward's sleeps
 // before its reads (paced) are emulated compute, not the caller's.
+absl::Time TrainingRun::ComputeBegan(const ComputedStep& step) const {
+  return step.began > absl::InfinitePast() ? std::min(step.began, out_.started) : out_.started;
+}
+
 absl::Status TrainingRun::FinishCompute(const ComputedStep& step, IterationMetrics* m,
                                         absl::Time* end) {
-  const absl::Time start = out_.started;
+  const absl::Time start = ComputeBegan(step);
   R2SP_RETURN_IF_ERROR_WITH(exchanger_->FinishPull(), "pull");
   const absl::Duration stall = exchanger_->pull_stall() - out_.stalled_before;
   if (pacer_ != nullptr) {
@@ -252,7 +256,7 @@ absl::Status TrainingRun::Complete(const ComputedStep& step) {
   absl::Time computed;
   R2SP_RETURN_IF_ERROR(FinishCompute(step, &m, &computed));
   if (log_ != nullptr) {
-    const absl::Time t0 = out_.started;
+    const absl::Time t0 = ComputeBegan(step);
     log_->Span("compute", t0, computed,
                step.samples > 0 ? absl::StrCat("{\"batch\": ", step.samples, "}") : "");
     for (const DeviceStepSpan& d : step.device_spans) {

@@ -130,6 +130,8 @@ class TrainingRun {
   absl::Status End();
   // The compute's end: a pull it waited for, the emulated stretch; fills m's compute fields.
   absl::Status FinishCompute(const ComputedStep& step, IterationMetrics* m, absl::Time* end);
+  // When the step's compute began: when it was handed out, or earlier where the caller says.
+  absl::Time ComputeBegan(const ComputedStep& step) const;
   void Account(const IterationMetrics& m);
   // After a step: an epoch that ended, an evaluation due, the run's end.
   absl::Status AfterStep();

@@ -38,6 +38,7 @@ absl::StatusOr<WorkerOptions> ParseWorkerFlags() {
   o.model = FLAGS_model;
   o.data = FLAGS_data;
   o.data_dir = FLAGS_data_dir;
+  o.rank = FLAGS_rank;
   o.batch_size = FLAGS_batch_size;
   R2SP_RETURN_IF_ERROR(ParseInit(FLAGS_init, &o.random_init, &o.init_model_path));
   o.model_mb = FLAGS_model_mb;

@@ -11,6 +11,7 @@
 DECLARE_string(model);
 DECLARE_string(data);
 DECLARE_string(data_dir);
+DECLARE_int32(rank);
 DECLARE_int32(batch_size);
 DECLARE_int32(epochs);
 DECLARE_int64(max_steps);

@@ -65,7 +65,8 @@ absl::Status WorkerSession::Join(std::vector<proto::TensorSpec> tensors, bool wa
   }
   joined_ = true;
   R2SP_ASSIGN_OR_RETURN(registration_,
-                        WithContext(scheduler_->Register(proto::WORKER, tensors_, real_model_),
+                        WithContext(scheduler_->Register(proto::WORKER, tensors_, real_model_,
+                                                         options_.rank),
                                     "cannot join the job"));
   const proto::AddressBook& book = registration_.book();
   R2SP_ASSIGN_OR_RETURN(

@@ -26,6 +26,7 @@ WorkerOptions ThreadWorkerOptions(const WorkerOptions& options, int thread,
                                   std::shared_ptr<zmq::context_t> context) {
   WorkerOptions o = options;
   o.workers_per_process = 1;
+  if (options.rank >= 0) o.rank = options.rank + thread;
   o.metrics_path = ThreadFilePath(options.metrics_path, thread);
   o.timeline_path = ThreadFilePath(options.timeline_path, thread);
   o.dump_params_path = ThreadFilePath(options.dump_params_path, thread);

@@ -24,7 +24,8 @@ namespace r2sp {
 std::string ThreadFilePath(const std::string& path, int thread);
 
 // Thread K's worker: `options` with files of its own (ThreadFilePath), workers_per_process 1,
-// and `context` as its ZeroMQ context (none with CURVE keys).
+// rank + K if `options` asks for a rank, and `context` as its ZeroMQ context (none with CURVE
+// keys).
 WorkerOptions ThreadWorkerOptions(const WorkerOptions& options, int thread,
                                   std::shared_ptr<zmq::context_t> context);
 

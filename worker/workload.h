@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "worker/host_gradient.h"
 
 namespace r2sp {
@@ -27,6 +28,13 @@ struct ComputedStep {
   // or binary16 when the workload's device encoded it for the fp16 push codec.
   HostGradient grads;
   std::vector<DeviceStepSpan> device_spans;  // for the timeline; empty without a device
+  // The script skipped this step (an inf or NaN in its gradient): its pushes carry nothing
+  // (PsClient::SkipPushesOf) and the servers apply nothing of this worker's for it.
+  bool skip = false;
+  // When the caller's compute of this step began, if before the run handed the step out (a
+  // script that takes its step only at step(), its batch loaded ahead); InfinitePast: when it
+  // was handed out. The step's compute time (what hetero batching tunes by) counts from here.
+  absl::Time began = absl::InfinitePast();
 };
 
 struct TestEvaluation {

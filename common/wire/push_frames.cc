@@ -83,6 +83,12 @@ Message EncodeEncodedFp16Push(const PushFields& fields, const uint16_t* half, si
   return request;
 }
 
+Message EncodeSkipPush(const PushFields& fields) {
+  Message request = PushHeader(fields);
+  request.header.mutable_push()->set_skip(true);
+  return request;
+}
+
 Message EncodeSparsePush(const PushFields& fields, const codec::CodecSpec& spec,
                          const codec::SparseGradient& encoded) {
   Message request = PushHeader(fields);

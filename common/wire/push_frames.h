@@ -41,6 +41,8 @@ Message EncodeFp16Push(const PushFields& fields, const float* values, size_t n);
 // An fp16 push of values encoded already (on a device); the frame borrows `half` (n values),
 // as EncodeFp32Push borrows its values.
 Message EncodeEncodedFp16Push(const PushFields& fields, const uint16_t* half, size_t n);
+// A push that skips its clock (PushInfo.skip): no frames.
+Message EncodeSkipPush(const PushFields& fields);
 // A sparse push (spec.codec TOPK or CSC) of `encoded`, whose ids and values the frames copy
 // (the encoder reuses its buffers for the next push).
 Message EncodeSparsePush(const PushFields& fields, const codec::CodecSpec& spec,

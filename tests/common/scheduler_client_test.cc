@@ -63,8 +63,10 @@ SchedulerOptions OneServerTwoWorkers() {
 }
 
 // Clients "s0" (the server), "w0" and "w1" (workers) registered with the scheduler served on
-// `network` (OneServerTwoWorkers), in that order in the vector.
-std::vector<std::unique_ptr<SchedulerClient>> RegisterJob(testing::InProcessNetwork& network) {
+// `network` (OneServerTwoWorkers), in that order in the vector; the workers ask for the ranks
+// `asked` (-1: none).
+std::vector<std::unique_ptr<SchedulerClient>> RegisterJob(testing::InProcessNetwork& network,
+                                                          std::vector<int> asked = {-1, -1}) {
   std::vector<std::unique_ptr<SchedulerClient>> clients;
   for (const char* name : {"s0", "w0", "w1"}) {
     clients.push_back(std::make_unique<SchedulerClient>(network.Client(name), ClientOptions(name)));
@@ -74,10 +76,10 @@ std::vector<std::unique_ptr<SchedulerClient>> RegisterJob(testing::InProcessNetw
   model[0].set_num_elements(10);
   std::vector<std::thread> registering;
   for (int i = 0; i < 3; ++i) {
-    registering.emplace_back([&clients, &model, i] {
+    registering.emplace_back([&clients, &model, &asked, i] {
       const absl::StatusOr<proto::RegisterReply> reply =
           i == 0 ? clients[i]->Register(proto::SERVER, {})
-                 : clients[i]->Register(proto::WORKER, model);
+                 : clients[i]->Register(proto::WORKER, model, false, asked[i - 1]);
       EXPECT_TRUE(reply.ok()) << reply.status();
     });
   }
@@ -163,6 +165,28 @@ TEST(SchedulerClientTest, HeartbeatsAnsweredAfterALeaveAreNoVerdict) {
   leaving.StopHeartbeats();
   absl::MutexLock lock(&mu);
   EXPECT_EQ(fatal, std::vector<std::string>{});
+}
+
+// Whichever registers first, the worker that asked for rank 1 gets it and the other takes the
+// rank left; a rank the job does not have is refused with the scheduler's words.
+TEST(SchedulerClientTest, AWorkerGetsTheRankItAskedFor) {
+  testing::InProcessNetwork network;
+  SchedulerCore core(OneServerTwoWorkers(), network.Client("scheduler"));
+  network.Serve("scheduler", &core);
+  std::vector<std::unique_ptr<SchedulerClient>> clients = RegisterJob(network, {1, -1});
+  EXPECT_EQ(clients[1]->rank(), 1);
+  EXPECT_EQ(clients[2]->rank(), 0);
+
+  testing::InProcessNetwork other;
+  SchedulerCore refusing(OneServerTwoWorkers(), other.Client("scheduler"));
+  other.Serve("scheduler", &refusing);
+  SchedulerClient client(other.Client("w"), ClientOptions("w"));
+  std::vector<proto::TensorSpec> model(1);
+  model[0].set_name("w");
+  model[0].set_num_elements(10);
+  EXPECT_EQ(client.Register(proto::WORKER, model, false, 2).status(),
+            absl::InvalidArgumentError("registration refused: this worker asks for rank 2, but "
+                                       "the job has 2 workers (ranks 0 to 1)"));
 }
 
 }  // namespace

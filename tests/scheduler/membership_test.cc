@@ -1,8 +1,11 @@
 // Tests of the scheduler's Membership: REGISTER's refusals with their words, the rendezvous
-// answered all at once with ranks and books, a worker joining the running job answered once
-// the servers took it, a server replacing a lost one, and a rendezvous that timed out.
+// answered all at once with ranks (those the workers asked for) and books, a worker joining the
+// running job answered once the servers took it (at the next rank, whatever it asked), a server
+// replacing a lost one, and a rendezvous that timed out.
 #include "scheduler/membership.h"
 
+#include <map>
+#include <string>
 #include <utility>
 
 #include "common/book_frame.h"
@@ -14,13 +17,14 @@ namespace {
 
 const absl::Time kT0 = absl::FromUnixSeconds(70);
 
-proto::Header Register(proto::Role role, const std::string& instance) {
+proto::Header Register(proto::Role role, const std::string& instance, int asked = -1) {
   proto::Header header;
   header.set_type(proto::REGISTER);
   proto::RegisterRequest* reg = header.mutable_register_request();
   reg->set_role(role);
   reg->set_instance_id(instance);
   reg->set_endpoint("tcp://" + instance);
+  if (asked >= 0) reg->set_requested_rank(asked);
   if (role == proto::WORKER) {
     proto::TensorSpec* t = reg->add_model();
     t->set_name("w");
@@ -31,11 +35,12 @@ proto::Header Register(proto::Role role, const std::string& instance) {
 
 class MembershipTest : public ::testing::Test {
  protected:
-  MembershipTest() : membership_(Options(), &nodes_, &slots_, &barriers_, &requester_) {}
-  static MembershipOptions Options() {
+  explicit MembershipTest(int workers = 1)
+      : membership_(Options(workers), &nodes_, &slots_, &barriers_, &requester_) {}
+  static MembershipOptions Options(int workers) {
     MembershipOptions options;
     options.num_servers = 1;
-    options.num_workers = 1;
+    options.num_workers = workers;
     options.server_replace_timeout = absl::Seconds(20);
     options.book_settings.set_job_id("job");
     return options;
@@ -70,6 +75,11 @@ TEST_F(MembershipTest, MalformedRegistrationsAreRefusedWithTheirWords) {
   no_endpoint.mutable_register_request()->clear_endpoint();
   EXPECT_EQ(Send(no_endpoint, "x"),
             absl::InvalidArgumentError("REGISTER needs endpoint and instance_id"));
+  EXPECT_EQ(Send(Register(proto::SERVER, "x", /*asked=*/0), "x"),
+            absl::InvalidArgumentError("only workers ask for a rank"));
+  EXPECT_EQ(Send(Register(proto::WORKER, "x", /*asked=*/1), "x"),
+            absl::InvalidArgumentError(
+                "this worker asks for rank 1, but the job has 1 workers (ranks 0 to 0)"));
   EXPECT_TRUE(sink_.Take().empty());
 }
 
@@ -117,6 +127,80 @@ TEST_F(MembershipTest, AJoinerIsAnsweredOnceTheServersTookIt) {
   EXPECT_EQ(j.book().workers_size(), 2);
   EXPECT_EQ(nodes_.workers()[1].last_seen, kT0 + absl::Seconds(2));
   EXPECT_EQ(slots_.planner().ring().size(), 2u);
+}
+
+TEST_F(MembershipTest, AJoinerTakesTheNextRankWhateverItAsks) {
+  Rendezvous();
+  ASSERT_TRUE(Send(Register(proto::WORKER, "j", /*asked=*/0), "j").ok());
+  ASSERT_EQ(membership_.joins().TakeMemberships().size(), 1u);
+  Message ok;
+  ok.header.set_code(proto::OK);
+  membership_.ServerAnswered(1, std::move(ok), kT0);
+  auto replies = sink_.Take();
+  ASSERT_EQ(replies.size(), 1u);
+  EXPECT_EQ(RegisterReplyOf(replies[0].second).value().rank(), 1);
+  EXPECT_EQ(nodes_.workers()[0].instance_id, "w");
+  EXPECT_EQ(nodes_.workers()[1].instance_id, "j");
+}
+
+// A job of three workers.
+class ThreeWorkerMembershipTest : public MembershipTest {
+ protected:
+  ThreeWorkerMembershipTest() : MembershipTest(3) {}
+};
+
+TEST_F(ThreeWorkerMembershipTest, WorkersGetTheRanksTheyAskedForTheOthersTheRanksLeft) {
+  ASSERT_TRUE(Send(Register(proto::WORKER, "a"), "a").ok());
+  ASSERT_TRUE(Send(Register(proto::WORKER, "b", /*asked=*/0), "b").ok());
+  ASSERT_TRUE(Send(Register(proto::SERVER, "s"), "s").ok());
+  ASSERT_TRUE(Send(Register(proto::WORKER, "c", /*asked=*/2), "c").ok());
+  ASSERT_TRUE(membership_.rendezvous_done());
+  std::map<std::string, proto::RegisterReply> replies;
+  for (auto& [routing_id, message] : sink_.Take()) {
+    replies[routing_id] = RegisterReplyOf(message).value();
+  }
+  ASSERT_EQ(replies.size(), 4u);
+  EXPECT_EQ(replies["a"].rank(), 1);
+  EXPECT_EQ(replies["a"].data_shard(), 1);
+  EXPECT_EQ(replies["b"].rank(), 0);
+  EXPECT_EQ(replies["b"].data_shard(), 0);
+  EXPECT_EQ(replies["c"].rank(), 2);
+  EXPECT_EQ(replies["c"].data_shard(), 2);
+  EXPECT_EQ(replies["s"].rank(), 0);
+  // The table and every book list the workers by their ranks.
+  ASSERT_EQ(nodes_.workers().size(), 3u);
+  EXPECT_EQ(nodes_.workers()[0].instance_id, "b");
+  EXPECT_EQ(nodes_.workers()[1].instance_id, "a");
+  EXPECT_EQ(nodes_.workers()[2].instance_id, "c");
+  for (const auto& [routing_id, reply] : replies) {
+    ASSERT_EQ(reply.book().workers_size(), 3) << routing_id;
+    EXPECT_EQ(reply.book().workers(0).endpoint(), "tcp://b") << routing_id;
+    EXPECT_EQ(reply.book().workers(1).endpoint(), "tcp://a") << routing_id;
+    EXPECT_EQ(reply.book().workers(2).endpoint(), "tcp://c") << routing_id;
+  }
+  EXPECT_EQ(replies["s"].book().workers(1).routing_id(), "a");
+}
+
+TEST_F(ThreeWorkerMembershipTest, ARankAskedForTwiceIsRefusedAndTheRendezvousGoesOn) {
+  ASSERT_TRUE(Send(Register(proto::WORKER, "a", /*asked=*/1), "a").ok());
+  EXPECT_EQ(Send(Register(proto::WORKER, "b", /*asked=*/1), "b"),
+            absl::FailedPreconditionError("this worker asks for rank 1, which the worker "
+                                          "registered from tcp://a asked for already"));
+  EXPECT_EQ(Send(Register(proto::WORKER, "b", /*asked=*/3), "b"),
+            absl::InvalidArgumentError(
+                "this worker asks for rank 3, but the job has 3 workers (ranks 0 to 2)"));
+  ASSERT_TRUE(Send(Register(proto::WORKER, "a", /*asked=*/1), "a").ok());  // a repeat
+  ASSERT_TRUE(Send(Register(proto::WORKER, "b"), "b").ok());
+  ASSERT_TRUE(Send(Register(proto::SERVER, "s"), "s").ok());
+  EXPECT_FALSE(membership_.rendezvous_done());
+  EXPECT_TRUE(sink_.Take().empty());
+  ASSERT_TRUE(Send(Register(proto::WORKER, "c"), "c").ok());
+  ASSERT_TRUE(membership_.rendezvous_done());
+  std::map<std::string, int> ranks;
+  for (auto& [routing_id, message] : sink_.Take()) {
+    ranks[routing_id] = RegisterReplyOf(message).value().rank();
+  }
+  EXPECT_EQ(ranks, (std::map<std::string, int>{{"a", 1}, {"b", 0}, {"c", 2}, {"s", 0}}));
 }
 
 TEST_F(MembershipTest, AServerReplacesALostOne) {

@@ -1,7 +1,13 @@
 // Tests of the scheduler's Rendezvous: complete once every node registered, the model the
-// first worker describes, and the refusals with their words (no model, another model, one too
-// many, a repeat over another connection).
+// first worker describes, the ranks workers ask for, and the refusals with their words (no
+// model, another model, one too many, a repeat over another connection, a rank out of range or
+// asked for twice).
 #include "scheduler/rendezvous.h"
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "tests/testing/fakes.h"
@@ -11,8 +17,10 @@ namespace {
 
 const absl::Time kT0 = absl::FromUnixSeconds(10);
 
-proto::RegisterRequest Reg(proto::Role role, const std::string& instance, int64_t elements) {
+proto::RegisterRequest Reg(proto::Role role, const std::string& instance, int64_t elements,
+                           std::optional<int> asked = std::nullopt) {
   proto::RegisterRequest reg;
+  if (asked.has_value()) reg.set_requested_rank(*asked);
   reg.set_role(role);
   reg.set_instance_id(instance);
   reg.set_endpoint("tcp://" + instance);
@@ -81,6 +89,69 @@ TEST_F(RendezvousTest, OneTooManyIsRefusedButARepeatIsNot) {
       Register(Reg(proto::SERVER, "s-a", 0), "z"),
       absl::PermissionDeniedError("REGISTER repeated an instance id over another connection"));
   EXPECT_EQ(rendezvous_.Take().size(), 1u);
+}
+
+// (instance id, rank) of each registration TakeRanked returns, in its order.
+std::vector<std::pair<std::string, int>> Ranks(std::vector<RankedRegister> ranked) {
+  std::vector<std::pair<std::string, int>> ranks;
+  for (const RankedRegister& r : ranked) ranks.emplace_back(r.held.request.instance_id(), r.rank);
+  return ranks;
+}
+
+TEST_F(RendezvousTest, WorkersGetTheRanksTheyAskedForAndTheOthersTheRanksLeftInArrivalOrder) {
+  Rendezvous rendezvous(/*num_servers=*/2, /*num_workers=*/4);
+  auto add = [&](const proto::RegisterRequest& reg) {
+    Responder r = Over(reg.instance_id());
+    return rendezvous.Register(reg, r, kT0);
+  };
+  ASSERT_TRUE(add(Reg(proto::WORKER, "w-a", 4)).ok());
+  ASSERT_TRUE(add(Reg(proto::WORKER, "w-b", 4, /*asked=*/2)).ok());
+  ASSERT_TRUE(add(Reg(proto::SERVER, "s-c", 0)).ok());
+  ASSERT_TRUE(add(Reg(proto::WORKER, "w-d", 4, /*asked=*/0)).ok());
+  ASSERT_TRUE(add(Reg(proto::SERVER, "s-e", 0)).ok());
+  ASSERT_TRUE(add(Reg(proto::WORKER, "w-f", 4)).ok());
+  ASSERT_TRUE(rendezvous.complete());
+  EXPECT_EQ(Ranks(rendezvous.TakeRanked()),
+            (std::vector<std::pair<std::string, int>>{
+                {"w-a", 1}, {"w-b", 2}, {"s-c", 0}, {"w-d", 0}, {"s-e", 1}, {"w-f", 3}}));
+}
+
+TEST_F(RendezvousTest, ARankOutOfRangeOrAskedForTwiceIsRefusedWithItsWords) {
+  EXPECT_EQ(Register(Reg(proto::WORKER, "w-a", 4, /*asked=*/-1), "a"),
+            absl::InvalidArgumentError(
+                "this worker asks for rank -1, but the job has 2 workers (ranks 0 to 1)"));
+  EXPECT_EQ(Register(Reg(proto::WORKER, "w-a", 4, /*asked=*/2), "a"),
+            absl::InvalidArgumentError(
+                "this worker asks for rank 2, but the job has 2 workers (ranks 0 to 1)"));
+  EXPECT_EQ(Register(Reg(proto::WORKER, "w-a", 4, /*asked=*/-2147483648), "a"),
+            absl::InvalidArgumentError("this worker asks for rank -2147483648, but the job has 2 "
+                                       "workers (ranks 0 to 1)"));
+  EXPECT_TRUE(rendezvous_.model().empty());  // a refused first worker set no model
+  ASSERT_TRUE(Register(Reg(proto::WORKER, "w-a", 4, /*asked=*/1), "a").ok());
+  EXPECT_EQ(Register(Reg(proto::WORKER, "w-b", 4, /*asked=*/1), "b"),
+            absl::FailedPreconditionError("this worker asks for rank 1, which the worker "
+                                          "registered from tcp://w-a asked for already"));
+  EXPECT_TRUE(sink_.Take().empty());  // the caller answers the refused
+  ASSERT_TRUE(Register(Reg(proto::SERVER, "s", 0), "s").ok());
+  EXPECT_FALSE(rendezvous_.complete());  // the refused worker is not held
+  ASSERT_TRUE(Register(Reg(proto::WORKER, "w-b", 4, /*asked=*/0), "b").ok());
+  EXPECT_TRUE(rendezvous_.complete());
+  EXPECT_EQ(Ranks(rendezvous_.TakeRanked()),
+            (std::vector<std::pair<std::string, int>>{{"w-a", 1}, {"s", 0}, {"w-b", 0}}));
+}
+
+TEST_F(RendezvousTest, ARepeatedRegisterMayAskAgainOrForAnotherRank) {
+  ASSERT_TRUE(Register(Reg(proto::WORKER, "w-a", 4, /*asked=*/1), "a").ok());
+  ASSERT_TRUE(Register(Reg(proto::WORKER, "w-a", 4, /*asked=*/1), "a").ok());  // not a rival
+  ASSERT_TRUE(Register(Reg(proto::WORKER, "w-a", 4, /*asked=*/0), "a").ok());  // replaces it
+  ASSERT_TRUE(Register(Reg(proto::WORKER, "w-b", 4, /*asked=*/1), "b").ok());  // rank 1 is free
+  EXPECT_EQ(
+      Register(Reg(proto::WORKER, "w-b", 4, /*asked=*/1), "z"),
+      absl::PermissionDeniedError("REGISTER repeated an instance id over another connection"));
+  ASSERT_TRUE(Register(Reg(proto::SERVER, "s", 0), "s").ok());
+  ASSERT_TRUE(rendezvous_.complete());
+  EXPECT_EQ(Ranks(rendezvous_.TakeRanked()),
+            (std::vector<std::pair<std::string, int>>{{"w-a", 0}, {"w-b", 1}, {"s", 0}}));
 }
 
 }  // namespace

@@ -101,7 +101,7 @@ TEST(PartitionStateTest, ForeseenPredictionIsServedAsComputedAndKept) {
   // Restored to another state at the foreseen version: the foreseen weights are not served.
   const std::vector<float> zeros(n, 0.0f);
   const int64_t version = fused.version();
-  fused.Restore(zeros.data(), zeros.data(), nullptr, version);
+  fused.Restore(zeros.data(), zeros.data(), nullptr, version, version);
   EXPECT_EQ(FrameValues(fused.PredictedPullFrame(p)), zeros);
 }
 

@@ -40,6 +40,7 @@ void ExpectSameSession(const SessionOptions& a, const SessionOptions& b) {
   }
   EXPECT_EQ(a.model, b.model);
   EXPECT_EQ(a.external_model, b.external_model);
+  EXPECT_EQ(a.rank, b.rank);
   EXPECT_EQ(a.batch_size, b.batch_size);
   EXPECT_EQ(a.seed, b.seed);
   EXPECT_EQ(a.dump_params_path, b.dump_params_path);
@@ -164,6 +165,7 @@ TEST(SessionOptionMapTest, TheSameValuesMakeTheSameOptionsAsTheFlags) {
       {"overlap_pulls", "false"},
       {"pull_codec", "fp16"},
       {"push_codec", "topk:0.1,fp16"},
+      {"rank", "3"},
       {"register_wait_s", "30"},
       {"request_timeout_s", "30"},
       {"scheduler", "tcp://10.0.0.1:9000"},
@@ -186,6 +188,7 @@ TEST(SessionOptionMapTest, TheSameValuesMakeTheSameOptionsAsTheFlags) {
   ASSERT_TRUE(map.ok()) << map.status();
   ExpectSameSession(*map, *flags);
   EXPECT_EQ(map->batch_size, 7);
+  EXPECT_EQ(map->rank, 3);
   EXPECT_EQ(map->ps.push_codec.codec, proto::TOPK);
   EXPECT_EQ(map->connection.heartbeat_period, absl::Milliseconds(500));
 }
@@ -250,6 +253,8 @@ TEST(SessionOptionMapTest, ErrorsNameTheOption) {
             "option 'batch_size' takes an integer in [-2147483648, 2147483647], got 1e+10");
   EXPECT_EQ(ErrorOf({{"seed", int64_t{-1}}}),
             "option 'seed' takes an integer in [0, 18446744073709551615], got -1");
+  EXPECT_EQ(ErrorOf({{"rank", int64_t{-2}}}),
+            "--rank (SessionOptions.rank) must be >= -1 (-1: the scheduler chooses), got -2");
   EXPECT_EQ(ErrorOf({{"max_steps", std::string("9223372036854775808")}}),
             "option 'max_steps' takes an integer in [-9223372036854775808, "
             "9223372036854775807], got '9223372036854775808'");

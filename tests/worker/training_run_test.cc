@@ -221,5 +221,31 @@ TEST(TrainingRunTest, PacedReadsArePartOfTheStepsTargetNotAddedToIt) {
   }));
 }
 
+// A step the caller computed before asking for it (a script's batch loaded ahead takes its
+// step at step()) counts its compute from when the caller says it began: hetero batching tunes
+// by that time, and a step handed out just before Complete would otherwise count ~0.
+TEST(TrainingRunTest, ComputeCountsFromWhenTheCallerBeganIt) {
+  const std::vector<proto::TensorSpec> model = SyntheticModel(4000, 2);
+  testing::InProcessJob job(Job(1), PlainSgd(), model);
+  ASSERT_OK(job.Start(std::vector<float>(4000, 0.0f)));
+  ASSERT_OK(job.OnEveryWorker([&](testing::JobWorker& w) -> absl::Status {
+    Exchanger exchanger(Bsp(1), w.ps.get(), w.scheduler.get(), nullptr);
+    TrainingRun run(Loop(0, 1, 2), &exchanger, w.params.data(), nullptr, RunHooks(), false);
+    std::vector<float> grad(w.params.size());
+    R2SP_ASSIGN_OR_RETURN(std::optional<RunStep> step, run.Next());
+    R2SP_RETURN_IF_ERROR(run.Complete(KnownStep(0, step->clock, &grad)));  // ~0 s
+    const absl::Time began = absl::Now();
+    absl::SleepFor(absl::Milliseconds(300));  // computed before the step was asked for
+    R2SP_ASSIGN_OR_RETURN(step, run.Next());
+    ComputedStep computed = KnownStep(0, step->clock, &grad);
+    computed.began = began;
+    R2SP_RETURN_IF_ERROR(run.Complete(computed));
+    R2SP_ASSIGN_OR_RETURN(const LoopResult result, run.Finish());
+    EXPECT_GE(result.compute_seconds, 0.3);
+    EXPECT_LT(result.compute_seconds, 1.0);
+    return absl::OkStatus();
+  }));
+}
+
 }  // namespace
 }  // namespace r2sp

@@ -45,6 +45,15 @@ TEST(ThreadWorkerOptionsTest, GivesEachThreadItsFilesAndTheSharedContext) {
   EXPECT_EQ(ThreadWorkerOptions(options, 0, context).connection.zmq_context, nullptr);
 }
 
+TEST(ThreadWorkerOptionsTest, ThreadsAskForTheRanksFromTheOneAskedFor) {
+  WorkerOptions options;
+  options.workers_per_process = 3;
+  EXPECT_EQ(ThreadWorkerOptions(options, 2, nullptr).rank, -1);  // none asked: none asks
+  options.rank = 4;
+  EXPECT_EQ(ThreadWorkerOptions(options, 0, nullptr).rank, 4);
+  EXPECT_EQ(ThreadWorkerOptions(options, 2, nullptr).rank, 6);
+}
+
 TEST(WorkerOptionsTest, MoreThanOneWorkerPerProcessNeedsTheSyntheticModel) {
   WorkerOptions options;
   options.workers_per_process = 2;

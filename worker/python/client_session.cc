@@ -159,11 +159,14 @@ absl::Status ClientSession::ParamsNeeded(int64_t offset, int64_t count) {
   return Ended(Usable());
 }
 
-absl::Status ClientSession::Submit(int samples, double loss, bool fp16) {
+absl::Status ClientSession::Submit(int samples, double loss, bool fp16, bool skip,
+                                  absl::Time began) {
   R2SP_RETURN_IF_ERROR(InJob());
   ComputedStep step;
   step.samples = samples;
   step.loss = loss;
+  step.skip = skip;
+  step.began = began;
   step.grads = fp16 ? HostGradient::Fp16(grads16_.data()) : HostGradient(grads_.data());
   const absl::Status status = trainer_->Submit(step);
   if (absl::IsFailedPrecondition(status) || absl::IsInvalidArgument(status)) return status;

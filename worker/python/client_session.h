@@ -97,8 +97,11 @@ class ClientSession {
   // counts as pull time); at once when none can be running. OutOfRange outside the model.
   absl::Status ParamsNeeded(int64_t offset, int64_t count);
   // The step's gradient is complete: its exchange; the pulled parameters are in params() when
-  // it returns.
-  absl::Status Submit(int samples, double loss, bool fp16);
+  // it returns. `skip`: the step skips its update (an inf or NaN in the gradient): the pushes
+  // carry nothing, the pull comes as usual. `began` (> InfinitePast): when the script's compute
+  // of the step began, if before NextStep handed it out (ComputedStep::began).
+  absl::Status Submit(int samples, double loss, bool fp16, bool skip = false,
+                      absl::Time began = absl::InfinitePast());
   // The script's optimizer from now on: parameter group g's settings are groups[g], tensor i
   // (in the model's order) is in group tensor_groups[i]; the servers apply it to every push
   // that follows (wire/optimizer_runs.h). InvalidArgument for settings or groups the servers

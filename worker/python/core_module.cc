@@ -361,9 +361,14 @@ void BindWorker(py::module_& m) {
       .def("params_needed", [](Worker& x, int64_t offset, int64_t count) {
         ReleasedStatus([&] { return x.session().ParamsNeeded(offset, count); });
       }, py::arg("offset"), py::arg("count"))
-      .def("submit", [](Worker& x, int samples, double loss, bool fp16) {
-        ReleasedStatus([&] { return x.session().Submit(samples, loss, fp16); });
-      }, py::arg("samples"), py::arg("loss"), py::arg("fp16") = false)
+      .def("submit", [](Worker& x, int samples, double loss, bool fp16, bool skip,
+                        double began) {
+        // began: Unix seconds (time.time()) when the step's compute began; 0: when handed out.
+        const absl::Time when =
+            began > 0 ? absl::UnixEpoch() + absl::Seconds(began) : absl::InfinitePast();
+        ReleasedStatus([&] { return x.session().Submit(samples, loss, fp16, skip, when); });
+      }, py::arg("samples"), py::arg("loss"), py::arg("fp16") = false, py::arg("skip") = false,
+         py::arg("began") = 0.0)
       .def("set_optimizer", [](Worker& x, const py::list& groups,
                                const std::vector<int>& tensor_groups) {
         std::vector<proto::OptimizerSettings> settings;

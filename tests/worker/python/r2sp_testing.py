@@ -3,25 +3,90 @@ built extension in the test's runfiles, and FakeWorker, a stand-in for `_core.Wo
 tests of the Python logic (it records every call and "pulls" a known update)."""
 
 import array
+import hashlib
 import importlib.util
 import os
+import shutil
+import subprocess
 import sys
+import tempfile
 import types
 
 # tests/worker/python/r2sp_testing.py -> the runfiles (or repository) root
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 TORCH_PYTHON = "/usr/bin/python3"
+# Names a runner to re-execute the test under instead (tools/torch2_python: PyTorch 2). The
+# runner takes a Python command line; `RUNNER --check` prints the path of the extension it runs
+# with, or exits 3 where it cannot run here (skip) and with another status where it is broken.
+RUNNER = "R2SP_TORCH_PYTHON"
 
 
 def use_torch_python():
-    """Re-executes this test under /usr/bin/python3 (Debian's torch) when the running Python
-    has no torch; returns the reason to skip if no Python here has one, else None."""
+    """Re-executes this test under $R2SP_TORCH_PYTHON when set, else under /usr/bin/python3
+    (Debian's torch) when the running Python has no torch; returns the reason to skip if no
+    Python here has one, else None."""
+    if os.environ.get(RUNNER):
+        return _use_runner(os.path.abspath(os.environ[RUNNER]))
     if importlib.util.find_spec("torch") is not None:
         return None
     if os.path.exists(TORCH_PYTHON) and os.path.realpath(sys.executable) != \
             os.path.realpath(TORCH_PYTHON):
         os.execv(TORCH_PYTHON, [TORCH_PYTHON] + sys.argv)
     return "no Python with PyTorch here (needs python3-torch at /usr/bin/python3)"
+
+
+def _use_runner(runner):
+    """Re-executes this test under `runner`; the reason to skip where it cannot run here.
+    RuntimeError where it is broken (say, the root made but the extension not built). The
+    re-executed test gets a bin dir (R2SP_BIN_DIR) whose extension is the runner's, so the
+    Python workers tools/launch starts load it too."""
+    check = subprocess.run([runner, "--check"], capture_output=True, text=True)
+    if check.returncode == 3:
+        return check.stderr.strip() or f"{runner} cannot run here"
+    if check.returncode != 0:
+        raise RuntimeError(f"{runner} --check: exit {check.returncode}: {check.stderr.strip()}")
+    core = check.stdout.strip()
+    env = {k: v for k, v in os.environ.items() if k != RUNNER}
+    env["R2SP_BIN_DIR"] = bin_dir_with(core)
+    os.execve(runner, [runner] + sys.argv, env)
+
+
+def bin_dir_with(core):
+    """A bin dir of symbolic links to the test's binaries (R2SP_BIN_DIR, else the runfiles', else
+    bazel-bin) in which worker/python's _core.so and _models.so are `core` and the _models.so
+    beside it. Under the test's TEST_TMPDIR, else in the temporary directory."""
+    base = os.environ.get("R2SP_BIN_DIR") or (
+        ROOT if "TEST_SRCDIR" in os.environ else os.path.join(ROOT, "bazel-bin"))
+    name = "r2sp_bin_" + hashlib.md5(f"{base}:{core}".encode()).hexdigest()[:12]
+    out = os.path.join(os.environ.get("TEST_TMPDIR") or tempfile.gettempdir(), name)
+    shutil.rmtree(out, ignore_errors=True)
+    python = os.path.join("worker", "python")
+    _shadow(base, out, {os.path.join(python, "_core.so"): core,
+                        os.path.join(python, "_models.so"):
+                            os.path.join(os.path.dirname(core), "_models.so")})
+    return out
+
+
+def _shadow(base, out, replace):
+    """Makes `out` a copy of folder `base` of symbolic links, but for the files `replace` names
+    ({path relative to base: the file to link there}); only the folders on their way are real."""
+    inner = {}
+    for path, target in replace.items():
+        head, _, rest = path.partition(os.sep)
+        inner.setdefault(head, {})
+        if rest:
+            inner[head][rest] = target
+        else:
+            inner[head] = target
+    os.makedirs(out, exist_ok=True)
+    names = set(os.listdir(base)) if os.path.isdir(base) else set()
+    for name in sorted(names | set(inner)):
+        if name not in inner:
+            os.symlink(os.path.join(base, name), os.path.join(out, name))
+        elif isinstance(inner[name], str):
+            os.symlink(inner[name], os.path.join(out, name))
+        else:
+            _shadow(os.path.join(base, name), os.path.join(out, name), inner[name])
 
 
 def core_path():
@@ -94,6 +159,7 @@ class FakeWorker:
         self.centre = memoryview(array.array("f"))
         self.calls = []
         self.optimizers = []  # set_optimizer's (groups, tensor_groups), in order
+        self.began = []  # each submit's `began` (0: the step's compute began when handed out)
         self.staged = None  # params as join() found them
 
     @property
@@ -125,8 +191,13 @@ class FakeWorker:
         values = self._grads16 if fp16 else self._grads
         self.calls.append(("gradient_ready", offset, count, list(values[offset:offset + count])))
 
-    def submit(self, samples, loss, fp16=False):
-        self.calls.append(("submit", samples, loss, fp16))
+    def submit(self, samples, loss, fp16=False, skip=False, began=0.0):
+        """Records the call ("skip" last when skipping); "pulls" params - lr * grads unless
+        the step is skipped."""
+        self.calls.append(("submit", samples, loss, fp16) + (("skip",) if skip else ()))
+        self.began.append(began)
+        if skip:
+            return
         for i in range(self.size):
             self._params[i] -= self.lr * self._grads[i]
 

@@ -5,7 +5,11 @@ edits passes DistributedOptimizer(..., edits_gradients=True), and the pushes wai
 guard() makes an edit the optimizer was not told of raise instead of being lost: it wraps those
 functions (as torch.nn.utils and torch.nn.utils.clip_grad name them, and GradScaler's method)
 to ask the optimizer first. A script that imported a function by name before the optimizer was
-created keeps the unwrapped one."""
+created keeps the unwrapped one.
+
+GradScaler.step skips optimizer.step() when the gradient has an inf or NaN; wrapped too, it
+then calls the DistributedOptimizer's skip_step(), so the job's step completes without an
+update from this worker."""
 
 import functools
 
@@ -52,17 +56,47 @@ def _wrap(owner, name, parameters_of):
         setattr(owner, name, _guarded(function, parameters_of))
 
 
-def guard(check):
-    """From now on the edit functions call check(name, parameters) first (which raises for an
-    edit that would be lost). Replaces the check a previous call installed."""
-    _checks[:] = [check]
-    for owner in (torch.nn.utils, torch.nn.utils.clip_grad):
-        _wrap(owner, "clip_grad_norm_", _clip_parameters)
-        _wrap(owner, "clip_grad_value_", _clip_parameters)
+def _completing_skips(function):
+    """GradScaler.step that completes a step it skipped (skip_step) on an optimizer that has
+    one (a DistributedOptimizer, which counts its steps in steps_submitted)."""
+    @functools.wraps(function)
+    def step(self, optimizer, *args, **kwargs):
+        before = getattr(optimizer, "steps_submitted", None)
+        result = function(self, optimizer, *args, **kwargs)
+        if before is not None and optimizer.steps_submitted == before:
+            optimizer.skip_step()
+        return result
+    step.r2sp_guarded = True
+    return step
+
+
+def _scalers():
+    """GradScaler classes as torch defines them (torch.amp's, and torch.cuda.amp's in 1.13)."""
+    found = []
     for module in ("torch.amp.grad_scaler", "torch.cuda.amp.grad_scaler"):
         scaler = getattr(_module(module), "GradScaler", None)
         if scaler is not None:
-            _wrap(scaler, "unscale_", _scaler_parameters)
+            found.append(scaler)
+    return found
+
+
+def install():
+    """Wraps the edit functions and GradScaler.step (once; idempotent)."""
+    for owner in (torch.nn.utils, torch.nn.utils.clip_grad):
+        _wrap(owner, "clip_grad_norm_", _clip_parameters)
+        _wrap(owner, "clip_grad_value_", _clip_parameters)
+    for scaler in _scalers():
+        _wrap(scaler, "unscale_", _scaler_parameters)
+        if not getattr(scaler.step, "r2sp_guarded", False):
+            scaler.step = _completing_skips(scaler.step)
+
+
+def guard(check):
+    """From now on the edit functions call check(name, parameters) first (which raises for an
+    edit that would be lost); None: they call nothing. Replaces the check a previous call
+    installed."""
+    _checks[:] = [check] if check is not None else []
+    install()
 
 
 def _module(name):

@@ -16,6 +16,15 @@ import contextlib
 import torch
 
 
+def eager(fn):
+    """`fn`, which TorchDynamo leaves to run as plain Python inside a torch.compile'd forward
+    (PyTorch 2) instead of tracing it: a hook's waits in the extension stay where they were, and
+    its bookkeeping is not compiled into guarded graphs. `fn` itself where torch has no
+    torch.compiler.disable (torch 1.13)."""
+    compiler = getattr(torch, "compiler", None)
+    return compiler.disable(fn) if hasattr(compiler, "disable") else fn
+
+
 def check_module(module, named):
     """TypeError unless `module` is a torch.nn.Module; ValueError naming the registered
     parameters (`named`: [(name, tensor)]) that none of its modules holds."""
@@ -79,6 +88,7 @@ class ForwardWaits:
                          for i, (m, _) in enumerate(owners)]
 
     def _hook(self, index):
+        @eager
         def hook(_module, _inputs):
             self.needed(index)
         return hook

@@ -20,11 +20,15 @@ def init(flags=None, **settings):
     --overlap, overlap=False -> --nooverlap); a later value replaces an earlier one. The flags
     are the C++ worker's (README.md, "Flags"); model and data flags (--model, --data,
     --data_dir, --device, --threads, --gpu, --augment) are accepted and ignored: the script owns
-    its model and data. LOCAL_RANK gives local_rank().
+    its model and data. LOCAL_RANK gives local_rank(). RANK (torchrun's; tools/launch sets it)
+    is the rank the worker asks the scheduler for (the worker flag --rank, which a later flag or
+    setting replaces), so that rank() and, with WORLD_SIZE, size() are known from init() on.
 
     ValueError or TypeError, saying what to set, for a missing scheduler address or a malformed
-    flag, setting or variable; RuntimeError once the job is joined. An unknown flag or a bad
-    value is refused by the worker when DistributedOptimizer is created (r2sp.R2SPError)."""
+    flag, setting or variable (RANK and WORLD_SIZE: integers, 0 <= RANK < WORLD_SIZE);
+    RuntimeError once the job is joined. An unknown flag or a bad value is refused by the worker
+    when DistributedOptimizer is created (r2sp.R2SPError), a rank the job does not have or
+    another worker asked for by the scheduler then."""
     if STATE.worker is not None:
         raise RuntimeError("r2sp.torch.init: the job is already joined (DistributedOptimizer "
                            "was created); call init() before it")
@@ -32,13 +36,23 @@ def init(flags=None, **settings):
 
 
 def rank():
-    """This worker's rank in the job (0-based; the scheduler assigns it)."""
-    return STATE.require_worker("rank()").rank
+    """This worker's rank in the job (0-based). Before the job is joined, the rank init() read
+    from RANK (or --rank): the scheduler gives a worker the rank it asked for when the job
+    starts, so per-rank seeding and rank-0-only work can come before DistributedOptimizer. Once
+    joined, the scheduler's: the same, except for a worker joining a running job (a replacement
+    of a lost one), which takes the next rank whatever it asked for. RuntimeError before
+    joining without RANK."""
+    if STATE.worker is not None:
+        return STATE.worker.rank
+    return _before_joining("rank()", "RANK", lambda s: s.rank)
 
 
 def size():
-    """The number of workers in the job."""
-    return STATE.require_worker("size()").workers
+    """The number of workers in the job. Before the job is joined, WORLD_SIZE as init() read it;
+    once joined, the scheduler's count. RuntimeError before joining without WORLD_SIZE."""
+    if STATE.worker is not None:
+        return STATE.worker.workers
+    return _before_joining("size()", "WORLD_SIZE", lambda s: s.world_size)
 
 
 def local_rank():
@@ -101,6 +115,17 @@ def finish():
     exit if the script does not call it (and after an unhandled exception the worker aborts
     instead)."""
     return STATE.finish()
+
+
+def _before_joining(what, variable, known):
+    """What the settings know of `what` before the job is joined; RuntimeError if nothing."""
+    if STATE.settings is not None and known(STATE.settings) is not None:
+        return known(STATE.settings)
+    why = "init() has not run" if STATE.settings is None else f"init() found no {variable}"
+    raise RuntimeError(f"r2sp.torch.{what}: no job joined yet and {why}; set {variable} "
+                       "(torchrun and tools/launch do) before r2sp.torch.init(), or create "
+                       "r2sp.torch.DistributedOptimizer(optimizer, model.named_parameters()) "
+                       "first (it joins the job)")
 
 
 def _number(name, value):

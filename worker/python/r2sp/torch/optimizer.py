@@ -6,6 +6,7 @@ optimizer's own step and, every elastic period, the exchange with the centre (el
 
 import contextlib
 import numbers
+import time
 
 import torch
 
@@ -103,6 +104,8 @@ class DistributedOptimizer(torch.optim.Optimizer):
         self._worker = worker
         self._elastic = elastic.is_elastic(worker.mode)
         self._check_for_mode(optimizer)
+        self.steps_submitted = 0  # step() and skip_step() calls (edits.py: a scaler's skips)
+        self._exchanged = time.time()  # when the last exchange ended (Unix seconds)
         self._groups = None  # server_optimizer.OptimizerSync outside the elastic modes
         self._groups_synced = False  # this step's settings were sent
         if not self._elastic:
@@ -134,6 +137,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
     def _hold_pushes_for_edits(self, edits_gradients):
         """edits_gradients: nothing leaves before step(). Otherwise, with pushes during
         backward, an edit of a gradient already sent raises (edits.guard)."""
+        edits.guard(None)  # GradScaler's skipped steps complete through skip_step()
         if self._elastic:  # the local step reads the edited gradients; pushes are differences
             return
         if edits_gradients:
@@ -233,27 +237,54 @@ class DistributedOptimizer(torch.optim.Optimizer):
           for it (else the step's batch, batch_size()).
         Parameters whose gradient autograd did not produce this step push zeros.
         JobLost if this worker was lost to the job; RuntimeError once training is over."""
-        if self._reporter.accumulating:
-            raise RuntimeError("r2sp.torch.DistributedOptimizer.step: called inside no_sync(); "
-                               "run the last backward of the step outside it, then step()")
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
+        self._submit("step", loss, samples, skip=False)
+        return loss
+
+    def skip_step(self, loss=None, samples=None):
+        """Ends this worker's step without an update from it: what a GradScaler does for a
+        gradient with an inf or NaN (its step() calls this then; r2sp wraps GradScaler.step).
+        The servers apply nothing of this worker's for the step (in bsp the step averages the
+        others' gradients; if every worker skips, nothing moves), and the parameters are
+        pulled as after step(). In easgd and eawild the local step is skipped. RuntimeError if
+        this step's gradient began to leave during backward (--overlap without
+        edits_gradients=True)."""
+        if self._worker.overlaps_backward and self._reporter.sent and not self._elastic:
+            raise RuntimeError("r2sp.torch.DistributedOptimizer.skip_step: this step's "
+                               "gradients were pushed during backward (--overlap); create the "
+                               "optimizer with edits_gradients=True so the pushes wait for "
+                               "step() and a skipped step sends nothing")
+        self._submit("skip_step", loss, samples, skip=True)
+        return loss
+
+    def _submit(self, what, loss, samples, skip):
+        """The step's exchange: step() (skip False) or skip_step()."""
+        self.steps_submitted += 1
+        if self._reporter.accumulating:
+            raise RuntimeError(f"r2sp.torch.DistributedOptimizer.{what}: called inside "
+                               "no_sync(); run the last backward of the step outside it, then "
+                               "step()")
         value = _loss_value(loss)
         step = STATE.step
+        began = 0.0  # the step's compute began when it was handed out
         if step is None:  # the script did not take its step from the sampler
-            step = STATE.next_step("DistributedOptimizer.step")
+            began = self._exchanged  # it computed since the last exchange (a batch asked ahead)
+            step = STATE.next_step(f"DistributedOptimizer.{what}")
             if step is None:
-                raise RuntimeError("r2sp.torch.DistributedOptimizer.step: training is over "
+                raise RuntimeError(f"r2sp.torch.DistributedOptimizer.{what}: training is over "
                                    "(the job's epochs are done); stop stepping and call "
                                    "r2sp.torch.finish()")
         count = STATE.batch_trained(step) if samples is None else _samples_value(samples)
         self._before_push()  # also when no gradient was reported during backward
         self._reporter.complete()
-        if self._elastic:
+        if self._elastic and not skip:
             self.optimizer.step()  # the local step, on views of the worker's parameter buffer
         with STATE.blocking():
-            self._worker.submit(count, value, fp16=self._buffers.fp16)
+            self._worker.submit(count, value, fp16=self._buffers.fp16,
+                                skip=skip and not self._elastic, began=began)
+        self._exchanged = time.time()
         STATE.submitted()
         self._groups_synced = False
         self._reporter.reset()
@@ -261,7 +292,6 @@ class DistributedOptimizer(torch.optim.Optimizer):
             self._waits.pull_started()  # the hooks wait for it and upload (CUDA)
         else:
             self._buffers.after_submit()
-        return loss
 
     def centre_state_dict(self, module=None):
         """easgd, eawild: the servers' centre, pulled now (fp32; in easgd once the rounds this

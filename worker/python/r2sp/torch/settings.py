@@ -1,7 +1,8 @@
 """r2sp.torch.init()'s settings: the environment tools/launch or torchrun set, the script's
 flags and keyword settings, assembled into the worker's options (a dict of option name ->
-value, named as the C++ worker's flags) that `_core.Worker` takes and checks. Pure functions
-of their inputs; state.py keeps the result."""
+value, named as the C++ worker's flags) that `_core.Worker` takes and checks, and the rank and
+world size torchrun's RANK and WORLD_SIZE give before the job is joined. Pure functions of their
+inputs; state.py keeps the result."""
 
 import dataclasses
 import shlex
@@ -27,12 +28,17 @@ class Settings:
       ("--name" is True, "--noname" False), a keyword setting's as given (64, 0.5, True).
     local_rank: this worker's index among the workers on its host (LOCAL_RANK, else 0).
     seed: the job's --seed (1 unless given): the sampler's shuffles.
-    data_dir: R2SP_DATA_DIR or --data_dir, the data set's directory ("" if none)."""
+    data_dir: R2SP_DATA_DIR or --data_dir, the data set's directory ("" if none).
+    rank: the rank this worker asks the scheduler for (RANK, or --rank), which it gets when it
+      joins the job at its start; None: the scheduler chooses.
+    world_size: the number of workers WORLD_SIZE says the job has; None if unset."""
     flags: tuple
     options: dict
     local_rank: int
     seed: int
     data_dir: str
+    rank: object = None
+    world_size: object = None
 
     def flag(self, name, default=None):
         """The value of --name in flags (a string), or `default`."""
@@ -116,12 +122,48 @@ def int_env(env, name, default):
         raise ValueError(f"r2sp.torch.init: {name}={value!r} is not an integer") from None
 
 
+def rank_env(env):
+    """(RANK, WORLD_SIZE) of `env`, each an int or None when unset; ValueError naming the
+    variable unless RANK >= 0, WORLD_SIZE >= 1 and, when both are set, RANK < WORLD_SIZE."""
+    rank = int_env(env, "RANK", None)
+    world_size = int_env(env, "WORLD_SIZE", None)
+    if rank is not None and rank < 0:
+        raise ValueError(f"r2sp.torch.init: RANK={rank} is negative; RANK is this worker's index "
+                         "in the job, from 0")
+    if world_size is not None and world_size < 1:
+        raise ValueError(f"r2sp.torch.init: WORLD_SIZE={world_size} is not a number of workers "
+                         "(1 or more)")
+    if rank is not None and world_size is not None and rank >= world_size:
+        raise ValueError(f"r2sp.torch.init: RANK={rank} is not below WORLD_SIZE={world_size} "
+                         f"(the ranks are 0 to {world_size - 1})")
+    return rank, world_size
+
+
+def asked_rank(value, world_size):
+    """The rank the option value of --rank asks for (None for -1: the scheduler chooses);
+    ValueError unless it is an integer from -1 and, with WORLD_SIZE set, below it."""
+    try:
+        if isinstance(value, bool) or not isinstance(value, (int, str)):
+            raise ValueError
+        rank = int(value)
+    except ValueError:
+        raise ValueError(f"r2sp.torch.init: --rank={value!r} is not an integer") from None
+    if rank < -1:
+        raise ValueError(f"r2sp.torch.init: --rank={rank} is not a rank (-1: the scheduler "
+                         "chooses)")
+    if world_size is not None and rank >= world_size:
+        raise ValueError(f"r2sp.torch.init: --rank={rank} is not below WORLD_SIZE={world_size} "
+                         f"(the ranks are 0 to {world_size - 1})")
+    return None if rank == -1 else rank
+
+
 def resolve(env, flags=None, settings=None):
     """Settings from the environment `env` (a mapping), then `flags` (a list of '--name=value'
     strings), then keyword `settings` (a dict); a later value of a flag replaces an earlier one.
+    RANK, when set, is the first value of --rank (the rank the worker asks the scheduler for).
 
-    ValueError/TypeError with what to do for a malformed flag, setting or variable, and for a
-    job with no scheduler address."""
+    ValueError/TypeError with what to do for a malformed flag, setting or variable (RANK and
+    WORLD_SIZE included), and for a job with no scheduler address."""
     if flags is not None and (isinstance(flags, str) or not hasattr(flags, "__iter__")):
         raise TypeError("r2sp.torch.init: flags is a list of strings such as ['--epochs=2'], "
                         f"not {type(flags).__name__}")
@@ -130,6 +172,10 @@ def resolve(env, flags=None, settings=None):
     if scheduler:
         ordered["scheduler"] = "--scheduler=" + scheduler
         values["scheduler"] = scheduler
+    env_rank, world_size = rank_env(env)
+    if env_rank is not None:
+        ordered["rank"] = f"--rank={env_rank}"
+        values["rank"] = env_rank
     sources = [(f, "R2SP_WORKER_FLAGS", None) for f in env_flags(env)]
     sources += [(f, "flags", None) for f in (flags or [])]
     sources += [(setting_flag(k, v), f"setting {k}", (k, v)) for k, v in (settings or {}).items()]
@@ -153,5 +199,6 @@ def resolve(env, flags=None, settings=None):
         seed = int(seed_text)
     except ValueError:
         raise ValueError(f"r2sp.torch.init: --seed={seed_text!r} is not an integer") from None
+    rank = asked_rank(values["rank"], world_size) if "rank" in values else None
     return Settings(flags=kept, options=options, local_rank=int_env(env, "LOCAL_RANK", 0), seed=seed,
-                    data_dir=data_dir)
+                    data_dir=data_dir, rank=rank, world_size=world_size)

@@ -21,9 +21,10 @@ class ForwardWaitsJobTest(unittest.TestCase):
         """Both workers' results of a bsp job of 2 epochs of 4 steps."""
         job = training_test.Job(workers=2)
         self.addCleanup(job.close)
-        # Both from the same random parameters (RANK seeds them), so that the jobs' do not
-        # depend on which process the scheduler makes worker 0.
-        workers = [job.torch_worker(i, flags, "2", script_env={"TINY_MODULE": module, "RANK": "0"})
+        # Both from the same random parameters (TINY_SEED), so that the jobs' do not depend on
+        # which process is worker 0.
+        workers = [job.torch_worker(i, flags, "2",
+                                    script_env={"TINY_MODULE": module, "TINY_SEED": "100"})
                    for i in range(2)]
         for i, w in enumerate(workers):
             self.assertEqual(w.wait(timeout=120), 0, job.log(f"worker{i}"))

@@ -19,8 +19,9 @@ if not SKIP:
     import r2sp.torch as r2t  # noqa: E402
     from r2sp.torch import state  # noqa: E402
 
-NOT_JOINED = ("no job joined yet; create r2sp.torch.DistributedOptimizer(optimizer, "
-              "model.named_parameters()) first (it joins the job)")
+JOIN_FIRST = ("r2sp.torch.DistributedOptimizer(optimizer, model.named_parameters()) first (it "
+              "joins the job)")
+NOT_JOINED = "no job joined yet; create " + JOIN_FIRST
 
 
 @unittest.skipIf(SKIP, SKIP or "")
@@ -59,7 +60,7 @@ class JobFunctionsTest(unittest.TestCase):
                                            "before it")
 
     def test_before_joining(self):
-        for name in ("rank", "size", "mode", "batch_size", "evaluates", "report_eval"):
+        for name in ("mode", "batch_size", "evaluates", "report_eval"):
             with self.subTest(name=name):
                 with self.assertRaises(RuntimeError) as e:
                     getattr(r2t, name)(*([0.5] if name == "report_eval" else []))
@@ -69,7 +70,44 @@ class JobFunctionsTest(unittest.TestCase):
                 getattr(r2t, name)()
             self.assertEqual(str(e.exception), f"r2sp.torch.{name}(): call r2sp.torch.init() "
                                                "first")
+        for name, variable in (("rank", "RANK"), ("size", "WORLD_SIZE")):
+            with self.subTest(name=name), self.assertRaises(RuntimeError) as e:
+                getattr(r2t, name)()
+            self.assertEqual(str(e.exception), f"r2sp.torch.{name}(): no job joined yet and "
+                             f"init() has not run; set {variable} (torchrun and tools/launch "
+                             f"do) before r2sp.torch.init(), or create {JOIN_FIRST}")
         self.assertEqual(r2t.finish(), {})
+
+    def test_rank_and_size_before_joining_come_from_rank_and_world_size(self):
+        env = {"R2SP_SCHEDULER": "tcp://h:9", "RANK": "1", "WORLD_SIZE": "3"}
+        with mock.patch.dict(os.environ, env, clear=True):
+            r2t.init()
+        self.assertEqual((r2t.rank(), r2t.size()), (1, 3))
+        self.assertEqual(state.STATE.settings.options["rank"], 1)  # asked of the scheduler
+        with mock.patch.dict(os.environ, {"R2SP_SCHEDULER": "tcp://h:9", "RANK": "0"},
+                             clear=True):
+            r2t.init()
+        self.assertEqual(r2t.rank(), 0)
+        with self.assertRaises(RuntimeError) as e:
+            r2t.size()
+        self.assertEqual(str(e.exception), "r2sp.torch.size(): no job joined yet and init() "
+                         "found no WORLD_SIZE; set WORLD_SIZE (torchrun and tools/launch do) "
+                         f"before r2sp.torch.init(), or create {JOIN_FIRST}")
+        with mock.patch.dict(os.environ, {"R2SP_SCHEDULER": "tcp://h:9"}, clear=True):
+            r2t.init()
+        with self.assertRaises(RuntimeError) as e:
+            r2t.rank()
+        self.assertEqual(str(e.exception), "r2sp.torch.rank(): no job joined yet and init() "
+                         "found no RANK; set RANK (torchrun and tools/launch do) before "
+                         f"r2sp.torch.init(), or create {JOIN_FIRST}")
+
+    def test_once_joined_rank_and_size_are_the_schedulers(self):
+        # A worker that joined a running job took the next rank, not the one RANK asked for.
+        env = {"R2SP_SCHEDULER": "tcp://h:9", "RANK": "1", "WORLD_SIZE": "2"}
+        with mock.patch.dict(os.environ, env, clear=True):
+            r2t.init()
+        state.STATE.worker = r2sp_testing.FakeWorker([], [("w", [1])], rank=2, workers=3)
+        self.assertEqual((r2t.rank(), r2t.size()), (2, 3))
 
     def test_the_workers_place_in_the_job(self):
         self.join(rank=1, workers=3, mode="r2sp", batch_size=16, evaluates=False)

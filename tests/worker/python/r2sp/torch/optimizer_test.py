@@ -2,6 +2,7 @@
 model: what it refuses, how it joins (worker 0's parameters become the model's, zero copy),
 and each step's gradient reports and exchange."""
 
+import time
 import types
 import unittest
 from unittest import mock
@@ -423,6 +424,49 @@ class StepTest(OptimizerTestBase):
         self.assertEqual(str(e.exception),
                          "r2sp.torch.DistributedOptimizer.no_sync: already inside one")
 
+    def test_a_step_taken_at_step_says_when_its_compute_began(self):
+        # A sampler's step: its compute began when handed out (0). One taken at step() (a
+        # batch loaded ahead): since the last exchange ended.
+        state.STATE.next_step("test")
+        self.opt.step()
+        before = time.time()
+        self.backward()
+        self.opt.step()
+        self.assertEqual(self.worker.began[0], 0.0)
+        self.assertGreater(self.worker.began[1], before - 5)
+        self.assertLessEqual(self.worker.began[1], before)
+
+    def test_skip_step_submits_the_step_without_an_update(self):
+        before = [p.detach().clone() for p in self.model.parameters()]
+        state.STATE.next_step("test")
+        loss = self.backward()
+        self.assertEqual(self.opt.skip_step(loss=loss), loss)
+        self.assertEqual(self.worker.calls[-1], ("submit", 4, float(loss), False, "skip"))
+        for p, b in zip(self.model.parameters(), before):
+            self.assertTrue(torch.equal(p, b))  # the fake pulls nothing new for a skip
+        self.assertIsNone(state.STATE.step)
+
+    def test_a_grad_scalers_skipped_step_completes_as_skip_step(self):
+        from r2sp.torch import edits
+        calls = []
+
+        def scaler_step(scaler, optimizer):  # a GradScaler that found an inf: no step()
+            calls.append("scaler")
+
+        state.STATE.next_step("test")
+        self.backward()
+        edits._completing_skips(scaler_step)(object(), self.opt)
+        self.assertEqual(calls, ["scaler"])
+        self.assertEqual(self.worker.calls[-1][-1], "skip")
+        # A scaler that stepped (torch's, disabled without CUDA, steps at once): one submit.
+        state.STATE.next_step("test")
+        self.backward()
+        with mock.patch("warnings.warn"):
+            scaler = torch.cuda.amp.GradScaler()
+        scaler.step(self.opt)
+        self.assertEqual(self.worker.names().count("submit"), 2)
+        self.assertEqual(len(self.worker.calls[-1]), 4)  # not a skip
+
     def test_step_after_training_is_over(self):
         for _ in range(3):
             self.opt.step()
@@ -459,7 +503,7 @@ class EditsTest(OptimizerTestBase):
         self.options = {"steps": r2sp_testing.steps_of([3]), "overlap": overlap}
         self.opt = self.make(torch.optim.SGD(self.model.parameters(), lr=0.1),
                              self.model.named_parameters(), train_samples=8, **kwargs)
-        self.worker = self.workers[0]
+        self.worker = self.workers[-1]
         state.STATE.next_step("test")
         self.opt.zero_grad()
         x, y = data()
@@ -490,6 +534,19 @@ class EditsTest(OptimizerTestBase):
         other.grad = torch.full((3,), 4.0)
         torch.nn.utils.clip_grad_norm_([other], 1.0)
         self.assertAlmostEqual(other.grad.norm().item(), 1.0, places=6)
+
+    def test_a_skip_after_pushes_began_raises_and_is_announced_with_edits(self):
+        self.start()
+        self.assertRaisesExactly(
+            RuntimeError, "r2sp.torch.DistributedOptimizer.skip_step: this step's gradients "
+            "were pushed during backward (--overlap); create the optimizer with "
+            "edits_gradients=True so the pushes wait for step() and a skipped step sends "
+            "nothing", self.opt.skip_step)
+        state.STATE.__init__()
+        state.STATE.settings = r2t.settings.resolve({"R2SP_SCHEDULER": "tcp://h:1"}, [])
+        self.start(edits_gradients=True)
+        self.opt.skip_step()
+        self.assertEqual(self.worker.calls[-1][-1], "skip")
 
     def test_without_overlap_a_clip_reaches_the_push(self):
         self.start(overlap=False)

@@ -6,7 +6,9 @@ LambdaLR scheduler changing the rate every step, and each step's gradient the kn
 $OPTIMIZER names the optimizer (sgd_nesterov, sgd_dampening, adam, adamw). $ACCUMULATE=N
 (default 1) computes each step in N backward passes of loss / N, all but the last inside
 no_sync(); $CLIP=C (default none) clips the gradient's norm to C before step() (announced:
-edits_gradients=True). Writes the final parameters (raw fp32 in w, b, n order) to argv[1]."""
+edits_gradients=True); $SKIP=R:S makes worker R skip step S (optimizer.skip_step(), as a
+GradScaler skips a step with an inf or NaN). Writes the final parameters (raw fp32 in w, b, n
+order) to argv[1]."""
 
 import contextlib
 import os
@@ -64,6 +66,7 @@ def main():
     r2t.init()
     params = {name: torch.nn.Parameter(value.clone()) for name, value in initial().items()}
     accumulate = int(os.environ.get("ACCUMULATE", "1"))
+    skip = tuple(int(v) for v in os.environ.get("SKIP", "-1:-1").split(":"))
     clip = float(os.environ.get("CLIP", "0"))
     optimizer = r2t.DistributedOptimizer(make_optimizer(os.environ["OPTIMIZER"], params),
                                          list(params.items()), edits_gradients=clip > 0)
@@ -82,7 +85,10 @@ def main():
                     loss.backward()
             if clip > 0:
                 torch.nn.utils.clip_grad_norm_(params.values(), clip)
-            optimizer.step(loss=loss)
+            if (r2t.rank(), step) == skip:
+                optimizer.skip_step(loss=loss)
+            else:
+                optimizer.step(loss=loss)
             schedule.step()
             step += 1
             epoch_steps += 1

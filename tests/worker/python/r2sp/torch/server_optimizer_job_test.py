@@ -4,9 +4,12 @@ scheduler changing the rate every step, end with the parameters torch.optim reac
 the same optimizer to the averaged gradients, for SGD with nesterov, SGD with dampening, Adam
 and AdamW, bit for bit: the servers round where torch's vectorised CPU kernels round (its
 fused multiply-adds included; the tensors are multiples of 16 values, so torch takes those
-kernels for every value). Accumulating each step over 4 backward passes (no_sync()) with
---overlap gives the same parameters and one push per step; clipping with --overlap
-(edits_gradients=True) clips each worker's gradient before the servers average."""
+kernels for every value). Torch 1.13's, that is: under torch 2, whose Adam interpolates its
+first moment, Adam and AdamW end within a few units in the last place. Accumulating each step
+over 4 backward passes (no_sync()) with --overlap gives the same parameters and one push per
+step; clipping with --overlap (edits_gradients=True) clips each worker's gradient before the
+servers average; a step one worker skips (skip_step(), as a GradScaler skips) averages the
+other's gradient alone."""
 
 import os
 import unittest
@@ -36,18 +39,27 @@ def worker_gradient(params, rank, step, clip):
     return {name: p.grad.clone() for name, p in params.items()}
 
 
-def reference(kind, clip=0):
-    """The parameters after STEPS of torch.optim on the two workers' averaged gradients."""
+def reference(kind, clip=0, skip=(-1, -1)):
+    """The parameters after STEPS of torch.optim on the two workers' averaged gradients; at
+    step skip[1], worker skip[0]'s is left out."""
     params = {n: torch.nn.Parameter(v.clone()) for n, v in optimizer_train.initial().items()}
     optimizer = optimizer_train.make_optimizer(kind, params)
     schedule = optimizer_train.make_schedule(optimizer)
     for step in range(STEPS):
-        grads = [worker_gradient(params, rank, step, clip) for rank in range(2)]
+        grads = [worker_gradient(params, rank, step, clip) for rank in range(2)
+                 if (rank, step) != skip]
         for name, p in params.items():
-            p.grad = (grads[0][name] + grads[1][name]) / 2
+            p.grad = sum(g[name] for g in grads) / len(grads)
         optimizer.step()
         schedule.step()
     return torch.cat([p.detach().reshape(-1) for p in params.values()]).numpy()
+
+
+def adam_ulps():
+    """How far the servers' Adam and AdamW may end from this torch's, in units in the last place:
+    0 from torch 1.13's, whose arithmetic they reproduce; torch 2 moves the first moment by
+    interpolation (exp_avg.lerp_), which rounds otherwise, so a few units after these steps."""
+    return 0 if torch.__version__.startswith("1.") else 4
 
 
 def ulps(a, b):
@@ -80,7 +92,7 @@ class ServerOptimizerJobTest(unittest.TestCase):
         got, want = self.run_job(kind), reference(kind)
         self.assertEqual(len(got), 32 + 16 + 48)
         self.assertTrue(numpy.all(numpy.sign(got) == numpy.sign(want)), (got, want))
-        self.assertEqual(ulps(got, want), 0, (got, want))
+        self.assertLessEqual(ulps(got, want), adam_ulps() if "adam" in kind else 0, (got, want))
         self.assertFalse(numpy.array_equal(want, optimizer_train.initial()["w"].numpy()))
 
     def test_sgd_nesterov(self):
@@ -102,10 +114,15 @@ class ServerOptimizerJobTest(unittest.TestCase):
         self.assertEqual(got.tobytes(), reference("sgd_nesterov").tobytes())
         self.assertIn("server 0 stopping: 13 pushes", self.server_log)
 
+    def test_a_skipped_step_averages_the_other_workers_gradient(self):
+        got = self.run_job("adam", SKIP="1:2")
+        self.assertLessEqual(ulps(got, reference("adam", skip=(1, 2))), adam_ulps())
+        self.assertNotEqual(got.tobytes(), reference("adam").tobytes())
+
     def test_clipping_with_overlap_clips_each_workers_gradient(self):
         # The known gradients' norms are about 10 (worker 0) and 20: a clip to 2 changes both.
         got = self.run_job("adamw", "--overlap", CLIP="2")
-        self.assertEqual(ulps(got, reference("adamw", clip=2)), 0)
+        self.assertLessEqual(ulps(got, reference("adamw", clip=2)), adam_ulps())
         self.assertNotEqual(got.tobytes(), reference("adamw").tobytes())
 
 

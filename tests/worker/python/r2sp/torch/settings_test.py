@@ -1,5 +1,6 @@
 """r2sp.torch.settings: the worker's flags from the launchers' environment, torchrun's
-variables, the script's flags and keyword settings, and the errors for bad ones."""
+variables (RANK the rank the worker asks for), the script's flags and keyword settings, and the
+errors for bad ones."""
 
 import unittest
 
@@ -45,9 +46,55 @@ class ResolveTest(unittest.TestCase):
     def test_torchrun_variables_give_the_scheduler(self):
         s = settings.resolve({"MASTER_ADDR": "node1", "MASTER_PORT": "29500", "RANK": "1",
                               "WORLD_SIZE": "2", "LOCAL_RANK": "1"})
-        self.assertEqual(s.flags, ("--scheduler=tcp://node1:29500",))
-        self.assertEqual(s.options, {"scheduler": "tcp://node1:29500"})
+        self.assertEqual(s.flags, ("--scheduler=tcp://node1:29500", "--rank=1"))
+        self.assertEqual(s.options, {"scheduler": "tcp://node1:29500", "rank": 1})
         self.assertEqual((s.local_rank, s.seed, s.data_dir), (1, 1, ""))
+        self.assertEqual((s.rank, s.world_size), (1, 2))
+
+    def test_without_rank_and_world_size_the_scheduler_chooses(self):
+        s = settings.resolve({"R2SP_SCHEDULER": "tcp://h:1", "RANK": "", "WORLD_SIZE": ""})
+        self.assertEqual((s.flags, s.rank, s.world_size), (("--scheduler=tcp://h:1",), None, None))
+        s = settings.resolve({"R2SP_SCHEDULER": "tcp://h:1", "WORLD_SIZE": "4"})
+        self.assertEqual((s.flags, s.rank, s.world_size), (("--scheduler=tcp://h:1",), None, 4))
+
+    def test_a_rank_flag_or_setting_replaces_rank(self):
+        env = {"R2SP_SCHEDULER": "tcp://h:1", "RANK": "0", "WORLD_SIZE": "3",
+               "R2SP_WORKER_FLAGS": "--rank=1"}
+        s = settings.resolve(env)
+        self.assertEqual((s.flags, s.options["rank"], s.rank), (("--scheduler=tcp://h:1",
+                                                                  "--rank=1"), "1", 1))
+        s = settings.resolve(env, settings={"rank": 2})
+        self.assertEqual((s.flags, s.options["rank"], s.rank), (("--scheduler=tcp://h:1",
+                                                                  "--rank=2"), 2, 2))
+        s = settings.resolve(env, ["--rank=-1"])  # the scheduler chooses
+        self.assertEqual((s.options["rank"], s.rank, s.world_size), ("-1", None, 3))
+        s = settings.resolve({"R2SP_SCHEDULER": "tcp://h:1"}, ["--rank=5"])  # no WORLD_SIZE
+        self.assertEqual((s.rank, s.world_size), (5, None))
+
+    def test_bad_rank_and_world_size_name_the_variable(self):
+        sched = {"R2SP_SCHEDULER": "tcp://h:1"}
+        cases = [({"RANK": "one"}, None, "r2sp.torch.init: RANK='one' is not an integer"),
+                 ({"RANK": "1.0", "WORLD_SIZE": "2"}, None,
+                  "r2sp.torch.init: RANK='1.0' is not an integer"),
+                 ({"WORLD_SIZE": "two"}, None,
+                  "r2sp.torch.init: WORLD_SIZE='two' is not an integer"),
+                 ({"RANK": "-1"}, None, "r2sp.torch.init: RANK=-1 is negative; RANK is this "
+                  "worker's index in the job, from 0"),
+                 ({"WORLD_SIZE": "0"}, None, "r2sp.torch.init: WORLD_SIZE=0 is not a number of "
+                  "workers (1 or more)"),
+                 ({"RANK": "2", "WORLD_SIZE": "2"}, None, "r2sp.torch.init: RANK=2 is not below "
+                  "WORLD_SIZE=2 (the ranks are 0 to 1)"),
+                 ({}, ["--rank=abc"], "r2sp.torch.init: --rank='abc' is not an integer"),
+                 ({}, ["--rank"], "r2sp.torch.init: --rank=True is not an integer"),
+                 ({}, ["--rank=-2"], "r2sp.torch.init: --rank=-2 is not a rank (-1: the "
+                  "scheduler chooses)"),
+                 ({"RANK": "0", "WORLD_SIZE": "2"}, ["--rank=2"], "r2sp.torch.init: --rank=2 is "
+                  "not below WORLD_SIZE=2 (the ranks are 0 to 1)")]
+        for env, flags, message in cases:
+            with self.subTest(message=message):
+                with self.assertRaises(ValueError) as e:
+                    settings.resolve(dict(sched, **env), flags)
+                self.assertEqual(str(e.exception), message)
 
     def test_r2sp_scheduler_wins_over_master_addr_and_a_setting_over_both(self):
         env = {"R2SP_SCHEDULER": "tcp://a:1", "MASTER_ADDR": "b", "MASTER_PORT": "2"}

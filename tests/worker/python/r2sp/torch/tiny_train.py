@@ -1,16 +1,20 @@
 """A Python worker for the integration tests (training_test.py): trains a tiny classifier on a
 synthetic data set through r2sp.torch, as a user's script would, and writes what the test
-checks to $TINY_OUT (JSON; "{rank}" in it stands for $RANK): its rank, the parameters before and right after joining and at the
-end, each epoch's sample indices and each step's batch (as yielded, and as batch_size() said),
-its evaluations and finish()'s totals; or, when joining fails, the error (exit status 3).
-$TINY_OUT.steps holds the number of steps done so far. Ctrl-C: prints "interrupted", status 130;
-the worker lost to the job: the error in $TINY_OUT, status 4.
+checks to $TINY_OUT (JSON; "{rank}" in it stands for $RANK): its rank and size as init() gave
+them (before joining; null where RANK or WORLD_SIZE is unset) and once joined, the parameters
+before and right after joining and at the end, each epoch's sample indices and each step's
+batch (as yielded, and as batch_size() said), its evaluations and finish()'s totals; or, when
+joining fails, the error (exit status 3). $TINY_OUT.steps holds the number of steps done so
+far. Ctrl-C: prints "interrupted", status 130; the worker lost to the job: the error in
+$TINY_OUT, status 4.
 
-Each process starts from different random parameters (torch seed = 100 + $RANK), so equal
-parameters after joining show worker 0's became everyone's. $TINY_HIDDEN: the hidden layer's
-width (8); $TINY_STEP_SLEEP: seconds each sample adds to its step (0); $TINY_MODULE=1: the
-optimizer gets module=model (overlapped pulls with --overlap); $TINY_LOADER_WORKERS=N: the
-DataLoader has N worker processes (prefetch_factor 2, persistent). Argument: epochs."""
+Each process starts from different random parameters (torch seed = 100 + $RANK, or
+$TINY_SEED), so equal parameters after joining show worker 0's became everyone's. $TINY_HIDDEN:
+the hidden layer's width (8); $TINY_STEP_SLEEP: seconds each sample adds to its step (0);
+$TINY_MODULE=1: the optimizer gets module=model (overlapped pulls with --overlap);
+$TINY_LOADER_WORKERS=N: the DataLoader has N worker processes (prefetch_factor 2, persistent);
+$TINY_COMPILE=1: the steps' forward runs through torch.compile(model) (PyTorch 2). Argument:
+epochs."""
 
 import json
 import os
@@ -52,18 +56,28 @@ def output():
     return os.environ["TINY_OUT"].replace("{rank}", os.environ.get("RANK", "0"))
 
 
+def known(what):
+    """what() (r2t.rank or r2t.size), or None where it is not known yet."""
+    try:
+        return what()
+    except RuntimeError:
+        return None
+
+
 def main():
     r2t.init()
-    torch.manual_seed(100 + int(os.environ.get("RANK", "0")))
+    before = [known(r2t.rank), known(r2t.size)]  # before the optimizer joins the job
+    torch.manual_seed(int(os.environ.get("TINY_SEED") or 100 + int(os.environ.get("RANK", "0"))))
     hidden = int(os.environ.get("TINY_HIDDEN", "8"))
     pause = float(os.environ.get("TINY_STEP_SLEEP", "0"))
     model = torch.nn.Sequential(torch.nn.Linear(4, hidden), torch.nn.ReLU(),
                                 torch.nn.Linear(hidden, 2))
     initial = flat(model)
     optimizer = join(model)
-    out = {"rank": r2t.rank(), "size": r2t.size(), "mode": r2t.mode(), "initial": initial,
-           "joined": flat(model), "batches": [], "asked": [], "epochs": [], "evals": [],
-           "overlaps_pulls": optimizer.overlaps_pulls}
+    forward = torch.compile(model) if os.environ.get("TINY_COMPILE") == "1" else model
+    out = {"before": before, "rank": r2t.rank(), "size": r2t.size(), "mode": r2t.mode(),
+           "initial": initial, "joined": flat(model), "batches": [], "asked": [], "epochs": [],
+           "evals": [], "overlaps_pulls": optimizer.overlaps_pulls}
     train = data()
     workers = int(os.environ.get("TINY_LOADER_WORKERS", "0"))
     ahead = {"prefetch_factor": 2, "persistent_workers": True} if workers else {}
@@ -74,7 +88,7 @@ def main():
         for x, y, index in loader:
             out["asked"].append(r2t.batch_size())
             optimizer.zero_grad()
-            loss = F.cross_entropy(model(x), y)
+            loss = F.cross_entropy(forward(x), y)
             loss.backward()
             time.sleep(pause * len(y))
             optimizer.step(loss=loss)

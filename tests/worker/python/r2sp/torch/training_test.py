@@ -4,8 +4,10 @@ bsp to completion and end with the same parameters, worker 0's initial ones havi
 everyone's; with the known gradients, torch workers alone and beside a C++ worker end with the
 C++ workers' parameters bit for bit; the bad inputs (a float64 or
 non-contiguous parameter, no scheduler, an unknown flag, another model than the job's) each
-raise their exact error. Also asp, r2sp with --overlap and fp16 pushes, hetero batching (the
-sampler follows the tuned batches; in eawild too), a worker killed mid-epoch (the survivor
+raise their exact error. Workers get the ranks RANK asks for, whatever the order they register
+in, and know them (and WORLD_SIZE) from init() on; a rank the job does not have, or one another
+worker asked for, is refused by the scheduler. Also asp, r2sp with --overlap and fp16 pushes,
+hetero batching (the sampler follows the tuned batches; in eawild too), a worker killed mid-epoch (the survivor
 trains its samples from the next epoch), Ctrl-C, a server lost mid-step (JobLost), and
 tools/launch --worker_cmd (the reported accuracy reaches summary.json). Skipped where the
 binaries are not built."""
@@ -112,6 +114,49 @@ class TrainingTest(unittest.TestCase):
         self.assertEqual([reported for _, reported in evaluator["evals"]], [True, True])
         self.assertEqual(other["evals"], [])
         self.assertEqual(evaluator["finish"]["test_accuracy"], evaluator["evals"][-1][0])
+
+    def test_workers_get_the_ranks_they_ask_for_and_know_them_from_init(self):
+        # RANK=1 registers first and is still worker 1: its shard is 1 and worker 0's (RANK=0,
+        # registered second) initial parameters become everyone's. rank() and size() said so
+        # right after init(), before the optimizer joined.
+        job = Job(workers=2)
+        self.addCleanup(job.close)
+        size = {"WORLD_SIZE": "2"}
+        first = job.torch_worker(1, "--epochs=1 --batch_size=8", "1", script_env=size)
+        self.wait_for(lambda: "1/2 workers" in job.log("scheduler"), job)
+        second = job.torch_worker(0, "--epochs=1 --batch_size=8", "1", script_env=size)
+        self.assertEqual(job.wait([first, second]), [0, 0],
+                         job.log("worker0") + job.log("worker1"))
+        zero, one = job.result(0), job.result(1)
+        self.assertEqual((zero["before"], zero["rank"], zero["size"]), ([0, 2], 0, 2))
+        self.assertEqual((one["before"], one["rank"], one["size"]), ([1, 2], 1, 2))
+        self.assertEqual(sorted(zero["epochs"][0]), list(range(0, 64, 2)))
+        self.assertEqual(sorted(one["epochs"][0]), list(range(1, 64, 2)))
+        self.assertEqual(one["joined"], zero["initial"])
+        self.assertNotEqual(one["initial"], zero["initial"])
+        self.assertRegex(job.log("scheduler"), r"worker registered from tcp://127\.0\.0\.1:\d+ "
+                         r"asking for rank 1 \([01]/1 servers, 1/2 workers\)")
+
+    def test_a_rank_out_of_range_or_asked_for_twice_is_refused_by_the_scheduler(self):
+        job = Job(workers=2)
+        self.addCleanup(job.close)
+        flags = "--epochs=1 --batch_size=8"
+        # RANK without WORLD_SIZE: only the scheduler knows the job's size.
+        beyond = job.torch_worker(2, flags, "1")
+        self.assertEqual(job.wait([beyond]), [3], job.log("worker2"))
+        self.assertEqual(job.result(2)["error"], [
+            "R2SPError", "INVALID_ARGUMENT", "cannot join the job: registration refused: this "
+            "worker asks for rank 2, but the job has 2 workers (ranks 0 to 1)"])
+        first = job.torch_worker(0, flags, "1")
+        self.wait_for(lambda: "1/2 workers" in job.log("scheduler"), job)
+        twice = job.torch_worker(1, flags, "1", script_env={"RANK": "0"})
+        self.assertEqual(job.wait([twice]), [3], job.log("worker1"))
+        kind, code, message = job.result(1)["error"]
+        self.assertEqual((kind, code), ("R2SPError", "FAILED_PRECONDITION"))
+        self.assertRegex(message, r"^cannot join the job: registration refused: this worker asks "
+                         r"for rank 0, which the worker registered from "
+                         r"tcp://127\.0\.0\.1:\d+ asked for already$")
+        self.assertIsNone(first.poll())  # still waiting for a second worker
 
     def test_asp_and_r2sp_with_overlap_and_fp16_pushes(self):
         for sync, flags in (("asp", ""), ("r2sp", "--overlap --push_codec=fp16")):
@@ -227,8 +272,10 @@ class TrainingTest(unittest.TestCase):
             for epoch, indices in enumerate(r["epochs"]):
                 self.assertEqual(len(indices), sum(r["batches"][4 * epoch:4 * epoch + 4]))
             self.assertIn(r["batches"][-1], {t[r["rank"]] for t in tuned} | {8})
-        fast, slow = results  # worker 1 is the slower
-        self.assertLess(slow["batches"][-1], fast["batches"][-1], tuned)
+        # The job's batches (batch_size() at each step) follow the tuner at once: the slower
+        # worker (1) ends with the smaller one.
+        fast, slow = results
+        self.assertLess(slow["asked"][-1], fast["asked"][-1], tuned)
 
     def test_ctrl_c_while_joining_and_while_training(self):
         job = Job(workers=2)
