@@ -3,7 +3,7 @@ bf16 autocast, clipping, accumulation over 2 micro-batches, 2 DataLoader workers
 checkpoint) on Fashion-MNIST, 2 processes and 300 steps of 64 samples each: through R2SP in bsp
 it ends within half a point of the same script under DDP (the same batches: DDP trains R2SP's
 order); in r2sp within 3 points (asynchronous Adam updates, each of half the global batch
-on parameters a push old, trail DDP by 1 to 2 points after 300 steps: docs/RESULTS.md). The evaluating worker's
+on parameters a push old, trail DDP by 1 to 2 points: docs/RESULTS.md). The evaluating worker's
 checkpoint holds the final model, the optimizer's groups and the schedule's position; the
 script also runs alone. Skipped without the data set, the binaries or torch."""
 
