@@ -249,6 +249,18 @@ zmq::message_t PartitionState::PredictedPullFrame(const Prediction& p) {
   return FrameOver(out);
 }
 
+zmq::message_t PartitionState::PredictedScriptFrame(const std::vector<wire::OptimizerRun>& runs,
+                                                   double steps, float fraction, int updates) {
+  std::shared_ptr<Buffer> out = FreePredictedBuffer();
+  const float* second = second_.empty() ? nullptr : second_.data();
+  for (const wire::OptimizerRun& run : runs) {
+    PredictScriptRun(run.settings, steps, fraction, updates, current_->values.data() + run.begin,
+                     momentum_.data() + run.begin, second == nullptr ? nullptr : second + run.begin,
+                     out->values.data() + run.begin, run.end - run.begin);
+  }
+  return FrameOver(out);
+}
+
 template <typename T>
 zmq::message_t PartitionState::FrameOver(const std::shared_ptr<BufferOf<T>>& buffer) {
   buffer->in_flight.fetch_add(1, std::memory_order_relaxed);

@@ -81,6 +81,11 @@ class PartitionState {
   // that term (until then it counts as zero): one more buffer per update, only for jobs that
   // use prediction.
   zmq::message_t PredictedPullFrame(const Prediction& p);
+  // The same for a partition a script's optimizer updates: the weights after `updates` more
+  // updates of `fraction` each, moving as its latest moments say (PredictScriptRun), at the
+  // partition's `steps`.
+  zmq::message_t PredictedScriptFrame(const std::vector<wire::OptimizerRun>& runs, double steps,
+                                      float fraction, int updates);
   // The current weights (for tests and checkpoints).
   const float* weights() const { return current_->values.data(); }
   const float* momentum() const { return momentum_.data(); }

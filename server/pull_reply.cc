@@ -31,6 +31,12 @@ Message PullReplier::Build(HeldPartition& held, const wire::PullRequest& pull, d
   if (pull.predict_updates > 0 && (held.script_runs.empty() || held.script_sgd)) {
     frame = held.state.PredictedPullFrame(
         PredictionFor(held, held.steps, pull.predict_fraction, pull.predict_updates));
+  } else if (pull.predict_updates > 0) {  // a script's Adam: as its moments say
+    const float each = per_sample_updates_
+                           ? pull.predict_fraction / static_cast<float>(pull.predict_updates)
+                           : 1.0f;
+    frame = held.state.PredictedScriptFrame(held.script_runs, held.steps, each,
+                                            pull.predict_updates);
   } else if (pull.codec == proto::FP16) {
     frame = held.state.Fp16PullFrame();  // encoded once per version
     codec = proto::FP16;

@@ -4,6 +4,7 @@
 // them in Python, then used as fp32 scalars.
 #include "server/script_optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "common/target_clones.h"
@@ -104,6 +105,27 @@ void ApplyAdam(const proto::OptimizerSettings& s, const ScriptUpdate& u, const f
 }
 
 }  // namespace
+
+void PredictScriptRun(const proto::OptimizerSettings& s, double steps, float fraction,
+                      int updates, const float* weights, const float* first, const float* second,
+                      float* out, size_t n) {
+  if (s.kind() == proto::OPTIMIZER_SGD || second == nullptr || !(steps > 0)) {
+    std::copy(weights, weights + n, out);
+    return;
+  }
+  const float move = static_cast<float>(s.lr() * fraction * updates /
+                                        (1.0 - std::pow(s.beta1(), steps)));
+  const float root_correction2 = static_cast<float>(std::sqrt(1.0 - std::pow(s.beta2(), steps)));
+  const float eps = static_cast<float>(s.eps());
+  const float decay = s.kind() == proto::OPTIMIZER_ADAMW
+                          ? static_cast<float>(std::pow(1.0 - s.lr() * fraction * s.weight_decay(),
+                                                        updates))
+                          : 1.0f;
+  for (size_t i = 0; i < n; ++i) {
+    out[i] = weights[i] * decay -
+             move * first[i] / (std::sqrt(second[i]) / root_correction2 + eps);
+  }
+}
 
 std::optional<SgdOptions> AsServerSgd(const std::vector<wire::OptimizerRun>& runs) {
   if (runs.empty()) return std::nullopt;

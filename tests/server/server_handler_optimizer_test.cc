@@ -434,6 +434,29 @@ TEST_F(ServerHandlerOptimizerTest, PredictedPullWithRunsAnswersTheCurrentWeights
   EXPECT_EQ(Pull(*handler), (std::vector<float>{-0.625f, -3.625f, -0.625f, 0.375f}));
 }
 
+// A predicted pull of a partition the script's Adam updates answers where the weights will
+// be after the asked-for updates, each moving as the latest moments say:
+//   w - k lr f m^ / (sqrt(v^) + eps), bias corrected at the partition's steps.
+TEST_F(ServerHandlerOptimizerTest, APredictedPullOfAdamMovesAsItsMomentsSay) {
+  auto handler = MakeHandler(proto::ASP, 1);
+  const proto::OptimizerSettings adam = Adam(proto::OPTIMIZER_ADAM, 0.1, 0);
+  const proto::PartitionOptimizer runs = OneRun(adam);
+  ASSERT_TRUE(Push(*handler, 0, {0.5f, 1, 2, -1}, &runs).ok());
+  ASSERT_TRUE(Push(*handler, 0, {1, -0.5f, -0.5f, 0.5f}, &runs).ok());  // 2 whole steps
+  const proto::PartitionCheckpoint state = handler->Snapshot().partitions(0);
+  const std::vector<float> w = *handler->Weights(0);
+  const std::vector<float> m = Floats(state.momentum()), v = Floats(state.second_moment());
+  // Pull(): 2 updates carrying 0.5 of a step between them, 0.25 each.
+  const std::vector<float> predicted = Pull(*handler, /*predict_updates=*/2);
+  const double c1 = 1 - std::pow(0.9, 2), c2 = 1 - std::pow(0.999, 2);
+  for (size_t i = 0; i < kN; ++i) {
+    const double move = 2 * 0.1 * 0.25 * (m[i] / c1) / (std::sqrt(v[i] / c2) + 1e-8);
+    EXPECT_NEAR(predicted[i], w[i] - move, 1e-6) << i;
+    EXPECT_NE(predicted[i], w[i]) << i;
+  }
+  EXPECT_EQ(Pull(*handler), w);  // a plain pull: the current weights
+}
+
 // A script's SGD that is the server's (no dampening, no nesterov, one rate) updates and
 // predicts as the server's own SGD with those settings does, bit for bit: r2sp's predicted
 // pulls keep working for Python workers.

@@ -1,9 +1,9 @@
 """examples/pytorch/vit_recipe.py (a ViT with AdamW, no-decay groups, warm-up and cosine,
 bf16 autocast, clipping, accumulation over 2 micro-batches, 2 DataLoader workers, a
-checkpoint) on Fashion-MNIST, 2 processes and 300 steps of 64 samples each: through R2SP in bsp
-it ends within half a point of the same script under DDP (the same batches: DDP trains R2SP's
-order); in r2sp within 3 points (asynchronous Adam updates, each of half the global batch
-on parameters a push old, trail DDP by 1 to 2 points: docs/RESULTS.md). The evaluating worker's
+checkpoint) on Fashion-MNIST, 2 processes and one epoch (468 steps of 64 samples each):
+through R2SP, in bsp and in r2sp (asynchronous Adam updates, each pull predicted from the
+moments), it ends within half a point of the same script under DDP (the same batches: DDP
+trains R2SP's order). The evaluating worker's
 checkpoint holds the final model, the optimizer's groups and the schedule's position; the
 script also runs alone. Skipped without the data set, the binaries or torch."""
 
@@ -27,7 +27,8 @@ DDP_LAUNCH = os.path.join(example_paths.EXAMPLES, "ddp_launch.py")
 DATA = "/usr/share/datasets/fashion-mnist"
 NEEDED = [os.path.join(BIN_DIR, p) for p in ("scheduler/scheduler", "server/server",
                                              "worker/worker", "worker/python/_core.so")]
-FLAGS = ["--threads=1", "--max_steps=300", "--epochs=1"]
+FLAGS = ["--threads=1", "--epochs=1"]
+STEPS = 468
 
 
 def cannot_run():
@@ -71,7 +72,7 @@ class VitRecipeTest(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         with open(os.path.join(run_dir, "summary.json")) as f:
             summary = json.load(f)
-        self.assertEqual(summary["iterations"], 300, summary)
+        self.assertEqual(summary["iterations"], STEPS, summary)
         return summary["final_test_accuracy"]
 
     def test_bsp_within_half_a_point_of_ddp_and_the_checkpoint(self):
@@ -83,17 +84,17 @@ class VitRecipeTest(unittest.TestCase):
         import torch
         import vit_recipe
         state = torch.load(checkpoint)
-        self.assertEqual(state["steps"], 300)
-        self.assertEqual(state["schedule"]["last_epoch"], 300)
+        self.assertEqual(state["steps"], STEPS)
+        self.assertEqual(state["schedule"]["last_epoch"], STEPS)
         self.assertEqual([g["weight_decay"] for g in state["optimizer"]["param_groups"]],
                          [0.05, 0.0])
         model = vit_recipe.ViT()
         model.load_state_dict(state["model"])  # every tensor, by name and shape
 
-    def test_r2sp_within_three_points_of_ddp(self):
+    def test_r2sp_within_half_a_point_of_ddp(self):
         accuracy = self.r2sp("r2sp")
         print(f"r2sp {accuracy}, ddp {self.ddp['test_accuracy']}", file=sys.stderr)
-        self.assertLessEqual(abs(accuracy - self.ddp["test_accuracy"]), 0.03)
+        self.assertLessEqual(abs(accuracy - self.ddp["test_accuracy"]), 0.005)
 
     def test_alone(self):
         r = subprocess.run([sys.executable, SCRIPT, "--backend=single", "--threads=1",
