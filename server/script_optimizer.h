@@ -40,8 +40,9 @@ void ApplyScriptOptimizer(const proto::OptimizerSettings& s, const ScriptUpdate&
 // Where n weights of a run will be after `updates` more updates of `fraction` of a step each,
 // were each to move as the latest moments say (r2sp's predicted pulls): Adam and AdamW move by
 // lr f m^ / (sqrt(v^) + eps) an update (AdamW's weights also decay by 1 - lr f wd), the bias
-// corrected at `steps` (the partition's global-batch steps, > 0); an SGD run the server's own formulation does not cover predicts
-// no move. `second` may be null before an Adam update (no move then either).
+// corrected at `steps` (the partition's global-batch steps, > 0); an SGD run the server's own
+// formulation does not cover predicts no move. `second` may be null before an Adam update (no
+// move then either).
 void PredictScriptRun(const proto::OptimizerSettings& s, double steps, float fraction,
                       int updates, const float* weights, const float* first, const float* second,
                       float* out, size_t n);
