@@ -170,23 +170,31 @@ TEST(SchedulerClientTest, HeartbeatsAnsweredAfterALeaveAreNoVerdict) {
 // Whichever registers first, the worker that asked for rank 1 gets it and the other takes the
 // rank left; a rank the job does not have is refused with the scheduler's words.
 TEST(SchedulerClientTest, AWorkerGetsTheRankItAskedFor) {
-  testing::InProcessNetwork network;
-  SchedulerCore core(OneServerTwoWorkers(), network.Client("scheduler"));
-  network.Serve("scheduler", &core);
-  std::vector<std::unique_ptr<SchedulerClient>> clients = RegisterJob(network, {1, -1});
+  // Each network stops its loop (reset) before the scheduler it serves goes, so no tick reaches
+  // a scheduler already destroyed.
+  auto network = std::make_unique<testing::InProcessNetwork>();
+  auto core = std::make_unique<SchedulerCore>(OneServerTwoWorkers(), network->Client("scheduler"));
+  network->Serve("scheduler", core.get());
+  std::vector<std::unique_ptr<SchedulerClient>> clients = RegisterJob(*network, {1, -1});
   EXPECT_EQ(clients[1]->rank(), 1);
   EXPECT_EQ(clients[2]->rank(), 0);
+  clients.clear();
+  network.reset();
 
-  testing::InProcessNetwork other;
-  SchedulerCore refusing(OneServerTwoWorkers(), other.Client("scheduler"));
-  other.Serve("scheduler", &refusing);
-  SchedulerClient client(other.Client("w"), ClientOptions("w"));
-  std::vector<proto::TensorSpec> model(1);
-  model[0].set_name("w");
-  model[0].set_num_elements(10);
-  EXPECT_EQ(client.Register(proto::WORKER, model, false, 2).status(),
-            absl::InvalidArgumentError("registration refused: this worker asks for rank 2, but "
-                                       "the job has 2 workers (ranks 0 to 1)"));
+  auto other = std::make_unique<testing::InProcessNetwork>();
+  auto refusing =
+      std::make_unique<SchedulerCore>(OneServerTwoWorkers(), other->Client("scheduler"));
+  other->Serve("scheduler", refusing.get());
+  {
+    SchedulerClient client(other->Client("w"), ClientOptions("w"));
+    std::vector<proto::TensorSpec> model(1);
+    model[0].set_name("w");
+    model[0].set_num_elements(10);
+    EXPECT_EQ(client.Register(proto::WORKER, model, false, 2).status(),
+              absl::InvalidArgumentError("registration refused: this worker asks for rank 2, "
+                                         "but the job has 2 workers (ranks 0 to 1)"));
+  }
+  other.reset();
 }
 
 }  // namespace
