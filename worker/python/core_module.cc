@@ -27,6 +27,7 @@
 #include "common/live_shards.h"
 #include "glog/logging.h"
 #include "worker/python/client_session.h"
+#include "worker/python/py_values.h"
 #include "worker/python/signal_pipe.h"
 #include "worker/session_option_map.h"
 #include "worker/synthetic_workload.h"
@@ -62,90 +63,6 @@ struct FlatBuffer {
   int64_t count;
   bool fp16;
 };
-
-// One parameter group's settings from a dict: "kind" ("sgd", "adam" or "adamw") and any of
-// lr, weight_decay, momentum, dampening, nesterov, beta1, beta2, eps (the servers check the
-// values: wire::CheckOptimizerSettings). ValueError for another kind or key.
-proto::OptimizerSettings OptimizerSettingsOf(const py::dict& group) {
-  static const std::map<std::string, proto::OptimizerKind> kinds = {
-      {"sgd", proto::OPTIMIZER_SGD}, {"adam", proto::OPTIMIZER_ADAM},
-      {"adamw", proto::OPTIMIZER_ADAMW}};
-  using Setter = void (proto::OptimizerSettings::*)(double);
-  static const std::map<std::string, Setter> numbers = {
-      {"lr", &proto::OptimizerSettings::set_lr},
-      {"weight_decay", &proto::OptimizerSettings::set_weight_decay},
-      {"momentum", &proto::OptimizerSettings::set_momentum},
-      {"dampening", &proto::OptimizerSettings::set_dampening},
-      {"beta1", &proto::OptimizerSettings::set_beta1},
-      {"beta2", &proto::OptimizerSettings::set_beta2},
-      {"eps", &proto::OptimizerSettings::set_eps}};
-  proto::OptimizerSettings settings;
-  for (const auto& [key, value] : group) {
-    const std::string name = py::cast<std::string>(py::str(key));
-    if (name == "kind") {
-      const auto kind = kinds.find(py::cast<std::string>(value));
-      if (kind == kinds.end()) {
-        throw py::value_error("optimizer kind '" + py::cast<std::string>(value) +
-                              "' is not sgd, adam or adamw");
-      }
-      settings.set_kind(kind->second);
-    } else if (name == "nesterov") {
-      settings.set_nesterov(py::cast<bool>(value));
-    } else if (const auto number = numbers.find(name); number != numbers.end()) {
-      (settings.*(number->second))(py::cast<double>(value));
-    } else {
-      throw py::value_error("optimizer setting '" + name + "' is not one the servers apply");
-    }
-  }
-  return settings;
-}
-
-// A Python dict of worker options (str -> bool, int, float or str) as typed option values.
-std::map<std::string, OptionValue> OptionValues(const py::dict& options) {
-  std::map<std::string, OptionValue> values;
-  for (const auto& [key, value] : options) {
-    if (!py::isinstance<py::str>(key)) {
-      throw py::type_error("worker option names are strings, not " + std::string(py::repr(key)));
-    }
-    const std::string name = py::cast<std::string>(key);
-    if (py::isinstance<py::bool_>(value)) {
-      values[name] = py::cast<bool>(value);
-    } else if (py::isinstance<py::int_>(value)) {
-      try {
-        values[name] = py::cast<int64_t>(value);
-      } catch (const py::cast_error&) {
-        throw py::value_error("worker option '" + name + "' is out of range: " +
-                              std::string(py::repr(value)));
-      }
-    } else if (py::isinstance<py::float_>(value)) {
-      values[name] = py::cast<double>(value);
-    } else if (py::isinstance<py::str>(value)) {
-      values[name] = py::cast<std::string>(value);
-    } else {
-      throw py::type_error("worker option '" + name + "' takes a bool, int, float or str, not " +
-                           std::string(py::repr(value)));
-    }
-  }
-  return values;
-}
-
-std::vector<ClientTensor> TensorList(const py::list& tensors) {
-  std::vector<ClientTensor> specs;
-  for (const py::handle item : tensors) {
-    ClientTensor t;
-    try {
-      const py::sequence pair = py::cast<py::sequence>(item);
-      if (pair.size() != 2) throw py::cast_error();
-      t.name = py::cast<std::string>(pair[0]);
-      t.shape = py::cast<std::vector<int64_t>>(pair[1]);
-    } catch (const py::cast_error&) {
-      throw py::type_error("each tensor is a (name, shape) pair: a str and a sequence of ints, "
-                           "not " + std::string(py::repr(item)));
-    }
-    specs.push_back(std::move(t));
-  }
-  return specs;
-}
 
 // r2sp._core.Worker: the session, its buffers, the job it joined, and the signal pipe that lets
 // Ctrl-C reach the session while it is in the job.
@@ -371,11 +288,7 @@ void BindWorker(py::module_& m) {
          py::arg("began") = 0.0)
       .def("set_optimizer", [](Worker& x, const py::list& groups,
                                const std::vector<int>& tensor_groups) {
-        std::vector<proto::OptimizerSettings> settings;
-        for (const py::handle group : groups) {
-          settings.push_back(OptimizerSettingsOf(py::cast<py::dict>(group)));
-        }
-        Check(x.session().SetOptimizer(settings, tensor_groups));
+        Check(x.session().SetOptimizer(OptimizerGroups(groups), tensor_groups));
       }, py::arg("groups"), py::arg("tensor_groups"))
       .def("pull_centre", [](Worker& x) {
         ReleasedStatus([&x] { return x.session().PullCentre(); });
