@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "common/codec/fp16.h"
 #include "glog/logging.h"
@@ -154,7 +155,8 @@ void PartitionState::Apply(const std::vector<wire::OptimizerRun>& runs, float sc
     g = dense_.data();
   }
   for (const wire::OptimizerRun& run : runs) {
-    if (run.settings.kind() != proto::OPTIMIZER_SGD && second_.empty()) {
+    const proto::OptimizerKind kind = run.settings.kind();
+    if ((kind == proto::OPTIMIZER_ADAM || kind == proto::OPTIMIZER_ADAMW) && second_.empty()) {
       second_.assign(num_elements_, 0.0f);
     }
   }
@@ -177,6 +179,26 @@ void PartitionState::Apply(const std::vector<wire::OptimizerRun>& runs, float sc
 void PartitionState::Skip() {
   DCHECK(initialized_);
   ++version_;
+  ++skipped_;
+}
+
+void PartitionState::Skip(const std::vector<wire::OptimizerRun>& runs) {
+  DCHECK(initialized_);
+  const bool averages = std::any_of(runs.begin(), runs.end(), [](const wire::OptimizerRun& r) {
+    return r.settings.kind() == proto::OPTIMIZER_AVERAGE;
+  });
+  if (!averages) {
+    Skip();
+    return;
+  }
+  Buffer* out = OutputBuffer();
+  if (out != current_.get()) out->values = current_->values;
+  for (const wire::OptimizerRun& run : runs) {
+    if (run.settings.kind() != proto::OPTIMIZER_AVERAGE) continue;
+    std::fill(out->values.begin() + run.begin, out->values.begin() + run.end,
+              std::numeric_limits<float>::quiet_NaN());
+  }
+  Commit(out);
   ++skipped_;
 }
 

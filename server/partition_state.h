@@ -65,6 +65,9 @@ class PartitionState {
   // A bsp clock every worker skipped (proto PushInfo.skip): no update, version += 1 (the
   // clock's pulls are answered with the weights as they are). REQUIRES: initialized().
   void Skip();
+  // The same for a partition the script's `runs` update: an AVERAGE run's values (the clock's
+  // averaged gradient) become NaN, for there is no average; the other runs keep theirs.
+  void Skip(const std::vector<wire::OptimizerRun>& runs);
   // Elastic averaging's centre update: weights += delta, no optimizer (momentum untouched);
   // version += 1. REQUIRES: initialized().
   void Add(const float* delta);

@@ -109,7 +109,8 @@ void ApplyAdam(const proto::OptimizerSettings& s, const ScriptUpdate& u, const f
 void PredictScriptRun(const proto::OptimizerSettings& s, double steps, float fraction,
                       int updates, const float* weights, const float* first, const float* second,
                       float* out, size_t n) {
-  if (s.kind() == proto::OPTIMIZER_SGD || second == nullptr || !(steps > 0)) {
+  if (s.kind() == proto::OPTIMIZER_SGD || s.kind() == proto::OPTIMIZER_AVERAGE ||
+      second == nullptr || !(steps > 0)) {
     std::copy(weights, weights + n, out);
     return;
   }
@@ -148,7 +149,9 @@ std::optional<SgdOptions> AsServerSgd(const std::vector<wire::OptimizerRun>& run
 void ApplyScriptOptimizer(const proto::OptimizerSettings& s, const ScriptUpdate& update,
                           const float* grad, const float* weight_in, float* weight_out,
                           float* first, float* second, size_t n) {
-  if (s.kind() == proto::OPTIMIZER_SGD) {
+  if (s.kind() == proto::OPTIMIZER_AVERAGE) {
+    for (size_t i = 0; i < n; ++i) weight_out[i] = update.scale * grad[i];
+  } else if (s.kind() == proto::OPTIMIZER_SGD) {
     ApplySgd(s, update, grad, weight_in, weight_out, first, n);
   } else {
     ApplyAdam(s, update, grad, weight_in, weight_out, first, second, n);

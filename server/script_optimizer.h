@@ -32,7 +32,8 @@ struct ScriptUpdate {
 
 // One update of n values with settings `s` (checked already: wire::CheckOptimizerSettings).
 // `first` is SGD's momentum buffer or Adam's exp_avg, `second` Adam's exp_avg_sq (unused by
-// SGD, may be null then). weight_out may equal weight_in (in place).
+// SGD, may be null then). AVERAGE sets the weights to scale * grad (the clock's average).
+// weight_out may equal weight_in (in place).
 void ApplyScriptOptimizer(const proto::OptimizerSettings& s, const ScriptUpdate& update,
                           const float* grad, const float* weight_in, float* weight_out,
                           float* first, float* second, size_t n);
@@ -41,8 +42,8 @@ void ApplyScriptOptimizer(const proto::OptimizerSettings& s, const ScriptUpdate&
 // were each to move as the latest moments say (r2sp's predicted pulls): Adam and AdamW move by
 // lr f m^ / (sqrt(v^) + eps) an update (AdamW's weights also decay by 1 - lr f wd), the bias
 // corrected at `steps` (the partition's global-batch steps, > 0); an SGD run the server's own
-// formulation does not cover predicts no move. `second` may be null before an Adam update (no
-// move then either).
+// formulation does not cover, and an AVERAGE run, predict no move. `second` may be null before
+// an Adam update (no move then either).
 void PredictScriptRun(const proto::OptimizerSettings& s, double steps, float fraction,
                       int updates, const float* weights, const float* first, const float* second,
                       float* out, size_t n);

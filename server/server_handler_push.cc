@@ -13,6 +13,19 @@
 namespace r2sp {
 namespace {
 
+// InvalidArgument for an AVERAGE run outside bsp: only a clock has an average.
+absl::Status CheckAverageRuns(const std::vector<wire::OptimizerRun>& runs, proto::SyncMode sync) {
+  if (sync == proto::BSP) return absl::OkStatus();
+  for (const wire::OptimizerRun& run : runs) {
+    if (run.settings.kind() == proto::OPTIMIZER_AVERAGE) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "optimizer settings: AVERAGE (each worker applies its own optimizer to the clock's "
+          "averaged gradient) needs bsp; this job's mode is ", SyncModeName(sync)));
+    }
+  }
+  return absl::OkStatus();
+}
+
 // The script's optimizer a push carried (none: the partition keeps its latest).
 void AdoptScriptRuns(HeldPartition& held, std::vector<wire::OptimizerRun> runs) {
   if (runs.empty()) return;
@@ -54,6 +67,7 @@ absl::Status ServerHandler::HandlePush(Message& request, Responder& responder) {
   if (header.push().has_optimizer() && !Elastic(options_.sync)) {
     R2SP_ASSIGN_OR_RETURN(runs, wire::DecodeOptimizerRuns(header.push().optimizer(),
                                                           held.state.num_elements()));
+    R2SP_RETURN_IF_ERROR(CheckAverageRuns(runs, options_.sync));
   }
   R2SP_RETURN_IF_ERROR(ApplyPush(held, header, grad, std::move(runs)));
   responder.ReplyStatus(absl::OkStatus());
@@ -165,7 +179,7 @@ void ServerHandler::MaybeCompleteClock(HeldPartition& held) {
       held.state.Add(held.aggregator->sum());  // the centre moves by the round's sum
       held.steps += options_.elastic_period;
     } else if (held.aggregator->contributors() == 0) {  // every worker skipped the clock
-      held.state.Skip();
+      held.state.Skip(held.script_runs);
       held.steps += 1;
     } else if (!held.script_runs.empty() && !held.script_sgd) {
       held.state.Apply(held.script_runs, held.aggregator->scale(), 1.0f, held.steps + 1,

@@ -53,6 +53,8 @@ absl::Status CheckOptimizerSettings(const proto::OptimizerSettings& s) {
     case proto::OPTIMIZER_ADAM:
     case proto::OPTIMIZER_ADAMW:
       return CheckAdam(s);
+    case proto::OPTIMIZER_AVERAGE:
+      return absl::OkStatus();
     default:
       return Bad(absl::StrCat("unknown optimizer kind ", static_cast<int>(s.kind())));
   }

@@ -24,8 +24,9 @@ struct OptimizerRun {
 };
 
 // InvalidArgument naming the setting, unless `settings` is one the servers apply: kind SGD,
-// Adam or AdamW; lr and weight_decay finite and >= 0; SGD momentum in [0, 1), dampening in
-// [0, 1], nesterov only with momentum > 0 and dampening 0; Adam betas in [0, 1), eps > 0.
+// Adam, AdamW or AVERAGE; lr and weight_decay finite and >= 0; SGD momentum in [0, 1),
+// dampening in [0, 1], nesterov only with momentum > 0 and dampening 0; Adam betas in [0, 1),
+// eps > 0.
 absl::Status CheckOptimizerSettings(const proto::OptimizerSettings& settings);
 
 // The runs of a partition of `num_elements` values. InvalidArgument for no runs, ends that do

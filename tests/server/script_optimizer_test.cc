@@ -69,6 +69,22 @@ TEST(ScriptOptimizerTest, SgdPlainWithWeightDecay) {
   EXPECT_EQ(st.first, (std::vector<float>{0, 0}));  // no momentum: no buffer
 }
 
+TEST(ScriptOptimizerTest, AverageSetsTheWeightsToTheScaledGradientAndKeepsNoState) {
+  proto::OptimizerSettings s;
+  s.set_kind(proto::OPTIMIZER_AVERAGE);
+  State st({1, -2, 7});
+  st.Apply(s, 1, {3, 0.5f, -6}, /*scale=*/0.25f);
+  EXPECT_EQ(st.weights, (std::vector<float>{0.75f, 0.125f, -1.5f}));
+  st.Apply(s, 2, {1, 1, 1}, 0.5f, 1.0f, /*in_place=*/true);
+  EXPECT_EQ(st.weights, (std::vector<float>{0.5f, 0.5f, 0.5f}));
+  EXPECT_EQ(st.first, (std::vector<float>{0, 0, 0}));
+  EXPECT_EQ(st.second, (std::vector<float>{0, 0, 0}));
+  std::vector<float> predicted(3, -1.0f);
+  PredictScriptRun(s, 2.0, 0.5f, 3, st.weights.data(), st.first.data(), st.second.data(),
+                   predicted.data(), 3);
+  EXPECT_EQ(predicted, st.weights);  // nothing to predict: the value is an average
+}
+
 TEST(ScriptOptimizerTest, SgdMomentumWithDampeningTakesTheFirstGradientWhole) {
   // torch: buf = d on the first step, then buf = 0.5 buf + (1 - 0.5) d;  w -= 0.5 buf.
   const proto::OptimizerSettings s = Sgd(0.5, 0.5, 0.5, 0);

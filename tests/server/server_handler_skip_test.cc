@@ -2,12 +2,16 @@
 // GradScaler skips it): in bsp the clock averages the other workers' gradients (weighted ones
 // renormalised), and a clock every worker skipped moves nothing, its version still advancing
 // and a script's Adam not counting it; asynchronous modes acknowledge and apply nothing; a skip
-// with values, or in eawild, is refused with the state untouched.
+// with values, or in eawild, is refused with the state untouched. AVERAGE runs (each worker's
+// own optimizer) hold the clock's average, NaN after a clock every worker skipped, bsp only.
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "common/sync_modes.h"
 #include "gtest/gtest.h"
 #include "server/server_handler.h"
 #include "tests/testing/fakes.h"
@@ -131,6 +135,54 @@ TEST_F(ServerHandlerSkipTest, AClockEveryWorkerSkippedMovesNothingAndAdamDoesNot
   ASSERT_TRUE(restored->Restore(handler->Snapshot()).ok());
   EXPECT_EQ(restored->Snapshot().partitions(0).updates(), 1);
   EXPECT_EQ(restored->Snapshot().partitions(0).version(), 2);
+}
+
+// Runs of the partition's kN values: [0, split) with `first`, [split, kN) AVERAGE.
+proto::PartitionOptimizer AverageRuns(size_t split, proto::OptimizerKind first) {
+  proto::PartitionOptimizer runs;
+  if (split > 0) {
+    proto::OptimizerRun* run = runs.add_runs();
+    run->set_end(split);
+    run->mutable_settings()->set_kind(first);
+    run->mutable_settings()->set_lr(0.5);
+  }
+  proto::OptimizerRun* average = runs.add_runs();
+  average->set_end(kN);
+  average->mutable_settings()->set_kind(proto::OPTIMIZER_AVERAGE);
+  return runs;
+}
+
+TEST_F(ServerHandlerSkipTest, AverageRunsHoldTheClocksAverageAndNaNWhenEveryWorkerSkipped) {
+  auto handler = MakeHandler(proto::BSP, 3);
+  const proto::PartitionOptimizer runs = AverageRuns(1, proto::OPTIMIZER_SGD);
+  ASSERT_TRUE(Push(*handler, 0, 0, {2, 2, 2, 2}, 0.0f, &runs).ok());
+  ASSERT_TRUE(Skip(*handler, 1, 0).ok());
+  ASSERT_TRUE(Push(*handler, 2, 0, {4, 0, -2, 3}, 0.0f, &runs).ok());
+  // Element 0 takes SGD at lr 0.5 on the average 3; the AVERAGE run holds {1, 0, 2.5}.
+  EXPECT_EQ(*handler->Weights(0), (std::vector<float>{-0.5f, 1, 0, 2.5f}));
+  for (int w = 0; w < 3; ++w) ASSERT_TRUE(Skip(*handler, w, 1).ok());
+  const std::vector<float> skipped = *handler->Weights(0);
+  EXPECT_EQ(skipped[0], -0.5f);  // the SGD run stands still
+  for (size_t i = 1; i < kN; ++i) EXPECT_TRUE(std::isnan(skipped[i])) << i;
+  EXPECT_EQ(handler->Snapshot().partitions(0).version(), 2);
+  EXPECT_EQ(handler->Snapshot().partitions(0).updates(), 1);
+  ASSERT_TRUE(Push(*handler, 0, 2, {1, 1, 1, 1}, 0.0f, &runs).ok());
+  ASSERT_TRUE(Push(*handler, 1, 2, {3, 3, 3, 3}, 0.0f, &runs).ok());
+  ASSERT_TRUE(Push(*handler, 2, 2, {5, 5, 5, 5}, 0.0f, &runs).ok());
+  EXPECT_EQ(*handler->Weights(0), (std::vector<float>{-2.0f, 3, 3, 3}));
+}
+
+TEST_F(ServerHandlerSkipTest, AverageRunsAreRefusedOutsideBspAndChangeNothing) {
+  for (proto::SyncMode sync : {proto::ASP, proto::SSP, proto::R2SP}) {
+    auto handler = MakeHandler(sync, 2);
+    const proto::PartitionOptimizer runs = AverageRuns(0, proto::OPTIMIZER_SGD);
+    EXPECT_EQ(Push(*handler, 0, 0, {2, 2, 2, 2}, 0.0f, &runs),
+              absl::InvalidArgumentError(absl::StrCat(
+                  "optimizer settings: AVERAGE (each worker applies its own optimizer to the "
+                  "clock's averaged gradient) needs bsp; this job's mode is ",
+                  SyncModeName(sync))));
+    EXPECT_EQ(*handler->Weights(0), kInit);
+  }
 }
 
 TEST_F(ServerHandlerSkipTest, AsynchronousSkipsApplyNothing) {

@@ -13,7 +13,7 @@ namespace {
 proto::OptimizerSettings OptimizerSettingsOf(const py::dict& group) {
   static const std::map<std::string, proto::OptimizerKind> kinds = {
       {"sgd", proto::OPTIMIZER_SGD}, {"adam", proto::OPTIMIZER_ADAM},
-      {"adamw", proto::OPTIMIZER_ADAMW}};
+      {"adamw", proto::OPTIMIZER_ADAMW}, {"average", proto::OPTIMIZER_AVERAGE}};
   using Setter = void (proto::OptimizerSettings::*)(double);
   static const std::map<std::string, Setter> numbers = {
       {"lr", &proto::OptimizerSettings::set_lr},
@@ -30,7 +30,7 @@ proto::OptimizerSettings OptimizerSettingsOf(const py::dict& group) {
       const auto kind = kinds.find(py::cast<std::string>(value));
       if (kind == kinds.end()) {
         throw py::value_error("optimizer kind '" + py::cast<std::string>(value) +
-                              "' is not sgd, adam or adamw");
+                              "' is not sgd, adam, adamw or average");
       }
       settings.set_kind(kind->second);
     } else if (name == "nesterov") {

@@ -61,6 +61,9 @@ TEST(CheckOptimizerSettingsTest, AcceptsTorchsSettings) {
   zero_betas.set_beta1(0);
   zero_betas.set_beta2(0);
   EXPECT_TRUE(CheckOptimizerSettings(zero_betas).ok());
+  proto::OptimizerSettings average;
+  average.set_kind(proto::OPTIMIZER_AVERAGE);
+  EXPECT_TRUE(CheckOptimizerSettings(average).ok());
 }
 
 TEST(CheckOptimizerSettingsTest, RefusesEachSettingOutOfRangeNamingIt) {

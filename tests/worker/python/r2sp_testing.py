@@ -127,12 +127,14 @@ class FakeWorker:
     """Records the calls a _core.Worker gets. join() replaces params with `initial` (worker
     0's parameters) when given; submit() "pulls" params - lr * grads; gradient_ready records the
     range's values as they were when reported; pull_centre() "pulls" `centre` (elastic modes);
-    set_optimizer() records the script's optimizer settings in `optimizers`."""
+    set_optimizer() records the script's optimizer settings in `optimizers`. Once the settings
+    sent are "average" (each worker applies its optimizer), submit() "pulls" the gradient
+    itself (the average of one worker's), NaN when skipped, as servers of a 1-worker job."""
 
     def __init__(self, options, tensors, model_name="pytorch", *, steps=(), initial=None, lr=0.5,
                  rank=0, workers=2, mode="bsp", push_codec="fp32", data_world=1, data_shard=0,
                  batch_size=4, evaluates=True, hetero_batching=False, pulls_overlap=False,
-                 elastic_period=0, centre=None, overlap=None):
+                 elastic_period=0, centre=None, overlap=None, first_step=0):
         self.options, self.model_name = dict(options), model_name
         self.tensors, offset = [], 0
         for name, shape in tensors:
@@ -161,6 +163,7 @@ class FakeWorker:
         self.optimizers = []  # set_optimizer's (groups, tensor_groups), in order
         self.began = []  # each submit's `began` (0: the step's compute began when handed out)
         self.staged = None  # params as join() found them
+        self.first_step = first_step
 
     @property
     def overlaps_pulls(self):
@@ -196,6 +199,10 @@ class FakeWorker:
         the step is skipped."""
         self.calls.append(("submit", samples, loss, fp16) + (("skip",) if skip else ()))
         self.began.append(began)
+        if self.optimizers and self.optimizers[-1][0][0]["kind"] == "average":
+            self._params[:] = array.array("f", [float("nan")] * self.size if skip
+                                          else self._grads)
+            return
         if skip:
             return
         for i in range(self.size):

@@ -16,6 +16,7 @@ from . import elastic
 from . import forward_waits
 from . import gradients
 from . import job
+from . import local_step
 from . import server_optimizer
 from . import validation
 from . import state
@@ -31,7 +32,9 @@ class DistributedOptimizer(torch.optim.Optimizer):
       parameters: each parameter group's settings (lr, weight_decay, momentum, dampening,
       nesterov, betas, eps) are read before every step's first push, so learning-rate
       schedulers and any change the script makes to a group apply from the next update.
-      maximize and amsgrad are refused (ValueError), as is any other optimizer class
+      Any other optimizer (RMSprop, Adagrad, Adam with amsgrad, a user's own; not LBFGS) in
+      bsp: each worker applies it to the step's averaged gradient, as Horovod does
+      (local_step.py; its state is this worker's own), and in ssp, asp and r2sp it is refused
       (TypeError). In easgd and eawild any torch optimizer (not LBFGS): it takes the local
       step on this worker's copy after every backward, and every elastic period the worker
       pulls the servers' centre c, computes d = alpha (x - c), sets x <- x - d and pushes d
@@ -96,21 +99,26 @@ class DistributedOptimizer(torch.optim.Optimizer):
         self._entries = [device.Entry(n, p, *layout[n]) for n, p in named]
         self._buffers = device.buffers_for(worker, self._entries)
         self._buffers.stage()
-        if module is not None:
-            worker.enable_forward_waits()
+        if module is not None and server_optimizer.applies(optimizer):
+            worker.enable_forward_waits()  # the pulled values are the parameters
         with STATE.blocking():
             worker.join()
         STATE.worker = worker
         self._worker = worker
         self._elastic = elastic.is_elastic(worker.mode)
-        self._check_for_mode(optimizer)
+        steps_on = self._check_for_mode(optimizer)
         self.steps_submitted = 0  # step() and skip_step() calls (edits.py: a scaler's skips)
         self._exchanged = time.time()  # when the last exchange ended (Unix seconds)
         self._groups = None  # server_optimizer.OptimizerSync outside the elastic modes
         self._groups_synced = False  # this step's settings were sent
         if not self._elastic:
-            self._groups = server_optimizer.OptimizerSync(worker, optimizer, self._entries)
+            self._groups = server_optimizer.OptimizerSync(worker, optimizer, self._entries,
+                                                          local=steps_on == "workers")
         self._buffers.adopt()
+        self._local = None  # local_step.LocalStep where the workers apply the optimizer
+        if steps_on == "workers":
+            self._local = self._left_on_error(
+                lambda: local_step.LocalStep(worker, self._buffers, self._entries, optimizer))
         self._waits = None  # forward_waits.ForwardWaits while pulls overlap
         if worker.overlaps_pulls:
             self._waits = forward_waits.ForwardWaits(worker, self._buffers, module,
@@ -124,13 +132,20 @@ class DistributedOptimizer(torch.optim.Optimizer):
             STATE.begin(train_samples, "DistributedOptimizer")
 
     def _check_for_mode(self, optimizer):
-        """The joined job's mode decides which optimizers it takes: a refusal leaves the job."""
-        try:
+        """The joined job's mode decides which optimizers it takes and where their steps run
+        ("servers", "workers", or None in the elastic modes): a refusal leaves the job."""
+        def check():
             if self._elastic:
-                elastic.check_supported(self._worker, self._entries, optimizer)
-            else:
-                server_optimizer.check(optimizer, self._worker.mode)
-        except (TypeError, ValueError, NotImplementedError) as e:
+                return elastic.check_supported(self._worker, self._entries, optimizer)
+            return server_optimizer.check(optimizer, self._worker.mode)
+        return self._left_on_error(check)
+
+    @staticmethod
+    def _left_on_error(action):
+        """action()'s result; a refusal it raises leaves the job first."""
+        try:
+            return action()
+        except (TypeError, ValueError, NotImplementedError, RuntimeError) as e:
             STATE.abort(f"{type(e).__name__}: {e}")
             raise
 
@@ -248,7 +263,8 @@ class DistributedOptimizer(torch.optim.Optimizer):
         gradient with an inf or NaN (its step() calls this then; r2sp wraps GradScaler.step).
         The servers apply nothing of this worker's for the step (in bsp the step averages the
         others' gradients; if every worker skips, nothing moves), and the parameters are
-        pulled as after step(). In easgd and eawild the local step is skipped. RuntimeError if
+        pulled as after step(); with an optimizer each worker applies, this worker too steps
+        with the others' average, so the copies stay equal. In easgd and eawild the local step is skipped. RuntimeError if
         this step's gradient began to leave during backward (--overlap without
         edits_gradients=True)."""
         if self._worker.overlaps_backward and self._reporter.sent and not self._elastic:
@@ -288,7 +304,9 @@ class DistributedOptimizer(torch.optim.Optimizer):
         STATE.submitted()
         self._groups_synced = False
         self._reporter.reset()
-        if self._waits is not None:
+        if self._local is not None:
+            self._local.after_exchange()  # the average into .grad; the optimizer's step
+        elif self._waits is not None:
             self._waits.pull_started()  # the hooks wait for it and upload (CUDA)
         else:
             self._buffers.after_submit()
@@ -323,8 +341,9 @@ class DistributedOptimizer(torch.optim.Optimizer):
                               finished=lambda: STATE.result is not None)
 
     def state_dict(self):
-        """The wrapped optimizer's state_dict: its parameter groups (outside the elastic modes
-        the moments are the servers': they are in the servers' checkpoints)."""
+        """The wrapped optimizer's state_dict: its parameter groups (with an optimizer the
+        servers apply, the moments are the servers': they are in the servers' checkpoints;
+        with one each worker applies, its state is all here)."""
         return self.optimizer.state_dict()
 
     def load_state_dict(self, state_dict):

@@ -3,7 +3,7 @@ workers running elastic_train.py through the built extension): the exchange is e
 hand-computed reference (known parameters and gradients, torch.optim.SGD as the local step,
 alpha 0.5: easgd over two periods, eawild over one in each order the servers may see), what
 the elastic modes refuse fails the join with the C++ worker's message, an optimizer the servers
-do not apply (RMSprop) in bsp leaves the job with a TypeError, and through
+do not apply (RMSprop) in asp leaves the job with a TypeError, and through
 tools/launch --worker_cmd a 2-worker eawild job with torch.optim.Adam as the local step and an
 easgd job with SGD train to a stated test accuracy of the centre (summary.json). Skipped
 where the binaries are not built."""
@@ -159,15 +159,17 @@ class ElasticJobTest(unittest.TestCase):
             ["R2SPError", "INVALID_ARGUMENT",
              "--momentum_correction does not go with --sync=eawild yet (docs/MODES.md)"]]))
 
-    def test_an_optimizer_the_servers_do_not_apply_in_bsp_leaves_the_job(self):
-        job = self.job("bsp")
+    def test_an_optimizer_the_servers_do_not_apply_in_asp_leaves_the_job(self):
+        job = self.job("asp")
         codes, outputs = job.run("--epochs=1 --batch_size=1", 4, local="rmsprop")
         self.assertEqual(codes, [3, 3])
         self.assertEqual(outputs[0]["error"], [
             "TypeError", None, "r2sp.torch.DistributedOptimizer: RMSprop cannot be applied in "
-            "--sync=bsp: the servers apply torch.optim.SGD, Adam and AdamW (each parameter "
-            "group with its own settings), whose state they keep. Use one of those, or run the "
-            "job in easgd or eawild, whose local step is any torch optimizer"])
+            "--sync=asp: the servers apply torch.optim.SGD, Adam and AdamW (each parameter "
+            "group with its own settings), and each push is applied on its own, with no "
+            "averaged gradient a worker could step with. Use one of those, or --sync=bsp (each "
+            "worker applies any optimizer to the averaged gradient), easgd or eawild (any "
+            "optimizer as the local step)"])
         self.assertEqual(outputs[0], outputs[1])
 
     def launch(self, sync, optimizer, epochs, period):

@@ -81,12 +81,15 @@ class RefusalTest(OptimizerTestBase):
     APPLIED = ("the servers apply torch.optim.SGD, Adam and AdamW (each parameter group with "
                "its own settings)")
 
-    def test_an_optimizer_the_servers_do_not_apply(self):
+    def test_an_optimizer_the_servers_do_not_apply_outside_bsp(self):
         # Known once joined (the mode decides): the worker then leaves the job.
+        self.options = {"mode": "r2sp"}
         model = tiny_model()
-        message = ("r2sp.torch.DistributedOptimizer: RMSprop cannot be applied in --sync=bsp: "
-                   + self.APPLIED + ", whose state they keep. Use one of those, or run the job "
-                   "in easgd or eawild, whose local step is any torch optimizer")
+        message = ("r2sp.torch.DistributedOptimizer: RMSprop cannot be applied in --sync=r2sp: "
+                   + self.APPLIED + ", and each push is applied on its own, with no averaged "
+                   "gradient a worker could step with. Use one of those, or --sync=bsp (each "
+                   "worker applies any optimizer to the averaged gradient), easgd or eawild "
+                   "(any optimizer as the local step)")
         self.assertRaisesExactly(
             TypeError, message,
             self.make, torch.optim.RMSprop(model.parameters()), model.named_parameters())
@@ -94,14 +97,24 @@ class RefusalTest(OptimizerTestBase):
         self.assertEqual(self.workers[0].calls[-1], ("abort", "TypeError: " + message))
         self.assertTrue(state.STATE.aborted)
 
+    def test_lbfgs_is_refused_in_bsp(self):
+        model = tiny_model()
+        self.assertRaisesExactly(
+            TypeError, "r2sp.torch.DistributedOptimizer: LBFGS re-evaluates its closure (a "
+            "backward each time) within one step; R2SP takes one backward per step. Use "
+            "another optimizer",
+            self.make, torch.optim.LBFGS(model.parameters()), model.named_parameters())
+        self.assertEqual(self.workers[0].names(), ["join", "abort"])
+
     def test_a_subclass_is_refused_its_step_being_its_own(self):
         class MySGD(torch.optim.SGD):
             pass
+        self.options = {"mode": "ssp"}
         model = tiny_model()
         with self.assertRaises(TypeError) as e:
             self.make(MySGD(model.parameters(), lr=0.1), model.named_parameters())
         self.assertTrue(str(e.exception).startswith(
-            "r2sp.torch.DistributedOptimizer: MySGD cannot be applied in --sync=bsp"))
+            "r2sp.torch.DistributedOptimizer: MySGD cannot be applied in --sync=ssp"))
 
     def test_not_an_optimizer(self):
         model = tiny_model()
@@ -111,7 +124,7 @@ class RefusalTest(OptimizerTestBase):
             self.make, list(model.parameters()), model.named_parameters())
         self.assertEqual(self.workers, [])
 
-    def test_settings_the_servers_do_not_apply(self):
+    def test_settings_the_servers_do_not_apply_outside_bsp(self):
         for make, key, what in (
                 (lambda ps: torch.optim.SGD(ps, lr=0.1, maximize=True), "maximize",
                  "maximisation"),
@@ -119,13 +132,18 @@ class RefusalTest(OptimizerTestBase):
                 (lambda ps: torch.optim.AdamW(ps, amsgrad=True), "amsgrad", "AMSGrad")):
             model = tiny_model()
             optimizer = make(model.parameters())
+            self.options = {"mode": "asp"}
             with self.subTest(optimizer=type(optimizer).__name__, key=key):
                 state.STATE.__init__()
                 state.STATE.settings = r2t.settings.resolve({"R2SP_SCHEDULER": "tcp://h:1"}, [])
                 self.assertRaisesExactly(
-                    ValueError, f"r2sp.torch.DistributedOptimizer: {type(optimizer).__name__} "
-                    f"{key}=True (param group 0): the servers do not apply {what}; "
-                    f"{self.APPLIED}", self.make, optimizer, model.named_parameters())
+                    TypeError, f"r2sp.torch.DistributedOptimizer: {type(optimizer).__name__} "
+                    f"{key}=True (param group 0) cannot be applied in --sync=asp: the servers "
+                    f"do not apply {what}, and each push is applied on its own, with no "
+                    "averaged gradient a worker could step with. Use one of those, or "
+                    "--sync=bsp (each worker applies any optimizer to the averaged gradient), "
+                    "easgd or eawild (any optimizer as the local step)",
+                    self.make, optimizer, model.named_parameters())
 
     def test_parameter_missing_from_named_parameters(self):
         model = tiny_model()

@@ -3,12 +3,13 @@ servers. Three tensors (w 8x4, b 16, n 48; everyone starts from known values), t
 groups (w: weight decay 0.1 at the base rate; b, n: no weight decay at half of it), a
 LambdaLR scheduler changing the rate every step, and each step's gradient the known one of
 (rank, step) from known_gradient() (the loss sum(p * g), so backward gives g exactly).
-$OPTIMIZER names the optimizer (sgd_nesterov, sgd_dampening, adam, adamw). $ACCUMULATE=N
-(default 1) computes each step in N backward passes of loss / N, all but the last inside
-no_sync(); $CLIP=C (default none) clips the gradient's norm to C before step() (announced:
-edits_gradients=True); $SKIP=R:S makes worker R skip step S (optimizer.skip_step(), as a
-GradScaler skips a step with an inf or NaN). Writes the final parameters (raw fp32 in w, b, n
-order) to argv[1]."""
+$OPTIMIZER names the optimizer (sgd_nesterov, sgd_dampening, adam, adamw, which the servers
+apply; rmsprop and adam_amsgrad, which each worker applies to the averaged gradient).
+$ACCUMULATE=N (default 1) computes each step in N backward passes of loss / N, all but the
+last inside no_sync(); $CLIP=C (default none) clips the gradient's norm to C before step()
+(announced: edits_gradients=True); $SKIP=R:S makes worker R (* for every worker) skip step S
+(optimizer.skip_step(), as a GradScaler skips a step with an inf or NaN). Writes the final
+parameters (raw fp32 in w, b, n order) to argv[1]."""
 
 import contextlib
 import os
@@ -19,7 +20,8 @@ import torch
 import r2sp.torch as r2t
 
 SHAPES = {"w": (8, 4), "b": (16,), "n": (48,)}  # multiples of 16: torch's vectorised kernels
-BASE_LR = {"sgd_nesterov": 0.1, "sgd_dampening": 0.1, "adam": 0.01, "adamw": 0.01}
+BASE_LR = {"sgd_nesterov": 0.1, "sgd_dampening": 0.1, "adam": 0.01, "adamw": 0.01,
+           "rmsprop": 0.01, "adam_amsgrad": 0.01}
 
 
 def initial():
@@ -52,6 +54,10 @@ def make_optimizer(kind, params):
         optimizer = torch.optim.SGD(groups, lr=lr, momentum=0.8, dampening=0.3)
     elif kind == "adam":
         optimizer = torch.optim.Adam(groups, lr=lr, betas=(0.8, 0.99), eps=1e-6)
+    elif kind == "adam_amsgrad":
+        optimizer = torch.optim.Adam(groups, lr=lr, amsgrad=True)
+    elif kind == "rmsprop":
+        optimizer = torch.optim.RMSprop(groups, lr=lr, momentum=0.5, centered=True)
     else:
         optimizer = torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.95))
     return optimizer
@@ -66,7 +72,7 @@ def main():
     r2t.init()
     params = {name: torch.nn.Parameter(value.clone()) for name, value in initial().items()}
     accumulate = int(os.environ.get("ACCUMULATE", "1"))
-    skip = tuple(int(v) for v in os.environ.get("SKIP", "-1:-1").split(":"))
+    skip_rank, skip_step = os.environ.get("SKIP", "-1:-1").split(":")
     clip = float(os.environ.get("CLIP", "0"))
     optimizer = r2t.DistributedOptimizer(make_optimizer(os.environ["OPTIMIZER"], params),
                                          list(params.items()), edits_gradients=clip > 0)
@@ -85,7 +91,7 @@ def main():
                     loss.backward()
             if clip > 0:
                 torch.nn.utils.clip_grad_norm_(params.values(), clip)
-            if (r2t.rank(), step) == skip:
+            if step == int(skip_step) and skip_rank in ("*", str(r2t.rank())):
                 optimizer.skip_step(loss=loss)
             else:
                 optimizer.step(loss=loss)

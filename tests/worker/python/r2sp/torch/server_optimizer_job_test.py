@@ -9,7 +9,9 @@ first moment, Adam and AdamW end within a few units in the last place. Accumulat
 over 4 backward passes (no_sync()) with --overlap gives the same parameters and one push per
 step; clipping with --overlap (edits_gradients=True) clips each worker's gradient before the
 servers average; a step one worker skips (skip_step(), as a GradScaler skips) averages the
-other's gradient alone."""
+other's gradient alone. An optimizer the servers do not apply (RMSprop, Adam with amsgrad)
+runs on each worker with the averaged gradient: the parameters are torch's bit for bit; a step
+one worker skips steps both with the other's gradient, one every worker skips steps none."""
 
 import os
 import unittest
@@ -39,18 +41,19 @@ def worker_gradient(params, rank, step, clip):
     return {name: p.grad.clone() for name, p in params.items()}
 
 
-def reference(kind, clip=0, skip=(-1, -1)):
-    """The parameters after STEPS of torch.optim on the two workers' averaged gradients; at
-    step skip[1], worker skip[0]'s is left out."""
+def reference(kind, clip=0, skip=()):
+    """The parameters after STEPS of torch.optim on the two workers' averaged gradients; the
+    (rank, step) pairs in `skip` are left out (a step without any takes no optimizer step)."""
     params = {n: torch.nn.Parameter(v.clone()) for n, v in optimizer_train.initial().items()}
     optimizer = optimizer_train.make_optimizer(kind, params)
     schedule = optimizer_train.make_schedule(optimizer)
     for step in range(STEPS):
         grads = [worker_gradient(params, rank, step, clip) for rank in range(2)
-                 if (rank, step) != skip]
-        for name, p in params.items():
-            p.grad = sum(g[name] for g in grads) / len(grads)
-        optimizer.step()
+                 if (rank, step) not in skip]
+        if grads:
+            for name, p in params.items():
+                p.grad = sum(g[name] for g in grads) / len(grads)
+            optimizer.step()
         schedule.step()
     return torch.cat([p.detach().reshape(-1) for p in params.values()]).numpy()
 
@@ -116,8 +119,26 @@ class ServerOptimizerJobTest(unittest.TestCase):
 
     def test_a_skipped_step_averages_the_other_workers_gradient(self):
         got = self.run_job("adam", SKIP="1:2")
-        self.assertLessEqual(ulps(got, reference("adam", skip=(1, 2))), adam_ulps())
+        self.assertLessEqual(ulps(got, reference("adam", skip=[(1, 2)])), adam_ulps())
         self.assertNotEqual(got.tobytes(), reference("adam").tobytes())
+
+    def test_rmsprop_steps_on_each_worker_with_the_averaged_gradient(self):
+        self.check_workers_step("rmsprop")
+
+    def test_adam_amsgrad_steps_on_each_worker_with_the_averaged_gradient(self):
+        self.check_workers_step("adam_amsgrad", "--overlap")
+
+    def check_workers_step(self, kind, flags=""):
+        got = self.run_job(kind, flags)
+        self.assertEqual(got.tobytes(), reference(kind).tobytes())
+        self.assertFalse(numpy.array_equal(got, optimizer_train.initial()["w"].numpy()))
+
+    def test_workers_steps_skipped_by_one_or_every_worker(self):
+        got = self.run_job("rmsprop", SKIP="1:2")
+        self.assertEqual(got.tobytes(), reference("rmsprop", skip=[(1, 2)]).tobytes())
+        got = self.run_job("rmsprop", SKIP="*:3")
+        self.assertEqual(got.tobytes(), reference("rmsprop", skip=[(0, 3), (1, 3)]).tobytes())
+        self.assertNotEqual(got.tobytes(), reference("rmsprop").tobytes())
 
     def test_clipping_with_overlap_clips_each_workers_gradient(self):
         # The known gradients' norms are about 10 (worker 0) and 20: a clip to 2 changes both.
