@@ -40,6 +40,9 @@ struct AdamConstants {
   float scale, l2, decay;            // L2 weight decay (Adam), decoupled factor (AdamW)
   float beta1, keep1, beta2, keep2;  // keep = 1 - beta
   float step_size, root_correction2, eps;
+  // A fraction f < 1 of a step: the push's squared gradient counts f, the bias-corrected
+  // first moment's square 1 - f (second_moment_mix).
+  float fraction, rest, inv_correction1;
 };
 
 // torch's Adam and AdamW, op by op: w *= 1 - lr * wd (AdamW); d = fma(w, wd, g) (Adam);
@@ -54,6 +57,28 @@ void AdamLoop(const AdamConstants c, const float* __restrict g, const float* wei
     const float d = std::fma(w, c.l2, c.scale * g[i]);
     const float m1 = std::fma(d, c.keep1, m[i] * c.beta1);
     const float v1 = std::fma(c.keep2 * d, d, v[i] * c.beta2);
+    m[i] = m1;
+    v[i] = v1;
+    const float denom = std::sqrt(v1) / c.root_correction2 + c.eps;
+    weight_out[i] = w + (-c.step_size * m1) / denom;
+  }
+}
+
+// AdamLoop for a fraction f < 1 of a step, whose gradient d averages f B samples: its square
+// overstates the global batch's by the noise it adds (E d^2 = mu^2 + s^2 / (f B), where a
+// global-batch gradient has mu^2 + s^2 / B), so the second moment takes f d^2 + (1 - f) m^2,
+// with the bias-corrected first moment m standing for mu (it averages many pushes): in
+// expectation the global batch's square, whether noise or signal dominates.
+R2SP_FMA_TARGET_CLONES
+void AdamFractionLoop(const AdamConstants c, const float* __restrict g, const float* weight_in,
+                      float* weight_out, float* __restrict m, float* __restrict v, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    const float w = weight_in[i] * c.decay;
+    const float d = std::fma(w, c.l2, c.scale * g[i]);
+    const float m1 = std::fma(d, c.keep1, m[i] * c.beta1);
+    const float mean = m1 * c.inv_correction1;
+    const float square = std::fma(c.fraction * d, d, c.rest * mean * mean);
+    const float v1 = std::fma(c.keep2, square, v[i] * c.beta2);
     m[i] = m1;
     v[i] = v1;
     const float denom = std::sqrt(v1) / c.root_correction2 + c.eps;
@@ -101,7 +126,14 @@ void ApplyAdam(const proto::OptimizerSettings& s, const ScriptUpdate& u, const f
   c.step_size = static_cast<float>(s.lr() * u.fraction / correction1);
   c.root_correction2 = static_cast<float>(std::sqrt(1.0 - std::pow(s.beta2(), t)));
   c.eps = static_cast<float>(s.eps());
-  AdamLoop(c, grad, weight_in, weight_out, first, second, n);
+  if (whole) {
+    AdamLoop(c, grad, weight_in, weight_out, first, second, n);
+    return;
+  }
+  c.fraction = u.fraction;
+  c.rest = 1.0f - u.fraction;
+  c.inv_correction1 = static_cast<float>(1.0 / correction1);
+  AdamFractionLoop(c, grad, weight_in, weight_out, first, second, n);
 }
 
 }  // namespace

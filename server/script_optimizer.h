@@ -8,7 +8,9 @@
 // takes the fractional step of server/sgd.h (momentum decays per sample, the rate scales by f);
 // Adam and AdamW scale the rate by f (the step size and AdamW's decay), decay their moments per
 // sample (beta^f) and correct their bias by the global-batch steps (1 - beta^steps), so 1/f
-// such updates weigh their gradients as one whole update does.
+// such updates weigh their gradients as one whole update does; the second moment takes
+// f d^2 + (1 - f) m^2 (m bias-corrected) in place of d^2, for the push's gradient d averages
+// f B samples and its square overstates the global batch's by their added noise.
 #ifndef R2SP_SERVER_SCRIPT_OPTIMIZER_H_
 #define R2SP_SERVER_SCRIPT_OPTIMIZER_H_
 

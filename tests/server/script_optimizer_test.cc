@@ -112,9 +112,10 @@ TEST(ScriptOptimizerTest, SgdNesterov) {
 
 // torch.optim.Adam / AdamW's update `t` of the weights in double (as Python computes the
 // constants): AdamW first decays w *= 1 - lr f wd, Adam adds wd w to the gradient; then
-//   m = c1 m + (1 - c1) d;  v = c2 v + (1 - c2) d^2;
+//   m = c1 m + (1 - c1) d;  v = c2 v + (1 - c2) (f d^2 + (1 - f) (m / (1 - b1^s))^2);
 //   w -= (lr f / (1 - b1^s)) m / (sqrt(v) / sqrt(1 - b2^s) + eps)
-// with f the update's fraction of a step (1 in torch), c = b^f and s = t f the steps so far.
+// with f the update's fraction of a step (1 in torch: v takes d^2), c = b^f and s = t f the
+// steps so far.
 struct AdamReference {
   explicit AdamReference(const std::vector<float>& w0)
       : w(w0.begin(), w0.end()), m(w0.size(), 0.0), v(w0.size(), 0.0) {}
@@ -127,7 +128,8 @@ struct AdamReference {
       if (decoupled) w[i] *= 1 - s.lr() * fraction * s.weight_decay();
       const double d = scale * g[i] + (decoupled ? 0 : s.weight_decay() * w[i]);
       m[i] = c1 * m[i] + (1 - c1) * d;
-      v[i] = c2 * v[i] + (1 - c2) * d * d;
+      const double mean = m[i] / (1 - std::pow(s.beta1(), steps));
+      v[i] = c2 * v[i] + (1 - c2) * (fraction * d * d + (1 - fraction) * mean * mean);
       const double denom =
           std::sqrt(v[i]) / std::sqrt(1 - std::pow(s.beta2(), steps)) + s.eps();
       w[i] -= s.lr() * fraction / (1 - std::pow(s.beta1(), steps)) * m[i] / denom;
@@ -239,7 +241,8 @@ TEST(ScriptOptimizerTest, UpdatesInPlaceAsOutOfPlace) {
 }
 
 // An asynchronous push of a fraction f of a step: Adam's step size is lr f / (1 - b1^t); its
-// moments decay per update, as with whole steps.
+// moments decay per sample, and the second moment takes f d^2 + (1 - f) m^2 (m bias-corrected),
+// what the global batch's gradient squares to in expectation.
 TEST(ScriptOptimizerTest, AdamFractionScalesTheStep) {
   const proto::OptimizerSettings s = Adam(proto::OPTIMIZER_ADAM, 0.1, 0.01);
   State part(kAdamStart);
