@@ -80,6 +80,7 @@ void ServerHandler::HandleRequest(Message request, Responder responder) {
   static constexpr Route kRoutes[] = {
       {proto::PUSH, &ServerHandler::HandlePush},
       {proto::PULL, &ServerHandler::HandlePull},
+      {proto::OPTIMIZER_STATE, &ServerHandler::HandleOptimizerState},
       {proto::MEMBERSHIP, &ServerHandler::HandleMembership},
       {proto::SHUTDOWN, &ServerHandler::HandleShutdown},
   };

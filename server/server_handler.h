@@ -107,6 +107,10 @@ class ServerHandler : public RequestHandler {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status HandleShutdown(Message& request, Responder& responder)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // OPTIMIZER_STATE (server_handler_state.cc): a partition's state, or its initial value and
+  // state from a script's checkpoint.
+  absl::Status HandleOptimizerState(Message& request, Responder& responder)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // OK if a gradient or skip push may reach `held`: it has its initial value, and the push's
   // scale is in [0, 1].
   absl::Status CheckGradientPush(const HeldPartition& held, const proto::Header& header) const

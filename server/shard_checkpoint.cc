@@ -70,7 +70,7 @@ const float* DataOrNull(const std::vector<float>& values) {
   return values.empty() ? nullptr : values.data();
 }
 
-void RestorePartition(const proto::PartitionCheckpoint& p, HeldPartition& held) {
+void InstallPartition(const proto::PartitionCheckpoint& p, HeldPartition& held) {
   const std::vector<float> weights = Floats(p.weights());
   const std::vector<float> momentum = Floats(p.momentum());
   const std::vector<float> second = Floats(p.second_moment());
@@ -92,30 +92,44 @@ void RestorePartition(const proto::PartitionCheckpoint& p, HeldPartition& held) 
 proto::ShardCheckpoint SnapshotShard(const PartitionTable& partitions, bool momentum) {
   proto::ShardCheckpoint shard;
   partitions.ForEach([&](uint64_t key, const HeldPartition& held) {
-    proto::PartitionCheckpoint* p = shard.add_partitions();
-    const PartitionState& state = held.state;
-    p->set_key(key);
-    p->set_version(state.version());
-    p->set_updates(state.updates());
-    p->set_steps(held.steps);
-    if (held.aggregator != nullptr) p->set_clock(held.aggregator->clock());
-    p->set_weights(FloatBytes(state.weights(), state.num_elements()));
-    // A script's optimizer keeps a first moment (SGD's momentum, Adam's exp_avg) in any mode.
-    if (momentum || state.keeps_script_state()) {
-      p->set_momentum(FloatBytes(state.momentum(), state.num_elements()));
-    }
-    if (state.second_moment() != nullptr) {
-      p->set_second_moment(FloatBytes(state.second_moment(), state.num_elements()));
-    }
+    *shard.add_partitions() = SnapshotPartition(key, held, momentum, /*weights=*/true);
   });
   return shard;
+}
+
+proto::PartitionCheckpoint SnapshotPartition(uint64_t key, const HeldPartition& held,
+                                             bool momentum, bool weights) {
+  proto::PartitionCheckpoint p;
+  const PartitionState& state = held.state;
+  p.set_key(key);
+  p.set_version(state.version());
+  p.set_updates(state.updates());
+  p.set_steps(held.steps);
+  if (held.aggregator != nullptr) p.set_clock(held.aggregator->clock());
+  if (weights) p.set_weights(FloatBytes(state.weights(), state.num_elements()));
+  // A script's optimizer keeps a first moment (SGD's momentum, Adam's exp_avg) in any mode,
+  // its SGD with momentum on the server's own path (script_sgd) too.
+  const bool script_momentum = held.script_sgd.has_value() && held.script_sgd->momentum > 0;
+  if (momentum || state.keeps_script_state() || script_momentum) {
+    p.set_momentum(FloatBytes(state.momentum(), state.num_elements()));
+  }
+  if (state.second_moment() != nullptr) {
+    p.set_second_moment(FloatBytes(state.second_moment(), state.num_elements()));
+  }
+  return p;
 }
 
 absl::Status RestoreShard(const proto::ShardCheckpoint& shard, PartitionTable& partitions) {
   R2SP_RETURN_IF_ERROR(CheckShard(shard, partitions));  // before changing anything
   for (const proto::PartitionCheckpoint& p : shard.partitions()) {
-    RestorePartition(p, **partitions.Find(p.key()));
+    InstallPartition(p, **partitions.Find(p.key()));
   }
+  return absl::OkStatus();
+}
+
+absl::Status RestorePartition(const proto::PartitionCheckpoint& p, HeldPartition& held) {
+  R2SP_RETURN_IF_ERROR(CheckPartition(p, held));
+  InstallPartition(p, held);
   return absl::OkStatus();
 }
 

@@ -11,7 +11,7 @@
 namespace r2sp {
 
 // Every partition's weights, version, steps and (BSP) clock; its momentum with `momentum` or
-// a script's optimizer, and Adam's second moment where it has one.
+// a script's optimizer that keeps one, and Adam's second moment where it has one.
 proto::ShardCheckpoint SnapshotShard(const PartitionTable& partitions, bool momentum);
 
 // Installs `shard` into `partitions`: every held partition must be in it once, with its size
@@ -19,6 +19,14 @@ proto::ShardCheckpoint SnapshotShard(const PartitionTable& partitions, bool mome
 // checkpoint's weights, momentum (zeros if absent), version, steps and clock, and every worker
 // counts as having pushed it steps times (all restart at the same clock).
 absl::Status RestoreShard(const proto::ShardCheckpoint& shard, PartitionTable& partitions);
+
+// Partition `key`'s checkpoint as SnapshotShard takes it; without its weights unless `weights`.
+proto::PartitionCheckpoint SnapshotPartition(uint64_t key, const HeldPartition& held,
+                                             bool momentum, bool weights);
+
+// Installs one partition's checkpoint as RestoreShard does, once it fits `held` (sizes and
+// counters; InvalidArgument otherwise, and nothing changes).
+absl::Status RestorePartition(const proto::PartitionCheckpoint& p, HeldPartition& held);
 
 }  // namespace r2sp
 

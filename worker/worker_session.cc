@@ -111,8 +111,12 @@ absl::Status WorkerSession::InitialiseParameters(
     R2SP_RETURN_IF_ERROR_WITH(scheduler_->Barrier(proto::ALL), "waiting for the servers");
     if (rank == 0) {
       if (init) R2SP_RETURN_IF_ERROR(init(params));
-      R2SP_RETURN_IF_ERROR_WITH(ps_->Push(params, 0, /*init=*/true).Wait(),
-                                "initialising the servers");
+      const bool with_state = initial_state_.has_value() && !Elastic(book().sync());
+      R2SP_RETURN_IF_ERROR_WITH(
+          with_state ? PushInitialState(*transport_, *ps_, rank, params, *initial_state_,
+                                        options_.ps.request_timeout)
+                     : ps_->Push(params, 0, /*init=*/true).Wait(),
+          "initialising the servers");
     }
     R2SP_RETURN_IF_ERROR_WITH(scheduler_->Barrier(proto::WORKERS),
                               "waiting for initial parameters");
@@ -143,6 +147,11 @@ absl::Status WorkerSession::InitialiseParameters(
                 registration_.joined_running_job() ? "" : " (servers resumed from checkpoints)");
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<ScriptOptimizerState> WorkerSession::PullOptimizerState() {
+  if (ps_ == nullptr) return absl::FailedPreconditionError("the worker has not joined the job");
+  return r2sp::PullOptimizerState(*transport_, *ps_, rank(), options_.ps.request_timeout);
 }
 
 int WorkerSession::DataWorld() const {

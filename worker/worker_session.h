@@ -29,6 +29,7 @@
 #include "worker/final_sync.h"
 #include "worker/leave_flag.h"
 #include "worker/loop_options.h"
+#include "worker/optimizer_state.h"
 #include "worker/ps_client.h"
 #include "worker/run_log.h"
 #include "worker/server_follower.h"
@@ -59,6 +60,13 @@ class WorkerSession {
   // new job `init` first fills them (empty: they hold them already) and they go to the servers.
   absl::Status InitialiseParameters(float* params,
                                     const std::function<absl::Status(float*)>& init);
+  // Before InitialiseParameters: a new job's rank 0 sends `state` with its parameters (a
+  // script's checkpoint: the servers go on from its moments, updates and steps, and every
+  // worker from its step), in place of plain initial values. Ignored by other ranks, and in
+  // easgd and eawild (the servers keep no optimizer state there).
+  void SetInitialState(ScriptOptimizerState state) { initial_state_ = std::move(state); }
+  // After Join: the servers' optimizer state (optimizer_state.h).
+  absl::StatusOr<ScriptOptimizerState> PullOptimizerState();
   // After training: Leave when `result.left`, else Finish (the final parameters into `params`).
   absl::Status End(const LoopResult& result, float* params);
 
@@ -128,6 +136,7 @@ class WorkerSession {
   std::unique_ptr<EvaluatorRole> evaluator_;          // heartbeat news of dead workers
   std::unique_ptr<FinalSync> final_sync_;             // the final barrier and pull
   int64_t first_step_ = 0;
+  std::optional<ScriptOptimizerState> initial_state_;  // SetInitialState's
   LeaveFlag leave_;
   mutable absl::Mutex lost_mu_;
   absl::Status lost_ ABSL_GUARDED_BY(lost_mu_);

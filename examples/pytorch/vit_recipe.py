@@ -242,9 +242,10 @@ def train(run, args, train_set, test_set):
             print(f"epoch {epoch + 1}: test accuracy {accuracy:.4f}", flush=True)
         if args.max_steps and steps >= args.max_steps:
             break
-    saves = run.evaluates()  # the evaluating worker saves the checkpoint
+    if args.checkpoint and run.evaluates():  # the evaluating worker saves the checkpoint,
+        save(args.checkpoint, model, optimizer, schedule, steps)  # before the job ends
     run.finish()
-    return model, optimizer, schedule, steps, samples, evals, time.monotonic() - start, saves
+    return model, steps, samples, evals, time.monotonic() - start
 
 
 def save(path, model, optimizer, schedule, steps):
@@ -262,10 +263,7 @@ def main(argv=None):
     data_dir = datasets.data_dir_for(args.data_dir, datasets.DEBIAN_FASHION_MNIST)
     train_set, test_set = datasets.fashion_mnist(data_dir)
     run = Run(args)
-    model, optimizer, schedule, steps, samples, evals, seconds, saves = train(run, args,
-                                                                              train_set, test_set)
-    if args.checkpoint and saves:
-        save(args.checkpoint, model, optimizer, schedule, steps)
+    model, steps, samples, evals, seconds = train(run, args, train_set, test_set)
     print(json.dumps({"test_accuracy": evals[-1][1] if evals else None, "evals": evals,
                       "steps": steps, "seconds": round(seconds, 3),
                       "samples_per_s": round(samples / seconds, 1) if seconds else 0}))

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/codec/codec_spec.h"
 #include "common/status_macros.h"
+#include "common/sync_modes.h"
 #include "common/wire/optimizer_runs.h"
 
 namespace r2sp {
@@ -100,6 +101,7 @@ absl::Status ClientSession::Join(int signal_fd, int forward_fd) {
   R2SP_ASSIGN_OR_RETURN(
       watch_, SessionWatch::Start(signal_fd, forward_fd,
                                   {[this] { Interrupt(); }, [this] { session_->Cancel(); }}));
+  if (initial_state_) session_->SetInitialState(std::move(*initial_state_));
   trainer_ = std::make_unique<ScriptTrainer>(session_.get(), model_.specs, params_.data());
   if (forward_waits_) R2SP_RETURN_IF_ERROR(trainer_->EnableForwardWaits());
   return Ended(trainer_->Join());
@@ -180,6 +182,27 @@ absl::Status ClientSession::PullCentre() {
       trainer_->PullCentre(centre_.data(), [this] { return interrupted_.load(); });
   if (status.ok() || absl::IsFailedPrecondition(status)) return status;
   return Ended(status);
+}
+
+absl::Status ClientSession::SetInitialState(ScriptOptimizerState state) {
+  if (session_ != nullptr) {
+    return absl::FailedPreconditionError(
+        "the optimizer state to start from is set before joining the job");
+  }
+  initial_state_ = std::move(state);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ScriptOptimizerState> ClientSession::PullOptimizerState() {
+  R2SP_RETURN_IF_ERROR(InJob());
+  if (Elastic(session_->book().sync())) {
+    return absl::FailedPreconditionError(
+        "easgd and eawild keep no optimizer state on the servers (the script's optimizer "
+        "takes the local step)");
+  }
+  absl::StatusOr<ScriptOptimizerState> state = session_->PullOptimizerState();
+  if (state.ok() || absl::IsFailedPrecondition(state.status())) return state;
+  return Ended(state.status());
 }
 
 bool ClientSession::ReportEvaluation(double accuracy, double loss) {

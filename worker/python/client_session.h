@@ -24,6 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/host_array.h"
+#include "worker/optimizer_state.h"
 #include "worker/python/session_watch.h"
 #include "worker/script_trainer.h"
 #include "worker/session_option_map.h"
@@ -113,6 +114,12 @@ class ClientSession {
   // last submitted step. FailedPrecondition in other modes, before joining, after leaving the
   // job, and once training finished.
   absl::Status PullCentre();
+  // Before joining: the state a new job's rank 0 sends with its parameters (a script's
+  // checkpoint; WorkerSession::SetInitialState). FailedPrecondition once joined.
+  absl::Status SetInitialState(ScriptOptimizerState state);
+  // The servers' optimizer state (optimizer_state.h). FailedPrecondition before joining, in
+  // easgd and eawild.
+  absl::StatusOr<ScriptOptimizerState> PullOptimizerState();
   // The last PullCentre's values (the model's size; empty before the first).
   const float* centre() const { return centre_.data(); }
   int64_t centre_size() const { return static_cast<int64_t>(centre_.size()); }
@@ -148,6 +155,7 @@ class ClientSession {
   std::unique_ptr<ScriptTrainer> trainer_;
   std::unique_ptr<SessionWatch> watch_;
   bool forward_waits_ = false;  // asked for before joining
+  std::optional<ScriptOptimizerState> initial_state_;  // SetInitialState's, until joining
   std::atomic<bool> interrupted_{false};
   bool aborted_ = false;
   std::string aborted_why_;

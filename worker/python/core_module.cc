@@ -290,6 +290,14 @@ void BindWorker(py::module_& m) {
                                const std::vector<int>& tensor_groups) {
         Check(x.session().SetOptimizer(OptimizerGroups(groups), tensor_groups));
       }, py::arg("groups"), py::arg("tensor_groups"))
+      .def("set_initial_state", [](Worker& x, const py::object& first, const py::object& second,
+                                   int64_t updates, double steps) {
+        Check(x.session().SetInitialState(OptimizerStateOf(first, second, updates, steps)));
+      }, py::arg("first"), py::arg("second"), py::arg("updates"), py::arg("steps"))
+      .def("pull_optimizer_state", [](Worker& x) {
+        return OptimizerStateDict(
+            Released<ScriptOptimizerState>([&x] { return x.session().PullOptimizerState(); }));
+      })
       .def("pull_centre", [](Worker& x) {
         ReleasedStatus([&x] { return x.session().PullCentre(); });
       })

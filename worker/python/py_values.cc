@@ -100,4 +100,44 @@ std::vector<ClientTensor> TensorList(const py::list& tensors) {
   return specs;
 }
 
+namespace {
+
+std::vector<float> MomentOf(const py::object& moment, const char* name) {
+  if (moment.is_none()) return {};
+  const py::buffer_info info = moment.cast<py::buffer>().request();
+  if (info.format != py::format_descriptor<float>::format() || info.ndim != 1 ||
+      info.strides[0] != static_cast<py::ssize_t>(sizeof(float))) {
+    throw py::type_error(std::string("the optimizer state's ") + name +
+                         " moment is a contiguous one-dimensional float32 buffer or None");
+  }
+  const float* values = static_cast<const float*>(info.ptr);
+  return std::vector<float>(values, values + info.shape[0]);
+}
+
+py::object MomentBytes(const std::vector<float>& moment) {
+  if (moment.empty()) return py::none();
+  return py::bytes(reinterpret_cast<const char*>(moment.data()), moment.size() * sizeof(float));
+}
+
+}  // namespace
+
+ScriptOptimizerState OptimizerStateOf(const py::object& first, const py::object& second,
+                                      int64_t updates, double steps) {
+  ScriptOptimizerState state;
+  state.first = MomentOf(first, "first");
+  state.second = MomentOf(second, "second");
+  state.updates = updates;
+  state.steps = steps;
+  return state;
+}
+
+py::dict OptimizerStateDict(const ScriptOptimizerState& state) {
+  py::dict d;
+  d["first"] = MomentBytes(state.first);
+  d["second"] = MomentBytes(state.second);
+  d["updates"] = state.updates;
+  d["steps"] = state.steps;
+  return d;
+}
+
 }  // namespace r2sp

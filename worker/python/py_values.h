@@ -28,6 +28,14 @@ std::vector<ClientTensor> TensorList(const py::list& tensors);
 // lr, weight_decay, momentum, dampening, nesterov, beta1, beta2, eps (the servers check the
 // values: wire::CheckOptimizerSettings). ValueError for another kind or key.
 std::vector<proto::OptimizerSettings> OptimizerGroups(const py::list& groups);
+// A script optimizer's state from its moments (one-dimensional float32 buffers of the model's
+// size, or None) and counters; TypeError for another kind of buffer (the sizes and counters
+// are checked where the state is sent).
+ScriptOptimizerState OptimizerStateOf(const py::object& first, const py::object& second,
+                                      int64_t updates, double steps);
+// The state as {"first": bytes or None, "second": bytes or None, "updates": int, "steps":
+// float}, the moments' bytes float32 in the model's order.
+py::dict OptimizerStateDict(const ScriptOptimizerState& state);
 
 }  // namespace r2sp
 

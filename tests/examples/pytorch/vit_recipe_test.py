@@ -4,7 +4,8 @@ checkpoint) on Fashion-MNIST, 2 processes and one epoch (468 steps of 64 samples
 through R2SP, in bsp and in r2sp (asynchronous Adam updates, each pull predicted from the
 moments), it ends within half a point of the same script under DDP (the same batches: DDP
 trains R2SP's order). The evaluating worker's
-checkpoint holds the final model, the optimizer's groups and the schedule's position; the
+checkpoint holds the final model, the optimizer's groups and state (AdamW's moments and step,
+pulled from the servers, and the job's step) and the schedule's position; the
 script also runs alone. Skipped without the data set, the binaries or torch."""
 
 import json
@@ -88,6 +89,12 @@ class VitRecipeTest(unittest.TestCase):
         self.assertEqual(state["schedule"]["last_epoch"], STEPS)
         self.assertEqual([g["weight_decay"] for g in state["optimizer"]["param_groups"]],
                          [0.05, 0.0])
+        self.assertEqual([g["r2sp_steps"] for g in state["optimizer"]["param_groups"]],
+                         [float(STEPS)] * 2)
+        moments = state["optimizer"]["state"]
+        self.assertEqual(len(moments), len(list(vit_recipe.ViT().parameters())))
+        self.assertEqual({float(m["step"]) for m in moments.values()}, {float(STEPS)})
+        self.assertTrue(all(float(m["exp_avg_sq"].sum()) > 0 for m in moments.values()))
         model = vit_recipe.ViT()
         model.load_state_dict(state["model"])  # every tensor, by name and shape
 

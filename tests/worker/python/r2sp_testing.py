@@ -163,6 +163,7 @@ class FakeWorker:
         self.optimizers = []  # set_optimizer's (groups, tensor_groups), in order
         self.began = []  # each submit's `began` (0: the step's compute began when handed out)
         self.staged = None  # params as join() found them
+        self.optimizer_state = None  # what pull_optimizer_state() returns
         self.first_step = first_step
 
     @property
@@ -211,6 +212,14 @@ class FakeWorker:
     def set_optimizer(self, groups, tensor_groups):
         """Recorded apart from `calls` (in `optimizers`): the settings each step sends."""
         self.optimizers.append((groups, list(tensor_groups)))
+
+    def set_initial_state(self, first, second, updates, steps):
+        self.calls.append(("set_initial_state", first, second, updates, steps))
+
+    def pull_optimizer_state(self):
+        """The servers' state as `optimizer_state` says (set by the test)."""
+        self.calls.append(("pull_optimizer_state",))
+        return self.optimizer_state
 
     def pull_centre(self):
         self.calls.append(("pull_centre",))

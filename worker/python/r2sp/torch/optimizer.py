@@ -17,6 +17,7 @@ from . import forward_waits
 from . import gradients
 from . import job
 from . import local_step
+from . import optimizer_state
 from . import server_optimizer
 from . import validation
 from . import state
@@ -99,6 +100,12 @@ class DistributedOptimizer(torch.optim.Optimizer):
         self._entries = [device.Entry(n, p, *layout[n]) for n, p in named]
         self._buffers = device.buffers_for(worker, self._entries)
         self._buffers.stage()
+        self._kind = server_optimizer.kind_of(optimizer)  # where the servers apply it
+        if self._kind is not None and server_optimizer.applies(optimizer):
+            loaded = optimizer_state.initial_state(self._kind, optimizer, self._entries,
+                                                   worker.size)
+            if loaded is not None:  # a checkpoint's state: worker 0 gives it to the servers
+                worker.set_initial_state(*loaded)
         if module is not None and server_optimizer.applies(optimizer):
             worker.enable_forward_waits()  # the pulled values are the parameters
         with STATE.blocking():
@@ -111,6 +118,9 @@ class DistributedOptimizer(torch.optim.Optimizer):
         self._exchanged = time.time()  # when the last exchange ended (Unix seconds)
         self._groups = None  # server_optimizer.OptimizerSync outside the elastic modes
         self._groups_synced = False  # this step's settings were sent
+        self._servers_keep_state = steps_on == "servers"
+        if self._servers_keep_state:
+            optimizer.state.clear()  # the servers' now (a loaded state went to them)
         if not self._elastic:
             self._groups = server_optimizer.OptimizerSync(worker, optimizer, self._entries,
                                                           local=steps_on == "workers")
@@ -264,9 +274,9 @@ class DistributedOptimizer(torch.optim.Optimizer):
         The servers apply nothing of this worker's for the step (in bsp the step averages the
         others' gradients; if every worker skips, nothing moves), and the parameters are
         pulled as after step(); with an optimizer each worker applies, this worker too steps
-        with the others' average, so the copies stay equal. In easgd and eawild the local step is skipped. RuntimeError if
-        this step's gradient began to leave during backward (--overlap without
-        edits_gradients=True)."""
+        with the others' average, so the copies stay equal. In easgd and eawild the local step
+        is skipped. RuntimeError if this step's gradient began to leave during backward
+        (--overlap without edits_gradients=True)."""
         if self._worker.overlaps_backward and self._reporter.sent and not self._elastic:
             raise RuntimeError("r2sp.torch.DistributedOptimizer.skip_step: this step's "
                                "gradients were pushed during backward (--overlap); create the "
@@ -341,12 +351,33 @@ class DistributedOptimizer(torch.optim.Optimizer):
                               finished=lambda: STATE.result is not None)
 
     def state_dict(self):
-        """The wrapped optimizer's state_dict: its parameter groups (with an optimizer the
-        servers apply, the moments are the servers': they are in the servers' checkpoints;
-        with one each worker applies, its state is all here)."""
-        return self.optimizer.state_dict()
+        """torch's state_dict of the wrapped optimizer. With an optimizer the servers apply,
+        its state is pulled from them now (after the pull of the last step: sync_params()),
+        and each parameter group also holds the job's step ("r2sp_steps"): saved with the
+        model, it is a checkpoint the job resumes from (load_state_dict()). RuntimeError once
+        this worker left the job."""
+        if not self._servers_keep_state:
+            return self.optimizer.state_dict()
+        if STATE.aborted or STATE.result is not None:
+            raise RuntimeError("r2sp.torch.DistributedOptimizer.state_dict: this worker left "
+                               "the job; the optimizer's state is on the servers, which stop "
+                               "with it: save the checkpoint before r2sp.torch.finish()")
+        self.sync_params()
+        with STATE.blocking():
+            pulled = self._worker.pull_optimizer_state()
+        return optimizer_state.state_dict(self._kind, self.optimizer, self._entries, pulled)
 
     def load_state_dict(self, state_dict):
+        """With an optimizer each worker applies (or easgd, eawild): torch's. With one the
+        servers apply, their state is set as the job starts: load it into the optimizer before
+        wrapping it (optimizer.load_state_dict(saved), then DistributedOptimizer(optimizer,
+        ...)); here, after joining, RuntimeError."""
+        if self._servers_keep_state:
+            raise RuntimeError(
+                "r2sp.torch.DistributedOptimizer.load_state_dict: the servers hold this "
+                "optimizer's state and took it when the job started; load a checkpoint into "
+                "the torch optimizer before wrapping it (optimizer.load_state_dict(saved), then "
+                "r2sp.torch.DistributedOptimizer(optimizer, ...)), and the job resumes from it")
         self.optimizer.load_state_dict(state_dict)
 
     def __repr__(self):

@@ -8,8 +8,12 @@ apply; rmsprop and adam_amsgrad, which each worker applies to the averaged gradi
 $ACCUMULATE=N (default 1) computes each step in N backward passes of loss / N, all but the
 last inside no_sync(); $CLIP=C (default none) clips the gradient's norm to C before step()
 (announced: edits_gradients=True); $SKIP=R:S makes worker R (* for every worker) skip step S
-(optimizer.skip_step(), as a GradScaler skips a step with an inf or NaN). Writes the final
-parameters (raw fp32 in w, b, n order) to argv[1]."""
+(optimizer.skip_step(), as a GradScaler skips a step with an inf or NaN). With $CHECKPOINT:
+$SAVE_AT=S makes worker 0 save, after S steps, the parameters, optimizer.state_dict(), the
+schedule's state and S there, and then every worker stops as if killed (exit status 9); with
+$RESUME=1 every worker starts from that checkpoint instead (the optimizer's state loaded before
+wrapping it, as a script resumes). Writes the final parameters (raw fp32 in w, b, n order) to
+argv[1]."""
 
 import contextlib
 import os
@@ -68,17 +72,44 @@ def make_schedule(optimizer):
     return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0 / (1 + step))
 
 
+def start(params, clip):
+    """The wrapped optimizer, its schedule and the first step, from $CHECKPOINT with
+    $RESUME (the parameters, the optimizer's and schedule's states, the step)."""
+    optimizer = make_optimizer(os.environ["OPTIMIZER"], params)
+    schedule = make_schedule(optimizer)
+    step = 0
+    if os.environ.get("RESUME"):
+        saved = torch.load(os.environ["CHECKPOINT"])
+        with torch.no_grad():
+            for name, p in params.items():
+                p.copy_(saved["params"][name])
+        optimizer.load_state_dict(saved["optimizer"])
+        schedule.load_state_dict(saved["schedule"])
+        step = saved["step"]
+    return (r2t.DistributedOptimizer(optimizer, list(params.items()), edits_gradients=clip > 0),
+            schedule, step)
+
+
+def save_and_stop(params, optimizer, schedule, step):
+    """Worker 0 saves the checkpoint; every worker then stops as if killed."""
+    state = optimizer.state_dict()  # every worker may ask; worker 0 saves it
+    if r2t.rank() == 0:
+        torch.save({"params": {n: p.detach().clone() for n, p in params.items()},
+                    "optimizer": state, "schedule": schedule.state_dict(), "step": step},
+                   os.environ["CHECKPOINT"])
+    os._exit(9)
+
+
 def main():
     r2t.init()
     params = {name: torch.nn.Parameter(value.clone()) for name, value in initial().items()}
     accumulate = int(os.environ.get("ACCUMULATE", "1"))
     skip_rank, skip_step = os.environ.get("SKIP", "-1:-1").split(":")
     clip = float(os.environ.get("CLIP", "0"))
-    optimizer = r2t.DistributedOptimizer(make_optimizer(os.environ["OPTIMIZER"], params),
-                                         list(params.items()), edits_gradients=clip > 0)
-    schedule = make_schedule(optimizer)
+    save_at = int(os.environ.get("SAVE_AT", "-1"))
+    optimizer, schedule, step = start(params, clip)
     sampler = r2t.DistributedSampler(int(os.environ.get("KNOWN_SAMPLES", "24")))
-    step, epoch_steps = 0, None
+    epoch_steps = None
     while epoch_steps != 0:  # each epoch, until the job's are done
         epoch_steps = 0
         for _ in sampler:
@@ -98,6 +129,8 @@ def main():
             schedule.step()
             step += 1
             epoch_steps += 1
+            if step == save_at:
+                save_and_stop(params, optimizer, schedule, step)
     r2t.finish()
     with open(sys.argv[1], "wb") as f:
         f.write(torch.cat([p.detach().reshape(-1) for p in params.values()]).numpy().tobytes())

@@ -11,9 +11,13 @@ step; clipping with --overlap (edits_gradients=True) clips each worker's gradien
 servers average; a step one worker skips (skip_step(), as a GradScaler skips) averages the
 other's gradient alone. An optimizer the servers do not apply (RMSprop, Adam with amsgrad)
 runs on each worker with the averaged gradient: the parameters are torch's bit for bit; a step
-one worker skips steps both with the other's gradient, one every worker skips steps none."""
+one worker skips steps both with the other's gradient, one every worker skips steps none. A job
+killed after worker 0 saved the script's checkpoint (optimizer.state_dict(): the servers'
+moments and step) and resumed from it by a new job ends with the parameters of a job that ran
+through, bit for bit."""
 
 import os
+import tempfile
 import unittest
 
 import r2sp_testing
@@ -90,6 +94,42 @@ class ServerOptimizerJobTest(unittest.TestCase):
                 finals.append(numpy.frombuffer(f.read(), dtype=numpy.float32))
         self.assertEqual(finals[0].tobytes(), finals[1].tobytes())
         return finals[0]
+
+    def run_killed(self, kind, checkpoint):
+        """A job whose workers stop (as killed) once worker 0 saved `checkpoint` after 4 of
+        the 6 steps (mid-epoch)."""
+        job = training_test.Job(workers=2)
+        self.addCleanup(job.close)
+        env = dict(OPTIMIZER=kind, CHECKPOINT=checkpoint, SAVE_AT="4")
+        workers = [job.torch_worker(i, "--epochs=2 --batch_size=4", job.path(f"final{i}"),
+                                    script=SCRIPT, script_env=env) for i in range(2)]
+        self.assertEqual(job.wait(workers), [9, 9], job.log("worker0") + job.log("worker1"))
+        job.close()
+
+    def check_resumed(self, kind):
+        uninterrupted = self.run_job(kind)
+        with tempfile.TemporaryDirectory(prefix="r2sp_resume_") as tmp:
+            checkpoint = os.path.join(tmp, "checkpoint.pt")
+            self.run_killed(kind, checkpoint)
+            saved = torch.load(checkpoint)
+            self.assertEqual(saved["step"], 4)
+            self.assertEqual([g["r2sp_steps"] for g in saved["optimizer"]["param_groups"]],
+                             [4.0, 4.0])
+            resumed = self.run_job(kind, CHECKPOINT=checkpoint, RESUME="1")
+        self.assertEqual(resumed.tobytes(), uninterrupted.tobytes())
+        return saved
+
+    def test_adamw_resumes_from_the_scripts_checkpoint(self):
+        saved = self.check_resumed("adamw")
+        self.assertEqual([float(s["step"]) for s in saved["optimizer"]["state"].values()],
+                         [4.0, 4.0, 4.0])
+        self.assertEqual(sorted(saved["optimizer"]["state"][1]), ["exp_avg", "exp_avg_sq",
+                                                                  "step"])
+
+    def test_sgd_nesterov_resumes_from_the_scripts_checkpoint(self):
+        saved = self.check_resumed("sgd_nesterov")
+        self.assertEqual(list(saved["optimizer"]["state"][2]), ["momentum_buffer"])
+        self.assertEqual(saved["optimizer"]["state"][2]["momentum_buffer"].shape, (48,))
 
     def check(self, kind):
         got, want = self.run_job(kind), reference(kind)
