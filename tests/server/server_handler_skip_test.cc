@@ -70,11 +70,7 @@ class ServerHandlerSkipTest : public ::testing::Test {
   }
 
   absl::Status Send(ServerHandler& handler, Message m) {
-    Responder r(&sink_, "w", m.header);
-    handler.HandleRequest(std::move(m), std::move(r));
-    std::vector<std::pair<std::string, Message>> replies = sink_.Take();
-    if (replies.empty()) return absl::OkStatus();
-    return FromReplyHeader(replies.back().second.header);
+    return testing::HandleForStatus(handler, sink_, std::move(m));
   }
 
   static int64_t Version(const ServerHandler& handler) {

@@ -7,8 +7,10 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "common/handler.h"
+#include "common/message.h"
 
 namespace r2sp::testing {
 
@@ -52,6 +54,17 @@ class RecordingRequester : public Requester {
  private:
   std::string routing_id_;
 };
+
+// Hands `request` to `handler` as from routing id `peer` and returns the status of the last
+// reply `sink` got for it (OK if none came yet: the request was parked).
+inline absl::Status HandleForStatus(RequestHandler& handler, RecordingSink& sink, Message request,
+                                    const std::string& peer = "w") {
+  Responder responder(&sink, peer, request.header);
+  handler.HandleRequest(std::move(request), std::move(responder));
+  std::vector<std::pair<std::string, Message>> replies = sink.Take();
+  if (replies.empty()) return absl::OkStatus();
+  return FromReplyHeader(replies.back().second.header);
+}
 
 // Routing ids "w0", "w1", ...: worker r's connection in handler tests.
 inline std::vector<std::string> WorkerIds(int n) {

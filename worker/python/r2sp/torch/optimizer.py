@@ -100,14 +100,14 @@ class DistributedOptimizer(torch.optim.Optimizer):
         self._entries = [device.Entry(n, p, *layout[n]) for n, p in named]
         self._buffers = device.buffers_for(worker, self._entries)
         self._buffers.stage()
-        self._kind = server_optimizer.kind_of(optimizer)  # where the servers apply it
-        if self._kind is not None and server_optimizer.applies(optimizer):
+        self._kind = server_optimizer.kind_of(optimizer)  # "sgd", "adam", "adamw" or None
+        if server_optimizer.applies(optimizer):  # in every mode but easgd and eawild
             loaded = optimizer_state.initial_state(self._kind, optimizer, self._entries,
                                                    worker.size)
             if loaded is not None:  # a checkpoint's state: worker 0 gives it to the servers
                 worker.set_initial_state(*loaded)
-        if module is not None and server_optimizer.applies(optimizer):
-            worker.enable_forward_waits()  # the pulled values are the parameters
+            if module is not None:
+                worker.enable_forward_waits()  # the pulled values are the parameters
         with STATE.blocking():
             worker.join()
         STATE.worker = worker
