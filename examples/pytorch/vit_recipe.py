@@ -10,7 +10,9 @@ a checkpoint. The same script runs three ways:
   /usr/bin/python3 examples/pytorch/vit_recipe.py --backend=single                   # alone
 The lines that differ under R2SP are marked "# r2sp". Under R2SP the servers apply the AdamW
 (each group's settings, the schedule's rate at every step) and keep its moments; the epochs,
-batch, seed and step limit given here become the job's. Data: --data_dir, else
+batch, seed and step limit given here become the job's. --emulate_ms_per_sample=MS0,MS1,...
+(ddp and single) makes rank r's steps last MS_r per sample, as slower machines' would (under
+R2SP the job's worker flag of that name paces each worker). Data: --data_dir, else
 $R2SP_DATA_DIR, else Debian's /usr/share/datasets/fashion-mnist. Prints each epoch's test
 accuracy and ends with a JSON line: {"test_accuracy", "evals" ([seconds, accuracy] after each
 epoch), "steps", "seconds", "samples_per_s"}."""
@@ -28,6 +30,7 @@ from torch import nn
 
 from r2sp_examples import backends
 from r2sp_examples import datasets
+from r2sp_examples import pacing
 
 
 class Block(nn.Module):
@@ -109,7 +112,18 @@ def parse(argv):
     p.add_argument("--data_order", choices=("r2sp", "torch"), default="r2sp",
                    help="ddp and single: train R2SP's batches (r2sp) or torch's sampler's")
     p.add_argument("--checkpoint", default="", help="where to save the final state")
+    p.add_argument("--emulate_ms_per_sample", default="",
+                   help="ddp, single: MS or MS0,MS1,... by rank: each step lasts MS per sample")
     args = p.parse_args(argv)
+    try:
+        args.paces = [float(v) for v in args.emulate_ms_per_sample.split(",") if v]
+    except ValueError:
+        p.error(f"--emulate_ms_per_sample={args.emulate_ms_per_sample}: numbers, by rank")
+    if args.paces and args.backend == "r2sp":
+        p.error("--emulate_ms_per_sample is for ddp and single; under R2SP give the job's "
+                "worker flag --emulate_ms_per_sample (tools/launch --worker_flags_for)")
+    if any(v < 0 for v in args.paces):
+        p.error("--emulate_ms_per_sample must not be negative")
     if args.micro_batches < 1 or args.batch_size < args.micro_batches:
         p.error("--micro_batches must be at least 1 and at most --batch_size")
     return args
@@ -128,6 +142,8 @@ class Run:
         elif args.backend == "ddp":
             torch.distributed.init_process_group("gloo")
             self.rank, self.world = torch.distributed.get_rank(), torch.distributed.get_world_size()
+        paces = args.paces or [0.0]
+        self.pacer = pacing.Pacer(paces[min(self.rank, len(paces) - 1)])
 
     def wrap(self, model, optimizer):
         if self.args.backend == "r2sp":  # r2sp: the servers apply the optimizer
@@ -195,6 +211,7 @@ def evaluate(model, test_set, args):
 def train_step(run, model, optimizer, x, y, args):
     """One optimizer step over --micro_batches backward passes; the batch's mean loss."""
     total = 0.0
+    run.pacer.begin(len(y))  # ddp, single: an emulated slower machine's step
     chunks = list(zip(x.chunk(args.micro_batches), y.chunk(args.micro_batches)))
     for i, (xc, yc) in enumerate(chunks):
         last = i == len(chunks) - 1
@@ -203,6 +220,7 @@ def train_step(run, model, optimizer, x, y, args):
                 loss = nn.functional.cross_entropy(model(xc).float(), yc)
             (loss * len(yc) / len(y)).backward()
         total += loss.item() * len(yc) / len(y)
+    run.pacer.after_backward()
     if args.clip > 0:
         nn.utils.clip_grad_norm_(model.parameters(), args.clip)
     run.step(optimizer, total)

@@ -111,6 +111,29 @@ class VitRecipeTest(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertEqual(last_json(r.stdout)["steps"], 20)
 
+    def test_paced_alone(self):
+        # 10 steps of 64 samples at 5 ms a sample: at least 3.2 s of training.
+        r = subprocess.run([sys.executable, SCRIPT, "--backend=single", "--threads=1",
+                            "--max_steps=10", "--epochs=1", "--loader_workers=0",
+                            "--emulate_ms_per_sample=5"],
+                           capture_output=True, text=True, timeout=300, env=self.env,
+                           cwd=example_paths.EXAMPLES)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertGreaterEqual(last_json(r.stdout)["seconds"], 3.2)
+
+
+@unittest.skipIf(not HAVE_TORCH, example_paths.NO_TORCH)
+class VitRecipeFlagsTest(unittest.TestCase):
+    def test_paces_by_rank_and_their_refusals(self):
+        import vit_recipe
+        self.assertEqual(vit_recipe.parse(["--backend=ddp",
+                                           "--emulate_ms_per_sample=1,3"]).paces, [1.0, 3.0])
+        for bad in (["--backend=r2sp", "--emulate_ms_per_sample=1"],
+                    ["--backend=ddp", "--emulate_ms_per_sample=1,x"],
+                    ["--backend=ddp", "--emulate_ms_per_sample=-1"]):
+            with self.subTest(argv=bad), self.assertRaises(SystemExit):
+                vit_recipe.parse(bad)
+
 
 if __name__ == "__main__":
     junit_main.main()
