@@ -249,9 +249,13 @@ proto::ShardCheckpoint ServerHandler::Snapshot() const {
   return SnapshotLocked();
 }
 
-proto::ShardCheckpoint ServerHandler::SnapshotLocked() const {
+bool ServerHandler::KeepsOwnMomentum() const {
   // Elastic modes keep no momentum on the servers (the workers run the optimizer).
-  return SnapshotShard(partitions_, options_.sgd.momentum > 0 && !Elastic(options_.sync));
+  return options_.sgd.momentum > 0 && !Elastic(options_.sync);
+}
+
+proto::ShardCheckpoint ServerHandler::SnapshotLocked() const {
+  return SnapshotShard(partitions_, KeepsOwnMomentum());
 }
 
 void ServerHandler::SnapshotAtSteps(double first, double every) {

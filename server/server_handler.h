@@ -172,6 +172,8 @@ class ServerHandler : public RequestHandler {
   Counters counters_ ABSL_GUARDED_BY(mu_);
   proto::NodeCounters CountersLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   proto::ShardCheckpoint SnapshotLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether the server's own SGD keeps a momentum (checkpointed and pulled with the state).
+  bool KeepsOwnMomentum() const;
   wire::PushDecoder decoder_ ABSL_GUARDED_BY(mu_);
   // SnapshotAtSteps: the steps of the next snapshot and between two (0: none), the one taken.
   double snapshot_due_ ABSL_GUARDED_BY(mu_) = 0;

@@ -27,7 +27,7 @@ absl::Status ServerHandler::HandleOptimizerState(Message& request, Responder& re
           absl::StrCat("partition ", key, " has no initial value yet"));
     }
     const std::string state =
-        SnapshotPartition(key, held, options_.sgd.momentum > 0, /*weights=*/false)
+        SnapshotPartition(key, held, KeepsOwnMomentum(), /*weights=*/false)
             .SerializeAsString();
     Message reply;
     reply.payload.emplace_back(state.data(), state.size());

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <iterator>
 #include <limits>
 #include <type_traits>
 #include <utility>
@@ -169,10 +170,9 @@ Option Make(const char* name, T default_value, Set set) {
 
 using Str = std::string;
 
-// The options with their flags' defaults (worker/main_flags.cc, common/node_flags.cc).
-std::vector<Option> MakeOptions() {
+// The connection's options (NodeFlagValues), with common/node_flags.cc's defaults.
+std::vector<Option> ConnectionOptions() {
   return {
-      // The connection (NodeFlagValues).
       Make<Str>("scheduler", "tcp://127.0.0.1:9000",
                 [](Str v, Target& t) { t.node.scheduler = v; }),
       Make<Str>("bind", "tcp://0.0.0.0:*", [](Str v, Target& t) { t.node.bind = v; }),
@@ -187,6 +187,14 @@ std::vector<Option> MakeOptions() {
                    [](double v, Target& t) { t.node.scheduler_timeout_s = v; }),
       Make<Str>("auth", "none", [](Str v, Target& t) { t.node.auth = v; }),
       Make<Str>("keys_dir", "", [](Str v, Target& t) { t.node.keys_dir = v; }),
+  };
+}
+
+// The options with their flags' defaults (worker/main_flags.cc, common/node_flags.cc): the
+// connection's, then the session's.
+std::vector<Option> MakeOptions() {
+  std::vector<Option> options = ConnectionOptions();
+  std::vector<Option> session = {
       // The session's own fields.
       Make<int32_t>("rank", -1, [](int32_t v, Target& t) { t.options.rank = v; }),
       Make<int32_t>("batch_size", 64, [](int32_t v, Target& t) { t.options.batch_size = v; }),
@@ -250,6 +258,9 @@ std::vector<Option> MakeOptions() {
                      t.options.exchange.elastic.sgd.weight_decay = static_cast<float>(v);
                    }),
   };
+  options.insert(options.end(), std::make_move_iterator(session.begin()),
+                 std::make_move_iterator(session.end()));
+  return options;
 }
 
 const std::vector<Option>& Options() {

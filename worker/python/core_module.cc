@@ -244,6 +244,30 @@ void BindJobProperties(py::class_<Worker>& w) {
       });
 }
 
+// What the servers keep of the script's optimizer: its settings, its state (pulled, or a
+// checkpoint's to start from), and the elastic modes' centre.
+void BindOptimizerState(py::class_<Worker>& w) {
+  w.def("set_optimizer", [](Worker& x, const py::list& groups,
+                            const std::vector<int>& tensor_groups) {
+        Check(x.session().SetOptimizer(OptimizerGroups(groups), tensor_groups));
+      }, py::arg("groups"), py::arg("tensor_groups"))
+      .def("set_initial_state", [](Worker& x, const py::object& first, const py::object& second,
+                                   int64_t updates, double steps) {
+        Check(x.session().SetInitialState(OptimizerStateOf(first, second, updates, steps)));
+      }, py::arg("first"), py::arg("second"), py::arg("updates"), py::arg("steps"))
+      .def("pull_optimizer_state", [](Worker& x) {
+        return OptimizerStateDict(
+            Released<ScriptOptimizerState>([&x] { return x.session().PullOptimizerState(); }));
+      })
+      .def("pull_centre", [](Worker& x) {
+        ReleasedStatus([&x] { return x.session().PullCentre(); });
+      })
+      .def_property_readonly("centre", [](py::object self) {
+        ClientSession& s = self.cast<Worker&>().session();
+        return Buffer(self, const_cast<float*>(s.centre()), s.centre_size(), false);
+      });
+}
+
 void BindWorker(py::module_& m) {
   py::class_<Worker> w(m, "Worker");
   w.def(py::init<const py::dict&, const py::list&, const std::string&, bool>(),
@@ -286,25 +310,6 @@ void BindWorker(py::module_& m) {
         ReleasedStatus([&] { return x.session().Submit(samples, loss, fp16, skip, when); });
       }, py::arg("samples"), py::arg("loss"), py::arg("fp16") = false, py::arg("skip") = false,
          py::arg("began") = 0.0)
-      .def("set_optimizer", [](Worker& x, const py::list& groups,
-                               const std::vector<int>& tensor_groups) {
-        Check(x.session().SetOptimizer(OptimizerGroups(groups), tensor_groups));
-      }, py::arg("groups"), py::arg("tensor_groups"))
-      .def("set_initial_state", [](Worker& x, const py::object& first, const py::object& second,
-                                   int64_t updates, double steps) {
-        Check(x.session().SetInitialState(OptimizerStateOf(first, second, updates, steps)));
-      }, py::arg("first"), py::arg("second"), py::arg("updates"), py::arg("steps"))
-      .def("pull_optimizer_state", [](Worker& x) {
-        return OptimizerStateDict(
-            Released<ScriptOptimizerState>([&x] { return x.session().PullOptimizerState(); }));
-      })
-      .def("pull_centre", [](Worker& x) {
-        ReleasedStatus([&x] { return x.session().PullCentre(); });
-      })
-      .def_property_readonly("centre", [](py::object self) {
-        ClientSession& s = self.cast<Worker&>().session();
-        return Buffer(self, const_cast<float*>(s.centre()), s.centre_size(), false);
-      })
       .def("evaluation_due", [](Worker& x) { return x.session().EvaluationDue(); })
       .def("report_eval", [](Worker& x, double accuracy, double loss) {
         return x.session().ReportEvaluation(accuracy, loss);
@@ -328,6 +333,7 @@ void BindWorker(py::module_& m) {
       }, py::arg("why") = "aborted")
       .def_property_readonly("last_push_thread",
                              [](Worker& x) { return x.session().last_push_thread(); });
+  BindOptimizerState(w);
   BindJobProperties(w);
 }
 

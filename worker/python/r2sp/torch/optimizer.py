@@ -5,7 +5,6 @@ into the model in place; in the elastic modes (easgd, eawild) step() takes the w
 optimizer's own step and, every elastic period, the exchange with the centre (elastic.py)."""
 
 import contextlib
-import numbers
 import time
 
 import torch
@@ -292,7 +291,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
             raise RuntimeError(f"r2sp.torch.DistributedOptimizer.{what}: called inside "
                                "no_sync(); run the last backward of the step outside it, then "
                                "step()")
-        value = _loss_value(loss)
+        value = validation.loss_value(loss)
         step = STATE.step
         began = 0.0  # the step's compute began when it was handed out
         if step is None:  # the script did not take its step from the sampler
@@ -302,7 +301,8 @@ class DistributedOptimizer(torch.optim.Optimizer):
                 raise RuntimeError(f"r2sp.torch.DistributedOptimizer.{what}: training is over "
                                    "(the job's epochs are done); stop stepping and call "
                                    "r2sp.torch.finish()")
-        count = STATE.batch_trained(step) if samples is None else _samples_value(samples)
+        count = (STATE.batch_trained(step) if samples is None
+                 else validation.samples_value(samples))
         self._before_push()  # also when no gradient was reported during backward
         self._reporter.complete()
         if self._elastic and not skip:
@@ -383,23 +383,3 @@ class DistributedOptimizer(torch.optim.Optimizer):
     def __repr__(self):
         return f"r2sp.torch.DistributedOptimizer({self.optimizer!r})"
 
-
-def _loss_value(loss):
-    if loss is None:
-        return 0.0
-    if isinstance(loss, torch.Tensor):
-        if loss.numel() != 1:
-            raise ValueError("r2sp.torch.DistributedOptimizer.step: loss must be one value, "
-                             f"not a tensor of shape {list(loss.shape)}")
-        return float(loss.detach().item())
-    if isinstance(loss, numbers.Real):
-        return float(loss)
-    raise TypeError("r2sp.torch.DistributedOptimizer.step: loss must be a number or a "
-                    f"one-element tensor, not {type(loss).__name__}")
-
-
-def _samples_value(samples):
-    if isinstance(samples, bool) or not isinstance(samples, numbers.Integral) or samples < 1:
-        raise ValueError("r2sp.torch.DistributedOptimizer.step: samples must be a positive "
-                         f"integer, not {samples!r}")
-    return int(samples)

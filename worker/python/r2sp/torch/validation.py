@@ -1,7 +1,9 @@
 """DistributedOptimizer's checks of what it is given, each failing with a message that says
-what to change: the optimizer (a torch optimizer; which ones a mode takes: server_optimizer.py)
-and the named parameters (every optimized parameter named once, float32, contiguous, one
-device)."""
+what to change: the optimizer (a torch optimizer; which ones a mode takes: server_optimizer.py),
+the named parameters (every optimized parameter named once, float32, contiguous, one
+device), and step()'s loss and sample count."""
+
+import numbers
 
 import torch
 
@@ -84,3 +86,26 @@ def check_tensors(entries):
             raise ValueError(f"r2sp.torch.DistributedOptimizer: parameter '{name}' is on "
                              f"{p.device} and '{first[0]}' on {first[1]}; put the model on "
                              "one device before wrapping its optimizer")
+
+
+def loss_value(loss):
+    """step()'s loss as a float (0 for None); ValueError or TypeError saying what it takes."""
+    if loss is None:
+        return 0.0
+    if isinstance(loss, torch.Tensor):
+        if loss.numel() != 1:
+            raise ValueError("r2sp.torch.DistributedOptimizer.step: loss must be one value, "
+                             f"not a tensor of shape {list(loss.shape)}")
+        return float(loss.detach().item())
+    if isinstance(loss, numbers.Real):
+        return float(loss)
+    raise TypeError("r2sp.torch.DistributedOptimizer.step: loss must be a number or a "
+                    f"one-element tensor, not {type(loss).__name__}")
+
+
+def samples_value(samples):
+    """step()'s sample count as an int; ValueError unless a positive integer."""
+    if isinstance(samples, bool) or not isinstance(samples, numbers.Integral) or samples < 1:
+        raise ValueError("r2sp.torch.DistributedOptimizer.step: samples must be a positive "
+                         f"integer, not {samples!r}")
+    return int(samples)
