@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/codec/csc.h"
 #include "common/wire/pull_frames.h"
 #include "common/wire/push_frames.h"
 #include "glog/logging.h"
@@ -42,7 +43,8 @@ PsClient::PsClient(Requester* requester, const ModelLayout* layout,
                                                             : nullptr),
       push_density_(options.push_codec.ratio),
       delta_seq_(std::make_unique<std::atomic<uint64_t>[]>(layout->partitions().size())),
-      pulled_steps_(std::make_unique<std::atomic<double>[]>(layout->partitions().size())) {
+      pulled_steps_(std::make_unique<std::atomic<double>[]>(layout->partitions().size())),
+      nonzero_rows_(std::make_unique<std::atomic<bool>[]>(layout->partitions().size())) {
   CHECK_EQ(static_cast<int>(server_endpoints.size()), layout_->num_servers());
   for (const std::string& server : server_endpoints) requester_->ExpectPeer(server, proto::SERVER);
   servers_ = std::move(server_endpoints);
@@ -222,11 +224,11 @@ void PsClient::SendPush(const Partition& p, HostGradient data, int64_t clock, bo
   Message request;
   if (!init && clock == skip_clock_.load()) {
     request = wire::EncodeSkipPush(fields);
-  } else if (codec == proto::FP16) {
-    request = data.fp16 != nullptr ? wire::EncodeEncodedFp16Push(fields, data.fp16, p.num_elements)
-                                   : wire::EncodeFp16Push(fields, data.fp32, p.num_elements);
-  } else if (codec == proto::FP32) {
-    request = wire::EncodeFp32Push(fields, data.fp32, p.num_elements);
+  } else if (data.fp16 != nullptr) {
+    request = wire::EncodeEncodedFp16Push(fields, data.fp16, p.num_elements);
+  } else if (codec == proto::FP16 || codec == proto::FP32) {
+    request = init ? wire::EncodeFp32Push(fields, data.fp32, p.num_elements)
+                   : EncodeDense(p, data.fp32, fields, codec);
   } else {
     request = EncodeSparse(p, data.fp32, fields);
   }
@@ -272,6 +274,28 @@ Message PsClient::EncodeSparse(const Partition& p, const float* data,
   codec::SparseGradient& encoded = partition.scratch;
   partition.encoder.Encode(data, push_density_.load(), &encoded);
   return wire::EncodeSparsePush(fields, options_.push_codec, encoded);
+}
+
+void PsClient::PushNonzeroRowsOf(size_t offset, size_t count) {
+  for (const Partition& p : layout_->partitions()) {
+    if (p.offset < offset + count && offset < p.offset + p.num_elements) {
+      nonzero_rows_[p.key] = true;
+    }
+  }
+}
+
+Message PsClient::EncodeDense(const Partition& p, const float* data,
+                              const wire::PushFields& fields, proto::Codec codec) {
+  if (nonzero_rows_[p.key].load(std::memory_order_relaxed)) {
+    std::vector<uint32_t> ids;
+    const size_t half = codec::NumChunks(p.num_elements, kRowChunk) / 2;
+    if (codec::SelectNonzeroChunks(data, p.num_elements, kRowChunk, half, &ids)) {
+      return wire::EncodeChunksPush(fields, data, p.num_elements, kRowChunk, ids,
+                                    codec == proto::FP16);
+    }
+  }
+  return codec == proto::FP16 ? wire::EncodeFp16Push(fields, data, p.num_elements)
+                              : wire::EncodeFp32Push(fields, data, p.num_elements);
 }
 
 void PsClient::SendPull(const Partition& p, float* data, const PullOptions& options,

@@ -174,6 +174,14 @@ class PsClient {
   // servers apply nothing of this worker's for it): the script found an inf or NaN.
   void SkipPushesOf(int64_t clock) { skip_clock_ = clock; }
 
+  // The tensor at [offset, offset + count) of the flat model gets gradients that leave most of
+  // its rows zero (an embedding's sparse gradient): the fp32 and fp16 pushes of the partitions
+  // it lies in send only the chunks of kRowChunk values holding a value other than zero (a
+  // lossless csc push), unless more than half of a partition's chunks do. Any thread, any time;
+  // pushes begun after it returns follow it.
+  void PushNonzeroRowsOf(size_t offset, size_t count);
+  static constexpr uint32_t kRowChunk = 64;
+
   // Sparse push codecs: the fraction of values (topk) or chunks (csc) the next pushes send,
   // in (0, 1] (a density warm-up lowers it to the codec's ratio). Starts at the codec's ratio.
   void set_push_density(double density);
@@ -215,6 +223,10 @@ class PsClient {
                                                     std::shared_ptr<Ticket::State> pulled);
   // A sparse push of partition `p` (encoded by its SparseEncoder, which moves its residual on).
   Message EncodeSparse(const Partition& p, const float* data, const wire::PushFields& fields);
+  // An fp32 or fp16 (`codec`) push of partition `p`'s values `data`: its non-zero chunks alone
+  // where PushNonzeroRowsOf asked for it and they are at most half, otherwise all of it.
+  Message EncodeDense(const Partition& p, const float* data, const wire::PushFields& fields,
+                      proto::Codec codec);
   // `then`, if any, runs once the pull is answered (after `state` is completed).
   void SendPull(const Partition& p, float* data, const PullOptions& options,
                 std::shared_ptr<Ticket::State> state, std::function<void()> then = nullptr);
@@ -241,6 +253,7 @@ class PsClient {
   std::unique_ptr<std::atomic<double>[]> pulled_steps_;
   std::atomic<double> rolled_back_steps_{0};
   std::atomic<int64_t> skip_clock_{-1};  // SkipPushesOf's
+  std::unique_ptr<std::atomic<bool>[]> nonzero_rows_;  // PushNonzeroRowsOf's, by key
   mutable absl::Mutex optimizer_mu_;
   // SetOptimizer's runs (null: none), shared with the pushes under way.
   std::shared_ptr<const std::vector<proto::PartitionOptimizer>> optimizer_

@@ -65,6 +65,20 @@ void SelectChunks(const float* v, size_t n, uint32_t chunk, size_t count,
   SelectChunksByNorm(norms, count, ids);
 }
 
+bool SelectNonzeroChunks(const float* v, size_t n, uint32_t chunk, size_t most,
+                         std::vector<uint32_t>* ids) {
+  ids->clear();
+  const size_t chunks = NumChunks(n, chunk);
+  for (size_t c = 0; c < chunks; ++c) {
+    const float* begin = v + c * static_cast<size_t>(chunk);
+    const float* end = begin + ChunkLength(n, chunk, c);
+    if (std::all_of(begin, end, [](float x) { return x == 0.0f; })) continue;
+    if (ids->size() == most) return false;
+    ids->push_back(static_cast<uint32_t>(c));
+  }
+  return true;
+}
+
 void SelectChunksByNorm(const std::vector<float>& norms, size_t count,
                         std::vector<uint32_t>* ids) {
   const size_t chunks = norms.size();

@@ -27,6 +27,12 @@ float ChunkSquaredNorm(const float* v, size_t n);
 // from the same pass: error feedback's add and the chunk's norm read the chunk once.
 float AddIntoAndSquaredNorm(const float* g, float* acc, size_t n);
 
+// The ids of the chunks of `v` holding any value other than zero (NaN included), in increasing
+// order: a lossless csc push of a gradient that leaves most of its rows zero (an embedding's).
+// Stops, returning false, once more than `most` are found; `ids` is overwritten.
+bool SelectNonzeroChunks(const float* v, size_t n, uint32_t chunk, size_t most,
+                         std::vector<uint32_t>* ids);
+
 // The same from the chunks' squared norms (the GPU encoder computes them on the device); a NaN
 // norm ranks as +Inf. `ids` is overwritten.
 void SelectChunksByNorm(const std::vector<float>& norms, size_t count,

@@ -106,6 +106,26 @@ Message EncodeSparsePush(const PushFields& fields, const codec::CodecSpec& spec,
   return request;
 }
 
+Message EncodeChunksPush(const PushFields& fields, const float* values, size_t n, uint32_t chunk,
+                         const std::vector<uint32_t>& ids, bool fp16) {
+  Message request = PushHeader(fields);
+  request.header.set_codec(proto::CSC);
+  request.header.mutable_push()->set_chunk_elements(chunk);
+  if (fp16) request.header.mutable_push()->set_values(proto::FP16);
+  std::vector<float> chosen;
+  for (uint32_t id : ids) {
+    const float* begin = values + static_cast<size_t>(id) * chunk;
+    chosen.insert(chosen.end(), begin, begin + codec::ChunkLength(n, chunk, id));
+  }
+  request.payload.emplace_back(ids.data(), ids.size() * sizeof(uint32_t));
+  if (fp16) {
+    request.payload.push_back(Fp16Frame(chosen.data(), chosen.size()));
+  } else {
+    request.payload.emplace_back(chosen.data(), chosen.size() * sizeof(float));
+  }
+  return request;
+}
+
 absl::StatusOr<GradientView> PushDecoder::Decode(const Message& request, size_t n) {
   switch (request.header.codec()) {
     case proto::FP32:

@@ -47,6 +47,10 @@ Message EncodeSkipPush(const PushFields& fields);
 // (the encoder reuses its buffers for the next push).
 Message EncodeSparsePush(const PushFields& fields, const codec::CodecSpec& spec,
                          const codec::SparseGradient& encoded);
+// A lossless csc push of the chunks `ids` (increasing) of `values` (n floats in chunks of
+// `chunk`), their values copied whole into the frame, in fp32 or rounded to fp16.
+Message EncodeChunksPush(const PushFields& fields, const float* values, size_t n, uint32_t chunk,
+                         const std::vector<uint32_t>& ids, bool fp16);
 
 // Decodes pushes. Not thread-safe (the server's I/O thread owns one).
 class PushDecoder {

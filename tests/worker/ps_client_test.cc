@@ -1,7 +1,7 @@
 // The parameter-server client against a real ServerHandler over the in-process network: whole-
 // model pushes and pulls across partitions, BSP pulls parked until their clock, the codecs
-// (gradients encoded to fp16 on a device included), and a request to a server that never
-// answers.
+// (gradients encoded to fp16 on a device included), an embedding's non-zero rows sent alone, and
+// a request to a server that never answers.
 #include "worker/ps_client.h"
 
 #include <vector>
@@ -250,6 +250,55 @@ TEST_F(PsClientTest, CscPushesSendWholeChunksAndTheDensityCanChange) {
   clock1.min_version = 2;
   ASSERT_TRUE(ps_->Pull(pulled.data(), clock1).Wait().ok());
   for (int i = 0; i < 10; ++i) EXPECT_EQ(pulled[i], -0.5f * grad[i]) << i;
+}
+
+// An embedding table (8 rows of 64) and a bias (64) in one partition of 9 chunks of
+// PsClient::kRowChunk: after PushNonzeroRowsOf, a gradient touching rows 2 and 5 (and the bias)
+// sends those 3 chunks alone, their ids and values, and the server applies what the dense push
+// would; with row 0 too, 4 chunks (half of 9, rounded down) still go alone; with rows 1 and 7
+// as well, 6 chunks, the whole partition goes.
+TEST(PsClientRowsTest, PushesOfAnEmbeddingsRowsSendTheNonZeroChunksAlone) {
+  for (const proto::Codec codec : {proto::FP32, proto::FP16}) {
+    SCOPED_TRACE(proto::Codec_Name(codec));
+    std::vector<proto::TensorSpec> model(2);
+    model[0].set_name("table"), model[0].set_num_elements(8 * 64);
+    model[1].set_name("bias"), model[1].set_num_elements(64);
+    const ModelLayout layout = *ModelLayout::Create(model, /*partition_bytes=*/1 << 20, 1);
+    ASSERT_EQ(layout.partitions().size(), 1u);
+    ServerOptions server_options;
+    server_options.sync = proto::ASP;
+    server_options.sgd = {/*learning_rate=*/1.0f, /*momentum=*/0.0f, /*weight_decay=*/0.0f};
+    server_options.per_sample_updates = false;
+    ServerHandler server(server_options);
+    server.Configure(0, ServerPeers{"scheduler", {"worker0"}}, layout);
+    testing::InProcessNetwork network;
+    network.Serve("server0", &server);
+    PsClientOptions options;
+    options.push_codec.codec = codec;
+    PsClient ps(network.Client("worker0"), &layout, {"server0"}, options);
+    std::vector<float> weights(576, 0.0f), grad(576, 0.0f);
+    ASSERT_TRUE(ps.Push(weights.data(), 0, /*init=*/true).Wait().ok());
+    ps.PushNonzeroRowsOf(/*offset=*/0, /*count=*/8 * 64);
+    for (int row : {2, 5, 8}) {  // 8: the bias
+      for (int i = 0; i < 64; ++i) grad[row * 64 + i] = 0.25f * (i % 5) - 0.5f;
+    }
+    const size_t value_bytes = codec == proto::FP16 ? 2 : 4;
+    ASSERT_TRUE(ps.Push(grad.data(), 0).Wait().ok());
+    EXPECT_EQ(ps.counters().bytes_pushed, 576 * 4 + 3 * 4 + 3 * 64 * value_bytes);
+    for (int i = 0; i < 576; ++i) weights[i] -= grad[i];
+    EXPECT_EQ(*server.Weights(0), weights);
+    grad[3] = 1.0f;  // row 0 too: 4 chunks, still at most half of the 9
+    ASSERT_TRUE(ps.Push(grad.data(), 1).Wait().ok());
+    const size_t sent = 576 * 4 + 3 * 4 + 3 * 64 * value_bytes + 4 * 4 + 4 * 64 * value_bytes;
+    EXPECT_EQ(ps.counters().bytes_pushed, sent);
+    for (int i = 0; i < 576; ++i) weights[i] -= grad[i];
+    EXPECT_EQ(*server.Weights(0), weights);
+    grad[64] = grad[7 * 64] = 1.0f;  // rows 1 and 7: 6 chunks, the whole partition goes
+    ASSERT_TRUE(ps.Push(grad.data(), 2).Wait().ok());
+    EXPECT_EQ(ps.counters().bytes_pushed, sent + 576 * value_bytes);
+    for (int i = 0; i < 576; ++i) weights[i] -= grad[i];
+    EXPECT_EQ(*server.Weights(0), weights);
+  }
 }
 
 // A whole-model pull can be waited on partition by partition (a forward overlapping the pull):

@@ -137,6 +137,17 @@ absl::Status ClientSession::GradientReady(int64_t offset, int64_t count, bool fp
                                  offset, count);
 }
 
+absl::Status ClientSession::PushNonzeroRowsOf(int64_t offset, int64_t count) {
+  R2SP_RETURN_IF_ERROR(InJob());
+  if (offset < 0 || count <= 0 || offset + count > size()) {
+    return absl::OutOfRangeError(absl::StrCat("sparse rows' range [", offset, ", ",
+                                              offset + count, ") is outside the model's ",
+                                              size(), " values"));
+  }
+  session_->ps()->PushNonzeroRowsOf(offset, count);
+  return absl::OkStatus();
+}
+
 absl::Status ClientSession::SetOptimizer(const std::vector<proto::OptimizerSettings>& groups,
                                          const std::vector<int>& tensor_groups) {
   R2SP_RETURN_IF_ERROR(InJob());
@@ -218,6 +229,11 @@ absl::StatusOr<LoopResult> ClientSession::Finish() {
     return result.status();
   }
   return Ended(result.status());
+}
+
+PsClientCounters ClientSession::traffic() const {
+  if (session_ == nullptr || session_->ps() == nullptr) return PsClientCounters{};
+  return session_->ps()->counters();
 }
 
 void ClientSession::Abort(const std::string& why) {

@@ -103,6 +103,9 @@ class ClientSession {
   // of the step began, if before NextStep handed it out (ComputedStep::began).
   absl::Status Submit(int samples, double loss, bool fp16, bool skip = false,
                       absl::Time began = absl::InfinitePast());
+  // The tensor at [offset, offset + count) gets sparse gradients (an embedding's): its pushes
+  // send the non-zero rows (PsClient::PushNonzeroRowsOf). OutOfRange outside the model.
+  absl::Status PushNonzeroRowsOf(int64_t offset, int64_t count);
   // The script's optimizer from now on: parameter group g's settings are groups[g], tensor i
   // (in the model's order) is in group tensor_groups[i]; the servers apply it to every push
   // that follows (wire/optimizer_runs.h). InvalidArgument for settings or groups the servers
@@ -128,6 +131,8 @@ class ClientSession {
   // After the last step: the final barrier, the final pull into params(), FINISH; what the run
   // did. FailedPrecondition (and the worker leaves the job) when the job still wants steps.
   absl::StatusOr<LoopResult> Finish();
+  // What the worker's pushes and pulls sent and received so far (zeros before joining).
+  PsClientCounters traffic() const;
   // Leaves the job now (its communication stops; the scheduler counts it dead). Idempotent.
   void Abort(const std::string& why);
   // From any thread: a blocking call returns Cancelled("interrupted"), the worker leaves the job.

@@ -203,7 +203,7 @@ void ReleasedStatus(const std::function<absl::Status()>& call) {
   Check(status);
 }
 
-py::dict ResultDict(const LoopResult& r) {
+py::dict ResultDict(const LoopResult& r, const PsClientCounters& traffic) {
   py::dict d;
   d["steps"] = r.steps;
   d["samples"] = r.samples;
@@ -216,6 +216,10 @@ py::dict ResultDict(const LoopResult& r) {
   d["overlapped_pulls"] = r.overlapped_pulls;
   d["test_accuracy"] = r.test_accuracy;
   d["final_batch"] = r.final_batch;
+  d["bytes_pushed"] = traffic.bytes_pushed;
+  d["bytes_pulled"] = traffic.bytes_pulled;
+  d["pushes"] = traffic.pushes;
+  d["pulls"] = traffic.pulls;
   return d;
 }
 
@@ -297,6 +301,9 @@ void BindWorker(py::module_& m) {
       .def("gradient_ready", [](Worker& x, int64_t offset, int64_t count, bool fp16) {
         ReleasedStatus([&] { return x.session().GradientReady(offset, count, fp16); });
       }, py::arg("offset"), py::arg("count"), py::arg("fp16") = false)
+      .def("push_nonzero_rows", [](Worker& x, int64_t offset, int64_t count) {
+        Check(x.session().PushNonzeroRowsOf(offset, count));
+      }, py::arg("offset"), py::arg("count"))
       .def("enable_forward_waits",
            [](Worker& x) { Check(x.session().EnableForwardWaits()); })
       .def("params_needed", [](Worker& x, int64_t offset, int64_t count) {
@@ -322,7 +329,7 @@ void BindWorker(py::module_& m) {
         }
         x.Left();
         if (!result.ok()) Raise(result.status());
-        return ResultDict(*result);
+        return ResultDict(*result, x.session().traffic());
       })
       .def("abort", [](Worker& x, const std::string& why) {
         {

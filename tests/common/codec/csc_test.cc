@@ -161,5 +161,24 @@ TEST(CscTest, NonFiniteChunksComeFirst) {
   EXPECT_EQ(Select(v, 4, 1), (std::vector<uint32_t>{4}));
 }
 
+// The chunks holding anything but zeros (-0 is zero, NaN is not), the short last one too; more
+// than `most` of them stops the selection.
+TEST(CscTest, SelectNonzeroChunksFindsTheChunksThatHoldAValue) {
+  std::vector<float> v(10, 0.0f);  // chunks of 3: [0,3) [3,6) [6,9) [9,10)
+  v[4] = -0.0f;
+  v[7] = kNaN;
+  v[9] = 1e-30f;
+  std::vector<uint32_t> ids = {7, 7};
+  EXPECT_TRUE(SelectNonzeroChunks(v.data(), v.size(), 3, /*most=*/4, &ids));
+  EXPECT_EQ(ids, (std::vector<uint32_t>{2, 3}));
+  EXPECT_TRUE(SelectNonzeroChunks(v.data(), v.size(), 3, /*most=*/2, &ids));
+  EXPECT_EQ(ids, (std::vector<uint32_t>{2, 3}));
+  v[0] = 2.0f;
+  EXPECT_FALSE(SelectNonzeroChunks(v.data(), v.size(), 3, /*most=*/2, &ids));
+  const std::vector<float> zeros(10, 0.0f);
+  EXPECT_TRUE(SelectNonzeroChunks(zeros.data(), zeros.size(), 3, /*most=*/0, &ids));
+  EXPECT_EQ(ids, (std::vector<uint32_t>{}));
+}
+
 }  // namespace
 }  // namespace r2sp::codec

@@ -300,6 +300,27 @@ TEST(PushFramesTest, CscRoundTripsWithFp32AndFp16Values) {
   }
 }
 
+// A lossless csc push of chosen chunks: the chunks' values whole (the short last one too), fp32
+// or fp16; no chunk at all is a zero gradient.
+TEST(PushFramesTest, ChunksPushesRoundTripTheChosenChunksWhole) {
+  const std::vector<float> values = {1, 2, 0, 0, 5};  // chunks of 2: {1,2} {0,0} {5}
+  for (bool fp16 : {false, true}) {
+    Message m = EncodeChunksPush(kFields, values.data(), 5, 2, {0, 2}, fp16);
+    EXPECT_EQ(m.header.codec(), proto::CSC);
+    EXPECT_EQ(m.header.push().chunk_elements(), 2u);
+    EXPECT_EQ(m.header.push().values(), fp16 ? proto::FP16 : proto::FP32);
+    EXPECT_EQ(PayloadBytes(m), 2 * 4 + 3 * (fp16 ? 2 : 4));
+    PushDecoder decoder;
+    absl::StatusOr<GradientView> g = decoder.Decode(m, 5);
+    ASSERT_TRUE(g.ok()) << g.status();
+    EXPECT_EQ(Densify(*g), values) << fp16;
+    Message none = EncodeChunksPush(kFields, values.data(), 5, 2, {}, fp16);
+    g = decoder.Decode(none, 5);
+    ASSERT_TRUE(g.ok()) << g.status();
+    EXPECT_EQ(Densify(*g), (std::vector<float>(5, 0.0f))) << fp16;
+  }
+}
+
 TEST(PushFramesTest, InitPushesAreFp32WithTheInitFlag) {
   const std::vector<float> v = {4, 5};
   Message m = EncodeFp32Push(PushFields{9, 0, 0, /*init=*/true, 0.0f}, v.data(), v.size());

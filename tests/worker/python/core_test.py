@@ -177,6 +177,13 @@ class CoreJobTest(unittest.TestCase):
             worker.gradient_ready(8, 4)
         self.assertEqual(str(outside.exception),
                          "gradient range [8, 12) is outside the model's 10 values")
+        for offset, count in ((8, 4), (-1, 2), (0, 0)):
+            with self.assertRaises(_core.R2SPError) as rows:
+                worker.push_nonzero_rows(offset, count)
+            self.assertEqual(str(rows.exception), f"sparse rows' range [{offset}, "
+                             f"{offset + count}) is outside the model's 10 values")
+            self.assertEqual(rows.exception.code, "OUT_OF_RANGE")
+        worker.push_nonzero_rows(0, 8)
         worker.submit(4, 0.5)
         with self.assertRaises(_core.R2SPError) as unasked:
             worker.submit(4, 0.5)  # the second step, without next_step

@@ -195,6 +195,9 @@ class FakeWorker:
         values = self._grads16 if fp16 else self._grads
         self.calls.append(("gradient_ready", offset, count, list(values[offset:offset + count])))
 
+    def push_nonzero_rows(self, offset, count):
+        self.calls.append(("push_nonzero_rows", offset, count))
+
     def submit(self, samples, loss, fp16=False, skip=False, began=0.0):
         """Records the call ("skip" last when skipping); "pulls" params - lr * grads unless
         the step is skipped."""

@@ -23,12 +23,12 @@ class FlatGradients:
         elsewhere (a gradient set to None and replaced) or zeros when it has none."""
         view = entry.view(self.grads)
         grad = entry.param.grad
-        if grad is None or grad.data_ptr() != view.data_ptr():
+        if grad is None or grad.is_sparse or grad.data_ptr() != view.data_ptr():
             with torch.no_grad():
                 if grad is None:
                     view.zero_()
-                else:
-                    view.copy_(grad)
+                else:  # an embedding's sparse gradient goes in dense (the pushes skip zero rows)
+                    view.copy_(grad.to_dense() if grad.is_sparse else grad)
             entry.param.grad = view
 
     def fill_zero(self, entry):
@@ -42,5 +42,6 @@ class FlatGradients:
         self.grads.zero_()
         for e in self.entries:
             view = e.view(self.grads)
-            if e.param.grad is None or e.param.grad.data_ptr() != view.data_ptr():
+            grad = e.param.grad
+            if grad is None or grad.is_sparse or grad.data_ptr() != view.data_ptr():
                 e.param.grad = view

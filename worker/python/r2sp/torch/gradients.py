@@ -45,6 +45,7 @@ class GradientReporter:
         self._deferred = []      # entries completed while no step was under way
         self._waits_queued = False  # landed() is queued for the end of this backward
         self._accumulators = []  # the AccumulateGrad nodes: the hooks live as long as they do
+        self._sparse_seen = set()  # indices into entries whose gradients came sparse
         self.accumulating = False  # set by the training thread between backward passes
         self.hold_until_step = False
         self.sent = False
@@ -54,13 +55,17 @@ class GradientReporter:
 
     def _hook(self, index, entry):
         accumulator = entry.param.expand_as(entry.param).grad_fn.next_functions[0][0]
-        accumulator.register_hook(lambda *_: self._ready(index))
+        accumulator.register_hook(lambda _, incoming: self._ready(index, incoming))
         self._accumulators.append(accumulator)
 
-    def _ready(self, index):
+    def _ready(self, index, incoming):
+        entry = self._entries[index]
+        if index not in self._sparse_seen and any(g is not None and g.is_sparse
+                                                  for g in incoming):
+            self._sparse_seen.add(index)  # an embedding's rows: the pushes send those alone
+            self._worker.push_nonzero_rows(entry.offset, entry.count)
         if self.accumulating:
             return
-        entry = self._entries[index]
         with self._lock:
             if index in self._reported:
                 raise RuntimeError(

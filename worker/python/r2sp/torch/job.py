@@ -111,7 +111,8 @@ def finish():
     """Leaves the job after training: the final barrier, the final pull into the model's
     parameters, then FINISH. Returns the worker's totals ({'steps', 'samples', 'epochs',
     'seconds', 'compute_seconds', 'push_seconds', 'pull_seconds', 'wait_seconds',
-    'overlapped_pulls', 'test_accuracy', 'final_batch'}); later calls return the same. Runs at
+    'overlapped_pulls', 'test_accuracy', 'final_batch', and the traffic: 'bytes_pushed',
+    'bytes_pulled', 'pushes', 'pulls'}); later calls return the same. Runs at
     exit if the script does not call it (and after an unhandled exception the worker aborts
     instead)."""
     return STATE.finish()
