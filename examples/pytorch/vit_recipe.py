@@ -177,6 +177,10 @@ class Run:
         else:
             optimizer.step()
 
+    def first_step(self):
+        """Where training starts: a job resumed from the servers' checkpoints goes on there."""
+        return self.r2t.first_step() if self.args.backend == "r2sp" else 0  # r2sp
+
     def evaluates(self):
         return self.r2t.evaluates() if self.args.backend == "r2sp" else self.rank == 0
 
@@ -240,10 +244,12 @@ def train(run, args, train_set, test_set):
         total = min(total, args.max_steps)
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, warmup_cosine(total, max(1, int(args.warmup * total))))
+    for _ in range(run.first_step()):
+        schedule.step()
     ahead = {"prefetch_factor": 2, "persistent_workers": True} if args.loader_workers else {}
     loader = torch.utils.data.DataLoader(train_set, batch_sampler=sampler,
                                          num_workers=args.loader_workers, **ahead)
-    start, steps, samples, evals = time.monotonic(), 0, 0, []
+    start, steps, samples, evals = time.monotonic(), run.first_step(), 0, []
     for epoch in range(args.epochs):
         if hasattr(sampler, "set_epoch"):
             sampler.set_epoch(epoch)

@@ -22,11 +22,12 @@ except ImportError as _e:
                       ) from _e
 
 from .. import JobLost, R2SPError
-from .job import (batch_size, evaluates, finish, init, local_rank, mode, rank, report_eval,
-                  seed, size)
+from .job import (batch_size, evaluates, finish, first_step, init, local_rank, mode, rank,
+                  report_eval, seed, size)
 from .optimizer import DistributedOptimizer
 from .sampler import DistributedSampler, epoch_batches
 
-__all__ = ["init", "rank", "size", "local_rank", "seed", "mode", "DistributedOptimizer",
+__all__ = ["init", "rank", "size", "local_rank", "seed", "mode", "first_step",
+           "DistributedOptimizer",
            "DistributedSampler", "epoch_batches", "batch_size", "evaluates", "report_eval",
            "finish", "R2SPError", "JobLost"]

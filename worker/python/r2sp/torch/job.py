@@ -1,5 +1,5 @@
 """r2sp.torch's functions about the job: init() (settings), this worker's place in the job
-(rank, size, local_rank, mode), the batch of the next step, evaluation reports and finish()."""
+(rank, size, local_rank, mode, first_step), the batch of the next step, evaluation reports and finish()."""
 
 import math
 import numbers
@@ -76,6 +76,16 @@ def mode():
     """The job's consistency mode: 'bsp', 'ssp', 'asp', 'r2sp', 'easgd' or 'eawild'
     (docs/MODES.md)."""
     return STATE.require_worker("mode()").mode
+
+
+def first_step():
+    """The job's step this worker's training starts at: 0 in a new job; where the job goes on
+    when it resumed (from the servers' checkpoints, tools/launch --resume, or from an optimizer
+    state loaded before wrapping) or when this worker joined it running (a replacement). The
+    DistributedSampler starts there; bring the script's own step counters and learning-rate
+    schedule there too (for _ in range(first_step()): schedule.step()). Known once
+    DistributedOptimizer has joined."""
+    return STATE.require_worker("first_step()").first_step
 
 
 def batch_size():

@@ -120,6 +120,8 @@ class DistributedOptimizer(torch.optim.Optimizer):
         self._servers_keep_state = steps_on == "servers"
         if self._servers_keep_state:
             optimizer.state.clear()  # the servers' now (a loaded state went to them)
+            if worker.first_step > 0:  # a resumed job: the servers took the steps before it
+                server_optimizer.record_step(optimizer)
         if not self._elastic:
             self._groups = server_optimizer.OptimizerSync(worker, optimizer, self._entries,
                                                           local=steps_on == "workers")
@@ -311,6 +313,8 @@ class DistributedOptimizer(torch.optim.Optimizer):
             self._worker.submit(count, value, fp16=self._buffers.fp16,
                                 skip=skip and not self._elastic, began=began)
         self._exchanged = time.time()
+        if self._servers_keep_state and not skip:
+            server_optimizer.record_step(self.optimizer)
         STATE.submitted()
         self._groups_synced = False
         self._reporter.reset()

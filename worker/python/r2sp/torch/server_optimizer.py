@@ -122,3 +122,11 @@ class OptimizerSync:
         if groups != self._sent:
             self._worker.set_optimizer(groups, self._tensor_groups)
             self._sent = groups
+
+
+def record_step(optimizer):
+    """Records on the torch optimizer a step the servers took for it, as torch's own step()
+    records it for the learning-rate schedulers' order check (torch 1.13: _step_count; torch 2:
+    _opt_called), so that a schedule stepped after step() does not warn it ran first."""
+    optimizer._step_count = getattr(optimizer, "_step_count", 0) + 1
+    optimizer._opt_called = True

@@ -5,6 +5,7 @@ and each step's gradient reports and exchange."""
 import time
 import types
 import unittest
+import warnings
 from unittest import mock
 
 import r2sp_testing
@@ -222,6 +223,32 @@ class RefusalTest(OptimizerTestBase):
         self.assertEqual(self.workers[0].optimizers, [
             ([settings(0.002, 0.01), settings(0.002, 0.0)], tensor_groups),
             ([settings(0.001, 0.01), settings(0.001, 0.0)], tensor_groups)])
+
+
+    def test_a_schedule_of_the_torch_optimizer_sees_the_servers_steps(self):
+        """torch warns of a schedule stepped before the optimizer; the servers' steps count as
+        the optimizer's, also those a resumed job took before first_step()."""
+        for first_step in (0, 5):
+            state.STATE.__init__()
+            state.STATE.settings = r2t.settings.resolve({"R2SP_SCHEDULER": "tcp://h:1"}, [])
+            model = tiny_model()
+            adamw = torch.optim.AdamW(model.parameters(), lr=0.002)
+            schedule = torch.optim.lr_scheduler.LambdaLR(adamw, lambda step: 1.0 / (step + 1))
+            self.options = {"steps": r2sp_testing.steps_of([2]), "first_step": first_step}
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                optimizer = self.make(adamw, model.named_parameters(), train_samples=8)
+                self.assertEqual(r2t.first_step(), first_step)
+                for _ in range(first_step):
+                    schedule.step()
+                x, y = data()
+                for _ in range(2):
+                    optimizer.zero_grad()
+                    torch.nn.functional.mse_loss(model(x), y).backward()
+                    optimizer.step()
+                    schedule.step()
+            self.assertEqual([str(w.message) for w in caught], [])
+            self.assertEqual(adamw.param_groups[0]["lr"], 0.002 / (first_step + 3))
 
 
 @unittest.skipIf(SKIP, SKIP or "")

@@ -12,12 +12,16 @@ last inside no_sync(); $CLIP=C (default none) clips the gradient's norm to C bef
 $SAVE_AT=S makes worker 0 save, after S steps, the parameters, optimizer.state_dict(), the
 schedule's state and S there, and then every worker stops as if killed (exit status 9); with
 $RESUME=1 every worker starts from that checkpoint instead (the optimizer's state loaded before
-wrapping it, as a script resumes). Writes the final parameters (raw fp32 in w, b, n order) to
+wrapping it, as a script resumes), and checks that r2sp.torch.first_step() is the saved step.
+$RESUME=servers: the job resumed from the servers' checkpoints; the step and the schedule's
+position come from first_step(). $PROGRESS: a file each step's count is written to, after
+$STEP_SLEEP seconds (default 0) a step. Writes the final parameters (raw fp32 in w, b, n order) to
 argv[1]."""
 
 import contextlib
 import os
 import sys
+import time
 
 import torch
 
@@ -78,7 +82,7 @@ def start(params, clip):
     optimizer = make_optimizer(os.environ["OPTIMIZER"], params)
     schedule = make_schedule(optimizer)
     step = 0
-    if os.environ.get("RESUME"):
+    if os.environ.get("RESUME") == "1":
         saved = torch.load(os.environ["CHECKPOINT"])
         with torch.no_grad():
             for name, p in params.items():
@@ -86,8 +90,14 @@ def start(params, clip):
         optimizer.load_state_dict(saved["optimizer"])
         schedule.load_state_dict(saved["schedule"])
         step = saved["step"]
-    return (r2t.DistributedOptimizer(optimizer, list(params.items()), edits_gradients=clip > 0),
-            schedule, step)
+    wrapped = r2t.DistributedOptimizer(optimizer, list(params.items()), edits_gradients=clip > 0)
+    if os.environ.get("RESUME") == "servers":
+        step = r2t.first_step()
+        for _ in range(step):
+            schedule.step()
+    elif r2t.first_step() != step:
+        sys.exit(f"first_step() is {r2t.first_step()}, the checkpoint's step {step}")
+    return wrapped, schedule, step
 
 
 def save_and_stop(params, optimizer, schedule, step):
@@ -98,6 +108,14 @@ def save_and_stop(params, optimizer, schedule, step):
                     "optimizer": state, "schedule": schedule.state_dict(), "step": step},
                    os.environ["CHECKPOINT"])
     os._exit(9)
+
+
+def report_progress(step):
+    """Sleeps $STEP_SLEEP, then writes `step` to $PROGRESS (if set)."""
+    time.sleep(float(os.environ.get("STEP_SLEEP", "0")))
+    if os.environ.get("PROGRESS"):
+        with open(os.environ["PROGRESS"], "w") as f:
+            f.write(str(step))
 
 
 def main():
@@ -129,6 +147,7 @@ def main():
             schedule.step()
             step += 1
             epoch_steps += 1
+            report_progress(step)
             if step == save_at:
                 save_and_stop(params, optimizer, schedule, step)
     r2t.finish()

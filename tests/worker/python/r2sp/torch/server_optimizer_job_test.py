@@ -14,10 +14,14 @@ runs on each worker with the averaged gradient: the parameters are torch's bit f
 one worker skips steps both with the other's gradient, one every worker skips steps none. A job
 killed after worker 0 saved the script's checkpoint (optimizer.state_dict(): the servers'
 moments and step) and resumed from it by a new job ends with the parameters of a job that ran
-through, bit for bit."""
+through, bit for bit; so does a job that lost its server mid-job (bsp: the job fails) and was
+resumed from the servers' checkpoints, taken every step (the script's schedule brought to
+r2sp.torch.first_step())."""
 
 import os
+import re
 import tempfile
+import time
 import unittest
 
 import r2sp_testing
@@ -77,17 +81,20 @@ def ulps(a, b):
 
 @unittest.skipIf(training_test.cannot_run(), training_test.cannot_run() or "")
 class ServerOptimizerJobTest(unittest.TestCase):
-    def run_job(self, kind, flags="", **env):
+    def run_job(self, kind, flags="", job_flags=None, **env):
         """Both workers' final parameters (they must agree) of a 2-worker bsp job, with these
-        worker flags and script settings (optimizer_train.py)."""
-        job = training_test.Job(workers=2)
+        worker flags, scheduler and server flags (training_test.Job's keywords) and script
+        settings (optimizer_train.py)."""
+        job = training_test.Job(workers=2, **(job_flags or {}))
         self.addCleanup(job.close)
         outs = [job.path(f"final{i}") for i in range(2)]
         workers = [job.torch_worker(i, "--epochs=2 --batch_size=4 " + flags, outs[i],
                                     script=SCRIPT, script_env=dict(env, OPTIMIZER=kind))
                    for i in range(2)]
-        self.assertEqual(job.wait(workers), [0, 0], job.log("worker0") + job.log("worker1"))
+        self.assertEqual(job.wait(workers), [0, 0],
+                         job.log("worker0") + job.log("worker1") + job.log("server0"))
         self.server_log = job.log("server0")
+        self.worker_logs = [job.log(f"worker{i}") for i in range(2)]
         finals = []
         for out in outs:
             with open(out, "rb") as f:
@@ -130,6 +137,34 @@ class ServerOptimizerJobTest(unittest.TestCase):
         saved = self.check_resumed("sgd_nesterov")
         self.assertEqual(list(saved["optimizer"]["state"][2]), ["momentum_buffer"])
         self.assertEqual(saved["optimizer"]["state"][2]["momentum_buffer"].shape, (48,))
+
+    def test_adamw_resumes_from_the_servers_checkpoints_after_a_server_is_lost(self):
+        uninterrupted = self.run_job("adamw")
+        with tempfile.TemporaryDirectory(prefix="r2sp_server_checkpoints_") as directory:
+            checkpoints = ["--checkpoint_dir=" + directory, "--checkpoint_every=1steps"]
+            job_id = ["--job_id=resumed-adamw"]  # the resumed servers check it
+            job = training_test.Job(workers=2, scheduler_flags=job_id, server_flags=checkpoints)
+            self.addCleanup(job.close)
+            progress = job.path("progress")
+            env = dict(OPTIMIZER="adamw", PROGRESS=progress, STEP_SLEEP="0.3")
+            workers = [job.torch_worker(i, "--epochs=2 --batch_size=4", job.path(f"final{i}"),
+                                        script=SCRIPT, script_env=env) for i in range(2)]
+            deadline = time.time() + 60
+            while time.time() < deadline and not (os.path.exists(progress) and
+                                                  open(progress).read() in ("3", "4", "5")):
+                time.sleep(0.02)
+            next(p for p in job.processes if p.name == "server0").kill()
+            self.assertEqual(job.wait(workers), [1, 1], job.log("worker0"))
+            self.assertIn("JobLost: the job failed: server 0", job.log("worker0"))
+            job.close()
+            resumed = self.run_job("adamw", "", dict(scheduler_flags=job_id,
+                                                     server_flags=checkpoints + ["--resume"]),
+                                   RESUME="servers")
+        at = re.search(r"the job is at step (\d+) \(servers resumed from checkpoints\)",
+                       self.worker_logs[0])
+        self.assertIsNotNone(at, self.worker_logs[0])
+        self.assertIn(int(at.group(1)), range(1, STEPS))  # mid-job
+        self.assertEqual(resumed.tobytes(), uninterrupted.tobytes())
 
     def check(self, kind):
         got, want = self.run_job(kind), reference(kind)
