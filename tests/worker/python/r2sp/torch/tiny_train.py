@@ -13,8 +13,10 @@ $TINY_SEED), so equal parameters after joining show worker 0's became everyone's
 the hidden layer's width (8); $TINY_STEP_SLEEP: seconds each sample adds to its step (0);
 $TINY_MODULE=1: the optimizer gets module=model (overlapped pulls with --overlap);
 $TINY_LOADER_WORKERS=N: the DataLoader has N worker processes (prefetch_factor 2, persistent);
-$TINY_COMPILE=1: the steps' forward runs through torch.compile(model) (PyTorch 2). Argument:
-epochs."""
+$TINY_COMPILE=1: the steps' forward runs through torch.compile(model) (PyTorch 2);
+$TINY_BATCH_NORM=1: a BatchNorm1d after the first layer, whose running statistics at each
+evaluation (in eval mode), and the model's state_dict() after finish() (what a script saves),
+the output holds too. Argument: epochs."""
 
 import json
 import os
@@ -38,6 +40,10 @@ def data():
 
 def flat(model):
     return torch.cat([p.detach().reshape(-1) for p in model.parameters()]).tolist()
+
+
+def buffers(model):
+    return {name: b.reshape(-1).tolist() for name, b in model.named_buffers()}
 
 
 def join(model):
@@ -70,7 +76,8 @@ def main():
     torch.manual_seed(int(os.environ.get("TINY_SEED") or 100 + int(os.environ.get("RANK", "0"))))
     hidden = int(os.environ.get("TINY_HIDDEN", "8"))
     pause = float(os.environ.get("TINY_STEP_SLEEP", "0"))
-    model = torch.nn.Sequential(torch.nn.Linear(4, hidden), torch.nn.ReLU(),
+    norm = [torch.nn.BatchNorm1d(hidden)] if os.environ.get("TINY_BATCH_NORM") == "1" else []
+    model = torch.nn.Sequential(torch.nn.Linear(4, hidden), *norm, torch.nn.ReLU(),
                                 torch.nn.Linear(hidden, 2))
     initial = flat(model)
     optimizer = join(model)
@@ -97,12 +104,16 @@ def main():
             with open(output() + ".steps", "w") as f:
                 f.write(str(len(out["batches"])))
         if r2t.evaluates():
+            model.eval()
             with torch.no_grad():
                 x, y, _ = train.tensors
                 accuracy = (model(x).argmax(dim=1) == y).float().mean().item()
+            out.setdefault("evaluated_buffers", []).append(buffers(model))
+            model.train()
             out["evals"].append([accuracy, r2t.report_eval(accuracy, 0.5)])
     out["finish"] = r2t.finish()
     out["final"] = flat(model)
+    out["saved"] = {k: v.reshape(-1).tolist() for k, v in model.state_dict().items()}
     with open(output(), "w") as f:
         json.dump(out, f)
 

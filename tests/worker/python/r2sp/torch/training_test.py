@@ -8,7 +8,8 @@ raise their exact error. Workers get the ranks RANK asks for, whatever the order
 in, and know them (and WORLD_SIZE) from init() on; a rank the job does not have, or one another
 worker asked for, is refused by the scheduler. Also asp, r2sp with --overlap and fp16 pushes,
 hetero batching (the sampler follows the tuned batches; in eawild too), a worker killed mid-epoch (the survivor
-trains its samples from the next epoch), Ctrl-C, a server lost mid-step (JobLost), and
+trains its samples from the next epoch), batch-norm statistics (each worker's own, the evaluating
+worker's saved), Ctrl-C, a server lost mid-step (JobLost), and
 tools/launch --worker_cmd (the reported accuracy reaches summary.json). Skipped where the
 binaries are not built."""
 
@@ -114,6 +115,30 @@ class TrainingTest(unittest.TestCase):
         self.assertEqual([reported for _, reported in evaluator["evals"]], [True, True])
         self.assertEqual(other["evals"], [])
         self.assertEqual(evaluator["finish"]["test_accuracy"], evaluator["evals"][-1][0])
+
+    def test_batch_norm_statistics_are_each_workers_and_the_evaluated_ones_are_saved(self):
+        job = Job(workers=2)
+        self.addCleanup(job.close)
+        workers = [job.torch_worker(i, "--epochs=2 --batch_size=8", "2",
+                                    script_env={"TINY_BATCH_NORM": "1"}) for i in range(2)]
+        self.assertEqual(job.wait(workers), [0, 0], job.log("worker0") + job.log("worker1"))
+        a, b = job.result(0), job.result(1)
+        self.assertEqual(a["final"], b["final"])  # the parameters (BatchNorm's affine too)
+        self.assertEqual(len(a["final"]), 4 * 8 + 8 + 8 + 8 + 8 * 2 + 2)
+        names = ["1.running_mean", "1.running_var", "1.num_batches_tracked"]
+        self.assertEqual(len(a["evaluated_buffers"]), 2)  # worker 0 evaluates after each epoch
+        self.assertNotIn("evaluated_buffers", b)
+        for r in (a, b):  # each worker's statistics count its own 8 batches
+            self.assertEqual(r["saved"]["1.num_batches_tracked"], [8])
+        self.assertEqual(a["evaluated_buffers"][0]["1.num_batches_tracked"], [4])
+        # Worker 0 evaluated with its own statistics, the ones its state_dict() saves with the
+        # servers' parameters; worker 1's differ (other batches).
+        self.assertEqual(sorted(a["evaluated_buffers"][-1]), sorted(names))
+        for name in names:
+            self.assertEqual(a["saved"][name], a["evaluated_buffers"][-1][name])
+        self.assertNotEqual(a["saved"]["1.running_mean"], b["saved"]["1.running_mean"])
+        saved_params = [v for k, v in a["saved"].items() if k not in names]
+        self.assertEqual([x for v in saved_params for x in v], a["final"])
 
     def test_workers_get_the_ranks_they_ask_for_and_know_them_from_init(self):
         # RANK=1 registers first and is still worker 1: its shard is 1 and worker 0's (RANK=0,
