@@ -4,6 +4,7 @@
 // a request to a server that never answers.
 #include "worker/ps_client.h"
 
+#include <memory>
 #include <vector>
 
 #include "absl/time/clock.h"
@@ -13,6 +14,17 @@
 
 namespace r2sp {
 namespace {
+
+// A server holding `layout` in asp, plain SGD at rate 1, each push one whole step.
+std::unique_ptr<ServerHandler> AspServer(const ModelLayout& layout) {
+  ServerOptions options;
+  options.sync = proto::ASP;
+  options.sgd = {/*learning_rate=*/1.0f, /*momentum=*/0.0f, /*weight_decay=*/0.0f};
+  options.per_sample_updates = false;
+  auto server = std::make_unique<ServerHandler>(options);
+  server->Configure(0, ServerPeers{"scheduler", {"worker0"}}, layout);
+  return server;
+}
 
 class PsClientTest : public ::testing::Test {
  protected:
@@ -207,14 +219,9 @@ TEST(PsClientDenseTest, TopKSendsSmallTensorsWholeBesidesTheSelection) {
   model[2].set_name("c"), model[2].set_num_elements(2);
   const ModelLayout layout = *ModelLayout::Create(model, /*partition_bytes=*/16, 1);
   ASSERT_EQ(layout.partitions().size(), 3u);
-  ServerOptions server_options;
-  server_options.sync = proto::ASP;
-  server_options.sgd = {/*learning_rate=*/1.0f, /*momentum=*/0.0f, /*weight_decay=*/0.0f};
-  server_options.per_sample_updates = false;
-  ServerHandler server(server_options);
-  server.Configure(0, ServerPeers{"scheduler", {"worker0"}}, layout);
+  std::unique_ptr<ServerHandler> server = AspServer(layout);
   testing::InProcessNetwork network;
-  network.Serve("server0", &server);
+  network.Serve("server0", server.get());
   PsClientOptions options;
   options.push_codec = *codec::ParseCodecSpec("push_codec", "topk:0.25,exact");
   options.dense_below = 3;
@@ -225,7 +232,7 @@ TEST(PsClientDenseTest, TopKSendsSmallTensorsWholeBesidesTheSelection) {
   ASSERT_TRUE(ps.Push(grad.data(), 0).Wait().ok());
   std::vector<float> w;
   for (const Partition& p : layout.partitions()) {
-    const std::vector<float> part = *server.Weights(p.key);
+    const std::vector<float> part = *server->Weights(p.key);
     w.insert(w.end(), part.begin(), part.end());
   }
   // w: one value a partition (5, then 3); b and c: every value, though top-k picks one.
@@ -265,14 +272,9 @@ TEST(PsClientRowsTest, PushesOfAnEmbeddingsRowsSendTheNonZeroChunksAlone) {
     model[1].set_name("bias"), model[1].set_num_elements(64);
     const ModelLayout layout = *ModelLayout::Create(model, /*partition_bytes=*/1 << 20, 1);
     ASSERT_EQ(layout.partitions().size(), 1u);
-    ServerOptions server_options;
-    server_options.sync = proto::ASP;
-    server_options.sgd = {/*learning_rate=*/1.0f, /*momentum=*/0.0f, /*weight_decay=*/0.0f};
-    server_options.per_sample_updates = false;
-    ServerHandler server(server_options);
-    server.Configure(0, ServerPeers{"scheduler", {"worker0"}}, layout);
+    std::unique_ptr<ServerHandler> server = AspServer(layout);
     testing::InProcessNetwork network;
-    network.Serve("server0", &server);
+    network.Serve("server0", server.get());
     PsClientOptions options;
     options.push_codec.codec = codec;
     PsClient ps(network.Client("worker0"), &layout, {"server0"}, options);
@@ -286,18 +288,18 @@ TEST(PsClientRowsTest, PushesOfAnEmbeddingsRowsSendTheNonZeroChunksAlone) {
     ASSERT_TRUE(ps.Push(grad.data(), 0).Wait().ok());
     EXPECT_EQ(ps.counters().bytes_pushed, 576 * 4 + 3 * 4 + 3 * 64 * value_bytes);
     for (int i = 0; i < 576; ++i) weights[i] -= grad[i];
-    EXPECT_EQ(*server.Weights(0), weights);
+    EXPECT_EQ(*server->Weights(0), weights);
     grad[3] = 1.0f;  // row 0 too: 4 chunks, still at most half of the 9
     ASSERT_TRUE(ps.Push(grad.data(), 1).Wait().ok());
     const size_t sent = 576 * 4 + 3 * 4 + 3 * 64 * value_bytes + 4 * 4 + 4 * 64 * value_bytes;
     EXPECT_EQ(ps.counters().bytes_pushed, sent);
     for (int i = 0; i < 576; ++i) weights[i] -= grad[i];
-    EXPECT_EQ(*server.Weights(0), weights);
+    EXPECT_EQ(*server->Weights(0), weights);
     grad[64] = grad[7 * 64] = 1.0f;  // rows 1 and 7: 6 chunks, the whole partition goes
     ASSERT_TRUE(ps.Push(grad.data(), 2).Wait().ok());
     EXPECT_EQ(ps.counters().bytes_pushed, sent + 576 * value_bytes);
     for (int i = 0; i < 576; ++i) weights[i] -= grad[i];
-    EXPECT_EQ(*server.Weights(0), weights);
+    EXPECT_EQ(*server->Weights(0), weights);
   }
 }
 
