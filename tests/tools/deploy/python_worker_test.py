@@ -24,7 +24,8 @@ _loader.exec_module(python_worker)
 # Prints its argv, working directory and the variables python_worker sets, as JSON.
 SHOW = ("import json, os, sys; print(json.dumps({'argv': sys.argv[1:], 'cwd': os.getcwd(), "
         "'env': {k: v for k, v in os.environ.items() if k.startswith('R2SP_') or k in "
-        "('RANK', 'WORLD_SIZE', 'LOCAL_RANK', 'MASTER_ADDR', 'MASTER_PORT', 'PYTHONPATH')}}))")
+        "('RANK', 'WORLD_SIZE', 'LOCAL_RANK', 'LOCAL_WORLD_SIZE', 'MASTER_ADDR', 'MASTER_PORT', "
+        "'PYTHONPATH')}}))")
 RANKS = ["--rank=2", "--world_size=4", "--local_rank=0"]
 
 
@@ -67,14 +68,16 @@ class ProcessTest(unittest.TestCase):
     def test_it_becomes_the_command(self):
         with tempfile.TemporaryDirectory() as directory:
             r = self.run_it("--command=" + shlex.join([sys.executable, "-c", SHOW, "x y"]),
-                            *RANKS, "--pythonpath=/p", "--core=/c.so", "--cwd=" + directory, "--",
+                            *RANKS, "--local_world_size=3", "--pythonpath=/p", "--core=/c.so",
+                            "--cwd=" + directory, "--",
                             "--scheduler=tcp://h:5", "--batch_size=8")
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assertEqual(json.loads(r.stdout), {
                 "argv": ["x y"], "cwd": os.path.realpath(directory),
                 "env": {"R2SP_SCHEDULER": "tcp://h:5",
                         "R2SP_WORKER_FLAGS": "--scheduler=tcp://h:5 --batch_size=8", "RANK": "2",
-                        "WORLD_SIZE": "4", "LOCAL_RANK": "0", "MASTER_ADDR": "h",
+                        "WORLD_SIZE": "4", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "3",
+                        "MASTER_ADDR": "h",
                         "MASTER_PORT": "5", "PYTHONPATH": "/p", "R2SP_CORE": "/c.so"}})
 
     def test_bad_arguments(self):

@@ -77,11 +77,16 @@ def node_commands(args, binaries, bind_flags, endpoint):
         return commands + threaded_worker_commands(args, binaries, common, per_process)
     extra = per_worker_flags(args.worker_flags_for)
     python = python_workers.from_args(args)
-    for i in range(args.workers):
+    # r2sp-run: this node's workers alone (args.local_workers, a range of ranks), their local
+    # ranks counted from its first, LOCAL_WORLD_SIZE its count.
+    local = getattr(args, "local_workers", range(args.workers))
+    for i in local:
         trace = [f"--metrics={args.run_dir}/metrics_worker{i}.jsonl",
                  f"--timeline={args.run_dir}/timeline_worker{i}.json"] + model_dir_flags(args)
         # A Python worker gets the same flags, after python_worker's own options.
-        program = python_workers.local_argv(python[i], i, args.workers, args.bin_dir) \
+        program = python_workers.local_argv(
+            python[i], i, args.workers, args.bin_dir, local_rank=i - local.start,
+            local_world_size=getattr(args, "local_world_size", None)) \
             if i in python else [binaries["worker"]]
         commands.append((f"worker{i}", program + common(f"worker{i}") + trace
                          + shlex.split(args.worker_flags) + extra.get(i, []), True))

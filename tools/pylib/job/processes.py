@@ -31,7 +31,11 @@ class Job:
         self.on_start = on_start
 
     def binary(self, role):
+        """BIN_DIR/ROLE/ROLE (a bazel-bin), or BIN_DIR/ROLE (a bundle's or the wheel's bin/)."""
         path = os.path.join(self.args.bin_dir, role, role)
+        flat = os.path.join(self.args.bin_dir, role)
+        if not os.access(path, os.X_OK) and os.path.isfile(flat) and os.access(flat, os.X_OK):
+            return flat
         if not os.access(path, os.X_OK):
             raise JobError(f"{path} not found; build first: bazel build -c opt //scheduler //server //worker")
         return path

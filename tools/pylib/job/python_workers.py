@@ -9,8 +9,11 @@ import os
 import shlex
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-# What starts a Python worker, here and (as share/r2sp/deploy/python_worker) from the bundle.
-PYTHON_WORKER = os.path.join(ROOT, "tools", "deploy", "python_worker")
+# What starts a Python worker: tools/deploy's in a checkout, share/r2sp/deploy's in a bundle
+# (ROOT being the bundle, as in the wheel's r2sp/_launch/).
+PYTHON_WORKER = next((p for p in (os.path.join(ROOT, "tools", "deploy", "python_worker"),
+                                  os.path.join(ROOT, "share", "r2sp", "deploy", "python_worker"))
+                      if os.path.exists(p)), os.path.join(ROOT, "tools", "deploy", "python_worker"))
 # Where the r2sp package's sources are (worker/python/r2sp/), and the extension under a bazel-bin.
 PACKAGE_DIR = os.path.join(ROOT, "worker", "python")
 CORE = os.path.join("worker", "python", "_core.so")
@@ -67,11 +70,14 @@ def from_args(args):
 
 
 def command_argv(command, rank, world_size, local_rank, pythonpath, core=None, cwd=None,
-                 python_worker=PYTHON_WORKER):
-    """The argv that starts `command` as worker `rank` (of world_size; local_rank on its host)
-    through python_worker; the worker flags follow it (python_worker takes them after '--')."""
+                 python_worker=PYTHON_WORKER, local_world_size=None):
+    """The argv that starts `command` as worker `rank` (of world_size; local_rank on its host,
+    of local_world_size when given) through python_worker; the worker flags follow it
+    (python_worker takes them after '--')."""
     argv = [python_worker, "--command=" + command, f"--rank={rank}", f"--world_size={world_size}",
             f"--local_rank={local_rank}", "--pythonpath=" + pythonpath]
+    if local_world_size is not None:
+        argv.append(f"--local_world_size={local_world_size}")
     if core:
         argv.append("--core=" + core)
     if cwd:
@@ -96,7 +102,11 @@ def flags_of(pid, proc="/proc"):
     return []
 
 
-def local_argv(command, rank, workers, bin_dir):
-    """command_argv() of a worker of a job on this machine: every worker is on this host (its
-    local rank is its rank), the package from the sources, the extension from BIN_DIR."""
-    return command_argv(command, rank, workers, rank, PACKAGE_DIR, os.path.join(bin_dir, CORE))
+def local_argv(command, rank, workers, bin_dir, local_rank=None, local_world_size=None):
+    """command_argv() of a worker of a job on this machine (its local rank its rank unless
+    given): the package from the sources, the extension from BIN_DIR, a build tree; none from
+    a bundle's bin/ (BIN_DIR/worker a program: the wheel's, whose installed r2sp has its own)."""
+    bundle = os.path.isfile(os.path.join(bin_dir, "worker"))
+    return command_argv(command, rank, workers, rank if local_rank is None else local_rank,
+                        PACKAGE_DIR, None if bundle else os.path.join(bin_dir, CORE),
+                        local_world_size=local_world_size)

@@ -5,14 +5,15 @@ worker's built-in models' initial values (from `r2sp._models`, built beside `_co
 
 import os as _os
 
+from . import _install
 from ._loader import load_beside as _load_beside
 from ._loader import load_core as _load_core
 
 _core = _load_core(__name__, _os.path.dirname(_os.path.abspath(__file__)))
 
+__version__ = _install.version()
 R2SPError = _core.R2SPError  # a C++ error: str() is the Status message, .code its code name
 JobLost = _core.JobLost      # this worker was lost to the job (scheduler gone, declared dead, ...)
-
 
 
 def builtin_parameters(model, input_chw, num_classes, seed):
@@ -23,4 +24,4 @@ def builtin_parameters(model, input_chw, num_classes, seed):
         model, list(input_chw), num_classes, seed)
 
 
-__all__ = ["R2SPError", "JobLost", "builtin_parameters"]
+__all__ = ["__version__", "R2SPError", "JobLost", "builtin_parameters"]

@@ -134,6 +134,17 @@ class CommandArgvTest(unittest.TestCase):
             "--pythonpath=" + os.path.join(ROOT, "worker", "python"),
             "--core=/b/worker/python/_core.so", "--"])
 
+    def test_local_from_a_bundles_bin_on_a_node_of_several(self):
+        """A bundle's bin/ (the wheel's, r2sp-run's) has no extension: the installed r2sp's."""
+        with tempfile.TemporaryDirectory() as bin_dir:
+            open(os.path.join(bin_dir, "worker"), "w").close()
+            self.assertEqual(python_workers.local_argv("python3 t.py", 5, 8, bin_dir,
+                                                       local_rank=1, local_world_size=4), [
+                os.path.join(ROOT, "tools", "deploy", "python_worker"), "--command=python3 t.py",
+                "--rank=5", "--world_size=8", "--local_rank=1",
+                "--pythonpath=" + os.path.join(ROOT, "worker", "python"),
+                "--local_world_size=4", "--"])
+
     def test_remote_has_a_working_directory_and_no_core(self):
         self.assertEqual(
             python_workers.command_argv("x", 2, 4, 0, "/w/python", cwd="/w/worker_files",

@@ -1,0 +1,120 @@
+"""r2sp-run (python -m r2sp.run) in real jobs from a checkout's build: the scheduler, server and
+worker binaries and run_train.py as the script. One node (--standalone) trains 2 workers, each
+given torchrun's variables, and writes summary.json; two nodes (two r2sp-run processes on
+loopback, 2 workers each) train 4 workers, and a worker of node 1 that dies is restarted with
+--max_restarts=1 while the job goes on; a node whose master never comes, and a master whose port
+is taken, end with their exact exit status and message."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import job_harness
+import r2sp_testing
+
+SKIP = r2sp_testing.use_torch_python()
+r2sp_testing.setup_path()
+import junit_main  # noqa: E402
+
+SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "run_train.py")
+FLAGS = "--worker_flags=--epochs=2 --batch_size=8 --heartbeat_ms=200"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@unittest.skipIf(SKIP or job_harness.cannot_run(), SKIP or job_harness.cannot_run() or "")
+class RunJobTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="r2sp_run_")  # outside the checkout
+        self.env = dict(os.environ, RUN_OUT=self.dir, R2SP_BIN_DIR=job_harness.BIN_DIR,
+                        PYTHONPATH=os.path.join(r2sp_testing.ROOT, "worker", "python"),
+                        R2SP_CORE=r2sp_testing.core_path())
+
+    def start(self, *argv, **env):
+        return subprocess.Popen([sys.executable, "-m", "r2sp.run", *argv], cwd=self.dir,
+                                env=dict(self.env, **env), stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+
+    def finish(self, proc, timeout=120):
+        out, _ = proc.communicate(timeout=timeout)
+        return proc.returncode, out
+
+    def result(self, rank):
+        with open(os.path.join(self.dir, f"worker{rank}.json")) as f:
+            return json.load(f)
+
+    def test_one_node_gives_each_worker_torchruns_variables_and_writes_a_summary(self):
+        status, out = self.finish(self.start("--standalone", "--nproc_per_node=2", FLAGS,
+                                             "--log_dir=run", SCRIPT, "--lr=0.1"))
+        self.assertEqual(status, 0, out)
+        port = None
+        for rank in range(2):
+            r = self.result(rank)
+            port = port or r["MASTER_PORT"]
+            self.assertEqual(r, {"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": "2",
+                                 "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
+                                 "MASTER_PORT": port, "argv": ["--lr=0.1"], "steps": 8})
+        with open(os.path.join(self.dir, "run", "summary.json")) as f:
+            summary = json.load(f)
+        self.assertEqual((summary["completed"], summary["workers"], summary["servers"],
+                          summary["mode"], summary["iterations"]), (True, 2, 1, "bsp", 8))
+        with open(os.path.join(self.dir, "run", "scheduler.endpoint")) as f:
+            self.assertEqual(f.read().strip(), "tcp://127.0.0.1:" + port)
+
+    def test_two_nodes_train_four_workers_and_a_dead_one_is_restarted(self):
+        port = str(free_port())
+        common = ["--nnodes=2", "--master_addr=127.0.0.1", "--master_port=" + port,
+                  "--nproc_per_node=2", FLAGS]
+        mark = os.path.join(self.dir, "died")
+        master = self.start(*common, "--node_rank=0", "--log_dir=node0", SCRIPT)
+        other = self.start(*common, "--node_rank=1", "--max_restarts=1", "--log_dir=node1",
+                           SCRIPT, DIE_RANK="3", DIE_MARK=mark, STEP_SLEEP="0.2")
+        status1, out1 = self.finish(other)
+        status0, out0 = self.finish(master)
+        self.assertEqual((status0, status1), (0, 0), out0 + out1)
+        self.assertTrue(os.path.exists(mark))
+        self.assertIn("r2sp-run: worker3 died (status 9); starting replacement worker3.r1",
+                      out1)
+        self.assertIn(f"r2sp-run: node 1: workers 2..3 of 4, scheduler tcp://127.0.0.1:{port}",
+                      out1)
+        for rank in range(3):
+            r = self.result(rank)
+            self.assertEqual((r["RANK"], r["LOCAL_RANK"], r["WORLD_SIZE"], r["LOCAL_WORLD_SIZE"],
+                              r["MASTER_PORT"]), (str(rank), str(rank % 2), "4", "2", port))
+        self.assertEqual(self.result(3)["LOCAL_RANK"], "1")  # the replacement's
+        self.assertTrue(os.path.exists(os.path.join(self.dir, "node1", "worker3.r1.log")))
+        with open(os.path.join(self.dir, "node0", "summary.json")) as f:
+            summary = json.load(f)
+        self.assertEqual((summary["completed"], summary["workers"]), (True, 4))
+
+    def test_a_node_whose_master_never_comes_fails(self):
+        status, out = self.finish(self.start(
+            "--nnodes=2", "--node_rank=1", "--nproc_per_node=2", f"--master_port={free_port()}",
+            FLAGS + " --register_wait_s=1", "--log_dir=alone", SCRIPT))
+        self.assertEqual(status, 1, out)
+        for rank in (2, 3):
+            self.assertIn(f"r2sp-run: worker{rank} failed (status 1); see "
+                          f"{self.dir}/alone/worker{rank}.log", out)
+
+    def test_a_master_port_in_use_is_refused(self):
+        with socket.socket() as taken:
+            taken.bind(("127.0.0.1", 0))
+            taken.listen()
+            port = taken.getsockname()[1]
+            status, out = self.finish(self.start("--nnodes=2", f"--master_port={port}",
+                                                 "--log_dir=taken", SCRIPT))
+        self.assertEqual(status, 2, out)
+        self.assertEqual(out, f"r2sp-run: error: --master_port={port}: cannot listen on "
+                              f"127.0.0.1:{port} (Address already in use); give another port\n")
+
+
+if __name__ == "__main__":
+    junit_main.main()
