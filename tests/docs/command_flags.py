@@ -28,6 +28,8 @@ def program_of(word):
     if re.fullmatch(r"examples/pytorch/[\w./-]+\.py", word):
         return EXAMPLES
     base = word.rsplit("/", 1)[-1]
+    if base == "r2sp-run":  # the wheel's console script (venv/bin/r2sp-run) is tools/r2sp-run
+        return "tools/r2sp-run"
     if base in BINARIES:
         return base
     if base in BENCH_BINARIES:

@@ -9,6 +9,7 @@ FLAGS = {
     (None, "instance-initiated-shutdown-behavior"): "the AWS CLI's run-instances option",
     (None, "name"): "docs/PYTORCH.md: how r2sp.init spells a True setting (--NAME)",
     (None, "noname"): "docs/PYTORCH.md: how r2sp.init spells a False setting (--noNAME)",
+    (None, "system-site-packages"): "python3 -m venv's option (docs/PYTORCH.md)",
 }
 
 PATHS = {

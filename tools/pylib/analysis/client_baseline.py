@@ -90,8 +90,7 @@ def check_build(build):
                        "build; build with -c opt (or name the opt bin directory)")
 
 
-IMPORT_CHECK = ("import sys, r2sp; print(r2sp.__file__); "
-                "print(sys.modules['r2sp._core'].__file__)")
+IMPORT_CHECK = "import r2sp; print(r2sp.__file__); print(r2sp._core.__file__)"
 
 
 def check_import(args, build, environ=os.environ):

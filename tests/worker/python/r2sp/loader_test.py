@@ -2,6 +2,7 @@
 the build tree), the ImportErrors that say what to build, and the package's errors."""
 
 import os
+import subprocess
 import sys
 import tempfile
 import unittest
@@ -78,6 +79,22 @@ class PackageTest(unittest.TestCase):
         self.assertTrue(issubclass(r2sp.JobLost, r2sp.R2SPError))
         self.assertTrue(issubclass(r2sp.R2SPError, RuntimeError))
         self.assertIs(sys.modules["r2sp._core"], r2sp._core)
+
+    def test_the_extension_loads_when_first_used_so_the_launcher_needs_none(self):
+        check = ("import sys, r2sp, r2sp.run\n"
+                 "print(r2sp.__version__, 'r2sp._core' in sys.modules)\n"
+                 "try:\n    r2sp.R2SPError\nexcept ImportError as e:\n    print(e)\n")
+        missing = os.path.join(tempfile.gettempdir(), "no_such_core.so")
+        r = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True,
+                           env=dict(os.environ, R2SP_CORE=missing, PYTHONPATH=os.path.join(
+                               r2sp_testing.ROOT, "worker", "python")))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(os.path.join(r2sp_testing.ROOT, "VERSION")) as f:
+            version = f.read().strip()
+        self.assertEqual(r.stdout, f"{version} False\nr2sp: R2SP_CORE={missing} is not a file; "
+                                   f"{HINT}\n")
+        with self.assertRaises(AttributeError):
+            r2sp.no_such_name  # noqa: B018
 
 
 if __name__ == "__main__":

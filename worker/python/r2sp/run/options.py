@@ -48,9 +48,12 @@ class Plan:
 
 
 def _option(p, name, **kwargs):
-    """--name and, when it has an underscore, --na-me (torchrun takes both spellings)."""
-    spellings = ["--" + name] + (["--" + name.replace("_", "-")] if "_" in name else [])
-    p.add_argument(*spellings, dest=name, **kwargs)
+    """--name and, when it has an underscore, --na-me (torchrun takes both spellings; --help
+    shows the first)."""
+    action = p.add_argument("--" + name, dest=name, **kwargs)
+    if "_" in name:
+        p.add_argument("--" + name.replace("_", "-"), dest=name,
+                       **dict(kwargs, default=action.default, help=argparse.SUPPRESS))
 
 
 def parser():

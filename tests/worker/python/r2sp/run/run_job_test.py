@@ -2,16 +2,21 @@
 worker binaries and run_train.py as the script. One node (--standalone) trains 2 workers, each
 given torchrun's variables, and writes summary.json; two nodes (two r2sp-run processes on
 loopback, 2 workers each) train 4 workers, and a worker of node 1 that dies is restarted with
---max_restarts=1 while the job goes on; a node whose master never comes, and a master whose port
-is taken, end with their exact exit status and message."""
+--max_restarts=1 while the job goes on; the pods of examples/launch/pytorchjob.yaml, given the
+variables a PyTorchJob's pods get, train together (and their templates pass kubectl's offline
+checks); a node whose master never comes, and a master whose port is taken, end with their exact
+exit status and message."""
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
 import tempfile
 import unittest
+
+import yaml
 
 import job_harness
 import r2sp_testing
@@ -21,6 +26,7 @@ r2sp_testing.setup_path()
 import junit_main  # noqa: E402
 
 SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "run_train.py")
+MANIFEST = os.path.join(r2sp_testing.ROOT, "examples", "launch", "pytorchjob.yaml")
 FLAGS = "--worker_flags=--epochs=2 --batch_size=8 --heartbeat_ms=200"
 
 
@@ -94,6 +100,49 @@ class RunJobTest(unittest.TestCase):
         with open(os.path.join(self.dir, "node0", "summary.json")) as f:
             summary = json.load(f)
         self.assertEqual((summary["completed"], summary["workers"]), (True, 4))
+
+    def test_a_pytorchjobs_pods_train_with_the_manifests_command(self):
+        """examples/launch/pytorchjob.yaml's Master and Worker pods: each pod's command (its
+        script and data replaced by run_train.py, the job shortened) with the variables the
+        training operator gives the pods, and nothing else."""
+        with open(MANIFEST) as f:
+            manifest = yaml.safe_load(f)
+        port, procs = str(free_port()), []
+        for rank, role in enumerate(("Master", "Worker")):
+            command = manifest["spec"]["pytorchReplicaSpecs"][role]["template"]["spec"][
+                "containers"][0]["command"]
+            self.assertEqual(command[0], "r2sp-run")
+            pod = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port, "WORLD_SIZE": "2",
+                   "RANK": str(rank), "PET_NPROC_PER_NODE": manifest["spec"]["nprocPerNode"]}
+            procs.append(self.start(*command[1:-2], FLAGS, f"--log_dir=pod{rank}", SCRIPT,
+                                    **pod))
+        outcomes = [self.finish(p) for p in procs]
+        self.assertEqual([status for status, _ in outcomes], [0, 0], outcomes)
+        for rank in range(4):
+            r = self.result(rank)
+            self.assertEqual((r["RANK"], r["LOCAL_RANK"], r["WORLD_SIZE"], r["LOCAL_WORLD_SIZE"],
+                              r["MASTER_PORT"]), (str(rank), str(rank % 2), "4", "2", port))
+
+    @unittest.skipIf(shutil.which(os.environ.get("R2SP_KUBECTL", "kubectl")) is None,
+                     "needs kubectl")
+    def test_the_pytorchjobs_pod_templates_pass_kubectls_offline_checks(self):
+        """kubectl knows no PyTorchJob offline: each replica's pod template, as a Pod, goes
+        through its typed decoding (set image --local), as the k8s backend's manifests do."""
+        with open(MANIFEST) as f:
+            manifest = yaml.safe_load(f)
+        self.assertEqual((manifest["apiVersion"], manifest["kind"]),
+                         ("kubeflow.org/v1", "PyTorchJob"))
+        for role, spec in manifest["spec"]["pytorchReplicaSpecs"].items():
+            pod = os.path.join(self.dir, role + ".json")
+            with open(pod, "w") as f:
+                json.dump({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": role.lower()},
+                           "spec": spec["template"]["spec"]}, f)
+            r = subprocess.run([os.environ.get("R2SP_KUBECTL", "kubectl"), "set", "image",
+                                "--local", "-f", pod, "pytorch=image:1", "-o", "json"],
+                               capture_output=True, text=True, env={"KUBECONFIG": "",
+                                                                    "PATH": os.environ["PATH"]})
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(json.loads(r.stdout)["spec"]["containers"][0]["image"], "image:1")
 
     def test_a_node_whose_master_never_comes_fails(self):
         status, out = self.finish(self.start(
