@@ -4,7 +4,8 @@ extensions (their RPATH the wheel's own lib/), the programs (executable), the la
 library, and dist-info whose RECORD hashes every file. Installed offline into a fresh venv that
 sees Debian's torch, `import r2sp.torch` works from any directory with no variables set, and
 r2sp-run --standalone trains examples/pytorch/fashion_mnist_cnn.py with 2 workers on tiny
-idx files and writes summary.json. Skipped where the binaries, the extension or torch are not
+idx files and writes summary.json; so does a wheel for the PyTorch 2 root's Python 3.13 with
+torch 2.6 (tools/torch2_root). Skipped where the binaries, the extension or torch are not
 there."""
 
 import base64
@@ -28,6 +29,9 @@ from idx_files import write_idx  # noqa: E402
 PYTHON = "/usr/bin/python3"  # Debian's, with torch: what the extension is built for
 with open(os.path.join(ROOT, "VERSION")) as f:
     VERSION = f.read().strip()
+# The PyTorch 2 root's Python itself (tools/torch2_python would add the checkout's package).
+ROOT_PYTHON = os.path.join(os.environ.get("R2SP_TORCH2_ROOT", "/var/cache/r2sp/torch2_root/trixie"),
+                           "usr", "local", "bin", "r2sp-python3")
 CLEAN = {k: v for k, v in os.environ.items()
          if k not in ("PYTHONPATH", "R2SP_CORE", "R2SP_BIN_DIR", "R2SP_SCHEDULER")}
 
@@ -132,6 +136,62 @@ class WheelTest(unittest.TestCase):
                            timeout=300)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         with open(os.path.join(elsewhere, "run", "summary.json")) as f:
+            summary = json.load(f)
+        self.assertEqual((summary["completed"], summary["workers"], summary["iterations"]),
+                         (True, 2, 3))
+
+
+def torch2_extension():
+    """The extension tools/torch2_python built for the PyTorch 2 root's Python, or None."""
+    r = subprocess.run([os.path.join(ROOT, "tools", "torch2_python"), "--check"],
+                       capture_output=True, text=True)
+    return r.stdout.strip() if r.returncode == 0 else None
+
+
+@unittest.skipIf(missing() or not torch2_extension(),
+                 missing() or "needs the PyTorch 2 root and its extension (tools/torch2_python "
+                 "--check)")
+class Torch2WheelTest(unittest.TestCase):
+    def test_a_wheel_for_python_3_13_installs_and_trains_under_torch_2(self):
+        """The wheel for the root's Python 3.13 (the binaries beside the extension built for
+        it), installed by pip for that Python (--target: the root has no pip of its own), runs
+        r2sp-run with torch 2.6."""
+        tmp = tempfile.mkdtemp(prefix="r2sp_wheel313_")
+        self.addCleanup(subprocess.run, ["rm", "-rf", tmp])
+        bin_dir = os.path.join(tmp, "bin")
+        for role in ("scheduler", "server", "worker"):
+            os.makedirs(os.path.join(bin_dir, role), exist_ok=True)
+            os.symlink(os.path.join(BIN_DIR, role, role), os.path.join(bin_dir, role, role))
+        built = os.path.dirname(torch2_extension())
+        os.makedirs(os.path.join(bin_dir, "worker", "python"))
+        for name in ("_core.so", "_models.so"):
+            os.symlink(os.path.join(built, name), os.path.join(bin_dir, "worker", "python", name))
+        python = os.path.join(ROOT, "tools", "torch2_python")
+        r = subprocess.run([os.path.join(ROOT, "tools", "package"), "--wheel", "--bin_dir=" +
+                            bin_dir, "--python=" + python, "--out=" + tmp],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        wheel = os.path.join(tmp, f"r2sp-{VERSION}-cp313-cp313-linux_x86_64.whl")
+        site = os.path.join(tmp, "site")
+        r = subprocess.run([PYTHON, "-m", "pip", "install", "--no-index", "--no-deps", "-q",
+                            "--ignore-requires-python", "--target", site, "--python-version",
+                            "3.13", "--implementation", "cp", "--abi", "cp313", "--platform",
+                            "linux_x86_64", "--only-binary=:all:", wheel],
+                           capture_output=True, text=True, env=CLEAN)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        env = dict(CLEAN, PYTHONPATH=site)
+        data = os.path.join(tmp, "data")
+        os.makedirs(data)
+        write_idx(data, "train", 64, seed=1)
+        write_idx(data, "t10k", 16, seed=2)
+        script = os.path.join(ROOT, "examples", "pytorch", "fashion_mnist_cnn.py")
+        r = subprocess.run([ROOT_PYTHON, "-m", "r2sp.run", "--standalone", "--nproc_per_node=2",
+                            "--log_dir=run", "--worker_flags=--heartbeat_ms=200", script,
+                            "--data_dir=" + data, "--batch_size=8", "--max_steps=3",
+                            "--threads=1"], cwd=tmp, capture_output=True, text=True, env=env,
+                           timeout=300)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        with open(os.path.join(tmp, "run", "summary.json")) as f:
             summary = json.load(f)
         self.assertEqual((summary["completed"], summary["workers"], summary["iterations"]),
                          (True, 2, 3))
