@@ -2,7 +2,8 @@
 worker binaries and run_train.py as the script. One node (--standalone) trains 2 workers, each
 given torchrun's variables, and writes summary.json; two nodes (two r2sp-run processes on
 loopback, 2 workers each) train 4 workers, and a worker of node 1 that dies is restarted with
---max_restarts=1 while the job goes on; the pods of examples/launch/pytorchjob.yaml, given the
+--max_restarts=1 while the job goes on; two nodes in network namespaces of their own (each its
+own address) train together; the pods of examples/launch/pytorchjob.yaml, given the
 variables a PyTorchJob's pods get, train together (and their templates pass kubectl's offline
 checks); a node whose master never comes, and a master whose port is taken, end with their exact
 exit status and message."""
@@ -20,6 +21,9 @@ import yaml
 
 import job_harness
 import r2sp_testing
+
+sys.path.insert(0, os.path.join(r2sp_testing.ROOT, "tools"))  # the launcher's library
+from pylib.emulation import netcluster  # noqa: E402
 
 SKIP = r2sp_testing.use_torch_python()
 r2sp_testing.setup_path()
@@ -100,6 +104,32 @@ class RunJobTest(unittest.TestCase):
         with open(os.path.join(self.dir, "node0", "summary.json")) as f:
             summary = json.load(f)
         self.assertEqual((summary["completed"], summary["workers"]), (True, 4))
+
+    @unittest.skipIf(netcluster.can_run(), netcluster.can_run() or "")
+    def test_two_nodes_in_network_namespaces_train_four_workers(self):
+        """Each node in a network namespace of its own, with its own address on a bridge:
+        node 1's processes listen on its address and reach node 0's scheduler at its."""
+        cluster = netcluster.Cluster(["node0", "node1"], rates={})
+        self.addCleanup(cluster.down)
+        cluster.up()
+        master = cluster.addresses["node0"]
+        common = ["--nnodes=2", f"--master_addr={master}", "--master_port=29400",
+                  "--nproc_per_node=2", FLAGS, SCRIPT]
+        procs = []
+        for node in (0, 1):
+            argv = [sys.executable, "-m", "r2sp.run", f"--node_rank={node}",
+                    f"--log_dir=ns{node}", *common]
+            procs.append(subprocess.Popen(cluster.exec_prefix(f"node{node}") + argv,
+                                          cwd=self.dir, env=self.env, stdout=subprocess.PIPE,
+                                          stderr=subprocess.STDOUT, text=True))
+        outcomes = [self.finish(p) for p in procs]
+        self.assertEqual([status for status, _ in outcomes], [0, 0], outcomes)
+        for rank in range(4):
+            self.assertEqual(self.result(rank)["MASTER_ADDR"], master)
+        self.assertIn(f"r2sp-run: node 1: workers 2..3 of 4, scheduler tcp://{master}:29400",
+                      outcomes[1][1])
+        with open(os.path.join(self.dir, "ns0", "scheduler.endpoint")) as f:
+            self.assertEqual(f.read().strip(), f"tcp://{master}:29400")
 
     def test_a_pytorchjobs_pods_train_with_the_manifests_command(self):
         """examples/launch/pytorchjob.yaml's Master and Worker pods: each pod's command (its
