@@ -4,7 +4,8 @@ dist/r2sp-VERSION-cpXY-cpXY-linux_x86_64.whl, made from an unpacked release bund
 
   r2sp/            the package (worker/python/r2sp/) with its extensions (_core, _models),
                    their RPATH set to _launch/lib, and r2sp/_version.py
-  r2sp/_launch/    the bundle but its python/: bin/ (scheduler, server, worker), libexec/, lib/
+  r2sp/_launch/    the bundle but its python/: bin/ (scheduler, server: the workers are the
+                   user's Python scripts, so no worker binary and its oneDNN), libexec/, lib/
                    (glibc carried for older hosts), share/r2sp/deploy/, MANIFEST.json; and
                    tools/pylib/, the launcher's library, which r2sp-run runs jobs with
   r2sp-VERSION.dist-info/   METADATA, WHEEL, entry_points.txt (console script r2sp-run),

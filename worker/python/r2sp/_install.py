@@ -34,7 +34,8 @@ def tools_dir():
 
 
 def bin_dir(environ=None):
-    """Where the scheduler, server and worker programs are: $R2SP_BIN_DIR, the wheel's bin/
+    """Where the programs are (the scheduler and server; a checkout has the worker too):
+    $R2SP_BIN_DIR, the wheel's bin/
     (BIN_DIR/ROLE), or the checkout's bazel-bin (BIN_DIR/ROLE/ROLE)."""
     environ = os.environ if environ is None else environ
     if environ.get("R2SP_BIN_DIR"):

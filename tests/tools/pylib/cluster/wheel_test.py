@@ -1,6 +1,7 @@
 """tools/package --wheel (tools/pylib/cluster/wheel.py) from the built binaries: the wheel's
 name carries the version and the extension's Python; it holds the r2sp package with its
-extensions (their RPATH the wheel's own lib/), the programs (executable), the launcher's
+extensions (their RPATH the wheel's own lib/), the scheduler and server (executable; no worker
+binary: the workers are scripts), the launcher's
 library, and dist-info whose RECORD hashes every file. Installed offline into a fresh venv that
 sees Debian's torch, `import r2sp.torch` works from any directory with no variables set, and
 r2sp-run --standalone trains examples/pytorch/fashion_mnist_cnn.py with 2 workers on tiny
@@ -78,10 +79,12 @@ class WheelTest(unittest.TestCase):
             for name in ("r2sp/__init__.py", "r2sp/_core.so", "r2sp/_models.so",
                          "r2sp/_version.py", "r2sp/run/__init__.py", "r2sp/torch/__init__.py",
                          "r2sp/_launch/bin/scheduler", "r2sp/_launch/bin/server",
-                         "r2sp/_launch/bin/worker", "r2sp/_launch/MANIFEST.json",
+                         "r2sp/_launch/MANIFEST.json",
                          "r2sp/_launch/tools/pylib/job/launcher.py",
                          "r2sp/_launch/share/r2sp/deploy/python_worker", f"{dist}/RECORD"):
                 self.assertIn(name, names)
+            self.assertNotIn("r2sp/_launch/bin/worker", names)  # the workers are scripts
+            self.assertFalse([n for n in names if "libdnnl" in n])
             self.assertEqual(wheel.getinfo("r2sp/_launch/bin/scheduler").external_attr >> 16,
                              0o100755)
             self.assertEqual(wheel.getinfo("r2sp/__init__.py").external_attr >> 16, 0o100644)
