@@ -32,6 +32,14 @@ def candidates(package_dir, environ):
     return found
 
 
+def host_glibc():
+    """This host's glibc version ('2.36'), or 'unknown'."""
+    try:
+        return (os.confstr("CS_GNU_LIBC_VERSION") or "glibc unknown").split()[-1]
+    except (ValueError, OSError):
+        return "unknown"
+
+
 def find_core(package_dir, environ):
     """The path of the extension to load; ImportError saying where it looked and what to build.
 
@@ -82,6 +90,11 @@ def _load(name, path):
         module = importlib.util.module_from_spec(spec)
         loader.exec_module(module)
     except ImportError as e:
+        if "GLIBC_" in str(e):
+            raise ImportError(f"r2sp: cannot load the C++ extension {path}: {e} (it was built "
+                              "on a system whose C library is newer than this host's glibc "
+                              f"{host_glibc()}: build it, or the wheel, on a system at least "
+                              "as old as this one)") from e
         raise ImportError(f"r2sp: cannot load the C++ extension {path}: {e} (was it built for "
                           f"this Python, {sys.version.split()[0]}? {BUILD_HINT}; "
                           f"{rebuild_hint(sys.executable)})") from e

@@ -6,6 +6,7 @@ import subprocess
 import sys
 import tempfile
 import unittest
+from unittest import mock
 
 import r2sp_testing
 
@@ -70,6 +71,19 @@ class FindCoreTest(unittest.TestCase):
             f"interpreter: `bazel build --repo_env=R2SP_PYTHON={sys.executable} "
             "//worker/python:_core.so`)"), str(e.exception))
         self.assertNotIn("r2sp_loader_test_pkg._core", sys.modules)
+
+
+class LoadTest(unittest.TestCase):
+    def test_an_extension_for_a_newer_glibc_says_so(self):
+        error = ("/x/_core.so: /lib/x86_64-linux-gnu/libc.so.6: version `GLIBC_2.99' not found "
+                 "(required by /x/_core.so)")
+        with mock.patch("importlib.machinery.ExtensionFileLoader.create_module",
+                        side_effect=ImportError(error)), self.assertRaises(ImportError) as e:
+            _loader._load("r2sp_loader_test_glibc._core", "/x/_core.so")
+        self.assertEqual(str(e.exception), f"r2sp: cannot load the C++ extension /x/_core.so: "
+                         f"{error} (it was built on a system whose C library is newer than this "
+                         f"host's glibc {os.confstr('CS_GNU_LIBC_VERSION').split()[-1]}: build "
+                         "it, or the wheel, on a system at least as old as this one)")
 
 
 class PackageTest(unittest.TestCase):

@@ -56,7 +56,8 @@ def launch_args(plan, options):
             f"--run_dir={plan.run_dir}", f"--bin_dir={_install.bin_dir()}",
             "--worker_cmd=" + shlex.join(plan.command), f"--worker_flags={plan.worker_flags}",
             f"--server_flags={plan.server_flags}", f"--scheduler_flags={plan.scheduler_flags}",
-            f"--max_restarts={plan.max_restarts}", f"--timeout={plan.timeout}"]
+            f"--max_restarts={plan.max_restarts}", f"--timeout={plan.timeout}",
+            f"--auth={plan.auth}"] + ([f"--keys_dir={plan.keys_dir}"] if plan.keys_dir else [])
     args = options.parse_args(argv, NAME)
     args.local_workers = plan.local_ranks
     args.local_world_size = plan.nproc_per_node

@@ -36,6 +36,8 @@ class Plan:
     worker_flags: str
     timeout: float
     standalone: bool
+    auth: str = "none"
+    keys_dir: str = ""
 
     @property
     def world_size(self):
@@ -88,6 +90,11 @@ def parser():
     _option(p, "server_flags", default="", help="more flags for every server (one string)")
     _option(p, "worker_flags", default="", help="more worker flags (one string), e.g. "
             "'--epochs=2 --batch_size=64'")
+    _option(p, "auth", default="none", choices=("none", "curve"),
+            help="curve: CurveZMQ encryption and authentication between the processes, with "
+                 "the keys in --keys_dir (docs/SECURITY.md)")
+    _option(p, "keys_dir", default="", help="--auth=curve: the job's keys (tools/keygen DIR), "
+            "which every node reads (a shared file system, or a copy on each)")
     _option(p, "timeout", type=float, default=86400, help="stop the job after this many seconds")
     p.add_argument("training_script", help="the script (or module, or program) each worker runs")
     p.add_argument("training_script_args", nargs=argparse.REMAINDER)
@@ -193,6 +200,11 @@ def parse(argv, environ):
     port = _count("master_port", settings["master_port"], 1)
     if port > 65535:
         raise UsageError(f"--master_port={port}: not a port (1 to 65535)")
+    if args.auth == "curve" and not args.keys_dir:
+        raise UsageError("--auth=curve needs --keys_dir=DIR, the job's keys every node reads "
+                         "(make them with tools/keygen DIR)")
+    if args.keys_dir and args.auth != "curve":
+        raise UsageError("--keys_dir needs --auth=curve")
     scheduler_flags, worker_flags = _flags(args)
     return Plan(
         nnodes=nnodes, node_rank=node_rank, nproc_per_node=_nproc(settings["nproc_per_node"]),
@@ -202,4 +214,5 @@ def parse(argv, environ):
             "runs", time.strftime("%Y%m%d-%H%M%S") + f"-node{node_rank}")),
         command=_command(args), servers=_count("servers", args.servers, 1), sync=args.sync,
         scheduler_flags=scheduler_flags, server_flags=args.server_flags,
-        worker_flags=worker_flags, timeout=args.timeout, standalone=args.standalone)
+        worker_flags=worker_flags, timeout=args.timeout, standalone=args.standalone,
+        auth=args.auth, keys_dir=os.path.abspath(args.keys_dir) if args.keys_dir else "")

@@ -58,6 +58,8 @@ class OptionsTest(unittest.TestCase):
         self.assertEqual((p.sync, p.servers), ("r2sp", 3))
         self.assertEqual(p.scheduler_flags, "--x=1 --hetero_batching --job_id='job 7'")
         self.assertEqual(p.worker_flags, "--epochs=2 --push_codec=fp16")
+        p = plan("--auth=curve", "--keys_dir=keys")
+        self.assertEqual((p.auth, p.keys_dir), ("curve", os.path.abspath("keys")))
 
     def test_the_environment_gives_the_nodes_pet_first_then_pytorchjob_then_slurm(self):
         slurm = {"SLURM_NNODES": "4", "SLURM_NODEID": "3", "SLURM_JOB_NODELIST": "gpu[07-10]"}
@@ -97,6 +99,9 @@ class OptionsTest(unittest.TestCase):
         self.assertUsage("--max_restarts=-1: want a whole number of at least 0",
                          "--max_restarts=-1")
         self.assertUsage("--no_python and --module do not go together", "--no_python", "-m")
+        self.assertUsage("--auth=curve needs --keys_dir=DIR, the job's keys every node reads "
+                         "(make them with tools/keygen DIR)", "--auth=curve")
+        self.assertUsage("--keys_dir needs --auth=curve", "--keys_dir=/k")
         missing = os.path.join(tempfile.gettempdir(), "no_such_train.py")
         self.assertUsage(f"{missing}: no such file (the training script)", script=missing)
         self.assertUsage("SLURM_JOB_NODELIST='[': cannot read its first host",

@@ -131,6 +131,29 @@ class RunJobTest(unittest.TestCase):
         with open(os.path.join(self.dir, "ns0", "scheduler.endpoint")) as f:
             self.assertEqual(f.read().strip(), f"tcp://{master}:29400")
 
+    def test_two_nodes_with_curve_keys_train_together(self):
+        """--auth=curve: every process of both nodes encrypts with the job's keys."""
+        keys = os.path.join(self.dir, "keys")
+        r = subprocess.run([os.path.join(job_harness.BIN_DIR, "common", "auth", "keygen"), keys],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        port = str(free_port())
+        common = ["--nnodes=2", "--master_port=" + port, "--nproc_per_node=1", "--auth=curve",
+                  "--keys_dir=" + keys, FLAGS, SCRIPT]
+        procs = [self.start(f"--node_rank={n}", f"--log_dir=curve{n}", *common, DUMP_FLAGS="1")
+                 for n in (0, 1)]
+        outcomes = [self.finish(p) for p in procs]
+        self.assertEqual([status for status, _ in outcomes], [0, 0], outcomes)
+        with open(os.path.join(self.dir, "curve0", "summary.json")) as f:
+            summary = json.load(f)
+        self.assertEqual((summary["completed"], summary["workers"], summary["auth"]),
+                         (True, 2, "curve"))
+        for rank in (0, 1):
+            flags = self.result(rank)["flags"].split()
+            self.assertIn("--auth=curve", flags)
+            self.assertIn("--keys_dir=" + keys, flags)
+            self.assertEqual(self.result(rank)["steps"], 8)
+
     def test_a_pytorchjobs_pods_train_with_the_manifests_command(self):
         """examples/launch/pytorchjob.yaml's Master and Worker pods: each pod's command (its
         script and data replaced by run_train.py, the job shortened) with the variables the

@@ -1,6 +1,6 @@
 """A training script for run_job_test.py, launched by r2sp-run: a linear model on 64 known
 samples through r2sp.torch. Writes the torchrun variables it was given, its argv and the steps
-it trained to $RUN_OUT/worker<RANK>.json. With $DIE_RANK=R and $DIE_MARK (a file), worker R's
+it trained to $RUN_OUT/worker<RANK>.json (with $DUMP_FLAGS, its R2SP_WORKER_FLAGS too). With $DIE_RANK=R and $DIE_MARK (a file), worker R's
 first life exits with status 9 after 2 steps, leaving the mark; its replacement trains on."""
 
 import json
@@ -40,6 +40,8 @@ def main():
     r2t.finish()
     out = {name: os.environ.get(name) for name in VARIABLES}
     out.update(argv=sys.argv[1:], steps=steps)
+    if os.environ.get("DUMP_FLAGS"):
+        out["flags"] = os.environ["R2SP_WORKER_FLAGS"]
     with open(os.path.join(os.environ["RUN_OUT"], f"worker{os.environ['RANK']}.json"), "w") as f:
         json.dump(out, f)
 
