@@ -54,6 +54,26 @@ def python_tag():
                           capture_output=True, text=True, check=True).stdout.strip()
 
 
+def train_the_example(test, r2sp_run, directory, env):
+    """`r2sp_run` (an argv) --standalone trains fashion_mnist_cnn.py with 2 workers for 3 steps
+    on tiny idx files, from `directory`: completed, in its summary.json."""
+    data = os.path.join(directory, "data")
+    os.makedirs(data)
+    write_idx(data, "train", 64, seed=1)
+    write_idx(data, "t10k", 16, seed=2)
+    script = os.path.join(ROOT, "examples", "pytorch", "fashion_mnist_cnn.py")
+    r = subprocess.run(r2sp_run + ["--standalone", "--nproc_per_node=2", "--log_dir=run",
+                                   "--worker_flags=--heartbeat_ms=200", script,
+                                   "--data_dir=" + data, "--batch_size=8", "--max_steps=3",
+                                   "--threads=1"],
+                       cwd=directory, capture_output=True, text=True, env=env, timeout=300)
+    test.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+    with open(os.path.join(directory, "run", "summary.json")) as f:
+        summary = json.load(f)
+    test.assertEqual((summary["completed"], summary["workers"], summary["iterations"]),
+                     (True, 2, 3))
+
+
 @unittest.skipIf(missing(), missing() or "")
 class WheelTest(unittest.TestCase):
     @classmethod
@@ -126,22 +146,7 @@ class WheelTest(unittest.TestCase):
         version, path = r.stdout.split()
         self.assertEqual(version, VERSION)
         self.assertTrue(path.startswith(venv + "/lib/"), path)
-        data = os.path.join(self.tmp.name, "data")
-        os.makedirs(data)
-        write_idx(data, "train", 64, seed=1)
-        write_idx(data, "t10k", 16, seed=2)
-        script = os.path.join(ROOT, "examples", "pytorch", "fashion_mnist_cnn.py")
-        r = subprocess.run([os.path.join(venv, "bin", "r2sp-run"), "--standalone",
-                            "--nproc_per_node=2", "--log_dir=run",
-                            "--worker_flags=--heartbeat_ms=200", script, "--data_dir=" + data,
-                            "--batch_size=8", "--max_steps=3", "--threads=1"],
-                           cwd=elsewhere, capture_output=True, text=True, env=CLEAN,
-                           timeout=300)
-        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-        with open(os.path.join(elsewhere, "run", "summary.json")) as f:
-            summary = json.load(f)
-        self.assertEqual((summary["completed"], summary["workers"], summary["iterations"]),
-                         (True, 2, 3))
+        train_the_example(self, [os.path.join(venv, "bin", "r2sp-run")], elsewhere, CLEAN)
 
 
 def torch2_extension():
@@ -182,22 +187,8 @@ class Torch2WheelTest(unittest.TestCase):
                             "linux_x86_64", "--only-binary=:all:", wheel],
                            capture_output=True, text=True, env=CLEAN)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-        env = dict(CLEAN, PYTHONPATH=site)
-        data = os.path.join(tmp, "data")
-        os.makedirs(data)
-        write_idx(data, "train", 64, seed=1)
-        write_idx(data, "t10k", 16, seed=2)
-        script = os.path.join(ROOT, "examples", "pytorch", "fashion_mnist_cnn.py")
-        r = subprocess.run([ROOT_PYTHON, "-m", "r2sp.run", "--standalone", "--nproc_per_node=2",
-                            "--log_dir=run", "--worker_flags=--heartbeat_ms=200", script,
-                            "--data_dir=" + data, "--batch_size=8", "--max_steps=3",
-                            "--threads=1"], cwd=tmp, capture_output=True, text=True, env=env,
-                           timeout=300)
-        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-        with open(os.path.join(tmp, "run", "summary.json")) as f:
-            summary = json.load(f)
-        self.assertEqual((summary["completed"], summary["workers"], summary["iterations"]),
-                         (True, 2, 3))
+        train_the_example(self, [ROOT_PYTHON, "-m", "r2sp.run"], tmp,
+                          dict(CLEAN, PYTHONPATH=site))
 
 
 if __name__ == "__main__":

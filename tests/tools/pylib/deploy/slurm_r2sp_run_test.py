@@ -1,7 +1,8 @@
 """examples/launch/slurm_r2sp_run.sbatch on a real Slurm (slurm_fixture.sh: 2 slurmd nodes on
 this machine): sbatch runs it, its `srun r2sp-run` starts one r2sp-run per node, each reads
 SLURM_NNODES and SLURM_NODEID, and the two nodes train 4 workers together, each with torchrun's
-variables (the script's --epochs=2 of one step: 16 samples a worker, batch 64). The nodes' names do not resolve here (every slurmd is this host), so the submitter
+variables (the script's --epochs=2 of one step: 16 samples a worker, batch 64). The nodes'
+names do not resolve here (every slurmd is this host), so the submitter
 gives the master as PET_MASTER_ADDR=127.0.0.1, which r2sp-run reads before Slurm's node list
 (the list's first host is the master on a real cluster: options_test checks it). Skipped
 without root, Slurm, munge or /usr/bin/python3's torch."""

@@ -5,16 +5,18 @@ loopback, 2 workers each) train 4 workers, and a worker of node 1 that dies is r
 --max_restarts=1 while the job goes on; two nodes in network namespaces of their own (each its
 own address) train together; the pods of examples/launch/pytorchjob.yaml, given the
 variables a PyTorchJob's pods get, train together (and their templates pass kubectl's offline
-checks); a node whose master never comes, and a master whose port is taken, end with their exact
-exit status and message."""
+checks); SIGTERM stops a node's processes (status 143); a node whose master never comes, and a
+master whose port is taken, end with their exact exit status and message."""
 
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 import yaml
@@ -196,6 +198,22 @@ class RunJobTest(unittest.TestCase):
                                                                     "PATH": os.environ["PATH"]})
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assertEqual(json.loads(r.stdout)["spec"]["containers"][0]["image"], "image:1")
+
+    def test_sigterm_stops_the_nodes_processes(self):
+        proc = self.start("--standalone", "--nproc_per_node=2", FLAGS, "--log_dir=stopped",
+                          SCRIPT, STEP_SLEEP="0.5")
+        log = os.path.join(self.dir, "stopped", "worker0.log")
+        deadline = time.time() + 60
+        while time.time() < deadline and not (os.path.exists(log) and
+                                              "worker 0" in open(log).read()):  # joined
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGTERM)
+        status, out = self.finish(proc)
+        self.assertEqual(status, 128 + signal.SIGTERM, out)
+        self.assertIn(f"r2sp-run: signal {int(signal.SIGTERM)}: stopped this node's processes",
+                      out)
+        left = subprocess.run(["pgrep", "-f", SCRIPT], capture_output=True, text=True).stdout
+        self.assertEqual(left, "")
 
     def test_a_node_whose_master_never_comes_fails(self):
         status, out = self.finish(self.start(

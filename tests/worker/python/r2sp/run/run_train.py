@@ -1,7 +1,8 @@
 """A training script for run_job_test.py, launched by r2sp-run: a linear model on 64 known
 samples through r2sp.torch. Writes the torchrun variables it was given, its argv and the steps
-it trained to $RUN_OUT/worker<RANK>.json (with $DUMP_FLAGS, its R2SP_WORKER_FLAGS too). With $DIE_RANK=R and $DIE_MARK (a file), worker R's
-first life exits with status 9 after 2 steps, leaving the mark; its replacement trains on."""
+it trained to $RUN_OUT/worker<RANK>.json (with $DUMP_FLAGS, its R2SP_WORKER_FLAGS too). With
+$DIE_RANK=R and $DIE_MARK (a file), worker R's first life exits with status 9 after 2 steps,
+leaving the mark; its replacement trains on. $STEP_SLEEP: seconds after each step."""
 
 import json
 import os
