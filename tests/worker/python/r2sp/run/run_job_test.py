@@ -83,8 +83,9 @@ class RunJobTest(unittest.TestCase):
 
     def test_two_nodes_train_four_workers_and_a_dead_one_is_restarted(self):
         port = str(free_port())
+        # Long enough (12 epochs of 2 steps) for the replacement to join a loaded machine's job.
         common = ["--nnodes=2", "--master_addr=127.0.0.1", "--master_port=" + port,
-                  "--nproc_per_node=2", FLAGS]
+                  "--nproc_per_node=2", FLAGS.replace("--epochs=2", "--epochs=12")]
         mark = os.path.join(self.dir, "died")
         master = self.start(*common, "--node_rank=0", "--log_dir=node0", SCRIPT)
         other = self.start(*common, "--node_rank=1", "--max_restarts=1", "--log_dir=node1",

@@ -26,10 +26,12 @@ def main():
     y = (x.sum(dim=1) > 0).long()
     dies = os.environ.get("DIE_RANK") == os.environ["RANK"] and \
         not os.path.exists(os.environ.get("DIE_MARK", "/"))
-    steps = 0
+    steps, epoch_steps = 0, None
     sampler = r2t.DistributedSampler(64)
-    for _ in range(2):
+    while epoch_steps != 0:  # the job's epochs, until one yields no step
+        epoch_steps = 0
         for batch in sampler:
+            epoch_steps += 1
             optimizer.zero_grad()
             torch.nn.functional.cross_entropy(model(x[batch]), y[batch]).backward()
             optimizer.step()
