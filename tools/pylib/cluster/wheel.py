@@ -6,7 +6,8 @@ dist/r2sp-VERSION-cpXY-cpXY-linux_x86_64.whl, made from an unpacked release bund
                    their RPATH set to _launch/lib, and r2sp/_version.py
   r2sp/_launch/    the bundle but its python/: bin/ (scheduler, server: the workers are the
                    user's Python scripts, so no worker binary and its oneDNN), libexec/, lib/
-                   (glibc carried for older hosts), share/r2sp/deploy/, MANIFEST.json; and
+                   (glibc carried for older hosts), share/r2sp/deploy/, MANIFEST.json (the
+                   checksums of these files); and
                    tools/pylib/, the launcher's library, which r2sp-run runs jobs with
   r2sp-VERSION.dist-info/   METADATA, WHEEL, entry_points.txt (console script r2sp-run),
                    RECORD
@@ -16,6 +17,7 @@ programs executable."""
 
 import base64
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -61,6 +63,7 @@ def layout(bundle_dir, pylib_dir, tree, version):
             shutil.copytree(source, os.path.join(launch, name))
         else:
             shutil.copy(source, os.path.join(launch, name))
+    _drop_python_from_manifest(os.path.join(launch, "MANIFEST.json"))
     shutil.copytree(pylib_dir, os.path.join(launch, "tools", "pylib"),
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     for extension in ("_core.so", "_models.so"):
@@ -70,6 +73,17 @@ def layout(bundle_dir, pylib_dir, tree, version):
                            check=True)
     with open(os.path.join(target, "_version.py"), "w") as f:
         f.write(f'"""The version of this build of r2sp."""\n\nVERSION = "{version}"\n')
+
+
+def _drop_python_from_manifest(path):
+    """The bundle's MANIFEST.json without python/'s files, which the wheel holds as r2sp/."""
+    with open(path) as f:
+        manifest = json.load(f)
+    manifest["files"] = {name: digest for name, digest in manifest["files"].items()
+                         if not name.startswith("python/")}
+    with open(path, "w") as f:
+        json.dump(manifest, f, indent=1, sort_keys=True)
+        f.write("\n")
 
 
 def metadata_files(version, tag, python_version):

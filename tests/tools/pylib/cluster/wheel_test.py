@@ -124,6 +124,11 @@ class WheelTest(unittest.TestCase):
                 data = wheel.read(name)
                 want = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
                 self.assertEqual((digest, int(size)), ("sha256=" + want.decode(), len(data)))
+            manifest = json.loads(wheel.read("r2sp/_launch/MANIFEST.json"))
+            for name, digest in manifest["files"].items():  # the bundle's files, python/ aside
+                data = wheel.read("r2sp/_launch/" + name)
+                self.assertEqual(hashlib.sha256(data).hexdigest(), digest, name)
+            self.assertIn("bin/scheduler", manifest["files"])
             extension = os.path.join(self.tmp.name, "_core.so")
             with open(extension, "wb") as f:
                 f.write(wheel.read("r2sp/_core.so"))
