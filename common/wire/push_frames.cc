@@ -144,6 +144,7 @@ absl::StatusOr<GradientView> PushDecoder::Decode(const Message& request, size_t 
 
 const float* PushDecoder::Values(const zmq::message_t& frame, bool half, size_t count,
                                  std::vector<float>* scratch) {
+  if (count == 0) return nullptr;  // an empty frame's data may be null or misaligned: no copy
   if (half) {
     scratch->resize(count);
     codec::DecodeFp16(static_cast<const uint16_t*>(frame.data()), count, scratch->data());
