@@ -112,17 +112,18 @@ Message EncodeChunksPush(const PushFields& fields, const float* values, size_t n
   request.header.set_codec(proto::CSC);
   request.header.mutable_push()->set_chunk_elements(chunk);
   if (fp16) request.header.mutable_push()->set_values(proto::FP16);
-  std::vector<float> chosen;
+  size_t count = 0;
+  for (uint32_t id : ids) count += codec::ChunkLength(n, chunk, id);
+  std::vector<float> chosen(fp16 ? count : 0);  // fp16: rounded from here into its frame
+  zmq::message_t frame(fp16 ? 0 : count * sizeof(float));
+  float* out = fp16 ? chosen.data() : static_cast<float*>(frame.data());
   for (uint32_t id : ids) {
-    const float* begin = values + static_cast<size_t>(id) * chunk;
-    chosen.insert(chosen.end(), begin, begin + codec::ChunkLength(n, chunk, id));
+    const size_t length = codec::ChunkLength(n, chunk, id);
+    if (length > 0) std::memcpy(out, values + static_cast<size_t>(id) * chunk, length * 4);
+    out += length;
   }
   request.payload.emplace_back(ids.data(), ids.size() * sizeof(uint32_t));
-  if (fp16) {
-    request.payload.push_back(Fp16Frame(chosen.data(), chosen.size()));
-  } else {
-    request.payload.emplace_back(chosen.data(), chosen.size() * sizeof(float));
-  }
+  request.payload.push_back(fp16 ? Fp16Frame(chosen.data(), count) : std::move(frame));
   return request;
 }
 

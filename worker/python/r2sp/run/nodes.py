@@ -110,7 +110,7 @@ def supervise(job, plan, supervisor):
     exited 0, else 1."""
     latest = {name: name for name, _ in job.procs()}  # slot -> its latest process
     replaced = dict.fromkeys(latest, 0)  # slot -> its replacements
-    restarts, deadline = 0, time.time() + plan.timeout
+    deadline = time.time() + plan.timeout
     while True:
         procs = dict(job.procs())
         running = False
@@ -118,8 +118,7 @@ def supervise(job, plan, supervisor):
             status = procs[name].poll()
             if status is None:
                 running = True
-            elif status != 0 and restarts < plan.max_restarts:
-                restarts += 1
+            elif status != 0 and sum(replaced.values()) < plan.max_restarts:
                 replaced[slot] += 1
                 new = f"{slot}.r{replaced[slot]}"
                 print(f"{NAME}: {name} died (status {status}); starting replacement {new}",

@@ -45,7 +45,7 @@ class GradientReporter:
         self._deferred = []      # entries completed while no step was under way
         self._waits_queued = False  # landed() is queued for the end of this backward
         self._accumulators = []  # the AccumulateGrad nodes: the hooks live as long as they do
-        self._sparse_seen = set()  # indices into entries whose gradients came sparse
+        self._kind_known = set()  # indices into entries whose first gradient was looked at
         self.accumulating = False  # set by the training thread between backward passes
         self.hold_until_step = False
         self.sent = False
@@ -60,10 +60,10 @@ class GradientReporter:
 
     def _ready(self, index, incoming):
         entry = self._entries[index]
-        if index not in self._sparse_seen and any(g is not None and g.is_sparse
-                                                  for g in incoming):
-            self._sparse_seen.add(index)  # an embedding's rows: the pushes send those alone
-            self._worker.push_nonzero_rows(entry.offset, entry.count)
+        if index not in self._kind_known:  # a module's gradients are sparse or not for good
+            self._kind_known.add(index)
+            if any(g is not None and g.is_sparse for g in incoming):
+                self._worker.push_nonzero_rows(entry.offset, entry.count)  # an embedding's rows
         if self.accumulating:
             return
         with self._lock:
